@@ -1,0 +1,28 @@
+# Quick start: `make run` (the app) and `make test` (the suite). Each sets itself up.
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed-stamp
+
+.PHONY: run test bench browser clean
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -e ".[test]"
+	touch $(STAMP)
+
+run: $(STAMP)
+	$(VENV)/bin/streamlit run app.py
+
+browser:
+	@bash scripts/ensure-browser.sh
+
+test: $(STAMP) browser
+	$(PY) -m pytest -q
+
+bench: $(STAMP)
+	$(PY) -m rnnviz bench
+
+clean:
+	rm -rf $(VENV) *.egg-info .pytest_cache

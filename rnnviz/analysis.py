@@ -1,0 +1,208 @@
+"""``analyze(cfg) -> Analysis``: the single entry point the CLI and the app call.
+
+Two compiled functions per shape (cached by :meth:`RunConfig.shape_key` and device):
+
+* *prepare* ``(key, values) -> (params, carry0, xs)``: params from ``cell.init``, the
+  initial carry from ``cell.initialize_carry``, inputs from :func:`make_inputs`; the
+  seed's key is split into named keys for each.
+* *analysis* ``(params, carry0, xs) -> (StepGrads, Summary)``: one forward and one
+  reverse pass (:func:`rnnviz.gradients.analysis_outputs`).
+
+Seed, gain, forget bias and scales are arguments of *prepare*, so changing them
+reuses both executables.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnviz.cells import PARAM_GROUPS, adjust_params, carry_to_dict, make_cell
+from rnnviz.config import ConfigError, RunConfig
+from rnnviz.gradients import analysis_outputs, full_carry0, plain_grad
+from rnnviz.inputs import make_inputs
+from rnnviz.timing import Compiled, Timing, compile_for, time_runs
+
+
+class Values(NamedTuple):
+    """The config's plain values, passed to *prepare* as float32 scalars."""
+
+    carry_scale: Any
+    recurrent_gain: Any
+    forget_bias: Any
+    input_scale: Any
+
+    @classmethod
+    def of(cls, cfg: RunConfig) -> "Values":
+        return cls(*(np.float32(getattr(cfg, f)) for f in cls._fields))
+
+
+def seed_key(seed: int) -> jax.Array:
+    """Raw ``uint32[2]`` key data of ``seed`` (an argument, never a compile-time constant)."""
+    return jax.random.key_data(jax.random.key(seed))
+
+
+def prepare(cfg: RunConfig, key_data: jax.Array, values: Values):
+    """``(params, carry0, xs)`` for ``cfg``: xs ``[(B,) T, I]``, carry0 ``[(B,) H]`` per
+    component (``[H]`` when learned), params as ``cell.init(...)["params"]`` with the gain
+    and forget bias applied."""
+    k_params, k_carry, k_inputs = jax.random.split(jax.random.wrap_key_data(key_data), 3)
+    dtype = jnp.dtype(cfg.dtype)
+    cell = make_cell(cfg, values.carry_scale)
+    xs = make_inputs(k_inputs, cfg.inputs, cfg.input_shape, values.input_scale, dtype)
+    x0 = xs[..., 0, :]
+    carry_input_shape = (cfg.input_size,) if cfg.carry_init == "learned" else x0.shape
+    carry0 = cell.initialize_carry(k_carry, carry_input_shape)
+    params = cell.init(k_params, full_carry0(cfg, carry0), x0)["params"]
+    params = adjust_params(cfg, params, values.recurrent_gain, values.forget_bias)
+    return params, carry0, xs
+
+
+def resolve_device(cfg: RunConfig) -> jax.Device:
+    """The JAX device ``cfg.device`` names; a missing GPU is a :class:`ConfigError`."""
+    if cfg.device in ("gpu", "auto"):
+        try:
+            return jax.devices("gpu")[0]
+        except RuntimeError:
+            if cfg.device == "gpu":
+                raise ConfigError("device", "gpu", "no GPU is visible to JAX on this machine; use 'cpu' or 'auto'") from None
+    return jax.devices("cpu")[0]
+
+
+def static_config(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with its plain values at their defaults: two configs share executables
+    exactly when their static configs are equal."""
+    return RunConfig(**dict(cfg.shape_key()))
+
+
+class Executables(NamedTuple):
+    prepare: Compiled
+    analysis: Compiled
+
+
+@functools.lru_cache(maxsize=64)
+def executables(static: RunConfig, device: jax.Device) -> Executables:
+    """Compile *prepare* and *analysis* for one shape on one device (cached)."""
+    key, values = seed_key(0), Values.of(static)
+    prep = compile_for(functools.partial(prepare, static), (key, values), device)
+    shapes = jax.eval_shape(functools.partial(prepare, static), key, values)
+    cell = make_cell(static)
+    run = compile_for(functools.partial(analysis_outputs, static, cell), shapes, device)
+    return Executables(prep, run)
+
+
+@functools.lru_cache(maxsize=64)
+def baseline_executable(static: RunConfig, device: jax.Device) -> Compiled:
+    """Plain ``jax.value_and_grad`` of the same loss w.r.t. params (the benchmark's yardstick)."""
+    shapes = jax.eval_shape(functools.partial(prepare, static), seed_key(0), Values.of(static))
+    return compile_for(functools.partial(plain_grad, static, make_cell(static)), shapes, device)
+
+
+def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None):
+    """``(params, carry0, xs)`` on the device, from the cached *prepare* executable."""
+    device = device or resolve_device(cfg)
+    exe = executables(static_config(cfg), device)
+    args = jax.device_put((seed_key(cfg.seed), Values.of(cfg)), device)
+    return exe.prepare.fn(*args)
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """How the gradient of the loss flows back through time for one :class:`RunConfig`.
+
+    All arrays are NumPy. T = seq_len, B = batch (1 when unbatched), C = carry components.
+
+    grad_norms ``[T+1]``: ‖∂L/∂carry_t‖ over batch, units and components; index 0 is the
+    initial carry, index t the carry after x_t. component_grad_norms: ``{"c"|"h": [T+1]}``.
+    example_grad_norms ``[T+1, B]``. input_grad_norms ``[T]``: ‖∂L/∂x_t‖.
+    carries ``{"c"|"h": [T+1, (B,) H]}``; carry_norms ``[T+1]``; component_carry_norms.
+    params / param_grads: the Flax params tree and its gradient.
+    learned_carry_grad: ``{"c"|"h": [H]}`` for ``carry_init="learned"``, else None.
+    param_grad_by_step ``[T, G]`` with G = ``param_groups`` (``per_step`` only, else None).
+    inputs: the exact input ``[(B,) T, I]``. first_nonfinite_step: the first t whose
+    carry or gradient norm is NaN/Inf, else None.
+    """
+
+    config: RunConfig
+    loss: float
+    grad_norms: np.ndarray
+    component_grad_norms: dict[str, np.ndarray]
+    example_grad_norms: np.ndarray
+    input_grad_norms: np.ndarray
+    carries: dict[str, np.ndarray]
+    carry_norms: np.ndarray
+    component_carry_norms: dict[str, np.ndarray]
+    params: dict[str, Any]
+    param_grads: dict[str, Any]
+    learned_carry_grad: dict[str, np.ndarray] | None
+    param_grad_by_step: np.ndarray | None
+    param_groups: tuple[str, ...]
+    inputs: np.ndarray
+    final_carry: dict[str, np.ndarray]
+    first_nonfinite_step: int | None
+    timing: Timing
+
+
+def _first_nonfinite(*series: np.ndarray) -> int | None:
+    bad = np.zeros(series[0].shape[0], bool)
+    for s in series:
+        bad |= ~np.isfinite(s.reshape(s.shape[0], -1)).all(axis=1)
+    return int(np.argmax(bad)) if bad.any() else None
+
+
+def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = None) -> Analysis:
+    """Run the analysis of ``cfg``; time ``repeats`` runs of the compiled reverse pass.
+
+    ``device`` overrides ``cfg.device`` with a concrete JAX device (e.g. the second of
+    several). Raises :class:`ConfigError` for a device that is not present.
+    """
+    device = device or resolve_device(cfg)
+    static = static_config(cfg)
+    hit = executables.cache_info().currsize
+    exe = executables(static, device)
+    cache_hit = executables.cache_info().currsize == hit
+    params, carry0, xs = prepared_inputs(cfg, device)
+    (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs), repeats)
+    host = jax.device_get((sg, summary, params, carry0, xs))
+    sg, summary, params, carry0, xs = host
+    comps = cfg.carry_components
+    comp_grads = {c: summary.component_grad_norms[i] for i, c in enumerate(comps)}
+    comp_carry = {c: summary.component_carry_norms[i] for i, c in enumerate(comps)}
+    grad_norms = np.sqrt(np.sum(summary.component_grad_norms.astype(np.float64) ** 2, axis=0)).astype(np.float32)
+    carry_norms = np.sqrt(np.sum(summary.component_carry_norms.astype(np.float64) ** 2, axis=0)).astype(np.float32)
+    carries = carry_to_dict(cfg, sg.carries)
+    timing = Timing(
+        exe.analysis.compile_s, run.median_s, run.min_s, run.max_s, run.repeats,
+        exe.analysis.peak_bytes, exe.analysis.flops, f"{device.platform}:{device.id} {device.device_kind}",
+        device.platform, cache_hit,
+    )
+    return Analysis(
+        config=cfg,
+        loss=float(sg.loss),
+        grad_norms=grad_norms,
+        component_grad_norms=comp_grads,
+        example_grad_norms=summary.example_grad_norms,
+        input_grad_norms=summary.input_grad_norms,
+        carries=carries,
+        carry_norms=carry_norms,
+        component_carry_norms=comp_carry,
+        params=params,
+        param_grads=sg.param_grads,
+        learned_carry_grad=None if sg.learned_carry_grads is None else carry_to_dict(cfg, sg.learned_carry_grads),
+        param_grad_by_step=sg.by_step,
+        param_groups=PARAM_GROUPS,
+        inputs=xs,
+        final_carry={k: v[-1] for k, v in carries.items()},
+        first_nonfinite_step=_first_nonfinite(grad_norms, carry_norms),
+        timing=timing,
+    )
+
+
+def replace_config(a: Analysis, **changes: Any) -> Analysis:
+    return dataclasses.replace(a, config=a.config.replace(**changes))

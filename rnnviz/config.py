@@ -1,0 +1,258 @@
+"""Run configuration: one frozen, hashable dataclass, validated in one place.
+
+Every way into rnnviz (the library, ``python -m rnnviz``, the Streamlit app and its
+URL) builds a :class:`RunConfig`, so every bad value gets the same message from
+:func:`RunConfig.__post_init__`: the field, the value, and what is allowed.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+CELLS = ("simple", "lstm", "gru", "mgu")
+ACTIVATIONS = ("tanh", "relu", "identity")
+DTYPES = ("float32", "bfloat16", "float16")
+CARRY_INITS = ("zeros", "normal", "uniform", "constant", "learned")
+RECURRENT_INITS = ("orthogonal", "normal", "identity")
+INPUTS = ("normal", "uniform", "sine")
+LOSSES = ("last", "all")
+STRATEGIES = ("accumulate", "per_step", "split_transpose")
+DEVICES = ("auto", "cpu", "gpu")
+
+#: Upper bound on the estimated working set of one analysis (see :func:`estimate_memory_bytes`).
+MEMORY_BUDGET_BYTES = 4 * 1024**3
+MAX_SEQ_LEN = 5000
+MAX_HIDDEN = 2048
+MAX_INPUT = 1024
+MAX_BATCH = 1024
+MAX_SEED = 2**31 - 1
+
+# Per example and step, how many [H]-sized arrays the reverse pass keeps alive
+# (carry components, gate pre-activations and activations). Rough, deliberately high.
+_RESIDUALS_PER_STEP = {"simple": 3, "mgu": 7, "gru": 9, "lstm": 14}
+_ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+class ConfigError(ValueError):
+    """A configuration value is out of range. ``str(err)`` is a complete user-facing sentence."""
+
+    def __init__(self, field: str, value: Any, allowed: str):
+        self.field, self.value, self.allowed = field, value, allowed
+        super().__init__(f"{field}={value!r} is not allowed: {allowed}.")
+
+
+@dataclass(frozen=True)
+class FieldSpec:
+    """What one :class:`RunConfig` field accepts; drives validation, CLI flags and widgets."""
+
+    name: str
+    kind: type
+    help: str
+    choices: tuple[str, ...] | None = None
+    lo: float | None = None
+    hi: float | None = None
+    optional: bool = False
+
+    def allowed(self) -> str:
+        if self.choices is not None:
+            return "one of " + ", ".join(self.choices)
+        what = "an integer" if self.kind is int else "a number"
+        text = f"{what} in [{self.lo:g}, {self.hi:g}]"
+        return text + (" or None" if self.optional else "")
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """Everything that defines one analysis run.
+
+    Shapes: unbatched input is ``[T, I]`` (``batch_size=None``), batched is batch-first
+    ``[B, T, I]``; the carry is ``[(B,) H]`` per component. Losses, with ``h_t`` the
+    cell's output at step t (the h part of the carry):
+
+    * ``"last"``: ``L = ½ Σ_{b,j} h_T[b, j]²``
+    * ``"all"``:  ``L = ½ · (1/T) Σ_t Σ_{b,j} h_t[b, j]²``
+
+    Fields split in two: those that fix array shapes or code paths (:meth:`shape_key`)
+    and plain values (seed, gains, scales) that are passed to the compiled function as
+    arguments, so changing them never recompiles.
+    """
+
+    cell: str = "simple"
+    activation: str = "tanh"
+    hidden_size: int = 32
+    input_size: int = 8
+    seq_len: int = 50
+    batch_size: int | None = 4
+    dtype: str = "float32"
+    carry_init: str = "zeros"
+    carry_scale: float = 1.0
+    recurrent_init: str = "orthogonal"
+    recurrent_gain: float = 1.0
+    forget_bias: float = 0.0
+    inputs: str = "normal"
+    input_scale: float = 1.0
+    loss: str = "last"
+    seed: int = 0
+    strategy: str = "accumulate"
+    device: str = "auto"
+
+    def __post_init__(self) -> None:
+        _validate(self)
+
+    # Fields whose values may change without changing shapes or code paths.
+    VALUE_FIELDS = ("seed", "carry_scale", "recurrent_gain", "forget_bias", "input_scale")
+
+    def shape_key(self) -> tuple:
+        """The part of the config that decides array shapes and traced code: the cache key."""
+        return tuple(
+            (f.name, getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name not in self.VALUE_FIELDS
+        )
+
+    @property
+    def carry_components(self) -> tuple[str, ...]:
+        """Names of the carry's parts, in Flax's order: LSTM ``(c, h)``, others ``(h,)``."""
+        return ("c", "h") if self.cell == "lstm" else ("h",)
+
+    @property
+    def input_shape(self) -> tuple[int, ...]:
+        """Shape of the whole input, batch-first: ``[B, T, I]`` or ``[T, I]``."""
+        batch = () if self.batch_size is None else (self.batch_size,)
+        return batch + (self.seq_len, self.input_size)
+
+    def replace(self, **changes: Any) -> "RunConfig":
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_mapping(cls, values: Mapping[str, Any]) -> "RunConfig":
+        """Build from loosely typed values (CLI strings, URL params, JSON); unknown keys are errors."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        for key in values:
+            if key not in names:
+                raise ConfigError(key, values[key], "not a RunConfig field; fields are " + ", ".join(sorted(names)))
+        return cls(**{k: coerce(k, v) for k, v in values.items()})
+
+
+def _spec_table() -> dict[str, FieldSpec]:
+    specs = [
+        FieldSpec("cell", str, "recurrent cell (Flax linen)", CELLS),
+        FieldSpec("activation", str, "simple cell's activation (gated cells use tanh)", ACTIVATIONS),
+        FieldSpec("hidden_size", int, "units in the carry, H", lo=1, hi=MAX_HIDDEN),
+        FieldSpec("input_size", int, "features per step, I", lo=1, hi=MAX_INPUT),
+        FieldSpec("seq_len", int, "time steps, T", lo=1, hi=MAX_SEQ_LEN),
+        FieldSpec("batch_size", int, "examples B; None for unbatched [T, I] input", lo=1, hi=MAX_BATCH, optional=True),
+        FieldSpec("dtype", str, "dtype of params, carry and computation", DTYPES),
+        FieldSpec("carry_init", str, "how the initial carry starts", CARRY_INITS),
+        FieldSpec("carry_scale", float, "std (normal), half-width (uniform), value (constant), init std (learned)", lo=0.0, hi=100.0),
+        FieldSpec("recurrent_init", str, "initialiser of the recurrent kernels", RECURRENT_INITS),
+        FieldSpec("recurrent_gain", float, "factor applied to the recurrent kernels after init", lo=0.0, hi=10.0),
+        FieldSpec("forget_bias", float, "LSTM forget-gate bias (1.0 is the classic remedy)", lo=-20.0, hi=20.0),
+        FieldSpec("inputs", str, "input sequence distribution", INPUTS),
+        FieldSpec("input_scale", float, "multiplies the inputs", lo=0.0, hi=100.0),
+        FieldSpec("loss", str, "last: ½Σh_T²; all: ½(1/T)Σ_tΣh_t²", LOSSES),
+        FieldSpec("seed", int, "root PRNG seed for params, carry and inputs", lo=0, hi=MAX_SEED),
+        FieldSpec("strategy", str, "how parameter gradients are gathered through time", STRATEGIES),
+        FieldSpec("device", str, "where to run: auto picks a GPU when present", DEVICES),
+    ]
+    return {s.name: s for s in specs}
+
+
+FIELD_SPECS: dict[str, FieldSpec] = _spec_table()
+
+
+def coerce(name: str, value: Any) -> Any:
+    """Turn a loosely typed value (e.g. the string ``"32"``) into the field's type, or raise."""
+    spec = FIELD_SPECS.get(name)
+    if spec is None:
+        raise ConfigError(name, value, "not a RunConfig field")
+    if spec.optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))):
+        return None
+    if spec.kind is str:
+        if not isinstance(value, str):
+            raise ConfigError(name, value, spec.allowed())
+        return value.strip()
+    try:
+        if isinstance(value, bool):
+            raise TypeError
+        number = float(value)
+    except (TypeError, ValueError):
+        raise ConfigError(name, value, spec.allowed()) from None
+    if spec.kind is int:
+        if number != number or number in (float("inf"), float("-inf")) or number != int(number):
+            raise ConfigError(name, value, spec.allowed())
+        return int(number)
+    return number
+
+
+def _check_field(spec: FieldSpec, value: Any) -> None:
+    if spec.optional and value is None:
+        return
+    if spec.choices is not None:
+        if value not in spec.choices:
+            raise ConfigError(spec.name, value, spec.allowed())
+        return
+    ok_type = isinstance(value, int) and not isinstance(value, bool)
+    if spec.kind is float:
+        ok_type = ok_type or isinstance(value, float)
+    if not ok_type or not (spec.lo <= value <= spec.hi):  # NaN fails the range test too
+        raise ConfigError(spec.name, value, spec.allowed())
+
+
+def _validate(cfg: RunConfig) -> None:
+    for spec in FIELD_SPECS.values():
+        _check_field(spec, getattr(cfg, spec.name))
+    if cfg.cell != "simple" and cfg.activation != "tanh":
+        raise ConfigError("activation", cfg.activation, f"the {cfg.cell} cell fixes its activations; use 'tanh' (only the simple cell takes relu/identity)")
+    if cfg.cell != "lstm" and cfg.forget_bias != 0.0:
+        raise ConfigError("forget_bias", cfg.forget_bias, f"only the lstm cell has a forget bias; use 0.0 with the {cfg.cell} cell")
+    need = estimate_memory_bytes(cfg)
+    if need > MEMORY_BUDGET_BYTES:
+        raise ConfigError(
+            "seq_len",
+            cfg.seq_len,
+            f"this configuration needs about {need / 2**30:.1f} GiB, over the {MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; "
+            f"the largest seq_len that fits is {max_seq_len_within_budget(cfg)}",
+        )
+
+
+def param_count(cfg: RunConfig) -> int:
+    """Number of scalars in the cell's parameters (Flax linen layouts)."""
+    h, i = cfg.hidden_size, cfg.input_size
+    per_gate = {"simple": (1, 1), "mgu": (2, 3), "gru": (3, 4), "lstm": (4, 4)}[cfg.cell]
+    gates, biases = per_gate
+    return gates * (h * h + i * h) + biases * h
+
+
+def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None) -> int:
+    """Rough upper estimate of the analysis working set, in bytes.
+
+    ``itemsize · [T·B·(I + R·H) + 2·(T+1)·B·H·C + P·k]`` where R is the residuals the
+    reverse pass keeps per step, C the carry components, P the parameter count and k
+    3 for the accumulator or 2·T + 3 for per-step tangents (a copy of the params and of
+    their gradient per step: the O(T·P) cost of that strategy). ``seq_len`` overrides T.
+    """
+    b = cfg.batch_size or 1
+    t, h = seq_len or cfg.seq_len, cfg.hidden_size
+    p = param_count(cfg)
+    comps = len(cfg.carry_components)
+    per_param = 2 * t + 3 if cfg.strategy == "per_step" else 3
+    scalars = t * b * (cfg.input_size + _RESIDUALS_PER_STEP[cfg.cell] * h) + 2 * (t + 1) * b * h * comps + p * per_param
+    return int(scalars * max(_ITEMSIZE[cfg.dtype], 4))
+
+
+def max_seq_len_within_budget(cfg: RunConfig) -> int:
+    """Largest ``seq_len`` (≤ MAX_SEQ_LEN) whose estimate fits the budget, 0 if none does."""
+    lo, hi = 0, MAX_SEQ_LEN
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if estimate_memory_bytes(cfg, seq_len=mid) <= MEMORY_BUDGET_BYTES:
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo

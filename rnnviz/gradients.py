@@ -1,0 +1,145 @@
+"""Per-step carry and input gradients and parameter gradients in one reverse pass.
+
+The zero-perturbation trick: a zero ``eps`` shaped like the carry trajectory
+``[T+1, (B,) H]`` is added to the carry handed on at every step (:func:`rollout`), and one
+``jax.vjp`` of the loss with respect to ``(params, eps, xs)`` gives ∂L/∂W, every
+∂L/∂carry_t and every ∂L/∂x_t together. ∂L/∂carry_t is the total derivative through all
+later steps, taken at the carry as handed on: for the LSTM, ∂L/∂c_t holds h_t fixed, and
+with ``loss="last"`` ∂L/∂c_T = 0.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rnnviz.cells import Params, output_of
+from rnnviz.config import RunConfig
+from rnnviz.rollout import Carry, rollout
+from rnnviz.strategies import collapse_grads, lift_params
+
+
+def loss_from_outputs(cfg: RunConfig, hs: jax.Array) -> jax.Array:
+    """Loss of the outputs ``hs`` [T, (B,) H], accumulated in float32.
+
+    ``last``: ``L = ½ Σ h_T²``; ``all``: ``L = ½ (1/T) Σ_t Σ h_t²``.
+    """
+    h = hs.astype(jnp.float32)
+    if cfg.loss == "last":
+        return 0.5 * jnp.sum(h[-1] * h[-1])
+    return 0.5 * jnp.sum(h * h) / h.shape[0]
+
+
+def time_major(cfg: RunConfig, xs: jax.Array) -> jax.Array:
+    """Batch-first ``[B, T, I]`` → ``[T, B, I]``; unbatched ``[T, I]`` unchanged."""
+    return xs if cfg.batch_size is None else jnp.swapaxes(xs, 0, 1)
+
+
+def full_carry0(cfg: RunConfig, carry0: Carry) -> Carry:
+    """A learned initial carry is one ``[H]`` vector per component, shared by the batch."""
+    if cfg.carry_init != "learned" or cfg.batch_size is None:
+        return carry0
+    return jax.tree.map(lambda c: jnp.broadcast_to(c, (cfg.batch_size,) + c.shape), carry0)
+
+
+class StepGrads(NamedTuple):
+    """Raw outputs of one forward + one reverse pass (device arrays).
+
+    carries / carry_grads: carry-shaped, each component ``[T+1, (B,) H]``;
+    input_grads: ``[T, (B,) I]`` time-major; param_grads: like params;
+    learned_carry_grads: like the ``[H]`` learned carry, or None;
+    by_step: ``[T, G]`` per-step contribution norms (``per_step`` only), or None.
+    """
+
+    loss: jax.Array
+    carries: Carry
+    carry_grads: Carry
+    input_grads: jax.Array
+    param_grads: Params
+    learned_carry_grads: Carry | None
+    by_step: jax.Array | None
+
+
+def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> StepGrads:
+    """Everything about how ∂L flows back through time, from one ``jax.vjp``.
+
+    ``xs`` is batch-first ``[(B,) T, I]``; ``carry0`` is ``[(B,) H]`` per component, or
+    ``[H]`` for a learned carry. Jit this at the call site (``cfg`` and ``cell`` static).
+    """
+    xs_tm = time_major(cfg, xs)
+    t_len = cfg.seq_len
+    lifted = lift_params(params, cfg.strategy, t_len)
+    learned = cfg.carry_init == "learned"
+    eps = jax.tree.map(lambda c: jnp.zeros((t_len + 1,) + c.shape, c.dtype), full_carry0(cfg, carry0))
+
+    def forward(p, c0, e, x):
+        carries = rollout(
+            cell, p, full_carry0(cfg, c0), x, e,
+            per_step_params=cfg.strategy == "per_step",
+            split_transpose=cfg.strategy == "split_transpose",
+        )
+        return loss_from_outputs(cfg, output_of(cfg, carries)[1:]), carries
+
+    loss, vjp, carries = jax.vjp(forward, lifted, carry0, eps, xs_tm, has_aux=True)
+    g_params, g_carry0, g_eps, g_xs = vjp(jnp.ones((), loss.dtype))
+    param_grads, by_step = collapse_grads(g_params, cfg.strategy)
+    return StepGrads(loss, carries, g_eps, g_xs, param_grads, g_carry0 if learned else None, by_step)
+
+
+def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Params]:
+    """Baseline: ``jax.value_and_grad`` of the same loss w.r.t. params only, plain scan."""
+    xs_tm = time_major(cfg, xs)
+
+    def loss_fn(p):
+        def step(carry, x):
+            carry, y = cell.apply({"params": p}, carry, x)
+            return carry, (y if cfg.loss == "all" else None)
+
+        last, ys = jax.lax.scan(step, full_carry0(cfg, carry0), xs_tm)
+        hs = ys if cfg.loss == "all" else output_of(cfg, last)[None]
+        return loss_from_outputs(cfg, hs)
+
+    return jax.value_and_grad(loss_fn)(params)
+
+
+def _sq_norm(a: jax.Array, keep: int) -> jax.Array:
+    """Sum of squares in float32 over all axes after the first ``keep``."""
+    a = a.astype(jnp.float32)
+    return jnp.sum(a * a, axis=tuple(range(keep, a.ndim)))
+
+
+class Summary(NamedTuple):
+    """Norms computed on device (float32). C = carry components, in Flax order.
+
+    component_grad_norms ``[C, T+1]``; example_grad_norms ``[T+1, B]`` (``[T+1, 1]``
+    unbatched); input_grad_norms ``[T]``; component_carry_norms ``[C, T+1]``.
+    """
+
+    component_grad_norms: jax.Array
+    example_grad_norms: jax.Array
+    input_grad_norms: jax.Array
+    component_carry_norms: jax.Array
+
+
+def summarize(cfg: RunConfig, sg: StepGrads) -> Summary:
+    grads = jax.tree.leaves(sg.carry_grads)
+    carries = jax.tree.leaves(sg.carries)
+    comp = jnp.stack([jnp.sqrt(_sq_norm(g, 1)) for g in grads])
+    keep = 1 if cfg.batch_size is None else 2
+    per_example = jnp.sqrt(sum(_sq_norm(g, keep) for g in grads))
+    per_example = per_example.reshape(cfg.seq_len + 1, -1)
+    inputs = jnp.sqrt(_sq_norm(sg.input_grads, 1))
+    carry_norms = jnp.stack([jnp.sqrt(_sq_norm(c, 1)) for c in carries])
+    return Summary(comp, per_example, inputs, carry_norms)
+
+
+def analysis_outputs(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[StepGrads, Summary]:
+    """:func:`step_gradients` plus its norms: the function the analysis compiles.
+
+    The full per-step gradients stay on device (only their norms come back), so the
+    result a host copies is the trajectory, the param grads and ``O(T·B)`` norms.
+    """
+    sg = step_gradients(cfg, cell, params, carry0, xs)
+    return sg._replace(carry_grads=None, input_grads=None), summarize(cfg, sg)

@@ -1,0 +1,65 @@
+"""The scan over time that always emits the carry.
+
+Shapes: ``xs`` is time-major ``[T, (B,) I]``; every carry component is ``[(B,) H]`` and
+the emitted trajectory ``[T+1, (B,) H]`` holds ``carry_0`` at index 0 and, at index t,
+the carry after consuming ``x_t``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from rnnviz.cells import Params
+
+Carry = Any
+
+
+def tree_add(a: Any, b: Any) -> Any:
+    return jax.tree.map(jnp.add, a, b)
+
+
+def rollout(
+    cell,
+    params: Params,
+    carry0: Carry,
+    xs: jax.Array,
+    eps: Carry | None = None,
+    *,
+    per_step_params: bool = False,
+    split_transpose: bool = False,
+) -> Carry:
+    """Run ``cell`` over ``xs`` [T, (B,) I] and return the carries, each ``[T+1, (B,) H]``.
+
+    ``eps`` (carry-shaped, leading ``[T+1]``) is added to the carry handed on at every
+    step: zeros leave values unchanged, and the gradient with respect to ``eps[t]`` is
+    ∂L/∂carry_t. With ``per_step_params`` the params carry a leading ``[T]`` axis and
+    step t uses copy t (one tangent per step under differentiation); otherwise they are
+    closed over and the reverse scan accumulates their cotangent in one buffer.
+    """
+    if eps is None:
+        eps = jax.tree.map(lambda c: jnp.zeros((xs.shape[0] + 1,) + c.shape, c.dtype), carry0)
+    first = tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
+    rest = jax.tree.map(lambda e: e[1:], eps)
+
+    def step(carry, inp):
+        x, e, p = inp
+        new, _ = cell.apply({"params": p if per_step_params else params}, carry, x)
+        new = tree_add(new, e)
+        return new, new
+
+    scanned = (xs, rest, params if per_step_params else None)
+    _, carries = jax.lax.scan(step, first, scanned, _split_transpose=split_transpose)
+    return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs], axis=0), first, carries)
+
+
+def reference_loop(cell, params: Params, carry0: Carry, xs: jax.Array) -> Carry:
+    """The same trajectory with a plain Python loop over ``cell.apply`` (for tests)."""
+    out = [carry0]
+    carry = carry0
+    for t in range(xs.shape[0]):
+        carry, _ = cell.apply({"params": params}, carry, xs[t])
+        out.append(carry)
+    return jax.tree.map(lambda *cs: jnp.stack(cs), *out)

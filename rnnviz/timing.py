@@ -1,0 +1,95 @@
+"""Compile and run timing, memory and FLOP figures of compiled JAX functions."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from typing import Any, Callable, NamedTuple
+
+import jax
+
+
+class Compiled(NamedTuple):
+    """An ahead-of-time compiled function and what compiling it told us.
+
+    peak_bytes: temp + argument + output − aliased bytes from ``memory_analysis()``
+    (on CPU its ``peak_memory_in_bytes`` leaves temp buffers out, so it is only used when
+    larger). flops: XLA's cost-analysis estimate, 0 when unavailable.
+    """
+
+    fn: Callable
+    compile_s: float
+    peak_bytes: int
+    flops: float
+
+
+class RunTiming(NamedTuple):
+    median_s: float
+    min_s: float
+    max_s: float
+    repeats: int
+
+
+class Timing(NamedTuple):
+    """Timing of one analysis. ``compile_s`` is what compiling took when it happened;
+    ``cache_hit`` says whether this call reused an executable compiled earlier."""
+
+    compile_s: float
+    run_s: float
+    run_min_s: float
+    run_max_s: float
+    repeats: int
+    peak_bytes: int
+    flops: float
+    device: str
+    backend: str
+    cache_hit: bool
+
+
+def abstract(tree: Any, device: jax.Device) -> Any:
+    """Shape/dtype stand-ins of ``tree`` committed to ``device``, for ``.lower``."""
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), tree)
+
+
+def compile_for(fn: Callable, args: tuple, device: jax.Device) -> Compiled:
+    """``jax.jit(fn)`` lowered for ``args`` (arrays or stand-ins) on ``device`` and compiled."""
+    start = time.perf_counter()
+    compiled = jax.jit(fn).lower(*abstract(args, device)).compile()
+    elapsed = time.perf_counter() - start
+    return Compiled(compiled, elapsed, peak_bytes(compiled), flops(compiled))
+
+
+def peak_bytes(compiled: Any) -> int:
+    try:
+        ma = compiled.memory_analysis()
+    except Exception:  # some backends do not implement it
+        return 0
+    if ma is None:
+        return 0
+    total = ma.temp_size_in_bytes + ma.argument_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes
+    return int(max(total, getattr(ma, "peak_memory_in_bytes", 0) or 0))
+
+
+def flops(compiled: Any) -> float:
+    try:
+        cost = compiled.cost_analysis()
+    except Exception:
+        return 0.0
+    if isinstance(cost, (list, tuple)):
+        cost = cost[0] if cost else {}
+    return float((cost or {}).get("flops", 0.0))
+
+
+def time_runs(fn: Callable, args: tuple, repeats: int, warmup: int = 1) -> tuple[Any, RunTiming]:
+    """Run ``fn(*args)`` ``warmup`` + ``repeats`` times, blocking on each; return the last
+    result and the wall-clock statistics of the timed runs."""
+    out = None
+    for _ in range(warmup):
+        out = jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(max(repeats, 1)):
+        start = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return out, RunTiming(statistics.median(times), min(times), max(times), len(times))
