@@ -125,8 +125,10 @@ class Analysis:
     params / param_grads: the Flax params tree and its gradient.
     learned_carry_grad: ``{"c"|"h": [H]}`` for ``carry_init="learned"``, else None.
     param_grad_by_step ``[T, G]`` with G = ``param_groups`` (``per_step`` only, else None).
-    inputs: the exact input ``[(B,) T, I]``. first_nonfinite_step: the first t whose
-    carry or gradient norm is NaN/Inf, else None.
+    inputs: the exact input ``[(B,) T, I]``.
+    nonfinite_carry_step: the first t (forward in time) whose carry holds NaN/Inf;
+    nonfinite_grad_step: the last t whose ∂L/∂carry_t holds NaN/Inf, i.e. where the
+    reverse pass, walking back from T, first produced one. None when all are finite.
     """
 
     config: RunConfig
@@ -145,15 +147,22 @@ class Analysis:
     param_groups: tuple[str, ...]
     inputs: np.ndarray
     final_carry: dict[str, np.ndarray]
-    first_nonfinite_step: int | None
+    nonfinite_carry_step: int | None
+    nonfinite_grad_step: int | None
     timing: Timing
 
 
-def _first_nonfinite(*series: np.ndarray) -> int | None:
-    bad = np.zeros(series[0].shape[0], bool)
-    for s in series:
-        bad |= ~np.isfinite(s.reshape(s.shape[0], -1)).all(axis=1)
-    return int(np.argmax(bad)) if bad.any() else None
+def _nonfinite_steps(series: np.ndarray) -> np.ndarray:
+    """Indices t where ``series[t]`` is NaN/Inf."""
+    return np.flatnonzero(~np.isfinite(series))
+
+
+def _first_or_none(idx: np.ndarray) -> int | None:
+    return int(idx[0]) if idx.size else None
+
+
+def _last_or_none(idx: np.ndarray) -> int | None:
+    return int(idx[-1]) if idx.size else None
 
 
 def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = None) -> Analysis:
@@ -199,7 +208,8 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
         param_groups=PARAM_GROUPS,
         inputs=xs,
         final_carry={k: v[-1] for k, v in carries.items()},
-        first_nonfinite_step=_first_nonfinite(grad_norms, carry_norms),
+        nonfinite_carry_step=_first_or_none(_nonfinite_steps(carry_norms)),
+        nonfinite_grad_step=_last_or_none(_nonfinite_steps(grad_norms)),
         timing=timing,
     )
 

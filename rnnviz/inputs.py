@@ -24,8 +24,9 @@ def make_inputs(key: jax.Array, kind: str, shape: tuple[int, ...], scale: jax.Ar
         t_len, n_in = shape[-2], shape[-1]
         omega = jax.random.uniform(k_freq, (n_in,), jnp.float32, 0.1, 1.0)
         phase = jax.random.uniform(k_phase, shape[:-2] + (1, n_in), jnp.float32, 0.0, 2 * jnp.pi)
-        t = jnp.arange(t_len, dtype=jnp.float32)[:, None]
-        x = jnp.sin(omega * t + phase)
+        wave = jnp.arange(t_len, dtype=jnp.float32)[:, None] * omega[None, :]  # [T, I]
+        wave = wave.reshape((1,) * (len(shape) - 2) + wave.shape)
+        x = jnp.sin(wave + phase)
     else:
         raise ValueError(f"unknown input kind {kind!r}")
     return (scale * x).astype(dtype)

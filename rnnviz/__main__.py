@@ -1,0 +1,5 @@
+import sys
+
+from rnnviz.cli import main
+
+sys.exit(main())

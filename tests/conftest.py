@@ -1,0 +1,17 @@
+"""Test set-up: strict JAX promotion (no silent dtype/rank promotion) and tiny configs."""
+
+import jax
+import pytest
+
+jax.config.update("jax_numpy_dtype_promotion", "strict")
+jax.config.update("jax_numpy_rank_promotion", "raise")
+
+from rnnviz import RunConfig  # noqa: E402
+
+CELLS = ("simple", "lstm", "gru", "mgu")
+
+
+@pytest.fixture
+def tiny() -> RunConfig:
+    """A config small enough to compile in well under a second."""
+    return RunConfig(hidden_size=6, input_size=3, seq_len=7, batch_size=2)

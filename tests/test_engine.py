@@ -1,0 +1,254 @@
+"""The engine against independent references: a Python loop, finite differences,
+a split sequence, and closed forms."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rnnviz import ConfigError, RunConfig, analyze
+from rnnviz.analysis import executables, prepared_inputs
+from rnnviz.cells import make_cell, output_of
+from rnnviz.gradients import loss_from_outputs, step_gradients, time_major
+from rnnviz.rollout import reference_loop, rollout
+
+from conftest import CELLS
+
+
+def _setup(cfg):
+    params, carry0, xs = prepared_inputs(cfg)
+    return make_cell(cfg), params, carry0, xs
+
+
+def _grads(cfg, c, params, carry0, xs):
+    """step_gradients jitted at the call site, as the engine does."""
+    return jax.jit(functools.partial(step_gradients, cfg, c))(params, carry0, xs)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("batch", [None, 3])
+def test_scan_equals_python_loop(cell, batch):
+    cfg = RunConfig(cell=cell, hidden_size=5, input_size=3, seq_len=6, batch_size=batch, carry_init="normal")
+    c, params, carry0, xs = _setup(cfg)
+    got = jax.jit(functools.partial(rollout, c))(params, carry0, time_major(cfg, xs))
+    want = reference_loop(c, params, carry0, time_major(cfg, xs))
+    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+        assert g.shape == (7,) + (() if batch is None else (3,)) + (5,)
+        np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
+
+
+def _perturbed_loss(cfg, c, params, carry0, xs):
+    """L as a function of a perturbation eps of the carries: no autodiff involved."""
+
+    @jax.jit
+    def loss(eps):
+        carries = rollout(c, params, carry0, time_major(cfg, xs), eps)
+        return loss_from_outputs(cfg, output_of(cfg, carries)[1:])
+
+    return loss
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("loss", ["last", "all"])
+def test_per_step_carry_gradients_match_finite_differences(cell, loss):
+    cfg = RunConfig(cell=cell, hidden_size=4, input_size=2, seq_len=5, batch_size=2, loss=loss, carry_init="normal", carry_scale=0.5)
+    c, params, carry0, xs = _setup(cfg)
+    sg = _grads(cfg, c, params, carry0, xs)
+    loss = _perturbed_loss(cfg, c, params, carry0, xs)
+    zeros = jax.tree.map(lambda a: jnp.zeros((cfg.seq_len + 1,) + a.shape, a.dtype), carry0)
+    rng = np.random.default_rng(0)
+    h = 1e-2
+    for t in range(cfg.seq_len + 1):
+        direction = jax.tree.map(lambda a: jnp.asarray(rng.standard_normal(a.shape), jnp.float32), carry0)
+        analytic = sum(float(jnp.vdot(g[t], d)) for g, d in zip(jax.tree.leaves(sg.carry_grads), jax.tree.leaves(direction)))
+        plus = jax.tree.map(lambda z, d: z.at[t].set(h * d), zeros, direction)
+        minus = jax.tree.map(lambda z, d: z.at[t].set(-h * d), zeros, direction)
+        fd = (float(loss(plus)) - float(loss(minus))) / (2 * h)
+        assert analytic == pytest.approx(fd, rel=2e-3, abs=1e-4), (t, analytic, fd)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_per_step_gradient_equals_gradient_of_the_split_sequence(cell):
+    cfg = RunConfig(cell=cell, hidden_size=5, input_size=3, seq_len=8, batch_size=2, loss="all")
+    c, params, carry0, xs = _setup(cfg)
+    sg = _grads(cfg, c, params, carry0, xs)
+    xs_tm = time_major(cfg, xs)
+    head = jax.jit(functools.partial(rollout, c))(params, carry0, xs_tm)
+    for t in (0, 3, 8):
+        carry_t = jax.tree.map(lambda a: a[t], head)
+        prefix = output_of(cfg, head)[1:t]  # outputs before step t: constants here
+
+        def tail_loss(ct):
+            # carry_t's own h is output y_t (t ≥ 1), so it enters the loss directly too.
+            rest = rollout(c, params, ct, xs_tm[t:])
+            own = output_of(cfg, ct)[None] if t > 0 else prefix[:0]
+            hs = jnp.concatenate([prefix, own, output_of(cfg, rest)[1:]], axis=0)
+            return loss_from_outputs(cfg, hs)
+
+        want = jax.jit(jax.grad(tail_loss))(carry_t)
+        for g, w in zip(jax.tree.leaves(sg.carry_grads), jax.tree.leaves(want)):
+            np.testing.assert_allclose(g[t], w, rtol=1e-5, atol=1e-7)
+
+
+@pytest.mark.parametrize("gain", [0.5, 0.9, 1.0, 1.1])
+def test_closed_form_identity_rnn_ratio_is_the_gain(gain):
+    # h_t = W h_{t-1} + U x_t + b with W = g·Q: ∂L/∂h_t = (Wᵀ)^{T-t} h_T, norm g^{T-t}·‖h_T‖.
+    cfg = RunConfig(activation="identity", recurrent_gain=gain, seq_len=30, hidden_size=16, batch_size=3)
+    a = analyze(cfg, repeats=1)
+    g = a.grad_norms.astype(np.float64)
+    np.testing.assert_allclose(g[:-1] / g[1:], gain, rtol=1e-4)
+    h_last = a.carries["h"][-1]
+    assert g[-1] == pytest.approx(np.linalg.norm(h_last), rel=1e-6)
+
+
+def test_lstm_last_loss_has_zero_cell_gradient_at_T():
+    a = analyze(RunConfig(cell="lstm", seq_len=10, hidden_size=8), repeats=1)
+    assert a.component_grad_norms["c"][-1] == 0.0
+    assert a.component_grad_norms["h"][-1] > 0.0
+    assert a.component_grad_norms["c"][-2] > 0.0
+    np.testing.assert_allclose(a.grad_norms ** 2, a.component_grad_norms["c"] ** 2 + a.component_grad_norms["h"] ** 2, rtol=1e-5)
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_batched_and_unbatched_agree_per_example(cell):
+    cfg_b = RunConfig(cell=cell, hidden_size=5, input_size=3, seq_len=6, batch_size=3, carry_init="uniform", loss="all")
+    cfg_u = cfg_b.replace(batch_size=None)
+    c, params, carry0, xs = _setup(cfg_b)
+    batched = _grads(cfg_b, c, params, carry0, xs)
+    unbatched = jax.jit(functools.partial(step_gradients, cfg_u, c))
+    for b in range(3):
+        one = unbatched(params, jax.tree.map(lambda a: a[b], carry0), xs[b])
+        for gb, gu in zip(jax.tree.leaves(batched.carry_grads), jax.tree.leaves(one.carry_grads)):
+            np.testing.assert_allclose(gb[:, b], gu, rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(batched.input_grads[:, b], one.input_grads, rtol=1e-5, atol=1e-7)
+
+
+def test_example_norms_are_consistent_with_total():
+    a = analyze(RunConfig(cell="gru", batch_size=5, seq_len=12), repeats=1)
+    assert a.example_grad_norms.shape == (13, 5)
+    np.testing.assert_allclose(np.sqrt((a.example_grad_norms ** 2).sum(axis=1)), a.grad_norms, rtol=1e-5)
+
+
+@pytest.mark.parametrize("kind", ["zeros", "normal", "uniform", "constant"])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+def test_carry_init_distribution_and_dtype(kind, dtype):
+    cfg = RunConfig(cell="lstm", carry_init=kind, carry_scale=0.5, hidden_size=128, batch_size=64, seq_len=2, dtype=dtype)
+    a = analyze(cfg, repeats=1)
+    for comp in ("c", "h"):
+        c0 = a.carries[comp][0].astype(np.float64)
+        assert a.carries[comp].dtype == np.dtype(jnp.dtype(dtype)) and c0.shape == (64, 128)
+        if kind == "zeros":
+            assert np.all(c0 == 0)
+        elif kind == "constant":
+            assert np.all(c0 == 0.5)
+        elif kind == "normal":
+            assert abs(c0.mean()) < 0.02 and c0.std() == pytest.approx(0.5, rel=0.03)
+        else:
+            assert c0.min() >= -0.5 and c0.max() <= 0.5 and c0.std() == pytest.approx(0.5 / np.sqrt(3), rel=0.03)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+@pytest.mark.parametrize("cell", CELLS)
+def test_low_precision_runs_keep_the_carry_dtype(cell, dtype):
+    a = analyze(RunConfig(cell=cell, dtype=dtype, seq_len=5, hidden_size=8), repeats=1)
+    want = np.dtype(jnp.dtype(dtype))
+    assert all(v.dtype == want for v in a.carries.values())
+    assert a.inputs.dtype == want
+    assert all(leaf.dtype == want for leaf in jax.tree.leaves(a.params))
+    assert np.all(np.isfinite(a.grad_norms)) and a.grad_norms[-1] > 0
+
+
+@pytest.mark.parametrize("batch", [None, 4])
+def test_learned_carry_gets_a_nonzero_gradient_equal_to_summed_carry0_gradient(batch):
+    cfg = RunConfig(cell="lstm", carry_init="learned", carry_scale=0.1, seq_len=6, hidden_size=8, batch_size=batch, loss="all")
+    a = analyze(cfg, repeats=1)
+    assert a.learned_carry_grad is not None
+    c, params, carry0, xs = _setup(cfg)
+    assert carry0[0].shape == (8,)
+    sg = _grads(cfg, c, params, carry0, xs)
+    for comp, g_eps in zip(("c", "h"), sg.carry_grads):
+        g = a.learned_carry_grad[comp]
+        assert g.shape == (8,) and np.abs(g).max() > 0
+        want = np.asarray(g_eps[0]) if batch is None else np.asarray(g_eps[0]).sum(axis=0)
+        np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-8)
+    assert a.learned_carry_grad is not None and analyze(cfg.replace(carry_init="zeros"), repeats=1).learned_carry_grad is None
+
+
+def test_recurrent_gain_scales_the_recurrent_kernels_only():
+    base = analyze(RunConfig(cell="gru", seq_len=3), repeats=1).params
+    scaled = analyze(RunConfig(cell="gru", seq_len=3, recurrent_gain=0.9), repeats=1).params
+    for name in base:
+        for leaf in base[name]:
+            factor = 0.9 if name.startswith("h") and leaf == "kernel" else 1.0
+            np.testing.assert_allclose(scaled[name][leaf], factor * base[name][leaf], rtol=1e-6)
+    q = base["hr"]["kernel"]
+    np.testing.assert_allclose(q.T @ q, np.eye(q.shape[0]), atol=1e-5)  # orthogonal at gain 1
+
+
+def test_forget_bias_goes_into_the_lstm_forget_gate():
+    p = analyze(RunConfig(cell="lstm", seq_len=3, forget_bias=1.0), repeats=1).params
+    np.testing.assert_allclose(p["hf"]["bias"], 1.0)
+    np.testing.assert_allclose(p["hi"]["bias"], 0.0)
+
+
+def test_identity_recurrent_init_and_inputs_are_seeded():
+    a = analyze(RunConfig(recurrent_init="identity", inputs="sine", seq_len=20), repeats=1)
+    np.testing.assert_allclose(a.params["h"]["kernel"], np.eye(32))
+    assert a.inputs.shape == (4, 20, 8) and np.abs(a.inputs).max() <= 1.0
+    again = analyze(RunConfig(recurrent_init="identity", inputs="sine", seq_len=20), repeats=1)
+    other = analyze(RunConfig(recurrent_init="identity", inputs="sine", seq_len=20, seed=1), repeats=1)
+    np.testing.assert_array_equal(a.inputs, again.inputs)
+    assert not np.allclose(a.inputs, other.inputs)
+
+
+def test_changing_values_does_not_recompile():
+    cfg = RunConfig(cell="mgu", seq_len=9, hidden_size=7)
+    analyze(cfg, repeats=1)
+    misses = executables.cache_info().misses
+    for change in (dict(seed=5), dict(recurrent_gain=0.3), dict(carry_scale=2.0, carry_init="zeros"), dict(input_scale=4.0)):
+        b = analyze(cfg.replace(**change), repeats=1)
+        assert b.timing.cache_hit
+    assert executables.cache_info().misses == misses
+    analyze(cfg.replace(seq_len=10), repeats=1)
+    assert executables.cache_info().misses == misses + 1
+
+
+def test_analysis_record_shapes_and_types():
+    cfg = RunConfig(cell="lstm", seq_len=11, hidden_size=6, batch_size=None)
+    a = analyze(cfg, repeats=3)
+    assert a.grad_norms.shape == (12,) and a.input_grad_norms.shape == (11,)
+    assert a.carries["c"].shape == (12, 6) and a.example_grad_norms.shape == (12, 1)
+    assert isinstance(a.grad_norms, np.ndarray) and isinstance(a.loss, float)
+    assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(a.param_grads))
+    assert a.timing.repeats == 3 and a.timing.run_min_s <= a.timing.run_s <= a.timing.run_max_s
+    assert a.timing.peak_bytes > 0 and a.timing.backend == "cpu"
+    np.testing.assert_array_equal(a.final_carry["h"], a.carries["h"][-1])
+    assert a.nonfinite_carry_step is None and a.nonfinite_grad_step is None
+
+
+def test_missing_gpu_is_a_config_error():
+    if jax.devices()[0].platform == "gpu":
+        pytest.skip("a GPU is present")
+    with pytest.raises(ConfigError, match="device='gpu'"):
+        analyze(RunConfig(device="gpu"))
+
+
+def test_exploding_run_reports_where_values_overflow():
+    # float16 tops out at 65504; 3^t·‖h_0‖ passes that near t = 10.
+    a = analyze(RunConfig(activation="identity", recurrent_gain=3.0, seq_len=60, dtype="float16"), repeats=1)
+    t = a.nonfinite_carry_step
+    assert t is not None and 3 < t < 30
+    assert np.all(np.isfinite(a.carry_norms[:t])) and not np.isfinite(a.carry_norms[t])
+    assert a.nonfinite_grad_step is not None
+
+
+def test_gradient_overflow_without_carry_overflow_is_located():
+    # Gain 1.5, identity, loss last: the carry passes float32's 3.4e38 only after ~100 steps,
+    # but ∂L/∂h_t = (Wᵀ)^{T-t} h_T has norm 1.5^{T-t}·‖h_T‖, which passes it a few steps back.
+    a = analyze(RunConfig(activation="identity", recurrent_gain=1.5, seq_len=90), repeats=1)
+    assert a.nonfinite_carry_step is None
+    g = a.nonfinite_grad_step
+    assert g is not None and 0 < g < 90
+    assert np.all(np.isfinite(a.grad_norms[g + 1 :])) and not np.isfinite(a.grad_norms[g])
