@@ -24,7 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rnnviz.cells import PARAM_GROUPS, adjust_params, carry_to_dict, make_cell
-from rnnviz.config import ConfigError, RunConfig
+from rnnviz.config import ConfigError, RunConfig, estimate_flops
 from rnnviz.gradients import analysis_outputs, full_carry0, plain_grad
 from rnnviz.inputs import make_inputs
 from rnnviz.timing import Compiled, Timing, compile_for, time_runs
@@ -81,6 +81,11 @@ def static_config(cfg: RunConfig) -> RunConfig:
     return RunConfig(**dict(cfg.shape_key()))
 
 
+def prepared_shapes(static: RunConfig):
+    """Shape/dtype stand-ins of ``(params, carry0, xs)`` for ``static``."""
+    return jax.eval_shape(functools.partial(prepare, static), seed_key(0), Values.of(static))
+
+
 class Executables(NamedTuple):
     prepare: Compiled
     analysis: Compiled
@@ -91,17 +96,14 @@ def executables(static: RunConfig, device: jax.Device) -> Executables:
     """Compile *prepare* and *analysis* for one shape on one device (cached)."""
     key, values = seed_key(0), Values.of(static)
     prep = compile_for(functools.partial(prepare, static), (key, values), device)
-    shapes = jax.eval_shape(functools.partial(prepare, static), key, values)
-    cell = make_cell(static)
-    run = compile_for(functools.partial(analysis_outputs, static, cell), shapes, device)
+    run = compile_for(functools.partial(analysis_outputs, static, make_cell(static)), prepared_shapes(static), device)
     return Executables(prep, run)
 
 
 @functools.lru_cache(maxsize=64)
 def baseline_executable(static: RunConfig, device: jax.Device) -> Compiled:
     """Plain ``jax.value_and_grad`` of the same loss w.r.t. params (the benchmark's yardstick)."""
-    shapes = jax.eval_shape(functools.partial(prepare, static), seed_key(0), Values.of(static))
-    return compile_for(functools.partial(plain_grad, static, make_cell(static)), shapes, device)
+    return compile_for(functools.partial(plain_grad, static, make_cell(static)), prepared_shapes(static), device)
 
 
 def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None):
@@ -188,7 +190,7 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
     carries = carry_to_dict(cfg, sg.carries)
     timing = Timing(
         exe.analysis.compile_s, run.median_s, run.min_s, run.max_s, run.repeats,
-        exe.analysis.peak_bytes, exe.analysis.flops, f"{device.platform}:{device.id} {device.device_kind}",
+        exe.analysis.peak_bytes, estimate_flops(cfg), f"{device.platform}:{device.id} {device.device_kind}",
         device.platform, cache_hit,
     )
     return Analysis(

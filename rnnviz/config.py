@@ -229,6 +229,18 @@ def param_count(cfg: RunConfig) -> int:
     return gates * (h * h + i * h) + biases * h
 
 
+def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
+    """Analytic FLOPs of one gradient evaluation: ``3 · 2·B·T·(I + H)·G·H``.
+
+    G is the gate count (simple 1, mgu 2, gru 3, lstm 4); the forward pass does the
+    matmuls once and the reverse pass about twice. XLA's own ``cost_analysis`` counts a
+    ``scan`` body once, not T times, so it is not used for this.
+    """
+    gates = {"simple": 1, "mgu": 2, "gru": 3, "lstm": 4}[cfg.cell]
+    b, t = cfg.batch_size or 1, seq_len or cfg.seq_len
+    return 3.0 * 2.0 * b * t * (cfg.input_size + cfg.hidden_size) * gates * cfg.hidden_size
+
+
 def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None) -> int:
     """Rough upper estimate of the analysis working set, in bytes.
 

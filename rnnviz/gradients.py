@@ -104,6 +104,27 @@ def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Arra
     return jax.value_and_grad(loss_fn)(params)
 
 
+def strategy_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Params]:
+    """Loss and parameter gradient only, gathered with ``cfg.strategy`` (no per-step carry
+    gradients, no trajectory): what each strategy costs on its own."""
+    xs_tm = time_major(cfg, xs)
+    per_step = cfg.strategy == "per_step"
+
+    def loss_fn(p):
+        def step(carry, inp):
+            x, p_t = inp
+            carry, y = cell.apply({"params": p_t if per_step else p}, carry, x)
+            return carry, (y if cfg.loss == "all" else None)
+
+        scanned = (xs_tm, p if per_step else None)
+        last, ys = jax.lax.scan(step, full_carry0(cfg, carry0), scanned, _split_transpose=cfg.strategy == "split_transpose")
+        hs = ys if cfg.loss == "all" else output_of(cfg, last)[None]
+        return loss_from_outputs(cfg, hs)
+
+    loss, grads = jax.value_and_grad(loss_fn)(lift_params(params, cfg.strategy, cfg.seq_len))
+    return loss, collapse_grads(grads, cfg.strategy)[0]
+
+
 def _sq_norm(a: jax.Array, keep: int) -> jax.Array:
     """Sum of squares in float32 over all axes after the first ``keep``."""
     a = a.astype(jnp.float32)

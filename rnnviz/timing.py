@@ -14,7 +14,8 @@ class Compiled(NamedTuple):
 
     peak_bytes: temp + argument + output − aliased bytes from ``memory_analysis()``
     (on CPU its ``peak_memory_in_bytes`` leaves temp buffers out, so it is only used when
-    larger). flops: XLA's cost-analysis estimate, 0 when unavailable.
+    larger). flops: XLA's cost-analysis figure, 0 when unavailable (it counts a scan
+    body once; :func:`rnnviz.config.estimate_flops` is the per-run estimate).
     """
 
     fn: Callable
@@ -40,7 +41,7 @@ class Timing(NamedTuple):
     run_max_s: float
     repeats: int
     peak_bytes: int
-    flops: float
+    flops: float  # analytic estimate for one run, see rnnviz.config.estimate_flops
     device: str
     backend: str
     cache_hit: bool

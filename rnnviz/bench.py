@@ -1,0 +1,105 @@
+"""``python -m rnnviz bench``: strategy and analysis cost as ratios to plain ``jax.grad``.
+
+Every ratio's baseline is measured in the same process, right before, on the same
+inputs: absolute times vary across machines, ratios much less. Not a test: nothing here
+asserts a time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Iterable
+
+from rnnviz.config import RunConfig
+
+SMALL = dict(batch_size=8, seq_len=50, input_size=8, hidden_size=32)
+BIG = dict(batch_size=32, seq_len=200, input_size=32, hidden_size=128)
+
+
+def strategies_suite() -> list[RunConfig]:
+    """LSTM, GRU and simple cells at B=8·T=50·H=32 and B=32·T=200·I=32·H=128."""
+    return [RunConfig(cell=c, **size) for size in (SMALL, BIG) for c in ("lstm", "gru", "simple")]
+
+
+def devices_suite() -> list[RunConfig]:
+    """T ∈ {50, 200, 1000} × H ∈ {32, 128, 512} × B ∈ {8, 64}, LSTM, I = 32."""
+    return [
+        RunConfig(cell="lstm", seq_len=t, hidden_size=h, batch_size=b, input_size=32)
+        for b in (8, 64) for h in (32, 128, 512) for t in (50, 200, 1000)
+    ]
+
+
+SUITES = {"strategies": strategies_suite, "devices": devices_suite}
+
+
+def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=None, out=sys.stdout) -> list[dict]:
+    """Measure every config on every device; print one table row per (config, device)."""
+    from rnnviz.comparisons import available_strategies, measure
+    from rnnviz.analysis import resolve_device
+
+    strategies = available_strategies()
+    header = f"{'config':<42} {'device':<10} {'plain ms':>9} " + " ".join(f"{s[:9] + '×':>10}" for s in strategies)
+    header += f" {'analyze×':>9} {'compile s':>10} {'peak MB plain/acc/per/anl':>27}"
+    print(header, file=out)
+    records: list[dict] = []
+    for cfg in configs:
+        for device in devices or [resolve_device(cfg)]:
+            base = measure(cfg, measure="grad", strategy="plain_grad", repeats=repeats, device=device, suite=suite)
+            base["ratio_to_plain_grad"] = 1.0
+            row = [base]
+            for s in strategies:
+                row.append(measure(cfg, measure="grad", strategy=s, repeats=repeats, device=device, suite=suite))
+            row.append(measure(cfg, measure="analyze", strategy="accumulate", repeats=repeats, device=device, suite=suite))
+            for rec in row[1:]:
+                rec["ratio_to_plain_grad"] = rec["run_s"] / base["run_s"]
+            records.extend(row)
+            print(_row(cfg, device, row, strategies), file=out, flush=True)
+    return records
+
+
+def _row(cfg: RunConfig, device, row: list[dict], strategies) -> str:
+    from rnnviz.comparisons import _label
+
+    base, *per, anl = row
+    mb = lambda r: r["peak_bytes"] / 2**20  # noqa: E731
+    by = {r["strategy"]: r for r in per}
+    text = f"{_label(cfg):<42} {device.platform + ':' + str(device.id):<10} {base['run_s'] * 1e3:>9.3f} "
+    text += " ".join(f"{by[s]['ratio_to_plain_grad']:>10.2f}" for s in strategies)
+    text += f" {anl['ratio_to_plain_grad']:>9.2f} {base['compile_s']:>4.2f}/{anl['compile_s']:<5.2f}"
+    per_step = by.get("per_step", by["accumulate"])
+    text += f" {mb(base):>6.1f}/{mb(by['accumulate']):.1f}/{mb(per_step):.1f}/{mb(anl):.1f}"
+    return text
+
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    import jax
+
+    from rnnviz.records import append_records
+
+    configs = SUITES[args.suite]()
+    devices = None
+    if args.all_devices:
+        devices = [d for platform in ("cpu", "gpu") for d in _devices(jax, platform)[:1]]
+    print(f"suite {args.suite}: {len(configs)} configs, {args.repeats} timed runs each; ratios are run time / plain jax.grad run time")
+    records = run_suite(configs, args.suite, args.repeats, devices)
+    if args.record:
+        n = append_records(args.record, records)
+        print(f"appended {n} records to {args.record}")
+    return 0
+
+
+def _devices(jax, platform: str):
+    try:
+        return jax.devices(platform)
+    except RuntimeError:
+        return []
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("bench", help="benchmark strategies and analyze against plain jax.grad")
+    p.add_argument("--suite", choices=sorted(SUITES), default="strategies", help="which fixed suite to run (default: strategies)")
+    p.add_argument("--repeats", type=int, default=20, help="timed runs per measurement after one warm-up (default 20)")
+    p.add_argument("--record", metavar="PATH", help="append one schema-1 JSON line per measurement to PATH")
+    p.add_argument("--all-devices", action="store_true", help="run on the first CPU and the first GPU (when present)")
+    p.set_defaults(func=cmd_bench)

@@ -1,0 +1,127 @@
+"""Strategy comparisons and scaling studies as tidy tables, and measurement records.
+
+``measure`` is the one place that times a compiled function and turns it into a
+schema-1 record (:mod:`rnnviz.records`); ``compare_strategies``, ``scaling`` and the
+benchmark build on it.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Iterable, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+
+from rnnviz.analysis import (
+    analyze, baseline_executable, executables, prepared_inputs, prepared_shapes, resolve_device, static_config,
+)
+from rnnviz.cells import make_cell
+from rnnviz.config import STRATEGIES, RunConfig, estimate_flops
+from rnnviz.gradients import strategy_grad
+from rnnviz.records import SCHEMA, environment, now_utc
+from rnnviz.timing import Compiled, compile_for, time_runs
+
+
+@functools.lru_cache(maxsize=1)
+def split_transpose_available() -> bool:
+    """Whether this JAX can differentiate ``lax.scan(..., _split_transpose=True)``."""
+    try:
+        def f(w, xs):
+            return jax.lax.scan(lambda c, x: (jnp.tanh(w * c + x), None), jnp.float32(0), xs, _split_transpose=True)[0]
+
+        jax.jit(jax.grad(f))(jnp.float32(0.5), jnp.ones(3, jnp.float32)).block_until_ready()
+        return True
+    except Exception:  # an experimental flag: any failure means "not here"
+        return False
+
+
+def available_strategies() -> tuple[str, ...]:
+    return tuple(s for s in STRATEGIES if s != "split_transpose" or split_transpose_available())
+
+
+@functools.lru_cache(maxsize=64)
+def strategy_executable(static: RunConfig, device: jax.Device) -> Compiled:
+    """Parameter gradient only, with ``static.strategy`` (cached per shape and device)."""
+    return compile_for(functools.partial(strategy_grad, static, make_cell(static)), prepared_shapes(static), device)
+
+
+def _executable(cfg: RunConfig, measure: str, device: jax.Device) -> Compiled:
+    static = static_config(cfg)
+    if measure == "analyze":
+        return executables(static, device).analysis
+    return strategy_executable(static, device)
+
+
+def measure(cfg: RunConfig, *, measure: str = "analyze", strategy: str | None = None, repeats: int = 10,
+            device: jax.Device | None = None, suite: str = "adhoc") -> dict[str, Any]:
+    """Time one compiled function for ``cfg`` and return a schema-1 record.
+
+    measure="analyze": the full analysis (per-step carry gradients + param gradients +
+    trajectory) with ``cfg.strategy``; "grad": the parameter gradient alone, with
+    ``strategy`` (``"plain_grad"`` is plain ``jax.value_and_grad``, the yardstick).
+    """
+    device = device or resolve_device(cfg)
+    strategy = strategy or cfg.strategy
+    if strategy == "plain_grad":
+        run_cfg, exe = cfg, baseline_executable(static_config(cfg), device)
+    else:
+        run_cfg = cfg.replace(strategy=strategy)
+        exe = _executable(run_cfg, measure, device)
+    args = prepared_inputs(run_cfg, device)
+    _, t = time_runs(exe.fn, args, repeats)
+    env = environment()
+    flops = estimate_flops(run_cfg)
+    return {
+        "schema": SCHEMA, "kind": "bench", "suite": suite, "label": _label(cfg),
+        "config": run_cfg.to_dict(), "strategy": strategy, "measure": measure,
+        "device_kind": device.platform, "device_name": str(device.device_kind), "backend": jax.default_backend(),
+        "jax_version": env["jax_version"], "jaxlib_version": env["jaxlib_version"], "flax_version": env["flax_version"],
+        "cpu_count": env["cpu_count"], "timestamp": now_utc(),
+        "compile_s": exe.compile_s, "run_s": t.median_s, "run_min_s": t.min_s, "run_max_s": t.max_s, "repeats": t.repeats,
+        "peak_bytes": int(exe.peak_bytes), "flops": flops, "flops_per_s": flops / t.median_s if t.median_s > 0 else 0.0,
+        "ratio_to_plain_grad": None,
+    }
+
+
+def _label(cfg: RunConfig) -> str:
+    b = "unbatched" if cfg.batch_size is None else f"B={cfg.batch_size}"
+    return f"{cfg.cell} {b} T={cfg.seq_len} I={cfg.input_size} H={cfg.hidden_size} {cfg.dtype}"
+
+
+def _grad_difference(ref: dict, other: dict) -> tuple[float, float]:
+    """(max |Δ|, ‖Δ‖/‖ref‖) between two params trees, in float64."""
+    a = np.concatenate([np.ravel(x).astype(np.float64) for x in jax.tree.leaves(ref)])
+    b = np.concatenate([np.ravel(x).astype(np.float64) for x in jax.tree.leaves(other)])
+    diff = a - b
+    return float(np.max(np.abs(diff))), float(np.linalg.norm(diff) / max(np.linalg.norm(a), 1e-300))
+
+
+def compare_strategies(cfg: RunConfig, *, repeats: int = 10, strategies: Sequence[str] | None = None) -> pd.DataFrame:
+    """One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
+    peak_bytes, flops, max_abs_diff, rel_diff`` (differences of ∂L/∂W against the
+    accumulator), for the full analysis of ``cfg`` under each strategy."""
+    strategies = list(strategies or available_strategies())
+    runs = {s: analyze(cfg.replace(strategy=s), repeats=repeats) for s in strategies}
+    ref = runs.get("accumulate") or analyze(cfg.replace(strategy="accumulate"), repeats=1)
+    rows = []
+    for s, a in runs.items():
+        max_abs, rel = _grad_difference(ref.param_grads, a.param_grads)
+        t = a.timing
+        rows.append(dict(strategy=s, compile_s=t.compile_s, run_s=t.run_s, run_min_s=t.run_min_s, run_max_s=t.run_max_s,
+                         peak_bytes=t.peak_bytes, flops=t.flops, max_abs_diff=max_abs, rel_diff=rel, device=t.device))
+    return pd.DataFrame(rows)
+
+
+def scaling(cfg: RunConfig, seq_lens: Iterable[int], *, strategies: Sequence[str] | None = None, repeats: int = 5,
+            measure_kind: str = "grad") -> pd.DataFrame:
+    """Time and memory per strategy over sequence lengths: rows ``strategy, seq_len,
+    compile_s, run_s, peak_bytes`` (one compile per length and strategy, cached)."""
+    rows = []
+    for t_len in seq_lens:
+        for s in strategies or available_strategies():
+            rec = measure(cfg.replace(seq_len=int(t_len), strategy=s), measure=measure_kind, repeats=repeats, suite="scaling")
+            rows.append(dict(strategy=s, seq_len=int(t_len), compile_s=rec["compile_s"], run_s=rec["run_s"], peak_bytes=rec["peak_bytes"]))
+    return pd.DataFrame(rows)

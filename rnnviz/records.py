@@ -1,0 +1,158 @@
+"""Versioned run records: one JSON object per line in ``data/runs/*.jsonl``.
+
+Schema 1 (documented in ``data/README.md``)::
+
+    {"schema": 1, "kind": "bench", "suite": str, "label": str, "config": {RunConfig fields},
+     "strategy": "plain_grad" | "accumulate" | "per_step" | "split_transpose",
+     "measure": "grad" | "analyze",
+     "device_kind": "cpu" | "gpu" | ..., "device_name": str, "backend": str,
+     "jax_version": str, "jaxlib_version": str, "flax_version": str, "cpu_count": int,
+     "timestamp": ISO-8601 UTC, "compile_s": float, "run_s": float (median),
+     "run_min_s": float, "run_max_s": float, "repeats": int, "peak_bytes": int,
+     "flops": float, "flops_per_s": float, "ratio_to_plain_grad": float | null}
+
+Reading never raises on bad data: lines that are not JSON, have another schema, miss a
+field or hold a wrong type are counted and skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Iterable
+
+SCHEMA = 1
+MAX_LINE_BYTES = 1_000_000
+
+#: field → accepted Python types (None allowed where listed).
+FIELDS: dict[str, tuple[type, ...]] = {
+    "schema": (int,),
+    "kind": (str,),
+    "suite": (str,),
+    "label": (str,),
+    "config": (dict,),
+    "strategy": (str,),
+    "measure": (str,),
+    "device_kind": (str,),
+    "device_name": (str,),
+    "backend": (str,),
+    "jax_version": (str,),
+    "jaxlib_version": (str,),
+    "flax_version": (str,),
+    "cpu_count": (int,),
+    "timestamp": (str,),
+    "compile_s": (int, float),
+    "run_s": (int, float),
+    "run_min_s": (int, float),
+    "run_max_s": (int, float),
+    "repeats": (int,),
+    "peak_bytes": (int,),
+    "flops": (int, float),
+    "flops_per_s": (int, float),
+    "ratio_to_plain_grad": (int, float, type(None)),
+}
+STRATEGY_VALUES = ("plain_grad", "accumulate", "per_step", "split_transpose")
+MEASURE_VALUES = ("grad", "analyze")
+
+
+def environment() -> dict[str, Any]:
+    """Versions and host facts stamped on every record."""
+    import flax
+    import jax
+    import jaxlib
+
+    return {
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "flax_version": flax.__version__,
+        "cpu_count": os.cpu_count() or 0,
+        "python": platform.python_version(),
+    }
+
+
+def now_utc() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def validate(record: Any) -> str | None:
+    """None for a valid schema-1 record, else a short reason."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if record.get("schema") != SCHEMA:
+        return f"unknown schema {record.get('schema')!r}"
+    for name, types in FIELDS.items():
+        if name not in record:
+            return f"missing field {name!r}"
+        value = record[name]
+        if isinstance(value, bool) or not isinstance(value, types):
+            return f"field {name!r} has type {type(value).__name__}"
+    if record["strategy"] not in STRATEGY_VALUES:
+        return f"unknown strategy {record['strategy']!r}"
+    if record["measure"] not in MEASURE_VALUES:
+        return f"unknown measure {record['measure']!r}"
+    if record["run_s"] < 0 or record["compile_s"] < 0 or record["peak_bytes"] < 0:
+        return "negative time or size"
+    return None
+
+
+@dataclass
+class LoadResult:
+    """Valid records plus what was skipped: ``skipped`` holds ``(file:line, reason)``."""
+
+    records: list[dict[str, Any]] = field(default_factory=list)
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+
+
+def append_records(path: str | os.PathLike, records: Iterable[dict[str, Any]]) -> int:
+    """Append valid records to ``path`` (created with its folder); returns how many."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    n = 0
+    with path.open("a", encoding="utf-8") as fh:
+        for rec in records:
+            reason = validate(rec)
+            if reason:
+                raise ValueError(f"refusing to write an invalid record: {reason}")
+            fh.write(json.dumps(rec, sort_keys=True) + "\n")
+            n += 1
+    return n
+
+
+def load_records(paths: Iterable[str | os.PathLike]) -> LoadResult:
+    """Read every line of every file; invalid lines are skipped and counted, never raised."""
+    out = LoadResult()
+    for path in paths:
+        path = Path(path)
+        try:
+            raw = path.read_bytes()
+        except OSError as err:
+            out.skipped.append((str(path), f"unreadable: {err.strerror}"))
+            continue
+        for no, line in enumerate(raw.split(b"\n"), start=1):
+            if not line.strip():
+                continue
+            where = f"{path.name}:{no}"
+            if len(line) > MAX_LINE_BYTES:
+                out.skipped.append((where, "line too long"))
+                continue
+            try:
+                rec = json.loads(line.decode("utf-8"))
+            except (UnicodeDecodeError, json.JSONDecodeError):
+                out.skipped.append((where, "not valid JSON"))
+                continue
+            reason = validate(rec)
+            if reason:
+                out.skipped.append((where, reason))
+            else:
+                out.records.append(rec)
+    return out
+
+
+def load_dir(folder: str | os.PathLike) -> LoadResult:
+    """All ``*.jsonl`` files directly in ``folder`` (a missing folder gives no records)."""
+    folder = Path(folder)
+    return load_records(sorted(folder.glob("*.jsonl")) if folder.is_dir() else [])

@@ -1,0 +1,130 @@
+"""Accumulator, per-step tangents and split transpose: same gradient, different cost."""
+
+import functools
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rnnviz import RunConfig, analyze
+from rnnviz.analysis import prepared_inputs
+from rnnviz.cells import PARAM_GROUPS, make_cell, param_group
+from rnnviz.comparisons import available_strategies, compare_strategies, measure, scaling
+from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
+from rnnviz.records import SCHEMA, append_records, load_records, validate
+from rnnviz.rollout import rollout
+from rnnviz.strategies import lift_params
+
+from conftest import CELLS
+
+
+def _flat(tree):
+    return np.concatenate([np.ravel(x).astype(np.float64) for x in jax.tree.leaves(tree)])
+
+
+def test_split_transpose_is_available_in_the_installed_jax():
+    # The README says so; if a future JAX drops it, this flags the README as stale.
+    assert "split_transpose" in available_strategies()
+
+
+@pytest.mark.parametrize("cell", CELLS)
+@pytest.mark.parametrize("batch", [None, 3])
+def test_every_strategy_gives_the_same_param_grads(cell, batch):
+    cfg = RunConfig(cell=cell, hidden_size=8, input_size=4, seq_len=12, batch_size=batch, loss="all",
+                    forget_bias=1.0 if cell == "lstm" else 0.0)
+    runs = {s: analyze(cfg.replace(strategy=s), repeats=1) for s in available_strategies()}
+    ref = _flat(runs["accumulate"].param_grads)
+    assert np.linalg.norm(ref) > 0
+    for s, a in runs.items():
+        got = _flat(a.param_grads)
+        assert np.linalg.norm(got - ref) <= 1e-5 * np.linalg.norm(ref), s
+        np.testing.assert_allclose(a.grad_norms, runs["accumulate"].grad_norms, rtol=1e-5)
+    assert runs["accumulate"].param_grad_by_step is None
+    assert runs["per_step"].param_grad_by_step.shape == (12, len(PARAM_GROUPS))
+
+
+@pytest.mark.parametrize("cell", ["simple", "lstm"])
+def test_per_step_tangents_sum_to_the_accumulated_gradient(cell):
+    cfg = RunConfig(cell=cell, hidden_size=5, input_size=3, seq_len=9, batch_size=2, strategy="per_step")
+    params, carry0, xs = prepared_inputs(cfg)
+    c = make_cell(cfg)
+
+    def loss(p, per_step):
+        carries = rollout(c, p, full_carry0(cfg, carry0), time_major(cfg, xs), per_step_params=per_step)
+        h = carries[1] if cfg.cell == "lstm" else carries
+        return loss_from_outputs(cfg, h[1:])
+
+    tangents = jax.jit(jax.grad(functools.partial(loss, per_step=True)))(lift_params(params, "per_step", 9))
+    accumulated = jax.jit(jax.grad(functools.partial(loss, per_step=False)))(params)
+    summed = jax.tree.map(lambda g: g.sum(axis=0), tangents)
+    np.testing.assert_allclose(_flat(summed), _flat(accumulated), rtol=1e-5, atol=1e-7)
+    # The engine's [T, G] contribution norms are the norms of exactly these tangents.
+    a = analyze(cfg, repeats=1)
+    want = np.zeros((9, len(PARAM_GROUPS)))
+    for path, leaf in jax.tree_util.tree_flatten_with_path(tangents)[0]:
+        g = PARAM_GROUPS.index(param_group(tuple(k.key for k in path)))
+        want[:, g] += np.sum(np.asarray(leaf).reshape(9, -1) ** 2, axis=1)
+    np.testing.assert_allclose(a.param_grad_by_step, np.sqrt(want), rtol=1e-5)
+
+
+def test_last_loss_contributions_of_an_identity_rnn_follow_the_gain():
+    # Linear RNN, loss last: step t's contribution to ∂L/∂W_h is (Wᵀ)^{T-t} h_T ⊗ h_{t-1}.
+    a = analyze(RunConfig(activation="identity", recurrent_gain=0.5, seq_len=20, strategy="per_step"), repeats=1)
+    rec = a.param_grad_by_step[:, PARAM_GROUPS.index("input")]  # ‖(Wᵀ)^{T-t}h_T‖·‖x_t‖-ish
+    assert rec[-1] > 1e3 * rec[5]  # early steps contribute orders of magnitude less
+
+
+def test_compare_strategies_frame():
+    df = compare_strategies(RunConfig(cell="gru", seq_len=15, hidden_size=8), repeats=2)
+    assert list(df["strategy"]) == list(available_strategies())
+    assert {"compile_s", "run_s", "peak_bytes", "max_abs_diff", "rel_diff"} <= set(df.columns)
+    assert df.loc[df.strategy == "accumulate", "rel_diff"].item() == 0.0
+    assert (df["rel_diff"] < 1e-5).all() and (df["run_s"] > 0).all()
+    per, acc = (df.loc[df.strategy == s, "peak_bytes"].item() for s in ("per_step", "accumulate"))
+    assert per > acc
+
+
+def test_scaling_shows_per_step_memory_growing_with_t_times_p():
+    df = scaling(RunConfig(cell="lstm", hidden_size=16, batch_size=2), [20, 80], strategies=["accumulate", "per_step"], repeats=1)
+    mem = df.pivot(index="seq_len", columns="strategy", values="peak_bytes")
+    p = 4 * (16 * 16 + 8 * 16) + 4 * 16
+    # Going from T=20 to T=80 adds at least 60 more copies of the params (4 bytes each).
+    assert mem.loc[80, "per_step"] - mem.loc[20, "per_step"] >= 60 * p * 4
+    assert mem.loc[80, "per_step"] - mem.loc[20, "per_step"] > 4 * (mem.loc[80, "accumulate"] - mem.loc[20, "accumulate"])
+
+
+def test_measure_records_round_trip_through_the_schema(tmp_path):
+    cfg = RunConfig(cell="simple", seq_len=10, hidden_size=4)
+    recs = [measure(cfg, measure="grad", strategy="plain_grad", repeats=2), measure(cfg, measure="analyze", repeats=2)]
+    for r in recs:
+        assert validate(r) is None and r["schema"] == SCHEMA
+        assert r["run_min_s"] <= r["run_s"] <= r["run_max_s"] and r["flops"] > 0
+    path = tmp_path / "runs" / "r.jsonl"
+    assert append_records(path, recs) == 2
+    back = load_records([path])
+    assert back.skipped == [] and back.records == json.loads(json.dumps(recs))
+    assert RunConfig(**back.records[1]["config"]) == cfg
+
+
+def test_loading_skips_bad_lines_with_reasons(tmp_path):
+    good = measure(RunConfig(seq_len=3, hidden_size=2), measure="grad", strategy="plain_grad", repeats=1)
+    lines = [
+        json.dumps(good),
+        json.dumps({**good, "schema": 2}),
+        json.dumps({**good, "run_s": "fast"}),
+        json.dumps({k: v for k, v in good.items() if k != "device_name"}),
+        '{"schema": 1, "truncated',
+        "[1, 2, 3]",
+        "x" * 1_000_001,
+    ]
+    path = tmp_path / "mixed.jsonl"
+    path.write_text("\n".join(lines) + "\n")
+    got = load_records([path, tmp_path / "missing.jsonl"])
+    assert len(got.records) == 1
+    reasons = [r for _, r in got.skipped]
+    assert reasons == ["unknown schema 2", "field 'run_s' has type str", "missing field 'device_name'",
+                       "not valid JSON", "not a JSON object", "line too long", "unreadable: No such file or directory"]
+    with pytest.raises(ValueError, match="invalid record"):
+        append_records(tmp_path / "x.jsonl", [{**good, "strategy": "magic"}])
