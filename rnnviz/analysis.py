@@ -27,7 +27,7 @@ from rnnviz.cells import PARAM_GROUPS, adjust_params, carry_to_dict, make_cell
 from rnnviz.config import ConfigError, RunConfig, estimate_flops
 from rnnviz.gradients import analysis_outputs, full_carry0, plain_grad
 from rnnviz.inputs import make_inputs
-from rnnviz.timing import Compiled, Timing, compile_for, time_runs
+from rnnviz.timing import Compiled, Timing, compile_cache, compile_for, time_runs
 
 
 class Values(NamedTuple):
@@ -91,7 +91,7 @@ class Executables(NamedTuple):
     analysis: Compiled
 
 
-@functools.lru_cache(maxsize=64)
+@compile_cache(maxsize=64)
 def executables(static: RunConfig, device: jax.Device) -> Executables:
     """Compile *prepare* and *analysis* for one shape on one device (cached)."""
     key, values = seed_key(0), Values.of(static)
@@ -100,10 +100,15 @@ def executables(static: RunConfig, device: jax.Device) -> Executables:
     return Executables(prep, run)
 
 
-@functools.lru_cache(maxsize=64)
+@compile_cache(maxsize=64)
 def baseline_executable(static: RunConfig, device: jax.Device) -> Compiled:
     """Plain ``jax.value_and_grad`` of the same loss w.r.t. params (the benchmark's yardstick)."""
     return compile_for(functools.partial(plain_grad, static, make_cell(static)), prepared_shapes(static), device)
+
+
+def is_compiled(cfg: RunConfig, device: jax.Device | None = None) -> bool:
+    """Whether ``analyze(cfg)`` would reuse executables (no compile)."""
+    return (static_config(cfg), device or resolve_device(cfg)) in executables
 
 
 def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None):

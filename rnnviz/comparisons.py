@@ -22,7 +22,7 @@ from rnnviz.cells import make_cell
 from rnnviz.config import STRATEGIES, RunConfig, estimate_flops
 from rnnviz.gradients import strategy_grad
 from rnnviz.records import SCHEMA, environment, now_utc
-from rnnviz.timing import Compiled, compile_for, time_runs
+from rnnviz.timing import Compiled, compile_cache, compile_for, time_runs
 
 
 @functools.lru_cache(maxsize=1)
@@ -42,7 +42,7 @@ def available_strategies() -> tuple[str, ...]:
     return tuple(s for s in STRATEGIES if s != "split_transpose" or split_transpose_available())
 
 
-@functools.lru_cache(maxsize=64)
+@compile_cache(maxsize=64)
 def strategy_executable(static: RunConfig, device: jax.Device) -> Compiled:
     """Parameter gradient only, with ``static.strategy`` (cached per shape and device)."""
     return compile_for(functools.partial(strategy_grad, static, make_cell(static)), prepared_shapes(static), device)
@@ -124,4 +124,33 @@ def scaling(cfg: RunConfig, seq_lens: Iterable[int], *, strategies: Sequence[str
         for s in strategies or available_strategies():
             rec = measure(cfg.replace(seq_len=int(t_len), strategy=s), measure=measure_kind, repeats=repeats, suite="scaling")
             rows.append(dict(strategy=s, seq_len=int(t_len), compile_s=rec["compile_s"], run_s=rec["run_s"], peak_bytes=rec["peak_bytes"]))
+    return pd.DataFrame(rows)
+
+
+def present_devices() -> list[jax.Device]:
+    """The first device of each platform JAX sees (CPU always; GPU when present)."""
+    out = []
+    for platform in ("cpu", "gpu"):
+        try:
+            out.extend(jax.devices(platform))
+        except RuntimeError:
+            continue
+    return out
+
+
+def run_on_devices(cfg: RunConfig, *, devices: Sequence[jax.Device] | None = None,
+                   strategies: Sequence[str] | None = None, repeats: int = 5) -> pd.DataFrame:
+    """The full analysis of ``cfg`` on every device (default: all that JAX sees) and
+    strategy: rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
+    peak_bytes, loss, max_grad_diff`` (param-grad difference against the first row)."""
+    rows, ref = [], None
+    for device in devices or present_devices():
+        for s in strategies or (cfg.strategy,):
+            a = analyze(cfg.replace(strategy=s), repeats=repeats, device=device)
+            ref = ref or a.param_grads
+            rows.append(dict(
+                device_kind=device.platform, device_name=str(device.device_kind), device_id=device.id, strategy=s,
+                compile_s=a.timing.compile_s, run_s=a.timing.run_s, peak_bytes=a.timing.peak_bytes, loss=a.loss,
+                max_grad_diff=_grad_difference(ref, a.param_grads)[0],
+            ))
     return pd.DataFrame(rows)

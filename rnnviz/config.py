@@ -190,7 +190,7 @@ def coerce(name: str, value: Any) -> Any:
     return number
 
 
-def _check_field(spec: FieldSpec, value: Any) -> None:
+def check_field(spec: FieldSpec, value: Any) -> None:
     if spec.optional and value is None:
         return
     if spec.choices is not None:
@@ -206,7 +206,7 @@ def _check_field(spec: FieldSpec, value: Any) -> None:
 
 def _validate(cfg: RunConfig) -> None:
     for spec in FIELD_SPECS.values():
-        _check_field(spec, getattr(cfg, spec.name))
+        check_field(spec, getattr(cfg, spec.name))
     if cfg.cell != "simple" and cfg.activation != "tanh":
         raise ConfigError("activation", cfg.activation, f"the {cfg.cell} cell fixes its activations; use 'tanh' (only the simple cell takes relu/identity)")
     if cfg.cell != "lstm" and cfg.forget_bias != 0.0:

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 
 from rnnviz.analysis import Analysis
+from rnnviz.diagnostics import gate_means, pca_path, simple_cell_theory
 
 
 def config_label(a: Analysis) -> str:
@@ -48,4 +49,100 @@ def gradient_long_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
             parts.append(pd.DataFrame({"t": t, "series": f"example {b}", "value": a.example_grad_norms[:, b].astype(np.float64)}))
     out = pd.concat(parts, ignore_index=True)
     out["run"] = label
+    return out
+
+
+def input_grad_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
+    """``t, series, value, run`` for ‖∂L/∂x_t‖, t = 1..T."""
+    t = np.arange(1, a.config.seq_len + 1)
+    return pd.DataFrame({"t": t, "series": "‖∂L/∂x_t‖", "value": a.input_grad_norms.astype(np.float64), "run": label or config_label(a)})
+
+
+def carry_norm_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
+    """``t, series, value, run``: ‖carry_t‖ per component (over batch and units)."""
+    t = np.arange(a.config.seq_len + 1)
+    parts = [pd.DataFrame({"t": t, "series": f"‖{c}_t‖", "value": v.astype(np.float64)}) for c, v in a.component_carry_norms.items()]
+    out = pd.concat(parts, ignore_index=True)
+    out["run"] = label or config_label(a)
+    return out
+
+
+def carry_heatmap_frame(a: Analysis, component: str = "h", example: int = 0) -> pd.DataFrame:
+    """Units × time: index unit, columns t = 0..T, one example's carry component."""
+    path = np.asarray(a.carries[component], dtype=np.float64)
+    if a.config.batch_size is not None:
+        path = path[:, example]
+    return pd.DataFrame(path.T, index=pd.RangeIndex(path.shape[1], name="unit"), columns=np.arange(path.shape[0]))
+
+
+def projection_frame(a: Analysis, label: str | None = None, component: str = "h") -> tuple[pd.DataFrame, np.ndarray]:
+    """``t, pc1, pc2, run`` of example 0's carry path, plus the explained variance ratios."""
+    proj = pca_path(a, component)
+    df = pd.DataFrame({"t": np.arange(a.config.seq_len + 1), "pc1": proj.coords[:, 0], "pc2": proj.coords[:, 1]})
+    df["run"] = label or config_label(a)
+    return df, proj.explained
+
+
+def gates_frame(a: Analysis) -> pd.DataFrame:
+    """``t, series, value``: mean gate activation per step (empty for the simple cell)."""
+    means = gate_means(a)
+    if not means:
+        return pd.DataFrame(columns=["t", "series", "value"])
+    t = np.arange(1, a.config.seq_len + 1)
+    return pd.concat([pd.DataFrame({"t": t, "series": f"gate {g}", "value": v.astype(np.float64)}) for g, v in means.items()], ignore_index=True)
+
+
+def bound_frame(a: Analysis) -> pd.DataFrame | None:
+    """``t, value, label``: the Pascanu bound curve for the simple cell with loss "last"."""
+    th = simple_cell_theory(a)
+    if th is None or th.bound is None:
+        return None
+    label = f"bound (σ₁·γ)^(T−t)·‖∂L/∂h_T‖, σ₁·γ = {th.product:.3f}"
+    return pd.DataFrame({"t": np.arange(a.config.seq_len + 1), "value": th.bound, "label": label})
+
+
+def contributions_frame(a: Analysis) -> pd.DataFrame:
+    """Parameter group × t: ‖step t's contribution to ∂L/∂W_group‖ (``per_step`` only)."""
+    if a.param_grad_by_step is None:
+        return pd.DataFrame()
+    m = np.asarray(a.param_grad_by_step, dtype=np.float64).T
+    return pd.DataFrame(m, index=list(a.param_groups), columns=np.arange(1, a.config.seq_len + 1))
+
+
+def timing_frame(a: Analysis) -> pd.DataFrame:
+    t = a.timing
+    return pd.DataFrame([{
+        "strategy": a.config.strategy, "device": t.device, "compile_s": t.compile_s, "run_ms": t.run_s * 1e3,
+        "run_min_ms": t.run_min_s * 1e3, "run_max_ms": t.run_max_s * 1e3, "repeats": t.repeats,
+        "peak_MB": t.peak_bytes / 2**20, "GFLOP/s": t.flops / t.run_s / 1e9 if t.run_s > 0 else np.nan,
+    }])
+
+
+def records_frame(records: list[dict]) -> pd.DataFrame:
+    """Schema-1 records → one row each with the config flattened and a readable source."""
+    if not records:
+        return pd.DataFrame(columns=["label", "strategy", "measure", "device", "run_s", "compile_s", "peak_bytes", "source"])
+    rows = []
+    for r in records:
+        cfg = r["config"]
+        rows.append({
+            "label": r["label"], "strategy": r["strategy"], "measure": r["measure"], "suite": r["suite"],
+            "device_kind": r["device_kind"], "device": f"{r['device_kind']} · {r['device_name']}",
+            "run_s": r["run_s"], "compile_s": r["compile_s"], "peak_bytes": r["peak_bytes"],
+            "seq_len": cfg.get("seq_len"), "hidden_size": cfg.get("hidden_size"), "batch_size": cfg.get("batch_size"),
+            "cell": cfg.get("cell"), "source": f"recorded {r['timestamp'][:10]} · jax {r['jax_version']}",
+        })
+    return pd.DataFrame(rows)
+
+
+def speedup_frame(df: pd.DataFrame, over: str) -> pd.DataFrame:
+    """From a records frame with CPU and GPU rows: ``<over>, strategy, speedup`` where
+    speedup = median CPU run_s / median GPU run_s at equal configs, averaged over the rest."""
+    if df.empty or set(df["device_kind"]) < {"cpu", "gpu"}:
+        return pd.DataFrame(columns=[over, "strategy", "speedup"])
+    keys = ["label", "strategy", "measure"]
+    med = df.groupby(keys + ["device_kind", over], dropna=False)["run_s"].median().unstack("device_kind")
+    med = med.dropna(subset=["cpu", "gpu"])
+    med["speedup"] = med["cpu"] / med["gpu"]
+    out = med.reset_index().groupby([over, "strategy"], as_index=False)["speedup"].median()
     return out

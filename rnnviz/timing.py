@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import collections
+import functools
 import statistics
+import threading
 import time
 from typing import Any, Callable, NamedTuple
 
@@ -94,3 +97,48 @@ def time_runs(fn: Callable, args: tuple, repeats: int, warmup: int = 1) -> tuple
         out = jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - start)
     return out, RunTiming(statistics.median(times), min(times), max(times), len(times))
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    currsize: int
+
+
+class _CompileCache:
+    """A least-recently-used cache of compiled executables, safe across threads (the
+    app's sessions): one lock, so two sessions asking for a new shape compile it once.
+    Supports ``key in cache`` so callers can say "compiling…" before they wait."""
+
+    def __init__(self, build: Callable, maxsize: int):
+        self._build, self._maxsize = build, maxsize
+        self._items: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.RLock()
+        self._hits = self._misses = 0
+        functools.update_wrapper(self, build)
+
+    def __call__(self, *key: Any) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._hits += 1
+                self._items.move_to_end(key)
+                return self._items[key]
+            self._misses += 1
+            value = self._build(*key)
+            self._items[key] = value
+            if len(self._items) > self._maxsize:
+                self._items.popitem(last=False)
+            return value
+
+    def __contains__(self, key: Any) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, len(self._items))
+
+
+def compile_cache(maxsize: int) -> Callable[[Callable], _CompileCache]:
+    """Decorator: cache a ``(static_config, device) -> executable`` builder."""
+    return lambda build: _CompileCache(build, maxsize)

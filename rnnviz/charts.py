@@ -1,0 +1,208 @@
+"""Pure chart builders: tidy pandas frames in, ``plotly.graph_objects.Figure`` out.
+
+No JAX, no Streamlit. One theme (Okabe–Ito colours, safe for colour-blind readers;
+Cividis for heatmaps). Every builder returns a figure with titles even for an empty
+frame, never raises on NaN/Inf: non-finite values are left out of lines and marked.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
+HEATMAP_SCALE = "Cividis"
+_LAYOUT = dict(
+    template="plotly_white",
+    colorway=list(OKABE_ITO),
+    hovermode="x unified",
+    margin=dict(l=60, r=20, t=60, b=50),
+    legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
+    font=dict(size=13),
+)
+
+
+def _figure(title: str, x_title: str, y_title: str, *, log_y: bool = False) -> go.Figure:
+    fig = go.Figure()
+    fig.update_layout(title=dict(text=title), **_LAYOUT)
+    fig.update_xaxes(title_text=x_title)
+    fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear", exponentformat="power" if log_y else "none")
+    return fig
+
+
+def _positive_finite(values: pd.Series) -> np.ndarray:
+    """Values a log axis can show; zeros, negatives and NaN/Inf become gaps."""
+    v = values.to_numpy(dtype=np.float64, copy=True)
+    v[~np.isfinite(v) | (v <= 0)] = np.nan
+    return v
+
+
+def _mark_nonfinite(fig: go.Figure, df: pd.DataFrame, x: str = "t", y: str = "value", label: str = "NaN/Inf") -> None:
+    """A dotted vermilion line, annotated, at the first step whose value is NaN/Inf."""
+    bad = df[~np.isfinite(df[y].to_numpy(dtype=np.float64))]
+    if bad.empty:
+        return
+    first = float(bad[x].min())
+    fig.add_vline(x=first, line=dict(color="#D55E00", dash="dot", width=2),
+                  annotation_text=f"{label} ({len(bad)} steps, first t={first:g})", annotation_position="top")
+
+
+def gradient_figure(df: pd.DataFrame, bound: pd.DataFrame | None = None, title: str = "‖∂L/∂carry_t‖ through time") -> go.Figure:
+    """Gradient norms vs t on a log axis.
+
+    df: ``t, series, value, run`` — series ``total``, a carry component (``c``, ``h``) or
+    ``example <b>`` (drawn faint). bound: optional ``t, value, label`` theory curve.
+    """
+    fig = _figure(title, "timestep t", "‖∂L/∂carry_t‖ (log)", log_y=True)
+    if df.empty:
+        return fig
+    runs = list(dict.fromkeys(df["run"]))
+    for r_i, run in enumerate(runs):
+        colour = OKABE_ITO[r_i % len(OKABE_ITO)]
+        sub = df[df["run"] == run]
+        prefix = f"{run}: " if len(runs) > 1 else ""
+        first_example = True
+        for series in dict.fromkeys(sub["series"]):
+            s = sub[sub["series"] == series]
+            is_example = str(series).startswith("example")
+            dash = {"total": "solid", "c": "dash", "h": "dot"}.get(series, "solid")
+            fig.add_trace(go.Scatter(
+                x=s["t"], y=_positive_finite(s["value"]), mode="lines",
+                name=(prefix + "per example") if is_example else prefix + str(series),
+                legendgroup=f"{run}-examples" if is_example else f"{run}-{series}",
+                showlegend=not is_example or first_example,
+                opacity=0.25 if is_example else 1.0,
+                line=dict(color=colour, width=1 if is_example else 2.5, dash=dash),
+                hovertemplate="t=%{x}<br>%{y:.3e}<extra>" + prefix + str(series) + "</extra>",
+            ))
+            first_example = first_example and not is_example
+        _mark_nonfinite(fig, sub[sub["series"] == "total"])
+    if bound is not None and not bound.empty:
+        fig.add_trace(go.Scatter(
+            x=bound["t"], y=_positive_finite(bound["value"]), mode="lines", name=str(bound["label"].iloc[0]),
+            line=dict(color="#000000", width=1.5, dash="longdash"),
+            hovertemplate="t=%{x}<br>bound %{y:.3e}<extra></extra>",
+        ))
+    return fig
+
+
+def line_figure(df: pd.DataFrame, title: str, y_title: str, *, log_y: bool = False, x: str = "t", x_title: str = "timestep t") -> go.Figure:
+    """Generic lines: ``x, series, value`` (+ optional ``run``), one trace per (run, series)."""
+    fig = _figure(title, x_title, y_title, log_y=log_y)
+    if df.empty:
+        return fig
+    group_cols = [c for c in ("run", "series") if c in df.columns]
+    for keys, s in df.groupby(group_cols, sort=False):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        name = " · ".join(str(k) for k in keys)
+        y = _positive_finite(s["value"]) if log_y else s["value"].to_numpy(dtype=np.float64)
+        fig.add_trace(go.Scatter(x=s[x], y=y, mode="lines", name=name, hovertemplate=f"{x}=%{{x}}<br>%{{y:.4g}}<extra>{name}</extra>"))
+    _mark_nonfinite(fig, df, x=x)
+    return fig
+
+
+def heatmap_figure(matrix: pd.DataFrame, title: str, *, x_title: str = "timestep t", y_title: str = "unit",
+                   colorbar: str = "value", log10: bool = False) -> go.Figure:
+    """Heatmap of a frame whose index is the y axis and columns the x axis."""
+    fig = _figure(title, x_title, y_title)
+    fig.update_layout(hovermode="closest")
+    if matrix.empty:
+        return fig
+    z = matrix.to_numpy(dtype=np.float64)
+    if log10:
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(z > 0, np.log10(z), np.nan)
+        colorbar = f"log₁₀ {colorbar}"
+    z = np.where(np.isfinite(z), z, np.nan)
+    fig.add_trace(go.Heatmap(
+        z=z, x=list(matrix.columns), y=list(matrix.index), colorscale=HEATMAP_SCALE, colorbar=dict(title=colorbar),
+        hovertemplate=f"{x_title}=%{{x}}<br>{y_title}=%{{y}}<br>%{{z:.4g}}<extra></extra>",
+    ))
+    return fig
+
+
+def projection_figure(df: pd.DataFrame, title: str = "Carry path, 2-D PCA projection") -> go.Figure:
+    """``t, pc1, pc2, run`` → path coloured by time (one path per run)."""
+    fig = _figure(title, "PC 1", "PC 2")
+    fig.update_layout(hovermode="closest")
+    if df.empty:
+        return fig
+    runs = list(dict.fromkeys(df["run"])) if "run" in df.columns else [None]
+    for i, run in enumerate(runs):
+        s = df if run is None else df[df["run"] == run]
+        fig.add_trace(go.Scatter(
+            x=s["pc1"], y=s["pc2"], mode="lines+markers", name=str(run or "carry"),
+            line=dict(color="rgba(120,120,120,0.5)", width=1),
+            marker=dict(color=s["t"], colorscale=HEATMAP_SCALE, size=6, showscale=i == 0, colorbar=dict(title="t"),
+                        symbol=["circle", "diamond", "square", "triangle-up"][i % 4]),
+            hovertemplate="t=%{marker.color}<br>(%{x:.3g}, %{y:.3g})<extra></extra>",
+        ))
+    return fig
+
+
+def bar_panels(df: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], title: str, *, color: str | None = None,
+               log_y: bool = False) -> go.Figure:
+    """Side-by-side bar panels: one per ``(column, panel title)``; bars along ``x``,
+    grouped by ``color`` when given."""
+    fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels])
+    fig.update_layout(title=dict(text=title), **{**_LAYOUT, "hovermode": "closest"}, barmode="group")
+    if df.empty:
+        return fig
+    groups = list(dict.fromkeys(df[color])) if color else [None]
+    for col_i, (column, _) in enumerate(panels, start=1):
+        for g_i, g in enumerate(groups):
+            s = df if g is None else df[df[color] == g]
+            fig.add_trace(go.Bar(
+                x=s[x].astype(str), y=s[column], name=str(g if g is not None else column),
+                marker_color=OKABE_ITO[g_i % len(OKABE_ITO)], showlegend=col_i == 1 and g is not None,
+                legendgroup=str(g), hovertemplate="%{x}<br>%{y:.4g}<extra>" + str(g or "") + "</extra>",
+            ), row=1, col=col_i)
+        if log_y:
+            fig.update_yaxes(type="log", row=1, col=col_i)
+    return fig
+
+
+def scaling_figure(df: pd.DataFrame, title: str = "Cost over sequence length") -> go.Figure:
+    """``strategy, seq_len, run_s, peak_bytes`` → run time and peak memory vs T (log–log)."""
+    fig = make_subplots(rows=1, cols=2, subplot_titles=["run time (ms)", "peak memory (MB)"])
+    fig.update_layout(title=dict(text=title), **_LAYOUT)
+    for i, (strategy, s) in enumerate(df.groupby("strategy", sort=False) if not df.empty else []):
+        colour = OKABE_ITO[i % len(OKABE_ITO)]
+        s = s.sort_values("seq_len")
+        fig.add_trace(go.Scatter(x=s["seq_len"], y=s["run_s"] * 1e3, name=strategy, mode="lines+markers",
+                                 line=dict(color=colour), legendgroup=strategy), row=1, col=1)
+        fig.add_trace(go.Scatter(x=s["seq_len"], y=s["peak_bytes"] / 2**20, name=strategy, mode="lines+markers",
+                                 line=dict(color=colour), legendgroup=strategy, showlegend=False), row=1, col=2)
+    fig.update_xaxes(type="log", title_text="seq_len T")
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def speedup_figure(df: pd.DataFrame, x: str, title: str) -> go.Figure:
+    """``<x>, strategy, speedup`` → GPU speed-up over CPU vs a size; the line y = 1 is the crossover."""
+    fig = _figure(title, x, "CPU time / GPU time (log)", log_y=True)
+    if df.empty:
+        return fig
+    for strategy, s in df.groupby("strategy", sort=False):
+        s = s.sort_values(x)
+        fig.add_trace(go.Scatter(x=s[x], y=_positive_finite(s["speedup"]), mode="lines+markers", name=str(strategy)))
+    fig.add_hline(y=1.0, line=dict(color="#000000", dash="dot"), annotation_text="same speed", annotation_position="bottom right")
+    fig.update_xaxes(type="log")
+    return fig
+
+
+def empty_figure(title: str, message: str) -> go.Figure:
+    fig = _figure(title, "", "")
+    fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+    return fig
+
+
+def decades(values: Sequence[float]) -> float:
+    """How many powers of ten the positive finite values span (0 when fewer than two)."""
+    v = np.asarray([x for x in values if x > 0 and math.isfinite(x)], dtype=np.float64)
+    return float(np.log10(v.max() / v.min())) if v.size >= 2 else 0.0

@@ -1,0 +1,88 @@
+"""Teaching presets and the URL ↔ config mapping (pure: no Streamlit here)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Mapping, NamedTuple
+
+from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
+
+
+class Preset(NamedTuple):
+    title: str
+    lesson: str  # what to look at, one or two sentences
+    changes: dict[str, Any]
+
+    def config(self) -> RunConfig:
+        return RunConfig(**self.changes)
+
+
+PRESETS: dict[str, Preset] = {p.title: p for p in (
+    Preset("Vanishing: tanh RNN, gain 0.8",
+           "σ₁·γ = 0.8 < 1: every step back multiplies the gradient by at most 0.8, so after 100 steps it is ~10⁻¹⁰ of its size at T.",
+           dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100)),
+    Preset("Exploding: linear RNN, gain 1.2",
+           "With the identity activation and W_h = 1.2·Q, ‖∂L/∂h_t‖ = 1.2^{T−t}·‖h_T‖ exactly: a straight line of slope log₁₀1.2 on the log axis.",
+           dict(cell="simple", activation="identity", recurrent_gain=1.2, seq_len=100)),
+    Preset("Edge: linear RNN, gain 1.0",
+           "An orthogonal W_h preserves norms: the gradient neither vanishes nor explodes.",
+           dict(cell="simple", activation="identity", recurrent_gain=1.0, seq_len=100)),
+    Preset("LSTM with forget bias 1",
+           "A forget gate near 1 lets ∂L/∂c flow back almost unchanged (c_{t} = f⊙c_{t−1} + …): compare with forget bias 0.",
+           dict(cell="lstm", forget_bias=1.0, seq_len=100)),
+    Preset("LSTM with forget bias 0",
+           "The baseline for the forget-bias preset: f ≈ σ(0) = 0.5 halves the cell gradient per step.",
+           dict(cell="lstm", forget_bias=0.0, seq_len=100)),
+    Preset("GRU vs LSTM at T=200",
+           "A GRU over 200 steps; pin it in Compare, then switch the cell to lstm to overlay both.",
+           dict(cell="gru", seq_len=200)),
+    Preset("bf16 underflow",
+           "Gain 0.5 over 200 steps needs 10⁻⁶⁰: far below bfloat16's smallest number, so the early gradients are exactly 0.",
+           dict(cell="simple", activation="tanh", recurrent_gain=0.5, seq_len=200, dtype="bfloat16")),
+    Preset("float16 underflow",
+           "float16 stops at 6·10⁻⁸: a tanh RNN at gain 0.8 reaches that within 100 steps and the gradient becomes exactly 0.",
+           dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100, dtype="float16")),
+    Preset("Per-step tangents: LSTM",
+           "One tangent per step shows which steps contribute to ∂L/∂W; the accumulator only has their sum.",
+           dict(cell="lstm", seq_len=100, strategy="per_step")),
+)}
+
+
+def config_to_params(cfg: RunConfig) -> dict[str, str]:
+    """URL query params for ``cfg``: only fields that differ from the defaults."""
+    defaults = RunConfig()
+    out = {}
+    for f in dataclasses.fields(cfg):
+        value = getattr(cfg, f.name)
+        if value != getattr(defaults, f.name):
+            out[f.name] = "none" if value is None else str(value)
+    return out
+
+
+def config_from_params(params: Mapping[str, Any], *, ignore: tuple[str, ...] = ()) -> tuple[RunConfig, list[str]]:
+    """Parse URL query params into a valid config; every bad value falls back to its
+    default with a warning, never an exception. ``ignore`` names params owned by the UI."""
+    warnings: list[str] = []
+    good: dict[str, Any] = {}
+    for key, raw in params.items():
+        if key in ignore:
+            continue
+        value = raw[-1] if isinstance(raw, (list, tuple)) and raw else raw
+        if key not in FIELD_SPECS:
+            warnings.append(f"ignored unknown URL parameter {key!r}")
+            continue
+        try:
+            good[key] = coerce(key, value)
+            check_field(FIELD_SPECS[key], good[key])
+        except ConfigError as err:
+            good.pop(key, None)
+            warnings.append(f"URL: {err} Using the default.")
+    for _ in range(len(good) + 1):  # cross-field conflicts: drop the named field, retry
+        try:
+            return RunConfig(**good), warnings
+        except ConfigError as err:
+            warnings.append(f"URL: {err} Using the default.")
+            if err.field not in good:
+                break
+            good.pop(err.field)
+    return RunConfig(), warnings
