@@ -68,7 +68,11 @@ def verdict(a: Analysis) -> Verdict:
     r = math.log10(g0 / gt)
     kind = "vanishing" if r < -2 else "exploding" if r > 2 else "stable"
     move = "shrinks" if r < 0 else "grows"
-    return Verdict(kind, r, f"gradient {move} by 10^{r:+.1f} over {t_len} steps: {kind}")
+    return Verdict(kind, r, f"gradient {move} by a factor 10{_superscript(round(r))} over {t_len} steps back: {kind}")
+
+
+def _superscript(n: int) -> str:
+    return str(n).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
 
 
 def gate_means(a: Analysis) -> dict[str, np.ndarray]:

@@ -142,3 +142,13 @@ class _CompileCache:
 def compile_cache(maxsize: int) -> Callable[[Callable], _CompileCache]:
     """Decorator: cache a ``(static_config, device) -> executable`` builder."""
     return lambda build: _CompileCache(build, maxsize)
+
+
+def enable_compilation_cache(folder: str) -> None:
+    """Turn on JAX's persistent compilation cache in ``folder`` for this process.
+
+    Its default skips compiles under 1 s — all of ours — so the thresholds go to 0.
+    """
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

@@ -1,0 +1,120 @@
+"""Sidebar widgets ↔ :class:`RunConfig` ↔ ``st.query_params``.
+
+Every widget is keyed ``cfg_<field>``; the URL holds the non-default fields, so a copied
+URL reopens the same view. Session state is the only UI state.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import streamlit as st
+
+from rnnviz.config import (
+    ACTIVATIONS, CARRY_INITS, CELLS, DTYPES, FIELD_SPECS, INPUTS, LOSSES, RECURRENT_INITS, ConfigError, RunConfig,
+)
+from rnnviz.presets import PRESETS, config_from_params, config_to_params
+
+KEY = "cfg_{}".format
+UI_PARAMS = ("tab",)
+
+
+def _set_widgets(cfg: RunConfig) -> None:
+    for name in FIELD_SPECS:
+        value = getattr(cfg, name)
+        if name == "batch_size":
+            st.session_state[KEY("batched")] = value is not None
+            value = value if value is not None else st.session_state.get(KEY("batch_size"), 4)
+        st.session_state[KEY(name)] = value
+
+
+def init_from_url() -> None:
+    """On a session's first run, widgets start from the URL (bad values warn)."""
+    if st.session_state.get("_initialised"):
+        return
+    cfg, warnings = config_from_params(dict(st.query_params), ignore=UI_PARAMS)
+    _set_widgets(cfg)
+    st.session_state["_url_warnings"] = warnings
+    st.session_state["_initialised"] = True
+
+
+def apply_preset(title: str) -> None:
+    """on_click callback: load a preset into the widgets (before they are drawn)."""
+    _set_widgets(PRESETS[title].config())
+    st.session_state["_preset"] = title
+
+
+def reset_defaults() -> None:
+    _set_widgets(RunConfig())
+    st.session_state["_preset"] = None
+
+
+def _help(name: str) -> str:
+    spec = FIELD_SPECS[name]
+    return f"{spec.help}; {spec.allowed()}"
+
+
+def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: str | None) -> dict[str, Any]:
+    """Draw the sidebar; return the raw field values (validated by RunConfig later)."""
+    sb = st.sidebar
+    sb.header("Configuration")
+    with sb.expander("Teaching presets", expanded=False):
+        for title, preset in PRESETS.items():
+            st.button(title, key=f"preset_{title}", help=preset.lesson, on_click=apply_preset, args=(title,), width="stretch")
+        st.button("Reset to defaults", key="preset_reset", on_click=reset_defaults, width="stretch")
+    v: dict[str, Any] = {}
+    sb.subheader("Cell")
+    v["cell"] = sb.selectbox("Cell", CELLS, key=KEY("cell"), help=_help("cell"))
+    simple = v["cell"] == "simple"
+    v["activation"] = sb.selectbox("Activation (simple cell)", ACTIVATIONS, key=KEY("activation"), disabled=not simple,
+                                   help=_help("activation"))
+    if not simple:
+        v["activation"] = "tanh"
+    v["hidden_size"] = sb.number_input("Hidden size H", 1, FIELD_SPECS["hidden_size"].hi, key=KEY("hidden_size"), step=1, help=_help("hidden_size"))
+    v["recurrent_init"] = sb.selectbox("Recurrent init", RECURRENT_INITS, key=KEY("recurrent_init"), help=_help("recurrent_init"))
+    v["recurrent_gain"] = sb.number_input("Recurrent gain g", 0.0, 10.0, key=KEY("recurrent_gain"), step=0.05, format="%.3f", help=_help("recurrent_gain"))
+    v["forget_bias"] = sb.number_input("LSTM forget bias", -20.0, 20.0, key=KEY("forget_bias"), step=0.5, disabled=v["cell"] != "lstm", help=_help("forget_bias"))
+    if v["cell"] != "lstm":
+        v["forget_bias"] = 0.0
+    sb.subheader("Carry")
+    v["carry_init"] = sb.selectbox("Initial carry", CARRY_INITS, key=KEY("carry_init"), help=_help("carry_init"))
+    v["carry_scale"] = sb.number_input("Carry scale", 0.0, 100.0, key=KEY("carry_scale"), step=0.1, disabled=v["carry_init"] == "zeros", help=_help("carry_scale"))
+    sb.subheader("Input")
+    v["seq_len"] = sb.number_input("Sequence length T", 1, FIELD_SPECS["seq_len"].hi, key=KEY("seq_len"), step=10, help=_help("seq_len"))
+    v["input_size"] = sb.number_input("Input features I", 1, FIELD_SPECS["input_size"].hi, key=KEY("input_size"), step=1, help=_help("input_size"))
+    batched = sb.toggle("Batched input [B, T, I]", key=KEY("batched"), help="off: one unbatched sequence [T, I]")
+    b = sb.number_input("Batch size B", 1, FIELD_SPECS["batch_size"].hi, key=KEY("batch_size"), step=1, disabled=not batched, help=_help("batch_size"))
+    v["batch_size"] = b if batched else None
+    v["inputs"] = sb.selectbox("Input distribution", INPUTS, key=KEY("inputs"), help=_help("inputs"))
+    v["input_scale"] = sb.number_input("Input scale", 0.0, 100.0, key=KEY("input_scale"), step=0.1, help=_help("input_scale"))
+    v["dtype"] = sb.selectbox("dtype", DTYPES, key=KEY("dtype"), help=_help("dtype"))
+    sb.subheader("Gradient")
+    v["loss"] = sb.selectbox("Loss", LOSSES, key=KEY("loss"), help=_help("loss"))
+    if st.session_state.get(KEY("strategy")) not in strategies:
+        st.session_state[KEY("strategy")] = "accumulate"
+    v["strategy"] = sb.selectbox("Strategy", strategies, key=KEY("strategy"), help=_help("strategy"))
+    if st.session_state.get(KEY("device")) not in devices:
+        st.session_state[KEY("device")] = "auto"
+    v["device"] = sb.selectbox("Device", devices, key=KEY("device"), help=_help("device"))
+    if gpu_reason:
+        sb.caption(f"GPU unavailable: {gpu_reason}")
+    v["seed"] = sb.number_input("Seed", 0, FIELD_SPECS["seed"].hi, key=KEY("seed"), step=1, help=_help("seed"))
+    return v
+
+
+def config_from_widgets(values: dict[str, Any]) -> RunConfig:
+    """Raises :class:`ConfigError` with a plain-words message."""
+    return RunConfig.from_mapping(values)
+
+
+def sync_url(cfg: RunConfig) -> None:
+    """Mirror the config into the URL (only when it changed, to avoid reruns)."""
+    want = config_to_params(cfg)
+    for key in UI_PARAMS:
+        if key in st.query_params:
+            want[key] = st.query_params[key]
+    if dict(st.query_params) != want:
+        st.query_params.from_dict(want)
+
+
+__all__ = ["ConfigError", "apply_preset", "config_from_widgets", "init_from_url", "sidebar", "sync_url"]

@@ -1,0 +1,223 @@
+"""The dashboard's views: each takes an Analysis (or config) and draws with charts.py.
+
+Computation goes through the cached functions passed in from app.py; nothing here
+touches JAX directly.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import pandas as pd
+import streamlit as st
+
+from rnnviz import charts, frames
+from rnnviz.analysis import Analysis
+from rnnviz.config import FIELD_SPECS, MAX_SEQ_LEN, RunConfig, max_seq_len_within_budget
+from rnnviz.diagnostics import simple_cell_theory, verdict
+from rnnviz.presets import PRESETS
+from rnnviz.ui.state import apply_preset
+
+
+def _csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:
+    keep_index = not isinstance(df.index, pd.RangeIndex)  # e.g. a units × time matrix
+    st.download_button(label, df.to_csv(index=keep_index).encode(), file_name=name, mime="text/csv", key=key, on_click="ignore")
+
+
+def header(a: Analysis) -> None:
+    v = verdict(a)
+    text = f"**Verdict:** {v.text}"
+    if v.kind == "overflow":
+        st.warning(text)
+    else:
+        st.markdown(text)
+    t = a.timing
+    cols = st.columns(5)
+    cols[0].metric("loss", f"{a.loss:.4g}")
+    cols[1].metric("‖∂L/∂carry₀‖", f"{a.grad_norms[0]:.3e}")
+    cols[2].metric("compile", f"{t.compile_s:.2f} s", help="compiling this shape, once; cached afterwards" + (" (reused now)" if t.cache_hit else ""))
+    cols[3].metric("run (median)", f"{t.run_s * 1e3:.2f} ms", help=f"median of {t.repeats} runs on {t.device}")
+    cols[4].metric("peak memory", f"{t.peak_bytes / 2**20:.1f} MB", help="temp + arguments + outputs of the compiled reverse pass")
+
+
+def gradients_view(a: Analysis, overlays: list[Analysis]) -> None:
+    label = frames.config_label(a)
+    df = pd.concat([frames.gradient_long_frame(a, label)] + [frames.gradient_long_frame(o) for o in overlays], ignore_index=True)
+    bound = frames.bound_frame(a) if not overlays else None
+    st.plotly_chart(charts.gradient_figure(df, bound), key="chart_gradients")
+    theory = simple_cell_theory(a)
+    if theory is not None:
+        cond = "< 1: vanishing is guaranteed (sufficient condition)" if theory.product < 1 else "≥ 1: exploding is possible (necessary condition met)"
+        st.markdown(f"Theory (Pascanu et al., 2013): σ₁(W_h) = **{theory.sigma1:.4f}**, γ = max|φ′| = {theory.gamma:g}, so σ₁·γ = **{theory.product:.4f}** {cond}.")
+        if theory.bound is None:
+            st.caption("The bound curve is drawn for loss = last only (with loss = all each step also feeds the loss directly).")
+    if a.config.cell == "lstm" and a.config.loss == "last":
+        st.caption("∂L/∂c_T is exactly 0 with loss = last: the carry's c is taken as handed on, holding h_T fixed; the log axis leaves it out.")
+    if a.grad_norms.size and (a.grad_norms == 0).any():
+        st.caption(f"{int((a.grad_norms == 0).sum())} steps have a gradient of exactly 0 (underflow or no dependence): gaps on the log axis.")
+    conn = pd.concat([frames.input_grad_frame(a, label)] + [frames.input_grad_frame(o) for o in overlays], ignore_index=True)
+    st.plotly_chart(charts.line_figure(conn, "Connectivity ‖∂L/∂x_t‖: how much each input affects the loss", "‖∂L/∂x_t‖ (log)", log_y=True), key="chart_connectivity")
+    _csv_button(frames.timestep_frame(a), "rnnviz_timesteps.csv", "csv_timesteps", "Download per-timestep table (CSV)")
+
+
+def carry_view(a: Analysis, overlays: list[Analysis]) -> None:
+    norms = pd.concat([frames.carry_norm_frame(a)] + [frames.carry_norm_frame(o) for o in overlays], ignore_index=True)
+    spans = charts.decades(norms["value"].tolist())
+    st.plotly_chart(charts.line_figure(norms, "Carry norm over time", "‖carry_t‖", log_y=spans > 2), key="chart_carry_norms")
+    comps = a.config.carry_components
+    c1, c2 = st.columns(2)
+    comp = c1.radio("Component", comps, index=len(comps) - 1, horizontal=True, key="carry_component")
+    n_ex = a.config.batch_size or 1
+    example = c2.number_input("Example", 0, n_ex - 1, 0, key="carry_example", disabled=n_ex == 1)
+    heat = frames.carry_heatmap_frame(a, comp, int(min(example, n_ex - 1)))
+    st.plotly_chart(charts.heatmap_figure(heat, f"{comp}_t: units × time (example {example})", colorbar=comp), key="chart_carry_heatmap")
+    proj, explained = frames.projection_frame(a, component=comp)
+    st.plotly_chart(charts.projection_figure(proj, f"Path of {comp}_t in its top two principal components ({explained[0]:.0%} + {explained[1]:.0%} of variance)"), key="chart_projection")
+    gates = frames.gates_frame(a)
+    if not gates.empty:
+        st.plotly_chart(charts.line_figure(gates, "Mean gate activation over time", "mean activation"), key="chart_gates")
+        if a.config.cell == "lstm":
+            f = gates[gates["series"] == "gate f"]["value"]
+            st.caption(f"Forget gate mean {f.mean():.3f} (range {f.min():.3f}–{f.max():.3f}); a gate near 1 lets ∂L/∂c pass almost unchanged.")
+    _csv_button(norms, "rnnviz_carry_norms.csv", "csv_carry")
+
+
+def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], per_step: Callable[[RunConfig], Analysis],
+                    scaling: Callable[[RunConfig, tuple[int, ...]], pd.DataFrame], available: tuple[str, ...]) -> None:
+    st.markdown(
+        "Both give the same ∂L/∂W. The **accumulator** sums each step's cotangent into one buffer as the reverse scan walks back "
+        "(O(P) memory); **per-step tangents** keep one tangent per step and sum afterwards (O(T·P)), which shows each step's contribution."
+    )
+    if "split_transpose" not in available:
+        st.info("split_transpose (jax.lax.scan's experimental _split_transpose) does not work in this JAX, so it is not offered.")
+    df = compare(a.config)
+    show = df.assign(run_ms=df["run_s"] * 1e3, peak_MB=df["peak_bytes"] / 2**20)
+    st.plotly_chart(charts.bar_panels(show, "strategy", [("compile_s", "compile (s)"), ("run_ms", "run, median (ms)"), ("peak_MB", "peak memory (MB)")],
+                                      "Cost of each strategy (full analysis)", color="strategy"), key="chart_strategy_bars")
+    st.dataframe(show[["strategy", "compile_s", "run_ms", "peak_MB", "max_abs_diff", "rel_diff", "device"]], hide_index=True, key="table_strategies")
+    worst = float(df["rel_diff"].max())
+    st.caption(f"Largest relative difference of ∂L/∂W from the accumulator: {worst:.2e}" + (" — equal to float rounding." if worst < 1e-4 else ""))
+    _csv_button(df, "rnnviz_strategies.csv", "csv_strategies")
+    ps = per_step(a.config)
+    contrib = frames.contributions_frame(ps)
+    st.plotly_chart(charts.heatmap_figure(contrib, "Per-step contributions to ∂L/∂W (per-step tangents)", y_title="parameter group",
+                                          colorbar="‖contribution‖", log10=True), key="chart_contributions")
+    st.subheader("Scaling with sequence length")
+    top = min(MAX_SEQ_LEN, max_seq_len_within_budget(a.config.replace(strategy="per_step")))
+    lens = tuple(t for t in (25, 50, 100, 200, 400, 800) if t <= top)
+    if st.button(f"Measure T ∈ {list(lens)} for every strategy", key="run_scaling"):
+        st.session_state["scaling_for"] = a.config.replace(seed=0)
+    if st.session_state.get("scaling_for") == a.config.replace(seed=0):
+        sc = scaling(a.config, lens)
+        st.plotly_chart(charts.scaling_figure(sc), key="chart_scaling")
+        _csv_button(sc, "rnnviz_scaling.csv", "csv_scaling")
+    else:
+        st.caption("One compile per length and strategy (a few seconds); results are cached.")
+
+
+def compare_view(a: Analysis, pinned: list[Analysis], on_pin: Callable[[], None], on_remove: Callable[[int], None], on_clear: Callable[[], None]) -> None:
+    st.markdown("Pin runs to overlay them on the Gradients and Carry charts; change any setting, pin again.")
+    c1, c2 = st.columns(2)
+    c1.button("📌 Pin current run", key="pin", on_click=on_pin, type="primary")
+    c2.button("Clear all pins", key="clear_pins", on_click=on_clear, disabled=not pinned)
+    if not pinned:
+        st.info("No pinned runs yet.")
+        return
+    for i, p in enumerate(pinned):
+        cols = st.columns([6, 1])
+        cols[0].markdown(f"`{frames.config_label(p)}` — {verdict(p).text}")
+        cols[1].button("Remove", key=f"unpin_{i}", on_click=on_remove, args=(i,))
+    runs = [a] + pinned
+    df = pd.concat([frames.gradient_long_frame(r) for r in runs], ignore_index=True)
+    df = df[~df["series"].str.startswith("example")]
+    st.plotly_chart(charts.gradient_figure(df[df["series"] == "total"], title="‖∂L/∂carry_t‖: current and pinned"), key="chart_compare_gradients")
+    table = pd.concat([frames.timestep_frame(r).assign(run=frames.config_label(r)) for r in runs], ignore_index=True)
+    _csv_button(table, "rnnviz_compare.csv", "csv_compare", "Download all runs (CSV)")
+
+
+def devices_view(live: pd.DataFrame, recorded: pd.DataFrame, skipped: list[tuple[str, str]], gpu_reason: str | None) -> None:
+    st.markdown("Live runs of the current configuration on every device JAX sees, next to recorded runs from `data/runs/`.")
+    if gpu_reason:
+        st.info(f"No GPU here ({gpu_reason}); the GPU numbers below, if any, are recorded runs.")
+    live = live.assign(run_ms=live["run_s"] * 1e3, device=live["device_kind"] + " · " + live["device_name"] + " (live)")
+    st.plotly_chart(charts.bar_panels(live, "device", [("compile_s", "compile (s)"), ("run_ms", "run (ms)")], "This configuration, live", color="strategy"), key="chart_devices_live")
+    st.dataframe(live, hide_index=True, key="table_devices_live")
+    if skipped:
+        st.warning(f"Skipped {len(skipped)} unreadable record lines: " + "; ".join(f"{w}: {r}" for w, r in skipped[:5]))
+    if recorded.empty:
+        st.info("No recorded runs in data/runs/.")
+        return
+    st.subheader("Recorded runs")
+    st.caption("Sources: " + ", ".join(sorted(set(recorded["device"] + " — " + recorded["source"]))))
+    suites = sorted(set(recorded["suite"]))
+    suite = st.selectbox("Suite", suites, index=suites.index("devices") if "devices" in suites else 0, key="devices_suite")
+    rec = recorded[(recorded["suite"] == suite) & (recorded["strategy"] != "plain_grad")]
+    for over in ("seq_len", "hidden_size"):
+        sp = frames.speedup_frame(rec, over)
+        if not sp.empty:
+            st.plotly_chart(charts.speedup_figure(sp, over, f"GPU speed-up over CPU vs {over} (above 1: GPU faster)"), key=f"chart_speedup_{over}")
+    agg = rec.groupby(["label", "device", "strategy", "measure"], as_index=False)[["run_s", "compile_s", "peak_bytes"]].median()
+    agg = agg.assign(run_ms=agg["run_s"] * 1e3)
+    st.plotly_chart(charts.bar_panels(agg.assign(x=agg["label"] + " · " + agg["measure"]), "x", [("run_ms", "run (ms, log)")],
+                                      "Recorded run time per config and device", color="device", log_y=True), key="chart_devices_recorded")
+    _csv_button(recorded, "rnnviz_recorded_runs.csv", "csv_recorded")
+
+
+LEARN = [
+    ("Backpropagation through time",
+     "An RNN applies the same step to every input: carry_t = f(carry_{t−1}, x_t; W). The loss depends on an early carry only "
+     "through all later steps, so the chain rule multiplies one Jacobian per step:",
+     r"\frac{\partial L}{\partial h_t} = \sum_{s \ge t} \Big(\prod_{k=t+1}^{s} \frac{\partial h_k}{\partial h_{k-1}}\Big)^{\!\top} \frac{\partial L_s}{\partial h_s},\qquad \frac{\partial h_k}{\partial h_{k-1}} = \operatorname{diag}\big(\varphi'(a_k)\big)\, W_h^{\top}",
+     None),
+    ("Why gradients vanish",
+     "Each factor has norm at most σ₁(W_h)·γ, with γ = max|φ′| (1 for tanh). If σ₁·γ < 1 the product shrinks geometrically: "
+     "the gradient from step T reaches step t scaled by at most (σ₁γ)^{T−t} (Pascanu et al., 2013).",
+     r"\Big\|\frac{\partial L}{\partial h_t}\Big\| \le (\sigma_1 \gamma)^{T-t}\, \Big\|\frac{\partial L}{\partial h_T}\Big\|",
+     "Vanishing: tanh RNN, gain 0.8"),
+    ("Why gradients explode",
+     "If the Jacobians stretch (σ₁·γ > 1 along the path) the product grows geometrically. A linear RNN with W_h = g·Q "
+     "(Q orthogonal) is exact: ‖∂L/∂h_t‖ = g^{T−t}‖∂L/∂h_T‖.",
+     r"h_t = g\,Q^{\top} h_{t-1} + U x_t \;\Rightarrow\; \Big\|\frac{\partial L}{\partial h_t}\Big\| = g^{\,T-t}\,\|h_T\|",
+     "Exploding: linear RNN, gain 1.2"),
+    ("How LSTM and GRU gates help",
+     "The LSTM's cell state is updated additively, c_t = f_t ⊙ c_{t−1} + i_t ⊙ g_t, so along c the Jacobian is diag(f_t): "
+     "with f near 1 the gradient flows back almost unchanged. A forget bias of 1 starts f at σ(1) ≈ 0.73 instead of 0.5. "
+     "The GRU's update gate z plays the same role: h_t = (1 − z) ⊙ n + z ⊙ h_{t−1}.",
+     r"\frac{\partial c_t}{\partial c_{t-1}}\Big|_{h_{t-1}} = \operatorname{diag}(f_t)",
+     "LSTM with forget bias 1"),
+    ("Low precision",
+     "float16 cannot hold numbers below ~6·10⁻⁸; a gradient that vanishes past that becomes exactly 0. bfloat16 keeps "
+     "float32's range but only 8 bits of mantissa.",
+     None,
+     "float16 underflow"),
+    ("Two ways to gather ∂L/∂W",
+     "W is used at every step, so ∂L/∂W sums one term per step. A single accumulator adds them into one buffer while the "
+     "reverse scan walks back (what lax.scan does for closed-over params, like Zygote's accumulator). Per-step tangents keep "
+     "one copy of W per step, get one tangent each and sum them afterwards (a ChainRules rrule for Flux's Recur): same "
+     "answer, T times the memory, and a picture of which steps matter.",
+     r"\frac{\partial L}{\partial W} = \sum_{t=1}^{T} \underbrace{\frac{\partial L}{\partial h_t}\,\frac{\partial h_t}{\partial W}\Big|_{h_{t-1}}}_{\text{step } t\text{'s tangent}}",
+     "Per-step tangents: LSTM"),
+]
+
+
+def learn_view() -> None:
+    for i, (title, text, formula, preset) in enumerate(LEARN):
+        st.subheader(title)
+        st.markdown(text)
+        if formula:
+            st.latex(formula)
+        if preset:
+            st.button(f"Show me: {preset}", key=f"learn_{i}", on_click=apply_preset, args=(preset,), help=PRESETS[preset].lesson)
+
+
+def url_warnings(warnings: list[str]) -> None:
+    for w in warnings:
+        st.warning(w)
+
+
+def limits_caption() -> None:
+    st.caption(f"Limits: T ≤ {FIELD_SPECS['seq_len'].hi:g}, H ≤ {FIELD_SPECS['hidden_size'].hi:g}, B ≤ {FIELD_SPECS['batch_size'].hi:g}, "
+               "and an estimated working set ≤ 4 GiB.")
+
+
+__all__ = ["carry_view", "compare_view", "devices_view", "gradients_view", "header", "learn_view", "strategies_view"]
