@@ -110,11 +110,13 @@ def config_from_widgets(values: dict[str, Any]) -> RunConfig:
 def sync_url(cfg: RunConfig) -> None:
     """Mirror the config into the URL (only when it changed, to avoid reruns)."""
     want = config_to_params(cfg)
-    for key in UI_PARAMS:
-        if key in st.query_params:
-            want[key] = st.query_params[key]
-    if dict(st.query_params) != want:
-        st.query_params.from_dict(want)
+    # UI_PARAMS (the active tab) are bound to widgets: Streamlit owns them, leave them be.
+    for key in list(st.query_params):
+        if key not in want and key not in UI_PARAMS:
+            del st.query_params[key]
+    for key, value in want.items():
+        if st.query_params.get(key) != value:
+            st.query_params[key] = value
 
 
 __all__ = ["ConfigError", "apply_preset", "config_from_widgets", "init_from_url", "sidebar", "sync_url"]

@@ -1,0 +1,52 @@
+"""Helpers to read Plotly figures out of Streamlit's AppTest."""
+
+import base64
+import json
+
+import numpy as np
+from streamlit.testing.v1 import AppTest
+
+from pathlib import Path
+
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+def run_app(query: dict | None = None, timeout: float = 120) -> AppTest:
+    at = AppTest.from_file(APP, default_timeout=timeout)
+    for k, v in (query or {}).items():
+        at.query_params[k] = v
+    return at.run()
+
+
+def decode(value):
+    """Plotly 7 encodes arrays as {"dtype", "bdata", "shape"}; return a float array."""
+    if isinstance(value, dict) and "bdata" in value:
+        arr = np.frombuffer(base64.b64decode(value["bdata"]), dtype=np.dtype(value["dtype"]))
+        if "shape" in value:
+            shape = value["shape"]
+            arr = arr.reshape([int(s) for s in str(shape).split(",")] if isinstance(shape, str) else shape)
+        return arr.astype(np.float64)
+    return np.asarray([np.nan if v is None else v for v in value], dtype=np.float64) if isinstance(value, list) else value
+
+
+def figures(at: AppTest) -> list[dict]:
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+
+
+def figure_by_title(at: AppTest, start: str) -> dict:
+    for fig in figures(at):
+        title = fig["layout"].get("title", {}).get("text", "")
+        if title.startswith(start):
+            return fig
+    raise AssertionError(f"no figure titled {start!r}; have {[f['layout'].get('title', {}).get('text') for f in figures(at)]}")
+
+
+def trace(fig: dict, name: str) -> dict:
+    for t in fig["data"]:
+        if t.get("name") == name:
+            return t
+    raise AssertionError(f"no trace {name!r}; have {[t.get('name') for t in fig['data']]}")
+
+
+def total_gradient(at: AppTest) -> np.ndarray:
+    return decode(trace(figure_by_title(at, "‖∂L/∂carry_t‖"), "total")["y"])

@@ -1,0 +1,181 @@
+"""The dashboard through streamlit.testing.v1.AppTest: widgets by key, charts by data."""
+
+import numpy as np
+import pytest
+
+from rnnviz import RunConfig, analyze
+from rnnviz.presets import PRESETS, config_to_params
+
+from apptest_helpers import decode, figure_by_title, figures, run_app, total_gradient, trace
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _as_drawn(values):
+    """What a log axis shows: zeros and NaN/Inf become gaps (NaN)."""
+    v = np.asarray(values, dtype=np.float64).copy()
+    v[~np.isfinite(v) | (v <= 0)] = np.nan
+    return v
+
+
+def _clean(at):
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def test_defaults_render_the_engine_numbers():
+    at = run_app()
+    _clean(at)
+    got = total_gradient(at)
+    want = analyze(RunConfig(), repeats=1).grad_norms.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    fig = figure_by_title(at, "‖∂L/∂carry_t‖")
+    assert fig["layout"]["yaxis"]["type"] == "log"
+    assert any(t["name"].startswith("bound") for t in fig["data"])  # theory overlay for the simple cell
+    assert any("Verdict" in m.value for m in at.markdown)
+
+
+@pytest.mark.parametrize("title", list(PRESETS))
+def test_every_preset_runs_and_sets_its_config(title):
+    at = run_app()
+    at.button(key=f"preset_{title}").click().run()
+    _clean(at)
+    cfg = PRESETS[title].config()
+    for field, value in PRESETS[title].changes.items():
+        assert at.session_state[f"cfg_{field}"] == value, field
+    np.testing.assert_allclose(total_gradient(at), _as_drawn(analyze(cfg, repeats=1).grad_norms), rtol=1e-5)
+    assert dict(at.query_params) == config_to_params(cfg)
+
+
+# (widget kind, key, new value, what to check in the gradient chart)
+CHANGES = [
+    ("selectbox", "cfg_cell", "gru", None),
+    ("selectbox", "cfg_activation", "relu", None),
+    ("number_input", "cfg_hidden_size", 12, None),
+    ("number_input", "cfg_input_size", 3, None),
+    ("number_input", "cfg_seq_len", 17, "len"),
+    ("toggle", "cfg_batched", False, "examples"),
+    ("number_input", "cfg_batch_size", 2, "examples"),
+    ("selectbox", "cfg_dtype", "bfloat16", None),
+    ("selectbox", "cfg_carry_init", "normal", None),
+    ("selectbox", "cfg_recurrent_init", "normal", None),
+    ("number_input", "cfg_recurrent_gain", 0.7, None),
+    ("selectbox", "cfg_inputs", "sine", None),
+    ("number_input", "cfg_input_scale", 0.3, None),
+    ("selectbox", "cfg_loss", "all", None),
+    ("number_input", "cfg_seed", 3, None),
+]
+
+
+@pytest.mark.parametrize("kind,key,value,check", CHANGES, ids=[c[1] for c in CHANGES])
+def test_each_widget_changes_the_chart(kind, key, value, check):
+    at = run_app()
+    before = total_gradient(at)
+    widget = getattr(at, kind)(key=key)
+    (widget.select(value) if kind == "selectbox" else widget.set_value(value)).run()
+    _clean(at)
+    after = total_gradient(at)
+    field = key.removeprefix("cfg_")
+    if check == "len":
+        assert after.shape == (value + 1,)
+    elif check == "examples":
+        n = sum(1 for t in figure_by_title(at, "‖∂L/∂carry_t‖")["data"] if t.get("legendgroup", "").endswith("examples"))
+        assert n == (0 if value is False else value)
+    else:
+        assert after.shape != before.shape or not np.allclose(after, before, rtol=1e-6, atol=0), field
+    if field not in ("batched",):
+        assert at.query_params.get(field) == str(value)
+
+
+def test_lstm_shows_components_and_forget_bias_and_carry_scale_change_it():
+    at = run_app()
+    at.selectbox(key="cfg_cell").select("lstm").run()
+    fig = figure_by_title(at, "‖∂L/∂carry_t‖")
+    names = {t["name"] for t in fig["data"]}
+    assert {"total", "c", "h"} <= names
+    c = decode(trace(fig, "c")["y"])
+    assert np.isnan(c[-1])  # ∂L/∂c_T = 0 is left off the log axis
+    before = total_gradient(at)
+    at.number_input(key="cfg_forget_bias").set_value(1.0).run()
+    _clean(at)
+    mid = total_gradient(at)
+    assert mid[0] > before[0] * 10  # forget bias 1 lets the gradient reach further back
+    at.selectbox(key="cfg_carry_init").select("normal").run()
+    at.number_input(key="cfg_carry_scale").set_value(0.5).run()
+    _clean(at)
+    assert not np.allclose(total_gradient(at), mid)
+
+
+def test_strategy_widget_and_tabs_render():
+    at = run_app({"tab": "Strategies", "strategy": "per_step", "seq_len": "20"})
+    _clean(at)
+    bars = figure_by_title(at, "Cost of each strategy")
+    assert [t["name"] for t in bars["data"][:3]] == ["accumulate", "per_step", "split_transpose"]
+    heat = figure_by_title(at, "Per-step contributions")
+    assert heat["data"][0]["type"] == "heatmap" and heat["data"][0]["y"] == ["recurrent", "input", "bias"]
+    for tab, title in [("Carry", "Carry norm over time"), ("Devices", "This configuration, live"), ("Gradients", "‖∂L/∂carry_t‖")]:
+        at2 = run_app({"tab": tab})
+        _clean(at2)
+        figure_by_title(at2, title)
+    learn = run_app({"tab": "Learn"})
+    _clean(learn)
+    assert len(learn.get("latex")) >= 4
+    learn.button(key="learn_1").click().run()
+    assert learn.session_state["cfg_recurrent_gain"] == 0.8
+
+
+def test_url_round_trip_reopens_the_same_view():
+    at = run_app()
+    at.selectbox(key="cfg_cell").select("mgu").run()
+    at.number_input(key="cfg_seq_len").set_value(33).run()
+    at.toggle(key="cfg_batched").set_value(False).run()
+    params = dict(at.query_params)
+    assert params == config_to_params(RunConfig(cell="mgu", seq_len=33, batch_size=None))
+    again = run_app(params)
+    _clean(again)
+    assert again.session_state["cfg_cell"] == "mgu" and again.session_state["cfg_batched"] is False
+    np.testing.assert_array_equal(total_gradient(again), total_gradient(at))
+
+
+def test_tampered_url_warns_and_recovers():
+    at = run_app({"seq_len": "-5", "cell": "<script>alert(1)</script>", "hidden_size": "1e9", "nonsense": "1",
+                  "activation": "relu", "batch_size": "abc"})
+    assert not at.exception
+    warnings = " ".join(w.value for w in at.warning)
+    for field in ("seq_len", "cell", "hidden_size", "nonsense", "batch_size"):
+        assert field in warnings
+    np.testing.assert_allclose(total_gradient(at), analyze(RunConfig(activation="relu"), repeats=1).grad_norms, rtol=1e-6)
+
+
+def test_too_big_config_is_an_error_message_not_a_crash():
+    at = run_app()
+    at.selectbox(key="cfg_cell").select("lstm").run()
+    at.number_input(key="cfg_hidden_size").set_value(2048).run()
+    at.number_input(key="cfg_batch_size").set_value(1024).run()
+    at.number_input(key="cfg_seq_len").set_value(5000).run()
+    assert not at.exception
+    assert at.error and "largest seq_len that fits" in at.error[0].value
+    at.number_input(key="cfg_hidden_size").set_value(8).run()
+    at.number_input(key="cfg_batch_size").set_value(2).run()
+    at.number_input(key="cfg_seq_len").set_value(10).run()
+    _clean(at)
+
+
+def test_rerun_keeps_state_and_pins_overlay_per_session():
+    at = run_app({"tab": "Compare"})
+    at.button(key="pin").click().run()
+    at.selectbox(key="cfg_cell").select("gru").run()
+    at.button(key="pin").click().run()
+    at.selectbox(key="cfg_cell").select("lstm").run()
+    at.run()  # a plain rerun must not lose or duplicate anything
+    _clean(at)
+    assert len(at.session_state["pins"]) == 2
+    fig = figure_by_title(at, "‖∂L/∂carry_t‖: current and pinned")
+    assert len([t for t in fig["data"] if t["name"].endswith("total")]) == 3
+    at.button(key="unpin_0").click().run()
+    assert len(at.session_state["pins"]) == 1
+    at.button(key="clear_pins").click().run()
+    assert at.session_state["pins"] == []
+    other = run_app({"tab": "Compare"})
+    assert other.session_state["pins"] == [] if "pins" in other.session_state else True
+    assert figures(other) == []
