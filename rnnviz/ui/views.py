@@ -216,7 +216,7 @@ def url_warnings(warnings: list[str]) -> None:
 
 
 def limits_caption() -> None:
-    st.caption(f"Limits: T ≤ {FIELD_SPECS['seq_len'].hi:g}, H ≤ {FIELD_SPECS['hidden_size'].hi:g}, B ≤ {FIELD_SPECS['batch_size'].hi:g}, "
+    st.sidebar.caption(f"Limits: T ≤ {FIELD_SPECS['seq_len'].hi:g}, H ≤ {FIELD_SPECS['hidden_size'].hi:g}, B ≤ {FIELD_SPECS['batch_size'].hi:g}, "
                "and an estimated working set ≤ 4 GiB.")
 
 

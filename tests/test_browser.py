@@ -1,0 +1,125 @@
+"""A real browser against ``streamlit run app.py``: Debian's chromium driven by Playwright.
+
+Skips with a reason where no browser can be had, unless RNNVIZ_REQUIRE_BROWSER=1
+(as .ci/run sets), where that is a failure.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", "--disable-quic"]
+CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
+
+pytestmark = pytest.mark.browser
+
+
+def _unavailable(reason: str):
+    if os.environ.get("RNNVIZ_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"browser required (RNNVIZ_REQUIRE_BROWSER=1) but {reason}")
+    pytest.skip(reason)
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    port = _free_port()
+    env = {**os.environ, "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache"))}
+    log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+         "--server.address", "127.0.0.1", "--server.headless", "true"],
+        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
+    )
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start within 60 s")
+    yield f"http://127.0.0.1:{port}"
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        _unavailable(f"{CHROMIUM} is not installed (make test installs it with apt-get when run as root)")
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _unavailable("playwright is not installed")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()
+
+
+def _chart_title(page, index: int = 0) -> str:
+    return page.locator(CHART).nth(index).locator(".gtitle").first.text_content()  # SVG text
+
+
+def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, browser, tmp_path):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(server)
+    page.wait_for_selector(CHART, timeout=90_000)
+    assert "carry" in _chart_title(page)
+    legend = page.locator(CHART).first.locator(".legendtext").evaluate_all("els => els.map(e => e.textContent)")
+    assert "total" in legend and "c" not in legend
+
+    # Change the cell to LSTM: the chart gains the c and h component lines.
+    page.locator(".st-key-cfg_cell").get_by_role("combobox").click()
+    page.get_by_role("option", name="lstm", exact=True).click()
+    page.wait_for_function(
+        """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .legendtext')].some(e => e.textContent === 'c')""",
+        timeout=90_000,
+    )
+    assert "cell=lstm" in page.url
+    page.screenshot(path=str(tmp_path / "gradients_lstm.png"), full_page=True)
+
+    for tab, expect in [("Carry", "Carry norm over time"), ("Strategies", "Cost of each strategy"),
+                        ("Devices", "This configuration, live"), ("Compare", ".st-key-pin button"), ("Learn", ".st-key-learn_1 button")]:
+        page.get_by_role("tab", name=tab).click()
+        if expect.startswith("."):
+            page.wait_for_selector(expect, timeout=60_000)
+        else:
+            page.wait_for_function(
+                "t => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith(t))", arg=expect, timeout=90_000)
+        assert page.get_by_role("tab", name=tab).get_attribute("aria-selected") == "true"
+        assert page.locator('[data-testid="stException"]').count() == 0
+    page.screenshot(path=str(tmp_path / "learn.png"), full_page=True)
+    # A Learn button loads its preset: the URL and the gradient chart follow.
+    page.locator(".st-key-learn_1 button").first.click()
+    page.wait_for_function("() => location.search.includes('recurrent_gain=0.8')", timeout=60_000)
+    page.get_by_role("tab", name="Gradients").click()
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.legendtext')].some(e => e.textContent.startsWith('bound'))", timeout=90_000)
+    page.screenshot(path=str(tmp_path / "vanishing_preset.png"), full_page=True)
+    assert (tmp_path / "gradients_lstm.png").stat().st_size > 10_000
+    page.close()
+
+
+def test_chromium_is_the_debian_build():
+    if not shutil.which("chromium") and not Path(CHROMIUM).exists():
+        _unavailable("chromium not installed")
+    out = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, timeout=30).stdout
+    assert "Chromium" in out
