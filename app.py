@@ -23,7 +23,7 @@ from rnnviz.timing import enable_compilation_cache
 from rnnviz.ui import state, views
 
 ROOT = Path(__file__).resolve().parent
-RUNS_DIR = ROOT / "data" / "runs"
+RUNS_DIR = Path(os.environ.get("RNNVIZ_RUNS_DIR", ROOT / "data" / "runs"))
 TABS = ("Gradients", "Carry", "Strategies", "Devices", "Compare", "Learn")
 log = logging.getLogger("rnnviz.app")
 
@@ -75,8 +75,9 @@ def _devices_live(cfg_json: str) -> pd.DataFrame:
 
 
 @st.cache_data(show_spinner=False, ttl=60)
-def _recorded() -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    loaded = load_dir(RUNS_DIR)
+def _recorded(folder: str) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """Recorded runs: only ``*.jsonl`` directly in the fixed runs folder are ever read."""
+    loaded = load_dir(folder)
     return records_frame(loaded.records), loaded.skipped
 
 
@@ -157,7 +158,7 @@ def main() -> None:
                                   lambda c, lens: _scaling(_key(c), lens), strategies)
     if panels["Devices"].open:
         with panels["Devices"]:
-            recorded, skipped = _recorded()
+            recorded, skipped = _recorded(str(RUNS_DIR))
             views.devices_view(_devices_live(_key(cfg)), recorded, skipped, gpu_reason)
     if panels["Compare"].open:
         with panels["Compare"]:

@@ -33,10 +33,15 @@ def devices_suite() -> list[RunConfig]:
 SUITES = {"strategies": strategies_suite, "devices": devices_suite}
 
 
-def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=None, out=sys.stdout) -> list[dict]:
-    """Measure every config on every device; print one table row per (config, device)."""
-    from rnnviz.comparisons import available_strategies, measure
+def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=None, out=sys.stdout,
+              budget_s: float | None = None) -> list[dict]:
+    """Measure every config on every device; print one table row per (config, device).
+
+    A strategy whose config is over the memory budget (per-step tangents at large T·P)
+    is skipped and shown as "—"."""
     from rnnviz.analysis import resolve_device
+    from rnnviz.comparisons import available_strategies, measure
+    from rnnviz.config import ConfigError
 
     strategies = available_strategies()
     header = f"{'config':<42} {'device':<10} {'plain ms':>9} " + " ".join(f"{s[:9] + '×':>10}" for s in strategies)
@@ -45,12 +50,16 @@ def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=No
     records: list[dict] = []
     for cfg in configs:
         for device in devices or [resolve_device(cfg)]:
-            base = measure(cfg, measure="grad", strategy="plain_grad", repeats=repeats, device=device, suite=suite)
+            kw = dict(repeats=repeats, device=device, suite=suite, budget_s=budget_s)
+            base = measure(cfg, measure="grad", strategy="plain_grad", **kw)
             base["ratio_to_plain_grad"] = 1.0
             row = [base]
             for s in strategies:
-                row.append(measure(cfg, measure="grad", strategy=s, repeats=repeats, device=device, suite=suite))
-            row.append(measure(cfg, measure="analyze", strategy="accumulate", repeats=repeats, device=device, suite=suite))
+                try:
+                    row.append(measure(cfg, measure="grad", strategy=s, **kw))
+                except ConfigError:
+                    continue
+            row.append(measure(cfg, measure="analyze", strategy="accumulate", **kw))
             for rec in row[1:]:
                 rec["ratio_to_plain_grad"] = rec["run_s"] / base["run_s"]
             records.extend(row)
@@ -65,7 +74,7 @@ def _row(cfg: RunConfig, device, row: list[dict], strategies) -> str:
     mb = lambda r: r["peak_bytes"] / 2**20  # noqa: E731
     by = {r["strategy"]: r for r in per}
     text = f"{_label(cfg):<42} {device.platform + ':' + str(device.id):<10} {base['run_s'] * 1e3:>9.3f} "
-    text += " ".join(f"{by[s]['ratio_to_plain_grad']:>10.2f}" for s in strategies)
+    text += " ".join(f"{by[s]['ratio_to_plain_grad']:>10.2f}" if s in by else f"{'—':>10}" for s in strategies)
     text += f" {anl['ratio_to_plain_grad']:>9.2f} {base['compile_s']:>4.2f}/{anl['compile_s']:<5.2f}"
     per_step = by.get("per_step", by["accumulate"])
     text += f" {mb(base):>6.1f}/{mb(by['accumulate']):.1f}/{mb(per_step):.1f}/{mb(anl):.1f}"
@@ -82,7 +91,8 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.all_devices:
         devices = [d for platform in ("cpu", "gpu") for d in _devices(jax, platform)[:1]]
     print(f"suite {args.suite}: {len(configs)} configs, {args.repeats} timed runs each; ratios are run time / plain jax.grad run time")
-    records = run_suite(configs, args.suite, args.repeats, devices)
+    budget = args.budget if args.budget > 0 else None
+    records = run_suite(configs, args.suite, args.repeats, devices, budget_s=budget)
     if args.record:
         n = append_records(args.record, records)
         print(f"appended {n} records to {args.record}")
@@ -101,5 +111,7 @@ def add_parser(sub) -> None:
     p.add_argument("--suite", choices=sorted(SUITES), default="strategies", help="which fixed suite to run (default: strategies)")
     p.add_argument("--repeats", type=int, default=20, help="timed runs per measurement after one warm-up (default 20)")
     p.add_argument("--record", metavar="PATH", help="append one schema-1 JSON line per measurement to PATH")
+    p.add_argument("--budget", type=float, default=3.0,
+                   help="seconds of timed runs per measurement; slow ones get fewer runs, never under 3 (0: no limit; default 3)")
     p.add_argument("--all-devices", action="store_true", help="run on the first CPU and the first GPU (when present)")
     p.set_defaults(func=cmd_bench)

@@ -56,7 +56,7 @@ def _executable(cfg: RunConfig, measure: str, device: jax.Device) -> Compiled:
 
 
 def measure(cfg: RunConfig, *, measure: str = "analyze", strategy: str | None = None, repeats: int = 10,
-            device: jax.Device | None = None, suite: str = "adhoc") -> dict[str, Any]:
+            device: jax.Device | None = None, suite: str = "adhoc", budget_s: float | None = None) -> dict[str, Any]:
     """Time one compiled function for ``cfg`` and return a schema-1 record.
 
     measure="analyze": the full analysis (per-step carry gradients + param gradients +
@@ -71,7 +71,7 @@ def measure(cfg: RunConfig, *, measure: str = "analyze", strategy: str | None = 
         run_cfg = cfg.replace(strategy=strategy)
         exe = _executable(run_cfg, measure, device)
     args = prepared_inputs(run_cfg, device)
-    _, t = time_runs(exe.fn, args, repeats)
+    _, t = time_runs(exe.fn, args, repeats, budget_s=budget_s)
     env = environment()
     flops = estimate_flops(run_cfg)
     return {

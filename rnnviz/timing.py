@@ -85,12 +85,17 @@ def flops(compiled: Any) -> float:
     return float((cost or {}).get("flops", 0.0))
 
 
-def time_runs(fn: Callable, args: tuple, repeats: int, warmup: int = 1) -> tuple[Any, RunTiming]:
+def time_runs(fn: Callable, args: tuple, repeats: int, warmup: int = 1, budget_s: float | None = None) -> tuple[Any, RunTiming]:
     """Run ``fn(*args)`` ``warmup`` + ``repeats`` times, blocking on each; return the last
-    result and the wall-clock statistics of the timed runs."""
+    result and the wall-clock statistics of the timed runs. With ``budget_s``, slow
+    functions get fewer timed runs (at least 3) so the total stays near the budget."""
     out = None
+    start = time.perf_counter()
     for _ in range(warmup):
         out = jax.block_until_ready(fn(*args))
+    if budget_s is not None and warmup:
+        per_run = (time.perf_counter() - start) / warmup
+        repeats = max(3, min(repeats, int(budget_s / max(per_run, 1e-9))))
     times = []
     for _ in range(max(repeats, 1)):
         start = time.perf_counter()

@@ -1,0 +1,122 @@
+"""Chart builders on their own (frames in, figures out) and the frames/diagnostics that feed them."""
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rnnviz import RunConfig, analyze, charts, frames
+from rnnviz.diagnostics import gate_means, pca_path, simple_cell_theory, verdict
+
+
+@pytest.fixture(scope="module")
+def simple():
+    return analyze(RunConfig(activation="identity", recurrent_gain=0.9, seq_len=30, batch_size=3), repeats=1)
+
+
+@pytest.fixture(scope="module")
+def lstm():
+    return analyze(RunConfig(cell="lstm", seq_len=20, batch_size=2, strategy="per_step"), repeats=1)
+
+
+def test_gradient_figure_traces_axes_and_bound(simple):
+    df = frames.gradient_long_frame(simple, "run A")
+    fig = charts.gradient_figure(df, frames.bound_frame(simple))
+    names = [t.name for t in fig.data]
+    assert names[0] == "total" and names.count("per example") == 3
+    assert sum(t.showlegend for t in fig.data if t.name == "per example") == 1
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.title.text == "timestep t"
+    np.testing.assert_allclose(fig.data[0].y, simple.grad_norms, rtol=1e-6)
+    bound = fig.data[-1]
+    assert bound.name.startswith("bound") and "0.900" in bound.name
+    # identity RNN, orthogonal·g: the bound is tight — it equals the measured curve.
+    np.testing.assert_allclose(bound.y, simple.grad_norms, rtol=1e-3)
+
+
+def test_gradient_figure_gaps_zeros_and_marks_nonfinite():
+    df = pd.DataFrame({"t": [0, 1, 2, 3], "series": "total", "value": [0.0, 1.0, np.inf, np.nan], "run": "r"})
+    fig = charts.gradient_figure(df)
+    y = np.asarray(fig.data[0].y, dtype=float)
+    assert np.isnan(y[0]) and y[1] == 1.0 and np.isnan(y[2])
+    assert len(fig.layout.shapes) == 1 and fig.layout.shapes[0].x0 == 2.0
+    assert "NaN/Inf" in fig.layout.annotations[0].text
+
+
+def test_multiple_runs_are_prefixed_and_coloured_apart(simple, lstm):
+    df = pd.concat([frames.gradient_long_frame(simple, "A"), frames.gradient_long_frame(lstm, "B")])
+    fig = charts.gradient_figure(df[df.series == "total"])
+    assert [t.name for t in fig.data] == ["A: total", "B: total"]
+    assert fig.data[0].line.color != fig.data[1].line.color
+
+
+def test_empty_frames_give_titled_empty_figures():
+    for fig in (charts.gradient_figure(pd.DataFrame(columns=["t", "series", "value", "run"])),
+                charts.line_figure(pd.DataFrame(columns=["t", "series", "value"]), "T", "y"),
+                charts.heatmap_figure(pd.DataFrame(), "H"),
+                charts.scaling_figure(pd.DataFrame(columns=["strategy", "seq_len", "run_s", "peak_bytes"])),
+                charts.speedup_figure(pd.DataFrame(columns=["seq_len", "strategy", "speedup"]), "seq_len", "S")):
+        assert len(fig.data) == 0 and fig.layout.title.text
+
+
+def test_heatmap_log_and_contributions(lstm):
+    contrib = frames.contributions_frame(lstm)
+    assert list(contrib.index) == ["recurrent", "input", "bias"] and contrib.shape == (3, 20)
+    fig = charts.heatmap_figure(contrib, "C", log10=True, colorbar="x")
+    z = np.asarray(fig.data[0].z, dtype=float)
+    c = contrib.to_numpy()
+    assert c[0, 0] == 0.0  # h_0 = 0: step 1 adds nothing to ∂L/∂W_h, drawn as a gap
+    with np.errstate(divide="ignore"):
+        want = np.where(c > 0, np.log10(c), np.nan)
+    np.testing.assert_allclose(z, want, rtol=1e-6)
+    assert fig.data[0].colorscale and fig.data[0].colorbar.title.text == "log₁₀ x"
+
+
+def test_carry_frames_projection_and_gates(lstm):
+    heat = frames.carry_heatmap_frame(lstm, "c", example=1)
+    np.testing.assert_array_equal(heat.to_numpy(), lstm.carries["c"][:, 1].T)
+    proj, explained = frames.projection_frame(lstm)
+    assert proj.shape == (21, 4) and 0 < explained.sum() <= 1 + 1e-9 and explained[0] >= explained[1]
+    fig = charts.projection_figure(proj)
+    np.testing.assert_array_equal(fig.data[0].marker.color, np.arange(21))
+    g = frames.gates_frame(lstm)
+    assert set(g.series) == {"gate i", "gate f", "gate o"} and g.value.between(0, 1).all()
+
+
+def test_bar_panels_and_scaling_axes():
+    df = pd.DataFrame({"strategy": ["accumulate", "per_step"], "run_s": [1.0, 2.0], "peak_bytes": [2**20, 2**22]})
+    fig = charts.bar_panels(df, "strategy", [("run_s", "run"), ("peak_bytes", "mem")], "Cost", color="strategy")
+    assert [a.text for a in fig.layout.annotations] == ["run", "mem"]
+    assert len(fig.data) == 4 and sum(t.showlegend for t in fig.data) == 2
+    sc = charts.scaling_figure(pd.DataFrame({"strategy": ["a", "a"], "seq_len": [10, 20], "run_s": [0.001, 0.002], "peak_bytes": [2**20, 2**21]}))
+    assert sc.layout.xaxis.type == "log" and sc.layout.yaxis2.type == "log"
+    np.testing.assert_allclose(sc.data[0].y, [1.0, 2.0])
+    np.testing.assert_allclose(sc.data[1].y, [1.0, 2.0])
+
+
+def test_theory_sigma1_is_the_gain_for_orthogonal_init(simple):
+    th = simple_cell_theory(simple)
+    assert th.sigma1 == pytest.approx(0.9, rel=1e-5) and th.gamma == 1.0
+    assert simple_cell_theory(analyze(RunConfig(cell="gru", seq_len=3), repeats=1)) is None
+
+
+def test_verdicts():
+    v = verdict(analyze(RunConfig(activation="identity", recurrent_gain=0.8, seq_len=60), repeats=1))
+    assert v.kind == "vanishing" and v.log10_ratio == pytest.approx(60 * math.log10(0.8), rel=1e-3)
+    assert "10⁻⁶" in v.text
+    assert verdict(analyze(RunConfig(activation="identity", recurrent_gain=1.2, seq_len=60), repeats=1)).kind == "exploding"
+    assert verdict(analyze(RunConfig(activation="identity", recurrent_gain=1.0, seq_len=60), repeats=1)).kind == "stable"
+    assert verdict(analyze(RunConfig(activation="identity", recurrent_gain=3.0, seq_len=60, dtype="float16"), repeats=1)).kind == "overflow"
+
+
+def test_forget_bias_raises_the_mean_forget_gate():
+    f0 = gate_means(analyze(RunConfig(cell="lstm", seq_len=10), repeats=1))["f"].mean()
+    f1 = gate_means(analyze(RunConfig(cell="lstm", seq_len=10, forget_bias=1.0), repeats=1))["f"].mean()
+    assert f1 > f0 + 0.1
+
+
+def test_pca_of_a_straight_path_is_one_dimensional():
+    a = analyze(RunConfig(activation="identity", recurrent_gain=0.0, seq_len=10, inputs="sine", input_scale=0.0,
+                          carry_init="constant", carry_scale=1.0, batch_size=None), repeats=1)
+    proj = pca_path(a)  # h_0 = 1, then h_t = b (constant): two points
+    assert proj.explained[0] == pytest.approx(1.0)
