@@ -19,12 +19,13 @@ from rnnviz.analysis import executables, is_compiled, resolve_device, static_con
 from rnnviz.comparisons import available_strategies, compare_strategies, present_devices, run_on_devices, scaling
 from rnnviz.frames import records_frame
 from rnnviz.records import load_dir
+from rnnviz.sweeps import critical_gain, sweep
 from rnnviz.timing import enable_compilation_cache
 from rnnviz.ui import state, views
 
 ROOT = Path(__file__).resolve().parent
 RUNS_DIR = Path(os.environ.get("RNNVIZ_RUNS_DIR", ROOT / "data" / "runs"))
-TABS = ("Gradients", "Carry", "Strategies", "Devices", "Compare", "Learn")
+TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Devices", "Compare", "Learn")
 log = logging.getLogger("rnnviz.app")
 
 
@@ -72,6 +73,14 @@ def _scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
 @st.cache_data(show_spinner=False, max_entries=32)
 def _devices_live(cfg_json: str) -> pd.DataFrame:
     return run_on_devices(_cfg(cfg_json), strategies=available_strategies(), repeats=5)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+    cfg = _cfg(cfg_json)
+    gains = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+    df = sweep(cfg, {"recurrent_gain": gains, "seed": list(range(cfg.seed, cfg.seed + seeds))})
+    return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
 
 
 @st.cache_data(show_spinner=False, ttl=60)
@@ -156,6 +165,9 @@ def main() -> None:
         with panels["Strategies"]:
             views.strategies_view(a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c.replace(strategy="per_step"))),
                                   lambda c, lens: _scaling(_key(c), lens), strategies)
+    if panels["Phase diagram"].open:
+        with panels["Phase diagram"]:
+            views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k))
     if panels["Devices"].open:
         with panels["Devices"]:
             recorded, skipped = _recorded(str(RUNS_DIR))

@@ -30,7 +30,46 @@ def devices_suite() -> list[RunConfig]:
     ]
 
 
-SUITES = {"strategies": strategies_suite, "devices": devices_suite}
+SUITES = {"strategies": strategies_suite, "devices": devices_suite, "sweep": lambda: [RunConfig(seq_len=100)]}
+
+
+def sweep_bench(cfg: RunConfig, n: int = 256, out=sys.stdout) -> dict[str, float]:
+    """One vmapped sweep of ``n`` gains against ``n`` sequential analyses, same process.
+
+    Sequential is measured two ways: ``analyze(cfg, repeats=1)`` per gain (what a user
+    loop does) and the bare compiled prepare + analysis calls (no timing, no host copy)."""
+    import time
+
+    import jax
+
+    from rnnviz.analysis import Values, analyze, executables, resolve_device, seed_key, static_config
+    from rnnviz.sweeps import run_points, sweep_devices
+
+    gains = [0.5 + i / (n - 1) for i in range(n)]
+    points = [{"recurrent_gain": g} for g in gains]
+    start = time.perf_counter()
+    run_points(cfg, points)  # compiles
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    run_points(cfg, points)
+    sweep_s = time.perf_counter() - start
+    analyze(cfg, repeats=1)  # compile the single-config path outside the timing
+    start = time.perf_counter()
+    for g in gains:
+        analyze(cfg.replace(recurrent_gain=g), repeats=1)
+    loop_s = time.perf_counter() - start
+    device = resolve_device(cfg)
+    exe = executables(static_config(cfg), device)
+    start = time.perf_counter()
+    for g in gains:
+        args = jax.device_put((seed_key(cfg.seed), Values.of(cfg.replace(recurrent_gain=g))), device)
+        jax.block_until_ready(exe.analysis.fn(*exe.prepare.fn(*args)))
+    bare_s = time.perf_counter() - start
+    print(f"config: {cfg.cell} T={cfg.seq_len} B={cfg.batch_size} H={cfg.hidden_size}; {n} gains; devices: {len(sweep_devices(cfg))}", file=out)
+    print(f"sweep (one vmapped call): {sweep_s * 1e3:9.1f} ms   (compile {compile_s:.2f} s, once)", file=out)
+    print(f"{n} × analyze(repeats=1): {loop_s * 1e3:9.1f} ms   → sweep is {loop_s / sweep_s:.1f}× faster", file=out)
+    print(f"{n} × bare compiled calls:{bare_s * 1e3:9.1f} ms   → sweep is {bare_s / sweep_s:.1f}× faster", file=out)
+    return {"sweep_s": sweep_s, "loop_s": loop_s, "bare_s": bare_s, "compile_s": compile_s}
 
 
 def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=None, out=sys.stdout,
@@ -87,6 +126,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rnnviz.records import append_records
 
     configs = SUITES[args.suite]()
+    if args.suite == "sweep":
+        sweep_bench(configs[0])
+        return 0
     devices = None
     if args.all_devices:
         devices = [d for platform in ("cpu", "gpu") for d in _devices(jax, platform)[:1]]

@@ -206,3 +206,25 @@ def decades(values: Sequence[float]) -> float:
     """How many powers of ten the positive finite values span (0 when fewer than two)."""
     v = np.asarray([x for x in values if x > 0 and math.isfinite(x)], dtype=np.float64)
     return float(np.log10(v.max() / v.min())) if v.size >= 2 else 0.0
+
+
+def phase_figure(matrix: pd.DataFrame, survival: pd.DataFrame | None = None, boundary_gain: float | None = None,
+                 title: str = "Phase diagram: log₁₀ ‖∂L/∂carry_{T−lag}‖ / ‖∂L/∂carry_T‖") -> go.Figure:
+    """Heatmap over (recurrent gain × lag) with the survival line and its seed band, and
+    the Pascanu boundary σ₁·γ = 1 as a vertical line (simple cell)."""
+    fig = heatmap_figure(matrix, title, x_title="recurrent gain g", y_title="lag T − t", colorbar="log₁₀ ratio")
+    if matrix.empty:
+        return fig
+    fig.data[0].update(colorscale="RdBu", zmid=0.0)
+    if survival is not None and not survival.empty:
+        fig.add_trace(go.Scatter(x=survival["gain_max"], y=survival["lag"], mode="lines", line=dict(width=0), showlegend=False,
+                                 hoverinfo="skip"))
+        fig.add_trace(go.Scatter(x=survival["gain_min"], y=survival["lag"], mode="lines", line=dict(width=0), fill="tonextx",
+                                 fillcolor="rgba(0,0,0,0.15)", name="seed range"))
+        fig.add_trace(go.Scatter(x=survival["gain_mean"], y=survival["lag"], mode="lines", line=dict(color="#000000", width=2),
+                                 name="gain where ≥1% survives lag k"))
+    if boundary_gain is not None:
+        fig.add_trace(go.Scatter(x=[boundary_gain, boundary_gain], y=[matrix.index.min(), matrix.index.max()], mode="lines",
+                                 line=dict(color="#E69F00", width=3, dash="dash"), name=f"Pascanu σ₁·γ = 1 (g = {boundary_gain:.3f})"))
+    fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
+    return fig

@@ -1,4 +1,4 @@
-"""Command line: ``python -m rnnviz analyze | bench``.
+"""Command line: ``python -m rnnviz analyze | sweep | bench``.
 
 Every :class:`RunConfig` field is a flag (``--hidden-size``), with its range in
 ``--help``. Bad values print one line naming the field and what is allowed, exit 2.
@@ -107,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH", help="write the per-timestep table as CSV")
     p.add_argument("--repeats", type=_positive_int, default=10, help="timed runs (1..1000, default 10)")
     p.set_defaults(func=cmd_analyze)
+    _add_sweep(sub)
     _add_bench(sub)
     return parser
 
@@ -122,10 +123,8 @@ def _positive_int(text: str) -> int:
 
 
 def _add_bench(sub) -> None:
-    try:
-        from rnnviz.bench import add_parser
-    except ImportError:  # the bench module arrives with the strategies work
-        return
+    from rnnviz.bench import add_parser
+
     add_parser(sub)
 
 
@@ -137,3 +136,47 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
+    """``field=a,b,c`` or ``field=start:stop:count`` (inclusive, evenly spaced) → values."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, spec = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not spec:
+            raise ConfigError("over", item, "FIELD=v1,v2,... or FIELD=start:stop:count")
+        if spec.count(":") == 2:
+            try:
+                lo, hi, n = float(spec.split(":")[0]), float(spec.split(":")[1]), int(spec.split(":")[2])
+            except ValueError:
+                raise ConfigError("over", item, "start:stop:count with numbers and an integer count") from None
+            if not 2 <= n <= 4096:
+                raise ConfigError("over", item, "a count in [2, 4096]")
+            out[name] = [repr(lo + (hi - lo) * i / (n - 1)) for i in range(n)]
+        else:
+            out[name] = [v for v in spec.split(",") if v.strip()]
+    return out
+
+
+def cmd_sweep(args: argparse.Namespace) -> int:
+    from rnnviz.sweeps import sweep
+
+    cfg = config_from_args(args)
+    df = sweep(cfg, parse_over(args.over))
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+        print(f"wrote {len(df)} rows to {args.csv}")
+    else:
+        print(df[df["component"] == "total"].pivot_table(index="lag", columns=[c for c in df.columns if c not in ("t", "lag", "component", "grad_norm")],
+                                                        values="grad_norm").iloc[:: max(1, cfg.seq_len // 10)].to_string(float_format="%.3e"))
+    return 0
+
+
+def _add_sweep(sub) -> None:
+    p = sub.add_parser("sweep", help="gradient norms over a grid of values, one compiled call per shape")
+    add_config_flags(p)
+    p.add_argument("--over", action="append", required=True, metavar="FIELD=VALUES",
+                   help="a field and its values: recurrent_gain=0.5:1.5:64 or seed=0,1,2 (repeatable)")
+    p.add_argument("--csv", metavar="PATH", help="write the tidy sweep table as CSV")
+    p.set_defaults(func=cmd_sweep)

@@ -146,3 +146,32 @@ def speedup_frame(df: pd.DataFrame, over: str) -> pd.DataFrame:
     med["speedup"] = med["cpu"] / med["gpu"]
     out = med.reset_index().groupby([over, "strategy"], as_index=False)["speedup"].median()
     return out
+
+
+SURVIVAL_LOG10 = -2.0  # "survives" = still at least 1 % of the gradient at T
+
+
+def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """From a gain × seed sweep (component ``total``): the phase-diagram matrix and the
+    survival line.
+
+    matrix: index ``lag`` (T − t), columns ``recurrent_gain``, values the seed-mean of
+    log₁₀(‖∂L/∂carry_{T−lag}‖ / ‖∂L/∂carry_T‖). survival: per lag, the smallest gain whose
+    ratio is ≥ 10^SURVIVAL_LOG10, as ``lag, gain_mean, gain_min, gain_max`` over seeds.
+    """
+    df = sweep_df[sweep_df["component"] == "total"].copy()
+    if "seed" not in df.columns:
+        df["seed"] = 0
+    end = df[df["lag"] == 0].set_index(["recurrent_gain", "seed"])["grad_norm"]
+    df = df.join(end.rename("g_end"), on=["recurrent_gain", "seed"])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.log10(df["grad_norm"].to_numpy() / df["g_end"].to_numpy())
+    df["log10_ratio"] = np.where(np.isfinite(ratio), ratio, np.nan)
+    matrix = df.groupby(["lag", "recurrent_gain"])["log10_ratio"].mean().unstack("recurrent_gain").sort_index()
+    surv = []
+    for (seed, lag), s in df.groupby(["seed", "lag"]):
+        ok = s[s["log10_ratio"] >= SURVIVAL_LOG10]["recurrent_gain"]
+        surv.append({"seed": seed, "lag": lag, "gain": ok.min() if not ok.empty else np.nan})
+    s = pd.DataFrame(surv)
+    survival = s.groupby("lag")["gain"].agg(gain_mean="mean", gain_min="min", gain_max="max").reset_index()
+    return matrix, survival

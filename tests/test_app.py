@@ -113,7 +113,8 @@ def test_strategy_widget_and_tabs_render():
     assert [t["name"] for t in bars["data"][:3]] == ["accumulate", "per_step", "split_transpose"]
     heat = figure_by_title(at, "Per-step contributions")
     assert heat["data"][0]["type"] == "heatmap" and heat["data"][0]["y"] == ["recurrent", "input", "bias"]
-    for tab, title in [("Carry", "Carry norm over time"), ("Devices", "This configuration, live"), ("Gradients", "‖∂L/∂carry_t‖")]:
+    for tab, title in [("Carry", "Carry norm over time"), ("Devices", "This configuration, live"), ("Gradients", "‖∂L/∂carry_t‖"),
+                       ("Phase diagram", "Phase diagram")]:
         at2 = run_app({"tab": tab})
         _clean(at2)
         figure_by_title(at2, title)

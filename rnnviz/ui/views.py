@@ -221,3 +221,25 @@ def limits_caption() -> None:
 
 
 __all__ = ["carry_view", "compare_view", "devices_view", "gradients_view", "header", "learn_view", "strategies_view"]
+
+
+def phase_view(cfg: RunConfig, compute: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]) -> None:
+    st.markdown(
+        "Every recurrent gain at once: one compiled, vmapped call evaluates the whole grid (sharded over all devices). "
+        "Colour is log₁₀ of how much of the gradient at T survives back to lag T − t; the black line is the smallest gain "
+        "at which at least 1 % survives each lag (grey band: range over seeds)."
+    )
+    c1, c2, c3, c4 = st.columns(4)
+    lo = c1.number_input("gain from", 0.0, 10.0, 0.5, 0.05, key="phase_lo")
+    hi = c2.number_input("gain to", 0.0, 10.0, 1.5, 0.05, key="phase_hi")
+    n = c3.number_input("gains", 2, 256, 41, 1, key="phase_n")
+    seeds = c4.number_input("seeds", 1, 16, 3, 1, key="phase_seeds")
+    if hi <= lo:
+        st.error(f"'gain to' ({hi:g}) must be larger than 'gain from' ({lo:g}).")
+        return
+    df, boundary = compute(cfg, float(lo), float(hi), int(n), int(seeds))
+    matrix, survival = frames.phase_frames(df)
+    st.plotly_chart(charts.phase_figure(matrix, survival, boundary), key="chart_phase")
+    if boundary is not None:
+        st.caption(f"Dashed: the Pascanu boundary σ₁(W_h)·γ = 1 at g = {boundary:.3f}; left of it vanishing is guaranteed.")
+    _csv_button(df, "rnnviz_sweep.csv", "csv_sweep")

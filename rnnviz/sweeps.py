@@ -1,0 +1,150 @@
+"""Sweeps: many values of a config in one compiled, vmapped call, sharded over devices.
+
+Fields that keep array shapes (``RunConfig.VALUE_FIELDS``: seed, gain, forget bias,
+scales) are swept inside one ``jax.vmap``-ed executable; the sweep axis is sharded over
+every local device with a ``Mesh`` + ``NamedSharding``. Fields that change shapes or
+code (hidden size, seq_len, cell, …) are swept by an outer loop, one compile per shape
+(cached).
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+from typing import Any, Mapping, NamedTuple, Sequence
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pandas as pd
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from rnnviz.analysis import Values, prepare, resolve_device, static_config
+from rnnviz.cells import make_cell
+from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
+from rnnviz.gradients import step_gradients, summarize
+from rnnviz.timing import Compiled, compile_cache
+
+MAX_POINTS = 4096
+
+
+class SweepResult(NamedTuple):
+    """``grad_norms`` ``[N, C, T+1]`` per point and carry component; ``loss`` ``[N]``."""
+
+    grad_norms: np.ndarray
+    loss: np.ndarray
+
+
+def _point(static: RunConfig, key_data: jax.Array, values: Values):
+    params, carry0, xs = prepare(static, key_data, values)
+    sg = step_gradients(static, make_cell(static), params, carry0, xs)
+    return summarize(static, sg).component_grad_norms, sg.loss
+
+
+def sweep_devices(cfg: RunConfig) -> tuple[jax.Device, ...]:
+    """All local devices of the platform ``cfg.device`` resolves to."""
+    return tuple(jax.local_devices(backend=resolve_device(cfg).platform))
+
+
+@compile_cache(maxsize=32)
+def sweep_executable(static: RunConfig, devices: tuple[jax.Device, ...], n_points: int) -> Compiled:
+    """``(keys [N, 2], Values of [N]) -> ([N, C, T+1], [N])``, the N axis sharded over ``devices``."""
+    import time
+
+    mesh = Mesh(np.array(devices), ("sweep",))
+    shard = NamedSharding(mesh, PartitionSpec("sweep"))
+    fn = jax.jit(jax.vmap(functools.partial(_point, static)), in_shardings=(shard, shard), out_shardings=(shard, shard))
+    keys = jax.ShapeDtypeStruct((n_points, 2), jnp.uint32, sharding=shard)
+    vals = Values(*(jax.ShapeDtypeStruct((n_points,), jnp.float32, sharding=shard) for _ in Values._fields))
+    start = time.perf_counter()
+    compiled = fn.lower(keys, vals).compile()
+    return Compiled(compiled, time.perf_counter() - start, 0, 0.0)
+
+
+def _grid(cfg: RunConfig, values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    names = list(values)
+    return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
+
+
+def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
+    """Evaluate value-only variations of ``cfg`` in one sharded, vmapped call."""
+    devices = sweep_devices(cfg)
+    n = len(points)
+    padded = -(-n // len(devices)) * len(devices)  # the sharded axis must divide evenly
+    cfgs = [cfg.replace(**p) for p in points] + [cfg] * (padded - n)
+    keys = np.stack([np.asarray(jax.random.key_data(jax.random.key(c.seed))) for c in cfgs]).astype(np.uint32)
+    vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))
+    exe = sweep_executable(static_config(cfg), devices, padded)
+    norms, loss = exe.fn(keys, vals)
+    return SweepResult(np.asarray(norms)[:n], np.asarray(loss)[:n])
+
+
+def validate_over(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
+    """Coerce and range-check every swept value; a bad one is a :class:`ConfigError`."""
+    out: dict[str, list[Any]] = {}
+    total = 1
+    for name, raw in over.items():
+        if name not in FIELD_SPECS:
+            raise ConfigError("over", name, "sweep over RunConfig fields: " + ", ".join(FIELD_SPECS))
+        vals = [coerce(name, v) for v in raw]
+        if not vals:
+            raise ConfigError(name, list(raw), "at least one value to sweep")
+        for v in vals:
+            check_field(FIELD_SPECS[name], v)
+        out[name] = vals
+        total *= len(vals)
+    if total > MAX_POINTS:
+        raise ConfigError("over", f"{total} points", f"at most {MAX_POINTS} points in one sweep")
+    return out
+
+
+def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
+    """Gradient norms for every combination of ``over``'s values.
+
+    Returns a tidy frame: one column per swept field, then ``t``, ``lag`` (T − t),
+    ``component`` (``total`` or a carry component) and ``grad_norm``. Value fields are
+    computed in one compiled call per shape; shape fields loop outside (one compile each).
+    """
+    over = validate_over(cfg, over)
+    value_fields = {k: v for k, v in over.items() if k in RunConfig.VALUE_FIELDS}
+    shape_fields = {k: v for k, v in over.items() if k not in RunConfig.VALUE_FIELDS}
+    parts = []
+    for shape_point in _grid(cfg, shape_fields) or [{}]:
+        base = cfg.replace(**shape_point)
+        points = _grid(base, value_fields) or [{}]
+        for p in points:
+            base.replace(**p)  # validates each combination (e.g. forget_bias needs lstm)
+        res = run_points(base, points)
+        parts.append(_tidy(base, {**shape_point}, points, res))
+    return pd.concat(parts, ignore_index=True)
+
+
+def _tidy(cfg: RunConfig, shape_point: dict, points: list[dict], res: SweepResult) -> pd.DataFrame:
+    n, comps, steps = res.grad_norms.shape
+    t = np.arange(steps)
+    total = np.sqrt(np.sum(res.grad_norms.astype(np.float64) ** 2, axis=1))
+    blocks = []
+    for i, p in enumerate(points):
+        for name, series in [("total", total[i])] + [(c, res.grad_norms[i, j]) for j, c in enumerate(cfg.carry_components)]:
+            if name != "total" and comps == 1:
+                continue
+            block = pd.DataFrame({"t": t, "lag": cfg.seq_len - t, "component": name, "grad_norm": series.astype(np.float64)})
+            for k, v in reversed(list({**shape_point, **p}.items())):
+                block.insert(0, k, v)
+            blocks.append(block)
+    return pd.concat(blocks, ignore_index=True)
+
+
+def critical_gain(cfg: RunConfig, seeds: Sequence[int] = (0,)) -> float | None:
+    """Gain where the Pascanu condition σ₁(g·W₀)·γ = 1 sits, for the simple cell (else None):
+    ``1 / (γ · mean_seed σ₁(W₀))``, with W₀ the recurrent kernel at gain 1."""
+    if cfg.cell != "simple":
+        return None
+    from rnnviz.analysis import prepared_inputs
+    from rnnviz.diagnostics import GAMMA
+
+    sig = []
+    for seed in seeds:
+        params, _, _ = prepared_inputs(cfg.replace(seed=int(seed), recurrent_gain=1.0))
+        sig.append(float(np.linalg.svd(np.asarray(params["h"]["kernel"], np.float64), compute_uv=False)[0]))
+    return 1.0 / (GAMMA[cfg.activation] * float(np.mean(sig)))

@@ -1,0 +1,101 @@
+"""Sweeps: vmapped values equal single analyses; sharded equals single-device; shapes loop."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rnnviz import ConfigError, RunConfig, analyze, charts, frames
+from rnnviz.cli import main as cli_main
+from rnnviz.sweeps import critical_gain, sweep, sweep_executable
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_sweep_equals_individual_analyses_at_sampled_points():
+    cfg = RunConfig(cell="lstm", seq_len=15, hidden_size=8, batch_size=3)
+    over = {"recurrent_gain": [0.6, 1.0, 1.3], "seed": [0, 4], "forget_bias": [0.0, 1.0]}
+    df = sweep(cfg, over)
+    assert list(df.columns) == ["recurrent_gain", "seed", "forget_bias", "t", "lag", "component", "grad_norm"]
+    assert len(df) == 3 * 2 * 2 * 3 * 16  # points × (total, c, h) × (T+1)
+    for gain, seed, fb in [(0.6, 0, 1.0), (1.3, 4, 0.0), (1.0, 4, 1.0)]:
+        a = analyze(cfg.replace(recurrent_gain=gain, seed=seed, forget_bias=fb), repeats=1)
+        pick = df[(df.recurrent_gain == gain) & (df.seed == seed) & (df.forget_bias == fb)]
+        for comp, want in [("total", a.grad_norms), ("c", a.component_grad_norms["c"]), ("h", a.component_grad_norms["h"])]:
+            got = pick[pick.component == comp].sort_values("t")["grad_norm"].to_numpy()
+            np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-30)
+
+
+def test_shape_fields_loop_with_one_compile_per_shape():
+    cfg = RunConfig(seq_len=6, hidden_size=4)
+    before = sweep_executable.cache_info().misses
+    df = sweep(cfg, {"hidden_size": [3, 5], "recurrent_gain": [0.5, 0.9, 1.1]})
+    assert sweep_executable.cache_info().misses == before + 2
+    sweep(cfg, {"hidden_size": [3, 5], "recurrent_gain": [0.2, 0.3, 0.4]})  # same shapes, new values
+    assert sweep_executable.cache_info().misses == before + 2
+    a = analyze(cfg.replace(hidden_size=5, recurrent_gain=1.1), repeats=1)
+    got = df[(df.hidden_size == 5) & (df.recurrent_gain == 1.1)].sort_values("t")["grad_norm"].to_numpy()
+    np.testing.assert_allclose(got, a.grad_norms, rtol=2e-5)
+
+
+def test_bad_sweeps_are_config_errors():
+    with pytest.raises(ConfigError, match="recurrent_gain=-1"):
+        sweep(RunConfig(), {"recurrent_gain": [0.5, -1]})
+    with pytest.raises(ConfigError, match="forget_bias"):
+        sweep(RunConfig(), {"forget_bias": [1.0]})  # the simple cell has none
+    with pytest.raises(ConfigError, match="at most 4096 points"):
+        sweep(RunConfig(), {"seed": list(range(100)), "recurrent_gain": [0.1 * i for i in range(50)]})
+    assert cli_main(["sweep", "--over", "colour=1,2"]) == 2
+
+
+def test_sharded_sweep_on_two_forced_cpu_devices_equals_single_device(tmp_path):
+    script = textwrap.dedent("""
+        import json, sys, jax
+        from rnnviz import RunConfig
+        from rnnviz.sweeps import sweep, sweep_devices
+        cfg = RunConfig(cell="gru", seq_len=10, hidden_size=6)
+        df = sweep(cfg, {"recurrent_gain": [0.5, 0.8, 1.1], "seed": [0, 1, 2]})  # 9 points: padded to 10
+        print(json.dumps({"n_devices": len(sweep_devices(cfg)), "values": df["grad_norm"].tolist()}))
+    """)
+    results = {}
+    for n in (1, 2):
+        env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}", "PYTHONPATH": str(ROOT)}
+        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        assert out.returncode == 0, out.stderr[-3000:]
+        results[n] = json.loads(out.stdout.strip().splitlines()[-1])
+    assert results[1]["n_devices"] == 1 and results[2]["n_devices"] == 2
+    np.testing.assert_allclose(results[2]["values"], results[1]["values"], rtol=1e-6)
+
+
+def test_phase_diagram_axes_boundary_and_survival():
+    cfg = RunConfig(activation="identity", seq_len=20)
+    gains = [0.5, 0.75, 1.0, 1.25]
+    df = sweep(cfg, {"recurrent_gain": gains, "seed": [0, 1]})
+    matrix, survival = frames.phase_frames(df)
+    assert list(matrix.columns) == gains and list(matrix.index) == list(range(21))
+    # Linear RNN with W = g·Q: log10 ratio at lag k is exactly k·log10 g.
+    np.testing.assert_allclose(matrix.loc[10].to_numpy(), 10 * np.log10(gains), atol=1e-4)
+    # ≥1 % survives lag k iff k·log10 g ≥ −2: at lag 10 the smallest such gain is 0.75.
+    assert survival.set_index("lag").loc[10, "gain_mean"] == 0.75
+    boundary = critical_gain(cfg, [0, 1])
+    assert boundary == pytest.approx(1.0, rel=1e-5)  # orthogonal: σ₁(W₀) = 1
+    fig = charts.phase_figure(matrix, survival, boundary)
+    assert fig.data[0].type == "heatmap"
+    assert fig.layout.xaxis.title.text == "recurrent gain g" and fig.layout.yaxis.title.text == "lag T − t"
+    line = [t for t in fig.data if t.name and t.name.startswith("Pascanu")][0]
+    assert list(line.x) == [boundary, boundary]
+    assert critical_gain(RunConfig(cell="lstm"), [0]) is None
+
+
+def test_cli_sweep_writes_csv(tmp_path, capsys):
+    path = tmp_path / "s.csv"
+    assert cli_main(["sweep", "--seq-len", "5", "--hidden-size", "3", "--over", "recurrent_gain=0.5:1.5:3", "--over", "seed=0,1", "--csv", str(path)]) == 0
+    import pandas as pd
+
+    df = pd.read_csv(path)
+    assert sorted(df.recurrent_gain.unique()) == [0.5, 1.0, 1.5] and len(df) == 3 * 2 * 6
