@@ -1,8 +1,9 @@
 """Sweeps: many values of a config in one compiled, vmapped call, sharded over devices.
 
 Fields that keep array shapes (``RunConfig.VALUE_FIELDS``: seed, gain, forget bias,
-scales) are swept inside one ``jax.vmap``-ed executable; the sweep axis is sharded over
-every local device with a ``Mesh`` + ``NamedSharding``. Fields that change shapes or
+scales) are swept inside one ``jax.vmap``-ed executable over a ``("sweep", "batch")``
+``Mesh`` of every local device: points are split over "sweep", each point's batch
+over "batch" (``NamedSharding`` + ``vmap(spmd_axis_name=...)``). Fields that change shapes or
 code (hidden size, seq_len, cell, …) are swept by an outer loop, one compile per shape
 (cached).
 """
@@ -11,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import itertools
+import math
+import time
 from typing import Any, Mapping, NamedTuple, Sequence
 
 import jax
@@ -35,10 +38,21 @@ class SweepResult(NamedTuple):
     loss: np.ndarray
 
 
-def _point(static: RunConfig, key_data: jax.Array, values: Values):
+def _point(static: RunConfig, batch_sharding: NamedSharding | None, key_data: jax.Array, values: Values):
     params, carry0, xs = prepare(static, key_data, values)
+    if batch_sharding is not None:
+        # Under vmap(spmd_axis_name="sweep") this shards [N, B, ...] as ("sweep", "batch").
+        xs = jax.lax.with_sharding_constraint(xs, batch_sharding)
+        carry0 = jax.tree.map(lambda c: jax.lax.with_sharding_constraint(c, batch_sharding), carry0)
     sg = step_gradients(static, make_cell(static), params, carry0, xs)
     return summarize(static, sg).component_grad_norms, sg.loss
+
+
+def mesh_shape(cfg: RunConfig, n_devices: int) -> tuple[int, int]:
+    """``(sweep, batch)`` split of the devices: the batch axis takes the largest share that
+    divides B (all of it when it can), the sweep axis the rest."""
+    n_batch = math.gcd(n_devices, cfg.batch_size) if cfg.batch_size is not None and cfg.carry_init != "learned" else 1
+    return n_devices // n_batch, n_batch
 
 
 def sweep_devices(cfg: RunConfig) -> tuple[jax.Device, ...]:
@@ -48,12 +62,14 @@ def sweep_devices(cfg: RunConfig) -> tuple[jax.Device, ...]:
 
 @compile_cache(maxsize=32)
 def sweep_executable(static: RunConfig, devices: tuple[jax.Device, ...], n_points: int) -> Compiled:
-    """``(keys [N, 2], Values of [N]) -> ([N, C, T+1], [N])``, the N axis sharded over ``devices``."""
-    import time
-
-    mesh = Mesh(np.array(devices), ("sweep",))
+    """``(keys [N, 2], Values of [N]) -> ([N, C, T+1], [N])`` on a ``("sweep", "batch")``
+    mesh over ``devices``: N is split over "sweep", each point's batch over "batch"."""
+    n_sweep, n_batch = mesh_shape(static, len(devices))
+    mesh = Mesh(np.array(devices).reshape(n_sweep, n_batch), ("sweep", "batch"))
     shard = NamedSharding(mesh, PartitionSpec("sweep"))
-    fn = jax.jit(jax.vmap(functools.partial(_point, static)), in_shardings=(shard, shard), out_shardings=(shard, shard))
+    batch = NamedSharding(mesh, PartitionSpec("batch")) if n_batch > 1 else None
+    point = jax.vmap(functools.partial(_point, static, batch), spmd_axis_name="sweep")
+    fn = jax.jit(point, in_shardings=(shard, shard), out_shardings=(shard, shard))
     keys = jax.ShapeDtypeStruct((n_points, 2), jnp.uint32, sharding=shard)
     vals = Values(*(jax.ShapeDtypeStruct((n_points,), jnp.float32, sharding=shard) for _ in Values._fields))
     start = time.perf_counter()
@@ -70,7 +86,8 @@ def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
     """Evaluate value-only variations of ``cfg`` in one sharded, vmapped call."""
     devices = sweep_devices(cfg)
     n = len(points)
-    padded = -(-n // len(devices)) * len(devices)  # the sharded axis must divide evenly
+    n_sweep = mesh_shape(cfg, len(devices))[0]
+    padded = -(-n // n_sweep) * n_sweep  # the sharded axis must divide evenly
     cfgs = [cfg.replace(**p) for p in points] + [cfg] * (padded - n)
     keys = np.stack([np.asarray(jax.random.key_data(jax.random.key(c.seed))) for c in cfgs]).astype(np.uint32)
     vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))

@@ -54,13 +54,18 @@ def test_bad_sweeps_are_config_errors():
 
 
 def test_sharded_sweep_on_two_forced_cpu_devices_equals_single_device(tmp_path):
+    # Batched (B=4): both devices split each point's batch. Unbatched: they split the
+    # 9 sweep points (padded to 10).
     script = textwrap.dedent("""
         import json, sys, jax
         from rnnviz import RunConfig
-        from rnnviz.sweeps import sweep, sweep_devices
-        cfg = RunConfig(cell="gru", seq_len=10, hidden_size=6)
-        df = sweep(cfg, {"recurrent_gain": [0.5, 0.8, 1.1], "seed": [0, 1, 2]})  # 9 points: padded to 10
-        print(json.dumps({"n_devices": len(sweep_devices(cfg)), "values": df["grad_norm"].tolist()}))
+        from rnnviz.sweeps import mesh_shape, sweep, sweep_devices
+        out = {}
+        for name, cfg in {"batched": RunConfig(cell="gru", seq_len=10, hidden_size=6, batch_size=4),
+                          "unbatched": RunConfig(cell="lstm", seq_len=10, hidden_size=6, batch_size=None)}.items():
+            df = sweep(cfg, {"recurrent_gain": [0.5, 0.8, 1.1], "seed": [0, 1, 2]})
+            out[name] = {"mesh": mesh_shape(cfg, len(sweep_devices(cfg))), "values": df["grad_norm"].tolist()}
+        print(json.dumps(out))
     """)
     results = {}
     for n in (1, 2):
@@ -68,8 +73,10 @@ def test_sharded_sweep_on_two_forced_cpu_devices_equals_single_device(tmp_path):
         out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
         assert out.returncode == 0, out.stderr[-3000:]
         results[n] = json.loads(out.stdout.strip().splitlines()[-1])
-    assert results[1]["n_devices"] == 1 and results[2]["n_devices"] == 2
-    np.testing.assert_allclose(results[2]["values"], results[1]["values"], rtol=1e-6)
+    assert results[1]["batched"]["mesh"] == [1, 1] and results[2]["batched"]["mesh"] == [1, 2]
+    assert results[2]["unbatched"]["mesh"] == [2, 1]
+    for name in ("batched", "unbatched"):
+        np.testing.assert_allclose(results[2][name]["values"], results[1][name]["values"], rtol=1e-6)
 
 
 def test_phase_diagram_axes_boundary_and_survival():
