@@ -151,7 +151,8 @@ def main() -> None:
         st.error(f"The analysis failed ({type(err).__name__}: {err}). Try a smaller size or another dtype.")
         return
     views.header(a)
-    pinned = [_analysis(p) for p in _pins() if p != _key(cfg)]
+    pins = [_analysis(p) for p in _pins()]
+    pinned = [p for p, k in zip(pins, _pins()) if k != _key(cfg)]  # overlays: the current run is drawn anyway
 
     tabs = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
     panels = dict(zip(TABS, tabs))
@@ -174,7 +175,7 @@ def main() -> None:
             views.devices_view(_devices_live(_key(cfg)), recorded, skipped, gpu_reason)
     if panels["Compare"].open:
         with panels["Compare"]:
-            views.compare_view(a, pinned, lambda: _pin(_key(cfg)), _unpin, _clear)
+            views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear)
     if panels["Learn"].open:
         with panels["Learn"]:
             views.learn_view()

@@ -115,8 +115,8 @@ def _row(cfg: RunConfig, device, row: list[dict], strategies) -> str:
     text = f"{_label(cfg):<42} {device.platform + ':' + str(device.id):<10} {base['run_s'] * 1e3:>9.3f} "
     text += " ".join(f"{by[s]['ratio_to_plain_grad']:>10.2f}" if s in by else f"{'—':>10}" for s in strategies)
     text += f" {anl['ratio_to_plain_grad']:>9.2f} {base['compile_s']:>4.2f}/{anl['compile_s']:<5.2f}"
-    per_step = by.get("per_step", by["accumulate"])
-    text += f" {mb(base):>6.1f}/{mb(by['accumulate']):.1f}/{mb(per_step):.1f}/{mb(anl):.1f}"
+    per_step = f"{mb(by['per_step']):.1f}" if "per_step" in by else "—"
+    text += f" {mb(base):>6.1f}/{mb(by['accumulate']):.1f}/{per_step}/{mb(anl):.1f}"
     return text
 
 

@@ -23,6 +23,10 @@ DEVICES = ("auto", "cpu", "gpu")
 
 #: Upper bound on the estimated working set of one analysis (see :func:`estimate_memory_bytes`).
 MEMORY_BUDGET_BYTES = 4 * 1024**3
+#: Upper bound on the estimated FLOPs of one analysis (see :func:`estimate_flops`): about
+#: 40 s at the ~50 GFLOP/s this project's 2-core CPU reaches, well under a second on a GPU.
+FLOP_BUDGET = 2e12
+REFERENCE_FLOPS_PER_S = 50e9
 MAX_SEQ_LEN = 5000
 MAX_HIDDEN = 2048
 MAX_INPUT = 1024
@@ -219,6 +223,14 @@ def _validate(cfg: RunConfig) -> None:
             f"this configuration needs about {need / 2**30:.1f} GiB, over the {MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; "
             f"the largest seq_len that fits is {max_seq_len_within_budget(cfg)}",
         )
+    flops = estimate_flops(cfg)
+    if flops > FLOP_BUDGET:
+        raise ConfigError(
+            "seq_len",
+            cfg.seq_len,
+            f"this configuration needs about {flops / 1e12:.1f} TFLOP per analysis (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} s on a "
+            f"2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; the largest seq_len that fits is {max_seq_len_within_budget(cfg)}",
+        )
 
 
 def param_count(cfg: RunConfig) -> int:
@@ -259,11 +271,11 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None) -> int:
 
 
 def max_seq_len_within_budget(cfg: RunConfig) -> int:
-    """Largest ``seq_len`` (≤ MAX_SEQ_LEN) whose estimate fits the budget, 0 if none does."""
+    """Largest ``seq_len`` (≤ MAX_SEQ_LEN) whose memory and FLOP estimates fit, 0 if none does."""
     lo, hi = 0, MAX_SEQ_LEN
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if estimate_memory_bytes(cfg, seq_len=mid) <= MEMORY_BUDGET_BYTES:
+        if estimate_memory_bytes(cfg, seq_len=mid) <= MEMORY_BUDGET_BYTES and estimate_flops(cfg, seq_len=mid) <= FLOP_BUDGET:
             lo = mid
         else:
             hi = mid - 1

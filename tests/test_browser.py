@@ -123,3 +123,56 @@ def test_chromium_is_the_debian_build():
         _unavailable("chromium not installed")
     out = subprocess.run([CHROMIUM, "--version"], capture_output=True, text=True, timeout=30).stdout
     assert "Chromium" in out
+
+
+FIRST_TOTAL = """() => { const p = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+  // _fullData holds what Plotly drew (data may still hold the base64-encoded arrays).
+  if (!p || !p._fullData) return null; const t = p._fullData.find(d => d.name === 'total');
+  return t && t.y && t.y.length > 0 ? Array.from(t.y) : null; }"""
+
+
+def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
+    """8 browser contexts at once against one server, each with its own config (two
+    shapes, several seeds and gains), each pins its run: no mixing of results or pins."""
+    import asyncio
+
+    import numpy as np
+    from playwright.async_api import async_playwright
+
+    from rnnviz import RunConfig, analyze
+    from rnnviz.presets import config_to_params
+
+    configs = [RunConfig(seed=i, recurrent_gain=0.8 + 0.05 * i, seq_len=30 if i % 2 else 40, cell="gru" if i % 4 == 3 else "simple")
+               for i in range(8)]
+    expected = [analyze(c, repeats=1).grad_norms.astype(np.float64) for c in configs]
+
+    async def session(pw_browser, cfg):
+        ctx = await pw_browser.new_context()
+        page = await ctx.new_page()
+        query = "&".join(f"{k}={v}" for k, v in config_to_params(cfg).items())
+        await page.goto(f"{server}/?{query}")
+        await page.wait_for_function(f"() => ({FIRST_TOTAL})() !== null", timeout=120_000)
+        y = await page.evaluate(FIRST_TOTAL)
+        await page.get_by_role("tab", name="Compare").click()
+        await page.locator(".st-key-pin button").first.click()
+        await page.wait_for_selector(".st-key-unpin_0", timeout=60_000)
+        pins = await page.locator("[class*='st-key-unpin_']").count()
+        await ctx.close()
+        return y, pins
+
+    async def main():
+        async with async_playwright() as p:
+            b = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            try:
+                return await asyncio.gather(*(session(b, c) for c in configs))
+            finally:
+                await b.close()
+
+    # The sync Playwright of the other test owns this thread's event loop: use a fresh thread.
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(1) as pool:
+        results = pool.submit(asyncio.run, main()).result()
+    for cfg, want, (got, pins) in zip(configs, expected, results):
+        np.testing.assert_allclose(np.asarray(got, dtype=np.float64), want, rtol=1e-6, err_msg=str(cfg))
+        assert pins == 1, cfg

@@ -115,19 +115,21 @@ def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], p
         st.caption("One compile per length and strategy (a few seconds); results are cached.")
 
 
-def compare_view(a: Analysis, pinned: list[Analysis], on_pin: Callable[[], None], on_remove: Callable[[int], None], on_clear: Callable[[], None]) -> None:
+def compare_view(a: Analysis, pins: list[Analysis], overlays: list[Analysis], on_pin: Callable[[], None],
+                 on_remove: Callable[[int], None], on_clear: Callable[[], None]) -> None:
     st.markdown("Pin runs to overlay them on the Gradients and Carry charts; change any setting, pin again.")
     c1, c2 = st.columns(2)
     c1.button("📌 Pin current run", key="pin", on_click=on_pin, type="primary")
-    c2.button("Clear all pins", key="clear_pins", on_click=on_clear, disabled=not pinned)
-    if not pinned:
+    c2.button("Clear all pins", key="clear_pins", on_click=on_clear, disabled=not pins)
+    if not pins:
         st.info("No pinned runs yet.")
         return
-    for i, p in enumerate(pinned):
+    for i, p in enumerate(pins):
         cols = st.columns([6, 1])
-        cols[0].markdown(f"`{frames.config_label(p)}` — {verdict(p).text}")
+        current = " (current)" if p.config == a.config else ""
+        cols[0].markdown(f"`{frames.config_label(p)}`{current} — {verdict(p).text}")
         cols[1].button("Remove", key=f"unpin_{i}", on_click=on_remove, args=(i,))
-    runs = [a] + pinned
+    runs = [a] + overlays
     df = pd.concat([frames.gradient_long_frame(r) for r in runs], ignore_index=True)
     df = df[~df["series"].str.startswith("example")]
     st.plotly_chart(charts.gradient_figure(df[df["series"] == "total"], title="‖∂L/∂carry_t‖: current and pinned"), key="chart_compare_gradients")

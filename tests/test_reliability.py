@@ -1,0 +1,221 @@
+"""Bad input on every surface, numerical extremes, determinism, properties, security."""
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from rnnviz import ConfigError, RunConfig, analyze
+from rnnviz.charts import gradient_figure
+from rnnviz.diagnostics import verdict
+from rnnviz.frames import gradient_long_frame
+from rnnviz.presets import PRESETS
+from rnnviz.records import load_records
+
+from apptest_helpers import run_app, total_gradient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# ---- bad input, table-driven, on four surfaces ------------------------------------------
+
+LIBRARY = [
+    ({"cell": "rnn"}, "cell"), ({"activation": "sigmoid"}, "activation"), ({"cell": "lstm", "activation": "relu"}, "activation"),
+    ({"hidden_size": 0}, "hidden_size"), ({"hidden_size": 4097}, "hidden_size"), ({"input_size": -1}, "input_size"),
+    ({"seq_len": 0}, "seq_len"), ({"seq_len": 10**6}, "seq_len"), ({"batch_size": 0}, "batch_size"),
+    ({"batch_size": 1.5}, "batch_size"), ({"dtype": "float64"}, "dtype"), ({"carry_init": "random"}, "carry_init"),
+    ({"carry_scale": float("nan")}, "carry_scale"), ({"recurrent_gain": -1.0}, "recurrent_gain"),
+    ({"forget_bias": 1.0}, "forget_bias"), ({"inputs": "text"}, "inputs"), ({"loss": "mse"}, "loss"),
+    ({"seed": -3}, "seed"), ({"strategy": "reverse"}, "strategy"), ({"device": "tpu"}, "device"),
+    ({"cell": "lstm", "hidden_size": 2048, "batch_size": 1024, "seq_len": 100}, "seq_len"),
+]
+
+CLI = [
+    (["analyze", "--hidden-size", "abc"], "hidden_size='abc'"),
+    (["analyze", "--seq-len", "-3"], "seq_len=-3"),
+    (["analyze", "--cell", "transformer"], "cell='transformer'"),
+    (["analyze", "--batch-size", "0"], "batch_size=0"),
+    (["analyze", "--dtype", "float64"], "dtype='float64'"),
+    (["analyze", "--recurrent-gain", "inf"], "recurrent_gain=inf"),
+    (["analyze", "--cell", "gru", "--forget-bias", "1"], "forget_bias=1.0"),
+    (["analyze", "--repeats", "0"], "--repeats"),
+    (["analyze", "--no-such-flag"], "unrecognized arguments"),
+    (["sweep", "--over", "recurrent_gain"], "over='recurrent_gain'"),
+    (["sweep", "--over", "seed=1:2:x"], "start:stop:count"),
+    (["bench", "--suite", "nope"], "invalid choice"),
+]
+
+URLS = [
+    ({"seq_len": "-5"}, "seq_len"), ({"cell": "<script>alert(1)</script>"}, "cell"), ({"hidden_size": "1e9"}, "hidden_size"),
+    ({"nonsense": "1"}, "nonsense"), ({"batch_size": "abc"}, "batch_size"), ({"recurrent_gain": "NaN"}, "recurrent_gain"),
+    ({"dtype": "../../etc/passwd"}, "dtype"), ({"seed": "99999999999999999999"}, "seed"),
+    ({"cell": "gru", "forget_bias": "3"}, "forget_bias"), ({"input_scale": ""}, "input_scale"),
+    ({"strategy": "'; DROP TABLE runs; --"}, "strategy"),
+]
+
+GOOD_RECORD = None
+
+
+def _good_record():
+    global GOOD_RECORD
+    if GOOD_RECORD is None:
+        GOOD_RECORD = json.loads((ROOT / "data" / "runs" / "cpu-strategies.jsonl").read_text().splitlines()[0])
+    return GOOD_RECORD
+
+
+DATA = [
+    (lambda g: json.dumps(g)[:40], "not valid JSON"),
+    (lambda g: json.dumps({**g, "schema": 7}), "unknown schema 7"),
+    (lambda g: json.dumps({**g, "run_s": [1, 2]}), "field 'run_s' has type list"),
+    (lambda g: json.dumps({**g, "peak_bytes": True}), "field 'peak_bytes' has type bool"),
+    (lambda g: json.dumps({**g, "strategy": "teleport"}), "unknown strategy 'teleport'"),
+    (lambda g: json.dumps({k: v for k, v in g.items() if k != "timestamp"}), "missing field 'timestamp'"),
+    (lambda g: json.dumps({**g, "run_s": -1.0}), "negative time or size"),
+    (lambda g: "x" * 1_000_001, "line too long"),
+    (lambda g: '"just a string"', "not a JSON object"),
+    (lambda g: "\udcff", "not valid JSON"),
+]
+
+
+def test_there_are_at_least_40_distinct_bad_inputs():
+    assert len(LIBRARY) + len(CLI) + len(URLS) + len(DATA) >= 40
+
+
+@pytest.mark.parametrize("kwargs,field", LIBRARY, ids=[f for _, f in LIBRARY])
+def test_library_bad_input(kwargs, field):
+    with pytest.raises(ConfigError) as err:
+        RunConfig(**kwargs)
+    assert err.value.field == field and "not allowed" in str(err.value)
+
+
+@pytest.mark.parametrize("argv,message", CLI, ids=[" ".join(a) for a, _ in CLI])
+def test_cli_bad_input_exits_2_with_one_clear_line(argv, message):
+    out = subprocess.run([sys.executable, "-m", "rnnviz", *argv], capture_output=True, text=True, timeout=120, cwd=ROOT,
+                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert out.returncode == 2, out.stderr
+    assert message in out.stderr and "Traceback" not in out.stderr
+    assert out.stdout == ""
+
+
+@pytest.mark.parametrize("query,field", URLS, ids=[f for _, f in URLS])
+def test_url_bad_input_warns_and_keeps_working(query, field):
+    at = run_app(query)
+    assert not at.exception and not at.error
+    assert any(field in w.value for w in at.warning)
+    assert len(total_gradient(at)) > 1  # the chart is there
+
+
+@pytest.mark.parametrize("make,reason", DATA, ids=[r for _, r in DATA])
+def test_data_file_bad_line_is_skipped_with_reason(tmp_path, make, reason):
+    path = tmp_path / "r.jsonl"
+    good = _good_record()
+    text = json.dumps(good) + "\n" + make(good) + "\n" + json.dumps(good) + "\n"
+    path.write_bytes(text.encode("utf-8", "surrogateescape"))
+    got = load_records([path])
+    assert len(got.records) == 2 and [r for _, r in got.skipped] == [reason]
+
+
+# ---- numerical extremes -------------------------------------------------------------------
+
+def test_bf16_and_f16_underflow_give_exact_zeros_and_say_so():
+    for title in ("bf16 underflow", "float16 underflow"):
+        a = analyze(PRESETS[title].config(), repeats=1)
+        assert a.grad_norms[0] == 0.0 and a.grad_norms[-1] > 0, title
+        assert a.nonfinite_grad_step is None
+        v = verdict(a)
+        assert v.kind == "vanishing" and "exactly 0" in v.text
+
+
+def test_exploding_linear_rnn_at_t1000_is_flagged_and_charted():
+    a = analyze(RunConfig(activation="identity", recurrent_gain=1.5, seq_len=1000), repeats=1)
+    assert a.nonfinite_carry_step is not None and a.nonfinite_carry_step < 400
+    assert verdict(a).kind == "overflow"
+    fig = gradient_figure(gradient_long_frame(a))
+    assert fig.layout.shapes and "NaN/Inf" in fig.layout.annotations[0].text
+
+
+def test_float16_overflow_is_flagged():
+    a = analyze(RunConfig(activation="relu", recurrent_gain=2.0, seq_len=100, dtype="float16", input_scale=10.0), repeats=1)
+    assert a.nonfinite_carry_step is not None
+    assert not np.isfinite(a.carry_norms[a.nonfinite_carry_step])
+
+
+# ---- determinism across processes ----------------------------------------------------------
+
+def test_same_config_is_bit_identical_across_processes():
+    script = textwrap.dedent("""
+        import hashlib, jax, numpy as np
+        from rnnviz import RunConfig, analyze
+        a = analyze(RunConfig(cell="lstm", seq_len=40, carry_init="normal", inputs="sine", seed=7), repeats=1)
+        h = hashlib.sha256()
+        for arr in [a.grad_norms, a.input_grad_norms, a.example_grad_norms, *a.carries.values(), *jax.tree.leaves(a.param_grads)]:
+            h.update(np.ascontiguousarray(arr).tobytes())
+        print(h.hexdigest())
+    """)
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    digests = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300).stdout.strip()
+               for _ in range(2)}
+    assert len(digests) == 1 and len(next(iter(digests))) == 64
+
+
+# ---- property: analyze returns documented shapes or raises ConfigError ----------------------
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    cell=st.sampled_from(["simple", "lstm", "gru", "mgu"]),
+    dtype=st.sampled_from(["float32", "bfloat16", "float16"]),
+    carry_init=st.sampled_from(["zeros", "normal", "uniform", "constant", "learned"]),
+    batch=st.one_of(st.none(), st.integers(1, 3)),
+    seq_len=st.integers(1, 6),
+    hidden=st.integers(1, 5),
+    gain=st.floats(0, 10),
+    scale=st.floats(0, 100),
+    strategy=st.sampled_from(["accumulate", "per_step", "split_transpose"]),
+)
+def test_analyze_returns_documented_shapes_or_config_error(cell, dtype, carry_init, batch, seq_len, hidden, gain, scale, strategy):
+    try:
+        cfg = RunConfig(cell=cell, dtype=dtype, carry_init=carry_init, batch_size=batch, seq_len=seq_len, hidden_size=hidden,
+                        input_size=2, recurrent_gain=gain, carry_scale=scale, input_scale=scale, strategy=strategy)
+    except ConfigError:
+        return
+    a = analyze(cfg, repeats=1)
+    b = batch or 1
+    assert a.grad_norms.shape == (seq_len + 1,) and a.input_grad_norms.shape == (seq_len,)
+    assert a.example_grad_norms.shape == (seq_len + 1, b)
+    for v in a.carries.values():
+        assert v.shape == (seq_len + 1,) + (() if batch is None else (batch,)) + (hidden,)
+    finite = np.isfinite(a.grad_norms).all() and np.isfinite(a.carry_norms).all()
+    flagged = a.nonfinite_carry_step is not None or a.nonfinite_grad_step is not None
+    assert finite != flagged
+
+
+# ---- security basics ------------------------------------------------------------------------
+
+def test_no_eval_and_no_file_access_from_user_input():
+    sources = [p for p in (ROOT / "rnnviz").rglob("*.py")] + [ROOT / "app.py"]
+    for path in sources:
+        text = path.read_text()
+        assert not re.search(r"\b(eval|exec)\(", text), path
+        assert "pickle.load" not in text and "os.system" not in text, path
+    app = (ROOT / "app.py").read_text()
+    # The only folder the app reads is the fixed runs folder (overridable by the operator's
+    # environment, never by a URL or a widget).
+    assert re.findall(r"RUNS_DIR = .*", app) == ['RUNS_DIR = Path(os.environ.get("RNNVIZ_RUNS_DIR", ROOT / "data" / "runs"))']
+
+
+def test_streamlit_config_is_locked_down():
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())
+    assert cfg["browser"]["gatherUsageStats"] is False
+    assert cfg["server"]["address"] == "127.0.0.1"
+    assert cfg["server"].get("enableXsrfProtection", True) is True
+    assert cfg["client"]["showErrorDetails"] == "none"
