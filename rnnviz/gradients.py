@@ -88,6 +88,21 @@ def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.
     return StepGrads(loss, carries, g_eps, g_xs, param_grads, g_carry0 if learned else None, by_step)
 
 
+def carry_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Carry]:
+    """Only ``(loss, ∂L/∂carry_t for all t)`` — the reverse pass without parameter or input
+    cotangents, for sweeps that need nothing else. Same zero-perturbation definition."""
+    xs_tm = time_major(cfg, xs)
+    c0 = full_carry0(cfg, carry0)
+    eps = jax.tree.map(lambda c: jnp.zeros((cfg.seq_len + 1,) + c.shape, c.dtype), c0)
+
+    def forward(e):
+        carries = rollout(cell, params, c0, xs_tm, e)
+        return loss_from_outputs(cfg, output_of(cfg, carries)[1:])
+
+    loss, vjp = jax.vjp(forward, eps)
+    return loss, vjp(jnp.ones((), loss.dtype))[0]
+
+
 def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Params]:
     """Baseline: ``jax.value_and_grad`` of the same loss w.r.t. params only, plain scan."""
     xs_tm = time_major(cfg, xs)

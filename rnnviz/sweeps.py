@@ -25,7 +25,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from rnnviz.analysis import Values, prepare, resolve_device, static_config
 from rnnviz.cells import make_cell
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
-from rnnviz.gradients import step_gradients, summarize
+from rnnviz.gradients import carry_gradients
 from rnnviz.timing import Compiled, compile_cache
 
 MAX_POINTS = 4096
@@ -44,8 +44,9 @@ def _point(static: RunConfig, batch_sharding: NamedSharding | None, key_data: ja
         # Under vmap(spmd_axis_name="sweep") this shards [N, B, ...] as ("sweep", "batch").
         xs = jax.lax.with_sharding_constraint(xs, batch_sharding)
         carry0 = jax.tree.map(lambda c: jax.lax.with_sharding_constraint(c, batch_sharding), carry0)
-    sg = step_gradients(static, make_cell(static), params, carry0, xs)
-    return summarize(static, sg).component_grad_norms, sg.loss
+    loss, grads = carry_gradients(static, make_cell(static), params, carry0, xs)
+    norms = jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32)), axis=tuple(range(1, g.ndim)))) for g in jax.tree.leaves(grads)])
+    return norms, loss
 
 
 def mesh_shape(cfg: RunConfig, n_devices: int) -> tuple[int, int]:
@@ -89,7 +90,8 @@ def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
     n_sweep = mesh_shape(cfg, len(devices))[0]
     padded = -(-n // n_sweep) * n_sweep  # the sharded axis must divide evenly
     cfgs = [cfg.replace(**p) for p in points] + [cfg] * (padded - n)
-    keys = np.stack([np.asarray(jax.random.key_data(jax.random.key(c.seed))) for c in cfgs]).astype(np.uint32)
+    key_of = {seed: np.asarray(jax.random.key_data(jax.random.key(seed)), np.uint32) for seed in {c.seed for c in cfgs}}
+    keys = np.stack([key_of[c.seed] for c in cfgs])  # one key derivation per distinct seed, not per point
     vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))
     exe = sweep_executable(static_config(cfg), devices, padded)
     norms, loss = exe.fn(keys, vals)

@@ -26,7 +26,8 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--
          "--disable-sync", "--no-first-run", "--disable-quic"]
 CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 FIRST_Y = """() => { const p = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
-  return p && p.data && p.data[0] ? Array.from(p.data[0].y).slice(0, 3).join(',') : null; }"""
+  const d = p && p._fullData && p._fullData[0];  // what Plotly drew (data may hold base64 arrays)
+  return d && d.y && d.y.length ? Array.from(d.y).slice(0, 3).join(',') : null; }"""
 
 
 def _port() -> int:
