@@ -57,8 +57,23 @@ def mesh_shape(cfg: RunConfig, n_devices: int) -> tuple[int, int]:
 
 
 def sweep_devices(cfg: RunConfig) -> tuple[jax.Device, ...]:
-    """All local devices of the platform ``cfg.device`` resolves to."""
-    return tuple(jax.local_devices(backend=resolve_device(cfg).platform))
+    """Every device of the platform ``cfg.device`` resolves to, across all processes
+    (after ``jax.distributed.initialize`` that is every host's devices)."""
+    return tuple(jax.devices(resolve_device(cfg).platform))
+
+
+def _global(host: np.ndarray, sharding: NamedSharding) -> jax.Array:
+    """A global array from the same host array on every process: each process supplies
+    the shards its own devices hold (single- and multi-process alike)."""
+    return jax.make_array_from_callback(host.shape, sharding, lambda index: host[index])
+
+
+def _to_host(x: jax.Array) -> np.ndarray:
+    if jax.process_count() > 1:
+        from jax.experimental import multihost_utils
+
+        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+    return np.asarray(x)
 
 
 @compile_cache(maxsize=32)
@@ -94,8 +109,9 @@ def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
     keys = np.stack([key_of[c.seed] for c in cfgs])  # one key derivation per distinct seed, not per point
     vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))
     exe = sweep_executable(static_config(cfg), devices, padded)
-    norms, loss = exe.fn(keys, vals)
-    return SweepResult(np.asarray(norms)[:n], np.asarray(loss)[:n])
+    shard = exe.fn.input_shardings[0][0]
+    norms, loss = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)))
+    return SweepResult(_to_host(norms)[:n], _to_host(loss)[:n])
 
 
 def validate_over(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
