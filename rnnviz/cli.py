@@ -10,6 +10,8 @@ import argparse
 import json
 import math
 import sys
+
+import numpy as np
 from typing import Any, Sequence
 
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
@@ -71,9 +73,12 @@ def _summary_text(a) -> str:
         f"loss = {a.loss:.6g}",
         f"‖∂L/∂carry_t‖: t=0 {g[0]:.3e}  t=T/2 {g[len(g) // 2]:.3e}  t=T {g[-1]:.3e}",
     ]
-    pos = g[g > 0]
-    if pos.size >= 2 and g[-1] > 0 and g[0] > 0:
-        lines.append(f"ratio ‖∂L/∂carry_0‖ / ‖∂L/∂carry_T‖ = {g[0] / g[-1]:.3e} over {a.config.seq_len} steps")
+    from rnnviz.diagnostics import verdict
+
+    lines.append(f"verdict: {verdict(a).text}")
+    zeros = np.flatnonzero(g == 0)
+    if zeros.size:
+        lines.append(f"‖∂L/∂carry_t‖ is exactly 0 at {zeros.size} steps (last at t={zeros[-1]}): underflow")
     if a.nonfinite_carry_step is not None:
         lines.append(f"the carry overflows (NaN/Inf) at step {a.nonfinite_carry_step}")
     if a.nonfinite_grad_step is not None:

@@ -1,0 +1,52 @@
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from rnnviz import RunConfig, analyze
+from rnnviz.cli import build_parser, main
+from rnnviz.config import FIELD_SPECS
+
+
+def test_analyze_json_matches_the_library(capsys):
+    assert main(["analyze", "--cell", "lstm", "--hidden-size", "6", "--seq-len", "7", "--batch-size", "none", "--json", "--repeats", "2"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert set(out) >= {"config", "loss", "grad_norms", "component_grad_norms", "input_grad_norms", "carry_norms", "timing"}
+    cfg = RunConfig(**out["config"])
+    assert cfg == RunConfig(cell="lstm", hidden_size=6, seq_len=7, batch_size=None)
+    a = analyze(cfg, repeats=1)
+    np.testing.assert_allclose(out["grad_norms"], a.grad_norms, rtol=1e-6)
+    assert set(out["component_grad_norms"]) == {"c", "h"} and len(out["input_grad_norms"]) == 7
+    assert out["timing"]["repeats"] == 2
+
+
+def test_analyze_csv_writes_the_per_timestep_table(tmp_path, capsys):
+    path = tmp_path / "steps.csv"
+    assert main(["analyze", "--seq-len", "9", "--csv", str(path)]) == 0
+    df = pd.read_csv(path)
+    assert list(df["t"]) == list(range(10))
+    assert {"grad_norm", "grad_norm_h", "carry_norm", "input_grad_norm"} <= set(df.columns)
+    assert np.isnan(df["input_grad_norm"][0]) and df["input_grad_norm"][1:].notna().all()
+    assert "verdict:" in capsys.readouterr().out
+
+
+def test_help_documents_every_field_with_its_range():
+    text = build_parser()._subparsers._group_actions[0].choices["analyze"].format_help()
+    for name, spec in FIELD_SPECS.items():
+        flag = "--" + name.replace("_", "-")
+        assert flag in text
+    assert "[1, 5000]" in text and "float32, bfloat16, float16" in text
+
+
+def test_json_turns_nonfinite_into_null(capsys):
+    assert main(["analyze", "--activation", "identity", "--recurrent-gain", "3", "--seq-len", "60", "--dtype", "float16", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert None in out["carry_norms"] and out["nonfinite_carry_step"] is not None
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["analyze", "--help"], ["sweep", "--help"], ["bench", "--help"]])
+def test_help_exits_zero(argv):
+    with pytest.raises(SystemExit) as e:
+        main(argv)
+    assert e.value.code == 0
