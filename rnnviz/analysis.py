@@ -14,7 +14,6 @@ reuses both executables.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -219,7 +218,3 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
         nonfinite_grad_step=_last_or_none(_nonfinite_steps(grad_norms)),
         timing=timing,
     )
-
-
-def replace_config(a: Analysis, **changes: Any) -> Analysis:
-    return dataclasses.replace(a, config=a.config.replace(**changes))

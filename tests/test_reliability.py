@@ -1,6 +1,5 @@
 """Bad input on every surface, numerical extremes, determinism, properties, security."""
 
-import hashlib
 import json
 import os
 import re
