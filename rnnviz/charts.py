@@ -31,7 +31,8 @@ def _figure(title: str, x_title: str, y_title: str, *, log_y: bool = False) -> g
     fig = go.Figure()
     fig.update_layout(title=dict(text=title), **_LAYOUT)
     fig.update_xaxes(title_text=x_title)
-    fig.update_yaxes(title_text=y_title, type="log" if log_y else "linear", exponentformat="power" if log_y else "none")
+    # Non-log axes stay "auto" so categorical values (heatmap rows by name) are drawn.
+    fig.update_yaxes(title_text=y_title, type="log" if log_y else "-", exponentformat="power" if log_y else "none")
     return fig
 
 
@@ -150,7 +151,8 @@ def bar_panels(df: pd.DataFrame, x: str, panels: Sequence[tuple[str, str]], titl
     """Side-by-side bar panels: one per ``(column, panel title)``; bars along ``x``,
     grouped by ``color`` when given."""
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels])
-    fig.update_layout(title=dict(text=title), **{**_LAYOUT, "hovermode": "closest"}, barmode="group")
+    legend = dict(orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0)  # below: the panel titles sit on top
+    fig.update_layout(title=dict(text=title), **{**_LAYOUT, "hovermode": "closest", "legend": legend}, barmode="group")
     if df.empty:
         return fig
     groups = list(dict.fromkeys(df[color])) if color else [None]

@@ -1,7 +1,13 @@
 """Test set-up: strict JAX promotion (no silent dtype/rank promotion) and tiny configs."""
 
+import os
+import tempfile
+
 import jax
 import pytest
+
+# The app turns on JAX's persistent compilation cache; keep tests off the user's cache.
+os.environ.setdefault("RNNVIZ_JAX_CACHE", tempfile.mkdtemp(prefix="rnnviz-test-jax-"))
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")

@@ -15,7 +15,7 @@ from rnnviz.comparisons import measure, present_devices, run_on_devices
 from rnnviz.frames import records_frame, speedup_frame
 from rnnviz.records import append_records
 
-from apptest_helpers import figure_by_title, run_app
+from apptest_helpers import decode, figure_by_title, run_app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -89,13 +89,17 @@ def test_devices_view_renders_with_cpu_only_and_with_recorded_gpu(tmp_path, monk
         assert at.selectbox(key="cfg_device").options == ["auto", "cpu"]
         assert any("GPU unavailable" in c.value for c in at.caption)
     assert any("Skipped 2 unreadable record lines" in w.value for w in at.warning)
-    recorded = figure_by_title(at, "Recorded run time")
+    assert figure_by_title(at, "Recorded run time")["data"] == []  # the fixture recorded no full analyses
+    at.radio(key="devices_measure").set_value("grad").run()
+    recorded = figure_by_title(at, "Recorded run time vs sequence length (grad, accumulate)")
     devices = {t["name"] for t in recorded["data"]}
+    for t in recorded["data"]:
+        assert list(decode(t["x"])) == [10, 40]  # run time against T, one line per device and size
     if with_gpu:
-        assert "gpu · Synthetic test GPU" in devices
+        assert devices == {"cpu · cpu · H=4 B=4", "gpu · Synthetic test GPU · H=4 B=4"}
         figure_by_title(at, "GPU speed-up over CPU vs seq_len")
     else:
-        assert devices == {"cpu · cpu"}
+        assert devices == {"cpu · cpu · H=4 B=4"}
         with pytest.raises(AssertionError):
             figure_by_title(at, "GPU speed-up")
 

@@ -158,10 +158,17 @@ def devices_view(live: pd.DataFrame, recorded: pd.DataFrame, skipped: list[tuple
         sp = frames.speedup_frame(rec, over)
         if not sp.empty:
             st.plotly_chart(charts.speedup_figure(sp, over, f"GPU speed-up over CPU vs {over} (above 1: GPU faster)"), key=f"chart_speedup_{over}")
-    agg = rec.groupby(["label", "device", "strategy", "measure"], as_index=False)[["run_s", "compile_s", "peak_bytes"]].median()
-    agg = agg.assign(run_ms=agg["run_s"] * 1e3)
-    st.plotly_chart(charts.bar_panels(agg.assign(x=agg["label"] + " · " + agg["measure"]), "x", [("run_ms", "run (ms, log)")],
-                                      "Recorded run time per config and device", color="device", log_y=True), key="chart_devices_recorded")
+    measure = st.radio("Measure", ["analyze", "grad"], horizontal=True, key="devices_measure",
+                       help="analyze: the full analysis (accumulator); grad: the parameter gradient alone")
+    strategy = st.selectbox("Strategy", sorted(set(rec["strategy"])), key="devices_strategy") if measure == "grad" else "accumulate"
+    sel = rec[(rec["measure"] == measure) & (rec["strategy"] == strategy)]
+    agg = sel.groupby(["device", "hidden_size", "batch_size", "seq_len"], as_index=False, dropna=False)["run_s"].median()
+    lines = pd.DataFrame({
+        "seq_len": agg["seq_len"], "value": agg["run_s"] * 1e3,
+        "series": agg["device"] + " · H=" + agg["hidden_size"].astype(str) + " B=" + agg["batch_size"].astype(str),
+    })
+    st.plotly_chart(charts.line_figure(lines, f"Recorded run time vs sequence length ({measure}, {strategy})", "run, median (ms, log)",
+                                       log_y=True, x="seq_len", x_title="seq_len T"), key="chart_devices_recorded")
     _csv_button(recorded, "rnnviz_recorded_runs.csv", "csv_recorded")
 
 
