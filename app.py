@@ -155,30 +155,31 @@ def main() -> None:
     pinned = [p for p, k in zip(pins, _pins()) if k != _key(cfg)]  # overlays: the current run is drawn anyway
 
     tabs = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
-    panels = dict(zip(TABS, tabs))
-    if panels["Gradients"].open:
-        with panels["Gradients"]:
-            views.gradients_view(a, pinned)
-    if panels["Carry"].open:
-        with panels["Carry"]:
-            views.carry_view(a, pinned)
-    if panels["Strategies"].open:
-        with panels["Strategies"]:
-            views.strategies_view(a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c.replace(strategy="per_step"))),
-                                  lambda c, lens: _scaling(_key(c), lens), strategies)
-    if panels["Phase diagram"].open:
-        with panels["Phase diagram"]:
-            views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k))
-    if panels["Devices"].open:
-        with panels["Devices"]:
-            recorded, skipped = _recorded(str(RUNS_DIR))
-            views.devices_view(_devices_live(_key(cfg)), recorded, skipped, gpu_reason)
-    if panels["Compare"].open:
-        with panels["Compare"]:
-            views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear)
-    if panels["Learn"].open:
-        with panels["Learn"]:
-            views.learn_view()
+    renderers = {
+        "Gradients": lambda: views.gradients_view(a, pinned),
+        "Carry": lambda: views.carry_view(a, pinned),
+        "Strategies": lambda: views.strategies_view(
+            a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c.replace(strategy="per_step"))),
+            lambda c, lens: _scaling(_key(c), lens), strategies),
+        "Phase diagram": lambda: views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k)),
+        "Devices": lambda: views.devices_view(_devices_live(_key(cfg)), *_recorded(str(RUNS_DIR)), gpu_reason),
+        "Compare": lambda: views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear),
+        "Learn": views.learn_view,
+    }
+    for name, panel in zip(TABS, tabs):
+        if panel.open:  # lazy: only the open tab computes
+            with panel:
+                _guarded(name, renderers[name], cfg)
 
+
+def _guarded(name: str, render, cfg: RunConfig) -> None:
+    """Run one view; its errors become plain messages in that tab, never a traceback."""
+    try:
+        render()
+    except ConfigError as err:
+        st.error(f"The {name} view cannot run this configuration: {err}")
+    except Exception as err:
+        log.exception("%s view failed for %s", name, cfg)
+        st.error(f"The {name} view failed ({type(err).__name__}: {err}).")
 
 main()

@@ -178,3 +178,12 @@ def test_rerun_keeps_state_and_pins_overlay_per_session():
     other = run_app({"tab": "Compare"})
     assert other.session_state["pins"] == [] if "pins" in other.session_state else True
     assert figures(other) == []
+
+
+def test_strategies_tab_leaves_out_a_strategy_over_budget():
+    # Accumulating is fine here; T copies of ~1M params (4 GiB) are not.
+    at = run_app({"tab": "Strategies", "hidden_size": "1024", "seq_len": "600", "batch_size": "1"})
+    _clean(at)
+    assert any("Left out" in i.value and "per_step" in i.value for i in at.info)
+    bars = figure_by_title(at, "Cost of each strategy")
+    assert {t["name"] for t in bars["data"]} == {"accumulate", "split_transpose"}

@@ -91,6 +91,9 @@ def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], p
     if "split_transpose" not in available:
         st.info("split_transpose (jax.lax.scan's experimental _split_transpose) does not work in this JAX, so it is not offered.")
     df = compare(a.config)
+    missing = [s for s in available if s not in set(df["strategy"])]
+    if missing:
+        st.info(f"Left out, over the memory or FLOP budget for this configuration: {', '.join(missing)}.")
     show = df.assign(run_ms=df["run_s"] * 1e3, peak_MB=df["peak_bytes"] / 2**20)
     st.plotly_chart(charts.bar_panels(show, "strategy", [("compile_s", "compile (s)"), ("run_ms", "run, median (ms)"), ("peak_MB", "peak memory (MB)")],
                                       "Cost of each strategy (full analysis)", color="strategy"), key="chart_strategy_bars")
@@ -98,6 +101,9 @@ def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], p
     worst = float(df["rel_diff"].max())
     st.caption(f"Largest relative difference of ∂L/∂W from the accumulator: {worst:.2e}" + (" — equal to float rounding." if worst < 1e-4 else ""))
     _csv_button(df, "rnnviz_strategies.csv", "csv_strategies")
+    if "per_step" in missing:
+        st.info("The per-step contribution heatmap needs the per-step strategy: shorten T or H to see it.")
+        return
     ps = per_step(a.config)
     contrib = frames.contributions_frame(ps)
     st.plotly_chart(charts.heatmap_figure(contrib, "Per-step contributions to ∂L/∂W (per-step tangents)", y_title="parameter group",
