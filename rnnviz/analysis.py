@@ -4,7 +4,8 @@ Two compiled functions per shape (cached by :meth:`RunConfig.shape_key` and devi
 
 * *prepare* ``(key, values) -> (params, carry0, xs)``: params from ``cell.init``, the
   initial carry from ``cell.initialize_carry``, inputs from :func:`make_inputs`; the
-  seed's key is split into named keys for each.
+  seed's key is split into named keys for each. It is two executables: params and
+  carry (independent of T, shared across sequence lengths) and the inputs.
 * *analysis* ``(params, carry0, xs) -> (StepGrads, Summary)``: one forward and one
   reverse pass (:func:`rnnviz.gradients.analysis_outputs`).
 
@@ -47,20 +48,50 @@ def seed_key(seed: int) -> jax.Array:
     return jax.random.key_data(jax.random.key(seed))
 
 
-def prepare(cfg: RunConfig, key_data: jax.Array, values: Values):
-    """``(params, carry0, xs)`` for ``cfg``: xs ``[(B,) T, I]``, carry0 ``[(B,) H]`` per
-    component (``[H]`` when learned), params as ``cell.init(...)["params"]`` with the gain
-    and forget bias applied."""
-    k_params, k_carry, k_inputs = jax.random.split(jax.random.wrap_key_data(key_data), 3)
+def _keys(key_data: jax.Array):
+    """The seed's key split into named keys: params, carry, inputs."""
+    return jax.random.split(jax.random.wrap_key_data(key_data), 3)
+
+
+def prepare_params(cfg: RunConfig, key_data: jax.Array, values: Values):
+    """``(params, carry0)``: params as ``cell.init(...)["params"]`` with the gain and
+    forget bias applied; carry0 ``[(B,) H]`` per component (``[H]`` when learned), from
+    ``cell.initialize_carry``. Independent of T, so a new seq_len does not recompile it."""
+    k_params, k_carry, _ = _keys(key_data)
     dtype = jnp.dtype(cfg.dtype)
     cell = make_cell(cfg, values.carry_scale)
-    xs = make_inputs(k_inputs, cfg.inputs, cfg.input_shape, values.input_scale, dtype)
-    x0 = xs[..., 0, :]
+    x0 = jnp.zeros(cfg.input_shape[:-2] + (cfg.input_size,), dtype)  # init reads shapes only
     carry_input_shape = (cfg.input_size,) if cfg.carry_init == "learned" else x0.shape
     carry0 = cell.initialize_carry(k_carry, carry_input_shape)
     params = cell.init(k_params, full_carry0(cfg, carry0), x0)["params"]
     params = adjust_params(cfg, params, values.recurrent_gain, values.forget_bias)
-    return params, carry0, xs
+    return params, carry0
+
+
+def input_bucket(seq_len: int) -> int:
+    """Length the inputs are drawn at: the next power of two ≥ T (at least 16).
+
+    Drawing threefry normals compiles in ~0.5 s on CPU whatever the length, so inputs are
+    drawn at bucketed lengths and cut to T: most sequence-length changes then reuse the
+    drawing executable. x is defined as the first T steps of that draw."""
+    return max(16, 1 << (seq_len - 1).bit_length())
+
+
+def draw_inputs(cfg: RunConfig, length: int, key_data: jax.Array, values: Values) -> jax.Array:
+    """``[(B,) length, I]`` from the seed's inputs key (``cfg.seq_len`` is not read)."""
+    _, _, k_inputs = _keys(key_data)
+    shape = cfg.input_shape[:-2] + (length, cfg.input_size)
+    return make_inputs(k_inputs, cfg.inputs, shape, values.input_scale, jnp.dtype(cfg.dtype))
+
+
+def prepare_inputs(cfg: RunConfig, key_data: jax.Array, values: Values) -> jax.Array:
+    """The input sequence ``[(B,) T, I]``: the first T steps of a draw at ``input_bucket(T)``."""
+    return draw_inputs(cfg, input_bucket(cfg.seq_len), key_data, values)[..., : cfg.seq_len, :]
+
+
+def prepare(cfg: RunConfig, key_data: jax.Array, values: Values):
+    """``(params, carry0, xs)`` for ``cfg`` (see :func:`prepare_params`, :func:`prepare_inputs`)."""
+    return (*prepare_params(cfg, key_data, values), prepare_inputs(cfg, key_data, values))
 
 
 def resolve_device(cfg: RunConfig) -> jax.Device:
@@ -86,17 +117,42 @@ def prepared_shapes(static: RunConfig):
 
 
 class Executables(NamedTuple):
-    prepare: Compiled
+    params: Compiled
+    inputs: Compiled
     analysis: Compiled
+    seq_len: int
+
+    def prepare(self, key_data, values):
+        """``(params, carry0, xs)`` from the two prepare executables."""
+        return (*self.params.fn(key_data, values), self.inputs.fn(key_data, values)[..., : self.seq_len, :])
+
+
+def _params_config(static: RunConfig) -> RunConfig:
+    """Only fields that shape the params and the initial carry; T, loss, inputs and
+    strategy do not, so configs differing in those share one params executable."""
+    return static.replace(seq_len=1, loss="last", inputs="normal", strategy="accumulate")
+
+
+@compile_cache(maxsize=64)
+def params_executable(params_static: RunConfig, device: jax.Device) -> Compiled:
+    return compile_for(functools.partial(prepare_params, params_static), (seed_key(0), Values.of(params_static)), device)
+
+
+@compile_cache(maxsize=64)
+def inputs_executable(inputs_static: RunConfig, length: int, device: jax.Device) -> Compiled:
+    return compile_for(functools.partial(draw_inputs, inputs_static, length), (seed_key(0), Values.of(inputs_static)), device)
 
 
 @compile_cache(maxsize=64)
 def executables(static: RunConfig, device: jax.Device) -> Executables:
-    """Compile *prepare* and *analysis* for one shape on one device (cached)."""
-    key, values = seed_key(0), Values.of(static)
-    prep = compile_for(functools.partial(prepare, static), (key, values), device)
-    run = compile_for(functools.partial(analysis_outputs, static, make_cell(static)), prepared_shapes(static), device)
-    return Executables(prep, run)
+    """Compile the prepare and analysis functions for one shape on one device (cached)."""
+    params = params_executable(_params_config(static), device)
+    # seq_len=1 keeps every other field (always within budget) and lets lengths share.
+    inputs = inputs_executable(static.replace(seq_len=1, loss="last", strategy="accumulate"), input_bucket(static.seq_len), device)
+    # The compiled prepares already know their output shapes: no second trace of cell.init.
+    xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
+    run = compile_for(functools.partial(analysis_outputs, static, make_cell(static)), (*params.fn.out_info, xs), device)
+    return Executables(params, inputs, run, static.seq_len)
 
 
 @compile_cache(maxsize=64)
@@ -115,7 +171,7 @@ def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None):
     device = device or resolve_device(cfg)
     exe = executables(static_config(cfg), device)
     args = jax.device_put((seed_key(cfg.seed), Values.of(cfg)), device)
-    return exe.prepare.fn(*args)
+    return exe.prepare(*args)
 
 
 @dataclass(frozen=True, eq=False)

@@ -63,7 +63,7 @@ def sweep_bench(cfg: RunConfig, n: int = 256, out=sys.stdout) -> dict[str, float
     start = time.perf_counter()
     for g in gains:
         args = jax.device_put((seed_key(cfg.seed), Values.of(cfg.replace(recurrent_gain=g))), device)
-        jax.block_until_ready(exe.analysis.fn(*exe.prepare.fn(*args)))
+        jax.block_until_ready(exe.analysis.fn(*exe.prepare(*args)))
     bare_s = time.perf_counter() - start
     print(f"config: {cfg.cell} T={cfg.seq_len} B={cfg.batch_size} H={cfg.hidden_size}; {n} gains; devices: {len(sweep_devices(cfg))}", file=out)
     print(f"sweep (one vmapped call): {sweep_s * 1e3:9.1f} ms   (compile {compile_s:.2f} s, once)", file=out)
