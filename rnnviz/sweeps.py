@@ -90,7 +90,7 @@ def sweep_executable(static: RunConfig, devices: tuple[jax.Device, ...], n_point
     vals = Values(*(jax.ShapeDtypeStruct((n_points,), jnp.float32, sharding=shard) for _ in Values._fields))
     start = time.perf_counter()
     compiled = fn.lower(keys, vals).compile()
-    return Compiled(compiled, time.perf_counter() - start, 0, 0.0)
+    return Compiled(compiled, time.perf_counter() - start, 0)
 
 
 def _grid(cfg: RunConfig, values: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:

@@ -17,14 +17,13 @@ class Compiled(NamedTuple):
 
     peak_bytes: temp + argument + output − aliased bytes from ``memory_analysis()``
     (on CPU its ``peak_memory_in_bytes`` leaves temp buffers out, so it is only used when
-    larger). flops: XLA's cost-analysis figure, 0 when unavailable (it counts a scan
-    body once; :func:`rnnviz.config.estimate_flops` is the per-run estimate).
+    larger). FLOPs come from :func:`rnnviz.config.estimate_flops`: XLA's cost analysis
+    counts a scan body once, not T times.
     """
 
     fn: Callable
     compile_s: float
     peak_bytes: int
-    flops: float
 
 
 class RunTiming(NamedTuple):
@@ -61,7 +60,7 @@ def compile_for(fn: Callable, args: tuple, device: jax.Device) -> Compiled:
     start = time.perf_counter()
     compiled = jax.jit(fn).lower(*abstract(args, device)).compile()
     elapsed = time.perf_counter() - start
-    return Compiled(compiled, elapsed, peak_bytes(compiled), flops(compiled))
+    return Compiled(compiled, elapsed, peak_bytes(compiled))
 
 
 def peak_bytes(compiled: Any) -> int:
@@ -75,14 +74,6 @@ def peak_bytes(compiled: Any) -> int:
     return int(max(total, getattr(ma, "peak_memory_in_bytes", 0) or 0))
 
 
-def flops(compiled: Any) -> float:
-    try:
-        cost = compiled.cost_analysis()
-    except Exception:
-        return 0.0
-    if isinstance(cost, (list, tuple)):
-        cost = cost[0] if cost else {}
-    return float((cost or {}).get("flops", 0.0))
 
 
 def time_runs(fn: Callable, args: tuple, repeats: int, warmup: int = 1, budget_s: float | None = None) -> tuple[Any, RunTiming]:

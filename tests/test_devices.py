@@ -47,7 +47,7 @@ def test_two_forced_cpu_devices_give_one_row_each_with_identical_gradients():
 def test_run_on_devices_defaults_to_present_devices():
     df = run_on_devices(RunConfig(seq_len=5, hidden_size=4), repeats=1)
     assert list(df["device_kind"]) == [d.platform for d in present_devices()]
-    assert {"device_name", "compile_s", "run_s", "peak_bytes"} <= set(df.columns)
+    assert set(df.columns) >= {"device_name", "compile_s", "run_s", "peak_bytes"}
 
 
 def _fake_gpu(rec: dict, speedup: float) -> dict:

@@ -222,7 +222,8 @@ def test_analysis_record_shapes_and_types():
     assert a.carries["c"].shape == (12, 6) and a.example_grad_norms.shape == (12, 1)
     assert isinstance(a.grad_norms, np.ndarray) and isinstance(a.loss, float)
     assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(a.param_grads))
-    assert a.timing.repeats == 3 and a.timing.run_min_s <= a.timing.run_s <= a.timing.run_max_s
+    spread = [a.timing.run_min_s, a.timing.run_s, a.timing.run_max_s]  # min, median, max: an ordering, not a time limit
+    assert a.timing.repeats == 3 and spread == sorted(spread)
     assert a.timing.peak_bytes > 0 and a.timing.backend == "cpu"
     np.testing.assert_array_equal(a.final_carry["h"], a.carries["h"][-1])
     assert a.nonfinite_carry_step is None and a.nonfinite_grad_step is None

@@ -78,7 +78,7 @@ def test_last_loss_contributions_of_an_identity_rnn_follow_the_gain():
 def test_compare_strategies_frame():
     df = compare_strategies(RunConfig(cell="gru", seq_len=15, hidden_size=8), repeats=2)
     assert list(df["strategy"]) == list(available_strategies())
-    assert {"compile_s", "run_s", "peak_bytes", "max_abs_diff", "rel_diff"} <= set(df.columns)
+    assert set(df.columns) >= {"compile_s", "run_s", "peak_bytes", "max_abs_diff", "rel_diff"}
     assert df.loc[df.strategy == "accumulate", "rel_diff"].item() == 0.0
     assert (df["rel_diff"] < 1e-5).all() and (df["run_s"] > 0).all()
     per, acc = (df.loc[df.strategy == s, "peak_bytes"].item() for s in ("per_step", "accumulate"))
@@ -99,7 +99,8 @@ def test_measure_records_round_trip_through_the_schema(tmp_path):
     recs = [measure(cfg, measure="grad", strategy="plain_grad", repeats=2), measure(cfg, measure="analyze", repeats=2)]
     for r in recs:
         assert validate(r) is None and r["schema"] == SCHEMA
-        assert r["run_min_s"] <= r["run_s"] <= r["run_max_s"] and r["flops"] > 0
+        spread = [r["run_min_s"], r["run_s"], r["run_max_s"]]  # min, median, max: an ordering, not a time limit
+        assert spread == sorted(spread) and r["flops"] > 0
     path = tmp_path / "runs" / "r.jsonl"
     assert append_records(path, recs) == 2
     back = load_records([path])
