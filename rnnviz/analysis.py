@@ -25,8 +25,10 @@ import numpy as np
 
 from rnnviz.cells import PARAM_GROUPS, adjust_params, carry_to_dict, make_cell
 from rnnviz.config import ConfigError, RunConfig, estimate_flops
-from rnnviz.gradients import analysis_outputs, full_carry0, plain_grad
+from rnnviz.gradients import analysis_outputs, full_carry0, plain_grad, time_major
 from rnnviz.inputs import make_inputs
+from rnnviz.logpass import log_carry_gradients, reduce_log_norms
+from rnnviz.norms import log10, log10_combine, robust_norm
 from rnnviz.timing import Compiled, Timing, compile_cache, compile_for, time_runs
 
 
@@ -161,6 +163,52 @@ def baseline_executable(static: RunConfig, device: jax.Device) -> Compiled:
     return compile_for(functools.partial(plain_grad, static, make_cell(static)), prepared_shapes(static), device)
 
 
+def log_outputs(cfg: RunConfig, cell, params, carries, xs):
+    """The log-magnitude pass over a trajectory the analysis already computed:
+    :class:`rnnviz.norms.Scaled` ``(per component [C, T+1], per example [T+1, B], total [T+1])``."""
+    return reduce_log_norms(log_carry_gradients(cfg, cell, params, carries, time_major(cfg, xs)))
+
+
+@compile_cache(maxsize=64)
+def log_executable(static: RunConfig, device: jax.Device) -> Compiled:
+    """The log-magnitude pass for one shape (compiled only once a run needs it)."""
+    exe = executables(static, device)
+    params_info, _ = exe.params.fn.out_info
+    carries_info = exe.analysis.fn.out_info[0].carries
+    xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
+    return compile_for(functools.partial(log_outputs, static, make_cell(static)), (params_info, carries_info, xs), device)
+
+
+#: float32 norms inside [tiny·2^MARGIN, max·2^−MARGIN] are exact to float32 precision; outside
+#: it (or zero before T, or NaN/Inf) the log pass decides. A vanishing gradient is smooth
+#: over units, so at 2^30 above ``tiny`` its elements are far from the flush-to-zero range.
+TRUSTED_MARGIN_BITS = 30
+
+
+def needs_log_pass(dtype: str, component_norms: np.ndarray, example_norms: np.ndarray) -> bool:
+    """Whether float32's norms ``[C, T+1]`` and ``[T+1, B]`` might not be the true
+    magnitudes: NaN/Inf, a zero before t = T (at T the direct loss term is exact, so a 0
+    there is a true zero) or a value near the edge of ``dtype``'s range. float16's range is
+    too narrow to trust at all."""
+    fin = jnp.finfo(jnp.dtype(dtype))
+    lo, hi = float(fin.tiny) * 2.0**TRUSTED_MARGIN_BITS, float(fin.max) * 2.0**-TRUSTED_MARGIN_BITS
+    if lo >= hi:
+        return True
+    for v in (component_norms, example_norms.T):
+        v = np.asarray(v, np.float64)
+        if not np.isfinite(v).all() or (v[..., :-1] == 0).any():
+            return True
+        nonzero = v[v > 0]
+        if nonzero.size and (nonzero.min() < lo or nonzero.max() > hi):
+            return True
+    return False
+
+
+def _log10_of(norms: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log10(np.asarray(norms, np.float64))
+
+
 def is_compiled(cfg: RunConfig, device: jax.Device | None = None) -> bool:
     """Whether ``analyze(cfg)`` would reuse executables (no compile)."""
     return (static_config(cfg), device or resolve_device(cfg)) in executables
@@ -188,6 +236,12 @@ class Analysis:
     learned_carry_grad: ``{"c"|"h": [H]}`` for ``carry_init="learned"``, else None.
     param_grad_by_step ``[T, G]`` with G = ``param_groups`` (``per_step`` only, else None).
     inputs: the exact input ``[(B,) T, I]``.
+    log10_grad_norms ``[T+1]``, log10_component_grad_norms ``{"c"|"h": [T+1]}``,
+    log10_example_grad_norms ``[T+1, B]``: log₁₀ of the same norms, exact even where
+    float32 cannot hold the gradient (float64; −inf only for a true zero, i.e. no
+    dependence). grad_norms is what float32 holds: 0 where the log value is finite means
+    "below float32's range". log10_source: ``"float32"`` (the float32 norms were in range
+    and exact) or ``"log pass"`` (:mod:`rnnviz.logpass` computed them).
     nonfinite_carry_step: the first t (forward in time) whose carry holds NaN/Inf;
     nonfinite_grad_step: the last t whose ∂L/∂carry_t holds NaN/Inf, i.e. where the
     reverse pass, walking back from T, first produced one. None when all are finite.
@@ -209,6 +263,10 @@ class Analysis:
     param_groups: tuple[str, ...]
     inputs: np.ndarray
     final_carry: dict[str, np.ndarray]
+    log10_grad_norms: np.ndarray
+    log10_component_grad_norms: dict[str, np.ndarray]
+    log10_example_grad_norms: np.ndarray
+    log10_source: str
     nonfinite_carry_step: int | None
     nonfinite_grad_step: int | None
     timing: Timing
@@ -227,11 +285,14 @@ def _last_or_none(idx: np.ndarray) -> int | None:
     return int(idx[-1]) if idx.size else None
 
 
-def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = None) -> Analysis:
+def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = None, log_pass: bool | None = None) -> Analysis:
     """Run the analysis of ``cfg``; time ``repeats`` runs of the compiled reverse pass.
 
     ``device`` overrides ``cfg.device`` with a concrete JAX device (e.g. the second of
     several). Raises :class:`ConfigError` for a device that is not present.
+    ``log_pass``: run the log-magnitude pass always (True), never (False: log10 values
+    are then float32's, −inf where it underflowed), or when float32's norms might not be
+    exact (None, :func:`needs_log_pass`): it costs about 0.4× the analysis when it runs.
     """
     device = device or resolve_device(cfg)
     static = static_config(cfg)
@@ -240,18 +301,30 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
     cache_hit = executables.cache_info().currsize == hit
     params, carry0, xs = prepared_inputs(cfg, device)
     (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs), repeats)
+    sg_dev, params_dev, xs_dev = sg, params, xs
     host = jax.device_get((sg, summary, params, carry0, xs))
     sg, summary, params, carry0, xs = host
     comps = cfg.carry_components
     comp_grads = {c: summary.component_grad_norms[i] for i, c in enumerate(comps)}
     comp_carry = {c: summary.component_carry_norms[i] for i, c in enumerate(comps)}
-    grad_norms = np.sqrt(np.sum(summary.component_grad_norms.astype(np.float64) ** 2, axis=0)).astype(np.float32)
-    carry_norms = np.sqrt(np.sum(summary.component_carry_norms.astype(np.float64) ** 2, axis=0)).astype(np.float32)
+    grad_norms = robust_norm(summary.component_grad_norms, 0).astype(np.float32)
+    carry_norms = robust_norm(summary.component_carry_norms, 0).astype(np.float32)
     carries = carry_to_dict(cfg, sg.carries)
+    run_log = needs_log_pass(cfg.dtype, summary.component_grad_norms, summary.example_grad_norms) if log_pass is None else log_pass
+    log_s = log_compile_s = 0.0
+    if run_log:
+        log_exe = log_executable(static, device)
+        (comp_s, example_s, total_s), log_run = time_runs(log_exe.fn, (params_dev, sg_dev.carries, xs_dev), max(1, repeats // 2))
+        log_comp, log_example, log_total = log10(comp_s), log10(example_s), log10(total_s)
+        log_s, log_compile_s = log_run.median_s, log_exe.compile_s
+    else:
+        log_comp = _log10_of(summary.component_grad_norms)
+        log_example = _log10_of(summary.example_grad_norms)
+        log_total = log10_combine(log_comp, 0)
     timing = Timing(
         exe.analysis.compile_s, run.median_s, run.min_s, run.max_s, run.repeats,
         exe.analysis.peak_bytes, estimate_flops(cfg), f"{device.platform}:{device.id} {device.device_kind}",
-        device.platform, cache_hit,
+        device.platform, cache_hit, log_s, log_compile_s,
     )
     return Analysis(
         config=cfg,
@@ -270,6 +343,10 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
         param_groups=PARAM_GROUPS,
         inputs=xs,
         final_carry={k: v[-1] for k, v in carries.items()},
+        log10_grad_norms=log_total,
+        log10_component_grad_norms={c: log_comp[i] for i, c in enumerate(comps)},
+        log10_example_grad_norms=log_example,
+        log10_source="log pass" if run_log else "float32",
         nonfinite_carry_step=_first_or_none(_nonfinite_steps(carry_norms)),
         nonfinite_grad_step=_last_or_none(_nonfinite_steps(grad_norms)),
         timing=timing,

@@ -1,5 +1,8 @@
 """``python -m rnnviz bench``: strategy and analysis cost as ratios to plain ``jax.grad``.
 
+The "+log pass×" column is the log-magnitude reverse pass on its own (what ``analyze``
+adds, only when float32 cannot hold every gradient norm).
+
 Every ratio's baseline is measured in the same process, right before, on the same
 inputs: absolute times vary across machines, ratios much less. Not a test: nothing here
 asserts a time.
@@ -84,7 +87,7 @@ def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=No
 
     strategies = available_strategies()
     header = f"{'config':<42} {'device':<10} {'plain ms':>9} " + " ".join(f"{s[:9] + '×':>10}" for s in strategies)
-    header += f" {'analyze×':>9} {'compile s':>10} {'peak MB plain/acc/per/anl':>27}"
+    header += f" {'analyze×':>9} {'+log pass×':>10} {'compile s':>10} {'peak MB plain/acc/per/anl':>27}"
     print(header, file=out)
     records: list[dict] = []
     for cfg in configs:
@@ -99,6 +102,7 @@ def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=No
                 except ConfigError:
                     continue
             row.append(measure(cfg, measure="analyze", strategy="accumulate", **kw))
+            row.append(measure(cfg, measure="log_pass", strategy="accumulate", **kw))
             for rec in row[1:]:
                 rec["ratio_to_plain_grad"] = rec["run_s"] / base["run_s"]
             records.extend(row)
@@ -109,12 +113,12 @@ def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=No
 def _row(cfg: RunConfig, device, row: list[dict], strategies) -> str:
     from rnnviz.comparisons import _label
 
-    base, *per, anl = row
+    base, *per, anl, log_pass = row
     mb = lambda r: r["peak_bytes"] / 2**20  # noqa: E731
     by = {r["strategy"]: r for r in per}
     text = f"{_label(cfg):<42} {device.platform + ':' + str(device.id):<10} {base['run_s'] * 1e3:>9.3f} "
     text += " ".join(f"{by[s]['ratio_to_plain_grad']:>10.2f}" if s in by else f"{'—':>10}" for s in strategies)
-    text += f" {anl['ratio_to_plain_grad']:>9.2f} {base['compile_s']:>4.2f}/{anl['compile_s']:<5.2f}"
+    text += f" {anl['ratio_to_plain_grad']:>9.2f} {log_pass['ratio_to_plain_grad']:>10.2f} {base['compile_s']:>4.2f}/{anl['compile_s']:<5.2f}"
     per_step = f"{mb(by['per_step']):.1f}" if "per_step" in by else "—"
     text += f" {mb(base):>6.1f}/{mb(by['accumulate']):.1f}/{per_step}/{mb(anl):.1f}"
     return text

@@ -15,6 +15,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from rnnviz.text import pow10_text, superscript
+
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 HEATMAP_SCALE = "Cividis"
 _LAYOUT = dict(
@@ -53,15 +55,43 @@ def _mark_nonfinite(fig: go.Figure, df: pd.DataFrame, x: str = "t", y: str = "va
                   annotation_text=f"{label} ({len(bad)} steps, first t={first:g})", annotation_position="top")
 
 
-def gradient_figure(df: pd.DataFrame, bound: pd.DataFrame | None = None, title: str = "‖∂L/∂carry_t‖ through time") -> go.Figure:
-    """Gradient norms vs t on a log axis.
+def _log10_column(df: pd.DataFrame) -> np.ndarray:
+    """The exact ``log10_value`` column when the frame has one, else log₁₀ of ``value``."""
+    if "log10_value" in df.columns:
+        return df["log10_value"].to_numpy(dtype=np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log10(df["value"].to_numpy(dtype=np.float64))
 
-    df: ``t, series, value, run`` — series ``total``, a carry component (``c``, ``h``) or
-    ``example <b>`` (drawn faint). bound: optional ``t, value, label`` theory curve.
+
+def _drawable(logs: np.ndarray) -> np.ndarray:
+    """Finite log values; −inf (a true zero), +inf and NaN become gaps."""
+    return np.where(np.isfinite(logs), logs, np.nan)
+
+
+def pow10_ticks(lo: float, hi: float, max_ticks: int = 8) -> tuple[list[float], list[str]]:
+    """Tick positions (integer exponents) and labels ``10⁻²²⁸`` for a log₁₀ axis spanning
+    ``[lo, hi]``: a step of 1, 2 or 5 decades times a power of ten, at most ``max_ticks``."""
+    lo, hi = math.floor(lo), math.ceil(hi)
+    span = max(hi - lo, 1)
+    step = next(m * 10**p for p in range(0, 12) for m in (1, 2, 5) if math.ceil(span / (m * 10**p)) + 1 <= max_ticks)
+    first, last = math.floor(lo / step) * step, math.ceil(hi / step) * step
+    vals = list(range(first, last + 1, step))
+    return [float(v) for v in vals], [f"10{superscript(v)}" for v in vals]
+
+
+def gradient_figure(df: pd.DataFrame, bound: pd.DataFrame | None = None, title: str = "‖∂L/∂carry_t‖ through time") -> go.Figure:
+    """Gradient magnitudes vs t, drawn as log₁₀ on a linear axis labelled in powers of ten,
+    so the axis spans the real range (10⁻²²⁸ and beyond, past float64's too).
+
+    df: ``t, series, value, run`` and optionally ``log10_value`` (exact magnitudes, used
+    when present) — series ``total``, a carry component (``c``, ``h``) or ``example <b>``
+    (drawn faint). bound: optional ``t, value, label`` (+ ``log10_value``) theory curve.
+    A true zero (log −∞) is a gap; the first NaN/Inf of the total is marked.
     """
-    fig = _figure(title, "timestep t", "‖∂L/∂carry_t‖ (log)", log_y=True)
+    fig = _figure(title, "timestep t", "‖∂L/∂carry_t‖ (log scale)")
     if df.empty:
         return fig
+    df = df.assign(log10_value=_log10_column(df))
     runs = list(dict.fromkeys(df["run"]))
     for r_i, run in enumerate(runs):
         colour = OKABE_ITO[r_i % len(OKABE_ITO)]
@@ -72,23 +102,32 @@ def gradient_figure(df: pd.DataFrame, bound: pd.DataFrame | None = None, title: 
             s = sub[sub["series"] == series]
             is_example = str(series).startswith("example")
             dash = {"total": "solid", "c": "dash", "h": "dot"}.get(series, "solid")
+            logs = s["log10_value"].to_numpy()
             fig.add_trace(go.Scatter(
-                x=s["t"], y=_positive_finite(s["value"]), mode="lines",
+                x=s["t"], y=_drawable(logs), mode="lines",
                 name=(prefix + "per example") if is_example else prefix + str(series),
                 legendgroup=f"{run}-examples" if is_example else f"{run}-{series}",
                 showlegend=not is_example or first_example,
                 opacity=0.25 if is_example else 1.0,
                 line=dict(color=colour, width=1 if is_example else 2.5, dash=dash),
-                hovertemplate="t=%{x}<br>%{y:.3e}<extra>" + prefix + str(series) + "</extra>",
+                customdata=[pow10_text(v) for v in logs],
+                hovertemplate="t=%{x}<br>%{customdata}<extra>" + prefix + str(series) + "</extra>",
             ))
             first_example = first_example and not is_example
-        _mark_nonfinite(fig, sub[sub["series"] == "total"])
+        total = sub[sub["series"] == "total"]
+        _mark_nonfinite(fig, total.assign(marker=np.where(total["log10_value"] == -np.inf, 0.0, total["log10_value"])), y="marker")
     if bound is not None and not bound.empty:
+        logs = _log10_column(bound)
         fig.add_trace(go.Scatter(
-            x=bound["t"], y=_positive_finite(bound["value"]), mode="lines", name=str(bound["label"].iloc[0]),
-            line=dict(color="#000000", width=1.5, dash="longdash"),
-            hovertemplate="t=%{x}<br>bound %{y:.3e}<extra></extra>",
+            x=bound["t"], y=_drawable(logs), mode="lines", name=str(bound["label"].iloc[0]),
+            line=dict(color="#000000", width=1.5, dash="longdash"), customdata=[pow10_text(v) for v in logs],
+            hovertemplate="t=%{x}<br>bound %{customdata}<extra></extra>",
         ))
+    ys = np.concatenate([np.asarray(t.y, dtype=np.float64) for t in fig.data]) if fig.data else np.array([])
+    ys = ys[np.isfinite(ys)]
+    if ys.size:
+        vals, text = pow10_ticks(float(ys.min()), float(ys.max()))
+        fig.update_yaxes(tickmode="array", tickvals=vals, ticktext=text)
     return fig
 
 

@@ -57,7 +57,10 @@ def analysis_json(a) -> dict[str, Any]:
         "config": a.config.to_dict(),
         "loss": a.loss,
         "grad_norms": a.grad_norms.astype(float).tolist(),
+        "log10_grad_norms": a.log10_grad_norms.astype(float).tolist(),
         "component_grad_norms": {k: v.astype(float).tolist() for k, v in a.component_grad_norms.items()},
+        "log10_component_grad_norms": {k: v.astype(float).tolist() for k, v in a.log10_component_grad_norms.items()},
+        "log10_source": a.log10_source,
         "input_grad_norms": a.input_grad_norms.astype(float).tolist(),
         "carry_norms": a.carry_norms.astype(float).tolist(),
         "nonfinite_carry_step": a.nonfinite_carry_step,
@@ -67,18 +70,19 @@ def analysis_json(a) -> dict[str, Any]:
 
 
 def _summary_text(a) -> str:
-    g = a.grad_norms.astype(float)
+    from rnnviz.diagnostics import verdict
+    from rnnviz.text import pow10_text
+
+    g = a.log10_grad_norms
     lines = [
         f"config: {a.config.to_dict()}",
         f"loss = {a.loss:.6g}",
-        f"‖∂L/∂carry_t‖: t=0 {g[0]:.3e}  t=T/2 {g[len(g) // 2]:.3e}  t=T {g[-1]:.3e}",
+        f"‖∂L/∂carry_t‖: t=0 {pow10_text(g[0])}  t=T/2 {pow10_text(g[len(g) // 2])}  t=T {pow10_text(g[-1])}  (exact; from {a.log10_source})",
+        f"verdict: {verdict(a).text}",
     ]
-    from rnnviz.diagnostics import verdict
-
-    lines.append(f"verdict: {verdict(a).text}")
-    zeros = np.flatnonzero(g == 0)
+    zeros = np.flatnonzero(np.isneginf(g))
     if zeros.size:
-        lines.append(f"‖∂L/∂carry_t‖ is exactly 0 at {zeros.size} steps (last at t={zeros[-1]}): underflow")
+        lines.append(f"‖∂L/∂carry_t‖ is exactly 0 (no dependence) at {zeros.size} steps (last at t={zeros[-1]})")
     if a.nonfinite_carry_step is not None:
         lines.append(f"the carry overflows (NaN/Inf) at step {a.nonfinite_carry_step}")
     if a.nonfinite_grad_step is not None:

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 
 from rnnviz.analysis import (
-    analyze, baseline_executable, executables, prepared_inputs, prepared_shapes, resolve_device, static_config,
+    analyze, baseline_executable, executables, log_executable, prepared_inputs, prepared_shapes, resolve_device, static_config,
 )
 from rnnviz.cells import make_cell
 from rnnviz.config import STRATEGIES, ConfigError, RunConfig, estimate_flops
@@ -60,7 +60,9 @@ def measure(cfg: RunConfig, *, measure: str = "analyze", strategy: str | None = 
     """Time one compiled function for ``cfg`` and return a schema-1 record.
 
     measure="analyze": the full analysis (per-step carry gradients + param gradients +
-    trajectory) with ``cfg.strategy``; "grad": the parameter gradient alone, with
+    trajectory) with ``cfg.strategy``; "log_pass": the log-magnitude reverse pass alone
+    (:mod:`rnnviz.logpass`, over the trajectory the analysis computed), which ``analyze``
+    adds when float32 cannot hold every norm; "grad": the parameter gradient alone, with
     ``strategy`` (``"plain_grad"`` is plain ``jax.value_and_grad``, the yardstick).
     """
     device = device or resolve_device(cfg)
@@ -71,6 +73,10 @@ def measure(cfg: RunConfig, *, measure: str = "analyze", strategy: str | None = 
         run_cfg = cfg.replace(strategy=strategy)
         exe = _executable(run_cfg, measure, device)
     args = prepared_inputs(run_cfg, device)
+    if measure == "log_pass":
+        params, _, xs = args
+        sg, _ = executables(static_config(run_cfg), device).analysis.fn(*args)
+        exe, args = log_executable(static_config(run_cfg), device), (params, sg.carries, xs)
     _, t = time_runs(exe.fn, args, repeats, budget_s=budget_s)
     env = environment()
     flops = estimate_flops(run_cfg)

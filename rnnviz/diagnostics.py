@@ -8,6 +8,7 @@ from typing import NamedTuple
 import numpy as np
 
 from rnnviz.analysis import Analysis
+from rnnviz.text import superscript
 
 #: max |φ'| of the simple cell's activation (Pascanu et al. 2013's γ).
 GAMMA = {"tanh": 1.0, "relu": 1.0, "identity": 1.0}
@@ -18,16 +19,25 @@ class Theory(NamedTuple):
 
     ∂h_t/∂h_{t−1} = diag(φ′)·W_hᵀ, so ‖∂L/∂h_t‖ ≤ (σ₁·γ)^{T−t}·‖∂L/∂h_T‖ for ``loss="last"``:
     σ₁·γ < 1 is sufficient for vanishing; σ₁·γ > 1 is necessary for exploding.
-    bound ``[T+1]`` is that curve anchored at t = T (None for other losses).
+    log10_bound ``[T+1]`` is log₁₀ of that curve anchored at t = T (exact far below
+    float64's range); bound is the same in linear units (0 below ~1e-308). Both None for
+    other losses.
     """
 
     sigma1: float
     gamma: float
-    bound: np.ndarray | None
+    log10_bound: np.ndarray | None
 
     @property
     def product(self) -> float:
         return self.sigma1 * self.gamma
+
+    @property
+    def bound(self) -> np.ndarray | None:
+        if self.log10_bound is None:
+            return None
+        with np.errstate(over="ignore", under="ignore"):
+            return 10.0 ** self.log10_bound
 
 
 def simple_cell_theory(a: Analysis) -> Theory | None:
@@ -38,41 +48,53 @@ def simple_cell_theory(a: Analysis) -> Theory | None:
     w = np.asarray(a.params["h"]["kernel"], dtype=np.float64)
     sigma1 = float(np.linalg.svd(w, compute_uv=False)[0])
     gamma = GAMMA[cfg.activation]
-    bound = None
-    end = float(a.grad_norms[-1])
-    if cfg.loss == "last" and math.isfinite(end):
+    log_bound = None
+    end = float(a.log10_grad_norms[-1])
+    if cfg.loss == "last" and math.isfinite(end) and sigma1 * gamma > 0:
         lags = np.arange(cfg.seq_len, -1, -1, dtype=np.float64)
-        with np.errstate(over="ignore"):
-            bound = end * (sigma1 * gamma) ** lags
-    return Theory(sigma1, gamma, bound)
+        log_bound = end + lags * math.log10(sigma1 * gamma)
+    return Theory(sigma1, gamma, log_bound)
 
 
 class Verdict(NamedTuple):
     kind: str  # "vanishing" | "exploding" | "stable" | "overflow"
-    log10_ratio: float  # log10 ‖∂L/∂carry_0‖ / ‖∂L/∂carry_T‖
+    log10_ratio: float  # log10 ‖∂L/∂carry_0‖ / ‖∂L/∂carry_T‖ (exact magnitudes)
     text: str
 
 
 def verdict(a: Analysis) -> Verdict:
-    """One line on what the gradient does over the sequence."""
-    t_len = a.config.seq_len
-    if a.nonfinite_carry_step is not None or a.nonfinite_grad_step is not None:
+    """One line on what the gradient does over the sequence, from the exact magnitudes
+    (:attr:`Analysis.log10_grad_norms`); it speaks of float32 underflow or overflow only
+    as a fact about the float32 values, never as the size of the gradient."""
+    cfg = a.config
+    t_len = cfg.seq_len
+    l0, lt = float(a.log10_grad_norms[0]), float(a.log10_grad_norms[-1])
+    if a.nonfinite_carry_step is not None or math.isnan(l0) or l0 == math.inf:
         where = a.nonfinite_carry_step if a.nonfinite_carry_step is not None else a.nonfinite_grad_step
         what = "the carry" if a.nonfinite_carry_step is not None else "the gradient"
-        return Verdict("overflow", math.inf, f"{what} overflows to NaN/Inf at step {where} ({a.config.dtype}): exploding beyond range")
-    g0, gt = float(a.grad_norms[0]), float(a.grad_norms[-1])
-    if gt <= 0:
+        return Verdict("overflow", math.inf, f"{what} overflows to NaN/Inf at step {where} ({cfg.dtype}): exploding beyond range")
+    if lt == -math.inf:
         return Verdict("stable", 0.0, "the loss does not depend on the final carry: no gradient to follow")
-    if g0 <= 0:
-        return Verdict("vanishing", -math.inf, f"gradient is exactly 0 at t=0 after {t_len} steps (underflow): vanishing")
-    r = math.log10(g0 / gt)
+    if l0 == -math.inf:
+        return Verdict("vanishing", -math.inf, f"gradient is exactly 0 at t=0: the loss does not depend on the initial carry (no path back through {t_len} steps)")
+    r = l0 - lt
     kind = "vanishing" if r < -2 else "exploding" if r > 2 else "stable"
     move = "shrinks" if r < 0 else "grows"
-    return Verdict(kind, r, f"gradient {move} by a factor 10{_superscript(round(r))} over {t_len} steps back: {kind}")
+    text = f"gradient {move} by a factor 10{superscript(round(r))} over {t_len} steps back: {kind}"
+    return Verdict(kind, r, text + _float_range_note(a))
 
 
-def _superscript(n: int) -> str:
-    return str(n).translate(str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹"))
+def _float_range_note(a: Analysis) -> str:
+    """What the float32 values (``grad_norms``) could not hold, if anything."""
+    g, logs = a.grad_norms, a.log10_grad_norms
+    under = np.flatnonzero((g == 0) & np.isfinite(logs))
+    over = np.flatnonzero(~np.isfinite(g) & np.isfinite(logs))
+    notes = []
+    if under.size:
+        notes.append(f"below {a.config.dtype}'s range (underflow to 0) at {under.size} steps, t ≤ {under.max()}")
+    if over.size:
+        notes.append(f"beyond {a.config.dtype}'s range (overflow) at {over.size} steps, t ≤ {over.max()}")
+    return f" (exact magnitudes; the {a.config.dtype} gradient itself is " + "; ".join(notes) + ")" if notes else ""
 
 
 def gate_means(a: Analysis) -> dict[str, np.ndarray]:

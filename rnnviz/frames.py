@@ -21,13 +21,16 @@ def config_label(a: Analysis) -> str:
 
 
 def timestep_frame(a: Analysis) -> pd.DataFrame:
-    """One row per t = 0..T: ``grad_norm`` ‖∂L/∂carry_t‖, ``grad_norm_<comp>``,
+    """One row per t = 0..T: ``grad_norm`` ‖∂L/∂carry_t‖ as float32 holds it and
+    ``log10_grad_norm`` its exact log₁₀ (finite where float32 underflowed; −inf only for
+    a true zero), the same per component (``grad_norm_<comp>``, ``log10_grad_norm_<comp>``),
     ``carry_norm``, ``carry_norm_<comp>``, ``input_grad_norm`` ‖∂L/∂x_t‖ (NaN at t = 0,
     where no input is consumed)."""
     t_len = a.config.seq_len
-    data: dict[str, np.ndarray] = {"t": np.arange(t_len + 1), "grad_norm": a.grad_norms}
+    data: dict[str, np.ndarray] = {"t": np.arange(t_len + 1), "grad_norm": a.grad_norms, "log10_grad_norm": a.log10_grad_norms}
     for comp, v in a.component_grad_norms.items():
         data[f"grad_norm_{comp}"] = v
+        data[f"log10_grad_norm_{comp}"] = a.log10_component_grad_norms[comp]
     data["carry_norm"] = a.carry_norms
     for comp, v in a.component_carry_norms.items():
         data[f"carry_norm_{comp}"] = v
@@ -36,17 +39,22 @@ def timestep_frame(a: Analysis) -> pd.DataFrame:
 
 
 def gradient_long_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
-    """Long form for the gradient chart: ``t, series, value, run`` where series is
-    ``total``, a carry component, or ``example <b>`` (per-example totals, batched only)."""
+    """Long form for the gradient chart: ``t, series, value, log10_value, run`` where
+    series is ``total``, a carry component, or ``example <b>`` (per-example totals, batched
+    only); value is float32's norm, log10_value the exact log₁₀ magnitude."""
     label = label or config_label(a)
     t = np.arange(a.config.seq_len + 1)
-    parts = [pd.DataFrame({"t": t, "series": "total", "value": a.grad_norms.astype(np.float64)})]
+
+    def part(series: str, value: np.ndarray, log10_value: np.ndarray) -> pd.DataFrame:
+        return pd.DataFrame({"t": t, "series": series, "value": value.astype(np.float64), "log10_value": log10_value.astype(np.float64)})
+
+    parts = [part("total", a.grad_norms, a.log10_grad_norms)]
     if len(a.component_grad_norms) > 1:
         for comp, v in a.component_grad_norms.items():
-            parts.append(pd.DataFrame({"t": t, "series": comp, "value": v.astype(np.float64)}))
+            parts.append(part(comp, v, a.log10_component_grad_norms[comp]))
     if a.config.batch_size is not None and a.config.batch_size > 1:
         for b in range(a.example_grad_norms.shape[1]):
-            parts.append(pd.DataFrame({"t": t, "series": f"example {b}", "value": a.example_grad_norms[:, b].astype(np.float64)}))
+            parts.append(part(f"example {b}", a.example_grad_norms[:, b], a.log10_example_grad_norms[:, b]))
     out = pd.concat(parts, ignore_index=True)
     out["run"] = label
     return out
@@ -93,12 +101,13 @@ def gates_frame(a: Analysis) -> pd.DataFrame:
 
 
 def bound_frame(a: Analysis) -> pd.DataFrame | None:
-    """``t, value, label``: the Pascanu bound curve for the simple cell with loss "last"."""
+    """``t, value, log10_value, label``: the Pascanu bound curve for the simple cell with
+    loss "last" (log10_value exact; value 0 below float64's range)."""
     th = simple_cell_theory(a)
-    if th is None or th.bound is None:
+    if th is None or th.log10_bound is None:
         return None
     label = f"bound (σ₁·γ)^(T−t)·‖∂L/∂h_T‖, σ₁·γ = {th.product:.3f}"
-    return pd.DataFrame({"t": np.arange(a.config.seq_len + 1), "value": th.bound, "label": label})
+    return pd.DataFrame({"t": np.arange(a.config.seq_len + 1), "value": th.bound, "log10_value": th.log10_bound, "label": label})
 
 
 def contributions_frame(a: Analysis) -> pd.DataFrame:
@@ -156,16 +165,20 @@ def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     survival line.
 
     matrix: index ``lag`` (T − t), columns ``recurrent_gain``, values the seed-mean of
-    log₁₀(‖∂L/∂carry_{T−lag}‖ / ‖∂L/∂carry_T‖). survival: per lag, the smallest gain whose
+    log₁₀(‖∂L/∂carry_{T−lag}‖ / ‖∂L/∂carry_T‖), from the exact ``log10_grad_norm`` (so
+    ratios below 10⁻³⁸ are values, not gaps). survival: per lag, the smallest gain whose
     ratio is ≥ 10^SURVIVAL_LOG10, as ``lag, gain_mean, gain_min, gain_max`` over seeds.
     """
     df = sweep_df[sweep_df["component"] == "total"].copy()
     if "seed" not in df.columns:
         df["seed"] = 0
-    end = df[df["lag"] == 0].set_index(["recurrent_gain", "seed"])["grad_norm"]
-    df = df.join(end.rename("g_end"), on=["recurrent_gain", "seed"])
-    with np.errstate(divide="ignore", invalid="ignore"):
-        ratio = np.log10(df["grad_norm"].to_numpy() / df["g_end"].to_numpy())
+    if "log10_grad_norm" not in df.columns:
+        with np.errstate(divide="ignore"):
+            df["log10_grad_norm"] = np.log10(df["grad_norm"].to_numpy(dtype=np.float64))
+    end = df[df["lag"] == 0].set_index(["recurrent_gain", "seed"])["log10_grad_norm"]
+    df = df.join(end.rename("l_end"), on=["recurrent_gain", "seed"])
+    with np.errstate(invalid="ignore"):
+        ratio = df["log10_grad_norm"].to_numpy() - df["l_end"].to_numpy()
     df["log10_ratio"] = np.where(np.isfinite(ratio), ratio, np.nan)
     matrix = df.groupby(["lag", "recurrent_gain"])["log10_ratio"].mean().unstack("recurrent_gain").sort_index()
     surv = []

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from rnnviz.cells import Params, output_of
 from rnnviz.config import RunConfig
+from rnnviz.norms import robust_norm
 from rnnviz.rollout import Carry, rollout
 from rnnviz.strategies import collapse_grads, lift_params
 
@@ -88,21 +89,6 @@ def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.
     return StepGrads(loss, carries, g_eps, g_xs, param_grads, g_carry0 if learned else None, by_step)
 
 
-def carry_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Carry]:
-    """Only ``(loss, ∂L/∂carry_t for all t)`` — the reverse pass without parameter or input
-    cotangents, for sweeps that need nothing else. Same zero-perturbation definition."""
-    xs_tm = time_major(cfg, xs)
-    c0 = full_carry0(cfg, carry0)
-    eps = jax.tree.map(lambda c: jnp.zeros((cfg.seq_len + 1,) + c.shape, c.dtype), c0)
-
-    def forward(e):
-        carries = rollout(cell, params, c0, xs_tm, e)
-        return loss_from_outputs(cfg, output_of(cfg, carries)[1:])
-
-    loss, vjp = jax.vjp(forward, eps)
-    return loss, vjp(jnp.ones((), loss.dtype))[0]
-
-
 def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Params]:
     """Baseline: ``jax.value_and_grad`` of the same loss w.r.t. params only, plain scan."""
     xs_tm = time_major(cfg, xs)
@@ -140,12 +126,6 @@ def strategy_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.A
     return loss, collapse_grads(grads, cfg.strategy)[0]
 
 
-def _sq_norm(a: jax.Array, keep: int) -> jax.Array:
-    """Sum of squares in float32 over all axes after the first ``keep``."""
-    a = a.astype(jnp.float32)
-    return jnp.sum(a * a, axis=tuple(range(keep, a.ndim)))
-
-
 class Summary(NamedTuple):
     """Norms computed on device (float32). C = carry components, in Flax order.
 
@@ -160,14 +140,14 @@ class Summary(NamedTuple):
 
 
 def summarize(cfg: RunConfig, sg: StepGrads) -> Summary:
+    """Every norm with :func:`rnnviz.norms.robust_norm` (no underflow of the squares)."""
     grads = jax.tree.leaves(sg.carry_grads)
-    carries = jax.tree.leaves(sg.carries)
-    comp = jnp.stack([jnp.sqrt(_sq_norm(g, 1)) for g in grads])
-    keep = 1 if cfg.batch_size is None else 2
-    per_example = jnp.sqrt(sum(_sq_norm(g, keep) for g in grads))
-    per_example = per_example.reshape(cfg.seq_len + 1, -1)
-    inputs = jnp.sqrt(_sq_norm(sg.input_grads, 1))
-    carry_norms = jnp.stack([jnp.sqrt(_sq_norm(c, 1)) for c in carries])
+    batch_axes = 1 if cfg.batch_size is None else 2  # axes before the units: [T+1, (B,)]
+    comp = jnp.stack([robust_norm(g, tuple(range(1, g.ndim))) for g in grads])
+    per_comp_example = jnp.stack([robust_norm(g, tuple(range(batch_axes, g.ndim))) for g in grads])
+    per_example = robust_norm(per_comp_example, 0).reshape(cfg.seq_len + 1, -1)
+    inputs = robust_norm(sg.input_grads, tuple(range(1, sg.input_grads.ndim)))
+    carry_norms = jnp.stack([robust_norm(c, tuple(range(1, c.ndim))) for c in jax.tree.leaves(sg.carries)])
     return Summary(comp, per_example, inputs, carry_norms)
 
 

@@ -13,12 +13,11 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import jax
 import jax.numpy as jnp
 
 from rnnviz.cells import PARAM_GROUPS, Params, param_group
+from rnnviz.norms import robust_norm
 
 
 def lift_params(params: Params, strategy: str, seq_len: int) -> Params:
@@ -41,12 +40,12 @@ def collapse_grads(grads: Params, strategy: str) -> tuple[Params, jax.Array | No
 
 
 def group_norms_by_step(stacked: Params) -> jax.Array:
-    """``[T, G]``: ‖contribution of step t to group g‖ for stacked per-step grads ``[T, ...]``."""
-    sq: dict[str, Any] = {g: 0.0 for g in PARAM_GROUPS}
+    """``[T, G]``: ‖contribution of step t to group g‖ for stacked per-step grads ``[T, ...]``
+    (robust norms: per leaf, then over the group's leaves)."""
+    per_group: dict[str, list[jax.Array]] = {g: [] for g in PARAM_GROUPS}
     for path, leaf in jax.tree_util.tree_flatten_with_path(stacked)[0]:
         names = tuple(k.key for k in path)
-        flat = leaf.astype(jnp.float32).reshape(leaf.shape[0], -1)
-        sq[param_group(names)] = sq[param_group(names)] + jnp.sum(flat * flat, axis=1)
+        per_group[param_group(names)].append(robust_norm(leaf.reshape(leaf.shape[0], -1), 1))
     t_len = jax.tree.leaves(stacked)[0].shape[0]
-    cols = [jnp.broadcast_to(jnp.sqrt(jnp.asarray(sq[g], jnp.float32)), (t_len,)) for g in PARAM_GROUPS]
+    cols = [robust_norm(jnp.stack(n), 0) if n else jnp.zeros((t_len,), jnp.float32) for n in per_group.values()]
     return jnp.stack(cols, axis=1)

@@ -23,19 +23,29 @@ import pandas as pd
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rnnviz.analysis import Values, prepare, resolve_device, static_config
-from rnnviz.cells import make_cell
+from rnnviz.cells import make_cell, output_of
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
-from rnnviz.gradients import carry_gradients
+from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
+from rnnviz.logpass import log_carry_gradients
+from rnnviz.norms import Scaled, combine, log10, log10_combine
+from rnnviz.rollout import rollout
 from rnnviz.timing import Compiled, compile_cache
 
 MAX_POINTS = 4096
 
 
 class SweepResult(NamedTuple):
-    """``grad_norms`` ``[N, C, T+1]`` per point and carry component; ``loss`` ``[N]``."""
+    """``log10_grad_norms`` ``[N, C, T+1]`` (float64, exact: from the log-magnitude pass)
+    per point and carry component; ``loss`` ``[N]``."""
 
-    grad_norms: np.ndarray
+    log10_grad_norms: np.ndarray
     loss: np.ndarray
+
+    @property
+    def grad_norms(self) -> np.ndarray:
+        """The same in linear units (float64: 0 below ~1e-308)."""
+        with np.errstate(under="ignore", over="ignore"):
+            return 10.0 ** self.log10_grad_norms
 
 
 def _point(static: RunConfig, batch_sharding: NamedSharding | None, key_data: jax.Array, values: Values):
@@ -44,8 +54,12 @@ def _point(static: RunConfig, batch_sharding: NamedSharding | None, key_data: ja
         # Under vmap(spmd_axis_name="sweep") this shards [N, B, ...] as ("sweep", "batch").
         xs = jax.lax.with_sharding_constraint(xs, batch_sharding)
         carry0 = jax.tree.map(lambda c: jax.lax.with_sharding_constraint(c, batch_sharding), carry0)
-    loss, grads = carry_gradients(static, make_cell(static), params, carry0, xs)
-    norms = jnp.stack([jnp.sqrt(jnp.sum(jnp.square(g.astype(jnp.float32)), axis=tuple(range(1, g.ndim)))) for g in jax.tree.leaves(grads)])
+    cell = make_cell(static)
+    xs_tm = time_major(static, xs)
+    carries = rollout(cell, params, full_carry0(static, carry0), xs_tm)
+    loss = loss_from_outputs(static, output_of(static, carries)[1:])
+    # The log pass: the phase diagram is never clipped by float32 underflow.
+    norms = combine(log_carry_gradients(static, cell, params, carries, xs_tm), 2)
     return norms, loss
 
 
@@ -78,14 +92,14 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 @compile_cache(maxsize=32)
 def sweep_executable(static: RunConfig, devices: tuple[jax.Device, ...], n_points: int) -> Compiled:
-    """``(keys [N, 2], Values of [N]) -> ([N, C, T+1], [N])`` on a ``("sweep", "batch")``
+    """``(keys [N, 2], Values of [N]) -> (Scaled [N, C, T+1], [N])`` on a ``("sweep", "batch")``
     mesh over ``devices``: N is split over "sweep", each point's batch over "batch"."""
     n_sweep, n_batch = mesh_shape(static, len(devices))
     mesh = Mesh(np.array(devices).reshape(n_sweep, n_batch), ("sweep", "batch"))
     shard = NamedSharding(mesh, PartitionSpec("sweep"))
     batch = NamedSharding(mesh, PartitionSpec("batch")) if n_batch > 1 else None
     point = jax.vmap(functools.partial(_point, static, batch), spmd_axis_name="sweep")
-    fn = jax.jit(point, in_shardings=(shard, shard), out_shardings=(shard, shard))
+    fn = jax.jit(point, in_shardings=(shard, shard), out_shardings=(Scaled(shard, shard), shard))
     keys = jax.ShapeDtypeStruct((n_points, 2), jnp.uint32, sharding=shard)
     vals = Values(*(jax.ShapeDtypeStruct((n_points,), jnp.float32, sharding=shard) for _ in Values._fields))
     start = time.perf_counter()
@@ -111,7 +125,8 @@ def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
     exe = sweep_executable(static_config(cfg), devices, padded)
     shard = exe.fn.input_shardings[0][0]
     norms, loss = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)))
-    return SweepResult(_to_host(norms)[:n], _to_host(loss)[:n])
+    logs = log10(Scaled(_to_host(norms.mantissa)[:n], _to_host(norms.exponent)[:n]))
+    return SweepResult(logs, _to_host(loss)[:n])
 
 
 def validate_over(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
@@ -137,7 +152,9 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """Gradient norms for every combination of ``over``'s values.
 
     Returns a tidy frame: one column per swept field, then ``t``, ``lag`` (T − t),
-    ``component`` (``total`` or a carry component) and ``grad_norm``. Value fields are
+    ``component`` (``total`` or a carry component), ``log10_grad_norm`` (exact, from the
+    log-magnitude pass: finite far below float32's range, −inf only for a true zero) and
+    ``grad_norm`` (the same in float64, 0 below ~1e-308). Value fields are
     computed in one compiled call per shape; shape fields loop outside (one compile each).
     """
     over = validate_over(cfg, over)
@@ -155,15 +172,17 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
 
 
 def _tidy(cfg: RunConfig, shape_point: dict, points: list[dict], res: SweepResult) -> pd.DataFrame:
-    n, comps, steps = res.grad_norms.shape
+    n, comps, steps = res.log10_grad_norms.shape
     t = np.arange(steps)
-    total = np.sqrt(np.sum(res.grad_norms.astype(np.float64) ** 2, axis=1))
+    total = log10_combine(res.log10_grad_norms, 1)
     blocks = []
     for i, p in enumerate(points):
-        for name, series in [("total", total[i])] + [(c, res.grad_norms[i, j]) for j, c in enumerate(cfg.carry_components)]:
+        for name, series in [("total", total[i])] + [(c, res.log10_grad_norms[i, j]) for j, c in enumerate(cfg.carry_components)]:
             if name != "total" and comps == 1:
                 continue
-            block = pd.DataFrame({"t": t, "lag": cfg.seq_len - t, "component": name, "grad_norm": series.astype(np.float64)})
+            with np.errstate(under="ignore", over="ignore"):
+                linear = 10.0 ** series
+            block = pd.DataFrame({"t": t, "lag": cfg.seq_len - t, "component": name, "grad_norm": linear, "log10_grad_norm": series})
             for k, v in reversed(list({**shape_point, **p}.items())):
                 block.insert(0, k, v)
             blocks.append(block)

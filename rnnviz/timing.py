@@ -47,6 +47,10 @@ class Timing(NamedTuple):
     device: str
     backend: str
     cache_hit: bool
+    #: The log-magnitude pass (:mod:`rnnviz.logpass`): median run and compile seconds when
+    #: it ran (float32 could not hold every norm), 0.0 when float32's norms were exact.
+    log_pass_s: float = 0.0
+    log_pass_compile_s: float = 0.0
 
 
 def abstract(tree: Any, device: jax.Device) -> Any:

@@ -49,4 +49,5 @@ def trace(fig: dict, name: str) -> dict:
 
 
 def total_gradient(at: AppTest) -> np.ndarray:
+    """The drawn total: log₁₀ ‖∂L/∂carry_t‖ (the chart's y is log₁₀ on a powers-of-ten axis)."""
     return decode(trace(figure_by_title(at, "‖∂L/∂carry_t‖"), "total")["y"])

@@ -11,10 +11,10 @@ from apptest_helpers import decode, figure_by_title, figures, run_app, total_gra
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
 
-def _as_drawn(values):
-    """What a log axis shows: zeros and NaN/Inf become gaps (NaN)."""
-    v = np.asarray(values, dtype=np.float64).copy()
-    v[~np.isfinite(v) | (v <= 0)] = np.nan
+def _as_drawn(log10_values):
+    """What the gradient chart draws: log₁₀ magnitudes, with −inf (true zero) and NaN/Inf as gaps (NaN)."""
+    v = np.asarray(log10_values, dtype=np.float64).copy()
+    v[~np.isfinite(v)] = np.nan
     return v
 
 
@@ -27,10 +27,11 @@ def test_defaults_render_the_engine_numbers():
     at = run_app()
     _clean(at)
     got = total_gradient(at)
-    want = analyze(RunConfig(), repeats=1).grad_norms.astype(np.float64)
+    want = analyze(RunConfig(), repeats=1).log10_grad_norms
     np.testing.assert_allclose(got, want, rtol=1e-6)
     fig = figure_by_title(at, "‖∂L/∂carry_t‖")
-    assert fig["layout"]["yaxis"]["type"] == "log"
+    ticks = fig["layout"]["yaxis"]["ticktext"]
+    assert ticks and all(t.startswith("10") for t in ticks)  # log₁₀ drawn on a powers-of-ten axis
     assert any(t["name"].startswith("bound") for t in fig["data"])  # theory overlay for the simple cell
     assert any("Verdict" in m.value for m in at.markdown)
 
@@ -43,7 +44,7 @@ def test_every_preset_runs_and_sets_its_config(title):
     cfg = PRESETS[title].config()
     for field, value in PRESETS[title].changes.items():
         assert at.session_state[f"cfg_{field}"] == value, field
-    np.testing.assert_allclose(total_gradient(at), _as_drawn(analyze(cfg, repeats=1).grad_norms), rtol=1e-5)
+    np.testing.assert_allclose(total_gradient(at), _as_drawn(analyze(cfg, repeats=1).log10_grad_norms), rtol=1e-5, atol=1e-6)
     assert dict(at.query_params) == config_to_params(cfg)
 
 
@@ -145,7 +146,7 @@ def test_tampered_url_warns_and_recovers():
     warnings = " ".join(w.value for w in at.warning)
     for field in ("seq_len", "cell", "hidden_size", "nonsense", "batch_size"):
         assert field in warnings
-    np.testing.assert_allclose(total_gradient(at), analyze(RunConfig(activation="relu"), repeats=1).grad_norms, rtol=1e-6)
+    np.testing.assert_allclose(total_gradient(at), analyze(RunConfig(activation="relu"), repeats=1).log10_grad_norms, rtol=1e-6)
 
 
 def test_too_big_config_is_an_error_message_not_a_crash():

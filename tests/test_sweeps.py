@@ -21,7 +21,7 @@ def test_sweep_equals_individual_analyses_at_sampled_points():
     cfg = RunConfig(cell="lstm", seq_len=15, hidden_size=8, batch_size=3)
     over = {"recurrent_gain": [0.6, 1.0, 1.3], "seed": [0, 4], "forget_bias": [0.0, 1.0]}
     df = sweep(cfg, over)
-    assert list(df.columns) == ["recurrent_gain", "seed", "forget_bias", "t", "lag", "component", "grad_norm"]
+    assert list(df.columns) == ["recurrent_gain", "seed", "forget_bias", "t", "lag", "component", "grad_norm", "log10_grad_norm"]
     assert len(df) == 3 * 2 * 2 * 3 * 16  # points × (total, c, h) × (T+1)
     for gain, seed, fb in [(0.6, 0, 1.0), (1.3, 4, 0.0), (1.0, 4, 1.0)]:
         a = analyze(cfg.replace(recurrent_gain=gain, seed=seed, forget_bias=fb), repeats=1)
@@ -29,6 +29,7 @@ def test_sweep_equals_individual_analyses_at_sampled_points():
         for comp, want in [("total", a.grad_norms), ("c", a.component_grad_norms["c"]), ("h", a.component_grad_norms["h"])]:
             got = pick[pick.component == comp].sort_values("t")["grad_norm"].to_numpy()
             np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-30)
+        np.testing.assert_allclose(pick[pick.component == "total"].sort_values("t")["log10_grad_norm"], a.log10_grad_norms, atol=1e-5)
 
 
 def test_shape_fields_loop_with_one_compile_per_shape():

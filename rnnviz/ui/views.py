@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Callable
 
+import numpy as np
 import pandas as pd
 import streamlit as st
 
@@ -16,6 +17,7 @@ from rnnviz.analysis import Analysis
 from rnnviz.config import FIELD_SPECS, MAX_SEQ_LEN, RunConfig, max_seq_len_within_budget
 from rnnviz.diagnostics import simple_cell_theory, verdict
 from rnnviz.presets import PRESETS
+from rnnviz.text import pow10_text
 from rnnviz.ui.state import apply_preset
 
 
@@ -34,7 +36,8 @@ def header(a: Analysis) -> None:
     t = a.timing
     cols = st.columns(5)
     cols[0].metric("loss", f"{a.loss:.4g}")
-    cols[1].metric("‖∂L/∂carry₀‖", f"{a.grad_norms[0]:.3e}")
+    cols[1].metric("‖∂L/∂carry₀‖", pow10_text(float(a.log10_grad_norms[0])),
+                   help="exact magnitude (" + ("float32 held it" if a.log10_source == "float32" else "log-magnitude reverse pass") + f"); float32 value {a.grad_norms[0]:.3e}")
     cols[2].metric("compile", f"{t.compile_s:.2f} s", help="compiling this shape, once; cached afterwards" + (" (reused now)" if t.cache_hit else ""))
     cols[3].metric("run (median)", f"{t.run_s * 1e3:.2f} ms", help=f"median of {t.repeats} runs on {t.device}")
     cols[4].metric("peak memory", f"{t.peak_bytes / 2**20:.1f} MB", help="temp + arguments + outputs of the compiled reverse pass")
@@ -52,9 +55,14 @@ def gradients_view(a: Analysis, overlays: list[Analysis]) -> None:
         if theory.bound is None:
             st.caption("The bound curve is drawn for loss = last only (with loss = all each step also feeds the loss directly).")
     if a.config.cell == "lstm" and a.config.loss == "last":
-        st.caption("∂L/∂c_T is exactly 0 with loss = last: the carry's c is taken as handed on, holding h_T fixed; the log axis leaves it out.")
-    if a.grad_norms.size and (a.grad_norms == 0).any():
-        st.caption(f"{int((a.grad_norms == 0).sum())} steps have a gradient of exactly 0 (underflow or no dependence): gaps on the log axis.")
+        st.caption("∂L/∂c_T is exactly 0 with loss = last (a true zero): the carry's c is taken as handed on, holding h_T fixed; the chart leaves it out.")
+    true_zero = np.isneginf(a.log10_grad_norms)
+    under = (a.grad_norms == 0) & np.isfinite(a.log10_grad_norms)
+    if under.any():
+        st.caption(f"At {int(under.sum())} steps the {a.config.dtype} gradient underflows to 0 (t ≤ {int(np.flatnonzero(under).max())}); "
+                   "the curve shows its exact magnitude from the log-magnitude reverse pass (δ rescaled by powers of two each step).")
+    if true_zero.any():
+        st.caption(f"{int(true_zero.sum())} steps have a gradient of exactly 0 (no dependence of the loss on that carry): gaps in the curve.")
     conn = pd.concat([frames.input_grad_frame(a, label)] + [frames.input_grad_frame(o) for o in overlays], ignore_index=True)
     st.plotly_chart(charts.line_figure(conn, "Connectivity ‖∂L/∂x_t‖: how much each input affects the loss", "‖∂L/∂x_t‖ (log)", log_y=True), key="chart_connectivity")
     _csv_button(frames.timestep_frame(a), "rnnviz_timesteps.csv", "csv_timesteps", "Download per-timestep table (CSV)")

@@ -1,0 +1,99 @@
+"""The log-magnitude reverse pass: ‖∂L/∂carry_t‖ exactly, however far below float32 it is.
+
+An explicit reverse recursion over the trajectory (the same ∂L/∂carry_t as the
+zero-perturbation pass of :mod:`rnnviz.gradients`, taken at the carry as handed on)::
+
+    δ_T     = d_T
+    δ_{t−1} = J_tᵀ δ_t + d_{t−1}         J_t = ∂carry_t/∂carry_{t−1},  d_t = ∂L/∂carry_t (direct)
+
+``J_tᵀ δ_t`` is applied by the step's VJP inside a reverse ``lax.scan``. δ_t is held as
+``δ̂_t · 2^{e_t}``: per example and carry component, δ̂ is rescaled to ``max|δ̂| ∈ [0.5, 1)``
+every step and the int32 exponent e carried alongside. Powers of two scale exactly, so
+after 5000 steps at gain 0.9 the exponent holds 2⁻⁷⁵⁹ ≈ 10⁻²²⁸ with no rounding of its
+own; the float32 rounding is that of one step, not of the whole product. The direct terms
+(``loss="all"``) are added at a common exponent, so a term 2¹⁵⁰ times smaller than the
+other vanishes as in any float32 sum. A true zero (e.g. ∂L/∂c_T with ``loss="last"``)
+keeps exponent :data:`rnnviz.norms.ZERO_EXPONENT`: log₁₀ −∞, told apart from "too small
+for float32".
+
+Each step recomputes the cell's forward at ``carry_{t−1}`` for its VJP (the trajectory is
+an input), so the pass costs about one cell forward and one carry-only VJP per step.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+
+from rnnviz.cells import Params, output_of
+from rnnviz.config import RunConfig
+from rnnviz.gradients import loss_from_outputs
+from rnnviz.norms import ZERO_EXPONENT, Scaled, combine, normalise, pow2_scale, scaled_norm
+from rnnviz.rollout import Carry
+
+_UNITS = (-1,)  # carry components are [(B,) H]: normalise over units, per example
+
+
+def direct_terms(cfg: RunConfig, carries: Carry) -> Carry:
+    """d_t = ∂L/∂carry_t holding every other carry fixed, each ``[T+1, (B,) H]``:
+    ``h_T`` at t = T for ``loss="last"``; ``h_t / T`` for t ≥ 1 with ``loss="all"``; 0 for c."""
+    return jax.grad(lambda cs: loss_from_outputs(cfg, output_of(cfg, cs)[1:]))(carries)
+
+
+def _add_scaled(a_hat, ea, b_hat, eb):
+    """``a_hat·2^ea + b_hat·2^eb`` renormalised: ``(v̂, e)``; exponents ``[(B,)]``."""
+    top = jnp.maximum(ea, eb)
+    v = pow2_scale(a_hat, (ea - top)[..., None]) + pow2_scale(b_hat, (eb - top)[..., None])
+    v_hat, ev = normalise(v, _UNITS)
+    return v_hat, jnp.where(ev == ZERO_EXPONENT, ZERO_EXPONENT, top + ev)
+
+
+def log_carry_gradients(cfg: RunConfig, cell, params: Params, carries: Carry, xs_tm: jax.Array) -> Scaled:
+    """‖∂L/∂carry_t‖ per component and example as :class:`Scaled` ``[C, T+1, B]``
+    (B = 1 unbatched), from the trajectory ``carries`` (each ``[T+1, (B,) H]``, index 0 the
+    initial carry, full batch) and time-major inputs ``xs_tm`` ``[T, (B,) I]``.
+
+    Components follow the carry's leaves (Flax order: ``(c, h)`` for the LSTM)."""
+    leaves, treedef = jax.tree.flatten(carries)
+    d = jax.tree.leaves(direct_terms(cfg, carries))
+    start = [normalise(v[-1], _UNITS) for v in d]
+
+    def back(state, inp):
+        hats, exps = state
+        prev, x_t, d_prev = inp
+        # One exponent for the VJP's input: J_tᵀ mixes the components.
+        top = functools.reduce(jnp.maximum, exps)
+        u = [pow2_scale(h, (e - top)[..., None]) for h, e in zip(hats, exps)]
+        _, vjp = jax.vjp(lambda c: cell.apply({"params": params}, c, x_t)[0], jax.tree.unflatten(treedef, prev))
+        (a,) = vjp(jax.tree.unflatten(treedef, u))
+        new_hats, new_exps = [], []
+        for a_leaf, d_leaf in zip(jax.tree.leaves(a), d_prev):
+            a_hat, ea = normalise(a_leaf, _UNITS)
+            ea = jnp.where(ea == ZERO_EXPONENT, ZERO_EXPONENT, ea + top)
+            v_hat, ev = _add_scaled(a_hat, ea, *normalise(d_leaf, _UNITS))
+            new_hats.append(v_hat)
+            new_exps.append(ev)
+        return (new_hats, new_exps), _norms(new_hats, new_exps)
+
+    def _norms(hats, exps):
+        return [scaled_norm(h, e, _UNITS) for h, e in zip(hats, exps)]
+
+    init = ([s[0] for s in start], [s[1] for s in start])
+    inputs = ([c[:-1] for c in leaves], xs_tm, [v[:-1] for v in d])
+    _, steps = jax.lax.scan(back, init, inputs, reverse=True)
+    last = _norms(*init)
+    t1 = cfg.seq_len + 1
+    return Scaled(*(
+        jnp.stack([jnp.concatenate([s[i], l[i][None]], axis=0).reshape(t1, -1) for s, l in zip(steps, last)])
+        for i in range(2)
+    ))
+
+
+def reduce_log_norms(per: Scaled) -> tuple[Scaled, Scaled, Scaled]:
+    """From ``[C, T+1, B]``: ``(per component [C, T+1], per example [T+1, B], total [T+1])``."""
+    comp = combine(per, 2)
+    example = combine(per, 0)
+    total = combine(comp, 0)
+    return comp, example, total

@@ -1,0 +1,28 @@
+"""Number formatting shared by the core, the charts and the CLI (pure Python: no JAX)."""
+
+from __future__ import annotations
+
+import math
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+
+
+def superscript(n: int) -> str:
+    """``-228`` → ``⁻²²⁸``."""
+    return str(n).translate(_SUPERSCRIPT)
+
+
+def pow10_text(log10_value: float, digits: int = 3) -> str:
+    """A magnitude given by its log₁₀ as ``3.47×10⁻²²⁸``: ``0`` for −inf, ``nan``/``inf``
+    as such. Works far outside float64's range (the mantissa is computed from the log)."""
+    if math.isnan(log10_value):
+        return "nan"
+    if log10_value == -math.inf:
+        return "0"
+    if log10_value == math.inf:
+        return "inf"
+    e = math.floor(log10_value)
+    m = 10 ** (log10_value - e)
+    if round(m, digits - 1) >= 10:
+        m, e = m / 10, e + 1
+    return f"{m:.{digits - 1}f}×10{superscript(e)}"
