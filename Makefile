@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test bench browser clean
+.PHONY: run test bench browser notebook clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -20,6 +20,14 @@ browser:
 
 test: $(STAMP) browser
 	$(PY) -m pytest -q
+
+NB_STAMP := $(VENV)/.notebook-stamp
+$(NB_STAMP): $(STAMP)
+	$(PY) -m pip install -q -e ".[test,notebook]"
+	touch $(NB_STAMP)
+
+notebook: $(NB_STAMP)
+	$(VENV)/bin/jupyter lab notebooks/tour.ipynb
 
 bench: $(STAMP)
 	$(PY) -m rnnviz bench

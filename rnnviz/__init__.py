@@ -1,16 +1,60 @@
 """rnnviz: see how gradients flow backwards through recurrent networks.
 
-The public surface::
+The public API, all importable from here::
 
-    from rnnviz import RunConfig, analyze
+    from rnnviz import RunConfig, analyze, sweep
     a = analyze(RunConfig(cell="lstm", seq_len=100))
-    a.grad_norms            # [T+1] ‖∂L/∂carry_t‖
+    a.grad_norms            # [T+1] ‖∂L/∂carry_t‖ (float32)
+    a.log10_grad_norms      # [T+1] its exact log₁₀
 
-The core never imports streamlit or plotly (see ``rnnviz.charts`` for figures).
+| name | what |
+|---|---|
+| ``RunConfig``, ``ConfigError``, ``FIELD_SPECS`` | the validated configuration |
+| ``analyze``, ``Analysis`` | one run: per-step gradients, trajectory, timing |
+| ``sweep`` | many values in one compiled call (tidy frame) |
+| ``compare_strategies``, ``scaling``, ``run_on_devices`` | cost tables |
+
+Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
+not import JAX until a computation is asked for. The core never imports streamlit or
+plotly (see ``rnnviz.charts`` for figures).
 """
 
-from rnnviz.analysis import Analysis, analyze
-from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
+from __future__ import annotations
 
-__all__ = ["Analysis", "ConfigError", "FIELD_SPECS", "RunConfig", "analyze"]
-__version__ = "0.1.0"
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__version__ = "0.2.0"
+
+_EXPORTS = {
+    "Analysis": "rnnviz.analysis",
+    "analyze": "rnnviz.analysis",
+    "ConfigError": "rnnviz.config",
+    "FIELD_SPECS": "rnnviz.config",
+    "RunConfig": "rnnviz.config",
+    "sweep": "rnnviz.sweeps",
+    "compare_strategies": "rnnviz.comparisons",
+    "scaling": "rnnviz.comparisons",
+    "run_on_devices": "rnnviz.comparisons",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
+    from rnnviz.analysis import Analysis, analyze
+    from rnnviz.comparisons import compare_strategies, run_on_devices, scaling
+    from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
+    from rnnviz.sweeps import sweep
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rnnviz' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

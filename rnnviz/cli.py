@@ -1,4 +1,4 @@
-"""Command line: ``python -m rnnviz analyze | sweep | bench``.
+"""Command line: ``rnnviz analyze | sweep | bench | app`` (or ``python -m rnnviz …``).
 
 Every :class:`RunConfig` field is a flag (``--hidden-size``), with its range in
 ``--help``. Bad values print one line naming the field and what is allowed, exit 2.
@@ -108,7 +108,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m rnnviz", description="Gradient flow through time in recurrent networks.")
+    parser = argparse.ArgumentParser(prog="rnnviz", description="Gradient flow through time in recurrent networks.")
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("analyze", help="per-timestep gradient norms for one configuration")
     add_config_flags(p)
@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_analyze)
     _add_sweep(sub)
     _add_bench(sub)
+    from rnnviz.launch import add_parser as add_app
+
+    add_app(sub)
     return parser
 
 
@@ -139,7 +142,10 @@ def _add_bench(sub) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extra = parser.parse_known_args(argv)
+    if extra and not getattr(args, "takes_extra", False):
+        parser.error("unrecognized arguments: " + " ".join(extra))
+    args.extra = extra
     try:
         return args.func(args)
     except ConfigError as err:
@@ -177,8 +183,10 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         df.to_csv(args.csv, index=False)
         print(f"wrote {len(df)} rows to {args.csv}")
     else:
-        print(df[df["component"] == "total"].pivot_table(index="lag", columns=[c for c in df.columns if c not in ("t", "lag", "component", "grad_norm")],
-                                                        values="grad_norm").iloc[:: max(1, cfg.seq_len // 10)].to_string(float_format="%.3e"))
+        swept = [c for c in df.columns if c not in ("t", "lag", "component", "grad_norm", "log10_grad_norm")]
+        table = df[df["component"] == "total"].pivot_table(index="lag", columns=swept, values="log10_grad_norm")
+        print("log10 ‖∂L/∂carry_{T−lag}‖ (exact)")
+        print(table.iloc[:: max(1, cfg.seq_len // 10)].to_string(float_format="%.2f"))
     return 0
 
 

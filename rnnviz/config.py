@@ -47,6 +47,11 @@ class ConfigError(ValueError):
         super().__init__(f"{field}={value!r} is not allowed: {allowed}.")
 
 
+class BudgetError(ConfigError):
+    """Every field is valid on its own, but together they are over the memory or FLOP
+    budget (:func:`fit_to_budget` shrinks them to fit)."""
+
+
 @dataclass(frozen=True)
 class FieldSpec:
     """What one :class:`RunConfig` field accepts; drives validation, CLI flags and widgets."""
@@ -217,7 +222,7 @@ def _validate(cfg: RunConfig) -> None:
         raise ConfigError("forget_bias", cfg.forget_bias, f"only the lstm cell has a forget bias; use 0.0 with the {cfg.cell} cell")
     need = estimate_memory_bytes(cfg)
     if need > MEMORY_BUDGET_BYTES:
-        raise ConfigError(
+        raise BudgetError(
             "seq_len",
             cfg.seq_len,
             f"this configuration needs about {need / 2**30:.1f} GiB, over the {MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; "
@@ -225,7 +230,7 @@ def _validate(cfg: RunConfig) -> None:
         )
     flops = estimate_flops(cfg)
     if flops > FLOP_BUDGET:
-        raise ConfigError(
+        raise BudgetError(
             "seq_len",
             cfg.seq_len,
             f"this configuration needs about {flops / 1e12:.1f} TFLOP per analysis (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} s on a "
@@ -280,3 +285,36 @@ def max_seq_len_within_budget(cfg: RunConfig) -> int:
         else:
             hi = mid - 1
     return lo
+
+
+#: What :func:`fit_to_budget` shrinks, in order: length first (it keeps the experiment's
+#: kind), then the batch, then the width.
+_SHRINK_ORDER = ("seq_len", "batch_size", "hidden_size")
+
+
+def fit_to_budget(values: Mapping[str, Any]) -> tuple["RunConfig", dict[str, tuple[Any, Any]]]:
+    """The config of ``values`` (each field valid on its own), shrunk to fit the budgets.
+
+    Returns ``(config, changes)`` with ``changes[field] = (asked, used)``: seq_len becomes
+    the largest that fits; when not even T = 1 fits, the batch and then the hidden size are
+    halved until it does. Every other field is kept as given. Raises :class:`ConfigError`
+    for a problem that is not the budget (e.g. a forget bias on a GRU).
+    """
+    asked = {**RunConfig().to_dict(), **values}
+    fitted = dict(asked)
+    while not _fits({**fitted, "seq_len": 1}):
+        name = next(n for n in _SHRINK_ORDER[1:] if (fitted[n] or 1) > 1)  # B = H = 1 always fits
+        fitted[name] = fitted[name] // 2
+    if not _fits(fitted):
+        fitted["seq_len"] = max_seq_len_within_budget(RunConfig(**{**fitted, "seq_len": 1}))
+    cfg = RunConfig(**fitted)
+    return cfg, {k: (asked[k], getattr(cfg, k)) for k in _SHRINK_ORDER if asked[k] != getattr(cfg, k)}
+
+
+def _fits(values: Mapping[str, Any]) -> bool:
+    """Whether ``values`` make a config within budget (other errors propagate)."""
+    try:
+        RunConfig(**values)
+        return True
+    except BudgetError:
+        return False

@@ -91,10 +91,10 @@ def _float_range_note(a: Analysis) -> str:
     over = np.flatnonzero(~np.isfinite(g) & np.isfinite(logs))
     notes = []
     if under.size:
-        notes.append(f"below {a.config.dtype}'s range (underflow to 0) at {under.size} steps, t ≤ {under.max()}")
+        notes.append(f"underflow to 0 at {under.size} steps, t ≤ {under.max()}")
     if over.size:
-        notes.append(f"beyond {a.config.dtype}'s range (overflow) at {over.size} steps, t ≤ {over.max()}")
-    return f" (exact magnitudes; the {a.config.dtype} gradient itself is " + "; ".join(notes) + ")" if notes else ""
+        notes.append(f"overflow at {over.size} steps, t ≤ {over.max()}")
+    return f" (the {a.config.dtype} values " + "; ".join(notes) + "; the magnitudes are exact)" if notes else ""
 
 
 def gate_means(a: Analysis) -> dict[str, np.ndarray]:

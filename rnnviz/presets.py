@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Mapping, NamedTuple
 
-from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
+from rnnviz.config import FIELD_SPECS, BudgetError, ConfigError, RunConfig, check_field, coerce, fit_to_budget
 
 
 class Preset(NamedTuple):
@@ -79,10 +79,27 @@ def config_from_params(params: Mapping[str, Any], *, ignore: tuple[str, ...] = (
             warnings.append(f"URL: {err} Using the default.")
     for _ in range(len(good) + 1):  # cross-field conflicts: drop the named field, retry
         try:
-            return RunConfig(**good), warnings
+            cfg, changes = fit_to_budget(good)
         except ConfigError as err:
             warnings.append(f"URL: {err} Using the default.")
             if err.field not in good:
                 break
             good.pop(err.field)
+            continue
+        if changes:
+            warnings.append(_over_budget_message(good, changes))
+        return cfg, warnings
     return RunConfig(), warnings
+
+
+def _over_budget_message(linked: Mapping[str, Any], changes: Mapping[str, tuple[Any, Any]]) -> str:
+    """One message for a link that is over budget as a whole: what it asked, why it does
+    not fit, and exactly which fields were shrunk (everything else is kept)."""
+    asked = ", ".join(f"{k}={v}" for k, v in linked.items())
+    try:
+        RunConfig(**linked)
+        why = "it is over the budget"
+    except BudgetError as err:
+        why = err.allowed.split(";")[0].replace("this configuration ", "it ")
+    shrunk = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items())
+    return f"This link asks for {asked}, but {why}. Shown with {shrunk} (the largest that fits); every other field is as linked."

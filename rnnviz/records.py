@@ -4,7 +4,7 @@ Schema 1 (documented in ``data/README.md``)::
 
     {"schema": 1, "kind": "bench", "suite": str, "label": str, "config": {RunConfig fields},
      "strategy": "plain_grad" | "accumulate" | "per_step" | "split_transpose",
-     "measure": "grad" | "analyze",
+     "measure": "grad" | "analyze" | "log_pass",
      "device_kind": "cpu" | "gpu" | ..., "device_name": str, "backend": str,
      "jax_version": str, "jaxlib_version": str, "flax_version": str, "cpu_count": int,
      "timestamp": ISO-8601 UTC, "compile_s": float, "run_s": float (median),
@@ -56,7 +56,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "ratio_to_plain_grad": (int, float, type(None)),
 }
 STRATEGY_VALUES = ("plain_grad", "accumulate", "per_step", "split_transpose")
-MEASURE_VALUES = ("grad", "analyze")
+MEASURE_VALUES = ("grad", "analyze", "log_pass")
 
 
 def environment() -> dict[str, Any]:

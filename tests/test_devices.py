@@ -89,12 +89,14 @@ def test_devices_view_renders_with_cpu_only_and_with_recorded_gpu(tmp_path, monk
         assert at.selectbox(key="cfg_device").options == ["auto", "cpu"]
         assert any("GPU unavailable" in c.value for c in at.caption)
     assert any("Skipped 2 unreadable record lines" in w.value for w in at.warning)
-    assert figure_by_title(at, "Recorded run time")["data"] == []  # the fixture recorded no full analyses
+    analyses = {t["name"] for t in figure_by_title(at, "Recorded run time")["data"]}
+    assert analyses and not any("H=4 B=4" in n for n in analyses)  # shipped runs only: the fixture recorded no full analyses
     at.radio(key="devices_measure").set_value("grad").run()
     recorded = figure_by_title(at, "Recorded run time vs sequence length (grad, accumulate)")
-    devices = {t["name"] for t in recorded["data"]}
+    devices = {t["name"] for t in recorded["data"] if t["name"].endswith("H=4 B=4")}  # the operator's folder, next to the shipped runs
     for t in recorded["data"]:
-        assert list(decode(t["x"])) == [10, 40]  # run time against T, one line per device and size
+        if t["name"].endswith("H=4 B=4"):
+            assert list(decode(t["x"])) == [10, 40]  # run time against T, one line per device and size
     if with_gpu:
         assert devices == {"cpu · cpu · H=4 B=4", "gpu · Synthetic test GPU · H=4 B=4"}
         figure_by_title(at, "GPU speed-up over CPU vs seq_len")

@@ -66,7 +66,7 @@ GOOD_RECORD = None
 def _good_record():
     global GOOD_RECORD
     if GOOD_RECORD is None:
-        GOOD_RECORD = json.loads((ROOT / "data" / "runs" / "cpu-strategies.jsonl").read_text().splitlines()[0])
+        GOOD_RECORD = json.loads((ROOT / "rnnviz" / "data" / "runs" / "cpu-strategies.jsonl").read_text().splitlines()[0])
     return GOOD_RECORD
 
 
@@ -205,10 +205,11 @@ def test_no_eval_and_no_file_access_from_user_input():
         text = path.read_text()
         assert not re.search(r"\b(eval|exec)\(", text), path
         assert "pickle.load" not in text and "os.system" not in text, path
-    app = (ROOT / "app.py").read_text()
-    # The only folder the app reads is the fixed runs folder (overridable by the operator's
-    # environment, never by a URL or a widget).
-    assert re.findall(r"RUNS_DIR = .*", app) == ['RUNS_DIR = Path(os.environ.get("RNNVIZ_RUNS_DIR", ROOT / "data" / "runs"))']
+    app = (ROOT / "rnnviz" / "ui" / "app.py").read_text()
+    # The only folders the app reads are the shipped runs and the operator's environment
+    # variable, never a URL or a widget.
+    assert re.findall(r"\w*RUNS\w* = .*", app) == ['SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"']
+    assert re.findall(r"os\.environ\.get\(\"(\w+)\"", app) == ["RNNVIZ_JAX_CACHE", "RNNVIZ_RUNS_DIR"]
 
 
 def test_streamlit_config_is_locked_down():

@@ -152,7 +152,7 @@ def compare_view(a: Analysis, pins: list[Analysis], overlays: list[Analysis], on
 
 
 def devices_view(live: pd.DataFrame, recorded: pd.DataFrame, skipped: list[tuple[str, str]], gpu_reason: str | None) -> None:
-    st.markdown("Live runs of the current configuration on every device JAX sees, next to recorded runs from `data/runs/`.")
+    st.markdown("Live runs of the current configuration on every device JAX sees, next to recorded runs (shipped in `rnnviz/data/runs/`, plus `RNNVIZ_RUNS_DIR` when set).")
     if gpu_reason:
         st.info(f"No GPU here ({gpu_reason}); the GPU numbers below, if any, are recorded runs.")
     live = live.assign(run_ms=live["run_s"] * 1e3, device=live["device_kind"] + " · " + live["device_name"] + " (live)")
@@ -161,7 +161,7 @@ def devices_view(live: pd.DataFrame, recorded: pd.DataFrame, skipped: list[tuple
     if skipped:
         st.warning(f"Skipped {len(skipped)} unreadable record lines: " + "; ".join(f"{w}: {r}" for w, r in skipped[:5]))
     if recorded.empty:
-        st.info("No recorded runs in data/runs/.")
+        st.info("No recorded runs (shipped or in RNNVIZ_RUNS_DIR).")
         return
     st.subheader("Recorded runs")
     st.caption("Sources: " + ", ".join(sorted(set(recorded["device"] + " — " + recorded["source"]))))

@@ -1,0 +1,197 @@
+"""rnnviz dashboard, packaged: ``rnnviz app`` (or ``streamlit run app.py`` in a checkout)
+runs :func:`main` on every rerun.
+
+Sections: parameters (sidebar → RunConfig), calculation (cached, one entry point:
+``rnnviz.analyze``), rendering (rnnviz.ui.views → rnnviz.charts). No JAX maths here.
+
+Recorded runs: the ones shipped in the package (``rnnviz/data/runs``) and, when the
+operator names one, a folder of their own (``RNNVIZ_RUNS_DIR``, or ``rnnviz app
+--runs-dir``) — never a folder from a URL or a widget.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from rnnviz import Analysis, ConfigError, RunConfig, analyze
+from rnnviz.analysis import executables, is_compiled, resolve_device, static_config
+from rnnviz.comparisons import available_strategies, compare_strategies, present_devices, run_on_devices, scaling
+from rnnviz.frames import records_frame
+from rnnviz.records import load_dir
+from rnnviz.sweeps import critical_gain, sweep
+from rnnviz.timing import enable_compilation_cache
+from rnnviz.ui import state, views
+
+SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
+TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Devices", "Compare", "Learn")
+log = logging.getLogger("rnnviz.app")
+
+
+# ---- calculation: cached around pure functions of a config (passed as JSON) -------------
+
+@st.cache_resource(show_spinner=False)
+def _setup_process() -> str:
+    folder = os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax"))
+    enable_compilation_cache(folder)
+    return folder
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _compiled(static_json: str):
+    """Executables for one shape: shared by every session, never mutated."""
+    cfg = RunConfig(**json.loads(static_json))
+    return executables(static_config(cfg), resolve_device(cfg))
+
+
+def _cfg(cfg_json: str) -> RunConfig:
+    return RunConfig(**json.loads(cfg_json))
+
+
+def _key(cfg: RunConfig) -> str:
+    return json.dumps(cfg.to_dict(), sort_keys=True)
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def _analysis(cfg_json: str) -> Analysis:
+    cfg = _cfg(cfg_json)
+    _compiled(_key(static_config(cfg)))
+    return analyze(cfg, repeats=5)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _strategies(cfg_json: str) -> pd.DataFrame:
+    return compare_strategies(_cfg(cfg_json), repeats=5)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
+    return scaling(_cfg(cfg_json), lens, repeats=3)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _devices_live(cfg_json: str) -> pd.DataFrame:
+    return run_on_devices(_cfg(cfg_json), strategies=available_strategies(), repeats=5)
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+    cfg = _cfg(cfg_json)
+    gains = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+    df = sweep(cfg, {"recurrent_gain": gains, "seed": list(range(cfg.seed, cfg.seed + seeds))})
+    return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
+
+
+def runs_folders() -> tuple[str, ...]:
+    """The shipped runs, then the operator's folder (``RNNVIZ_RUNS_DIR``) when set."""
+    user = os.environ.get("RNNVIZ_RUNS_DIR")
+    return (str(SHIPPED_RUNS),) + ((user,) if user else ())
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """Recorded runs: only ``*.jsonl`` directly in the fixed runs folders are ever read."""
+    records, skipped = [], []
+    for folder in folders:
+        loaded = load_dir(folder)
+        records += loaded.records
+        skipped += loaded.skipped
+    return records_frame(records), skipped
+
+
+def analysis_for(cfg: RunConfig) -> Analysis:
+    if not is_compiled(cfg):
+        with st.status(f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
+                       f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…", expanded=False) as status:
+            a = _analysis(_key(cfg))
+            status.update(label=f"Compiled in {a.timing.compile_s:.2f} s (reused for every seed, gain and scale)", state="complete")
+            return a
+    return _analysis(_key(cfg))
+
+
+# ---- pins: per session, stored as config JSON -------------------------------------------
+
+def _pins() -> list[str]:
+    return st.session_state.setdefault("pins", [])
+
+
+def _pin(cfg_json: str) -> None:
+    if cfg_json not in _pins():
+        _pins().append(cfg_json)
+
+
+def _unpin(i: int) -> None:
+    if 0 <= i < len(_pins()):
+        _pins().pop(i)
+
+
+def _clear() -> None:
+    _pins().clear()
+
+
+# ---- rendering ----------------------------------------------------------------------------
+
+def main() -> None:
+    st.set_page_config(page_title="rnnviz — gradients through time", page_icon="∇", layout="wide")
+    _setup_process()
+    state.init_from_url()
+    gpus = [d for d in present_devices() if d.platform == "gpu"]
+    gpu_reason = None if gpus else "JAX sees no GPU on this machine"
+    devices = ("auto", "cpu", "gpu") if gpus else ("auto", "cpu")
+    strategies = available_strategies()
+    values = state.sidebar(strategies, devices, gpu_reason)
+    views.limits_caption()
+
+    st.title("∇ rnnviz — how gradients flow back through time")
+    views.url_warnings(st.session_state.get("_url_warnings", []))
+    try:
+        cfg = state.config_from_widgets(values)
+    except ConfigError as err:
+        st.error(f"This combination cannot run: {err}")
+        return
+    state.sync_url(cfg)
+    try:
+        a = analysis_for(cfg)
+    except ConfigError as err:
+        st.error(f"This combination cannot run: {err}")
+        return
+    except Exception as err:  # a browser must never see a traceback
+        log.exception("analysis failed for %s", cfg)
+        st.error(f"The analysis failed ({type(err).__name__}: {err}). Try a smaller size or another dtype.")
+        return
+    views.header(a)
+    pins = [_analysis(p) for p in _pins()]
+    pinned = [p for p, k in zip(pins, _pins()) if k != _key(cfg)]  # overlays: the current run is drawn anyway
+
+    tabs = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
+    renderers = {
+        "Gradients": lambda: views.gradients_view(a, pinned),
+        "Carry": lambda: views.carry_view(a, pinned),
+        "Strategies": lambda: views.strategies_view(
+            a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c.replace(strategy="per_step"))),
+            lambda c, lens: _scaling(_key(c), lens), strategies),
+        "Phase diagram": lambda: views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k)),
+        "Devices": lambda: views.devices_view(_devices_live(_key(cfg)), *_recorded(runs_folders()), gpu_reason),
+        "Compare": lambda: views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear),
+        "Learn": views.learn_view,
+    }
+    for name, panel in zip(TABS, tabs):
+        if panel.open:  # lazy: only the open tab computes
+            with panel:
+                _guarded(name, renderers[name], cfg)
+
+
+def _guarded(name: str, render, cfg: RunConfig) -> None:
+    """Run one view; its errors become plain messages in that tab, never a traceback."""
+    try:
+        render()
+    except ConfigError as err:
+        st.error(f"The {name} view cannot run this configuration: {err}")
+    except Exception as err:
+        log.exception("%s view failed for %s", name, cfg)
+        st.error(f"The {name} view failed ({type(err).__name__}: {err}).")
