@@ -13,6 +13,7 @@ The public API, all importable from here::
 | ``analyze``, ``Analysis`` | one run: per-step gradients, trajectory, timing |
 | ``sweep`` | many values in one compiled call (tidy frame) |
 | ``compare_strategies``, ``scaling``, ``run_on_devices`` | cost tables |
+| ``register_cell``, ``CellSpec``, ``cell_names`` | the cell registry (plugins: entry points) |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
 not import JAX until a computation is asked for. The core never imports streamlit or
@@ -36,12 +37,16 @@ _EXPORTS = {
     "compare_strategies": "rnnviz.comparisons",
     "scaling": "rnnviz.comparisons",
     "run_on_devices": "rnnviz.comparisons",
+    "register_cell": "rnnviz.cells.registry",
+    "CellSpec": "rnnviz.cells.registry",
+    "cell_names": "rnnviz.cells.registry",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.analysis import Analysis, analyze
+    from rnnviz.cells.registry import CellSpec, cell_names, register_cell
     from rnnviz.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.sweeps import sweep

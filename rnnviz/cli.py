@@ -31,7 +31,7 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
             _flag(spec.name),
             dest=spec.name,
             default=None,
-            metavar="|".join(spec.choices) if spec.choices else spec.kind.__name__.upper(),
+            metavar="|".join(spec.options()) if spec.choices else spec.kind.__name__.upper(),
             help=f"{spec.help}; {spec.allowed()} (default: {default})",
         )
 

@@ -9,9 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
-CELLS = ("simple", "lstm", "gru", "mgu")
 ACTIVATIONS = ("tanh", "relu", "identity")
 DTYPES = ("float32", "bfloat16", "float16")
 CARRY_INITS = ("zeros", "normal", "uniform", "constant", "learned")
@@ -33,10 +32,19 @@ MAX_INPUT = 1024
 MAX_BATCH = 1024
 MAX_SEED = 2**31 - 1
 
-# Per example and step, how many [H]-sized arrays the reverse pass keeps alive
-# (carry components, gate pre-activations and activations). Rough, deliberately high.
-_RESIDUALS_PER_STEP = {"simple": 3, "mgu": 7, "gru": 9, "lstm": 14}
 _ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def _cell_names() -> tuple[str, ...]:
+    from rnnviz.cells.registry import cell_names  # the registry imports the cells (Flax): only when asked
+
+    return cell_names()
+
+
+def _cell_spec(name: str):
+    from rnnviz.cells.registry import cell_spec
+
+    return cell_spec(name)
 
 
 class ConfigError(ValueError):
@@ -59,14 +67,18 @@ class FieldSpec:
     name: str
     kind: type
     help: str
-    choices: tuple[str, ...] | None = None
+    choices: tuple[str, ...] | Callable[[], tuple[str, ...]] | None = None  # callable: looked up when needed
     lo: float | None = None
     hi: float | None = None
     optional: bool = False
 
+    def options(self) -> tuple[str, ...] | None:
+        """The allowed values of a choice field (the cell registry's names for ``cell``)."""
+        return self.choices() if callable(self.choices) else self.choices
+
     def allowed(self) -> str:
         if self.choices is not None:
-            return "one of " + ", ".join(self.choices)
+            return "one of " + ", ".join(self.options())
         what = "an integer" if self.kind is int else "a number"
         text = f"{what} in [{self.lo:g}, {self.hi:g}]"
         return text + (" or None" if self.optional else "")
@@ -123,8 +135,9 @@ class RunConfig:
 
     @property
     def carry_components(self) -> tuple[str, ...]:
-        """Names of the carry's parts, in Flax's order: LSTM ``(c, h)``, others ``(h,)``."""
-        return ("c", "h") if self.cell == "lstm" else ("h",)
+        """Names of the carry's leaves in the cell's order (its :class:`CellSpec`): LSTM
+        ``(c, h)``, the other built-ins ``(h,)``."""
+        return _cell_spec(self.cell).components
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -150,8 +163,8 @@ class RunConfig:
 
 def _spec_table() -> dict[str, FieldSpec]:
     specs = [
-        FieldSpec("cell", str, "recurrent cell (Flax linen)", CELLS),
-        FieldSpec("activation", str, "simple cell's activation (gated cells use tanh)", ACTIVATIONS),
+        FieldSpec("cell", str, "recurrent cell: a registered name (rnnviz.register_cell, or a plugin)", _cell_names),
+        FieldSpec("activation", str, "the activation of cells that take one (simple, indrnn); gated cells use tanh", ACTIVATIONS),
         FieldSpec("hidden_size", int, "units in the carry, H", lo=1, hi=MAX_HIDDEN),
         FieldSpec("input_size", int, "features per step, I", lo=1, hi=MAX_INPUT),
         FieldSpec("seq_len", int, "time steps, T", lo=1, hi=MAX_SEQ_LEN),
@@ -203,7 +216,7 @@ def check_field(spec: FieldSpec, value: Any) -> None:
     if spec.optional and value is None:
         return
     if spec.choices is not None:
-        if value not in spec.choices:
+        if value not in spec.options():
             raise ConfigError(spec.name, value, spec.allowed())
         return
     ok_type = isinstance(value, int) and not isinstance(value, bool)
@@ -216,10 +229,16 @@ def check_field(spec: FieldSpec, value: Any) -> None:
 def _validate(cfg: RunConfig) -> None:
     for spec in FIELD_SPECS.values():
         check_field(spec, getattr(cfg, spec.name))
-    if cfg.cell != "simple" and cfg.activation != "tanh":
-        raise ConfigError("activation", cfg.activation, f"the {cfg.cell} cell fixes its activations; use 'tanh' (only the simple cell takes relu/identity)")
-    if cfg.cell != "lstm" and cfg.forget_bias != 0.0:
-        raise ConfigError("forget_bias", cfg.forget_bias, f"only the lstm cell has a forget bias; use 0.0 with the {cfg.cell} cell")
+    spec = _cell_spec(cfg.cell)
+    if cfg.activation not in spec.activations:
+        if spec.activations == ("tanh",):
+            allowed = f"the {cfg.cell} cell fixes its activations; use 'tanh'"
+        else:
+            allowed = f"the {cfg.cell} cell takes " + ", ".join(repr(a) for a in spec.activations)
+        raise ConfigError("activation", cfg.activation, allowed)
+    if spec.forget_bias is None and cfg.forget_bias != 0.0:
+        with_bias = ", ".join(n for n in _cell_names() if _cell_spec(n).forget_bias is not None)
+        raise ConfigError("forget_bias", cfg.forget_bias, f"only cells with a forget gate ({with_bias}) have a forget bias; use 0.0 with the {cfg.cell} cell")
     need = estimate_memory_bytes(cfg)
     if need > MEMORY_BUDGET_BYTES:
         raise BudgetError(
@@ -239,21 +258,21 @@ def _validate(cfg: RunConfig) -> None:
 
 
 def param_count(cfg: RunConfig) -> int:
-    """Number of scalars in the cell's parameters (Flax linen layouts)."""
+    """Number of scalars in the cell's parameters from its spec: ``G·(H² + I·H) + V·H``
+    (G matmuls, V vectors; exact for Flax's cells, an upper bound for the others)."""
     h, i = cfg.hidden_size, cfg.input_size
-    per_gate = {"simple": (1, 1), "mgu": (2, 3), "gru": (3, 4), "lstm": (4, 4)}[cfg.cell]
-    gates, biases = per_gate
-    return gates * (h * h + i * h) + biases * h
+    spec = _cell_spec(cfg.cell)
+    return spec.matmuls * (h * h + i * h) + spec.vectors * h
 
 
 def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
     """Analytic FLOPs of one gradient evaluation: ``3 · 2·B·T·(I + H)·G·H``.
 
-    G is the gate count (simple 1, mgu 2, gru 3, lstm 4); the forward pass does the
+    G is the spec's ``matmuls`` (simple 1, mgu 2, gru 3, lstm 4); the forward pass does the
     matmuls once and the reverse pass about twice. XLA's own ``cost_analysis`` counts a
     ``scan`` body once, not T times, so it is not used for this.
     """
-    gates = {"simple": 1, "mgu": 2, "gru": 3, "lstm": 4}[cfg.cell]
+    gates = _cell_spec(cfg.cell).matmuls
     b, t = cfg.batch_size or 1, seq_len or cfg.seq_len
     return 3.0 * 2.0 * b * t * (cfg.input_size + cfg.hidden_size) * gates * cfg.hidden_size
 
@@ -262,7 +281,7 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None) -> int:
     """Rough upper estimate of the analysis working set, in bytes.
 
     ``itemsize · [T·B·(I + R·H) + 2·(T+1)·B·H·C + P·k]`` where R is the residuals the
-    reverse pass keeps per step, C the carry components, P the parameter count and k
+    reverse pass keeps per step (the cell spec's ``residuals``), C the carry components, P the parameter count and k
     3 for the accumulator or 2·T + 3 for per-step tangents (a copy of the params and of
     their gradient per step: the O(T·P) cost of that strategy). ``seq_len`` overrides T.
     """
@@ -271,7 +290,7 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None) -> int:
     p = param_count(cfg)
     comps = len(cfg.carry_components)
     per_param = 2 * t + 3 if cfg.strategy == "per_step" else 3
-    scalars = t * b * (cfg.input_size + _RESIDUALS_PER_STEP[cfg.cell] * h) + 2 * (t + 1) * b * h * comps + p * per_param
+    scalars = t * b * (cfg.input_size + _cell_spec(cfg.cell).residuals * h) + 2 * (t + 1) * b * h * comps + p * per_param
     return int(scalars * max(_ITEMSIZE[cfg.dtype], 4))
 
 

@@ -8,6 +8,8 @@ from typing import NamedTuple
 import numpy as np
 
 from rnnviz.analysis import Analysis
+from rnnviz.cells import cell_spec
+from rnnviz.norms import log10_combine
 from rnnviz.text import superscript
 
 #: max |φ'| of the simple cell's activation (Pascanu et al. 2013's γ).
@@ -41,7 +43,7 @@ class Theory(NamedTuple):
 
 
 def simple_cell_theory(a: Analysis) -> Theory | None:
-    """The theory overlay, for the simple cell only (None otherwise)."""
+    """Pascanu's numbers, for the simple cell only (None otherwise)."""
     cfg = a.config
     if cfg.cell != "simple":
         return None
@@ -54,6 +56,79 @@ def simple_cell_theory(a: Analysis) -> Theory | None:
         lags = np.arange(cfg.seq_len, -1, -1, dtype=np.float64)
         log_bound = end + lags * math.log10(sigma1 * gamma)
     return Theory(sigma1, gamma, log_bound)
+
+
+class Overlay(NamedTuple):
+    """A closed-form curve drawn next to the measured ‖∂L/∂carry_t‖: ``log10 [T+1]``."""
+
+    label: str
+    log10: np.ndarray
+
+
+def theory_overlay(a: Analysis) -> Overlay | None:
+    """The cell's closed form of ‖∂L/∂carry_t‖ (its spec's ``theory`` hook), or None."""
+    hook = cell_spec(a.config.cell).theory
+    return None if hook is None else hook(a)
+
+
+def pascanu_curve(a: Analysis) -> Overlay | None:
+    """Simple cell: the bound (σ₁·γ)^{T−t}·‖∂L/∂h_T‖ (loss last)."""
+    th = simple_cell_theory(a)
+    if th is None or th.log10_bound is None:
+        return None
+    return Overlay(f"bound (σ₁·γ)^(T−t)·‖∂L/∂h_T‖, σ₁·γ = {th.product:.3f}", th.log10_bound)
+
+
+def _time_major(a: Analysis, x: np.ndarray) -> np.ndarray:
+    return x if a.config.batch_size is None else np.swapaxes(x, 0, 1)
+
+
+def _dense(p: dict, name: str, inp: np.ndarray) -> np.ndarray:
+    out = inp @ np.asarray(p[name]["kernel"], np.float64)
+    return out + np.asarray(p[name]["bias"], np.float64) if "bias" in p[name] else out
+
+
+def _sigmoid(z: np.ndarray) -> np.ndarray:
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+def diagonal_jacobians(a: Analysis) -> np.ndarray | None:
+    """D_t = ∂h_t/∂h_{t−1} ``[T, (B,) H]`` for cells whose step Jacobian is diagonal
+    (float64, from params, inputs and the trajectory), or None for other cells.
+
+    indrnn: u ⊙ φ′(pre-activation), φ′ read off h_t (relu: h_t > 0; tanh: 1 − h_t²);
+    mingru: a·(1 − z_t); minlstm: a·f_t / (f_t + i_t).
+    """
+    cfg, p = a.config, a.params
+    x = _time_major(a, np.asarray(a.inputs, np.float64))
+    if cfg.cell == "indrnn":
+        h = np.asarray(a.carries["h"][1:], np.float64)
+        slope = {"relu": (h > 0).astype(np.float64), "tanh": 1.0 - h**2, "identity": np.ones_like(h)}[cfg.activation]
+        return np.asarray(p["u"], np.float64) * slope
+    if cfg.cell == "mingru":
+        return float(np.asarray(p["a"])) * (1.0 - _sigmoid(_dense(p, "iz", x)))
+    if cfg.cell == "minlstm":
+        f, i = _sigmoid(_dense(p, "if", x)), _sigmoid(_dense(p, "ii", x))
+        return float(np.asarray(p["a"])) * f / (f + i)
+    return None
+
+
+def diagonal_curve(a: Analysis) -> Overlay | None:
+    """Exact ‖∂L/∂h_t‖ for diagonal-Jacobian cells with loss last: δ_t = (Π_{s>t} D_s) ⊙ h_T,
+    summed in log space (so it reaches far below float64 too)."""
+    d = diagonal_jacobians(a)
+    if d is None or a.config.loss != "last":
+        return None
+    with np.errstate(divide="ignore"):
+        log_d = np.log10(np.abs(d))  # [T, (B,) H]
+        log_end = np.log10(np.abs(np.asarray(a.carries["h"][-1], np.float64)))  # δ_T = h_T
+    # cumulative from the end: step t needs Σ_{s=t+1..T} log|D_s|
+    suffix = np.concatenate([np.cumsum(log_d[::-1], axis=0)[::-1], np.zeros((1,) + log_d.shape[1:])], axis=0)
+    with np.errstate(invalid="ignore"):
+        per_unit = suffix + log_end  # [T+1, (B,) H]
+    curve = log10_combine(per_unit.reshape(per_unit.shape[0], -1), 1)
+    return Overlay("closed form: ‖(Π_{s>t} ∂h_s/∂h_{s−1}) ∂L/∂h_T‖ (diagonal Jacobians)", curve)
 
 
 class Verdict(NamedTuple):
@@ -99,26 +174,20 @@ def _float_range_note(a: Analysis) -> str:
 
 def gate_means(a: Analysis) -> dict[str, np.ndarray]:
     """Mean gate activation per step ``{gate: [T]}`` (over batch and units), recomputed
-    from params, carries and inputs: LSTM i, f, o; GRU r, z; MGU f. Empty for simple."""
+    from params, carries and inputs for the gates the cell spec names (LSTM i, f, o; GRU r,
+    z; MGU f; minGRU z; minLSTM f, i): σ of module ``i<g>`` on x_t plus ``h<g>`` on h_{t−1}
+    when the cell has one. Empty for cells without gates."""
     cfg = a.config
-    gates = {"lstm": ("i", "f", "o"), "gru": ("r", "z"), "mgu": ("f",)}.get(cfg.cell, ())
+    gates = cell_spec(cfg.cell).gates
     if not gates:
         return {}
     p = a.params
-    h_prev = np.asarray(a.carries["h"][:-1], dtype=np.float32)  # [T, (B,) H]
-    x = np.asarray(a.inputs, dtype=np.float32)
-    x = x if cfg.batch_size is None else np.swapaxes(x, 0, 1)  # [T, (B,) I]
-
-    def dense(name: str, inp: np.ndarray) -> np.ndarray:
-        out = inp @ np.asarray(p[name]["kernel"], np.float32)
-        return out + np.asarray(p[name]["bias"], np.float32) if "bias" in p[name] else out
-
+    h_prev = np.asarray(a.carries[cell_spec(cfg.cell).output][:-1], dtype=np.float64)  # [T, (B,) H]
+    x = _time_major(a, np.asarray(a.inputs, dtype=np.float64))  # [T, (B,) I]
     out = {}
     for g in gates:
-        z = dense(f"i{g}", x) + dense(f"h{g}", h_prev)
-        with np.errstate(over="ignore"):
-            act = 1.0 / (1.0 + np.exp(-z))
-        out[g] = act.reshape(cfg.seq_len, -1).mean(axis=1)
+        z = _dense(p, f"i{g}", x) + (_dense(p, f"h{g}", h_prev) if f"h{g}" in p else 0.0)
+        out[g] = _sigmoid(z).reshape(cfg.seq_len, -1).mean(axis=1)
     return out
 
 

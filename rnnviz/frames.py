@@ -9,14 +9,15 @@ import numpy as np
 import pandas as pd
 
 from rnnviz.analysis import Analysis
-from rnnviz.diagnostics import gate_means, pca_path, simple_cell_theory
+from rnnviz.cells import cell_spec
+from rnnviz.diagnostics import gate_means, pca_path, theory_overlay
 
 
 def config_label(a: Analysis) -> str:
     """Short human label of a run's config, for legends and tables."""
     c = a.config
-    cell = f"{c.cell}/{c.activation}" if c.cell == "simple" else c.cell
-    extra = f" fb={c.forget_bias:g}" if c.cell == "lstm" and c.forget_bias else ""
+    cell = f"{c.cell}/{c.activation}" if len(cell_spec(c.cell).activations) > 1 else c.cell
+    extra = f" fb={c.forget_bias:g}" if c.forget_bias else ""
     return f"{cell} H={c.hidden_size} T={c.seq_len} g={c.recurrent_gain:g}{extra} {c.dtype} seed={c.seed}"
 
 
@@ -101,13 +102,15 @@ def gates_frame(a: Analysis) -> pd.DataFrame:
 
 
 def bound_frame(a: Analysis) -> pd.DataFrame | None:
-    """``t, value, log10_value, label``: the Pascanu bound curve for the simple cell with
-    loss "last" (log10_value exact; value 0 below float64's range)."""
-    th = simple_cell_theory(a)
-    if th is None or th.log10_bound is None:
+    """``t, value, log10_value, label``: the cell's closed-form curve when it has one (the
+    Pascanu bound for the simple cell, the exact diagonal product for indrnn, mingru and
+    minlstm; loss "last"). log10_value is exact; value is 0 below float64's range."""
+    overlay = theory_overlay(a)
+    if overlay is None:
         return None
-    label = f"bound (σ₁·γ)^(T−t)·‖∂L/∂h_T‖, σ₁·γ = {th.product:.3f}"
-    return pd.DataFrame({"t": np.arange(a.config.seq_len + 1), "value": th.bound, "log10_value": th.log10_bound, "label": label})
+    with np.errstate(over="ignore", under="ignore"):
+        value = 10.0 ** overlay.log10
+    return pd.DataFrame({"t": np.arange(a.config.seq_len + 1), "value": value, "log10_value": overlay.log10, "label": overlay.label})
 
 
 def contributions_frame(a: Analysis) -> pd.DataFrame:

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rnnviz.cells import Params, output_of
+from rnnviz.cells import Params, cell_spec, output_of
 from rnnviz.config import RunConfig
 from rnnviz.norms import robust_norm
 from rnnviz.rollout import Carry, rollout
@@ -85,7 +85,7 @@ def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.
 
     loss, vjp, carries = jax.vjp(forward, lifted, carry0, eps, xs_tm, has_aux=True)
     g_params, g_carry0, g_eps, g_xs = vjp(jnp.ones((), loss.dtype))
-    param_grads, by_step = collapse_grads(g_params, cfg.strategy)
+    param_grads, by_step = collapse_grads(g_params, cfg.strategy, cell_spec(cfg.cell).recurrent)
     return StepGrads(loss, carries, g_eps, g_xs, param_grads, g_carry0 if learned else None, by_step)
 
 
@@ -123,7 +123,7 @@ def strategy_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.A
         return loss_from_outputs(cfg, hs)
 
     loss, grads = jax.value_and_grad(loss_fn)(lift_params(params, cfg.strategy, cfg.seq_len))
-    return loss, collapse_grads(grads, cfg.strategy)[0]
+    return loss, collapse_grads(grads, cfg.strategy, cell_spec(cfg.cell).recurrent)[0]
 
 
 class Summary(NamedTuple):

@@ -22,7 +22,8 @@ from rnnviz.presets import config_from_params
 from apptest_helpers import run_app, total_gradient
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLIC = ["Analysis", "ConfigError", "FIELD_SPECS", "RunConfig", "analyze", "compare_strategies", "run_on_devices", "scaling", "sweep"]
+PUBLIC = ["Analysis", "CellSpec", "ConfigError", "FIELD_SPECS", "RunConfig", "analyze", "cell_names", "compare_strategies",
+          "register_cell", "run_on_devices", "scaling", "sweep"]
 
 
 def test_public_api_in_one_place():

@@ -9,7 +9,7 @@ import pytest
 
 from rnnviz import RunConfig, analyze
 from rnnviz.analysis import prepared_inputs
-from rnnviz.cells import PARAM_GROUPS, make_cell, param_group
+from rnnviz.cells import PARAM_GROUPS, cell_spec, make_cell, param_group
 from rnnviz.comparisons import available_strategies, compare_strategies, measure, scaling
 from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.records import SCHEMA, append_records, load_records, validate
@@ -63,7 +63,7 @@ def test_per_step_tangents_sum_to_the_accumulated_gradient(cell):
     a = analyze(cfg, repeats=1)
     want = np.zeros((9, len(PARAM_GROUPS)))
     for path, leaf in jax.tree_util.tree_flatten_with_path(tangents)[0]:
-        g = PARAM_GROUPS.index(param_group(tuple(k.key for k in path)))
+        g = PARAM_GROUPS.index(param_group(tuple(k.key for k in path), cell_spec(cfg.cell).recurrent))
         want[:, g] += np.sum(np.asarray(leaf).reshape(9, -1) ** 2, axis=1)
     np.testing.assert_allclose(a.param_grad_by_step, np.sqrt(want), rtol=1e-5)
 

@@ -11,8 +11,9 @@ from typing import Any
 import streamlit as st
 
 from rnnviz.config import (
-    ACTIVATIONS, CARRY_INITS, CELLS, DTYPES, FIELD_SPECS, INPUTS, LOSSES, RECURRENT_INITS, ConfigError, RunConfig,
+    ACTIVATIONS, CARRY_INITS, DTYPES, FIELD_SPECS, INPUTS, LOSSES, RECURRENT_INITS, ConfigError, RunConfig,
 )
+from rnnviz.cells.registry import cell_names, cell_spec
 from rnnviz.presets import PRESETS, config_from_params, config_to_params
 
 KEY = "cfg_{}".format
@@ -64,17 +65,22 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
         st.button("Reset to defaults", key="preset_reset", on_click=reset_defaults, width="stretch")
     v: dict[str, Any] = {}
     sb.subheader("Cell")
-    v["cell"] = sb.selectbox("Cell", CELLS, key=KEY("cell"), help=_help("cell"))
-    simple = v["cell"] == "simple"
-    v["activation"] = sb.selectbox("Activation (simple cell)", ACTIVATIONS, key=KEY("activation"), disabled=not simple,
-                                   help=_help("activation"))
-    if not simple:
-        v["activation"] = "tanh"
+    names = cell_names()  # registered cells only: a URL can name one, never a module
+    if st.session_state.get(KEY("cell")) not in names:
+        st.session_state[KEY("cell")] = "simple"
+    v["cell"] = sb.selectbox("Cell", names, key=KEY("cell"), format_func=_cell_label, help=_cell_help(names))
+    spec = cell_spec(v["cell"])
+    takes = len(spec.activations) > 1
+    v["activation"] = sb.selectbox("Activation", ACTIVATIONS, key=KEY("activation"), disabled=not takes,
+                                   help=_help("activation") + (f"; the {v['cell']} cell takes " + ", ".join(spec.activations) if takes else ""))
+    if v["activation"] not in spec.activations:
+        v["activation"] = spec.activations[0]
     v["hidden_size"] = sb.number_input("Hidden size H", 1, FIELD_SPECS["hidden_size"].hi, key=KEY("hidden_size"), step=1, help=_help("hidden_size"))
     v["recurrent_init"] = sb.selectbox("Recurrent init", RECURRENT_INITS, key=KEY("recurrent_init"), help=_help("recurrent_init"))
     v["recurrent_gain"] = sb.number_input("Recurrent gain g", 0.0, 10.0, key=KEY("recurrent_gain"), step=0.05, format="%.3f", help=_help("recurrent_gain"))
-    v["forget_bias"] = sb.number_input("LSTM forget bias", -20.0, 20.0, key=KEY("forget_bias"), step=0.5, disabled=v["cell"] != "lstm", help=_help("forget_bias"))
-    if v["cell"] != "lstm":
+    has_bias = spec.forget_bias is not None
+    v["forget_bias"] = sb.number_input("Forget bias", -20.0, 20.0, key=KEY("forget_bias"), step=0.5, disabled=not has_bias, help=_help("forget_bias"))
+    if not has_bias:
         v["forget_bias"] = 0.0
     sb.subheader("Carry")
     v["carry_init"] = sb.selectbox("Initial carry", CARRY_INITS, key=KEY("carry_init"), help=_help("carry_init"))
@@ -101,6 +107,15 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
         sb.caption(f"GPU unavailable: {gpu_reason}")
     v["seed"] = sb.number_input("Seed", 0, FIELD_SPECS["seed"].hi, key=KEY("seed"), step=1, help=_help("seed"))
     return v
+
+
+def _cell_label(name: str) -> str:
+    return f"{name} · {cell_spec(name).group}"
+
+
+def _cell_help(names: tuple[str, ...]) -> str:
+    lines = [f"{n} ({cell_spec(n).group}): {cell_spec(n).description}" for n in names]
+    return "Registered cells (plugins register through the rnnviz.cells entry point):\n\n" + "\n\n".join(lines)
 
 
 def config_from_widgets(values: dict[str, Any]) -> RunConfig:

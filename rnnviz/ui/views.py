@@ -14,6 +14,7 @@ import streamlit as st
 
 from rnnviz import charts, frames
 from rnnviz.analysis import Analysis
+from rnnviz.cells import cell_spec
 from rnnviz.config import FIELD_SPECS, MAX_SEQ_LEN, RunConfig, max_seq_len_within_budget
 from rnnviz.diagnostics import simple_cell_theory, verdict
 from rnnviz.presets import PRESETS
@@ -54,8 +55,15 @@ def gradients_view(a: Analysis, overlays: list[Analysis]) -> None:
         st.markdown(f"Theory (Pascanu et al., 2013): σ₁(W_h) = **{theory.sigma1:.4f}**, γ = max|φ′| = {theory.gamma:g}, so σ₁·γ = **{theory.product:.4f}** {cond}.")
         if theory.bound is None:
             st.caption("The bound curve is drawn for loss = last only (with loss = all each step also feeds the loss directly).")
-    if a.config.cell == "lstm" and a.config.loss == "last":
-        st.caption("∂L/∂c_T is exactly 0 with loss = last (a true zero): the carry's c is taken as handed on, holding h_T fixed; the chart leaves it out.")
+    spec = cell_spec(a.config.cell)
+    others = [c for c in spec.components if c != spec.output]
+    if others and a.config.loss == "last":
+        names = ", ".join(f"∂L/∂{c}_T" for c in others)
+        st.caption(f"{names} is exactly 0 with loss = last (a true zero): the carry is taken as handed on, holding "
+                   f"{spec.output}_T fixed; the chart leaves it out.")
+    elif bound is not None and a.config.cell != "simple":
+        st.caption(f"Closed form ({spec.description.split(';')[0]}): the step Jacobian is diagonal, so the dashed curve is exact; "
+                   "it should lie on the measured total.")
     true_zero = np.isneginf(a.log10_grad_norms)
     under = (a.grad_norms == 0) & np.isfinite(a.log10_grad_norms)
     if under.any():
@@ -84,7 +92,7 @@ def carry_view(a: Analysis, overlays: list[Analysis]) -> None:
     gates = frames.gates_frame(a)
     if not gates.empty:
         st.plotly_chart(charts.line_figure(gates, "Mean gate activation over time", "mean activation"), key="chart_gates")
-        if a.config.cell == "lstm":
+        if "f" in cell_spec(a.config.cell).gates:
             f = gates[gates["series"] == "gate f"]["value"]
             st.caption(f"Forget gate mean {f.mean():.3f} (range {f.min():.3f}–{f.max():.3f}); a gate near 1 lets ∂L/∂c pass almost unchanged.")
     _csv_button(norms, "rnnviz_carry_norms.csv", "csv_carry")

@@ -1,0 +1,172 @@
+"""The cell registry: a cell registered in a test, a plugin discovered through its entry
+point, the modern built-in cells' closed forms, and the app listing them."""
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import flax.linen as nn
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from rnnviz import CellSpec, ConfigError, RunConfig, analyze, cell_names, frames, register_cell
+from rnnviz.cells.registry import cell_spec, unregister_cell
+from rnnviz.presets import config_from_params
+
+from apptest_helpers import figure_by_title, run_app, total_gradient
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+class ScaledCell(nn.RNNCellBase):
+    """h' = a·h + W x, with the scalar a a parameter (0.7 at init): ∂h'/∂h = a·I exactly."""
+
+    features: int
+    dtype: object = None
+    param_dtype: object = jnp.float32
+    carry_init: object = nn.initializers.zeros_init()
+
+    @nn.compact
+    def __call__(self, carry, x):
+        a = self.param("a", nn.initializers.constant(0.7), (), self.param_dtype)
+        h = a.astype(carry.dtype) * carry + nn.Dense(self.features, use_bias=False, dtype=self.dtype, param_dtype=self.param_dtype, name="w")(x)
+        return h, h
+
+    @nn.nowrap
+    def initialize_carry(self, rng, input_shape):
+        return self.carry_init(rng, tuple(input_shape[:-1]) + (self.features,), self.param_dtype)
+
+    @property
+    def num_feature_axes(self):
+        return 1
+
+
+@pytest.fixture
+def scaled():
+    spec = CellSpec(lambda cfg, o: ScaledCell(o["features"], o["dtype"], o["param_dtype"], o["carry_init"]),
+                    recurrent=lambda path: path == ("a",), description="h' = a·h + W x (test)")
+    register_cell("scaled_test", spec)
+    yield "scaled_test"
+    unregister_cell("scaled_test")
+
+
+@pytest.mark.parametrize("batch", [None, 3])
+def test_registered_cell_has_the_closed_form_ratio(scaled, batch):
+    for gain in (1.0, 0.5):
+        a = analyze(RunConfig(cell=scaled, seq_len=40, batch_size=batch, carry_init="normal", recurrent_gain=gain), repeats=1)
+        ratios = np.diff(a.log10_grad_norms)  # log10 ‖∂L/∂h_t‖ − log10 ‖∂L/∂h_{t−1}‖ = −log10(a·g)
+        np.testing.assert_allclose(ratios, -np.log10(0.7 * gain), atol=1e-4)
+        assert float(a.params["a"]) == pytest.approx(0.7 * gain)  # the gain scaled the recurrent part
+
+
+def test_registered_cell_matches_a_python_loop_and_finite_differences(scaled):
+    cfg = RunConfig(cell=scaled, seq_len=6, hidden_size=4, input_size=3, batch_size=2, carry_init="normal", loss="all")
+    a = analyze(cfg, repeats=1)
+    from rnnviz.analysis import prepared_inputs
+    from rnnviz.cells import make_cell
+    from rnnviz.gradients import loss_from_outputs, time_major
+    from rnnviz.rollout import reference_loop, rollout
+
+    params, carry0, xs = prepared_inputs(cfg)
+    cell = make_cell(cfg)
+    loop = reference_loop(cell, params, carry0, time_major(cfg, xs))
+    np.testing.assert_allclose(a.carries["h"], loop, rtol=1e-6, atol=1e-6)
+
+    def loss(eps):
+        return loss_from_outputs(cfg, rollout(cell, params, carry0, time_major(cfg, xs), eps)[1:])
+
+    zeros = jnp.zeros((cfg.seq_len + 1,) + carry0.shape, jnp.float32)
+    for t in (0, 3, 6):
+        h = 1e-2
+        e = zeros.at[t, 1, 2].set(h)
+        fd = (float(loss(e)) - float(loss(-e))) / (2 * h)
+        grad = jax.grad(loss)(zeros)[t, 1, 2]
+        assert fd == pytest.approx(float(grad), rel=1e-3, abs=1e-5)
+    assert a.grad_norms[-1] > 0
+
+
+def test_registry_rejects_bad_registrations_and_unknown_cells(scaled):
+    with pytest.raises(ValueError, match="already registered"):
+        register_cell(scaled, CellSpec(lambda c, o: None))
+    with pytest.raises(ValueError, match="lower-case"):
+        register_cell("Bad Name", CellSpec(lambda c, o: None))
+    with pytest.raises(ValueError, match="output"):
+        CellSpec(lambda c, o: None, components=("c",), output="h")
+    with pytest.raises(ConfigError, match="one of simple, lstm"):
+        RunConfig(cell="not_a_cell")
+    assert scaled in cell_names() and cell_names()[:4] == ("simple", "lstm", "gru", "mgu")
+
+
+def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
+    target = tmp_path / "site"
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
+                    str(ROOT / "examples" / "custom_cell")], check=True, timeout=600, capture_output=True)
+    code = textwrap.dedent("""
+        from rnnviz import RunConfig, analyze, cell_names
+        from rnnviz.cells.registry import cell_spec
+        assert "leaky" in cell_names(), cell_names()
+        assert cell_spec("leaky").group == "plugin"
+        a = analyze(RunConfig(cell="leaky", seq_len=30), repeats=1)
+        print(a.log10_grad_norms[0] - a.log10_grad_norms[-1])
+    """)
+    env = {**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{ROOT}"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    assert np.isfinite(float(out.stdout))
+    cli = subprocess.run([sys.executable, "-m", "rnnviz", "analyze", "--cell", "leaky", "--seq-len", "10", "--repeats", "1"],
+                         env=env, capture_output=True, text=True, timeout=600)
+    assert cli.returncode == 0 and "verdict" in cli.stdout, cli.stderr
+
+
+@pytest.mark.parametrize("cfg", [
+    RunConfig(cell="indrnn", activation="identity", seq_len=60, batch_size=3),
+    RunConfig(cell="indrnn", activation="relu", seq_len=60, batch_size=3),
+    RunConfig(cell="indrnn", activation="tanh", seq_len=60, batch_size=None, recurrent_gain=0.8),
+    RunConfig(cell="mingru", seq_len=300, batch_size=3, recurrent_gain=0.95),
+    RunConfig(cell="minlstm", seq_len=300, batch_size=2, forget_bias=2.0),
+], ids=["indrnn-identity", "indrnn-relu", "indrnn-tanh", "mingru", "minlstm"])
+def test_diagonal_cells_follow_their_closed_form(cfg):
+    a = analyze(cfg, repeats=1)
+    bound = frames.bound_frame(a)
+    assert bound is not None and "closed form" in bound["label"].iloc[0]
+    finite = np.isfinite(a.log10_grad_norms)
+    np.testing.assert_allclose(bound["log10_value"].to_numpy()[finite], a.log10_grad_norms[finite], atol=1e-4)
+
+
+def test_indrnn_identity_decays_by_u_per_step():
+    a = analyze(RunConfig(cell="indrnn", activation="identity", recurrent_init="identity", recurrent_gain=0.9, seq_len=50), repeats=1)
+    np.testing.assert_allclose(np.asarray(a.params["u"]), 0.9)  # identity init u = 1, times the gain
+    np.testing.assert_allclose(np.diff(a.log10_grad_norms), -np.log10(0.9), atol=1e-4)
+
+
+def test_new_cells_fields_apply_as_documented():
+    assert cell_spec("minlstm").forget_bias is not None and cell_spec("mingru").forget_bias is None
+    with pytest.raises(ConfigError, match="forget_bias"):
+        RunConfig(cell="mingru", forget_bias=1.0)
+    with pytest.raises(ConfigError, match="activation"):
+        RunConfig(cell="mingru", activation="relu")
+    base = analyze(RunConfig(cell="minlstm", seq_len=5), repeats=1).params
+    biased = analyze(RunConfig(cell="minlstm", seq_len=5, forget_bias=1.5), repeats=1).params
+    np.testing.assert_allclose(np.asarray(biased["if"]["bias"]) - np.asarray(base["if"]["bias"]), 1.5, rtol=1e-6)
+
+
+def test_app_lists_every_registered_cell_and_renders_every_tab_for_a_new_one():
+    at = run_app()
+    assert list(at.selectbox(key="cfg_cell").options) == [f"{n} · {cell_spec(n).group}" for n in cell_names()]
+    for tab in ("Gradients", "Carry", "Strategies", "Phase diagram", "Compare"):
+        at = run_app({"cell": "mingru", "seq_len": "40", "tab": tab})
+        assert not at.exception and not at.error, (tab, [e.value for e in at.error])
+    at = run_app({"cell": "mingru", "seq_len": "40"})
+    fig = figure_by_title(at, "‖∂L/∂carry_t‖")
+    assert any(t["name"].startswith("closed form") for t in fig["data"])
+    assert len(total_gradient(at)) == 41
+
+
+def test_url_naming_an_unregistered_cell_falls_back_with_a_warning():
+    cfg, warnings = config_from_params({"cell": "os.system", "seq_len": "30"})
+    assert cfg.cell == "simple" and cfg.seq_len == 30
+    assert len(warnings) == 1 and "cell='os.system'" in warnings[0]
