@@ -33,7 +33,42 @@ def devices_suite() -> list[RunConfig]:
     ]
 
 
-SUITES = {"strategies": strategies_suite, "devices": devices_suite, "sweep": lambda: [RunConfig(seq_len=100)]}
+def parallel_suite() -> list[RunConfig]:
+    """mingru and lru, H=128, B=16, I=32, T ∈ {256, 1024, 4096} (T is capped at MAX_SEQ_LEN)."""
+    return [RunConfig(cell=c, hidden_size=128, batch_size=16, input_size=32, seq_len=t) for c in ("mingru", "lru") for t in (256, 1024, 4096)]
+
+
+SUITES = {"strategies": strategies_suite, "devices": devices_suite, "sweep": lambda: [RunConfig(seq_len=100)],
+          "parallel": parallel_suite}
+
+
+def parallel_bench(configs: Iterable[RunConfig], repeats: int, out=sys.stdout, budget_s: float | None = None) -> list[dict]:
+    """``parallel`` against ``accumulate`` (the sequential scan), same process, same inputs:
+    the parameter gradient alone and the full analysis; ratio = parallel / sequential time."""
+    from rnnviz.comparisons import measure
+
+    print(f"{'config':<40} {'seq grad ms':>11} {'par grad ms':>11} {'ratio':>6} {'seq anl ms':>11} {'par anl ms':>11} {'ratio':>6}", file=out)
+    records = []
+    for cfg in configs:
+        row = {}
+        for kind in ("grad", "analyze"):
+            for strategy in ("accumulate", "parallel"):
+                rec = measure(cfg, measure=kind, strategy=strategy, repeats=repeats, suite="parallel", budget_s=budget_s)
+                row[kind, strategy] = rec
+                records.append(rec)
+            row[kind, "parallel"]["ratio_to_plain_grad"] = None
+        ms = {k: v["run_s"] * 1e3 for k, v in row.items()}
+        text = f"{_label_of(cfg):<40} {ms['grad', 'accumulate']:>11.2f} {ms['grad', 'parallel']:>11.2f} "
+        text += f"{ms['grad', 'parallel'] / ms['grad', 'accumulate']:>6.2f} {ms['analyze', 'accumulate']:>11.2f} "
+        text += f"{ms['analyze', 'parallel']:>11.2f} {ms['analyze', 'parallel'] / ms['analyze', 'accumulate']:>6.2f}"
+        print(text, file=out, flush=True)
+    return records
+
+
+def _label_of(cfg: RunConfig) -> str:
+    from rnnviz.comparisons import _label
+
+    return _label(cfg)
 
 
 def sweep_bench(cfg: RunConfig, n: int = 256, out=sys.stdout) -> dict[str, float]:
@@ -133,11 +168,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.suite == "sweep":
         sweep_bench(configs[0])
         return 0
+    budget = args.budget if args.budget > 0 else None
+    if args.suite == "parallel":
+        print(f"suite parallel: {len(configs)} configs; ratio = parallel (associative scan) / accumulate (sequential scan) run time")
+        records = parallel_bench(configs, args.repeats, budget_s=budget)
+        if args.record:
+            print(f"appended {append_records(args.record, records)} records to {args.record}")
+        return 0
     devices = None
     if args.all_devices:
         devices = [d for platform in ("cpu", "gpu") for d in _devices(jax, platform)[:1]]
     print(f"suite {args.suite}: {len(configs)} configs, {args.repeats} timed runs each; ratios are run time / plain jax.grad run time")
-    budget = args.budget if args.budget > 0 else None
     records = run_suite(configs, args.suite, args.repeats, devices, budget_s=budget)
     if args.record:
         n = append_records(args.record, records)

@@ -18,7 +18,7 @@ import pandas as pd
 from rnnviz.analysis import (
     analyze, baseline_executable, executables, log_executable, prepared_inputs, prepared_shapes, resolve_device, static_config,
 )
-from rnnviz.cells import make_cell
+from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import STRATEGIES, ConfigError, RunConfig, estimate_flops
 from rnnviz.gradients import strategy_grad
 from rnnviz.records import SCHEMA, environment, now_utc
@@ -38,8 +38,18 @@ def split_transpose_available() -> bool:
         return False
 
 
-def available_strategies() -> tuple[str, ...]:
-    return tuple(s for s in STRATEGIES if s != "split_transpose" or split_transpose_available())
+def available_strategies(cfg: RunConfig | None = None) -> tuple[str, ...]:
+    """Strategies this JAX supports and, given a config, that its cell can use."""
+    return tuple(s for s in STRATEGIES if not strategy_unavailable(s, cfg))
+
+
+def strategy_unavailable(strategy: str, cfg: RunConfig | None = None) -> str | None:
+    """Why ``strategy`` cannot run here (for ``cfg``'s cell), or None when it can."""
+    if strategy == "split_transpose" and not split_transpose_available():
+        return "this JAX cannot differentiate lax.scan(_split_transpose=True)"
+    if strategy == "parallel" and cfg is not None and cell_spec(cfg.cell).linear_form is None:
+        return f"the {cfg.cell} cell's recurrence is not linear in its carry"
+    return None
 
 
 @compile_cache(maxsize=64)
@@ -111,7 +121,7 @@ def compare_strategies(cfg: RunConfig, *, repeats: int = 10, strategies: Sequenc
     accumulator), for the full analysis of ``cfg`` under each strategy. Strategies whose
     config is over budget (per-step tangents at large T·P) are left out."""
     runs = {}
-    for s in strategies or available_strategies():
+    for s in strategies or available_strategies(cfg):
         try:
             runs[s] = analyze(cfg.replace(strategy=s), repeats=repeats)
         except ConfigError:  # e.g. per-step tangents over the memory budget: left out
@@ -132,7 +142,7 @@ def scaling(cfg: RunConfig, seq_lens: Iterable[int], *, strategies: Sequence[str
     compile_s, run_s, peak_bytes`` (one compile per length and strategy, cached)."""
     rows = []
     for t_len in seq_lens:
-        for s in strategies or available_strategies():
+        for s in strategies or available_strategies(cfg):
             rec = measure(cfg.replace(seq_len=int(t_len), strategy=s), measure=measure_kind, repeats=repeats, suite="scaling")
             rows.append(dict(strategy=s, seq_len=int(t_len), compile_s=rec["compile_s"], run_s=rec["run_s"], peak_bytes=rec["peak_bytes"]))
     return pd.DataFrame(rows)

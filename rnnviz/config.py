@@ -17,7 +17,7 @@ CARRY_INITS = ("zeros", "normal", "uniform", "constant", "learned")
 RECURRENT_INITS = ("orthogonal", "normal", "identity")
 INPUTS = ("normal", "uniform", "sine")
 LOSSES = ("last", "all")
-STRATEGIES = ("accumulate", "per_step", "split_transpose")
+STRATEGIES = ("accumulate", "per_step", "split_transpose", "parallel")
 DEVICES = ("auto", "cpu", "gpu")
 
 #: Upper bound on the estimated working set of one analysis (see :func:`estimate_memory_bytes`).
@@ -236,6 +236,10 @@ def _validate(cfg: RunConfig) -> None:
         else:
             allowed = f"the {cfg.cell} cell takes " + ", ".join(repr(a) for a in spec.activations)
         raise ConfigError("activation", cfg.activation, allowed)
+    if cfg.strategy == "parallel" and spec.linear_form is None:
+        linear = ", ".join(n for n in _cell_names() if _cell_spec(n).linear_form is not None)
+        raise ConfigError("strategy", cfg.strategy, f"the {cfg.cell} cell's recurrence is not linear in its carry; "
+                                                     f"parallel (associative scan over time) needs one of {linear}")
     if spec.forget_bias is None and cfg.forget_bias != 0.0:
         with_bias = ", ".join(n for n in _cell_names() if _cell_spec(n).forget_bias is not None)
         raise ConfigError("forget_bias", cfg.forget_bias, f"only cells with a forget gate ({with_bias}) have a forget bias; use 0.0 with the {cfg.cell} cell")

@@ -98,7 +98,8 @@ def diagonal_jacobians(a: Analysis) -> np.ndarray | None:
     (float64, from params, inputs and the trajectory), or None for other cells.
 
     indrnn: u ⊙ φ′(pre-activation), φ′ read off h_t (relu: h_t > 0; tanh: 1 − h_t²);
-    mingru: a·(1 − z_t); minlstm: a·f_t / (f_t + i_t).
+    mingru: a·(1 − z_t); minlstm: a·f_t / (f_t + i_t); lru: |λ| = a·exp(−exp(ν)) per unit
+    (each unit's (re, im) Jacobian is |λ| times a rotation, which keeps norms).
     """
     cfg, p = a.config, a.params
     x = _time_major(a, np.asarray(a.inputs, np.float64))
@@ -111,18 +112,33 @@ def diagonal_jacobians(a: Analysis) -> np.ndarray | None:
     if cfg.cell == "minlstm":
         f, i = _sigmoid(_dense(p, "if", x)), _sigmoid(_dense(p, "ii", x))
         return float(np.asarray(p["a"])) * f / (f + i)
+    if cfg.cell == "lru":  # per unit a rotation scaled by |λ|: only the modulus matters for norms
+        modulus = float(np.asarray(p["a"])) * np.exp(-np.exp(np.asarray(p["nu_log"], np.float64)))
+        return np.broadcast_to(modulus, (cfg.seq_len,) + np.shape(a.carries["re"])[1:])
     return None
 
 
+def _end_cotangent(a: Analysis) -> np.ndarray:
+    """|∂L/∂h_T| per unit for loss last ``[(B,) H]``: h_T itself, or for the LRU the
+    complex magnitude of (y_T C_reᵀ, −y_T C_imᵀ) with y_T = Re(C h_T) + D x_T."""
+    if a.config.cell != "lru":
+        return np.abs(np.asarray(a.carries["h"][-1], np.float64))
+    p = {k: np.asarray(a.params[k], np.float64) for k in ("C_re", "C_im", "D")}
+    re, im = (np.asarray(a.carries[c][-1], np.float64) for c in ("re", "im"))
+    x_last = _time_major(a, np.asarray(a.inputs, np.float64))[-1]
+    y = re @ p["C_re"] - im @ p["C_im"] + x_last @ p["D"]
+    return np.hypot(y @ p["C_re"].T, y @ p["C_im"].T)
+
+
 def diagonal_curve(a: Analysis) -> Overlay | None:
-    """Exact ‖∂L/∂h_t‖ for diagonal-Jacobian cells with loss last: δ_t = (Π_{s>t} D_s) ⊙ h_T,
+    """Exact ‖∂L/∂h_t‖ for diagonal-Jacobian cells with loss last: δ_t = (Π_{s>t} D_s) ⊙ δ_T,
     summed in log space (so it reaches far below float64 too)."""
     d = diagonal_jacobians(a)
     if d is None or a.config.loss != "last":
         return None
     with np.errstate(divide="ignore"):
         log_d = np.log10(np.abs(d))  # [T, (B,) H]
-        log_end = np.log10(np.abs(np.asarray(a.carries["h"][-1], np.float64)))  # δ_T = h_T
+        log_end = np.log10(_end_cotangent(a))
     # cumulative from the end: step t needs Σ_{s=t+1..T} log|D_s|
     suffix = np.concatenate([np.cumsum(log_d[::-1], axis=0)[::-1], np.zeros((1,) + log_d.shape[1:])], axis=0)
     with np.errstate(invalid="ignore"):

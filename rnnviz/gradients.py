@@ -15,15 +15,17 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rnnviz.cells import Params, cell_spec, output_of
+from rnnviz.cells import Params, cell_spec, final_output, outputs
 from rnnviz.config import RunConfig
 from rnnviz.norms import robust_norm
+from rnnviz.parallel import parallel_rollout
 from rnnviz.rollout import Carry, rollout
 from rnnviz.strategies import collapse_grads, lift_params
 
 
 def loss_from_outputs(cfg: RunConfig, hs: jax.Array) -> jax.Array:
-    """Loss of the outputs ``hs`` [T, (B,) H], accumulated in float32.
+    """Loss of the outputs ``hs`` [T, (B,) H] (y_t: the h part of the carry, or the cell
+    spec's readout), accumulated in float32.
 
     ``last``: ``L = ½ Σ h_T²``; ``all``: ``L = ½ (1/T) Σ_t Σ h_t²``.
     """
@@ -76,12 +78,15 @@ def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.
     eps = jax.tree.map(lambda c: jnp.zeros((t_len + 1,) + c.shape, c.dtype), full_carry0(cfg, carry0))
 
     def forward(p, c0, e, x):
-        carries = rollout(
-            cell, p, full_carry0(cfg, c0), x, e,
-            per_step_params=cfg.strategy == "per_step",
-            split_transpose=cfg.strategy == "split_transpose",
-        )
-        return loss_from_outputs(cfg, output_of(cfg, carries)[1:]), carries
+        if cfg.strategy == "parallel":
+            carries = parallel_rollout(cfg, p, full_carry0(cfg, c0), x, e)
+        else:
+            carries = rollout(
+                cell, p, full_carry0(cfg, c0), x, e,
+                per_step_params=cfg.strategy == "per_step",
+                split_transpose=cfg.strategy == "split_transpose",
+            )
+        return loss_from_outputs(cfg, outputs(cfg, p, carries, x, per_step=cfg.strategy == "per_step")), carries
 
     loss, vjp, carries = jax.vjp(forward, lifted, carry0, eps, xs_tm, has_aux=True)
     g_params, g_carry0, g_eps, g_xs = vjp(jnp.ones((), loss.dtype))
@@ -99,7 +104,7 @@ def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Arra
             return carry, (y if cfg.loss == "all" else None)
 
         last, ys = jax.lax.scan(step, full_carry0(cfg, carry0), xs_tm)
-        hs = ys if cfg.loss == "all" else output_of(cfg, last)[None]
+        hs = ys if cfg.loss == "all" else final_output(cfg, p, last, xs_tm[-1])[None]
         return loss_from_outputs(cfg, hs)
 
     return jax.value_and_grad(loss_fn)(params)
@@ -110,6 +115,11 @@ def strategy_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.A
     gradients, no trajectory): what each strategy costs on its own."""
     xs_tm = time_major(cfg, xs)
     per_step = cfg.strategy == "per_step"
+    if cfg.strategy == "parallel":
+        def parallel_loss(p):
+            return loss_from_outputs(cfg, outputs(cfg, p, parallel_rollout(cfg, p, full_carry0(cfg, carry0), xs_tm), xs_tm))
+
+        return jax.value_and_grad(parallel_loss)(params)
 
     def loss_fn(p):
         def step(carry, inp):
@@ -119,7 +129,8 @@ def strategy_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.A
 
         scanned = (xs_tm, p if per_step else None)
         last, ys = jax.lax.scan(step, full_carry0(cfg, carry0), scanned, _split_transpose=cfg.strategy == "split_transpose")
-        hs = ys if cfg.loss == "all" else output_of(cfg, last)[None]
+        p_last = jax.tree.map(lambda a: a[-1], p) if per_step else p
+        hs = ys if cfg.loss == "all" else final_output(cfg, p_last, last, xs_tm[-1])[None]
         return loss_from_outputs(cfg, hs)
 
     loss, grads = jax.value_and_grad(loss_fn)(lift_params(params, cfg.strategy, cfg.seq_len))

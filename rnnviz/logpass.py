@@ -27,7 +27,7 @@ import functools
 import jax
 import jax.numpy as jnp
 
-from rnnviz.cells import Params, output_of
+from rnnviz.cells import Params, outputs
 from rnnviz.config import RunConfig
 from rnnviz.gradients import loss_from_outputs
 from rnnviz.norms import ZERO_EXPONENT, Scaled, combine, normalise, pow2_scale, scaled_norm
@@ -36,10 +36,11 @@ from rnnviz.rollout import Carry
 _UNITS = (-1,)  # carry components are [(B,) H]: normalise over units, per example
 
 
-def direct_terms(cfg: RunConfig, carries: Carry) -> Carry:
-    """d_t = ∂L/∂carry_t holding every other carry fixed, each ``[T+1, (B,) H]``:
-    ``h_T`` at t = T for ``loss="last"``; ``h_t / T`` for t ≥ 1 with ``loss="all"``; 0 for c."""
-    return jax.grad(lambda cs: loss_from_outputs(cfg, output_of(cfg, cs)[1:]))(carries)
+def direct_terms(cfg: RunConfig, params: Params, carries: Carry, xs_tm: jax.Array) -> Carry:
+    """d_t = ∂L/∂carry_t holding every other carry fixed, each ``[T+1, (B,) H]``: for an
+    output leaf h, ``h_T`` at t = T with ``loss="last"``, ``h_t / T`` for t ≥ 1 with
+    ``loss="all"``, 0 for the other leaves; through the readout when the cell has one."""
+    return jax.grad(lambda cs: loss_from_outputs(cfg, outputs(cfg, params, cs, xs_tm)))(carries)
 
 
 def _add_scaled(a_hat, ea, b_hat, eb):
@@ -57,7 +58,7 @@ def log_carry_gradients(cfg: RunConfig, cell, params: Params, carries: Carry, xs
 
     Components follow the carry's leaves (Flax order: ``(c, h)`` for the LSTM)."""
     leaves, treedef = jax.tree.flatten(carries)
-    d = jax.tree.leaves(direct_terms(cfg, carries))
+    d = jax.tree.leaves(direct_terms(cfg, params, carries, xs_tm))
     start = [normalise(v[-1], _UNITS) for v in d]
 
     def back(state, inp):

@@ -42,6 +42,10 @@ PRESETS: dict[str, Preset] = {p.title: p for p in (
     Preset("float16 underflow",
            "float16 stops at 6·10⁻⁸: a tanh RNN at gain 0.8 reaches that within 100 steps and the gradient becomes exactly 0.",
            dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100, dtype="float16")),
+    Preset("Linear recurrence: LRU, T=1000",
+           "A diagonal linear recurrence with |λ| on the ring [0.9, 0.999]: each unit's gradient decays by exactly |λ_j| per step, "
+           "so the slowest units carry the gradient across all 1000 steps (dashed: the closed form).",
+           dict(cell="lru", seq_len=1000, hidden_size=64)),
     Preset("Per-step tangents: LSTM",
            "One tangent per step shows which steps contribute to ∂L/∂W; the accumulator only has their sum.",
            dict(cell="lstm", seq_len=100, strategy="per_step")),

@@ -1,9 +1,9 @@
-"""Versioned run records: one JSON object per line in ``data/runs/*.jsonl``.
+"""Versioned run records: one JSON object per line in ``rnnviz/data/runs/*.jsonl``.
 
-Schema 1 (documented in ``data/README.md``)::
+Schema 1 (documented in ``rnnviz/data/README.md``)::
 
     {"schema": 1, "kind": "bench", "suite": str, "label": str, "config": {RunConfig fields},
-     "strategy": "plain_grad" | "accumulate" | "per_step" | "split_transpose",
+     "strategy": "plain_grad" | "accumulate" | "per_step" | "split_transpose" | "parallel",
      "measure": "grad" | "analyze" | "log_pass",
      "device_kind": "cpu" | "gpu" | ..., "device_name": str, "backend": str,
      "jax_version": str, "jaxlib_version": str, "flax_version": str, "cpu_count": int,
@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
+
+from rnnviz.config import STRATEGIES
 
 SCHEMA = 1
 MAX_LINE_BYTES = 1_000_000
@@ -55,7 +57,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "flops_per_s": (int, float),
     "ratio_to_plain_grad": (int, float, type(None)),
 }
-STRATEGY_VALUES = ("plain_grad", "accumulate", "per_step", "split_transpose")
+STRATEGY_VALUES = ("plain_grad",) + STRATEGIES
 MEASURE_VALUES = ("grad", "analyze", "log_pass")
 
 

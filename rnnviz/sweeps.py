@@ -23,7 +23,7 @@ import pandas as pd
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rnnviz.analysis import Values, prepare, resolve_device, static_config
-from rnnviz.cells import make_cell, output_of
+from rnnviz.cells import make_cell, outputs
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
 from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.logpass import log_carry_gradients
@@ -57,7 +57,7 @@ def _point(static: RunConfig, batch_sharding: NamedSharding | None, key_data: ja
     cell = make_cell(static)
     xs_tm = time_major(static, xs)
     carries = rollout(cell, params, full_carry0(static, carry0), xs_tm)
-    loss = loss_from_outputs(static, output_of(static, carries)[1:])
+    loss = loss_from_outputs(static, outputs(static, params, carries, xs_tm))
     # The log pass: the phase diagram is never clipped by float32 underflow.
     norms = combine(log_carry_gradients(static, cell, params, carries, xs_tm), 2)
     return norms, loss

@@ -14,7 +14,7 @@ jax.config.update("jax_numpy_rank_promotion", "raise")
 
 from rnnviz import RunConfig  # noqa: E402
 
-CELLS = ("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm")  # every built-in registration
+CELLS = ("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm", "lru")  # every built-in registration
 
 
 @pytest.fixture

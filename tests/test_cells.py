@@ -128,7 +128,9 @@ def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
     RunConfig(cell="indrnn", activation="tanh", seq_len=60, batch_size=None, recurrent_gain=0.8),
     RunConfig(cell="mingru", seq_len=300, batch_size=3, recurrent_gain=0.95),
     RunConfig(cell="minlstm", seq_len=300, batch_size=2, forget_bias=2.0),
-], ids=["indrnn-identity", "indrnn-relu", "indrnn-tanh", "mingru", "minlstm"])
+    RunConfig(cell="lru", seq_len=400, batch_size=2, recurrent_gain=0.99),
+    RunConfig(cell="lru", seq_len=100, batch_size=None, hidden_size=16),
+], ids=["indrnn-identity", "indrnn-relu", "indrnn-tanh", "mingru", "minlstm", "lru", "lru-unbatched"])
 def test_diagonal_cells_follow_their_closed_form(cfg):
     a = analyze(cfg, repeats=1)
     bound = frames.bound_frame(a)
@@ -141,6 +143,14 @@ def test_indrnn_identity_decays_by_u_per_step():
     a = analyze(RunConfig(cell="indrnn", activation="identity", recurrent_init="identity", recurrent_gain=0.9, seq_len=50), repeats=1)
     np.testing.assert_allclose(np.asarray(a.params["u"]), 0.9)  # identity init u = 1, times the gain
     np.testing.assert_allclose(np.diff(a.log10_grad_norms), -np.log10(0.9), atol=1e-4)
+
+
+def test_lru_gain_scales_the_modulus_and_its_ring():
+    a = analyze(RunConfig(cell="lru", seq_len=10, hidden_size=64, recurrent_gain=0.5), repeats=1)
+    modulus = np.exp(-np.exp(np.asarray(a.params["nu_log"], np.float64)))
+    assert modulus.min() >= 0.9 - 1e-6 and modulus.max() <= 0.999 + 1e-6  # the ring initialisation
+    assert float(a.params["a"]) == pytest.approx(0.5)  # |λ| = a·exp(−exp(ν)): the gain halves it
+    assert a.config.carry_components == ("re", "im")
 
 
 def test_new_cells_fields_apply_as_documented():
@@ -170,3 +180,34 @@ def test_url_naming_an_unregistered_cell_falls_back_with_a_warning():
     cfg, warnings = config_from_params({"cell": "os.system", "seq_len": "30"})
     assert cfg.cell == "simple" and cfg.seq_len == 30
     assert len(warnings) == 1 and "cell='os.system'" in warnings[0]
+
+
+@pytest.mark.parametrize("cell", ["mingru", "minlstm", "lru"])
+@pytest.mark.parametrize("batch", [None, 3])
+def test_parallel_equals_the_sequential_scan(cell, batch):
+    import jax
+
+    cfg = RunConfig(cell=cell, seq_len=37, batch_size=batch, loss="all", carry_init="normal", hidden_size=16)
+    seq = analyze(cfg, repeats=1)
+    par = analyze(cfg.replace(strategy="parallel"), repeats=1)
+    for s, p in zip(jax.tree.leaves(seq.param_grads), jax.tree.leaves(par.param_grads)):
+        np.testing.assert_allclose(p, s, rtol=1e-5, atol=1e-5 * float(np.abs(s).max()))
+    for comp in cfg.carry_components:
+        np.testing.assert_allclose(par.component_grad_norms[comp], seq.component_grad_norms[comp], rtol=1e-5)
+        np.testing.assert_allclose(par.carries[comp], seq.carries[comp], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(par.input_grad_norms, seq.input_grad_norms, rtol=1e-5)
+
+
+def test_parallel_is_refused_for_nonlinear_cells_and_hidden_in_the_app():
+    with pytest.raises(ConfigError, match="not linear in its carry"):
+        RunConfig(cell="gru", strategy="parallel")
+    from rnnviz.comparisons import available_strategies
+
+    assert "parallel" not in available_strategies(RunConfig(cell="lstm"))
+    assert "parallel" in available_strategies(RunConfig(cell="lru"))
+    at = run_app({"cell": "gru"})
+    assert "parallel" not in at.selectbox(key="cfg_strategy").options
+    assert any("parallel" in c.value and "not linear" in c.value for c in at.sidebar.caption)
+    at = run_app({"cell": "mingru", "strategy": "parallel", "tab": "Strategies"})
+    assert not at.exception and not at.error
+    assert "parallel" in {t["name"] for t in figure_by_title(at, "Cost of each strategy")["data"]}

@@ -10,7 +10,7 @@ import pytest
 
 from rnnviz import ConfigError, RunConfig, analyze
 from rnnviz.analysis import executables, prepared_inputs
-from rnnviz.cells import make_cell, output_of
+from rnnviz.cells import final_output, make_cell, outputs
 from rnnviz.gradients import loss_from_outputs, step_gradients, time_major
 from rnnviz.rollout import reference_loop, rollout
 
@@ -45,7 +45,7 @@ def _perturbed_loss(cfg, c, params, carry0, xs):
     @jax.jit
     def loss(eps):
         carries = rollout(c, params, carry0, time_major(cfg, xs), eps)
-        return loss_from_outputs(cfg, output_of(cfg, carries)[1:])
+        return loss_from_outputs(cfg, outputs(cfg, params, carries, time_major(cfg, xs)))
 
     return loss
 
@@ -78,14 +78,16 @@ def test_per_step_gradient_equals_gradient_of_the_split_sequence(cell):
     head = jax.jit(functools.partial(rollout, c))(params, carry0, xs_tm)
     for t in (0, 3, 8):
         carry_t = jax.tree.map(lambda a: a[t], head)
-        prefix = output_of(cfg, head)[1:t]  # outputs before step t: constants here
+        prefix = outputs(cfg, params, head, xs_tm)[: t - 1] if t > 0 else None  # outputs before step t: constants here
 
         def tail_loss(ct):
-            # carry_t's own h is output y_t (t ≥ 1), so it enters the loss directly too.
+            # y_t is read off carry_t (t ≥ 1: its h, or the readout), so it enters the loss directly too.
             rest = rollout(c, params, ct, xs_tm[t:])
-            own = output_of(cfg, ct)[None] if t > 0 else prefix[:0]
-            hs = jnp.concatenate([prefix, own, output_of(cfg, rest)[1:]], axis=0)
-            return loss_from_outputs(cfg, hs)
+            ys = outputs(cfg, params, rest, xs_tm[t:])
+            if t > 0:
+                own = final_output(cfg, params, ct, xs_tm[t - 1])[None]
+                ys = jnp.concatenate([prefix, own, ys], axis=0)
+            return loss_from_outputs(cfg, ys)
 
         want = jax.jit(jax.grad(tail_loss))(carry_t)
         for g, w in zip(jax.tree.leaves(sg.carry_grads), jax.tree.leaves(want)):

@@ -32,7 +32,10 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from rnnviz.cells.modern import IndRNNCell, MinGRUCell, MinLSTMCell, u_init
+from rnnviz.cells.modern import (
+    IndRNNCell, LRUCell, MinGRUCell, MinLSTMCell, lru_linear, lru_pack, lru_readout, lru_unpack, mingru_linear, minlstm_linear,
+    u_init,
+)
 from rnnviz.cells.registry import CellSpec, cell_names, cell_spec, hidden_kernels, register_cell
 from rnnviz.config import RunConfig
 
@@ -176,12 +179,32 @@ register_cell("indrnn", CellSpec(
     description="h' = φ(W x + u⊙h + b), element-wise recurrence (Li et al. 2018); gain scales u"))
 register_cell("mingru", CellSpec(
     _minimal(MinGRUCell), recurrent=_named("a"), group="linear-recurrent", matmuls=2, vectors=3, residuals=4, gates=("z",),
-    theory=_diagonal, linear=True,
+    theory=_diagonal, linear_form=mingru_linear,
     description="h' = a(1 − z)⊙h + z⊙h̃, gates from x only (Feng et al. 2024); gain scales a"))
 register_cell("minlstm", CellSpec(
     _minimal(MinLSTMCell), recurrent=_named("a"), forget_bias=_add_to(("if", "bias")), group="linear-recurrent",
-    matmuls=3, vectors=4, residuals=6, gates=("f", "i"), theory=_diagonal, linear=True,
+    matmuls=3, vectors=4, residuals=6, gates=("f", "i"), theory=_diagonal, linear_form=minlstm_linear,
     description="h' = a·f'⊙h + i'⊙h̃, f' = f/(f+i) from x only (Feng et al. 2024); gain scales a"))
+
+
+def _lru(cfg: RunConfig, options: dict[str, Any]) -> nn.RNNCellBase:
+    return LRUCell(**{k: v for k, v in options.items() if k not in ("recurrent_kernel_init", "activation_fn")})
+
+
+def _scale_leaf(name: str) -> Callable:
+    """A gain hook: multiply only the scalar parameter ``name``."""
+
+    def hook(params: Params, gain: jax.Array) -> Params:
+        return {**params, name: (params[name].astype(jnp.float32) * gain).astype(params[name].dtype)}
+
+    return hook
+
+
+register_cell("lru", CellSpec(
+    _lru, components=("re", "im"), output="re", readout=lru_readout, recurrent=_named("nu_log", "theta_log", "a"),
+    apply_gain=_scale_leaf("a"), group="linear-recurrent", matmuls=5, vectors=3, residuals=6, theory=_diagonal,
+    linear_form=lru_linear, pack=lru_pack, unpack=lru_unpack,
+    description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry (re, im); gain scales |λ|"))
 
 
 def is_recurrent(cfg: RunConfig, path: tuple[str, ...]) -> bool:
@@ -225,11 +248,28 @@ def carry_to_dict(cfg: RunConfig, carry: Any) -> dict[str, Any]:
 
 
 def output_of(cfg: RunConfig, carry: Any) -> jax.Array:
-    """The cell output ``y``: the carry leaf the spec names as output."""
+    """The carry leaf the spec names as output (y itself unless the spec has a ``readout``)."""
     return jax.tree.leaves(carry)[cfg.carry_components.index(cell_spec(cfg.cell).output)]
+
+
+def outputs(cfg: RunConfig, params: Params, carries: Any, xs: jax.Array, *, per_step: bool = False) -> jax.Array:
+    """The outputs y_1 … y_T ``[T, (B,) O]`` of a trajectory (carries ``[T+1, …]`` with
+    carry_0 at index 0, time-major xs ``[T, (B,) I]``): the output leaf, or the spec's
+    ``readout`` at every step (params with a leading ``[T]`` axis when ``per_step``)."""
+    readout = cell_spec(cfg.cell).readout
+    if readout is None:
+        return output_of(cfg, carries)[1:]
+    later = jax.tree.map(lambda c: c[1:], carries)
+    return jax.vmap(readout, in_axes=(0 if per_step else None, 0, 0))(params, later, xs)
+
+
+def final_output(cfg: RunConfig, params: Params, carry: Any, x_last: jax.Array) -> jax.Array:
+    """y_T from the final carry and the last input (for losses that read only y_T)."""
+    readout = cell_spec(cfg.cell).readout
+    return output_of(cfg, carry) if readout is None else readout(params, carry, x_last)
 
 
 __all__ = [
     "PARAM_GROUPS", "CellSpec", "Params", "adjust_params", "carry_initializer", "carry_to_dict", "cell_names", "cell_spec",
-    "is_recurrent", "make_cell", "output_of", "param_group", "register_cell",
+    "final_output", "is_recurrent", "make_cell", "output_of", "outputs", "param_group", "register_cell",
 ]

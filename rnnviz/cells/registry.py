@@ -50,7 +50,10 @@ class CellSpec:
       ``cfg.carry_init``/``carry_scale``: pass it to the cell so ``initialize_carry`` uses it)
       and ``activation_fn`` (from ``cfg.activation``). Flax's own cells take them as keywords.
     components: names of the carry's leaves in ``jax.tree.leaves`` order (LSTM ``("c", "h")``).
-    output: the leaf that equals the cell's output y (the losses read it).
+    output: the leaf that equals the cell's output y (the losses read it), unless
+      ``readout`` is given.
+    readout: optional ``(params, carry_t, x_t) -> y_t`` for cells whose output is a function
+      of the new carry and the input rather than one of its leaves (LRU: Re(C h) + D x).
     recurrent: ``path -> bool`` on parameter paths: the recurrent part. The gain multiplies
       these leaves, unless ``apply_gain`` says otherwise.
     apply_gain: optional ``(params, gain) -> params`` for cells whose gain is not a plain
@@ -66,13 +69,18 @@ class CellSpec:
       ‖∂L/∂carry_t‖ drawn next to the measured one.
     gates: names of sigmoid gates whose mean activation the Carry view plots (modules
       ``i<g>`` and, when present, ``h<g>``).
-    linear: True when the recurrence is linear in the carry (informational for now).
+    linear_form: optional ``(params, xs [T, (B,) I]) -> (A, B)`` with A, B ``[T, (B,) H]``
+      (complex allowed) such that the state obeys ``h_t = A_t ⊙ h_{t−1} + B_t``: the cell's
+      recurrence is linear in the carry and the ``parallel`` strategy applies.
+    pack, unpack: the carry ↔ that state ``h`` (default: the single leaf; the LRU packs
+      ``(re, im)`` into a complex array).
     description: one line with the maths and the paper.
     """
 
     build: Callable[[Any, dict[str, Any]], Any]
     components: tuple[str, ...] = ("h",)
     output: str = "h"
+    readout: Callable[[Any, Any, Any], Any] | None = None
     recurrent: Callable[[tuple[str, ...]], bool] = hidden_kernels
     apply_gain: Callable[[Any, Any], Any] | None = None
     forget_bias: Callable[[Any, Any], Any] | None = None
@@ -83,7 +91,9 @@ class CellSpec:
     residuals: int = 4
     theory: Callable[[Any], Any] | None = None
     gates: tuple[str, ...] = ()
-    linear: bool = False
+    linear_form: Callable[[Any, Any], tuple[Any, Any]] | None = None
+    pack: Callable[[Any], Any] | None = None
+    unpack: Callable[[Any], Any] | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
@@ -95,6 +105,16 @@ class CellSpec:
             raise ValueError(f"CellSpec.group must be one of {GROUPS}")
         if not self.activations:
             raise ValueError("CellSpec.activations needs at least one activation")
+        if self.linear_form is not None and self.pack is None:
+            object.__setattr__(self, "pack", _single_leaf)
+            object.__setattr__(self, "unpack", lambda h: h)
+
+
+def _single_leaf(carry: Any) -> Any:
+    import jax
+
+    (leaf,) = jax.tree.leaves(carry)
+    return leaf
 
 
 _TABLE: dict[str, CellSpec] = {}
@@ -160,7 +180,7 @@ def cell_names() -> tuple[str, ...]:
 
 
 def _order(name: str) -> tuple[int, str]:
-    builtin = ("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm")
+    builtin = ("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm", "lru")
     return (builtin.index(name), "") if name in builtin else (len(builtin), name)
 
 

@@ -76,7 +76,8 @@ def _scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def _devices_live(cfg_json: str) -> pd.DataFrame:
-    return run_on_devices(_cfg(cfg_json), strategies=available_strategies(), repeats=5)
+    cfg = _cfg(cfg_json)
+    return run_on_devices(cfg, strategies=available_strategies(cfg), repeats=5)
 
 
 @st.cache_data(show_spinner=False, max_entries=16)
@@ -174,7 +175,7 @@ def main() -> None:
         "Carry": lambda: views.carry_view(a, pinned),
         "Strategies": lambda: views.strategies_view(
             a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c.replace(strategy="per_step"))),
-            lambda c, lens: _scaling(_key(c), lens), strategies),
+            lambda c, lens: _scaling(_key(c), lens), available_strategies(cfg)),
         "Phase diagram": lambda: views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k)),
         "Devices": lambda: views.devices_view(_devices_live(_key(cfg)), *_recorded(runs_folders()), gpu_reason),
         "Compare": lambda: views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear),

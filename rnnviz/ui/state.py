@@ -96,6 +96,10 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     v["dtype"] = sb.selectbox("dtype", DTYPES, key=KEY("dtype"), help=_help("dtype"))
     sb.subheader("Gradient")
     v["loss"] = sb.selectbox("Loss", LOSSES, key=KEY("loss"), help=_help("loss"))
+    if spec.linear_form is None and "parallel" in strategies:
+        strategies = tuple(s for s in strategies if s != "parallel")
+        sb.caption(f"Strategy 'parallel' (associative scan over time) is hidden: the {v['cell']} cell's recurrence is not "
+                   "linear in its carry.")
     if st.session_state.get(KEY("strategy")) not in strategies:
         st.session_state[KEY("strategy")] = "accumulate"
     v["strategy"] = sb.selectbox("Strategy", strategies, key=KEY("strategy"), help=_help("strategy"))

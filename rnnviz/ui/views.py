@@ -102,8 +102,12 @@ def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], p
                     scaling: Callable[[RunConfig, tuple[int, ...]], pd.DataFrame], available: tuple[str, ...]) -> None:
     st.markdown(
         "Both give the same ∂L/∂W. The **accumulator** sums each step's cotangent into one buffer as the reverse scan walks back "
-        "(O(P) memory); **per-step tangents** keep one tangent per step and sum afterwards (O(T·P)), which shows each step's contribution."
+        "(O(P) memory); **per-step tangents** keep one tangent per step and sum afterwards (O(T·P)), which shows each step's contribution. "
+        "**parallel** (cells whose recurrence is linear in the carry: h_t = A_t⊙h_{t−1} + B_t) composes the steps with an associative "
+        "scan, depth O(log T) instead of T, forward and reverse."
     )
+    if "parallel" not in available:
+        st.caption(f"parallel is not offered: the {a.config.cell} cell's recurrence is not linear in its carry.")
     if "split_transpose" not in available:
         st.info("split_transpose (jax.lax.scan's experimental _split_transpose) does not work in this JAX, so it is not offered.")
     df = compare(a.config)
@@ -228,6 +232,16 @@ LEARN = [
      "answer, T times the memory, and a picture of which steps matter.",
      r"\frac{\partial L}{\partial W} = \sum_{t=1}^{T} \underbrace{\frac{\partial L}{\partial h_t}\,\frac{\partial h_t}{\partial W}\Big|_{h_{t-1}}}_{\text{step } t\text{'s tangent}}",
      "Per-step tangents: LSTM"),
+    ("Linear recurrences: LRU, minGRU",
+     "Since 2023 the usual answer to vanishing gradients is a recurrence that is linear in the carry and diagonal: "
+     "h_t = λ ⊙ h_{t−1} + B x_t (LRU, with complex λ) or h_t = (1 − z_t) ⊙ h_{t−1} + z_t ⊙ h̃_t with gates that read only x_t (minGRU). "
+     "The Jacobian is then diagonal and known: unit j's gradient shrinks by exactly |λ_j| per step — never faster, and never "
+     "growing while |λ_j| < 1. Initialising |λ| on a ring close to 1 (0.9 … 0.999) keeps gradients alive for hundreds of steps, "
+     "and γ = √(1 − |λ|²) keeps the carry's size fixed. Because each step is an affine map h ↦ A_t h + B_t, steps compose "
+     "associatively, so all T carries come from a prefix scan of depth log T (the `parallel` strategy).",
+     r"\Big\|rac{\partial L}{\partial h_t}\Big\| = \Big\|\prod_{s=t+1}^{T} \operatorname{diag}(\lambda)^{\!*}\,rac{\partial L}{\partial h_T}\Big\| \;\;	ext{with } |(\cdot)_j| = |\lambda_j|^{T-t}\,\Big|rac{\partial L}{\partial h_{T,j}}\Big|,"
+     r"\qquad (A_1, B_1) \circ (A_2, B_2) = (A_2 A_1,\; A_2 B_1 + B_2)",
+     "Linear recurrence: LRU, T=1000"),
 ]
 
 
