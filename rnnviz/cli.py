@@ -12,7 +12,7 @@ import math
 import sys
 
 import numpy as np
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 
@@ -124,14 +124,22 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an integer in [1, 1000]") from None
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError(f"{value} is not in [1, 1000]")
-    return value
+def bounded_int(lo: int, hi: int, what: str = "an integer") -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[lo, hi]``, with a one-line message otherwise."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} in [{lo}, {hi}]") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is not in [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+_positive_int = bounded_int(1, 1000)
 
 
 def _add_bench(sub) -> None:

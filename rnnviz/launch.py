@@ -53,16 +53,6 @@ def cmd_app(args: argparse.Namespace) -> int:
         return 0
 
 
-def _port(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a port number in [1, 65535]") from None
-    if not 1 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"{value} is not a port number in [1, 65535]")
-    return value
-
-
 def add_parser(sub) -> None:
     p = sub.add_parser(
         "app", help="start the dashboard (Streamlit) on http://127.0.0.1:8501",
@@ -70,7 +60,9 @@ def add_parser(sub) -> None:
                     "statistics). Any further --section.option=value flags go to Streamlit, e.g. "
                     "--server.address=0.0.0.0 to share it on a network deliberately.",
     )
-    p.add_argument("--port", type=_port, default=None, help="port to listen on (default 8501)")
+    from rnnviz.cli import bounded_int
+
+    p.add_argument("--port", type=bounded_int(1, 65535, "a port number"), default=None, help="port to listen on (default 8501)")
     p.add_argument("--runs-dir", metavar="DIR", help="a folder of your own recorded runs (*.jsonl) shown next to the shipped ones; "
                                                      "default: $RNNVIZ_RUNS_DIR when set")
     p.set_defaults(func=cmd_app, takes_extra=True)
