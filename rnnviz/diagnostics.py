@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import Callable, NamedTuple
 
 import numpy as np
 
@@ -93,36 +93,45 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
         return 1.0 / (1.0 + np.exp(-z))
 
 
-def diagonal_jacobians(a: Analysis) -> np.ndarray | None:
-    """D_t = ∂h_t/∂h_{t−1} ``[T, (B,) H]`` for cells whose step Jacobian is diagonal
-    (float64, from params, inputs and the trajectory), or None for other cells.
+# Per-cell step Jacobians D_t = ∂h_t/∂h_{t−1} ``[T, (B,) H]`` for cells where it is diagonal
+# (float64, from params, inputs and the trajectory). Each cell's spec points its theory hook
+# at its own function here (``rnnviz.cells``), so there is no dispatch on the cell's name.
 
-    indrnn: u ⊙ φ′(pre-activation), φ′ read off h_t (relu: h_t > 0; tanh: 1 − h_t²);
-    mingru: a·(1 − z_t); minlstm: a·f_t / (f_t + i_t); lru: |λ| = a·exp(−exp(ν)) per unit
-    (each unit's (re, im) Jacobian is |λ| times a rotation, which keeps norms).
-    """
-    cfg, p = a.config, a.params
+def indrnn_jacobians(a: Analysis) -> np.ndarray:
+    """u ⊙ φ′(pre-activation), φ′ read off h_t (relu: h_t > 0; tanh: 1 − h_t²; identity: 1)."""
+    h = np.asarray(a.carries["h"][1:], np.float64)
+    slope = {"relu": (h > 0).astype(np.float64), "tanh": 1.0 - h**2, "identity": np.ones_like(h)}[a.config.activation]
+    return np.asarray(a.params["u"], np.float64) * slope
+
+
+def mingru_jacobians(a: Analysis) -> np.ndarray:
+    """a·(1 − z_t)."""
     x = _time_major(a, np.asarray(a.inputs, np.float64))
-    if cfg.cell == "indrnn":
-        h = np.asarray(a.carries["h"][1:], np.float64)
-        slope = {"relu": (h > 0).astype(np.float64), "tanh": 1.0 - h**2, "identity": np.ones_like(h)}[cfg.activation]
-        return np.asarray(p["u"], np.float64) * slope
-    if cfg.cell == "mingru":
-        return float(np.asarray(p["a"])) * (1.0 - _sigmoid(_dense(p, "iz", x)))
-    if cfg.cell == "minlstm":
-        f, i = _sigmoid(_dense(p, "if", x)), _sigmoid(_dense(p, "ii", x))
-        return float(np.asarray(p["a"])) * f / (f + i)
-    if cfg.cell == "lru":  # per unit a rotation scaled by |λ|: only the modulus matters for norms
-        modulus = float(np.asarray(p["a"])) * np.exp(-np.exp(np.asarray(p["nu_log"], np.float64)))
-        return np.broadcast_to(modulus, (cfg.seq_len,) + np.shape(a.carries["re"])[1:])
-    return None
+    return float(np.asarray(a.params["a"])) * (1.0 - _sigmoid(_dense(a.params, "iz", x)))
 
 
-def _end_cotangent(a: Analysis) -> np.ndarray:
-    """|∂L/∂h_T| per unit for loss last ``[(B,) H]``: h_T itself, or for the LRU the
-    complex magnitude of (y_T C_reᵀ, −y_T C_imᵀ) with y_T = Re(C h_T) + D x_T."""
-    if a.config.cell != "lru":
-        return np.abs(np.asarray(a.carries["h"][-1], np.float64))
+def minlstm_jacobians(a: Analysis) -> np.ndarray:
+    """a·f_t / (f_t + i_t)."""
+    x = _time_major(a, np.asarray(a.inputs, np.float64))
+    f, i = _sigmoid(_dense(a.params, "if", x)), _sigmoid(_dense(a.params, "ii", x))
+    return float(np.asarray(a.params["a"])) * f / (f + i)
+
+
+def lru_jacobians(a: Analysis) -> np.ndarray:
+    """|λ| = a·exp(−exp(ν)) per unit: each unit's (re, im) Jacobian is |λ| times a rotation,
+    and a rotation keeps norms."""
+    modulus = float(np.asarray(a.params["a"])) * np.exp(-np.exp(np.asarray(a.params["nu_log"], np.float64)))
+    return np.broadcast_to(modulus, (a.config.seq_len,) + np.shape(a.carries["re"])[1:])
+
+
+def output_cotangent(a: Analysis) -> np.ndarray:
+    """|∂L/∂h_T| per unit for loss last ``[(B,) H]``: |h_T| (the output leaf)."""
+    return np.abs(np.asarray(a.carries[cell_spec(a.config.cell).output][-1], np.float64))
+
+
+def lru_cotangent(a: Analysis) -> np.ndarray:
+    """The LRU's |∂L/∂h_T| per unit: the complex magnitude of (y_T C_reᵀ, −y_T C_imᵀ) with
+    y_T = Re(C h_T) + D x_T."""
     p = {k: np.asarray(a.params[k], np.float64) for k in ("C_re", "C_im", "D")}
     re, im = (np.asarray(a.carries[c][-1], np.float64) for c in ("re", "im"))
     x_last = _time_major(a, np.asarray(a.inputs, np.float64))[-1]
@@ -130,15 +139,16 @@ def _end_cotangent(a: Analysis) -> np.ndarray:
     return np.hypot(y @ p["C_re"].T, y @ p["C_im"].T)
 
 
-def diagonal_curve(a: Analysis) -> Overlay | None:
-    """Exact ‖∂L/∂h_t‖ for diagonal-Jacobian cells with loss last: δ_t = (Π_{s>t} D_s) ⊙ δ_T,
-    summed in log space (so it reaches far below float64 too)."""
-    d = diagonal_jacobians(a)
-    if d is None or a.config.loss != "last":
+def diagonal_curve(a: Analysis, jacobians: Callable[[Analysis], np.ndarray],
+                   end: Callable[[Analysis], np.ndarray] = output_cotangent) -> Overlay | None:
+    """Exact ‖∂L/∂h_t‖ for a diagonal-Jacobian cell with loss last: δ_t = (Π_{s>t} D_s) ⊙ δ_T
+    with D = ``jacobians(a)`` and |δ_T| = ``end(a)``, summed in log space (so it reaches far
+    below float64 too). None for other losses, where every step also feeds the loss."""
+    if a.config.loss != "last":
         return None
     with np.errstate(divide="ignore"):
-        log_d = np.log10(np.abs(d))  # [T, (B,) H]
-        log_end = np.log10(_end_cotangent(a))
+        log_d = np.log10(np.abs(jacobians(a)))  # [T, (B,) H]
+        log_end = np.log10(end(a))
     # cumulative from the end: step t needs Σ_{s=t+1..T} log|D_s|
     suffix = np.concatenate([np.cumsum(log_d[::-1], axis=0)[::-1], np.zeros((1,) + log_d.shape[1:])], axis=0)
     with np.errstate(invalid="ignore"):

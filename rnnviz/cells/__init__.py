@@ -153,10 +153,16 @@ def _pascanu(a):
     return pascanu_curve(a)
 
 
-def _diagonal(a):
-    from rnnviz.diagnostics import diagonal_curve
+def _diagonal(jacobians: str, end: str = "output_cotangent") -> Callable:
+    """A theory hook: the exact diagonal-Jacobian curve with this cell's
+    ``rnnviz.diagnostics`` functions (imported when drawn: the core does not need them)."""
 
-    return diagonal_curve(a)
+    def hook(a):
+        from rnnviz import diagnostics
+
+        return diagnostics.diagonal_curve(a, getattr(diagnostics, jacobians), getattr(diagnostics, end))
+
+    return hook
 
 
 register_cell("simple", CellSpec(
@@ -175,15 +181,16 @@ register_cell("mgu", CellSpec(
     description="h' = (1 − f)⊙n + f⊙h (Zhou et al. 2016); Flax MGUCell"))
 register_cell("indrnn", CellSpec(
     _indrnn, recurrent=_named("u"), activations=("relu", "tanh", "identity"), group="linear-recurrent",
-    matmuls=1, vectors=2, residuals=3, theory=_diagonal,
+    matmuls=1, vectors=2, residuals=3, theory=_diagonal("indrnn_jacobians"),
     description="h' = φ(W x + u⊙h + b), element-wise recurrence (Li et al. 2018); gain scales u"))
 register_cell("mingru", CellSpec(
     _minimal(MinGRUCell), recurrent=_named("a"), group="linear-recurrent", matmuls=2, vectors=3, residuals=4, gates=("z",),
-    theory=_diagonal, linear_form=mingru_linear,
+    theory=_diagonal("mingru_jacobians"), linear_form=mingru_linear,
     description="h' = a(1 − z)⊙h + z⊙h̃, gates from x only (Feng et al. 2024); gain scales a"))
 register_cell("minlstm", CellSpec(
     _minimal(MinLSTMCell), recurrent=_named("a"), forget_bias=_add_to(("if", "bias")), group="linear-recurrent",
-    matmuls=3, vectors=4, residuals=6, gates=("f", "i"), theory=_diagonal, linear_form=minlstm_linear,
+    matmuls=3, vectors=4, residuals=6, gates=("f", "i"), theory=_diagonal("minlstm_jacobians"),
+    linear_form=minlstm_linear,
     description="h' = a·f'⊙h + i'⊙h̃, f' = f/(f+i) from x only (Feng et al. 2024); gain scales a"))
 
 
@@ -202,8 +209,8 @@ def _scale_leaf(name: str) -> Callable:
 
 register_cell("lru", CellSpec(
     _lru, components=("re", "im"), output="re", readout=lru_readout, recurrent=_named("nu_log", "theta_log", "a"),
-    apply_gain=_scale_leaf("a"), group="linear-recurrent", matmuls=5, vectors=3, residuals=6, theory=_diagonal,
-    linear_form=lru_linear, pack=lru_pack, unpack=lru_unpack,
+    apply_gain=_scale_leaf("a"), group="linear-recurrent", matmuls=5, vectors=3, residuals=6,
+    theory=_diagonal("lru_jacobians", "lru_cotangent"), linear_form=lru_linear, pack=lru_pack, unpack=lru_unpack,
     description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry (re, im); gain scales |λ|"))
 
 

@@ -22,6 +22,7 @@ See ``examples/custom_cell/`` for a complete plugin.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.metadata
 import logging
 import re
@@ -162,8 +163,6 @@ def load_plugins() -> list[tuple[str, str]]:
 
 
 def _as_plugin(spec: CellSpec) -> CellSpec:
-    import dataclasses
-
     return dataclasses.replace(spec, group="plugin")
 
 
@@ -174,14 +173,10 @@ def _ensure() -> None:
 
 
 def cell_names() -> tuple[str, ...]:
-    """Every registered cell: built-ins (classic, then linear-recurrent), then plugins."""
+    """Every registered cell by group (classic, linear-recurrent, plugin), in registration
+    order within a group."""
     _ensure()
-    return tuple(sorted(_TABLE, key=lambda n: (GROUPS.index(_TABLE[n].group), _order(n))))
-
-
-def _order(name: str) -> tuple[int, str]:
-    builtin = ("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm", "lru")
-    return (builtin.index(name), "") if name in builtin else (len(builtin), name)
+    return tuple(sorted(_TABLE, key=lambda n: GROUPS.index(_TABLE[n].group)))  # stable: keeps insertion order
 
 
 def cell_spec(name: str) -> CellSpec:
