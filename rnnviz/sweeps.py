@@ -27,7 +27,7 @@ from rnnviz.cells import make_cell, outputs
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
 from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.logpass import log_carry_gradients
-from rnnviz.norms import Scaled, combine, log10, log10_combine
+from rnnviz.norms import combine, log10, log10_combine
 from rnnviz.rollout import rollout
 from rnnviz.timing import Compiled, compile_cache
 
@@ -48,19 +48,33 @@ class SweepResult(NamedTuple):
             return 10.0 ** self.log10_grad_norms
 
 
-def _point(static: RunConfig, batch_sharding: NamedSharding | None, key_data: jax.Array, values: Values):
+class GradientMeasure(NamedTuple):
+    """What a gradient sweep computes at each point: ``(Scaled [C, T+1], loss)``.
+
+    A *measure* is any hashable value with ``point(static, key_data, params, carry0, xs)``;
+    it is part of the executable's cache key, so each measure compiles once per shape
+    (:class:`rnnviz.lyapunov.LyapunovOptions` is the other one)."""
+
+    def point(self, static: RunConfig, key_data: jax.Array, params, carry0, xs):
+        cell = make_cell(static)
+        xs_tm = time_major(static, xs)
+        carries = rollout(cell, params, full_carry0(static, carry0), xs_tm)
+        loss = loss_from_outputs(static, outputs(static, params, carries, xs_tm))
+        # The log pass: the phase diagram is never clipped by float32 underflow.
+        norms = combine(log_carry_gradients(static, cell, params, carries, xs_tm), 2)
+        return norms, loss
+
+
+GRADIENTS = GradientMeasure()
+
+
+def _point(static: RunConfig, batch_sharding: NamedSharding | None, measure, key_data: jax.Array, values: Values):
     params, carry0, xs = prepare(static, key_data, values)
     if batch_sharding is not None:
         # Under vmap(spmd_axis_name="sweep") this shards [N, B, ...] as ("sweep", "batch").
         xs = jax.lax.with_sharding_constraint(xs, batch_sharding)
         carry0 = jax.tree.map(lambda c: jax.lax.with_sharding_constraint(c, batch_sharding), carry0)
-    cell = make_cell(static)
-    xs_tm = time_major(static, xs)
-    carries = rollout(cell, params, full_carry0(static, carry0), xs_tm)
-    loss = loss_from_outputs(static, outputs(static, params, carries, xs_tm))
-    # The log pass: the phase diagram is never clipped by float32 underflow.
-    norms = combine(log_carry_gradients(static, cell, params, carries, xs_tm), 2)
-    return norms, loss
+    return measure.point(static, key_data, params, carry0, xs)
 
 
 def mesh_shape(cfg: RunConfig, n_devices: int) -> tuple[int, int]:
@@ -91,15 +105,16 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 
 @compile_cache(maxsize=32)
-def sweep_executable(static: RunConfig, devices: tuple[jax.Device, ...], n_points: int) -> Compiled:
-    """``(keys [N, 2], Values of [N]) -> (Scaled [N, C, T+1], [N])`` on a ``("sweep", "batch")``
-    mesh over ``devices``: N is split over "sweep", each point's batch over "batch"."""
+def sweep_executable(static: RunConfig, devices: tuple[jax.Device, ...], n_points: int, measure: Any = GRADIENTS) -> Compiled:
+    """``(keys [N, 2], Values of [N]) -> measure's outputs with a leading [N]`` (for
+    gradients ``(Scaled [N, C, T+1], [N])``) on a ``("sweep", "batch")`` mesh over
+    ``devices``: N is split over "sweep", each point's batch over "batch"."""
     n_sweep, n_batch = mesh_shape(static, len(devices))
     mesh = Mesh(np.array(devices).reshape(n_sweep, n_batch), ("sweep", "batch"))
     shard = NamedSharding(mesh, PartitionSpec("sweep"))
     batch = NamedSharding(mesh, PartitionSpec("batch")) if n_batch > 1 else None
-    point = jax.vmap(functools.partial(_point, static, batch), spmd_axis_name="sweep")
-    fn = jax.jit(point, in_shardings=(shard, shard), out_shardings=(Scaled(shard, shard), shard))
+    point = jax.vmap(functools.partial(_point, static, batch, measure), spmd_axis_name="sweep")
+    fn = jax.jit(point, in_shardings=(shard, shard), out_shardings=shard)  # every output split over "sweep"
     keys = jax.ShapeDtypeStruct((n_points, 2), jnp.uint32, sharding=shard)
     vals = Values(*(jax.ShapeDtypeStruct((n_points,), jnp.float32, sharding=shard) for _ in Values._fields))
     start = time.perf_counter()
@@ -112,8 +127,9 @@ def _grid(cfg: RunConfig, values: Mapping[str, Sequence[Any]]) -> list[dict[str,
     return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
 
 
-def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
-    """Evaluate value-only variations of ``cfg`` in one sharded, vmapped call."""
+def evaluate_points(cfg: RunConfig, points: list[dict[str, Any]], measure: Any) -> Any:
+    """``measure`` at value-only variations of ``cfg``, in one sharded, vmapped call:
+    its outputs as host arrays with a leading ``[len(points)]`` axis."""
     devices = sweep_devices(cfg)
     n = len(points)
     n_sweep = mesh_shape(cfg, len(devices))[0]
@@ -122,11 +138,16 @@ def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
     key_of = {seed: np.asarray(jax.random.key_data(jax.random.key(seed)), np.uint32) for seed in {c.seed for c in cfgs}}
     keys = np.stack([key_of[c.seed] for c in cfgs])  # one key derivation per distinct seed, not per point
     vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))
-    exe = sweep_executable(static_config(cfg), devices, padded)
+    exe = sweep_executable(static_config(cfg), devices, padded, measure)
     shard = exe.fn.input_shardings[0][0]
-    norms, loss = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)))
-    logs = log10(Scaled(_to_host(norms.mantissa)[:n], _to_host(norms.exponent)[:n]))
-    return SweepResult(logs, _to_host(loss)[:n])
+    out = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)))
+    return jax.tree.map(lambda x: _to_host(x)[:n], out)
+
+
+def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
+    """Gradient norms at value-only variations of ``cfg`` in one sharded, vmapped call."""
+    norms, loss = evaluate_points(cfg, points, GRADIENTS)
+    return SweepResult(log10(norms), loss)
 
 
 def validate_over(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> dict[str, list[Any]]:
@@ -157,18 +178,24 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     ``grad_norm`` (the same in float64, 0 below ~1e-308). Value fields are
     computed in one compiled call per shape; shape fields loop outside (one compile each).
     """
+    return pd.concat([_tidy(base, shape_point, points, run_points(base, points))
+                      for base, shape_point, points in grid_points(cfg, over)], ignore_index=True)
+
+
+def grid_points(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> list[tuple[RunConfig, dict, list[dict]]]:
+    """``over`` validated and split: one ``(base config, shape fields, value points)`` per
+    shape (each a compile), the value points of each evaluated in one vmapped call."""
     over = validate_over(cfg, over)
     value_fields = {k: v for k, v in over.items() if k in RunConfig.VALUE_FIELDS}
     shape_fields = {k: v for k, v in over.items() if k not in RunConfig.VALUE_FIELDS}
-    parts = []
+    out = []
     for shape_point in _grid(cfg, shape_fields) or [{}]:
         base = cfg.replace(**shape_point)
         points = _grid(base, value_fields) or [{}]
         for p in points:
             base.replace(**p)  # validates each combination (e.g. forget_bias needs lstm)
-        res = run_points(base, points)
-        parts.append(_tidy(base, {**shape_point}, points, res))
-    return pd.concat(parts, ignore_index=True)
+        out.append((base, dict(shape_point), points))
+    return out
 
 
 def _tidy(cfg: RunConfig, shape_point: dict, points: list[dict], res: SweepResult) -> pd.DataFrame:

@@ -1,0 +1,194 @@
+"""Step Jacobians and Lyapunov exponents: closed forms, an independent float64 computation,
+the chaos transition of random tanh networks, and every registered cell."""
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from conftest import CELLS
+from rnnviz import ConfigError, RunConfig
+from rnnviz.analysis import prepared_inputs
+from rnnviz.cells import make_cell
+from rnnviz.config import BudgetError
+from rnnviz.gradients import full_carry0, time_major
+from rnnviz.lyapunov import (
+    decay_fit, initial_directions, jacobians, lyapunov, lyapunov_phase, lyapunov_sweep, step_jacobian, zero_crossing,
+)
+from rnnviz.rollout import reference_loop
+
+
+@pytest.mark.parametrize("gain", [0.7, 1.25])
+def test_orthogonal_linear_rnn_has_every_exponent_log_g(gain):
+    cfg = RunConfig(activation="identity", hidden_size=8, seq_len=120, recurrent_gain=gain, batch_size=2)
+    ly = lyapunov(cfg, k=8)
+    np.testing.assert_allclose(ly.exponents, math.log(gain), atol=1e-4)
+    assert ly.example_exponents.shape == (2, 8) and ly.running.shape == (120, 2, 8)
+    # The measured gradient decay of the same network is exactly log g per step too.
+    assert ly.decay.slope == pytest.approx(math.log(gain), abs=1e-4)
+
+
+def test_identity_recurrence_has_zero_exponents():
+    cfg = RunConfig(activation="identity", recurrent_init="identity", hidden_size=5, seq_len=60)
+    np.testing.assert_allclose(lyapunov(cfg, k=5, measure_decay=False).exponents, 0.0, atol=1e-6)
+
+
+def test_diagonal_recurrences_have_exponents_log_lambda_sorted():
+    cfg = RunConfig(cell="indrnn", activation="identity", hidden_size=6, seq_len=300, batch_size=None)
+    u = np.asarray(prepared_inputs(cfg)[0]["u"], np.float64)
+    np.testing.assert_allclose(lyapunov(cfg, k=6, measure_decay=False).exponents, np.sort(np.log(np.abs(u)))[::-1], atol=1e-4)
+    # LRU: a complex λ_j acts on (re_j, im_j) as |λ_j|·rotation, so log|λ_j| appears twice.
+    # The rotation keeps mixing each pair's two directions, so the estimate converges as 1/T.
+    cfg = RunConfig(cell="lru", hidden_size=4, seq_len=2000, batch_size=None, recurrent_gain=0.97)
+    p = prepared_inputs(cfg)[0]
+    modulus = float(p["a"]) * np.exp(-np.exp(np.asarray(p["nu_log"], np.float64)))
+    want = np.sort(np.repeat(np.log(modulus), 2))[::-1]
+    np.testing.assert_allclose(lyapunov(cfg, k=8, measure_decay=False).exponents, want, atol=5e-4)
+
+
+def _explicit_jacobians(cfg, example):
+    """float64 J_1 … J_T from ``jax.jacfwd`` of one ``cell.apply`` on the carry tuple."""
+    params, carry0, xs = prepared_inputs(cfg)
+    cell = make_cell(cfg)
+    xs_tm = time_major(cfg, xs)
+    carries = reference_loop(cell, params, full_carry0(cfg, carry0), xs_tm)
+    pick = (lambda a: a[:, example]) if cfg.batch_size else (lambda a: a)
+    carries, xs_tm = jax.tree.map(pick, carries), pick(xs_tm)
+    out = []
+    for t in range(cfg.seq_len):
+        c = jax.tree.map(lambda a: a[t], carries)
+        jac = jax.jacfwd(lambda cc: cell.apply({"params": params}, cc, xs_tm[t])[0])(c)
+        # Block (i, j) = ∂component_i'/∂component_j, assembled in the spec's order.
+        blocks = [[jac[i][j] for j in range(len(c))] for i in range(len(c))] if isinstance(c, tuple) else [[jac]]
+        out.append(np.block([[np.asarray(b, np.float64) for b in row] for row in blocks]))
+    return out, params, carries, xs_tm
+
+
+@pytest.mark.parametrize("cell", ["simple", "lstm"])
+def test_exponents_equal_an_independent_float64_product(cell):
+    # Short T: the explicit float64 product must keep its smallest direction (condition < 1e12).
+    cfg = RunConfig(cell=cell, hidden_size=4, input_size=3, seq_len=12, batch_size=2, recurrent_gain=1.6, carry_init="normal")
+    d = 4 * len(cfg.carry_components)
+    ly = lyapunov(cfg, k=d, warmup=0, measure_decay=False)
+    q0 = np.asarray(initial_directions(jax.random.key_data(jax.random.key(cfg.seed)), d, d), np.float64)
+    for example in range(2):
+        jacs, *_ = _explicit_jacobians(cfg, example)
+        product = np.eye(d)
+        for j in jacs:
+            product = j @ product
+        # QR of a product = product of the QRs: log|R_ii| of (J_T⋯J_1)Q₀, over T, exactly.
+        r = np.linalg.qr(product @ q0)[1]
+        want = np.sort(np.log(np.abs(np.diag(r))) / cfg.seq_len)[::-1]
+        np.testing.assert_allclose(np.sort(ly.example_exponents[example])[::-1], want, atol=2e-4)
+        # With k = D the sum is log|det(J_T⋯J_1)| / T = Σ_t log|det J_t| / T (per step: the
+        # product's own determinant is below float64's conditioning here).
+        want_sum = sum(np.linalg.slogdet(j)[1] for j in jacs) / cfg.seq_len
+        assert ly.example_exponents[example].sum() == pytest.approx(want_sum, abs=5e-4)
+
+
+def test_exponents_approach_the_log_singular_values_of_the_product():
+    # A linear RNN with a random (non-normal) W: log σ_i(W^T) / T → log|eig_i(W)|, the
+    # exponents. The leading ones are well inside float64's range at T = 300.
+    cfg = RunConfig(activation="identity", recurrent_init="normal", hidden_size=4, seq_len=300, batch_size=None, seed=3)
+    w = np.asarray(prepared_inputs(cfg)[0]["h"]["kernel"], np.float64).T  # Flax: h @ kernel, so J = kernelᵀ
+    sigma = np.linalg.svd(np.linalg.matrix_power(w, cfg.seq_len), compute_uv=False)
+    ly = lyapunov(cfg, k=2, warmup=0, measure_decay=False)
+    np.testing.assert_allclose(ly.exponents, np.log(sigma[:2]) / cfg.seq_len, atol=0.02)
+
+
+@pytest.mark.parametrize("cell", ["simple", "lstm", "lru"])
+def test_step_jacobians_equal_jacfwd_of_one_step(cell):
+    cfg = RunConfig(cell=cell, hidden_size=5, input_size=3, seq_len=9, batch_size=3, carry_init="normal")
+    jacs, params, carries, xs_tm = _explicit_jacobians(cfg, example=1)
+    for t in (0, 4, 8):
+        got = step_jacobian(cfg, params, jax.tree.map(lambda a: a[t], carries), xs_tm[t])
+        np.testing.assert_allclose(np.asarray(got, np.float64), jacs[t], rtol=1e-5, atol=1e-6)
+    d = jacs[0].shape[0]
+    exact = jacobians(cfg, k=d, example=1, method="exact")
+    assert exact.method == "exact" and list(exact.steps) == list(range(1, 10))
+    for t in range(9):
+        np.testing.assert_allclose(exact.singular_values[t], np.linalg.svd(jacs[t], compute_uv=False), rtol=1e-4, atol=1e-6)
+
+
+def test_matrix_free_singular_values_match_the_exact_ones():
+    cfg = RunConfig(hidden_size=48, seq_len=20, recurrent_init="normal", recurrent_gain=1.5, carry_init="normal", batch_size=None)
+    exact = jacobians(cfg, k=3, method="exact")
+    free = jacobians(cfg, k=3, method="subspace", iterations=30)
+    assert free.method == "subspace"
+    np.testing.assert_allclose(free.singular_values[:, 0], exact.singular_values[:, 0], rtol=1e-3)
+    assert (free.singular_values <= exact.singular_values * (1 + 1e-4)).all()  # Ritz values never exceed σ_i
+    strided = jacobians(cfg, k=3, max_steps=6)
+    assert strided.stride == 4 and list(strided.steps) == [4, 8, 12, 16, 20]
+    np.testing.assert_allclose(strided.singular_values, exact.singular_values[3::4], rtol=1e-5)
+    assert jacobians(RunConfig(hidden_size=300, seq_len=3), k=2).method == "subspace"  # auto, D > 256
+
+
+def test_qr_every_few_steps_gives_the_same_exponents():
+    cfg = RunConfig(hidden_size=16, seq_len=200, recurrent_gain=1.3, carry_init="normal")
+    every = lyapunov(cfg, k=6, warmup=20, measure_decay=False)
+    fifth = lyapunov(cfg, k=6, warmup=20, qr_every=5, measure_decay=False)
+    np.testing.assert_allclose(fifth.exponents, every.exponents, atol=1e-4)
+    np.testing.assert_allclose(fifth.running[-1], every.running[-1], atol=1e-4)
+    assert np.isnan(every.running[:20]).all() and np.isfinite(every.running[20:]).all()  # counted from the warm-up on
+
+
+def test_random_tanh_network_is_ordered_at_gain_08_and_chaotic_at_2():
+    cfg = RunConfig(hidden_size=256, seq_len=300, batch_size=None, recurrent_init="normal", carry_init="normal", input_scale=0.0)
+    df = lyapunov_sweep(cfg, {"recurrent_gain": [0.8, 2.0]}, k=1)
+    lam = dict(zip(df.recurrent_gain, df.lyapunov))
+    assert lam[0.8] < -0.05 and lam[2.0] > 0.05, lam
+    # The sweep's vmapped points equal single runs.
+    single = lyapunov(cfg.replace(recurrent_gain=2.0), k=1, measure_decay=False)
+    assert single.lambda1 == pytest.approx(lam[2.0], abs=1e-5)
+
+
+def test_lambda1_phase_crosses_zero_between_the_regimes():
+    cfg = RunConfig(hidden_size=32, seq_len=150, recurrent_init="normal", carry_init="normal", input_scale=0.0)
+    per, edge = lyapunov_phase(cfg, [0.5, 1.0, 1.5, 2.5], seeds=[0, 1])
+    assert list(per.columns) == ["recurrent_gain", "lyapunov", "lo", "hi"] and len(per) == 4
+    assert per.lyapunov.iloc[0] < 0 < per.lyapunov.iloc[-1] and (per.lo <= per.lyapunov).all()
+    assert edge is not None and 0.5 < edge < 2.5
+    assert zero_crossing([0, 1, 2], [-1.0, -0.5, 0.5]) == pytest.approx(1.5)
+    assert zero_crossing([0, 1], [1.0, 2.0]) is None
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_every_cell_gives_finite_exponents_and_singular_values(cell):
+    cfg = RunConfig(cell=cell, hidden_size=6, seq_len=30, carry_init="normal")
+    ly = lyapunov(cfg, k=3, measure_decay=False)
+    assert ly.exponents.shape == (3,) and np.all(np.diff(ly.exponents) <= 1e-6)
+    assert np.isfinite(ly.exponents).all() or cell == "indrnn"  # a dead ReLU unit is a true −∞ direction
+    jac = jacobians(cfg, k=3)
+    assert jac.singular_values.shape == (30, 3) and (jac.singular_values >= 0).all()
+
+
+def test_decay_fit_excludes_the_ends_and_needs_three_points():
+    logs = np.log10(0.9) * (50 - np.arange(51.0))  # ‖g_t‖ = 0.9^{T−t}
+    logs[-1], logs[0] = 5.0, -99.0  # the ends, left out of the fit
+    fit = decay_fit(logs)
+    assert fit.slope == pytest.approx(math.log(0.9)) and (fit.lag_lo, fit.lag_hi) == (5, 45)
+    assert decay_fit(np.array([0.0, -1.0, -2.0])) is None
+
+
+def test_bad_options_are_config_errors_naming_the_field():
+    cfg = RunConfig(hidden_size=4, seq_len=20)
+    for kwargs, field in [({"k": 0}, "k"), ({"k": 5}, "k"), ({"warmup": 20}, "warmup"), ({"warmup": 3, "qr_every": 2}, "warmup"),
+                          ({"qr_every": 0}, "qr_every")]:
+        with pytest.raises(ConfigError, match=f"^{field}="):
+            lyapunov(cfg, **{"k": 2, **kwargs})
+    with pytest.raises(ConfigError, match="^method="):
+        jacobians(cfg, method="lanczos")
+    with pytest.raises(ConfigError, match="^example="):
+        jacobians(cfg, k=2, example=4)
+    big = RunConfig(hidden_size=1024, seq_len=1000, batch_size=16, input_size=8)
+    with pytest.raises(BudgetError, match=r"^k=512 .*the largest k that fits is \d+"):
+        lyapunov(big, k=512)
+
+
+def test_low_precision_cells_run_in_their_dtype():
+    ly = lyapunov(RunConfig(hidden_size=8, seq_len=40, dtype="bfloat16", activation="identity", recurrent_gain=0.8), k=2,
+                  measure_decay=False)
+    np.testing.assert_allclose(ly.exponents, math.log(0.8), atol=0.02)
+    assert jnp.dtype(RunConfig(dtype="bfloat16").dtype) == jnp.bfloat16
