@@ -14,6 +14,8 @@ The public API, all importable from here::
 | ``sweep`` | many values in one compiled call (tidy frame) |
 | ``compare_strategies``, ``scaling``, ``run_on_devices`` | cost tables |
 | ``register_cell``, ``CellSpec``, ``cell_names`` | the cell registry (plugins: entry points) |
+| ``lyapunov``, ``Lyapunov``, ``lyapunov_sweep`` | Lyapunov exponents of the trajectory (QR method) |
+| ``jacobians``, ``Jacobians`` | singular values of each step Jacobian |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
 not import JAX until a computation is asked for. The core never imports streamlit or
@@ -40,6 +42,11 @@ _EXPORTS = {
     "register_cell": "rnnviz.cells.registry",
     "CellSpec": "rnnviz.cells.registry",
     "cell_names": "rnnviz.cells.registry",
+    "lyapunov": "rnnviz.lyapunov",
+    "Lyapunov": "rnnviz.lyapunov",
+    "jacobians": "rnnviz.lyapunov",
+    "Jacobians": "rnnviz.lyapunov",
+    "lyapunov_sweep": "rnnviz.lyapunov",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -49,6 +56,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.cells.registry import CellSpec, cell_names, register_cell
     from rnnviz.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
+    from rnnviz.lyapunov import Jacobians, Lyapunov, jacobians, lyapunov, lyapunov_sweep
     from rnnviz.sweeps import sweep
 
 

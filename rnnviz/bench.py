@@ -39,7 +39,57 @@ def parallel_suite() -> list[RunConfig]:
 
 
 SUITES = {"strategies": strategies_suite, "devices": devices_suite, "sweep": lambda: [RunConfig(seq_len=100)],
-          "parallel": parallel_suite}
+          "parallel": parallel_suite,
+          "lyapunov": lambda: [RunConfig(cell="simple", hidden_size=256, seq_len=1000, batch_size=None, input_size=32)]}
+
+
+def reference_lyapunov(cfg: RunConfig, k: int):
+    """The straightforward way: a Python loop over steps, the explicit J_t from a jitted
+    ``jax.jacfwd`` of one step, NumPy's QR. Same trajectory and start directions as
+    :func:`rnnviz.lyapunov.lyapunov` (warm-up 0). Returns the k exponents, unsorted."""
+    import jax
+    import numpy as np
+
+    from rnnviz.analysis import prepared_inputs
+    from rnnviz.cells import make_cell
+    from rnnviz.gradients import full_carry0
+    from rnnviz.lyapunov import flat_step, initial_directions, pack, unpacker
+
+    params, carry0, xs = prepared_inputs(cfg)
+    carry0 = full_carry0(cfg, carry0)
+    step = flat_step(make_cell(cfg), params, unpacker(carry0))
+    advance = jax.jit(step)
+    jacobian = jax.jit(jax.jacfwd(step))
+    v = pack(carry0)
+    q = np.asarray(initial_directions(jax.random.key_data(jax.random.key(cfg.seed)), v.shape[-1], k), np.float64)
+    total = np.zeros(k)
+    for t in range(cfg.seq_len):
+        j = np.asarray(jacobian(v, xs[t]), np.float64)
+        q, r = np.linalg.qr(j @ q)
+        total += np.log(np.abs(np.diag(r)))
+        v = advance(v, xs[t])
+    return total / cfg.seq_len
+
+
+def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout) -> dict[str, float]:
+    """The QR method in one compiled scan against :func:`reference_lyapunov`, same run."""
+    import time
+
+    import numpy as np
+
+    from rnnviz.lyapunov import lyapunov
+
+    fast = lyapunov(cfg, k=k, warmup=0, measure_decay=False, repeats=repeats)
+    reference_lyapunov(cfg.replace(seq_len=2), k)  # compiles its two jitted functions
+    start = time.perf_counter()
+    ref = reference_lyapunov(cfg, k)
+    ref_s = time.perf_counter() - start
+    diff = float(np.max(np.abs(np.sort(ref)[::-1] - fast.exponents)))
+    print(f"Lyapunov spectrum, k={k}, {_label_of(cfg)}", file=out)
+    print(f"  compiled scan (rnnviz.lyapunov): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile {fast.compile_s:.2f} s)", file=out)
+    print(f"  reference (jacfwd per step + NumPy QR, Python loop): {ref_s * 1e3:9.1f} ms", file=out)
+    print(f"  speed-up ×{ref_s / fast.run_s:.1f}; max |Δλ| = {diff:.2e}; λ₁ = {fast.lambda1:+.5f}", file=out)
+    return {"fast_s": fast.run_s, "reference_s": ref_s, "speedup": ref_s / fast.run_s, "max_abs_diff": diff}
 
 
 def parallel_bench(configs: Iterable[RunConfig], repeats: int, out=sys.stdout, budget_s: float | None = None) -> list[dict]:
@@ -167,6 +217,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     configs = SUITES[args.suite]()
     if args.suite == "sweep":
         sweep_bench(configs[0])
+        return 0
+    if args.suite == "lyapunov":
+        lyapunov_bench(configs[0], repeats=min(args.repeats, 5))
         return 0
     budget = args.budget if args.budget > 0 else None
     if args.suite == "parallel":

@@ -269,3 +269,74 @@ def phase_figure(matrix: pd.DataFrame, survival: pd.DataFrame | None = None, bou
                                  line=dict(color="#E69F00", width=3, dash="dash"), name=f"Pascanu σ₁·γ = 1 (g = {boundary_gain:.3f})"))
     fig.update_layout(legend=dict(orientation="h", yanchor="bottom", y=1.02, x=0))
     return fig
+
+
+def spectrum_figure(df: pd.DataFrame, title: str = "Lyapunov spectrum λ_i (per step; > 0 stretches, < 0 shrinks)") -> go.Figure:
+    """``i, lyapunov, spread`` → bars with ±1 std error bars (over examples) and the λ = 0 line."""
+    fig = _figure(title, "exponent i", "λ_i (natural log per step)")
+    fig.update_layout(hovermode="closest")
+    if df.empty:
+        return fig
+    finite = np.isfinite(df["lyapunov"].to_numpy(dtype=np.float64))
+    s = df[finite]
+    colours = [OKABE_ITO[5] if v > 0 else OKABE_ITO[0] for v in s["lyapunov"]]
+    fig.add_trace(go.Bar(x=s["i"], y=s["lyapunov"], marker_color=colours, name="λ_i",
+                         error_y=dict(type="data", array=s["spread"], visible=True),
+                         hovertemplate="λ%{x} = %{y:.5f}<extra></extra>"))
+    fig.add_hline(y=0.0, line=dict(color="#000000", dash="dot"))
+    if (~finite).any():
+        fig.add_annotation(text=f"{int((~finite).sum())} exponent(s) are −∞ (a direction the step maps to 0, e.g. dead ReLU units)",
+                           showarrow=False, x=0.5, y=1.0, xref="paper", yref="paper", yanchor="bottom")
+    return fig
+
+
+def running_figure(df: pd.DataFrame, title: str = "Running estimate of λ₁ (convergence)") -> go.Figure:
+    """``t, value, lo, hi`` → the running mean with the range over examples as a band."""
+    fig = _figure(title, "timestep t", "λ₁ estimate after t steps")
+    if df.empty:
+        return fig
+    fig.add_trace(go.Scatter(x=df["t"], y=df["hi"], mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=df["t"], y=df["lo"], mode="lines", line=dict(width=0), fill="tonexty",
+                             fillcolor="rgba(0,114,178,0.2)", name="range over examples"))
+    fig.add_trace(go.Scatter(x=df["t"], y=df["value"], mode="lines", line=dict(color=OKABE_ITO[0], width=2), name="λ₁ (mean)"))
+    fig.add_hline(y=0.0, line=dict(color="#000000", dash="dot"))
+    return fig
+
+
+def decay_figure(df: pd.DataFrame, title: str = "Predicted (λ₁) vs measured gradient decay") -> go.Figure:
+    """``lag, series, value`` (log₁₀) → the measured curve, its fitted line and the λ₁ line,
+    on a linear axis of log₁₀ values labelled as powers of ten."""
+    fig = _figure(title, "lag k = T − t (steps back from T)", "‖∂L/∂carry_{T−k}‖")
+    if df.empty:
+        return fig
+    dashes = {0: "solid", 1: "dash", 2: "dot"}
+    for i, (name, s) in enumerate(df.groupby("series", sort=False)):
+        y = _drawable(s["value"].to_numpy(dtype=np.float64))
+        fig.add_trace(go.Scatter(x=s["lag"], y=y, mode="lines", name=str(name), line=dict(dash=dashes.get(i, "solid"), width=2 if i else 1.5),
+                                 customdata=[pow10_text(v) for v in y], hovertemplate="lag %{x}: %{customdata}<extra>" + str(name) + "</extra>"))
+    finite = df["value"].to_numpy(dtype=np.float64)
+    finite = finite[np.isfinite(finite)]
+    if finite.size:
+        vals, text = pow10_ticks(float(finite.min()), float(finite.max()))
+        fig.update_yaxes(tickmode="array", tickvals=vals, ticktext=text)
+    return fig
+
+
+def lyapunov_phase_figure(df: pd.DataFrame, edge_gain: float | None = None,
+                          title: str = "λ₁ against the recurrent gain: the edge of chaos") -> go.Figure:
+    """``recurrent_gain, lyapunov, lo, hi`` → λ₁ (mean over seeds, band: range), the λ₁ = 0
+    line and the gain where it is crossed."""
+    fig = _figure(title, "recurrent gain g", "λ₁ (natural log per step)")
+    if df.empty:
+        return fig
+    fig.add_trace(go.Scatter(x=df["recurrent_gain"], y=df["hi"], mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=df["recurrent_gain"], y=df["lo"], mode="lines", line=dict(width=0), fill="tonexty",
+                             fillcolor="rgba(0,0,0,0.15)", name="seed range"))
+    fig.add_trace(go.Scatter(x=df["recurrent_gain"], y=_drawable(df["lyapunov"].to_numpy(dtype=np.float64)), mode="lines+markers",
+                             line=dict(color=OKABE_ITO[0], width=2), name="λ₁"))
+    fig.add_hline(y=0.0, line=dict(color="#000000", dash="dot"), annotation_text="λ₁ = 0: edge of chaos",
+                  annotation_position="bottom right")
+    if edge_gain is not None:
+        fig.add_vline(x=edge_gain, line=dict(color=OKABE_ITO[5], dash="dash", width=2),
+                      annotation_text=f"λ₁ crosses 0 at g = {edge_gain:.3f}", annotation_position="top left")
+    return fig

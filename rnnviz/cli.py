@@ -117,6 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=_positive_int, default=10, help="timed runs (1..1000, default 10)")
     p.set_defaults(func=cmd_analyze)
     _add_sweep(sub)
+    _add_lyapunov(sub)
     _add_bench(sub)
     from rnnviz.launch import add_parser as add_app
 
@@ -205,3 +206,44 @@ def _add_sweep(sub) -> None:
                    help="a field and its values: recurrent_gain=0.5:1.5:64 or seed=0,1,2 (repeatable)")
     p.add_argument("--csv", metavar="PATH", help="write the tidy sweep table as CSV")
     p.set_defaults(func=cmd_sweep)
+
+
+def lyapunov_json(ly) -> dict[str, Any]:
+    decay = None if ly.decay is None else ly.decay._asdict()
+    return _finite({
+        "config": ly.config.to_dict(), "k": ly.k, "warmup": ly.warmup, "qr_every": ly.qr_every,
+        "exponents": ly.exponents.astype(float).tolist(), "exponents_spread": ly.exponents_spread.astype(float).tolist(),
+        "lambda1": ly.lambda1, "measured_decay": decay, "compile_s": ly.compile_s, "run_s": ly.run_s,
+    })
+
+
+def cmd_lyapunov(args: argparse.Namespace) -> int:
+    from rnnviz.lyapunov import lyapunov
+
+    cfg = config_from_args(args)
+    ly = lyapunov(cfg, k=args.k, warmup=args.warmup, qr_every=args.qr_every)
+    if args.json:
+        print(json.dumps(lyapunov_json(ly)))
+        return 0
+    print(f"Lyapunov exponents of the {cfg.cell} cell (H={cfg.hidden_size}, T={cfg.seq_len}, gain {cfg.recurrent_gain:g}), "
+          f"natural log per step, mean ± std over {ly.example_exponents.shape[0]} example(s), after {ly.warmup} warm-up steps:")
+    for i, (lam, sd) in enumerate(zip(ly.exponents, ly.exponents_spread), 1):
+        print(f"  λ{i:<3} {lam:+.5f} ± {sd:.5f}   (×{math.exp(lam):.4f} per step)" if math.isfinite(lam) else f"  λ{i:<3} -inf")
+    regime = "ordered: gradients vanish" if ly.lambda1 < 0 else "chaotic: gradients explode"
+    print(f"λ₁ = {ly.lambda1:+.4f} → {regime}")
+    if ly.decay is not None:
+        print(f"gradient decay per step (slope of ln‖∂L/∂carry_(T−k)‖ over lags {ly.decay.lag_lo}..{ly.decay.lag_hi}): "
+              f"measured {ly.decay.slope:+.4f}, predicted by λ₁ {ly.lambda1:+.4f}")
+    print(f"compile {ly.compile_s:.2f} s, run {ly.run_s * 1e3:.1f} ms")
+    return 0
+
+
+def _add_lyapunov(sub) -> None:
+    p = sub.add_parser("lyapunov", help="the leading Lyapunov exponents of the trajectory (QR method)")
+    add_config_flags(p)
+    p.add_argument("--k", type=bounded_int(1, 2 * 2048), default=8, help="how many exponents (1..D, D = carry size; default 8)")
+    p.add_argument("--warmup", type=bounded_int(0, 100_000), default=None, help="steps left out of the average (default T/10)")
+    p.add_argument("--qr-every", dest="qr_every", type=bounded_int(1, 100_000), default=1,
+                   help="re-orthonormalise every N steps (default 1: every step)")
+    p.add_argument("--json", action="store_true", help="print the exponents as JSON")
+    p.set_defaults(func=cmd_lyapunov)

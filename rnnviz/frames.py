@@ -191,3 +191,52 @@ def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     s = pd.DataFrame(surv)
     survival = s.groupby("lag")["gain"].agg(gain_mean="mean", gain_min="min", gain_max="max").reset_index()
     return matrix, survival
+
+
+# ---- Jacobians and Lyapunov exponents (rnnviz.lyapunov records) -------------------------
+
+def singular_values_frame(j) -> pd.DataFrame:
+    """``t, series (σ₁ … σ_k), value``: the top singular values of each step Jacobian."""
+    steps, k = j.singular_values.shape
+    return pd.DataFrame({
+        "t": np.tile(j.steps, k),
+        "series": np.repeat([f"σ{i}" for i in range(1, k + 1)], steps),
+        "value": j.singular_values.T.reshape(-1),
+    })
+
+
+def spectrum_frame(ly) -> pd.DataFrame:
+    """``i, lyapunov, spread, factor``: the exponents (mean, std over examples) and the
+    per-step factor e^λ."""
+    with np.errstate(over="ignore"):
+        factor = np.exp(ly.exponents)
+    return pd.DataFrame({"i": np.arange(1, ly.k + 1), "lyapunov": ly.exponents, "spread": ly.exponents_spread, "factor": factor})
+
+
+def running_frame(ly) -> pd.DataFrame:
+    """``t, value, lo, hi``: the running estimate of λ₁ after step t (mean over examples,
+    range over examples); steps before the warm-up ends are left out."""
+    lam1 = ly.running[:, :, 0]
+    keep = np.isfinite(lam1).any(axis=1)
+    t = np.arange(1, lam1.shape[0] + 1)[keep]
+    lam1 = lam1[keep]
+    return pd.DataFrame({"t": t, "value": np.nanmean(lam1, axis=1), "lo": np.nanmin(lam1, axis=1), "hi": np.nanmax(lam1, axis=1)})
+
+
+def decay_frame(a: Analysis, ly) -> pd.DataFrame:
+    """``lag, series, value`` (log₁₀): the measured ‖∂L/∂carry_{T−lag}‖, the line fitted to
+    it over the fit window, and the line of slope λ₁ through the same point at the
+    window's start (the prediction)."""
+    logs = np.asarray(a.log10_grad_norms, np.float64)[::-1]
+    lags = np.arange(logs.size)
+    parts = [pd.DataFrame({"lag": lags, "series": "measured ‖∂L/∂carry_{T−lag}‖", "value": logs})]
+    fit = ly.decay
+    if fit is not None:
+        window = np.arange(fit.lag_lo, fit.lag_hi + 1)
+        ln10 = np.log(10.0)
+        start = (fit.intercept + fit.slope * fit.lag_lo) / ln10
+        parts.append(pd.DataFrame({"lag": window, "series": f"fit: {fit.slope:+.4f} per step",
+                                   "value": (fit.intercept + fit.slope * window) / ln10}))
+        parts.append(pd.DataFrame({"lag": window, "series": f"predicted by λ₁ = {ly.lambda1:+.4f}",
+                                   "value": start + ly.lambda1 * (window - fit.lag_lo) / ln10}))
+    return pd.concat(parts, ignore_index=True)

@@ -46,6 +46,15 @@ PRESETS: dict[str, Preset] = {p.title: p for p in (
            "A diagonal linear recurrence with |λ| on the ring [0.9, 0.999]: each unit's gradient decays by exactly |λ_j| per step, "
            "so the slowest units carry the gradient across all 1000 steps (dashed: the closed form).",
            dict(cell="lru", seq_len=1000, hidden_size=64)),
+    *(Preset(f"Lyapunov: {name} (gain {g})",
+             f"A random tanh network (W_h normal with variance g²/H, H = 128) running on its own (input scale 0): {what} "
+             "Open the Jacobians tab for the spectrum and the Phase diagram tab for λ₁ over the gain.",
+             dict(cell="simple", activation="tanh", hidden_size=128, seq_len=300, recurrent_init="normal", recurrent_gain=g,
+                  carry_init="normal", input_scale=0.0))
+      for name, g, what in (
+          ("ordered", 0.8, "λ₁ ≈ −0.1 < 0: every perturbation and every gradient shrinks by about e^λ₁ per step."),
+          ("edge of chaos", 1.0, "λ₁ ≈ 0: perturbations neither grow nor shrink on average, and neither does the gradient."),
+          ("chaotic", 2.0, "λ₁ ≈ +0.12 > 0: nearby trajectories separate and the gradient grows going back in time."))),
     Preset("Per-step tangents: LSTM",
            "One tangent per step shows which steps contribute to ∂L/∂W; the accumulator only has their sum.",
            dict(cell="lstm", seq_len=100, strategy="per_step")),

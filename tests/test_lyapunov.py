@@ -154,16 +154,6 @@ def test_lambda1_phase_crosses_zero_between_the_regimes():
     assert zero_crossing([0, 1], [1.0, 2.0]) is None
 
 
-@pytest.mark.parametrize("cell", CELLS)
-def test_every_cell_gives_finite_exponents_and_singular_values(cell):
-    cfg = RunConfig(cell=cell, hidden_size=6, seq_len=30, carry_init="normal")
-    ly = lyapunov(cfg, k=3, measure_decay=False)
-    assert ly.exponents.shape == (3,) and np.all(np.diff(ly.exponents) <= 1e-6)
-    assert np.isfinite(ly.exponents).all() or cell == "indrnn"  # a dead ReLU unit is a true −∞ direction
-    jac = jacobians(cfg, k=3)
-    assert jac.singular_values.shape == (30, 3) and (jac.singular_values >= 0).all()
-
-
 def test_decay_fit_excludes_the_ends_and_needs_three_points():
     logs = np.log10(0.9) * (50 - np.arange(51.0))  # ‖g_t‖ = 0.9^{T−t}
     logs[-1], logs[0] = 5.0, -99.0  # the ends, left out of the fit
@@ -192,3 +182,76 @@ def test_low_precision_cells_run_in_their_dtype():
                   measure_decay=False)
     np.testing.assert_allclose(ly.exponents, math.log(0.8), atol=0.02)
     assert jnp.dtype(RunConfig(dtype="bfloat16").dtype) == jnp.bfloat16
+
+
+# ---- CLI, charts and the dashboard -------------------------------------------------------
+
+def test_cli_lyapunov_json_and_bad_flags(capsys):
+    import json
+
+    from rnnviz.cli import main
+
+    assert main(["lyapunov", "--cell", "simple", "--recurrent-gain", "1.5", "--k", "3", "--seq-len", "40", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert len(out["exponents"]) == 3 and out["lambda1"] == out["exponents"][0] and out["measured_decay"]["lag_lo"] == 4
+    assert main(["lyapunov", "--k", "40"]) == 2  # D = 32
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and err.startswith("error: k=40")
+    with pytest.raises(SystemExit) as exit_:
+        main(["lyapunov", "--k", "zero"])
+    assert exit_.value.code == 2
+
+
+def test_lyapunov_charts_from_frames():
+    import pandas as pd
+
+    from rnnviz import charts
+
+    spectrum = pd.DataFrame({"i": [1, 2, 3], "lyapunov": [0.1, -0.2, -np.inf], "spread": [0.01, 0.02, 0.0]})
+    fig = charts.spectrum_figure(spectrum)
+    assert list(fig.data[0].y) == [0.1, -0.2] and list(fig.data[0].marker.color) == [charts.OKABE_ITO[5], charts.OKABE_ITO[0]]
+    assert "−∞" in fig.layout.annotations[0].text
+    phase = pd.DataFrame({"recurrent_gain": [0.5, 1.0, 1.5], "lyapunov": [-0.3, -0.01, 0.2], "lo": [-0.31, -0.02, 0.1], "hi": [-0.29, 0, 0.3]})
+    fig = charts.lyapunov_phase_figure(phase, 1.02)
+    assert [t.name for t in fig.data] == [None, "seed range", "λ₁"]
+    assert {s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1} == {1.02}  # the crossing
+    assert any(a.text.startswith("λ₁ = 0") for a in fig.layout.annotations)
+    decay = pd.DataFrame({"lag": [0, 1, 2, 0, 2], "series": ["measured"] * 3 + ["fit"] * 2, "value": [0.0, -40.0, -80.0, 0.0, -80.0]})
+    fig = charts.decay_figure(decay)
+    assert len(fig.data) == 2 and fig.layout.yaxis.ticktext[0].startswith("10")
+
+
+@pytest.mark.parametrize("cell", CELLS)
+def test_jacobians_tab_renders_for_every_cell(cell):
+    from apptest_helpers import figure_by_title, run_app
+
+    at = run_app({"cell": cell, "seq_len": "20", "hidden_size": "4", "tab": "Jacobians"})
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    d = 4 * len(RunConfig(cell=cell).carry_components)
+    assert len(figure_by_title(at, "Singular values of J_t")["data"]) == min(8, d)
+    assert len(figure_by_title(at, "Lyapunov spectrum")["data"]) == 1
+    assert len(figure_by_title(at, "Predicted (λ₁) vs measured")["data"]) == 3
+    assert any(m.label == "λ₁ (per step)" for m in at.metric)
+    # The same numbers from the library (the app's executables are reused in-process).
+    cfg = RunConfig(cell=cell, seq_len=20, hidden_size=4)
+    ly = lyapunov(cfg, k=min(8, d))
+    assert ly.exponents.shape == (min(8, d),) and np.all(np.diff(ly.exponents) <= 1e-6)
+    assert np.isfinite(ly.exponents).all() or cell == "indrnn"  # a dead ReLU unit is a true −∞ direction
+    jac = jacobians(cfg, k=min(8, d), max_steps=400)
+    assert jac.singular_values.shape == (20, min(8, d)) and (jac.singular_values >= 0).all()
+
+
+def test_phase_tab_draws_lambda1_and_learn_has_a_preset_per_regime():
+    from apptest_helpers import decode, figure_by_title, run_app, trace
+
+    at = run_app({"tab": "Phase diagram", "seq_len": "30", "hidden_size": "8"})
+    assert not at.exception and not at.error
+    fig = figure_by_title(at, "λ₁ against the recurrent gain")
+    assert len(decode(trace(fig, "λ₁")["x"])) == 41
+    at = run_app({"tab": "Learn"})
+    keys = [b.key for b in at.button if b.key.startswith("learn")]
+    regimes = [b for b in at.button if b.key in keys and "Lyapunov" in b.label]
+    assert len(regimes) == 3
+    regimes[-1].click().run()
+    assert at.session_state["cfg_recurrent_gain"] == 2.0 and at.session_state["cfg_input_scale"] == 0.0
+    assert not at.exception and not at.error

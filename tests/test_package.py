@@ -22,7 +22,8 @@ from rnnviz.presets import config_from_params
 from apptest_helpers import run_app, total_gradient
 
 ROOT = Path(__file__).resolve().parent.parent
-PUBLIC = ["Analysis", "CellSpec", "ConfigError", "FIELD_SPECS", "RunConfig", "analyze", "cell_names", "compare_strategies",
+PUBLIC = ["Analysis", "CellSpec", "ConfigError", "FIELD_SPECS", "Jacobians", "Lyapunov", "RunConfig", "analyze", "cell_names",
+          "compare_strategies", "jacobians", "lyapunov", "lyapunov_sweep",
           "register_cell", "run_on_devices", "scaling", "sweep"]
 
 

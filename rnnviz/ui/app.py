@@ -23,13 +23,14 @@ from rnnviz import Analysis, ConfigError, RunConfig, analyze
 from rnnviz.analysis import executables, is_compiled, resolve_device, static_config
 from rnnviz.comparisons import available_strategies, compare_strategies, present_devices, run_on_devices, scaling
 from rnnviz.frames import records_frame
+from rnnviz.lyapunov import Jacobians, Lyapunov, carry_dim, jacobians, lyapunov, lyapunov_phase
 from rnnviz.records import load_dir
 from rnnviz.sweeps import critical_gain, sweep
 from rnnviz.timing import enable_compilation_cache
 from rnnviz.ui import state, views
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
-TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Devices", "Compare", "Learn")
+TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Devices", "Compare", "Learn")
 log = logging.getLogger("rnnviz.app")
 
 
@@ -86,6 +87,27 @@ def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.
     gains = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
     df = sweep(cfg, {"recurrent_gain": gains, "seed": list(range(cfg.seed, cfg.seed + seeds))})
     return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _lyapunov_phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+    cfg = _cfg(cfg_json)
+    gains = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+    return lyapunov_phase(cfg, gains, range(cfg.seed, cfg.seed + seeds))
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _lyapunov(cfg_json: str, k: int) -> Lyapunov:
+    return lyapunov(_cfg(cfg_json), k=k)
+
+
+#: The dashboard takes J_t at up to this many steps (every ⌈T/400⌉-th); the library, every step.
+JACOBIAN_STEPS = 400
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
+    return jacobians(_cfg(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS)
 
 
 def runs_folders() -> tuple[str, ...]:
@@ -176,7 +198,10 @@ def main() -> None:
         "Strategies": lambda: views.strategies_view(
             a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c.replace(strategy="per_step"))),
             lambda c, lens: _scaling(_key(c), lens), available_strategies(cfg)),
-        "Phase diagram": lambda: views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k)),
+        "Phase diagram": lambda: views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
+                                                  lambda c, lo, hi, n, k: _lyapunov_phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k)),
+        "Jacobians": lambda: views.jacobians_view(a, lambda c, k: _lyapunov(_key(c), k), lambda c, k, e: _jacobians(_key(c), k, e),
+                                                  carry_dim(cfg)),
         "Devices": lambda: views.devices_view(_devices_live(_key(cfg)), *_recorded(runs_folders()), gpu_reason),
         "Compare": lambda: views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear),
         "Learn": views.learn_view,

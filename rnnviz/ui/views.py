@@ -239,10 +239,27 @@ LEARN = [
      "growing while |λ_j| < 1. Initialising |λ| on a ring close to 1 (0.9 … 0.999) keeps gradients alive for hundreds of steps, "
      "and γ = √(1 − |λ|²) keeps the carry's size fixed. Because each step is an affine map h ↦ A_t h + B_t, steps compose "
      "associatively, so all T carries come from a prefix scan of depth log T (the `parallel` strategy).",
-     r"\Big\|rac{\partial L}{\partial h_t}\Big\| = \Big\|\prod_{s=t+1}^{T} \operatorname{diag}(\lambda)^{\!*}\,rac{\partial L}{\partial h_T}\Big\| \;\;	ext{with } |(\cdot)_j| = |\lambda_j|^{T-t}\,\Big|rac{\partial L}{\partial h_{T,j}}\Big|,"
+     r"\Big\|\frac{\partial L}{\partial h_t}\Big\| = \Big\|\prod_{s=t+1}^{T} \operatorname{diag}(\lambda)^{\!*}\,\frac{\partial L}{\partial h_T}\Big\| \;\;\text{with } |(\cdot)_j| = |\lambda_j|^{T-t}\,\Big|\frac{\partial L}{\partial h_{T,j}}\Big|,"
      r"\qquad (A_1, B_1) \circ (A_2, B_2) = (A_2 A_1,\; A_2 B_1 + B_2)",
      "Linear recurrence: LRU, T=1000"),
 ]
+
+
+LEARN.append((
+    "Jacobians and Lyapunov exponents",
+    "Backpropagation multiplies one Jacobian J_t = ∂h_t/∂h_{t−1} per step. Each J_t's singular values σ_i say how much that "
+    "step can stretch (σ > 1) or shrink (σ < 1) a direction, but the gradient feels the whole product, and stretching along "
+    "one step can be undone by the next. The Lyapunov exponents λ_i are the average log stretching of that product per "
+    "step: the QR method pushes k directions through each step and re-orthonormalises them, so the log of R's diagonal "
+    "counts how much each new direction grew. If λ₁ < 0 every perturbation dies out (ordered) and so does every "
+    "gradient; if λ₁ > 0 nearby trajectories separate exponentially (chaos) and the gradient, which travels the "
+    "same product backwards, explodes. Random tanh networks cross from one to the other near gain g ≈ 1 "
+    "(Sompolinsky, Crisanti & Sommers 1988); inputs push the edge to larger gains.",
+    r"\frac{\partial L}{\partial h_{T-k}} = J_{T-k+1}^{\top}\cdots J_T^{\top}\,\frac{\partial L}{\partial h_T},\qquad "
+    r"\lambda_i = \lim_{T\to\infty} \frac{1}{T}\sum_{t=1}^{T} \log |R^{(t)}_{ii}|,\;\; J_t Q_{t-1} = Q_t R^{(t)},\qquad "
+    r"\Big\|\frac{\partial L}{\partial h_{T-k}}\Big\| \approx e^{\lambda_1 k}",
+    ("Lyapunov: ordered (gain 0.8)", "Lyapunov: edge of chaos (gain 1.0)", "Lyapunov: chaotic (gain 2.0)"),
+))
 
 
 def learn_view() -> None:
@@ -251,8 +268,10 @@ def learn_view() -> None:
         st.markdown(text)
         if formula:
             st.latex(formula)
-        if preset:
-            st.button(f"Show me: {preset}", key=f"learn_{i}", on_click=apply_preset, args=(preset,), help=PRESETS[preset].lesson)
+        presets = (preset,) if isinstance(preset, str) else preset or ()
+        for j, name in enumerate(presets):
+            key = f"learn_{i}" if j == 0 else f"learn_{i}_{j}"
+            st.button(f"Show me: {name}", key=key, on_click=apply_preset, args=(name,), help=PRESETS[name].lesson)
 
 
 def url_warnings(warnings: list[str]) -> None:
@@ -265,10 +284,60 @@ def limits_caption() -> None:
                "and an estimated working set ≤ 4 GiB.")
 
 
-__all__ = ["carry_view", "compare_view", "devices_view", "gradients_view", "header", "learn_view", "strategies_view"]
+__all__ = ["carry_view", "compare_view", "devices_view", "gradients_view", "header", "jacobians_view", "learn_view", "phase_view",
+           "strategies_view"]
 
 
-def phase_view(cfg: RunConfig, compute: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]) -> None:
+def jacobians_view(a: Analysis, compute_lyapunov: Callable[[RunConfig, int], object],
+                   compute_jacobians: Callable[[RunConfig, int, int], object], carry_dim: int) -> None:
+    """Singular values of each step Jacobian, the Lyapunov spectrum, its convergence, and
+    λ₁ next to the measured gradient decay."""
+    cfg = a.config
+    st.markdown(
+        "The gradient reaching step t is a product of step Jacobians J = ∂carry_t/∂carry_{t−1}. Their singular values say "
+        "how much one step can stretch or shrink a direction; the Lyapunov exponents say how fast the *product* does, on "
+        "average per step (see Learn → Jacobians and Lyapunov exponents)."
+    )
+    c1, c2 = st.columns(2)
+    k = int(c1.number_input("exponents / singular values k", 1, min(carry_dim, 64), min(8, carry_dim), 1, key="jac_k",
+                            help=f"1 … min(D, 64); D = {carry_dim} is the carry size (all components)"))
+    n_examples = cfg.batch_size or 1
+    example = int(c2.number_input("example (for σ_i(J_t))", 0, n_examples - 1, 0, 1, key="jac_example", disabled=n_examples == 1))
+    jac = compute_jacobians(cfg, k, example)
+    st.plotly_chart(charts.line_figure(frames.singular_values_frame(jac), f"Singular values of J_t = ∂carry_t/∂carry_(t−1), example {example}",
+                                       "σ_i(J_t) (log)", log_y=True), key="chart_singular_values")
+    how = ("exact: J_t built with jax.jacfwd, then its SVD" if jac.method == "exact" else
+           "matrix-free: block power iteration with Jacobian-vector products (J_t is never built)")
+    every = f", at every {jac.stride}th step (a cap for the dashboard; the library computes every step)" if jac.stride > 1 else ""
+    st.caption(f"σ₁ > 1 means that step can stretch some direction; the product's growth is what the exponents below measure. Method: {how}{every}.")
+    ly = compute_lyapunov(cfg, k)
+    lam1 = ly.lambda1
+    regime = ("ordered (λ₁ < 0): every direction shrinks, gradients vanish" if lam1 < -1e-3 else
+              "chaotic (λ₁ > 0): some direction grows, gradients can explode" if lam1 > 1e-3 else "at the edge (λ₁ ≈ 0)")
+    cols = st.columns(3)
+    cols[0].metric("λ₁ (per step)", f"{lam1:+.4f}", help=f"mean over {n_examples} example(s) ± {ly.exponents_spread[0]:.4f}")
+    cols[1].metric("factor e^λ₁ per step", f"{np.exp(lam1):.4f}")
+    if ly.decay is not None:
+        cols[2].metric("measured gradient decay", f"{ly.decay.slope:+.4f}", delta=f"{ly.decay.slope - lam1:+.4f} vs λ₁", delta_color="off",
+                       help=f"slope of ln‖∂L/∂carry_(T−k)‖ over lags {ly.decay.lag_lo}…{ly.decay.lag_hi} (the ends left out)")
+    st.markdown(f"**Regime:** {regime}.")
+    left, right = st.columns(2)
+    with left:
+        st.plotly_chart(charts.spectrum_figure(frames.spectrum_frame(ly)), key="chart_spectrum")
+    with right:
+        st.plotly_chart(charts.running_figure(frames.running_frame(ly)), key="chart_running")
+    st.caption(f"QR method: {ly.k} tangent directions pushed through every step with jax.jvp inside the forward scan and "
+               f"re-orthonormalised; exponent = average log of R's diagonal after {ly.warmup} warm-up steps. Bars: ±1 std over examples.")
+    st.plotly_chart(charts.decay_figure(frames.decay_frame(a, ly)), key="chart_decay")
+    st.caption("Why measured and predicted differ: λ₁ is the growth rate of the *most* stretched direction, in the limit of long "
+               "trajectories; the gradient is one particular direction (set by the loss) over a finite T, pulled by the inputs "
+               "along the way, so it only aligns with the leading direction after some steps. With loss = all each step also adds "
+               "its own term, which flattens the measured curve.")
+    _csv_button(frames.spectrum_frame(ly), "rnnviz_lyapunov.csv", "csv_lyapunov", "Download the spectrum (CSV)")
+
+
+def phase_view(cfg: RunConfig, compute: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]],
+               compute_lyapunov: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]) -> None:
     st.markdown(
         "Every recurrent gain at once: one compiled, vmapped call evaluates the whole grid (sharded over all devices). "
         "Colour is log₁₀ of how much of the gradient at T survives back to lag T − t; the black line is the smallest gain "
@@ -288,3 +357,11 @@ def phase_view(cfg: RunConfig, compute: Callable[[RunConfig, float, float, int, 
     if boundary is not None:
         st.caption(f"Dashed: the Pascanu boundary σ₁(W_h)·γ = 1 at g = {boundary:.3f}; left of it vanishing is guaranteed.")
     _csv_button(df, "rnnviz_sweep.csv", "csv_sweep")
+    lam, edge = compute_lyapunov(cfg, float(lo), float(hi), int(n), int(seeds))
+    st.plotly_chart(charts.lyapunov_phase_figure(lam, edge), key="chart_lyapunov_phase")
+    where = (f"λ₁ crosses 0 at g ≈ {edge:.3f}: below it the trajectory is ordered and gradients vanish, above it nearby "
+             "trajectories separate (chaos) and gradients explode." if edge is not None else
+             "λ₁ does not cross 0 in this range" + (" (it stays below 0: ordered everywhere)." if (lam["lyapunov"] < 0).all() else "."))
+    st.caption(f"The largest Lyapunov exponent λ₁ for every gain and seed, in one vmapped compiled call (QR method, after T/10 "
+               f"warm-up steps). {where} The inputs drive the network and tame chaos: the edge moves with the input scale.")
+    _csv_button(lam, "rnnviz_lyapunov_phase.csv", "csv_lyapunov_phase", "Download λ₁ vs gain (CSV)")
