@@ -224,13 +224,15 @@ def running_frame(ly) -> pd.DataFrame:
 
 
 def decay_frame(a: Analysis, ly) -> pd.DataFrame:
-    """``lag, series, value`` (log₁₀): the measured ‖∂L/∂carry_{T−lag}‖, the line fitted to
-    it over the fit window, and the line of slope λ₁ through the same point at the
-    window's start (the prediction)."""
+    """``lag, series, value`` (log₁₀): the measured ‖∂L/∂carry_{T−lag}‖ of ``a``, the line
+    fitted to it over the fit window (:func:`rnnviz.lyapunov.decay_fit`), and the line of
+    slope λ₁ through the same point at the window's start (the prediction)."""
+    from rnnviz.lyapunov import decay_fit
+
     logs = np.asarray(a.log10_grad_norms, np.float64)[::-1]
     lags = np.arange(logs.size)
     parts = [pd.DataFrame({"lag": lags, "series": "measured ‖∂L/∂carry_{T−lag}‖", "value": logs})]
-    fit = ly.decay
+    fit = decay_fit(a.log10_grad_norms)
     if fit is not None:
         window = np.arange(fit.lag_lo, fit.lag_hi + 1)
         ln10 = np.log(10.0)

@@ -51,14 +51,16 @@ def _add_scaled(a_hat, ea, b_hat, eb):
     return v_hat, jnp.where(ev == ZERO_EXPONENT, ZERO_EXPONENT, top + ev)
 
 
-def log_carry_gradients(cfg: RunConfig, cell, params: Params, carries: Carry, xs_tm: jax.Array) -> Scaled:
+def log_carry_gradients(cfg: RunConfig, cell, params: Params, carries: Carry, xs_tm: jax.Array, direct: Carry | None = None) -> Scaled:
     """‖∂L/∂carry_t‖ per component and example as :class:`Scaled` ``[C, T+1, B]``
     (B = 1 unbatched), from the trajectory ``carries`` (each ``[T+1, (B,) H]``, index 0 the
     initial carry, full batch) and time-major inputs ``xs_tm`` ``[T, (B,) I]``.
 
+    ``direct``: the direct terms d_t of another loss (carry-shaped, e.g. a training task's),
+    instead of ``cfg.loss``'s (:func:`direct_terms`).
     Components follow the carry's leaves (Flax order: ``(c, h)`` for the LSTM)."""
     leaves, treedef = jax.tree.flatten(carries)
-    d = jax.tree.leaves(direct_terms(cfg, params, carries, xs_tm))
+    d = jax.tree.leaves(direct_terms(cfg, params, carries, xs_tm) if direct is None else direct)
     start = [normalise(v[-1], _UNITS) for v in d]
 
     def back(state, inp):
@@ -85,7 +87,7 @@ def log_carry_gradients(cfg: RunConfig, cell, params: Params, carries: Carry, xs
     inputs = ([c[:-1] for c in leaves], xs_tm, [v[:-1] for v in d])
     _, steps = jax.lax.scan(back, init, inputs, reverse=True)
     last = _norms(*init)
-    t1 = cfg.seq_len + 1
+    t1 = xs_tm.shape[0] + 1
     return Scaled(*(
         jnp.stack([jnp.concatenate([s[i], l[i][None]], axis=0).reshape(t1, -1) for s, l in zip(steps, last)])
         for i in range(2)

@@ -287,7 +287,7 @@ def lyapunov(cfg: RunConfig, k: int = 8, warmup: int | None = None, qr_every: in
     if measure_decay:
         from rnnviz.analysis import analyze
 
-        decay = decay_fit(analyze(cfg, repeats=1, device=device, log_pass=True).log10_grad_norms)
+        decay = decay_fit(analyze(cfg, repeats=1, device=device).log10_grad_norms)  # exact either way (log pass when needed)
     return Lyapunov(cfg, opts.k, opts.warmup, opts.qr_every, final.mean(0)[order], final.std(0)[order], final[:, order],
                     estimate[:, :, order], decay, exe.compile_s, run.median_s)
 
@@ -421,6 +421,13 @@ def jacobian_flops(cfg: RunConfig, method: str, k: int, iterations: int, n_steps
     return per * n_steps
 
 
+def choose_method(dim: int, method: str = "auto") -> str:
+    """``"auto"`` → exact for D ≤ :data:`EXACT_MAX_DIM`, subspace above; others unchanged."""
+    if method == "auto":
+        return "exact" if dim <= EXACT_MAX_DIM else "subspace"
+    return method
+
+
 def jacobians(cfg: RunConfig, k: int = 8, *, example: int = 0, method: str = "auto", iterations: int = 12,
               max_steps: int | None = None, device: jax.Device | None = None) -> Jacobians:
     """Top-k singular values of each step Jacobian J_t for example ``example``.
@@ -442,8 +449,7 @@ def jacobians(cfg: RunConfig, k: int = 8, *, example: int = 0, method: str = "au
         raise ConfigError("iterations", iterations, "an integer in [1, 100]")
     if max_steps is not None and (not isinstance(max_steps, (int, np.integer)) or max_steps < 1):
         raise ConfigError("max_steps", max_steps, "a positive integer or None")
-    if method == "auto":
-        method = "exact" if dim <= EXACT_MAX_DIM else "subspace"
+    method = choose_method(dim, method)
     stride = 1 if max_steps is None else max(1, -(-cfg.seq_len // max_steps))
     n_steps = cfg.seq_len // stride
     flops = jacobian_flops(cfg, method, int(k), int(iterations), n_steps)

@@ -15,7 +15,7 @@ from rnnviz.cells import make_cell
 from rnnviz.config import BudgetError
 from rnnviz.gradients import full_carry0, time_major
 from rnnviz.lyapunov import (
-    decay_fit, initial_directions, jacobians, lyapunov, lyapunov_phase, lyapunov_sweep, step_jacobian, zero_crossing,
+    choose_method, decay_fit, initial_directions, jacobians, lyapunov, lyapunov_phase, lyapunov_sweep, step_jacobian, zero_crossing,
 )
 from rnnviz.rollout import reference_loop
 
@@ -122,7 +122,7 @@ def test_matrix_free_singular_values_match_the_exact_ones():
     strided = jacobians(cfg, k=3, max_steps=6)
     assert strided.stride == 4 and list(strided.steps) == [4, 8, 12, 16, 20]
     np.testing.assert_allclose(strided.singular_values, exact.singular_values[3::4], rtol=1e-5)
-    assert jacobians(RunConfig(hidden_size=300, seq_len=3), k=2).method == "subspace"  # auto, D > 256
+    assert (choose_method(256), choose_method(257), choose_method(300, "exact")) == ("exact", "subspace", "exact")
 
 
 def test_qr_every_few_steps_gives_the_same_exponents():

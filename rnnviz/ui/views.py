@@ -17,6 +17,7 @@ from rnnviz.analysis import Analysis
 from rnnviz.cells import cell_spec
 from rnnviz.config import FIELD_SPECS, MAX_SEQ_LEN, RunConfig, max_seq_len_within_budget
 from rnnviz.diagnostics import simple_cell_theory, verdict
+from rnnviz.lyapunov import decay_fit
 from rnnviz.presets import PRESETS
 from rnnviz.text import pow10_text
 from rnnviz.ui.state import apply_preset
@@ -317,9 +318,10 @@ def jacobians_view(a: Analysis, compute_lyapunov: Callable[[RunConfig, int], obj
     cols = st.columns(3)
     cols[0].metric("λ₁ (per step)", f"{lam1:+.4f}", help=f"mean over {n_examples} example(s) ± {ly.exponents_spread[0]:.4f}")
     cols[1].metric("factor e^λ₁ per step", f"{np.exp(lam1):.4f}")
-    if ly.decay is not None:
-        cols[2].metric("measured gradient decay", f"{ly.decay.slope:+.4f}", delta=f"{ly.decay.slope - lam1:+.4f} vs λ₁", delta_color="off",
-                       help=f"slope of ln‖∂L/∂carry_(T−k)‖ over lags {ly.decay.lag_lo}…{ly.decay.lag_hi} (the ends left out)")
+    fit = decay_fit(a.log10_grad_norms)
+    if fit is not None:
+        cols[2].metric("measured gradient decay", f"{fit.slope:+.4f}", delta=f"{fit.slope - lam1:+.4f} vs λ₁", delta_color="off",
+                       help=f"slope of ln‖∂L/∂carry_(T−k)‖ over lags {fit.lag_lo}…{fit.lag_hi} (the ends left out)")
     st.markdown(f"**Regime:** {regime}.")
     left, right = st.columns(2)
     with left:

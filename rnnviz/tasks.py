@@ -1,0 +1,168 @@
+"""Long-range benchmark tasks: pure batch generators from a PRNG key, with their losses.
+
+Every task is batch-first like the rest of rnnviz: inputs ``[B, T, I]`` (T = the config's
+``seq_len``), targets per example. A :class:`Task` fixes the input size I, the readout's
+output size and which outputs it reads, the loss, a task metric and the loss of the
+trivial predictor (the baseline a network must beat).
+
+* ``adding`` (Hochreiter & Schmidhuber 1997; Le, Jaitly & Hinton 2015): channel 0 is
+  U(0, 1), channel 1 marks exactly two steps, one in each half; the target is the sum of
+  the two marked values. Loss: MSE of the readout on the last output. Predicting 1 always
+  gives E[(u₁ + u₂ − 1)²] = Var(u₁ + u₂) = 2/12 = 1/6.
+* ``copy`` (Arjovsky, Shah & Bengio 2016), with T = seq_len − 20 the copy lag: 10 symbols
+  from 8 categories, T − 1 blanks, a delimiter, 10 blanks (one-hot over 10 channels:
+  8 symbols, blank, delimiter); the last 10 outputs must reproduce the symbols. Loss: the
+  cross-entropy summed over those 10 outputs and divided by the whole output length T + 20,
+  as in the paper (whose blank outputs are trivially right), so guessing uniformly among
+  the 8 symbols gives 10·ln 8 / (T + 20). Metric: accuracy on the recalled symbols.
+* ``recall``: x_t ~ N(0, 1) on one channel; the target is x_{T−k} for a chosen lag k
+  (k = 0: the last input). Loss: MSE; predicting 0 gives Var x = 1. Sweeping k shows the
+  lag at which a design stops learning.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from rnnviz.config import ConfigError
+
+N_SYMBOLS = 8
+COPY_LENGTH = 10
+COPY_CHANNELS = N_SYMBOLS + 2  # symbols, blank, delimiter
+BLANK, DELIMITER = N_SYMBOLS, N_SYMBOLS + 1
+
+
+class Batch(NamedTuple):
+    """inputs ``[B, T, I]``; targets: ``[B]`` (adding, recall) or ``[B, 10]`` int32 symbols (copy)."""
+
+    inputs: jax.Array
+    targets: jax.Array
+
+
+def adding_batch(key: jax.Array, batch: int, seq_len: int, lag: int = 0) -> Batch:
+    """The adding problem: one marker uniformly in each half (T ≥ 2)."""
+    del lag
+    k_values, k_first, k_second = jax.random.split(key, 3)
+    values = jax.random.uniform(k_values, (batch, seq_len), jnp.float32)
+    half = seq_len // 2
+    first = jax.random.randint(k_first, (batch,), 0, half)
+    second = jax.random.randint(k_second, (batch,), half, seq_len)
+    steps = jnp.arange(seq_len)
+    marker = ((steps == first[:, None]) | (steps == second[:, None])).astype(jnp.float32)
+    targets = jnp.sum(values * marker, axis=1)
+    return Batch(jnp.stack([values, marker], axis=-1), targets)
+
+
+def copy_batch(key: jax.Array, batch: int, seq_len: int, lag: int = 0) -> Batch:
+    """The copy memory task over ``seq_len = T + 20`` steps (T ≥ 1)."""
+    del lag
+    symbols = jax.random.randint(key, (batch, COPY_LENGTH), 0, N_SYMBOLS)
+    tail = seq_len - COPY_LENGTH
+    tokens = jnp.concatenate([
+        symbols,
+        jnp.full((batch, tail - COPY_LENGTH - 1), BLANK, jnp.int32),
+        jnp.full((batch, 1), DELIMITER, jnp.int32),
+        jnp.full((batch, COPY_LENGTH), BLANK, jnp.int32),
+    ], axis=1)
+    return Batch(jax.nn.one_hot(tokens, COPY_CHANNELS, dtype=jnp.float32), symbols)
+
+
+def recall_batch(key: jax.Array, batch: int, seq_len: int, lag: int = 0) -> Batch:
+    """Recall x_{T−lag} (0 ≤ lag < T) of a standard normal sequence."""
+    x = jax.random.normal(key, (batch, seq_len), jnp.float32)
+    return Batch(x[..., None], x[:, seq_len - 1 - lag])
+
+
+def mse_loss(pred: jax.Array, targets: jax.Array) -> jax.Array:
+    """``L = mean_b (ŷ_b − y_b)²`` with ŷ ``[B, 1]`` the readout of the last output."""
+    err = pred[:, 0].astype(jnp.float32) - targets
+    return jnp.mean(err * err)
+
+
+def mse_metric(pred: jax.Array, targets: jax.Array) -> jax.Array:
+    return mse_loss(pred, targets)
+
+
+def copy_loss_of(seq_len: int) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    """``L = (1/(T+20)) Σ_{j<10} mean_b −log softmax(ŷ_{b,j})[s_{b,j}]``; ŷ ``[B, 10, 8]``."""
+
+    def loss(pred: jax.Array, targets: jax.Array) -> jax.Array:
+        logp = jax.nn.log_softmax(pred.astype(jnp.float32), axis=-1)
+        picked = jnp.take_along_axis(logp, targets[..., None], axis=-1)[..., 0]
+        return -jnp.sum(jnp.mean(picked, axis=0)) / seq_len
+
+    return loss
+
+
+def copy_accuracy(pred: jax.Array, targets: jax.Array) -> jax.Array:
+    """Fraction of the 10 recalled symbols whose arg-max is right."""
+    return jnp.mean((jnp.argmax(pred, axis=-1) == targets).astype(jnp.float32))
+
+
+class Task(NamedTuple):
+    """One task's definition (see the module docstring).
+
+    ``outputs_read``: how many of the last outputs the readout sees (1 or 10);
+    ``out_features``: the readout's size per output; ``metric_name`` and
+    ``higher_is_better`` describe the metric; ``min_seq_len`` the shortest valid T."""
+
+    name: str
+    input_size: int
+    out_features: int
+    outputs_read: int
+    batch: Callable[..., Batch]
+    metric_name: str
+    higher_is_better: bool
+    min_seq_len: int
+    description: str
+
+    def loss_fn(self, seq_len: int) -> Callable[[jax.Array, jax.Array], jax.Array]:
+        return copy_loss_of(seq_len) if self.name == "copy" else mse_loss
+
+    def metric_fn(self) -> Callable[[jax.Array, jax.Array], jax.Array]:
+        return copy_accuracy if self.name == "copy" else mse_metric
+
+    def baseline(self, seq_len: int) -> float:
+        """The trivial predictor's expected loss."""
+        if self.name == "adding":
+            return 1.0 / 6.0
+        if self.name == "copy":
+            return COPY_LENGTH * math.log(N_SYMBOLS) / seq_len
+        return 1.0
+
+
+TASKS: dict[str, Task] = {t.name: t for t in (
+    Task("adding", 2, 1, 1, adding_batch, "MSE", False, 2,
+         "sum the two marked values (Hochreiter & Schmidhuber 1997); baseline MSE 1/6"),
+    Task("copy", COPY_CHANNELS, N_SYMBOLS, COPY_LENGTH, copy_batch, "accuracy", True, 2 * COPY_LENGTH + 1,
+         "reproduce 10 symbols after T blanks (Arjovsky et al. 2016); baseline 10·ln 8/(T+20)"),
+    Task("recall", 1, 1, 1, recall_batch, "MSE", False, 1,
+         "output x_{T−lag} (a controllable lag); baseline MSE 1"),
+)}
+
+
+def get_task(name: str) -> Task:
+    task = TASKS.get(name)
+    if task is None:
+        raise ConfigError("task", name, "one of " + ", ".join(TASKS))
+    return task
+
+
+def check_task(task: Task, seq_len: int, input_size: int, lag: int) -> None:
+    """The config fits the task: the task fixes I, and T must hold the task."""
+    if input_size != task.input_size:
+        raise ConfigError("input_size", input_size, f"the {task.name} task has {task.input_size} input features; use input_size={task.input_size}")
+    if seq_len < task.min_seq_len:
+        raise ConfigError("seq_len", seq_len, f"at least {task.min_seq_len} steps for the {task.name} task")
+    if task.name == "recall":
+        if isinstance(lag, bool) or not isinstance(lag, int) or not 0 <= lag < seq_len:
+            raise ConfigError("lag", lag, f"an integer in [0, {seq_len - 1}] (seq_len − 1)")
+    elif lag != 0:
+        raise ConfigError("lag", lag, f"only the recall task takes a lag; use 0 with {task.name}")
+
+
+__all__ = ["Batch", "TASKS", "Task", "adding_batch", "check_task", "copy_batch", "get_task", "recall_batch"]
