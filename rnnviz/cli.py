@@ -118,6 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_analyze)
     _add_sweep(sub)
     _add_lyapunov(sub)
+    _add_train(sub)
     _add_bench(sub)
     from rnnviz.launch import add_parser as add_app
 
@@ -247,3 +248,79 @@ def _add_lyapunov(sub) -> None:
                    help="re-orthonormalise every N steps (default 1: every step)")
     p.add_argument("--json", action="store_true", help="print the exponents as JSON")
     p.set_defaults(func=cmd_lyapunov)
+
+
+def training_json(r) -> dict[str, Any]:
+    return _finite({
+        "config": r.config.to_dict(), "task": r.task, "lag": r.lag, "optimizer": r.optimizer, "learning_rate": r.learning_rate,
+        "clip": r.clip, "steps": r.steps, "steps_run": r.steps_run, "baseline": r.baseline, "metric_name": r.metric_name,
+        "losses": r.losses.tolist(), "metric": r.metric.tolist(), "grad_norm": r.grad_norm.tolist(), "clipped": r.clipped.tolist(),
+        "clip_count": r.clip_count, "profile_steps": r.profile_steps.tolist(), "profiles": r.profiles.tolist(),
+        "recurrent_grad_log10": r.recurrent_grad.tolist(), "solved_step": r.solved_step, "nonfinite_step": r.nonfinite_step,
+        "compile_s": r.timing.compile_s, "run_s": r.timing.run_s, "steps_per_s": r.timing.steps_per_s,
+    })
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    import pandas as pd
+
+    from rnnviz.tasks import get_task
+    from rnnviz.train import train
+
+    given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
+    task = get_task(args.task)
+    given.setdefault("input_size", task.input_size)  # the task fixes I; an explicit clash is an error
+    given.setdefault("batch_size", 64)
+    cfg = RunConfig.from_mapping(given)
+
+    def progress(done: int, steps: int, elapsed: float) -> None:
+        rate = done / elapsed if elapsed > 0 else 0.0
+        eta = (steps - done) / rate if rate > 0 else 0.0
+        print(f"\r{done}/{steps} steps, {rate:.0f} steps/s, ETA {eta:.0f} s", end="", file=sys.stderr, flush=True)
+
+    r = train(cfg, args.task, steps=args.steps, learning_rate=args.learning_rate, optimizer=args.optimizer,
+              clip=None if args.clip == 0 else args.clip, log_every=args.log_every, lag=args.lag, progress=progress)
+    print(file=sys.stderr)
+    if args.csv:
+        pd.DataFrame({"step": np.arange(r.steps_run), "loss": r.losses, r.metric_name.lower(): r.metric, "grad_norm": r.grad_norm,
+                      "clipped": r.clipped}).to_csv(args.csv, index=False)
+    if args.json:
+        print(json.dumps(training_json(r)))
+        return 0
+    print(f"{r.task} (T={cfg.seq_len}) with the {cfg.cell} cell, {r.optimizer} lr={r.learning_rate:g}, clip={r.clip}: "
+          f"final loss {r.final_loss():.4g} (baseline {r.baseline:.4g}, ratio {r.final_loss() / r.baseline:.3f})")
+    print("solved at step " + str(r.solved_step) if r.solved_step is not None else "not solved (running mean loss never < 10 % of the baseline)")
+    if r.nonfinite_step is not None:
+        print(f"stopped: NaN/Inf at step {r.nonfinite_step}")
+    print(f"clipped {r.clip_count} of {r.steps_run} steps; {r.timing.steps_per_s:.0f} steps/s ({1e3 / r.timing.steps_per_s:.2f} ms/step), "
+          f"compile {r.timing.compile_s:.2f} s")
+    return 0
+
+
+def _positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number ≥ 0")
+    return value
+
+
+def _add_train(sub) -> None:
+    from rnnviz.tasks import TASKS
+    from rnnviz.train import MAX_STEPS, OPTIMIZERS
+
+    p = sub.add_parser("train", help="train the cell on a long-range task and record the gradient profile")
+    add_config_flags(p)
+    p.add_argument("--task", choices=sorted(TASKS), default="adding", help="adding (I=2), copy (I=10) or recall (I=1); default adding")
+    p.add_argument("--steps", type=bounded_int(1, MAX_STEPS), default=2000, help="optimisation steps (default 2000)")
+    p.add_argument("--learning-rate", dest="learning_rate", type=_positive_float, default=1e-3, help="default 1e-3")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="adam (default) or sgd with momentum 0.9")
+    p.add_argument("--clip", type=_positive_float, default=1.0, help="global-norm clipping threshold; 0 turns clipping off (default 1)")
+    p.add_argument("--log-every", dest="log_every", type=bounded_int(1, MAX_STEPS), default=50,
+                   help="steps per compiled chunk and between gradient profiles (default 50)")
+    p.add_argument("--lag", type=bounded_int(0, 100_000), default=0, help="the recall task's lag k (target x_(T−k))")
+    p.add_argument("--json", action="store_true", help="print the whole record as JSON")
+    p.add_argument("--csv", metavar="PATH", help="write loss, metric, grad norm and clipped per step as CSV")
+    p.set_defaults(func=cmd_train)

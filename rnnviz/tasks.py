@@ -51,7 +51,7 @@ def adding_batch(key: jax.Array, batch: int, seq_len: int, lag: int = 0) -> Batc
     half = seq_len // 2
     first = jax.random.randint(k_first, (batch,), 0, half)
     second = jax.random.randint(k_second, (batch,), half, seq_len)
-    steps = jnp.arange(seq_len)
+    steps = jnp.arange(seq_len)[None, :]
     marker = ((steps == first[:, None]) | (steps == second[:, None])).astype(jnp.float32)
     targets = jnp.sum(values * marker, axis=1)
     return Batch(jnp.stack([values, marker], axis=-1), targets)

@@ -190,12 +190,13 @@ def run_chunk(static: RunConfig, spec: TrainSpec, state: TrainState, key_data: j
             return task_loss(static, task, p, _carry0_for(static, p, carry0, batch), data.inputs, data.targets)
 
         (loss, pred), grads = jax.value_and_grad(loss_fn, has_aux=True)(st.params)
-        gnorm = optax.global_norm(grads)
+        gnorm = optax.tree.norm(grads)
         clipped = gnorm > hyper.clip
-        scale = jnp.where(clipped, hyper.clip / gnorm, 1.0)
+        scale = jnp.where(clipped, hyper.clip / gnorm, jnp.float32(1.0))
         grads = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
-        updates, opt_state = opt.update(grads, st.opt_state, st.params)
-        params = optax.apply_updates(st.params, updates)
+        with jax.numpy_dtype_promotion("standard"):  # optax mixes Python floats with its int32 step count
+            updates, opt_state = opt.update(grads, st.opt_state, st.params)
+            params = optax.apply_updates(st.params, updates)
         ok = st.alive & jnp.isfinite(loss) & jnp.isfinite(gnorm)
         keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
         new = TrainState(keep(params, st.params), keep(opt_state, st.opt_state), ok)
@@ -357,76 +358,112 @@ def _points_of(over: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
 ProgressFn = Callable[[int, int, float], bool | None]
 
 
+class Trainer:
+    """A resumable training call: :meth:`advance` runs one compiled chunk of ``log_every``
+    steps for every run; :meth:`records` returns what has been trained so far. Used by
+    :func:`train_many` (all chunks at once) and by the dashboard (a few chunks per rerun,
+    so it can show progress and stop). Arguments as :func:`train_many`."""
+
+    def __init__(self, cfg: RunConfig, over: Mapping[str, Sequence[Any]] | None = None, *, task: str = "adding", steps: int = 2000,
+                 learning_rate: float = 1e-3, optimizer: str = "adam", clip: float | None = 1.0, log_every: int = 50, lag: int = 0,
+                 device: jax.Device | None = None):
+        points = _points_of(over or {})
+        self.cfgs, self.lrs, self.clips = [], [], []
+        for p in points:
+            self.cfgs.append(cfg.replace(**{k: v for k, v in p.items() if k in RunConfig.VALUE_FIELDS}))
+            self.lrs.append(p.get("learning_rate", learning_rate))
+            self.clips.append(p.get("clip", clip))
+        self.task, self.spec = check_training(cfg, task, steps, learning_rate, optimizer, clip, log_every, lag, n_runs=len(points))
+        for c, lr, cl in zip(self.cfgs, self.lrs, self.clips):
+            check_training(c, task, steps, lr, optimizer, cl, log_every, lag)
+        self.cfg, self.steps, self.optimizer = cfg, int(steps), optimizer
+        device = device or resolve_device(cfg)
+        static = static_config(cfg)
+        key = (static, self.spec, len(points), device)
+        hit = key in train_executables
+        self._init, self._chunk, compile_s = train_executables(*key)
+        self.compile_s = 0.0 if hit else compile_s
+        keys = np.stack([np.asarray(seed_key(c.seed), np.uint32) for c in self.cfgs])
+        vals = Values(*(np.asarray([getattr(c, f) for c in self.cfgs], np.float32) for f in Values._fields))
+        hyper = Hyper(np.asarray(self.lrs, np.float32), np.asarray([np.inf if c is None else c for c in self.clips], np.float32))
+        self._args = jax.device_put((keys, vals, hyper), device)
+        self._state = self._init(*self._args[:2])
+        self._outs: list[ChunkOut] = []
+        self.run_s = 0.0
+        self.stopped = False
+        self._all_dead = False
+
+    @property
+    def steps_done(self) -> int:
+        return min(self.steps, len(self._outs) * self.spec.chunk)
+
+    @property
+    def done(self) -> bool:
+        return self.stopped or self._all_dead or self.steps_done >= self.steps
+
+    def advance(self) -> int:
+        """Run one chunk (unless done); returns the steps done so far."""
+        if not self.done:
+            start = time.perf_counter()
+            keys, vals, hyper = self._args
+            self._state, out = self._chunk(self._state, keys, vals, hyper, np.int32(len(self._outs) * self.spec.chunk))
+            self._outs.append(jax.device_get(out))
+            self._all_dead = not bool(np.asarray(jax.device_get(self._state.alive)).any())
+            self.run_s += time.perf_counter() - start
+        return self.steps_done
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def records(self) -> list[Training]:
+        """One :class:`Training` per run, over the steps taken so far."""
+        outs, taken, chunk = self._outs, self.steps_done, self.spec.chunk
+        if not outs:
+            raise ConfigError("steps", 0, "at least one chunk must run before there are records")
+        cat = lambda field: np.concatenate([getattr(o, field) for o in outs], axis=1)[:, :taken]  # noqa: E731
+        losses, metric, gnorm, clipped = cat("loss"), cat("metric"), cat("grad_norm"), cat("clipped")
+        profiles = log10(Scaled(np.stack([o.profile.mantissa for o in outs], axis=1), np.stack([o.profile.exponent for o in outs], axis=1)))
+        with np.errstate(divide="ignore"):
+            wgrad = np.log10(np.stack([o.recurrent_grad for o in outs], axis=1).astype(np.float64))
+        profile_steps = np.arange(len(outs)) * chunk
+        timing = TrainTiming(self.compile_s, self.run_s, taken / self.run_s if self.run_s > 0 else math.inf)
+        baseline = self.task.baseline(self.cfg.seq_len)
+        records = []
+        for j, c in enumerate(self.cfgs):
+            bad = np.flatnonzero(~np.isfinite(losses[j]) | ~np.isfinite(gnorm[j]))
+            nonfinite = int(bad[0]) if bad.size else None
+            end = taken if nonfinite is None else nonfinite + 1
+            keep = profile_steps < end
+            records.append(Training(
+                config=c, task=self.task.name, lag=self.spec.lag, optimizer=self.optimizer, learning_rate=float(self.lrs[j]),
+                clip=None if self.clips[j] is None else float(self.clips[j]), steps=self.steps,
+                losses=losses[j, :end].astype(np.float64), metric=metric[j, :end].astype(np.float64), metric_name=self.task.metric_name,
+                grad_norm=gnorm[j, :end].astype(np.float64), clipped=clipped[j, :end].astype(bool),
+                profile_steps=profile_steps[keep], profiles=profiles[j][keep], recurrent_grad=wgrad[j][keep],
+                baseline=baseline, solved_step=solved_step(losses[j, :end], baseline),
+                nonfinite_step=nonfinite, stopped=self.stopped and taken < self.steps, timing=timing,
+            ))
+        return records
+
+
 def train_many(cfg: RunConfig, over: Mapping[str, Sequence[Any]] | None = None, *, task: str = "adding", steps: int = 2000,
                learning_rate: float = 1e-3, optimizer: str = "adam", clip: float | None = 1.0, log_every: int = 50, lag: int = 0,
                progress: ProgressFn | None = None, device: jax.Device | None = None) -> list[Training]:
     """Train every combination of ``over`` (seeds and value fields: seed, recurrent_gain,
     forget_bias, carry_scale, input_scale, learning_rate, clip) in one vmapped, compiled call
-    per chunk of ``log_every`` steps; see :func:`train` for the arguments.
+    per chunk of ``log_every`` steps (one compile per shape, whatever the values); see
+    :func:`train` for the arguments.
 
     ``progress(steps_done, steps, elapsed_s)`` is called after every chunk; returning True
     stops training there (the records then hold the steps taken).
     """
-    points = _points_of(over or {})
-    cfgs, lrs, clips = [], [], []
-    for p in points:
-        cfgs.append(cfg.replace(**{k: v for k, v in p.items() if k in RunConfig.VALUE_FIELDS}))
-        lrs.append(p.get("learning_rate", learning_rate))
-        clips.append(p.get("clip", clip))
-    t, spec = check_training(cfg, task, steps, learning_rate, optimizer, clip, log_every, lag, n_runs=len(points))
-    for c, lr, cl in zip(cfgs, lrs, clips):
-        check_training(c, task, steps, lr, optimizer, cl, log_every, lag)
-    device = device or resolve_device(cfg)
-    n = len(points)
-    static = static_config(cfg)
-    hit = (static, spec, n, device) in train_executables
-    init, chunk, compile_s = train_executables(static, spec, n, device)
-    if hit:
-        compile_s = 0.0
-    keys = np.stack([np.asarray(seed_key(c.seed), np.uint32) for c in cfgs])
-    vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))
-    hyper = Hyper(np.asarray(lrs, np.float32), np.asarray([np.inf if c is None else c for c in clips], np.float32))
-    keys, vals, hyper = jax.device_put((keys, vals, hyper), device)
-    state = init(keys, vals)
-    outs: list[ChunkOut] = []
-    n_chunks = -(-steps // spec.chunk)
-    start = time.perf_counter()
-    stopped = False
-    for i in range(n_chunks):
-        state, out = chunk(state, keys, vals, hyper, np.int32(i * spec.chunk))
-        outs.append(jax.device_get(out))
-        done = min(steps, (i + 1) * spec.chunk)
-        all_dead = not bool(np.asarray(jax.device_get(state.alive)).any())
-        if progress is not None and progress(done, steps, time.perf_counter() - start) and done < steps:
-            stopped = True
-            break
-        if all_dead:
-            break
-    run_s = time.perf_counter() - start
-    taken = min(steps, len(outs) * spec.chunk)
-    cat = lambda field: np.concatenate([getattr(o, field) for o in outs], axis=1)[:, :taken]  # noqa: E731
-    losses, metric, gnorm, clipped = cat("loss"), cat("metric"), cat("grad_norm"), cat("clipped")
-    profiles = log10(Scaled(np.stack([o.profile.mantissa for o in outs], axis=1), np.stack([o.profile.exponent for o in outs], axis=1)))
-    with np.errstate(divide="ignore"):
-        wgrad = np.log10(np.stack([o.recurrent_grad for o in outs], axis=1).astype(np.float64))
-    profile_steps = np.arange(len(outs)) * spec.chunk
-    timing = TrainTiming(compile_s, run_s, taken / run_s if run_s > 0 else math.inf)
-    records = []
-    for j, c in enumerate(cfgs):
-        bad = np.flatnonzero(~np.isfinite(losses[j]) | ~np.isfinite(gnorm[j]))
-        nonfinite = int(bad[0]) if bad.size else None
-        end = taken if nonfinite is None else nonfinite + 1
-        keep = profile_steps <= (end - 1 if nonfinite is not None else taken)
-        records.append(Training(
-            config=c, task=t.name, lag=spec.lag, optimizer=optimizer, learning_rate=float(lrs[j]),
-            clip=None if clips[j] is None else float(clips[j]), steps=int(steps),
-            losses=losses[j, :end].astype(np.float64), metric=metric[j, :end].astype(np.float64), metric_name=t.metric_name,
-            grad_norm=gnorm[j, :end].astype(np.float64), clipped=clipped[j, :end].astype(bool),
-            profile_steps=profile_steps[keep], profiles=profiles[j][keep], recurrent_grad=wgrad[j][keep],
-            baseline=t.baseline(cfg.seq_len), solved_step=solved_step(losses[j, :end], t.baseline(cfg.seq_len)),
-            nonfinite_step=nonfinite, stopped=stopped, timing=timing,
-        ))
-    return records
+    trainer = Trainer(cfg, over, task=task, steps=steps, learning_rate=learning_rate, optimizer=optimizer, clip=clip,
+                      log_every=log_every, lag=lag, device=device)
+    while not trainer.done:
+        done = trainer.advance()
+        if progress is not None and progress(done, steps, trainer.run_s) and not trainer.done:
+            trainer.stop()
+    return trainer.records()
 
 
 def train(cfg: RunConfig, task: str = "adding", steps: int = 2000, learning_rate: float = 1e-3, optimizer: str = "adam",
@@ -445,5 +482,4 @@ def train(cfg: RunConfig, task: str = "adding", steps: int = 2000, learning_rate
                       log_every=log_every, lag=lag, progress=progress, device=device)[0]
 
 
-__all__ = ["OPTIMIZERS", "TASK_NAMES", "Training", "check_training", "solved_step", "train", "train_many"]
-TASK_NAMES = ("adding", "copy", "recall")
+__all__ = ["OPTIMIZERS", "Trainer", "Training", "check_training", "solved_step", "train", "train_many"]

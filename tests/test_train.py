@@ -1,0 +1,179 @@
+"""Training: task generators and baselines, the compiled chunked loop, vmapped runs,
+clipping, non-finite stops, the probe profile, the CLI and the Training tab."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import pytest
+
+from rnnviz import ConfigError, RunConfig, analyze
+from rnnviz.config import BudgetError
+from rnnviz.tasks import TASKS, adding_batch, copy_batch, recall_batch
+from rnnviz.train import Trainer, solved_step, task_loss, train, train_many
+
+ROOT = Path(__file__).resolve().parent.parent
+KEY = jax.random.key(0)
+TINY = RunConfig(hidden_size=8, input_size=1, seq_len=6, batch_size=16)  # recall, lag 0
+
+
+def test_adding_batches_mark_one_step_in_each_half_and_sum_them():
+    b = adding_batch(KEY, 500, 40)
+    x, y = np.asarray(b.inputs), np.asarray(b.targets)
+    assert x.shape == (500, 40, 2) and y.shape == (500,)
+    assert (x[:, :, 1].sum(1) == 2).all() and (x[:, :20, 1].sum(1) == 1).all() and (x[:, 20:, 1].sum(1) == 1).all()
+    np.testing.assert_allclose(y, (x[:, :, 0] * x[:, :, 1]).sum(1), rtol=1e-6)
+    assert 0 <= x[:, :, 0].min() and x[:, :, 0].max() < 1
+
+
+def test_copy_and_recall_batches():
+    seq_len = 35  # T = 15 blanks-and-delimiter lag
+    b = copy_batch(KEY, 50, seq_len)
+    tokens = np.asarray(b.inputs).argmax(-1)
+    assert b.inputs.shape == (50, seq_len, 10) and (np.asarray(b.inputs).sum(-1) == 1).all()
+    np.testing.assert_array_equal(tokens[:, :10], np.asarray(b.targets))
+    assert (tokens[:, :10] < 8).all() and (tokens[:, 10:24] == 8).all() and (tokens[:, 24] == 9).all() and (tokens[:, 25:] == 8).all()
+    r = recall_batch(KEY, 20, 12, lag=3)
+    np.testing.assert_array_equal(np.asarray(r.targets), np.asarray(r.inputs)[:, 12 - 1 - 3, 0])
+
+
+def test_baselines_equal_their_formulas_and_the_trivial_predictor():
+    adding, copy, recall = TASKS["adding"], TASKS["copy"], TASKS["recall"]
+    assert adding.baseline(100) == pytest.approx(1 / 6) and recall.baseline(7) == 1.0
+    assert copy.baseline(120) == pytest.approx(10 * math.log(8) / 120)
+    n = 40_000  # sampling error of the MSE ≈ 0.0006 (adding) and 0.007 (recall)
+    b = adding_batch(KEY, n, 30)
+    assert float(adding.loss_fn(30)(jnp.ones((n, 1)), b.targets)) == pytest.approx(1 / 6, abs=0.003)
+    b = recall_batch(KEY, n, 5)
+    assert float(recall.loss_fn(5)(jnp.zeros((n, 1)), b.targets)) == pytest.approx(1.0, abs=0.03)
+    b = copy_batch(KEY, 64, 40)
+    assert float(copy.loss_fn(40)(jnp.zeros((64, 10, 8)), b.targets)) == pytest.approx(copy.baseline(40), rel=1e-6)
+    assert float(copy.metric_fn()(jax.nn.one_hot(b.targets, 8), b.targets)) == 1.0
+
+
+def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
+    cfg = TINY.replace(carry_init="normal")
+    r = train(cfg, "recall", steps=300, learning_rate=1e-2, log_every=100)
+    assert r.losses.shape == (300,) and list(r.profile_steps) == [0, 100, 200] and r.profiles.shape == (3, 7)
+    assert r.final_loss() < 0.1 * r.baseline and r.solved_step is not None and r.nonfinite_step is None
+    assert r.timing.steps_per_s > 0 and r.metric_name == "MSE"
+    # Log step 0: the same zero-perturbation gradient, by hand, on analyze's weights.
+    from rnnviz.train import PROBE_BATCH, _PROBE_SALT, fixed_carry0, init_state, TrainSpec
+    from rnnviz.analysis import Values, seed_key
+    from rnnviz.rollout import rollout
+
+    state = init_state(cfg, TrainSpec("recall", 0, "adam", 100), seed_key(0), Values.of(cfg))
+    a = analyze(cfg, repeats=1)
+    for got, want in zip(jax.tree.leaves(state.params["cell"]), jax.tree.leaves(a.params)):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    probe = TASKS["recall"].batch(jax.random.fold_in(jax.random.key(0), _PROBE_SALT), PROBE_BATCH, 6)
+    carry0 = fixed_carry0(cfg, seed_key(0), Values.of(cfg), PROBE_BATCH)
+    eps = jax.tree.map(lambda c: jnp.zeros((7,) + c.shape), carry0)
+    g = jax.grad(lambda e: task_loss(cfg, TASKS["recall"], state.params, carry0, probe.inputs, probe.targets, e)[0])(eps)
+    want = np.log10(np.sqrt((np.asarray(g, np.float64) ** 2).sum(axis=(1, 2))))
+    np.testing.assert_allclose(r.profiles[0], want, atol=1e-5)
+
+
+def test_vmapped_runs_equal_individual_runs_and_curves_repeat_across_processes():
+    runs = train_many(TINY, {"seed": [0, 1], "learning_rate": [1e-2, 3e-3]}, task="recall", steps=20, log_every=10)
+    assert [(r.config.seed, r.learning_rate) for r in runs] == [(0, 1e-2), (0, pytest.approx(3e-3)), (1, 1e-2), (1, pytest.approx(3e-3))]
+    one = train(TINY.replace(seed=1), "recall", steps=20, learning_rate=3e-3, log_every=10)
+    np.testing.assert_allclose(runs[3].losses, one.losses, rtol=1e-5)
+    np.testing.assert_allclose(runs[3].profiles, one.profiles, atol=1e-5)
+    script = textwrap.dedent("""
+        from rnnviz import RunConfig
+        from rnnviz.train import train
+        r = train(RunConfig(hidden_size=8, input_size=1, seq_len=6, batch_size=16, seed=1), "recall", steps=20, learning_rate=3e-3, log_every=10)
+        print(r.losses.tobytes().hex())
+    """)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         cwd=ROOT, timeout=300)
+    assert out.stdout.strip() == one.losses.tobytes().hex(), out.stderr[-2000:]
+
+
+def test_clipping_counts_match_a_direct_computation():
+    cfg = RunConfig(cell="simple", activation="identity", recurrent_gain=1.3, hidden_size=8, input_size=2, seq_len=30, batch_size=8)
+    r = train(cfg, "adding", steps=40, learning_rate=1e-3, clip=0.5, log_every=20)
+    assert r.clip_count == int((r.grad_norm > 0.5).sum()) and 0 < r.clip_count
+    # Step 0's gradient norm, by hand from the same params and the same batch.
+    from rnnviz.analysis import Values, seed_key
+    from rnnviz.train import _TRAIN_SALT, TrainSpec, fixed_carry0, init_state
+
+    state = init_state(cfg, TrainSpec("adding", 0, "adam", 20), seed_key(0), Values.of(cfg))
+    data = adding_batch(jax.random.fold_in(jax.random.fold_in(jax.random.key(0), _TRAIN_SALT), 0), 8, 30)
+    carry0 = fixed_carry0(cfg, seed_key(0), Values.of(cfg), 8)
+    grads = jax.grad(lambda p: task_loss(cfg, TASKS["adding"], p, carry0, data.inputs, data.targets)[0])(state.params)
+    assert r.grad_norm[0] == pytest.approx(float(optax.tree.norm(grads)), rel=1e-5)
+    assert r.clipped[0] == (r.grad_norm[0] > 0.5)
+
+
+def test_exploding_run_without_clipping_stops_at_the_nonfinite_step():
+    cfg = RunConfig(cell="simple", activation="identity", recurrent_gain=3.0, hidden_size=8, input_size=2, seq_len=60, batch_size=8)
+    r = train(cfg, "adding", steps=200, learning_rate=0.5, optimizer="sgd", clip=None, log_every=50)
+    assert r.nonfinite_step is not None and r.steps_run == r.nonfinite_step + 1 < 200
+    assert not np.isfinite(r.losses[-1]) or not np.isfinite(r.grad_norm[-1])
+    assert np.isfinite(r.losses[:-1]).all() and r.solved_step is None and r.clip_count == 0
+
+
+def test_solved_step_uses_a_trailing_mean():
+    losses = np.r_[np.full(100, 1.0), np.full(100, 0.01)]
+    assert solved_step(losses, 1.0) == 100 + 45  # the 50-step mean drops below 0.1 after 45 good steps
+    assert solved_step(np.full(10, 0.5), 1.0) is None
+
+
+def test_bad_training_arguments_are_config_errors_naming_the_field():
+    cases = [
+        (TINY, dict(task="sorting"), "task"),
+        (TINY, dict(task="adding"), "input_size"),
+        (TINY, dict(task="recall", lag=6), "lag"),
+        (TINY.replace(input_size=2), dict(task="adding", lag=2), "lag"),
+        (TINY, dict(task="recall", steps=0), "steps"),
+        (TINY, dict(task="recall", learning_rate=0.0), "learning_rate"),
+        (TINY, dict(task="recall", optimizer="rmsprop"), "optimizer"),
+        (TINY, dict(task="recall", clip=-1.0), "clip"),
+        (TINY, dict(task="recall", log_every=0), "log_every"),
+        (TINY.replace(batch_size=None), dict(task="recall"), "batch_size"),
+        (TINY.replace(input_size=10, seq_len=15), dict(task="copy"), "seq_len"),
+    ]
+    for cfg, kwargs, field in cases:
+        with pytest.raises(ConfigError, match=f"^{field}="):
+            train(cfg, **kwargs)
+    with pytest.raises(ConfigError, match="^over="):
+        train_many(TINY, {"hidden_size": [4, 8]}, task="recall")
+    big = RunConfig(cell="lstm", hidden_size=256, input_size=2, seq_len=400, batch_size=128)
+    with pytest.raises(BudgetError, match=r"^steps=100000 .*the most steps that fit is \d+"):
+        train(big, "adding", steps=100_000)
+
+
+def test_cli_train_json_and_bad_flags(capsys):
+    from rnnviz.cli import main
+
+    assert main(["train", "--task", "recall", "--input-size", "1", "--hidden-size", "8", "--seq-len", "6", "--batch-size", "16",
+                 "--steps", "40", "--log-every", "20", "--learning-rate", "0.01", "--json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert len(out["losses"]) == 40 and out["baseline"] == 1.0 and len(out["profiles"]) == 2 and "40/40 steps" in captured.err
+    assert main(["train", "--task", "adding", "--input-size", "3"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("error: input_size=3")
+    with pytest.raises(SystemExit) as exit_:
+        main(["train", "--steps", "many"])
+    assert exit_.value.code == 2
+
+
+def test_trainer_resumes_chunk_by_chunk_and_stops():
+    trainer = Trainer(TINY, task="recall", steps=60, log_every=20)
+    assert trainer.advance() == 20 and not trainer.done
+    first = trainer.records()[0]
+    trainer.stop()
+    assert trainer.done and trainer.advance() == 20
+    (rec,) = trainer.records()
+    assert rec.stopped and rec.steps_run == 20 and np.array_equal(rec.losses, first.losses)
