@@ -16,6 +16,7 @@ The public API, all importable from here::
 | ``register_cell``, ``CellSpec``, ``cell_names`` | the cell registry (plugins: entry points) |
 | ``lyapunov``, ``Lyapunov``, ``lyapunov_sweep`` | Lyapunov exponents of the trajectory (QR method) |
 | ``jacobians``, ``Jacobians`` | singular values of each step Jacobian |
+| ``train``, ``train_many``, ``Training`` | training on adding / copy / recall with gradient profiles |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
 not import JAX until a computation is asked for. The core never imports streamlit or
@@ -47,6 +48,9 @@ _EXPORTS = {
     "jacobians": "rnnviz.lyapunov",
     "Jacobians": "rnnviz.lyapunov",
     "lyapunov_sweep": "rnnviz.lyapunov",
+    "train": "rnnviz.train",
+    "train_many": "rnnviz.train",
+    "Training": "rnnviz.train",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -58,6 +62,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.lyapunov import Jacobians, Lyapunov, jacobians, lyapunov, lyapunov_sweep
     from rnnviz.sweeps import sweep
+    from rnnviz.train import Training, train, train_many
 
 
 def __getattr__(name: str) -> Any:

@@ -40,7 +40,95 @@ def parallel_suite() -> list[RunConfig]:
 
 SUITES = {"strategies": strategies_suite, "devices": devices_suite, "sweep": lambda: [RunConfig(seq_len=100)],
           "parallel": parallel_suite,
-          "lyapunov": lambda: [RunConfig(cell="simple", hidden_size=256, seq_len=1000, batch_size=None, input_size=32)]}
+          "lyapunov": lambda: [RunConfig(cell="simple", hidden_size=256, seq_len=1000, batch_size=None, input_size=32)],
+          "train": lambda: [RunConfig(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100, batch_size=64)]}
+
+#: The learning table's designs (Le, Jaitly & Hinton 2015): tanh RNN, IRNN (ReLU with an
+#: identity recurrent init), LSTM with forget bias 1, GRU; all H = 64.
+LEARNING_CELLS = {
+    "tanh RNN": dict(cell="simple", activation="tanh"),
+    "IRNN": dict(cell="simple", activation="relu", recurrent_init="identity"),
+    "LSTM fb=1": dict(cell="lstm", forget_bias=1.0),
+    "GRU": dict(cell="gru"),
+}
+
+
+def train_record(r, mode: str, suite: str = "train") -> dict:
+    """A schema-1 ``kind: "train"`` record of one training run."""
+    import jax
+
+    from rnnviz.comparisons import _label
+    from rnnviz.records import SCHEMA, environment, now_utc
+
+    env = environment()
+    device = jax.devices()[0]
+    final = r.final_loss()
+    return {
+        "schema": SCHEMA, "kind": "train", "suite": suite, "label": _label(r.config), "config": r.config.to_dict(), "mode": mode,
+        "device_kind": device.platform, "device_name": str(device.device_kind), "backend": jax.default_backend(),
+        "jax_version": env["jax_version"], "jaxlib_version": env["jaxlib_version"], "flax_version": env["flax_version"],
+        "cpu_count": env["cpu_count"], "timestamp": now_utc(), "compile_s": r.timing.compile_s, "run_s": r.timing.run_s,
+        "task": r.task, "lag": r.lag, "optimizer": r.optimizer, "learning_rate": r.learning_rate, "clip": r.clip,
+        "steps": r.steps, "steps_run": r.steps_run, "baseline": r.baseline, "final_loss": final if final == final else None,
+        "solved_step": r.solved_step, "nonfinite_step": r.nonfinite_step, "clip_count": r.clip_count,
+        "steps_per_s": r.timing.steps_per_s, "ms_per_step": 1e3 / r.timing.steps_per_s,
+    }
+
+
+def loop_steps_per_s(cfg: RunConfig, steps: int, task: str = "adding", log_every: int = 100) -> float:
+    """Steps/s of a Python loop calling one jitted (donating) optimisation step — the same
+    step the chunked scan runs, without its per-chunk probe profile."""
+    import time
+
+    import jax
+    import numpy as np
+
+    from rnnviz.analysis import Values, seed_key
+    from rnnviz.train import Hyper, check_training, init_state, step_fn
+
+    _, spec = check_training(cfg, task, steps, 1e-3, "adam", 1.0, log_every, 0)
+    key, values, hyper = seed_key(cfg.seed), Values.of(cfg), Hyper(np.float32(1e-3), np.float32(1.0))
+    state = jax.jit(init_state, static_argnums=(0, 1))(cfg, spec, key, values)
+    one = jax.jit(lambda st, k, v, h, i: step_fn(cfg, spec, k, v, h)(st, i), donate_argnums=(0,))
+    state, rec = one(state, key, values, hyper, np.int32(0))  # compile
+    jax.block_until_ready(rec)
+    start = time.perf_counter()
+    for i in range(1, steps + 1):
+        state, rec = one(state, key, values, hyper, np.int32(i))
+    jax.block_until_ready((state, rec))
+    return steps / (time.perf_counter() - start)
+
+
+def train_bench(cfg: RunConfig, steps: int = 1500, seeds: int = 3, seq_lens=(50, 100, 200), out=sys.stdout) -> list[dict]:
+    """Speed (chunked scan vs a Python loop of one jitted step, same run) and the learning
+    table (adding; cells × T × seeds, Adam 1e-3, clip 1, B = 64, H = 64, ``steps`` steps)."""
+    from rnnviz.train import train, train_many
+
+    print(f"speed: {_label_of(cfg)}, adding, Adam 1e-3, clip 1", file=out)
+    train(cfg, "adding", steps=100, log_every=100)  # compiles the chunk
+    chunked = train(cfg, "adding", steps=500, log_every=100)
+    loop = loop_steps_per_s(cfg, 500)
+    print(f"  chunked lax.scan (100 steps per call, with a gradient profile per call): {1e3 / chunked.timing.steps_per_s:6.2f} ms/step", file=out)
+    print(f"  Python loop over one jitted step:                                          {1e3 / loop:6.2f} ms/step", file=out)
+    print(f"  chunked is ×{chunked.timing.steps_per_s / loop:.2f} the loop's steps/s", file=out, flush=True)
+    records = [train_record(chunked, "chunked")]
+    print(f"\nlearning table: adding, B=64, H=64, {steps} steps, {seeds} seeds in one vmapped call per cell and T", file=out)
+    print(f"{'cell':<10} {'T':>4} {'final MSE/baseline':>24} {'solved':>7} {'solved step (mean, range)':>26} {'diverged':>9} {'s per run':>10}",
+          file=out, flush=True)
+    for name, fields in LEARNING_CELLS.items():
+        for t in seq_lens:
+            base = RunConfig(**{**dict(hidden_size=64, input_size=2, batch_size=64, seq_len=t), **fields})
+            runs = train_many(base, {"seed": list(range(seeds))}, task="adding", steps=steps, learning_rate=1e-3, clip=1.0, log_every=100)
+            ratios = [r.final_loss() / r.baseline for r in runs if r.nonfinite_step is None]
+            solved = [r.solved_step for r in runs if r.solved_step is not None]
+            diverged = [r.nonfinite_step for r in runs if r.nonfinite_step is not None]
+            loss = f"{sum(ratios) / len(ratios):>10.3f} ({min(ratios):.3f}–{max(ratios):.3f})" if ratios else f"{'—':>24}"
+            when = f"{sum(solved) / len(solved):.0f} ({min(solved)}–{max(solved)})" if solved else "—"
+            nan = f"{len(diverged)} (step {min(diverged)})" if diverged else "0"
+            per_run = runs[0].timing.run_s / len(runs)
+            print(f"{name:<10} {t:>4} {loss} {len(solved)}/{len(runs):<5} {when:>26} {nan:>9} {per_run:>10.1f}", file=out, flush=True)
+            records += [train_record(r, "chunked", "train-learning") for r in runs]
+    return records
 
 
 def reference_lyapunov(cfg: RunConfig, k: int):
@@ -221,6 +309,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
     if args.suite == "lyapunov":
         lyapunov_bench(configs[0], repeats=min(args.repeats, 5))
         return 0
+    if args.suite == "train":
+        records = train_bench(configs[0], steps=args.steps)
+        if args.record:
+            print(f"appended {append_records(args.record, records)} records to {args.record}")
+        return 0
     budget = args.budget if args.budget > 0 else None
     if args.suite == "parallel":
         print(f"suite parallel: {len(configs)} configs; ratio = parallel (associative scan) / accumulate (sequential scan) run time")
@@ -254,4 +347,5 @@ def add_parser(sub) -> None:
     p.add_argument("--budget", type=float, default=3.0,
                    help="seconds of timed runs per measurement; slow ones get fewer runs, never under 3 (0: no limit; default 3)")
     p.add_argument("--all-devices", action="store_true", help="run on the first CPU and the first GPU (when present)")
+    p.add_argument("--steps", type=int, default=1500, help="training steps per run in the train suite's learning table (default 1500)")
     p.set_defaults(func=cmd_bench)

@@ -131,7 +131,9 @@ def timing_frame(a: Analysis) -> pd.DataFrame:
 
 
 def records_frame(records: list[dict]) -> pd.DataFrame:
-    """Schema-1 records → one row each with the config flattened and a readable source."""
+    """Schema-1 bench records → one row each with the config flattened and a readable
+    source (other kinds, e.g. training records, are left out)."""
+    records = [r for r in records if r.get("kind", "bench") == "bench"]
     if not records:
         return pd.DataFrame(columns=["label", "strategy", "measure", "device", "run_s", "compile_s", "peak_bytes", "source"])
     rows = []
@@ -242,3 +244,28 @@ def decay_frame(a: Analysis, ly) -> pd.DataFrame:
         parts.append(pd.DataFrame({"lag": window, "series": f"predicted by λ₁ = {ly.lambda1:+.4f}",
                                    "value": start + ly.lambda1 * (window - fit.lag_lo) / ln10}))
     return pd.concat(parts, ignore_index=True)
+
+
+# ---- training records (rnnviz.train) --------------------------------------------------------
+
+SMOOTH_STEPS = 20
+
+
+def training_frame(records, label: str | None = None) -> pd.DataFrame:
+    """``run, step, loss, loss_smooth (trailing mean over SMOOTH_STEPS), metric, grad_norm,
+    clipped`` for every step of every run (``run``: seed, or ``label``'s prefix + seed)."""
+    parts = []
+    for r in records:
+        loss = pd.Series(r.losses)
+        parts.append(pd.DataFrame({
+            "run": f"{label + ' · ' if label else ''}seed {r.config.seed}" + (f" lr {r.learning_rate:g}" if label is None else ""),
+            "step": np.arange(r.steps_run), "loss": r.losses, "loss_smooth": loss.rolling(SMOOTH_STEPS, min_periods=1).mean().to_numpy(),
+            "metric": r.metric, "grad_norm": r.grad_norm, "clipped": r.clipped,
+        }))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["run", "step", "loss", "loss_smooth", "metric", "grad_norm", "clipped"])
+
+
+def profile_matrix(r) -> pd.DataFrame:
+    """log₁₀ ‖∂L/∂carry_t‖ of one run: index the training step of each profile, columns t."""
+    return pd.DataFrame(r.profiles, index=pd.Index(r.profile_steps, name="training step"),
+                        columns=pd.Index(np.arange(r.profiles.shape[1]), name="t"))

@@ -12,6 +12,7 @@ class Preset(NamedTuple):
     title: str
     lesson: str  # what to look at, one or two sentences
     changes: dict[str, Any]
+    training: dict[str, Any] | None = None  # the Training tab's settings (train_<name> widgets), when the lesson trains
 
     def config(self) -> RunConfig:
         return RunConfig(**self.changes)
@@ -55,6 +56,21 @@ PRESETS: dict[str, Preset] = {p.title: p for p in (
           ("ordered", 0.8, "λ₁ ≈ −0.1 < 0: every perturbation and every gradient shrinks by about e^λ₁ per step."),
           ("edge of chaos", 1.0, "λ₁ ≈ 0: perturbations neither grow nor shrink on average, and neither does the gradient."),
           ("chaotic", 2.0, "λ₁ ≈ +0.12 > 0: nearby trajectories separate and the gradient grows going back in time."))),
+    Preset("Training: LSTM vs tanh RNN on adding, T=100",
+           "Train this LSTM (forget bias 1) on the adding problem, pin it, then switch the cell to simple/tanh and train again: "
+           "the LSTM gets below 10 % of the baseline; the tanh RNN's gradient from the marked steps vanishes and it stays near 1/6.",
+           dict(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100),
+           dict(task="adding", steps=1500, optimizer="adam", lr=1e-3, clip_on=True, clip=1.0, batch=64, log_every=100)),
+    Preset("Training: IRNN learns adding",
+           "ReLU with an identity recurrent init (Le, Jaitly & Hinton 2015): at init every step passes the gradient back "
+           "unchanged where units are active, so the marked inputs stay within reach.",
+           dict(cell="simple", activation="relu", recurrent_init="identity", hidden_size=64, input_size=2, seq_len=100),
+           dict(task="adding", steps=1500, optimizer="adam", lr=1e-3, clip_on=True, clip=1.0, batch=64, log_every=100)),
+    Preset("Training: clipping rescues an exploding RNN",
+           "A linear RNN at gain 1.3 multiplies gradients by 1.3 per step back: without clipping (toggle it off) the first "
+           "updates blow the weights up and the loss turns NaN; with clipping at 1 every step moves a bounded distance.",
+           dict(cell="simple", activation="identity", recurrent_gain=1.3, hidden_size=32, input_size=2, seq_len=50),
+           dict(task="adding", steps=1000, optimizer="sgd", lr=0.01, clip_on=True, clip=1.0, batch=64, log_every=50)),
     Preset("Per-step tangents: LSTM",
            "One tangent per step shows which steps contribute to ∂L/∂W; the accumulator only has their sum.",
            dict(cell="lstm", seq_len=100, strategy="per_step")),

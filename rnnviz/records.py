@@ -11,6 +11,7 @@ Schema 1 (documented in ``rnnviz/data/README.md``)::
      "run_min_s": float, "run_max_s": float, "repeats": int, "peak_bytes": int,
      "flops": float, "flops_per_s": float, "ratio_to_plain_grad": float | null}
 
+A second kind, ``"train"`` (:data:`TRAIN_FIELDS`), records training runs.
 Reading never raises on bad data: lines that are not JSON, have another schema, miss a
 field or hold a wrong type are counted and skipped.
 """
@@ -60,6 +61,23 @@ FIELDS: dict[str, tuple[type, ...]] = {
 STRATEGY_VALUES = ("plain_grad",) + STRATEGIES
 MEASURE_VALUES = ("grad", "analyze", "log_pass")
 
+_COMMON = ("schema", "kind", "suite", "label", "config", "device_kind", "device_name", "backend", "jax_version",
+           "jaxlib_version", "flax_version", "cpu_count", "timestamp", "compile_s", "run_s")
+_NUMBER = (int, float)
+_MAYBE_INT = (int, type(None))
+
+#: Fields of a ``kind: "train"`` record (``python -m rnnviz bench --suite train``): one
+#: training run, its outcome and its speed. ``mode``: ``chunked`` (lax.scan chunks) or
+#: ``loop`` (a Python loop over one jitted step, the benchmark's yardstick).
+TRAIN_FIELDS: dict[str, tuple[type, ...]] = {
+    **{name: FIELDS[name] for name in _COMMON},
+    "mode": (str,), "task": (str,), "lag": (int,), "optimizer": (str,), "learning_rate": _NUMBER,
+    "clip": (int, float, type(None)), "steps": (int,), "steps_run": (int,), "baseline": _NUMBER,
+    "final_loss": (int, float, type(None)), "solved_step": _MAYBE_INT, "nonfinite_step": _MAYBE_INT, "clip_count": (int,),
+    "steps_per_s": _NUMBER, "ms_per_step": _NUMBER,
+}
+KINDS: dict[str, dict[str, tuple[type, ...]]] = {"bench": FIELDS, "train": TRAIN_FIELDS}
+
 
 def environment() -> dict[str, Any]:
     """Versions and host facts stamped on every record."""
@@ -86,12 +104,19 @@ def validate(record: Any) -> str | None:
         return "not a JSON object"
     if record.get("schema") != SCHEMA:
         return f"unknown schema {record.get('schema')!r}"
-    for name, types in FIELDS.items():
+    fields = KINDS.get(record.get("kind"))  # type: ignore[arg-type]
+    if fields is None:
+        return f"unknown kind {record.get('kind')!r}"
+    for name, types in fields.items():
         if name not in record:
             return f"missing field {name!r}"
         value = record[name]
         if isinstance(value, bool) or not isinstance(value, types):
             return f"field {name!r} has type {type(value).__name__}"
+    if record["run_s"] < 0 or record["compile_s"] < 0:
+        return "negative time"
+    if record["kind"] == "train":
+        return None if record["mode"] in ("chunked", "loop") else f"unknown mode {record['mode']!r}"
     if record["strategy"] not in STRATEGY_VALUES:
         return f"unknown strategy {record['strategy']!r}"
     if record["measure"] not in MEASURE_VALUES:

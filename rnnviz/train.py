@@ -169,16 +169,15 @@ def probe_profile(static: RunConfig, task: Task, spec: TrainSpec, params, carry0
     return total, w_norm
 
 
-def run_chunk(static: RunConfig, spec: TrainSpec, state: TrainState, key_data: jax.Array, values: Values, hyper: Hyper,
-              start: jax.Array) -> tuple[TrainState, ChunkOut]:
-    """``spec.chunk`` steps from step ``start``, after recording the probe profile."""
+def step_fn(static: RunConfig, spec: TrainSpec, key_data: jax.Array, values: Values, hyper: Hyper, carry0=None):
+    """``(state, step_index) -> (state, (loss, metric, grad_norm, clipped))``: one
+    optimisation step on the batch drawn for ``step_index`` (a frozen state once a
+    non-finite value was seen; its records are then NaN)."""
     task = get_task(spec.task)
     batch = static.batch_size
     root = jax.random.wrap_key_data(key_data)
-    carry0 = fixed_carry0(static, key_data, values, batch)
-    probe = task.batch(jax.random.fold_in(root, _PROBE_SALT), PROBE_BATCH, static.seq_len, spec.lag)
-    probe_carry0 = _carry0_for(static, state.params, fixed_carry0(static, key_data, values, PROBE_BATCH), PROBE_BATCH)
-    profile, w_grad = probe_profile(static, task, spec, state.params, probe_carry0, probe)
+    if carry0 is None:
+        carry0 = fixed_carry0(static, key_data, values, batch)
     train_key = jax.random.fold_in(root, _TRAIN_SALT)
     opt = _optimizer(spec.optimizer, hyper.learning_rate)
     metric_fn = task.metric_fn()
@@ -205,6 +204,20 @@ def run_chunk(static: RunConfig, spec: TrainSpec, state: TrainState, key_data: j
         rec = (jnp.where(st.alive, loss, nan), jnp.where(st.alive, metric, nan), jnp.where(st.alive, gnorm, nan), clipped & st.alive)
         return new, rec
 
+    return step
+
+
+def run_chunk(static: RunConfig, spec: TrainSpec, state: TrainState, key_data: jax.Array, values: Values, hyper: Hyper,
+              start: jax.Array) -> tuple[TrainState, ChunkOut]:
+    """``spec.chunk`` steps from step ``start``, after recording the probe profile."""
+    task = get_task(spec.task)
+    batch = static.batch_size
+    root = jax.random.wrap_key_data(key_data)
+    carry0 = fixed_carry0(static, key_data, values, batch)
+    probe = task.batch(jax.random.fold_in(root, _PROBE_SALT), PROBE_BATCH, static.seq_len, spec.lag)
+    probe_carry0 = _carry0_for(static, state.params, fixed_carry0(static, key_data, values, PROBE_BATCH), PROBE_BATCH)
+    profile, w_grad = probe_profile(static, task, spec, state.params, probe_carry0, probe)
+    step = step_fn(static, spec, key_data, values, hyper, carry0)
     state, (loss, metric, gnorm, clipped) = jax.lax.scan(step, state, start + jnp.arange(spec.chunk))
     return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad)
 
@@ -483,3 +496,32 @@ def train(cfg: RunConfig, task: str = "adding", steps: int = 2000, learning_rate
 
 
 __all__ = ["OPTIMIZERS", "Trainer", "Training", "check_training", "solved_step", "train", "train_many"]
+
+
+def verdict(records: Sequence[Training]) -> str:
+    """One sentence on whether the runs learned their task (several runs: how many did)."""
+    if not records:
+        return "no runs"
+    r0 = records[0]
+    what = f"the {r0.task} problem at T={r0.config.seq_len}" + (f" (lag {r0.lag})" if r0.task == "recall" else "")
+    solved = [r.solved_step for r in records if r.solved_step is not None]
+    diverged = [r.nonfinite_step for r in records if r.nonfinite_step is not None]
+    n = len(records)
+    if n == 1:
+        if r0.solved_step is not None:
+            return f"Learned {what} by step {r0.solved_step} (running mean loss below 10 % of the baseline {r0.baseline:.3g})."
+        if r0.nonfinite_step is not None:
+            return f"Diverged on {what}: the loss or gradient became NaN/Inf at step {r0.nonfinite_step} (try clipping)."
+        ratio = r0.final_loss() / r0.baseline
+        if ratio > 0.8:
+            return f"Stayed at the baseline on {what}: final loss {ratio:.2f}× the trivial predictor's after {r0.steps_run} steps."
+        return f"Improved on {what} to {ratio:.2f}× the baseline after {r0.steps_run} steps, but did not reach 10 %."
+    text = f"{len(solved)} of {n} runs learned {what}"
+    if solved:
+        text += f" (by step {min(solved)}–{max(solved)})" if len(solved) > 1 else f" (by step {solved[0]})"
+    if diverged:
+        text += f"; {len(diverged)} diverged (NaN/Inf)"
+    ratios = [r.final_loss() / r.baseline for r in records if r.nonfinite_step is None]
+    if ratios:
+        text += f"; final loss {min(ratios):.2f}–{max(ratios):.2f}× the baseline"
+    return text + "."

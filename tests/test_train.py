@@ -177,3 +177,50 @@ def test_trainer_resumes_chunk_by_chunk_and_stops():
     assert trainer.done and trainer.advance() == 20
     (rec,) = trainer.records()
     assert rec.stopped and rec.steps_run == 20 and np.array_equal(rec.losses, first.losses)
+
+
+def _set_training(at, **values):
+    for name, value in values.items():
+        widget = {"task": at.selectbox, "optimizer": at.selectbox}.get(name, at.number_input)
+        widget(key=f"train_{name}").set_value(value)
+    return at.run()
+
+
+def test_training_tab_trains_shows_charts_and_verdict_and_does_not_retrain():
+    from apptest_helpers import decode, figure_by_title, run_app
+
+    at = run_app({"tab": "Training", "seq_len": "10", "hidden_size": "8"})
+    assert not at.exception and any("Press Train" in i.value for i in at.info)
+    at = _set_training(at, task="recall", steps=200, batch=16, lr=0.01, log_every=50)
+    at.button(key="train_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(m.value.startswith("**Training:** Learned the recall problem at T=10") for m in at.markdown)
+    loss = figure_by_title(at, "Loss (recall")
+    assert len(decode(loss["data"][0]["y"])) == 200 and any(s["y0"] == 1.0 for s in loss["layout"]["shapes"])  # the baseline
+    heat = figure_by_title(at, "log₁₀ ‖∂L/∂carry_t‖ on a fixed probe batch")
+    assert np.asarray(decode(heat["data"][0]["z"])).shape == (4, 11)  # 4 profiles × (T + 1)
+    figure_by_title(at, "Global gradient norm")
+    at.button(key="train_pin").click().run()
+    at.number_input(key="train_steps").set_value(100).run()  # another setting: not trained yet
+    assert any("Press Train" in i.value for i in at.info)
+    at.number_input(key="train_steps").set_value(200).run()  # back: kept, not retrained
+    assert any(m.value.startswith("**Training:** Learned") for m in at.markdown) and not at.exception
+
+
+def test_stop_button_stops_a_run_in_progress():
+    from apptest_helpers import figure_by_title, decode, run_app
+    from rnnviz.ui.app import _train_key, _training_config
+    from rnnviz.ui.views import TRAIN_DEFAULTS
+
+    at = run_app({"tab": "Training", "seq_len": "10", "hidden_size": "8"})
+    at = _set_training(at, task="recall", steps=500, batch=16, log_every=20)
+    settings = dict(task="recall", steps=500, log_every=20, batch=16, optimizer="adam", learning_rate=TRAIN_DEFAULTS["lr"],
+                    clip=TRAIN_DEFAULTS["clip"], seeds=1, lag=0)
+    cfg = _training_config(RunConfig(seq_len=10, hidden_size=8), settings)
+    trainer = Trainer(cfg, {"seed": [0]}, task="recall", steps=500, log_every=20)
+    trainer.advance()  # a run in progress: one chunk done
+    at.session_state["trainer"] = (_train_key(cfg, settings), trainer)
+    at.button(key="train_stop").click().run()
+    assert not at.exception and any("Stopped at step 20" in i.value for i in at.info)
+    assert trainer.done and trainer.steps_done == 20
+    assert len(decode(figure_by_title(at, "Loss (recall")["data"][0]["y"])) == 20

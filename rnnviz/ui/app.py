@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -30,7 +31,7 @@ from rnnviz.timing import enable_compilation_cache
 from rnnviz.ui import state, views
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
-TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Devices", "Compare", "Learn")
+TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Training", "Devices", "Compare", "Learn")
 log = logging.getLogger("rnnviz.app")
 
 
@@ -108,6 +109,106 @@ JACOBIAN_STEPS = 400
 @st.cache_data(show_spinner=False, max_entries=32)
 def _jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
     return jacobians(_cfg(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS)
+
+
+# ---- training: a few compiled chunks per rerun, so progress shows and Stop works ----------
+
+@st.cache_resource(show_spinner=False)
+def _trained_store() -> dict:
+    """Finished training runs by settings (all sessions): re-opening a setting never retrains."""
+    return {}
+
+
+#: Seconds of training per script run before the page redraws and continues.
+TRAIN_SLICE_S = 0.5
+
+
+def _training_config(cfg: RunConfig, settings: dict) -> RunConfig:
+    from rnnviz.tasks import get_task
+
+    return cfg.replace(input_size=get_task(settings["task"]).input_size, batch_size=settings["batch"])
+
+
+def _train_key(cfg: RunConfig, settings: dict) -> str:
+    return json.dumps({"config": cfg.to_dict(), **settings}, sort_keys=True)
+
+
+def _start_training(cfg_json: str, settings: dict) -> None:
+    """on_click of Train: a :class:`rnnviz.train.Trainer` in the session (compiles here)."""
+    from rnnviz.train import Trainer
+
+    cfg = _cfg(cfg_json)
+    try:
+        trainer = Trainer(cfg, {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))}, task=settings["task"], steps=settings["steps"],
+                          learning_rate=settings["learning_rate"], optimizer=settings["optimizer"], clip=settings["clip"],
+                          log_every=settings["log_every"], lag=settings["lag"])
+    except ConfigError as err:
+        st.session_state["train_error"] = str(err)
+        return
+    st.session_state["train_error"] = None
+    st.session_state["trainer"] = (_train_key(cfg, settings), trainer)
+
+
+def _stop_training() -> None:
+    held = st.session_state.get("trainer")
+    if held is not None:
+        held[1].stop()
+
+
+def _pin_training(key: str, label: str) -> None:
+    pins = st.session_state.setdefault("train_pins", [])
+    if key not in [k for k, _ in pins]:
+        pins.append((key, label))
+
+
+def training_panel(cfg: RunConfig) -> None:
+    from rnnviz.tasks import TASKS
+    from rnnviz.train import OPTIMIZERS
+
+    st.markdown("Train the configured cell (with a Dense readout) on a long-range task and watch ‖∂L/∂carry_t‖ as it learns. "
+                "The task fixes the input size; the batch is drawn fresh every step.")
+    settings = views.training_controls(cfg, TASKS, OPTIMIZERS)
+    tcfg = _training_config(cfg, settings)
+    if (tcfg.input_size, tcfg.batch_size) != (cfg.input_size, cfg.batch_size):
+        st.caption(f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch {tcfg.batch_size}; "
+                   "every other field as in the sidebar.")
+    key = _train_key(tcfg, settings)
+    store = _trained_store()
+    held = st.session_state.get("trainer")
+    running = held is not None and held[0] == key and not held[1].done
+    c1, c2, c3 = st.columns(3)
+    c1.button("Train", key="train_start", type="primary", disabled=running, on_click=_start_training, args=(_key(tcfg), settings))
+    c2.button("Stop", key="train_stop", disabled=not running, on_click=_stop_training)
+    if st.session_state.get("train_error"):
+        st.error(f"Training cannot run: {st.session_state['train_error']}")
+    if held is not None and held[0] == key:
+        trainer = held[1]
+        if not trainer.done:
+            bar = st.progress(trainer.steps_done / trainer.steps, text="compiling and training…")
+            start = time.perf_counter()
+            while not trainer.done and time.perf_counter() - start < TRAIN_SLICE_S:
+                trainer.advance()
+            rate = trainer.steps_done / trainer.run_s if trainer.run_s > 0 else 0.0
+            eta = (trainer.steps - trainer.steps_done) / rate if rate > 0 else 0.0
+            bar.progress(trainer.steps_done / trainer.steps, text=f"{trainer.steps_done}/{trainer.steps} steps · {rate:.0f} steps/s "
+                                                                  f"per run · ETA {eta:.0f} s")
+        if trainer.done:
+            store[key] = trainer.records()
+            st.session_state["trainer"] = None
+            if trainer.stopped:
+                st.info(f"Stopped at step {trainer.steps_done}; shown below as far as it got.")
+        else:
+            views.training_results(trainer.records(), [], running=True)
+            st.rerun()
+            return
+    records = store.get(key)
+    if records is None:
+        st.info("Press Train: the settings above have not been trained yet (finished runs are kept, so coming back does not retrain).")
+        return
+    label = f"{tcfg.cell} T={tcfg.seq_len} g={tcfg.recurrent_gain:g} {settings['task']} lr={settings['learning_rate']:g}"
+    c3.button("Pin these runs", key="train_pin", on_click=_pin_training, args=(key, label))
+    pinned = [(lab, store[k]) for k, lab in st.session_state.get("train_pins", []) if k != key and k in store]
+    views.training_results(records, pinned, running=False)
 
 
 def runs_folders() -> tuple[str, ...]:
@@ -202,6 +303,7 @@ def main() -> None:
                                                   lambda c, lo, hi, n, k: _lyapunov_phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k)),
         "Jacobians": lambda: views.jacobians_view(a, lambda c, k: _lyapunov(_key(c), k), lambda c, k, e: _jacobians(_key(c), k, e),
                                                   carry_dim(cfg)),
+        "Training": lambda: training_panel(cfg),
         "Devices": lambda: views.devices_view(_devices_live(_key(cfg)), *_recorded(runs_folders()), gpu_reason),
         "Compare": lambda: views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear),
         "Learn": views.learn_view,

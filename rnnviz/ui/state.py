@@ -40,8 +40,12 @@ def init_from_url() -> None:
 
 
 def apply_preset(title: str) -> None:
-    """on_click callback: load a preset into the widgets (before they are drawn)."""
-    _set_widgets(PRESETS[title].config())
+    """on_click callback: load a preset into the widgets (before they are drawn), and its
+    Training tab settings when it has some."""
+    preset = PRESETS[title]
+    _set_widgets(preset.config())
+    for name, value in (preset.training or {}).items():
+        st.session_state[f"train_{name}"] = value
     st.session_state["_preset"] = title
 
 
