@@ -178,7 +178,7 @@ def training_panel(cfg: RunConfig) -> None:
     running = held is not None and held[0] == key and not held[1].done
     c1, c2, c3 = st.columns(3)
     c1.button("Train", key="train_start", type="primary", disabled=running, on_click=_start_training, args=(_key(tcfg), settings))
-    c2.button("Stop", key="train_stop", disabled=not running, on_click=_stop_training)
+    c2.button("Stop", key="train_stop", on_click=_stop_training, help="stops the run in progress after its current chunk")
     if st.session_state.get("train_error"):
         st.error(f"Training cannot run: {st.session_state['train_error']}")
     if held is not None and held[0] == key:
