@@ -255,3 +255,15 @@ def test_phase_tab_draws_lambda1_and_learn_has_a_preset_per_regime():
     regimes[-1].click().run()
     assert at.session_state["cfg_recurrent_gain"] == 2.0 and at.session_state["cfg_input_scale"] == 0.0
     assert not at.exception and not at.error
+
+
+def test_jacobians_controls_follow_the_config():
+    from apptest_helpers import run_app
+
+    at = run_app({"cell": "simple", "seq_len": "20", "hidden_size": "4", "tab": "Jacobians"})
+    at.number_input(key="jac_example").set_value(3).run()
+    at.number_input(key="jac_k").set_value(4).run()
+    at.number_input(key="cfg_batch_size").set_value(2).run()  # example 3 no longer exists
+    at.number_input(key="cfg_hidden_size").set_value(2).run()  # nor k = 4 (D = 2)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.number_input(key="jac_example").value == 1 and at.number_input(key="jac_k").value == 2

@@ -224,3 +224,18 @@ def test_stop_button_stops_a_run_in_progress():
     assert not at.exception and any("Stopped at step 20" in i.value for i in at.info)
     assert trainer.done and trainer.steps_done == 20
     assert len(decode(figure_by_title(at, "Loss (recall")["data"][0]["y"])) == 20
+
+
+def test_training_records_are_schema_one_of_kind_train_and_stay_out_of_the_devices_view(tmp_path):
+    from rnnviz.bench import train_record
+    from rnnviz.frames import records_frame
+    from rnnviz.records import append_records, load_dir, validate
+
+    r = train(TINY, "recall", steps=20, log_every=10)
+    rec = train_record(r, "chunked")
+    assert validate(rec) is None and rec["steps_run"] == 20 and rec["kind"] == "train"
+    assert validate({**rec, "mode": "fast"}) == "unknown mode 'fast'" and validate({**rec, "kind": "other"}).startswith("unknown kind")
+    append_records(tmp_path / "train.jsonl", [rec])
+    loaded = load_dir(tmp_path)
+    assert len(loaded.records) == 1 and not loaded.skipped
+    assert records_frame(loaded.records).empty  # the Devices view shows bench records only

@@ -326,10 +326,13 @@ def jacobians_view(a: Analysis, compute_lyapunov: Callable[[RunConfig, int], obj
         "average per step (see Learn → Jacobians and Lyapunov exponents)."
     )
     c1, c2 = st.columns(2)
-    k = int(c1.number_input("exponents / singular values k", 1, min(carry_dim, 64), min(8, carry_dim), 1, key="jac_k",
+    n_examples, k_max = cfg.batch_size or 1, min(carry_dim, 64)
+    # Widgets read session state only (no default argument), clamped to what this config allows.
+    st.session_state["jac_k"] = min(st.session_state.get("jac_k", 8), k_max)
+    st.session_state["jac_example"] = min(st.session_state.get("jac_example", 0), n_examples - 1)
+    k = int(c1.number_input("exponents / singular values k", 1, k_max, step=1, key="jac_k",
                             help=f"1 … min(D, 64); D = {carry_dim} is the carry size (all components)"))
-    n_examples = cfg.batch_size or 1
-    example = int(c2.number_input("example (for σ_i(J_t))", 0, n_examples - 1, 0, 1, key="jac_example", disabled=n_examples == 1))
+    example = int(c2.number_input("example (for σ_i(J_t))", 0, max(n_examples - 1, 0), step=1, key="jac_example", disabled=n_examples == 1))
     jac = compute_jacobians(cfg, k, example)
     st.plotly_chart(charts.line_figure(frames.singular_values_frame(jac), f"Singular values of J_t = ∂carry_t/∂carry_(t−1), example {example}",
                                        "σ_i(J_t) (log)", log_y=True), key="chart_singular_values")
