@@ -113,16 +113,14 @@ def validate(record: Any) -> str | None:
         value = record[name]
         if isinstance(value, bool) or not isinstance(value, types):
             return f"field {name!r} has type {type(value).__name__}"
-    if record["run_s"] < 0 or record["compile_s"] < 0:
-        return "negative time"
+    if record["run_s"] < 0 or record["compile_s"] < 0 or record.get("peak_bytes", 0) < 0:
+        return "negative time or size"
     if record["kind"] == "train":
         return None if record["mode"] in ("chunked", "loop") else f"unknown mode {record['mode']!r}"
     if record["strategy"] not in STRATEGY_VALUES:
         return f"unknown strategy {record['strategy']!r}"
     if record["measure"] not in MEASURE_VALUES:
         return f"unknown measure {record['measure']!r}"
-    if record["run_s"] < 0 or record["compile_s"] < 0 or record["peak_bytes"] < 0:
-        return "negative time or size"
     return None
 
 

@@ -61,8 +61,8 @@ def test_baselines_equal_their_formulas_and_the_trivial_predictor():
 
 def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
     cfg = TINY.replace(carry_init="normal")
-    r = train(cfg, "recall", steps=300, learning_rate=1e-2, log_every=100)
-    assert r.losses.shape == (300,) and list(r.profile_steps) == [0, 100, 200] and r.profiles.shape == (3, 7)
+    r = train(cfg, "recall", steps=200, learning_rate=1e-2, log_every=100)
+    assert r.losses.shape == (200,) and list(r.profile_steps) == [0, 100] and r.profiles.shape == (2, 7)
     assert r.final_loss() < 0.1 * r.baseline and r.solved_step is not None and r.nonfinite_step is None
     assert r.timing.steps_per_s > 0 and r.metric_name == "MSE"
     # Log step 0: the same zero-perturbation gradient, by hand, on analyze's weights.
@@ -71,7 +71,7 @@ def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
     from rnnviz.rollout import rollout
 
     state = init_state(cfg, TrainSpec("recall", 0, "adam", 100), seed_key(0), Values.of(cfg))
-    a = analyze(cfg, repeats=1)
+    a = analyze(cfg, repeats=1, log_pass=False)
     for got, want in zip(jax.tree.leaves(state.params["cell"]), jax.tree.leaves(a.params)):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
     probe = TASKS["recall"].batch(jax.random.fold_in(jax.random.key(0), _PROBE_SALT), PROBE_BATCH, 6)
@@ -83,11 +83,12 @@ def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
 
 
 def test_vmapped_runs_equal_individual_runs_and_curves_repeat_across_processes():
-    runs = train_many(TINY, {"seed": [0, 1], "learning_rate": [1e-2, 3e-3]}, task="recall", steps=20, log_every=10)
-    assert [(r.config.seed, r.learning_rate) for r in runs] == [(0, 1e-2), (0, pytest.approx(3e-3)), (1, 1e-2), (1, pytest.approx(3e-3))]
-    one = train(TINY.replace(seed=1), "recall", steps=20, learning_rate=3e-3, log_every=10)
-    np.testing.assert_allclose(runs[3].losses, one.losses, rtol=1e-5)
-    np.testing.assert_allclose(runs[3].profiles, one.profiles, atol=1e-5)
+    runs = train_many(TINY, {"seed": [1, 0], "learning_rate": [3e-3]}, task="recall", steps=20, log_every=10)
+    assert [(r.config.seed, r.learning_rate) for r in runs] == [(1, pytest.approx(3e-3)), (0, pytest.approx(3e-3))]
+    one = train(TINY.replace(seed=1), "recall", steps=20, learning_rate=3e-3, log_every=10)  # one run: compiled without vmap
+    np.testing.assert_allclose(runs[0].losses, one.losses, rtol=1e-5)
+    np.testing.assert_allclose(runs[0].profiles, one.profiles, atol=1e-5)
+    assert not np.allclose(runs[1].losses, one.losses)
     script = textwrap.dedent("""
         from rnnviz import RunConfig
         from rnnviz.train import train
