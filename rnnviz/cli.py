@@ -230,8 +230,9 @@ def cmd_lyapunov(args: argparse.Namespace) -> int:
           f"natural log per step, mean ± std over {ly.example_exponents.shape[0]} example(s), after {ly.warmup} warm-up steps:")
     for i, (lam, sd) in enumerate(zip(ly.exponents, ly.exponents_spread), 1):
         print(f"  λ{i:<3} {lam:+.5f} ± {sd:.5f}   (×{math.exp(lam):.4f} per step)" if math.isfinite(lam) else f"  λ{i:<3} -inf")
-    regime = "ordered: gradients vanish" if ly.lambda1 < 0 else "chaotic: gradients explode"
-    print(f"λ₁ = {ly.lambda1:+.4f} → {regime}")
+    from rnnviz.lyapunov import regime
+
+    print(f"λ₁ = {ly.lambda1:+.4f} → {regime(ly.lambda1)}")
     if ly.decay is not None:
         print(f"gradient decay per step (slope of ln‖∂L/∂carry_(T−k)‖ over lags {ly.decay.lag_lo}..{ly.decay.lag_hi}): "
               f"measured {ly.decay.slope:+.4f}, predicted by λ₁ {ly.lambda1:+.4f}")

@@ -292,6 +292,19 @@ def lyapunov(cfg: RunConfig, k: int = 8, warmup: int | None = None, qr_every: in
                     estimate[:, :, order], decay, exe.compile_s, run.median_s)
 
 
+#: |λ₁| below this (per step) reads as "at the edge": e^{±0.001·1000} stays within ×e over 1000 steps.
+EDGE_TOLERANCE = 1e-3
+
+
+def regime(lambda1: float) -> str:
+    """The dynamical regime λ₁ says the trajectory is in, in words."""
+    if lambda1 < -EDGE_TOLERANCE:
+        return "ordered (λ₁ < 0): every direction shrinks, gradients vanish"
+    if lambda1 > EDGE_TOLERANCE:
+        return "chaotic (λ₁ > 0): some direction grows, gradients can explode"
+    return f"at the edge of chaos (|λ₁| < {EDGE_TOLERANCE:g}): gradients neither vanish nor explode on average"
+
+
 def lyapunov_sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]], k: int = 1, warmup: int | None = None,
                    qr_every: int = 1) -> pd.DataFrame:
     """The k leading exponents at every combination of ``over`` (value fields in one

@@ -160,6 +160,9 @@ def test_decay_fit_excludes_the_ends_and_needs_three_points():
     fit = decay_fit(logs)
     assert fit.slope == pytest.approx(math.log(0.9)) and (fit.lag_lo, fit.lag_hi) == (5, 45)
     assert decay_fit(np.array([0.0, -1.0, -2.0])) is None
+    from rnnviz.lyapunov import regime
+
+    assert [regime(x).split()[0] for x in (-0.1, 0.0005, 0.1)] == ["ordered", "at", "chaotic"]
 
 
 def test_bad_options_are_config_errors_naming_the_field():

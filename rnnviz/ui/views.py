@@ -17,7 +17,7 @@ from rnnviz.analysis import Analysis
 from rnnviz.cells import cell_spec
 from rnnviz.config import FIELD_SPECS, MAX_SEQ_LEN, RunConfig, max_seq_len_within_budget
 from rnnviz.diagnostics import simple_cell_theory, verdict
-from rnnviz.lyapunov import decay_fit
+from rnnviz.lyapunov import decay_fit, regime
 from rnnviz.presets import PRESETS
 from rnnviz.text import pow10_text
 from rnnviz.ui.state import apply_preset
@@ -342,8 +342,6 @@ def jacobians_view(a: Analysis, compute_lyapunov: Callable[[RunConfig, int], obj
     st.caption(f"σ₁ > 1 means that step can stretch some direction; the product's growth is what the exponents below measure. Method: {how}{every}.")
     ly = compute_lyapunov(cfg, k)
     lam1 = ly.lambda1
-    regime = ("ordered (λ₁ < 0): every direction shrinks, gradients vanish" if lam1 < -1e-3 else
-              "chaotic (λ₁ > 0): some direction grows, gradients can explode" if lam1 > 1e-3 else "at the edge (λ₁ ≈ 0)")
     cols = st.columns(3)
     cols[0].metric("λ₁ (per step)", f"{lam1:+.4f}", help=f"mean over {n_examples} example(s) ± {ly.exponents_spread[0]:.4f}")
     cols[1].metric("factor e^λ₁ per step", f"{np.exp(lam1):.4f}")
@@ -351,7 +349,7 @@ def jacobians_view(a: Analysis, compute_lyapunov: Callable[[RunConfig, int], obj
     if fit is not None:
         cols[2].metric("measured gradient decay", f"{fit.slope:+.4f}", delta=f"{fit.slope - lam1:+.4f} vs λ₁", delta_color="off",
                        help=f"slope of ln‖∂L/∂carry_(T−k)‖ over lags {fit.lag_lo}…{fit.lag_hi} (the ends left out)")
-    st.markdown(f"**Regime:** {regime}.")
+    st.markdown(f"**Regime:** {regime(lam1)}.")
     left, right = st.columns(2)
     with left:
         st.plotly_chart(charts.spectrum_figure(frames.spectrum_frame(ly)), key="chart_spectrum")
