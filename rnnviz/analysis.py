@@ -29,7 +29,7 @@ from rnnviz.gradients import analysis_outputs, full_carry0, plain_grad, time_maj
 from rnnviz.inputs import make_inputs
 from rnnviz.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.norms import log10, log10_combine, robust_norm
-from rnnviz.timing import Compiled, Timing, compile_cache, compile_for, time_runs
+from rnnviz.timing import Compiled, Timing, compile_cache, compile_for, time_runs, time_within
 
 
 class Values(NamedTuple):
@@ -285,8 +285,14 @@ def _last_or_none(idx: np.ndarray) -> int | None:
     return int(idx[-1]) if idx.size else None
 
 
-def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = None, log_pass: bool | None = None) -> Analysis:
+def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = None, log_pass: bool | None = None,
+            budget_s: float | None = None) -> Analysis:
     """Run the analysis of ``cfg``; time ``repeats`` runs of the compiled reverse pass.
+
+    ``budget_s``: bound the timing by time instead (the dashboard's 0.3 s): one run, then
+    more while the runs so far took less than ``budget_s``, at most ``repeats``; no
+    separate warm-up. ``timing.repeats`` says how many runs the median is over, and the
+    returned arrays are the last timed run's.
 
     ``device`` overrides ``cfg.device`` with a concrete JAX device (e.g. the second of
     several). Raises :class:`ConfigError` for a device that is not present.
@@ -300,7 +306,10 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
     exe = executables(static, device)
     cache_hit = executables.cache_info().currsize == hit
     params, carry0, xs = prepared_inputs(cfg, device)
-    (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs), repeats)
+    if budget_s is None:
+        (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs), repeats)
+    else:
+        (sg, summary), run = time_within(exe.analysis.fn, (params, carry0, xs), budget_s, repeats)
     log_args = (params, sg.carries, xs)  # on device: what the log pass reads, if it runs
     host = jax.device_get((sg, summary, params, carry0, xs))
     sg, summary, params, carry0, xs = host
@@ -314,7 +323,10 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
     log_s = log_compile_s = 0.0
     if run_log:
         log_exe = log_executable(static, device)
-        (comp_s, example_s, total_s), log_run = time_runs(log_exe.fn, log_args, max(1, repeats // 2))
+        if budget_s is None:
+            (comp_s, example_s, total_s), log_run = time_runs(log_exe.fn, log_args, max(1, repeats // 2))
+        else:
+            (comp_s, example_s, total_s), log_run = time_within(log_exe.fn, log_args, budget_s / 2, max(1, repeats // 2))
         log_comp, log_example, log_total = log10(comp_s), log10(example_s), log10(total_s)
         log_s, log_compile_s = log_run.median_s, log_exe.compile_s
     else:

@@ -99,6 +99,21 @@ def time_runs(fn: Callable, args: tuple, repeats: int, warmup: int = 1, budget_s
     return out, RunTiming(statistics.median(times), min(times), max(times), len(times))
 
 
+def time_within(fn: Callable, args: tuple, budget_s: float, max_repeats: int) -> tuple[Any, RunTiming]:
+    """Run ``fn(*args)`` at least once and again while the runs so far took less than
+    ``budget_s`` (at most ``max_repeats`` runs), blocking on each; return the last result
+    and the statistics of all of them. No separate warm-up: the executable is compiled
+    ahead of time, so the first run is a run like the others, and a slow configuration
+    costs one run, not a warm-up plus a fixed count."""
+    times: list[float] = []
+    out = None
+    while not times or (sum(times) < budget_s and len(times) < max(1, max_repeats)):
+        start = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+    return out, RunTiming(statistics.median(times), min(times), max(times), len(times))
+
+
 class CacheInfo(NamedTuple):
     hits: int
     misses: int

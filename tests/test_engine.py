@@ -260,3 +260,23 @@ def test_gradient_overflow_without_carry_overflow_is_located_and_measured_exactl
     lags = t_len - np.arange(t_len + 1)
     np.testing.assert_allclose(a.log10_grad_norms, a.log10_grad_norms[-1] + lags * np.log10(1.5), atol=1e-4)
     assert a.log10_grad_norms[0] > 38.6
+
+
+def test_timing_bounded_by_time_runs_once_then_while_under_budget():
+    from rnnviz.timing import time_within
+
+    calls = []
+
+    def fn(x):
+        calls.append(x)
+        return x + 1
+
+    out, t = time_within(fn, (jnp.float32(1.0),), budget_s=0.0, max_repeats=5)
+    assert float(out) == 2.0 and t.repeats == 1 and len(calls) == 1  # at least one run, no warm-up
+    _, t = time_within(fn, (jnp.float32(1.0),), budget_s=60.0, max_repeats=4)
+    assert t.repeats == 4 and len(calls) == 5  # never more than asked
+    cfg = RunConfig(cell="lstm", seq_len=30, hidden_size=8)
+    fast = analyze(cfg, repeats=5, budget_s=0.0)
+    full = analyze(cfg, repeats=2)
+    assert fast.timing.repeats == 1 and full.timing.repeats == 2
+    np.testing.assert_array_equal(fast.grad_norms, full.grad_norms)
