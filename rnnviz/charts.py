@@ -290,14 +290,19 @@ def spectrum_figure(df: pd.DataFrame, title: str = "Lyapunov spectrum λ_i (per 
     return fig
 
 
+def _band(fig: go.Figure, x, lo, hi, name: str, colour: str) -> None:
+    """A filled band between ``lo`` and ``hi`` (two traces: an invisible upper edge, then
+    the lower edge filled up to it), legend entry ``name``."""
+    fig.add_trace(go.Scatter(x=x, y=hi, mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
+    fig.add_trace(go.Scatter(x=x, y=lo, mode="lines", line=dict(width=0), fill="tonexty", fillcolor=colour, name=name))
+
+
 def running_figure(df: pd.DataFrame, title: str = "Running estimate of λ₁ (convergence)") -> go.Figure:
     """``t, value, lo, hi`` → the running mean with the range over examples as a band."""
     fig = _figure(title, "timestep t", "λ₁ estimate after t steps")
     if df.empty:
         return fig
-    fig.add_trace(go.Scatter(x=df["t"], y=df["hi"], mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=df["t"], y=df["lo"], mode="lines", line=dict(width=0), fill="tonexty",
-                             fillcolor="rgba(0,114,178,0.2)", name="range over examples"))
+    _band(fig, df["t"], df["lo"], df["hi"], "range over examples", "rgba(0,114,178,0.2)")
     fig.add_trace(go.Scatter(x=df["t"], y=df["value"], mode="lines", line=dict(color=OKABE_ITO[0], width=2), name="λ₁ (mean)"))
     fig.add_hline(y=0.0, line=dict(color="#000000", dash="dot"))
     return fig
@@ -329,9 +334,7 @@ def lyapunov_phase_figure(df: pd.DataFrame, edge_gain: float | None = None,
     fig = _figure(title, "recurrent gain g", "λ₁ (natural log per step)")
     if df.empty:
         return fig
-    fig.add_trace(go.Scatter(x=df["recurrent_gain"], y=df["hi"], mode="lines", line=dict(width=0), showlegend=False, hoverinfo="skip"))
-    fig.add_trace(go.Scatter(x=df["recurrent_gain"], y=df["lo"], mode="lines", line=dict(width=0), fill="tonexty",
-                             fillcolor="rgba(0,0,0,0.15)", name="seed range"))
+    _band(fig, df["recurrent_gain"], df["lo"], df["hi"], "seed range", "rgba(0,0,0,0.15)")
     fig.add_trace(go.Scatter(x=df["recurrent_gain"], y=_drawable(df["lyapunov"].to_numpy(dtype=np.float64)), mode="lines+markers",
                              line=dict(color=OKABE_ITO[0], width=2), name="λ₁"))
     fig.add_hline(y=0.0, line=dict(color="#000000", dash="dot"), annotation_text="λ₁ = 0: edge of chaos",
