@@ -25,7 +25,7 @@ import functools
 import math
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Mapping, NamedTuple, Sequence
+from typing import Any, Callable, Mapping, NamedTuple, Sequence
 
 import flax.linen as nn
 import jax
@@ -160,7 +160,7 @@ def fixed_carry0(static: RunConfig, key_data: jax.Array, values: Values, batch: 
     return full_carry0(cfg, carry0)
 
 
-def probe_profile(static: RunConfig, task: Task, spec: TrainSpec, params, carry0, probe):
+def probe_profile(static: RunConfig, task: Task, params, carry0, probe):
     """``(Scaled [T+1], [])``: ‖∂L/∂carry_t‖ (exact: the log-magnitude pass with the task
     loss's direct terms) and ‖∂L/∂W_h‖ on the probe batch."""
     cell = make_cell(static)
@@ -227,7 +227,7 @@ def run_chunk(static: RunConfig, spec: TrainSpec, state: TrainState, key_data: j
     carry0 = fixed_carry0(static, key_data, values, batch)
     probe = task.batch(jax.random.fold_in(root, _PROBE_SALT), PROBE_BATCH, static.seq_len, spec.lag)
     probe_carry0 = _carry0_for(static, state.params, fixed_carry0(static, key_data, values, PROBE_BATCH), PROBE_BATCH)
-    profile, w_grad = probe_profile(static, task, spec, state.params, probe_carry0, probe)
+    profile, w_grad = probe_profile(static, task, state.params, probe_carry0, probe)
     step = step_fn(static, spec, key_data, values, hyper, carry0)
     state, (loss, metric, gnorm, clipped) = jax.lax.scan(step, state, start + jnp.arange(spec.chunk))
     return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad)

@@ -68,7 +68,6 @@ def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
     # Log step 0: the same zero-perturbation gradient, by hand, on analyze's weights.
     from rnnviz.train import PROBE_BATCH, _PROBE_SALT, fixed_carry0, init_state, TrainSpec
     from rnnviz.analysis import Values, seed_key
-    from rnnviz.rollout import rollout
 
     state = init_state(cfg, TrainSpec("recall", 0, "adam", 100), seed_key(0), Values.of(cfg))
     a = analyze(cfg, repeats=1, log_pass=False)
