@@ -47,8 +47,15 @@ def cmd_app(args: argparse.Namespace) -> int:
             print(f"error: --runs-dir {args.runs_dir!r} is not a folder", file=sys.stderr)
             return 2
         env["RNNVIZ_RUNS_DIR"] = str(folder)
+    cmd = streamlit_command(args.port, args.extra)
+    if os.name == "posix":
+        # Become Streamlit: a SIGTERM to `rnnviz app` (a service manager, a test) then stops the
+        # server itself instead of orphaning a child process that keeps the port.
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execve(cmd[0], cmd, env)
     try:
-        return subprocess.call(streamlit_command(args.port, args.extra), env=env)
+        return subprocess.call(cmd, env=env)
     except KeyboardInterrupt:
         return 0
 

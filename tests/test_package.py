@@ -194,3 +194,30 @@ def test_over_budget_link_in_the_app(monkeypatch):
     assert at.session_state["cfg_cell"] == "lstm" and at.session_state["cfg_hidden_size"] == 256 and at.session_state["cfg_batch_size"] == 64
     assert 1 < at.session_state["cfg_seq_len"] < 5000
     assert len(total_gradient(at)) == at.session_state["cfg_seq_len"] + 1
+
+
+def test_terminating_rnnviz_app_stops_the_server(tmp_path):
+    # `rnnviz app` becomes the Streamlit process: a SIGTERM to it must free the port (no
+    # orphaned server left behind, as a subprocess launcher would leave).
+    port = _free_port()
+    log = (tmp_path / "app.log").open("w")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    server = subprocess.Popen([sys.executable, "-m", "rnnviz", "app", "--port", str(port), "--server.headless=true"], cwd=tmp_path,
+                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    health = f"http://127.0.0.1:{port}/_stcore/health"
+    try:
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(health, timeout=5) as r:
+                    assert r.read().decode() == "ok"
+                    break
+            except OSError:
+                if time.monotonic() > deadline or server.poll() is not None:
+                    pytest.fail("rnnviz app did not become healthy:\n" + (tmp_path / "app.log").read_text())
+                time.sleep(0.5)
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    with pytest.raises(OSError):
+        urllib.request.urlopen(health, timeout=5)
