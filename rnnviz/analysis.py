@@ -145,12 +145,19 @@ def inputs_executable(inputs_static: RunConfig, length: int, device: jax.Device)
     return compile_for(functools.partial(draw_inputs, inputs_static, length), (seed_key(0), Values.of(inputs_static)), device)
 
 
-@compile_cache(maxsize=64)
-def executables(static: RunConfig, device: jax.Device) -> Executables:
-    """Compile the prepare and analysis functions for one shape on one device (cached)."""
+def prepare_executables(static: RunConfig, device: jax.Device) -> tuple[Compiled, Compiled]:
+    """The two cached *prepare* executables (params and carry; inputs) for one shape,
+    without compiling the analysis: what the Lyapunov and Jacobian passes need."""
     params = params_executable(_params_config(static), device)
     # seq_len=1 keeps every other field (always within budget) and lets lengths share.
     inputs = inputs_executable(static.replace(seq_len=1, loss="last", strategy="accumulate"), input_bucket(static.seq_len), device)
+    return params, inputs
+
+
+@compile_cache(maxsize=64)
+def executables(static: RunConfig, device: jax.Device) -> Executables:
+    """Compile the prepare and analysis functions for one shape on one device (cached)."""
+    params, inputs = prepare_executables(static, device)
     # The compiled prepares already know their output shapes: no second trace of cell.init.
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
     run = compile_for(functools.partial(analysis_outputs, static, make_cell(static)), (*params.fn.out_info, xs), device)
@@ -217,9 +224,9 @@ def is_compiled(cfg: RunConfig, device: jax.Device | None = None) -> bool:
 def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None):
     """``(params, carry0, xs)`` on the device, from the cached *prepare* executable."""
     device = device or resolve_device(cfg)
-    exe = executables(static_config(cfg), device)
-    args = jax.device_put((seed_key(cfg.seed), Values.of(cfg)), device)
-    return exe.prepare(*args)
+    params, inputs = prepare_executables(static_config(cfg), device)
+    key, values = jax.device_put((seed_key(cfg.seed), Values.of(cfg)), device)
+    return (*params.fn(key, values), inputs.fn(key, values)[..., : cfg.seq_len, :])
 
 
 @dataclass(frozen=True, eq=False)

@@ -38,7 +38,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rnnviz.analysis import executables, prepared_inputs, resolve_device, static_config
+from rnnviz.analysis import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import FLOP_BUDGET, REFERENCE_FLOPS_PER_S, BudgetError, ConfigError, RunConfig
 from rnnviz.gradients import full_carry0, time_major
@@ -160,10 +160,10 @@ def qr_pass(cfg: RunConfig, opts: LyapunovOptions, params, carry0, xs, key_data)
 @compile_cache(maxsize=32)
 def lyapunov_executable(static: RunConfig, opts: LyapunovOptions, device: jax.Device):
     """``(params, carry0, xs, key_data) -> (running [T, (B,) k], covered [T])`` for one shape."""
-    exe = executables(static, device)
+    params, _ = prepare_executables(static, device)  # not the analysis: only the shapes of (params, carry0)
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)
-    return compile_for(functools.partial(qr_pass, static, opts), (*exe.params.fn.out_info, xs, key), device)
+    return compile_for(functools.partial(qr_pass, static, opts), (*params.fn.out_info, xs, key), device)
 
 
 def lyapunov_flops(cfg: RunConfig, k: int) -> float:
@@ -414,11 +414,11 @@ def jacobian_pass(cfg: RunConfig, method: str, k: int, iterations: int, stride: 
 
 @compile_cache(maxsize=32)
 def jacobian_executable(static: RunConfig, method: str, k: int, iterations: int, stride: int, example: int, device: jax.Device):
-    exe = executables(static, device)
+    params, _ = prepare_executables(static, device)
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)
     fn = functools.partial(jacobian_pass, static, method, k, iterations, stride, example)
-    return compile_for(fn, (*exe.params.fn.out_info, xs, key), device)
+    return compile_for(fn, (*params.fn.out_info, xs, key), device)
 
 
 def jacobian_flops(cfg: RunConfig, method: str, k: int, iterations: int, n_steps: int) -> float:

@@ -87,6 +87,21 @@ def test_app_command_passes_the_locked_down_settings():
     assert (ROOT / ".streamlit" / "config.toml").resolve() == launch.CONFIG
 
 
+def _wait_healthy(server: subprocess.Popen, port: int, log: Path, timeout_s: float = 120) -> None:
+    """Until the Streamlit server on ``port`` answers its health check; fail with its log
+    if it exits or takes longer than ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
+                assert r.read().decode() == "ok"
+                return
+        except OSError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                pytest.fail("rnnviz app did not become healthy:\n" + log.read_text())
+            time.sleep(0.5)
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -123,16 +138,7 @@ def test_installed_wheel_in_a_fresh_venv(wheel, tmp_path):
     server = subprocess.Popen([str(exe), "app", "--port", str(port), "--server.headless=true"], cwd=away, env=env,
                               stdout=log, stderr=subprocess.STDOUT)
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5) as r:
-                    assert r.read().decode() == "ok"
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail("rnnviz app did not become healthy:\n" + (tmp_path / "app.log").read_text())
-                time.sleep(1)
+        _wait_healthy(server, port, tmp_path / "app.log")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
             assert r.status == 200
     finally:
@@ -204,20 +210,10 @@ def test_terminating_rnnviz_app_stops_the_server(tmp_path):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     server = subprocess.Popen([sys.executable, "-m", "rnnviz", "app", "--port", str(port), "--server.headless=true"], cwd=tmp_path,
                               env=env, stdout=log, stderr=subprocess.STDOUT)
-    health = f"http://127.0.0.1:{port}/_stcore/health"
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(health, timeout=5) as r:
-                    assert r.read().decode() == "ok"
-                    break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail("rnnviz app did not become healthy:\n" + (tmp_path / "app.log").read_text())
-                time.sleep(0.5)
+        _wait_healthy(server, port, tmp_path / "app.log")
     finally:
         server.terminate()
         server.wait(timeout=30)
     with pytest.raises(OSError):
-        urllib.request.urlopen(health, timeout=5)
+        urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=5)
