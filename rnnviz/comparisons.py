@@ -19,9 +19,10 @@ from rnnviz.analysis import (
     analyze, baseline_executable, executables, log_executable, prepared_inputs, prepared_shapes, resolve_device, static_config,
 )
 from rnnviz.cells import cell_spec, make_cell
-from rnnviz.config import STRATEGIES, ConfigError, RunConfig, estimate_flops
+from rnnviz.config import ConfigError, RunConfig, estimate_flops, strategy_names
 from rnnviz.gradients import strategy_grad
 from rnnviz.records import SCHEMA, environment, now_utc
+from rnnviz.strategies import unavailable
 from rnnviz.timing import Compiled, compile_cache, compile_for, time_runs
 
 
@@ -40,16 +41,16 @@ def split_transpose_available() -> bool:
 
 def available_strategies(cfg: RunConfig | None = None) -> tuple[str, ...]:
     """Strategies this JAX supports and, given a config, that its cell can use."""
-    return tuple(s for s in STRATEGIES if not strategy_unavailable(s, cfg))
+    return tuple(s for s in strategy_names() if not strategy_unavailable(s, cfg))
 
 
 def strategy_unavailable(strategy: str, cfg: RunConfig | None = None) -> str | None:
     """Why ``strategy`` cannot run here (for ``cfg``'s cell), or None when it can."""
-    if strategy == "split_transpose" and not split_transpose_available():
-        return "this JAX cannot differentiate lax.scan(_split_transpose=True)"
-    if strategy == "parallel" and cfg is not None and cell_spec(cfg.cell).linear_form is None:
-        return f"the {cfg.cell} cell's recurrence is not linear in its carry"
-    return None
+    here = unavailable(strategy)
+    if here is not None or cfg is None:
+        return here
+    reason = unavailable(strategy, cell_spec(cfg.cell))
+    return None if reason is None else f"the {cfg.cell} cell cannot: {reason}"
 
 
 @compile_cache(maxsize=64)

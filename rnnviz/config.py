@@ -17,7 +17,6 @@ CARRY_INITS = ("zeros", "normal", "uniform", "constant", "learned")
 RECURRENT_INITS = ("orthogonal", "normal", "identity")
 INPUTS = ("normal", "uniform", "sine")
 LOSSES = ("last", "all")
-STRATEGIES = ("accumulate", "per_step", "split_transpose", "parallel")
 DEVICES = ("auto", "cpu", "gpu")
 
 #: Upper bound on the estimated working set of one analysis (see :func:`estimate_memory_bytes`).
@@ -26,7 +25,7 @@ MEMORY_BUDGET_BYTES = 4 * 1024**3
 #: 40 s at the ~50 GFLOP/s this project's 2-core CPU reaches, well under a second on a GPU.
 FLOP_BUDGET = 2e12
 REFERENCE_FLOPS_PER_S = 50e9
-MAX_SEQ_LEN = 5000
+MAX_SEQ_LEN = 100_000
 MAX_HIDDEN = 2048
 MAX_INPUT = 1024
 MAX_BATCH = 1024
@@ -45,6 +44,19 @@ def _cell_spec(name: str):
     from rnnviz.cells.registry import cell_spec
 
     return cell_spec(name)
+
+
+def strategy_names() -> tuple[str, ...]:
+    """The registered strategies (:mod:`rnnviz.strategies`' table), in table order."""
+    from rnnviz.strategies import strategy_names as names  # imports JAX: only when asked
+
+    return names()
+
+
+def _strategy(name: str):
+    from rnnviz.strategies import strategy
+
+    return strategy(name)
 
 
 class ConfigError(ValueError):
@@ -179,7 +191,7 @@ def _spec_table() -> dict[str, FieldSpec]:
         FieldSpec("input_scale", float, "multiplies the inputs", lo=0.0, hi=100.0),
         FieldSpec("loss", str, "last: ½Σh_T²; all: ½(1/T)Σ_tΣh_t²", LOSSES),
         FieldSpec("seed", int, "root PRNG seed for params, carry and inputs", lo=0, hi=MAX_SEED),
-        FieldSpec("strategy", str, "how parameter gradients are gathered through time", STRATEGIES),
+        FieldSpec("strategy", str, "how parameter gradients are gathered through time", strategy_names),
         FieldSpec("device", str, "where to run: auto picks a GPU when present", DEVICES),
     ]
     return {s.name: s for s in specs}
@@ -236,10 +248,10 @@ def _validate(cfg: RunConfig) -> None:
         else:
             allowed = f"the {cfg.cell} cell takes " + ", ".join(repr(a) for a in spec.activations)
         raise ConfigError("activation", cfg.activation, allowed)
-    if cfg.strategy == "parallel" and spec.linear_form is None:
-        linear = ", ".join(n for n in _cell_names() if _cell_spec(n).linear_form is not None)
-        raise ConfigError("strategy", cfg.strategy, f"the {cfg.cell} cell's recurrence is not linear in its carry; "
-                                                     f"parallel (associative scan over time) needs one of {linear}")
+    reason = _strategy(cfg.strategy).cell_reason(spec)
+    if reason is not None:
+        able = ", ".join(n for n in _cell_names() if _strategy(cfg.strategy).cell_reason(_cell_spec(n)) is None)
+        raise ConfigError("strategy", cfg.strategy, f"the {cfg.cell} cell cannot use it: {reason}; cells that can: {able}")
     if spec.forget_bias is None and cfg.forget_bias != 0.0:
         with_bias = ", ".join(n for n in _cell_names() if _cell_spec(n).forget_bias is not None)
         raise ConfigError("forget_bias", cfg.forget_bias, f"only cells with a forget gate ({with_bias}) have a forget bias; use 0.0 with the {cfg.cell} cell")
@@ -249,7 +261,7 @@ def _validate(cfg: RunConfig) -> None:
             "seq_len",
             cfg.seq_len,
             f"this configuration needs about {need / 2**30:.1f} GiB, over the {MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; "
-            f"the largest seq_len that fits is {max_seq_len_within_budget(cfg)}",
+            f"the largest seq_len that fits is {max_seq_len_within_budget(cfg)}" + _checkpoint_hint(cfg),
         )
     flops = estimate_flops(cfg)
     if flops > FLOP_BUDGET:
@@ -259,6 +271,14 @@ def _validate(cfg: RunConfig) -> None:
             f"this configuration needs about {flops / 1e12:.1f} TFLOP per analysis (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} s on a "
             f"2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; the largest seq_len that fits is {max_seq_len_within_budget(cfg)}",
         )
+
+
+def _checkpoint_hint(cfg: RunConfig) -> str:
+    """The memory message's pointer to ``strategy='checkpoint'`` when that would fit."""
+    if cfg.strategy == "checkpoint":
+        return ""
+    within = estimate_memory_bytes(cfg, strategy="checkpoint") <= MEMORY_BUDGET_BYTES
+    return "; strategy='checkpoint' (recompute blocks of √T steps) fits this length" if within else ""
 
 
 def param_count(cfg: RunConfig) -> int:
@@ -281,29 +301,33 @@ def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
     return 3.0 * 2.0 * b * t * (cfg.input_size + cfg.hidden_size) * gates * cfg.hidden_size
 
 
-def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None) -> int:
+def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: str | None = None) -> int:
     """Rough upper estimate of the analysis working set, in bytes.
 
-    ``itemsize · [T·B·(I + R·H) + 2·(T+1)·B·H·C + P·k]`` where R is the residuals the
-    reverse pass keeps per step (the cell spec's ``residuals``), C the carry components, P the parameter count and k
-    3 for the accumulator or 2·T + 3 for per-step tangents (a copy of the params and of
-    their gradient per step: the O(T·P) cost of that strategy). ``seq_len`` overrides T.
+    ``itemsize · [T·B·I + S·B·R·H + 2·(T+1)·B·H·C + P·k]`` where R is the residuals the
+    reverse pass keeps per step (the cell spec's ``residuals``) for S steps at once (T, or
+    2·⌈√T⌉ for ``checkpoint``), C the carry components, P the parameter count and k the
+    strategy's parameter-sized buffers (3 for the accumulator, 2·T + 3 for per-step
+    tangents: the O(T·P) cost of that strategy). ``seq_len`` and ``strategy`` override the config's.
     """
     b = cfg.batch_size or 1
     t, h = seq_len or cfg.seq_len, cfg.hidden_size
+    strat = _strategy(strategy or cfg.strategy)
     p = param_count(cfg)
     comps = len(cfg.carry_components)
-    per_param = 2 * t + 3 if cfg.strategy == "per_step" else 3
-    scalars = t * b * (cfg.input_size + _cell_spec(cfg.cell).residuals * h) + 2 * (t + 1) * b * h * comps + p * per_param
+    residual = strat.residual_steps(t) * b * _cell_spec(cfg.cell).residuals * h
+    scalars = t * b * cfg.input_size + residual + 2 * (t + 1) * b * h * comps + p * strat.param_copies(t)
     return int(scalars * max(_ITEMSIZE[cfg.dtype], 4))
 
 
-def max_seq_len_within_budget(cfg: RunConfig) -> int:
-    """Largest ``seq_len`` (≤ MAX_SEQ_LEN) whose memory and FLOP estimates fit, 0 if none does."""
+def max_seq_len_within_budget(cfg: RunConfig, strategy: str | None = None) -> int:
+    """Largest ``seq_len`` (≤ MAX_SEQ_LEN) whose memory and FLOP estimates fit, 0 if none
+    does (with ``strategy`` instead of the config's, when given)."""
     lo, hi = 0, MAX_SEQ_LEN
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if estimate_memory_bytes(cfg, seq_len=mid) <= MEMORY_BUDGET_BYTES and estimate_flops(cfg, seq_len=mid) <= FLOP_BUDGET:
+        if (estimate_memory_bytes(cfg, seq_len=mid, strategy=strategy) <= MEMORY_BUDGET_BYTES
+                and estimate_flops(cfg, seq_len=mid) <= FLOP_BUDGET):
             lo = mid
         else:
             hi = mid - 1

@@ -18,9 +18,8 @@ import jax.numpy as jnp
 from rnnviz.cells import Params, cell_spec, final_output, outputs
 from rnnviz.config import RunConfig
 from rnnviz.norms import robust_norm
-from rnnviz.parallel import parallel_rollout
-from rnnviz.rollout import Carry, rollout
-from rnnviz.strategies import collapse_grads, lift_params
+from rnnviz.rollout import Carry
+from rnnviz.strategies import strategy
 
 
 def loss_from_outputs(cfg: RunConfig, hs: jax.Array) -> jax.Array:
@@ -69,29 +68,24 @@ def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.
     """Everything about how ∂L flows back through time, from one ``jax.vjp``.
 
     ``xs`` is batch-first ``[(B,) T, I]``; ``carry0`` is ``[(B,) H]`` per component, or
-    ``[H]`` for a learned carry. Jit this at the call site (``cfg`` and ``cell`` static).
+    ``[H]`` for a learned carry. The strategy's table entry (:mod:`rnnviz.strategies`) runs
+    the forward pass. Jit this at the call site (``cfg`` and ``cell`` static).
     """
+    strat = strategy(cfg.strategy)
     xs_tm = time_major(cfg, xs)
     t_len = cfg.seq_len
-    lifted = lift_params(params, cfg.strategy, t_len)
     learned = cfg.carry_init == "learned"
     eps = jax.tree.map(lambda c: jnp.zeros((t_len + 1,) + c.shape, c.dtype), full_carry0(cfg, carry0))
 
-    def forward(p, c0, e, x):
-        if cfg.strategy == "parallel":
-            carries = parallel_rollout(cfg, p, full_carry0(cfg, c0), x, e)
-        else:
-            carries = rollout(
-                cell, p, full_carry0(cfg, c0), x, e,
-                per_step_params=cfg.strategy == "per_step",
-                split_transpose=cfg.strategy == "split_transpose",
-            )
-        return loss_from_outputs(cfg, outputs(cfg, p, carries, x, per_step=cfg.strategy == "per_step")), carries
+    def forward(p, c0, e, x, tap):
+        carries = strat.rollout(cfg, cell, p, full_carry0(cfg, c0), x, e, tap)
+        return loss_from_outputs(cfg, outputs(cfg, p, carries, x, per_step=strat.stacked_params)), carries
 
-    loss, vjp, carries = jax.vjp(forward, lifted, carry0, eps, xs_tm, has_aux=True)
-    g_params, g_carry0, g_eps, g_xs = vjp(jnp.ones((), loss.dtype))
-    param_grads, by_step = collapse_grads(g_params, cfg.strategy, cell_spec(cfg.cell).recurrent)
-    return StepGrads(loss, carries, g_eps, g_xs, param_grads, g_carry0 if learned else None, by_step)
+    primals = (strat.lift(params, t_len), carry0, eps, xs_tm, strat.taps(cfg, xs_tm))
+    loss, vjp, carries = jax.vjp(forward, *primals, has_aux=True)
+    g_params, g_carry0, g_eps, g_xs, g_taps = vjp(jnp.ones((), loss.dtype))
+    by_step = strat.by_step_of(cfg, carries, xs_tm, g_params, g_taps)
+    return StepGrads(loss, carries, g_eps, g_xs, strat.collapse(g_params), g_carry0 if learned else None, by_step)
 
 
 def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Params]:
@@ -112,29 +106,16 @@ def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Arra
 
 def strategy_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Params]:
     """Loss and parameter gradient only, gathered with ``cfg.strategy`` (no per-step carry
-    gradients, no trajectory): what each strategy costs on its own."""
+    gradients kept, no norms): what each strategy costs on its own."""
+    strat = strategy(cfg.strategy)
     xs_tm = time_major(cfg, xs)
-    per_step = cfg.strategy == "per_step"
-    if cfg.strategy == "parallel":
-        def parallel_loss(p):
-            return loss_from_outputs(cfg, outputs(cfg, p, parallel_rollout(cfg, p, full_carry0(cfg, carry0), xs_tm), xs_tm))
-
-        return jax.value_and_grad(parallel_loss)(params)
 
     def loss_fn(p):
-        def step(carry, inp):
-            x, p_t = inp
-            carry, y = cell.apply({"params": p_t if per_step else p}, carry, x)
-            return carry, (y if cfg.loss == "all" else None)
+        carries = strat.rollout(cfg, cell, p, full_carry0(cfg, carry0), xs_tm, None, strat.taps(cfg, xs_tm))
+        return loss_from_outputs(cfg, outputs(cfg, p, carries, xs_tm, per_step=strat.stacked_params))
 
-        scanned = (xs_tm, p if per_step else None)
-        last, ys = jax.lax.scan(step, full_carry0(cfg, carry0), scanned, _split_transpose=cfg.strategy == "split_transpose")
-        p_last = jax.tree.map(lambda a: a[-1], p) if per_step else p
-        hs = ys if cfg.loss == "all" else final_output(cfg, p_last, last, xs_tm[-1])[None]
-        return loss_from_outputs(cfg, hs)
-
-    loss, grads = jax.value_and_grad(loss_fn)(lift_params(params, cfg.strategy, cfg.seq_len))
-    return loss, collapse_grads(grads, cfg.strategy, cell_spec(cfg.cell).recurrent)[0]
+    loss, grads = jax.value_and_grad(loss_fn)(strat.lift(params, cfg.seq_len))
+    return loss, strat.collapse(grads)
 
 
 class Summary(NamedTuple):

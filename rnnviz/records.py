@@ -3,7 +3,7 @@
 Schema 1 (documented in ``rnnviz/data/README.md``)::
 
     {"schema": 1, "kind": "bench", "suite": str, "label": str, "config": {RunConfig fields},
-     "strategy": "plain_grad" | "accumulate" | "per_step" | "split_transpose" | "parallel",
+     "strategy": "plain_grad" or a registered strategy (accumulate, per_step, split_transpose, parallel, fused, checkpoint),
      "measure": "grad" | "analyze" | "log_pass",
      "device_kind": "cpu" | "gpu" | ..., "device_name": str, "backend": str,
      "jax_version": str, "jaxlib_version": str, "flax_version": str, "cpu_count": int,
@@ -26,7 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Iterable
 
-from rnnviz.config import STRATEGIES
+from rnnviz.config import strategy_names
 
 SCHEMA = 1
 MAX_LINE_BYTES = 1_000_000
@@ -58,7 +58,6 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "flops_per_s": (int, float),
     "ratio_to_plain_grad": (int, float, type(None)),
 }
-STRATEGY_VALUES = ("plain_grad",) + STRATEGIES
 MEASURE_VALUES = ("grad", "analyze", "log_pass")
 
 _COMMON = ("schema", "kind", "suite", "label", "config", "device_kind", "device_name", "backend", "jax_version",
@@ -117,7 +116,7 @@ def validate(record: Any) -> str | None:
         return "negative time or size"
     if record["kind"] == "train":
         return None if record["mode"] in ("chunked", "loop") else f"unknown mode {record['mode']!r}"
-    if record["strategy"] not in STRATEGY_VALUES:
+    if record["strategy"] not in ("plain_grad",) + strategy_names():
         return f"unknown strategy {record['strategy']!r}"
     if record["measure"] not in MEASURE_VALUES:
         return f"unknown measure {record['measure']!r}"

@@ -55,6 +55,41 @@ def rollout(
     return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs], axis=0), first, carries)
 
 
+def checkpoint_rollout(cell, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None, block: int) -> Carry:
+    """:func:`rollout` with ``jax.checkpoint`` over blocks of ``block`` steps (same values).
+
+    The forward pass keeps only each block's starting carry (and the trajectory, which is
+    an output); the reverse pass recomputes one block's forward at a time, so the cell's
+    per-step residuals (gates, pre-activations) are held for ``block`` steps instead of T.
+    T = n·block + r: n checkpointed blocks, then r < block plain steps.
+    """
+    t_len = xs.shape[0]
+    if eps is None:
+        eps = jax.tree.map(lambda c: jnp.zeros((t_len + 1,) + c.shape, c.dtype), carry0)
+    first = tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
+    rest = jax.tree.map(lambda e: e[1:], eps)
+
+    def step(carry, inp):
+        x, e = inp
+        new, _ = cell.apply({"params": params}, carry, x)
+        new = tree_add(new, e)
+        return new, new
+
+    @jax.checkpoint
+    def run_block(carry, inp):
+        return jax.lax.scan(step, carry, inp)
+
+    n = t_len // block
+    head = jax.tree.map(lambda a: a[: n * block].reshape((n, block) + a.shape[1:]), (xs, rest))
+    carry, carries = jax.lax.scan(run_block, first, head)
+    carries = jax.tree.map(lambda c: c.reshape((n * block,) + c.shape[2:]), carries)
+    if n * block < t_len:
+        tail = jax.tree.map(lambda a: a[n * block :], (xs, rest))
+        _, more = jax.lax.scan(step, carry, tail)
+        carries = jax.tree.map(lambda a, b: jnp.concatenate([a, b], axis=0), carries, more)
+    return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs], axis=0), first, carries)
+
+
 def reference_loop(cell, params: Params, carry0: Carry, xs: jax.Array) -> Carry:
     """The same trajectory with a plain Python loop over ``cell.apply`` (for tests)."""
     out = [carry0]

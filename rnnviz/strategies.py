@@ -1,4 +1,4 @@
-"""How parameter gradients are gathered through time.
+"""How parameter gradients are gathered through time: one :class:`Strategy` per name, in a table.
 
 * ``accumulate`` — params are closed over by the scanned step; the reverse scan sums
   their cotangents into one buffer as it walks back (Zygote's accumulator). O(P) memory.
@@ -9,37 +9,206 @@
 * ``split_transpose`` — like ``accumulate`` but with ``lax.scan(..., _split_transpose=True)``
   (experimental in JAX): the reverse scan is split so the parameter-gradient part of
   the transpose runs outside the loop.
+* ``parallel`` — cells whose recurrence is linear in the carry: an associative scan over
+  time, forward and reverse (:mod:`rnnviz.parallel`).
+* ``fused`` — cells with a :class:`~rnnviz.cells.registry.FusedForm`: the input GEMM
+  hoisted out of the scan, a custom VJP whose reverse scan only propagates the carry
+  cotangent, and the weight gradients as one GEMM each afterwards (:mod:`rnnviz.fused`).
+  Per-step contributions to ∂L/∂W from the stored gate cotangents in O(T·B²).
+* ``checkpoint`` — ``jax.checkpoint`` over blocks of ⌈√T⌉ steps: the reverse pass
+  recomputes each block's forward, so the per-step residuals are kept for one block
+  only — what makes T = 100 000 fit (:func:`rnnviz.rollout.checkpoint_rollout`).
+
+Adding a strategy is one :func:`register_strategy` call; validation, the CLI, the
+dashboard and the comparisons read the table.
 """
 
 from __future__ import annotations
 
-from typing import Callable
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.cells import PARAM_GROUPS, Params, param_group
+from rnnviz import fused
+from rnnviz.cells import PARAM_GROUPS, Params, cell_spec, param_group
 from rnnviz.norms import robust_norm
+from rnnviz.parallel import parallel_rollout
+from rnnviz.rollout import Carry, checkpoint_rollout, rollout
 
 
-def lift_params(params: Params, strategy: str, seq_len: int) -> Params:
-    """What the scan differentiates: the params, or ``[T, ...]`` copies for ``per_step``."""
-    if strategy != "per_step":
-        return params
+def _always(spec: Any) -> str | None:
+    return None
+
+
+def _everywhere() -> str | None:
+    return None
+
+
+def _linear(spec: Any) -> str | None:
+    return None if spec.linear_form is not None else "its recurrence is not linear in its carry (h_t = A_t⊙h_{t−1} + B_t)"
+
+
+def _fusable(spec: Any) -> str | None:
+    return None if spec.fused is not None else "it has no fused form (an input GEMM, one recurrent matrix product, element-wise gates)"
+
+
+def _split_transpose_here() -> str | None:
+    from rnnviz.comparisons import split_transpose_available
+
+    return None if split_transpose_available() else "this JAX cannot differentiate lax.scan(_split_transpose=True)"
+
+
+def _full(t: int) -> int:
+    return t
+
+
+def _blocks(t: int) -> int:
+    """Steps whose residuals the checkpointed reverse pass holds at once: one block being
+    recomputed plus the block-boundary carries."""
+    return 2 * block_length(t)
+
+
+def _same(params: Params, seq_len: int) -> Params:
+    return params
+
+
+def _stack(params: Params, seq_len: int) -> Params:
     return jax.tree.map(lambda p: jnp.broadcast_to(p, (seq_len,) + p.shape), params)
 
 
-def collapse_grads(grads: Params, strategy: str, recurrent: Callable[[tuple[str, ...]], bool]) -> tuple[Params, jax.Array | None]:
-    """Turn the differentiated params' gradient into ``(param_grads, by_step)``.
+def _kept(grads: Params) -> Params:
+    return grads
 
-    ``by_step`` is ``None`` except for ``per_step``: ``[T, len(PARAM_GROUPS)]``, the
-    Frobenius norm of each step's contribution to each parameter group (``recurrent`` is
-    the cell spec's predicate on parameter paths).
+
+def _summed(grads: Params) -> Params:
+    return jax.tree.map(lambda g: jnp.sum(g, axis=0, dtype=jnp.float32).astype(g.dtype), grads)
+
+
+def _no_taps(cfg: Any, xs: jax.Array) -> None:
+    return None
+
+
+def _no_by_step(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> None:
+    return None
+
+
+def _tangent_norms(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> jax.Array:
+    return group_norms_by_step(grads, cell_spec(cfg.cell).recurrent)
+
+
+def _gram_norms(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> jax.Array:
+    return fused.group_norms(cfg, carries, xs, taps.zx, taps.zh)
+
+
+def _scan_rollout(**flags: bool) -> Callable:
+    def run(cfg, cell, params, carry0, xs, eps, taps):
+        return rollout(cell, params, carry0, xs, eps, **flags)
+
+    return run
+
+
+def _parallel_rollout(cfg, cell, params, carry0, xs, eps, taps):
+    return parallel_rollout(cfg, params, carry0, xs, eps)
+
+
+def _fused_rollout(cfg, cell, params, carry0, xs, eps, taps):
+    return fused.fused_rollout(cfg, params, carry0, xs, eps, taps)
+
+
+def _checkpoint_rollout(cfg, cell, params, carry0, xs, eps, taps):
+    return checkpoint_rollout(cell, params, carry0, xs, eps, block_length(xs.shape[0]))
+
+
+def block_length(t: int) -> int:
+    """⌈√T⌉: the block length of ``checkpoint`` (memory O(√T) residual steps)."""
+    return math.isqrt(t - 1) + 1 if t > 1 else 1
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way of gathering ∂L/∂W through time.
+
+    name, summary: how the CLI, the dashboard and the docs name and explain it.
+    rollout: ``(cfg, cell, params, carry0, xs [T, (B,) I], eps, taps) -> carries [T+1, …]``
+      (:func:`rnnviz.rollout.rollout`'s contract; ``eps`` the zero perturbations).
+    lift / collapse: params → what is differentiated (``per_step``: ``[T, …]`` copies), and
+      that gradient → ∂L/∂W.
+    taps: ``(cfg, xs) -> pytree | None``: extra zero inputs whose cotangents ``by_step_of`` reads.
+    by_step_of: ``(cfg, carries, xs, raw grads, tap cotangents) -> [T, G] | None``.
+    stacked_params: the differentiated params carry a leading ``[T]`` axis.
+    cell_reason: ``CellSpec -> str | None``: why a cell cannot use it (None: it can).
+    jax_reason: ``() -> str | None``: why this JAX cannot run it (None: it can).
+    residual_steps: ``T -> steps`` of per-step residuals the reverse pass holds at once.
+    param_copies: ``T -> k``: parameter-sized buffers (params, grads, tangents).
     """
-    if strategy != "per_step":
-        return grads, None
-    summed = jax.tree.map(lambda g: jnp.sum(g, axis=0, dtype=jnp.float32).astype(g.dtype), grads)
-    return summed, group_norms_by_step(grads, recurrent)
+
+    name: str
+    summary: str
+    rollout: Callable[..., Carry]
+    lift: Callable[[Params, int], Params] = _same
+    collapse: Callable[[Params], Params] = _kept
+    taps: Callable[[Any, jax.Array], Any] = _no_taps
+    by_step_of: Callable[..., jax.Array | None] = _no_by_step
+    stacked_params: bool = False
+    cell_reason: Callable[[Any], str | None] = _always
+    jax_reason: Callable[[], str | None] = _everywhere
+    residual_steps: Callable[[int], int] = _full
+    param_copies: Callable[[int], int] = lambda t: 3
+
+    @property
+    def by_step(self) -> bool:
+        """Whether it yields ``param_grad_by_step`` ``[T, G]``."""
+        return self.by_step_of is not _no_by_step
+
+
+_TABLE: dict[str, Strategy] = {}
+
+
+def register_strategy(strategy: Strategy) -> Strategy:
+    """Add a strategy to the table (every view and check reads it)."""
+    _TABLE[strategy.name] = strategy
+    return strategy
+
+
+for _s in (
+    Strategy("accumulate", "one buffer: the reverse scan sums each step's cotangent into ∂L/∂W as it walks back (O(P) memory)",
+             _scan_rollout()),
+    Strategy("per_step", "one tangent per step [T, …], summed afterwards (O(T·P) memory); shows each step's contribution",
+             _scan_rollout(per_step_params=True), lift=_stack, collapse=_summed, by_step_of=_tangent_norms, stacked_params=True,
+             param_copies=lambda t: 2 * t + 3),
+    Strategy("split_transpose", "the accumulator with lax.scan's experimental split transpose (weight part outside the loop)",
+             _scan_rollout(split_transpose=True), jax_reason=_split_transpose_here),
+    Strategy("parallel", "associative scan over time, depth O(log T), for recurrences linear in the carry",
+             _parallel_rollout, cell_reason=_linear),
+    Strategy("fused", "input GEMM before the scan, carry cotangents only in the reverse scan, ∂L/∂W as one GEMM after "
+             "(cuDNN/oneDNN's layout); per-step contributions in O(T·B²)",
+             _fused_rollout, taps=lambda cfg, xs: fused.taps(cfg, xs), by_step_of=_gram_norms, cell_reason=_fusable),
+    Strategy("checkpoint", "jax.checkpoint over blocks of ⌈√T⌉ steps: the reverse pass recomputes each block "
+             "(O(√T) residual memory, about one more forward pass of time)", _checkpoint_rollout, residual_steps=_blocks),
+):
+    register_strategy(_s)
+
+
+def strategy_names() -> tuple[str, ...]:
+    return tuple(_TABLE)
+
+
+def strategy(name: str) -> Strategy:
+    return _TABLE[name]
+
+
+def unavailable(name: str, spec: Any | None = None) -> str | None:
+    """Why strategy ``name`` cannot run here (for the cell ``spec``), or None."""
+    s = _TABLE[name]
+    return s.jax_reason() or (s.cell_reason(spec) if spec is not None else None)
+
+
+def lift_params(params: Params, name: str, seq_len: int) -> Params:
+    """What the scan differentiates for strategy ``name``: the params, or ``[T, ...]`` copies."""
+    return _TABLE[name].lift(params, seq_len)
 
 
 def group_norms_by_step(stacked: Params, recurrent: Callable[[tuple[str, ...]], bool]) -> jax.Array:

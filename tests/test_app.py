@@ -187,4 +187,4 @@ def test_strategies_tab_leaves_out_a_strategy_over_budget():
     _clean(at)
     assert any("Left out" in i.value and "per_step" in i.value for i in at.info)
     bars = figure_by_title(at, "Cost of each strategy")
-    assert {t["name"] for t in bars["data"]} == {"accumulate", "split_transpose"}
+    assert {t["name"] for t in bars["data"]} == {"accumulate", "split_transpose", "fused", "checkpoint"}

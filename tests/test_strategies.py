@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 
 from rnnviz import RunConfig, analyze
+from rnnviz.config import BudgetError, ConfigError
+from rnnviz.fused import fused_rollout, outer_norms
 from rnnviz.analysis import prepared_inputs
 from rnnviz.cells import PARAM_GROUPS, cell_spec, make_cell, param_group
 from rnnviz.comparisons import available_strategies, compare_strategies, measure, scaling
@@ -36,12 +38,67 @@ def test_every_strategy_gives_the_same_param_grads(cell, batch):
     runs = {s: analyze(cfg.replace(strategy=s), repeats=1) for s in available_strategies(cfg)}  # parallel for linear cells
     ref = _flat(runs["accumulate"].param_grads)
     assert np.linalg.norm(ref) > 0
+    acc = runs["accumulate"]
     for s, a in runs.items():
         got = _flat(a.param_grads)
         assert np.linalg.norm(got - ref) <= 1e-5 * np.linalg.norm(ref), s
-        np.testing.assert_allclose(a.grad_norms, runs["accumulate"].grad_norms, rtol=1e-5)
-    assert runs["accumulate"].param_grad_by_step is None
+        np.testing.assert_allclose(a.grad_norms, acc.grad_norms, rtol=1e-5, err_msg=s)
+        np.testing.assert_allclose(a.input_grad_norms, acc.input_grad_norms, rtol=1e-5, err_msg=s)
+        np.testing.assert_allclose(_flat(a.carries), _flat(acc.carries), rtol=1e-5, atol=1e-6, err_msg=s)
+    assert acc.param_grad_by_step is None
     assert runs["per_step"].param_grad_by_step.shape == (12, len(PARAM_GROUPS))
+    assert {"fused", "checkpoint"} <= set(runs) or cell_spec(cell).fused is None
+    if "fused" in runs:  # the Gram identity gives the norms of per_step's explicit tangents
+        np.testing.assert_allclose(runs["fused"].param_grad_by_step, runs["per_step"].param_grad_by_step, rtol=1e-4, atol=1e-7)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_fused_and_checkpoint_agree_in_bfloat16(cell):
+    # bfloat16 keeps 8 mantissa bits (ε ≈ 7.8e-3), and the strategies sum T steps in
+    # different orders (fused: one float32-accumulated GEMM), so 2 % of ‖∂L/∂W‖.
+    cfg = RunConfig(cell=cell, hidden_size=8, input_size=4, seq_len=12, batch_size=3, loss="all", dtype="bfloat16")
+    acc = analyze(cfg, repeats=1)
+    for s in ("fused", "checkpoint"):
+        a = analyze(cfg.replace(strategy=s), repeats=1)
+        ref, got = _flat(acc.param_grads), _flat(a.param_grads)
+        assert np.linalg.norm(got - ref) <= 2e-2 * np.linalg.norm(ref), s
+        np.testing.assert_allclose(a.grad_norms, acc.grad_norms, rtol=1e-2, err_msg=s)
+
+
+def test_fused_scan_custom_vjp_passes_check_grads():
+    from jax.test_util import check_grads
+
+    cfg = RunConfig(cell="gru", hidden_size=3, input_size=2, seq_len=4, batch_size=2, strategy="fused")
+    params, carry0, xs = prepared_inputs(cfg)
+
+    def f(p, c0, x):
+        return fused_rollout(cfg, p, c0, time_major(cfg, x))
+
+    check_grads(f, (params, carry0, xs), order=1, modes=("rev",), atol=2e-2, rtol=2e-2, eps=1e-2)
+
+
+def test_gram_outer_norms_match_explicit_products_and_do_not_underflow():
+    k1, k2 = jax.random.split(jax.random.key(0))
+    a = jax.random.normal(k1, (5, 4, 6))
+    d = jax.random.normal(k2, (5, 4, 7)) * 1e-25  # squares of 1e-25 underflow float32
+    want = np.linalg.norm(np.einsum("tbm,tbn->tmn", np.float64(a), np.float64(d)), axis=(1, 2))
+    np.testing.assert_allclose(outer_norms(a, d), want, rtol=1e-5)
+    np.testing.assert_allclose(outer_norms(a[:, 0], d[:, 0]), np.linalg.norm(a[:, 0], axis=1) * np.linalg.norm(np.float64(d[:, 0]), axis=1), rtol=1e-5)
+
+
+def test_checkpoint_admits_a_length_the_others_refuse():
+    values = dict(cell="lstm", hidden_size=256, input_size=8, batch_size=32, seq_len=20_000)
+    assert RunConfig(**values, strategy="checkpoint").seq_len == 20_000
+    with pytest.raises(BudgetError) as err:
+        RunConfig(**values)
+    assert "strategy='checkpoint'" in str(err.value) and "largest seq_len that fits" in str(err.value)
+
+
+def test_a_cell_without_a_fused_form_cannot_ask_for_fused():
+    with pytest.raises(ConfigError) as err:
+        RunConfig(cell="indrnn", activation="relu", strategy="fused")
+    assert err.value.field == "strategy" and "no fused form" in str(err.value) and "lstm" in str(err.value)
+    assert "fused" not in available_strategies(RunConfig(cell="lru"))
 
 
 @pytest.mark.parametrize("cell", ["simple", "lstm"])

@@ -36,7 +36,7 @@ from rnnviz.cells.modern import (
     IndRNNCell, LRUCell, MinGRUCell, MinLSTMCell, lru_linear, lru_pack, lru_readout, lru_unpack, mingru_linear, minlstm_linear,
     u_init,
 )
-from rnnviz.cells.registry import CellSpec, cell_names, cell_spec, hidden_kernels, register_cell
+from rnnviz.cells.registry import CellSpec, FusedForm, cell_names, cell_spec, hidden_kernels, register_cell
 from rnnviz.config import RunConfig
 
 Params = dict[str, Any]
@@ -165,19 +165,48 @@ def _diagonal(jacobians: str, end: str = "output_cotangent") -> Callable:
     return hook
 
 
+# The fused forms: each cell's step after its two projections, given per gate (zx[k], zh[k]
+# ``[(B,) H]``), written to match Flax's own __call__ operation for operation.
+def _simple_pointwise(carry, zx, zh, act):
+    return act(zx[0] + zh[0])
+
+
+def _lstm_pointwise(carry, zx, zh, act):
+    c, _ = carry
+    i, f, g, o = (b + a for a, b in zip(zx, zh))
+    new_c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+    return new_c, jax.nn.sigmoid(o) * jnp.tanh(new_c)
+
+
+def _gru_pointwise(h, zx, zh, act):
+    r = jax.nn.sigmoid(zx[0] + zh[0])
+    z = jax.nn.sigmoid(zx[1] + zh[1])
+    n = jnp.tanh(zx[2] + r * zh[2])
+    return (1.0 - z) * n + z * h
+
+
+def _mgu_pointwise(h, zx, zh, act):
+    f = jax.nn.sigmoid(zx[0] + zh[0])
+    n = jnp.tanh(zx[1] + f * zh[1])
+    return (1.0 - f) * n + f * h
+
+
 register_cell("simple", CellSpec(
     _flax_cell(nn.SimpleCell, takes_activation=True), activations=("tanh", "relu", "identity"), group="classic",
-    matmuls=1, residuals=3, theory=_pascanu,
+    matmuls=1, residuals=3, theory=_pascanu, fused=FusedForm(("",), (True,), (False,), _simple_pointwise),
     description="h' = φ(W_i x + b + W_h h) (Elman 1990); Flax SimpleCell"))
 register_cell("lstm", CellSpec(
     _flax_cell(nn.OptimizedLSTMCell), components=("c", "h"), forget_bias=_add_to(("hf", "bias")), group="classic",
     matmuls=4, vectors=4, residuals=14, gates=("i", "f", "o"),
+    fused=FusedForm(("i", "f", "g", "o"), (False,) * 4, (True,) * 4, _lstm_pointwise),
     description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax OptimizedLSTMCell, carry (c, h)"))
 register_cell("gru", CellSpec(
     _flax_cell(nn.GRUCell), group="classic", matmuls=3, vectors=4, residuals=9, gates=("r", "z"),
+    fused=FusedForm(("r", "z", "n"), (True,) * 3, (False, False, True), _gru_pointwise, additive=(True, True, False)),
     description="h' = (1 − z)⊙n + z⊙h (Cho et al. 2014); Flax GRUCell"))
 register_cell("mgu", CellSpec(
     _flax_cell(nn.MGUCell), group="classic", matmuls=2, vectors=3, residuals=7, gates=("f",),
+    fused=FusedForm(("f", "n"), (True, True), (False, True), _mgu_pointwise, additive=(True, False)),
     description="h' = (1 − f)⊙n + f⊙h (Zhou et al. 2016); Flax MGUCell"))
 register_cell("indrnn", CellSpec(
     _indrnn, recurrent=_named("u"), activations=("relu", "tanh", "identity"), group="linear-recurrent",
@@ -277,6 +306,6 @@ def final_output(cfg: RunConfig, params: Params, carry: Any, x_last: jax.Array) 
 
 
 __all__ = [
-    "PARAM_GROUPS", "CellSpec", "Params", "adjust_params", "carry_initializer", "carry_to_dict", "cell_names", "cell_spec",
+    "PARAM_GROUPS", "CellSpec", "FusedForm", "Params", "adjust_params", "carry_initializer", "carry_to_dict", "cell_names", "cell_spec",
     "final_output", "is_recurrent", "make_cell", "output_of", "outputs", "param_group", "register_cell",
 ]

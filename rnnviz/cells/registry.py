@@ -42,6 +42,39 @@ def hidden_kernels(path: tuple[str, ...]) -> bool:
 
 
 @dataclass(frozen=True)
+class FusedForm:
+    """How a cell factors for the ``fused`` strategy (:mod:`rnnviz.fused`)::
+
+        z^x = x W_x + b_x,   z^h = h W_h + b_h   (both [(B,) G·H], gate-major columns)
+        carry' = pointwise(carry, z^x, z^h, activation)   (z split per gate)
+
+    gates: the module-name suffixes, in column order: W_x is the kernels of modules
+      ``i<gate>`` side by side, W_h those of ``h<gate>`` (Flax's naming; the simple cell's
+      single gate is ``""``: modules ``i`` and ``h``).
+    input_bias, hidden_bias: per gate, whether that module has a bias.
+    pointwise: ``(carry, zx, zh, activation) -> carry`` with zx, zh tuples of G arrays
+      ``[(B,) H]`` (one per gate): the element-wise rest of the step.
+    hidden: the carry leaf multiplied by W_h.
+    additive: per gate, whether pointwise reads it only as ``zx[k] + zh[k]`` (then
+      ∂L/∂zx[k] = ∂L/∂zh[k] and the reverse pass stores it once); default all.
+    The hidden kernels must be exactly the spec's ``recurrent`` parameters.
+    """
+
+    gates: tuple[str, ...]
+    input_bias: tuple[bool, ...]
+    hidden_bias: tuple[bool, ...]
+    pointwise: Callable[..., Any]
+    hidden: str = "h"
+    additive: tuple[bool, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.additive is None:
+            object.__setattr__(self, "additive", (True,) * len(self.gates))
+        if not (len(self.gates) == len(self.input_bias) == len(self.hidden_bias) == len(self.additive)):
+            raise ValueError("FusedForm: gates, input_bias, hidden_bias and additive need one entry per gate")
+
+
+@dataclass(frozen=True)
 class CellSpec:
     """How rnnviz builds and reads one recurrent cell.
 
@@ -75,6 +108,8 @@ class CellSpec:
       recurrence is linear in the carry and the ``parallel`` strategy applies.
     pack, unpack: the carry ↔ that state ``h`` (default: the single leaf; the LRU packs
       ``(re, im)`` into a complex array).
+    fused: optional :class:`FusedForm`: the cell factors into an input GEMM, one recurrent
+      matrix product and element-wise maths, and the ``fused`` strategy applies.
     description: one line with the maths and the paper.
     """
 
@@ -95,6 +130,7 @@ class CellSpec:
     linear_form: Callable[[Any, Any], tuple[Any, Any]] | None = None
     pack: Callable[[Any], Any] | None = None
     unpack: Callable[[Any], Any] | None = None
+    fused: FusedForm | None = None
     description: str = ""
 
     def __post_init__(self) -> None:

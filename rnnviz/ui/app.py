@@ -22,7 +22,10 @@ import streamlit as st
 
 from rnnviz import Analysis, ConfigError, RunConfig, analyze
 from rnnviz.analysis import executables, is_compiled, resolve_device, static_config
-from rnnviz.comparisons import available_strategies, compare_strategies, present_devices, run_on_devices, scaling
+from rnnviz.comparisons import (
+    available_strategies, compare_strategies, present_devices, run_on_devices, scaling, strategy_unavailable,
+)
+from rnnviz.config import strategy_names
 from rnnviz.frames import records_frame
 from rnnviz.lyapunov import Jacobians, Lyapunov, carry_dim, jacobians, lyapunov, lyapunov_phase
 from rnnviz.records import load_dir
@@ -302,8 +305,9 @@ def main() -> None:
         "Gradients": lambda: views.gradients_view(a, pinned),
         "Carry": lambda: views.carry_view(a, pinned),
         "Strategies": lambda: views.strategies_view(
-            a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c.replace(strategy="per_step"))),
-            lambda c, lens: _scaling(_key(c), lens), available_strategies(cfg)),
+            a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c)),
+            lambda c, lens: _scaling(_key(c), lens), available_strategies(cfg),
+            {s: why for s in strategy_names() if (why := strategy_unavailable(s, cfg))}),
         "Phase diagram": lambda: views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
                                                   lambda c, lo, hi, n, k: _lyapunov_phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k)),
         "Jacobians": lambda: views.jacobians_view(a, lambda c, k: _lyapunov(_key(c), k), lambda c, k, e: _jacobians(_key(c), k, e),

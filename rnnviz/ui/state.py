@@ -15,6 +15,7 @@ from rnnviz.config import (
 )
 from rnnviz.cells.registry import cell_names, cell_spec
 from rnnviz.presets import PRESETS, config_from_params, config_to_params
+from rnnviz.strategies import unavailable
 
 KEY = "cfg_{}".format
 UI_PARAMS = ("tab",)
@@ -100,10 +101,11 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     v["dtype"] = sb.selectbox("dtype", DTYPES, key=KEY("dtype"), help=_help("dtype"))
     sb.subheader("Gradient")
     v["loss"] = sb.selectbox("Loss", LOSSES, key=KEY("loss"), help=_help("loss"))
-    if spec.linear_form is None and "parallel" in strategies:
-        strategies = tuple(s for s in strategies if s != "parallel")
-        sb.caption(f"Strategy 'parallel' (associative scan over time) is hidden: the {v['cell']} cell's recurrence is not "
-                   "linear in its carry.")
+    hidden = {name: unavailable(name, spec) for name in strategies}
+    hidden = {name: why for name, why in hidden.items() if why}
+    strategies = tuple(name for name in strategies if name not in hidden)
+    for name, why in hidden.items():
+        sb.caption(f"Strategy '{name}' is hidden: the {v['cell']} cell cannot use it — {why}.")
     if st.session_state.get(KEY("strategy")) not in strategies:
         st.session_state[KEY("strategy")] = "accumulate"
     v["strategy"] = sb.selectbox("Strategy", strategies, key=KEY("strategy"), help=_help("strategy"))

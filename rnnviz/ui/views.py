@@ -16,6 +16,7 @@ from rnnviz import charts, frames
 from rnnviz.analysis import Analysis
 from rnnviz.cells import cell_spec
 from rnnviz.config import FIELD_SPECS, MAX_SEQ_LEN, RunConfig, max_seq_len_within_budget
+from rnnviz.strategies import strategy
 from rnnviz.diagnostics import simple_cell_theory, verdict
 from rnnviz.lyapunov import decay_fit, regime
 from rnnviz.presets import PRESETS
@@ -101,18 +102,15 @@ def carry_view(a: Analysis, overlays: list[Analysis]) -> None:
     _csv_button(norms, "rnnviz_carry_norms.csv", "csv_carry")
 
 
-def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], per_step: Callable[[RunConfig], Analysis],
-                    scaling: Callable[[RunConfig, tuple[int, ...]], pd.DataFrame], available: tuple[str, ...]) -> None:
+def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], by_step: Callable[[RunConfig], Analysis],
+                    scaling: Callable[[RunConfig, tuple[int, ...]], pd.DataFrame], available: tuple[str, ...],
+                    hidden: dict[str, str]) -> None:
     st.markdown(
-        "Both give the same ∂L/∂W. The **accumulator** sums each step's cotangent into one buffer as the reverse scan walks back "
-        "(O(P) memory); **per-step tangents** keep one tangent per step and sum afterwards (O(T·P)), which shows each step's contribution. "
-        "**parallel** (cells whose recurrence is linear in the carry: h_t = A_t⊙h_{t−1} + B_t) composes the steps with an associative "
-        "scan, depth O(log T) instead of T, forward and reverse."
+        "Every strategy gives the same ∂L/∂W; they differ in memory and speed. "
+        + " ".join(f"**{name}**: {strategy(name).summary}." for name in available)
     )
-    if "parallel" not in available:
-        st.caption(f"parallel is not offered: the {a.config.cell} cell's recurrence is not linear in its carry.")
-    if "split_transpose" not in available:
-        st.info("split_transpose (jax.lax.scan's experimental _split_transpose) does not work in this JAX, so it is not offered.")
+    for name, why in hidden.items():
+        st.caption(f"{name} is not offered: {why}.")
     df = compare(a.config)
     missing = [s for s in available if s not in set(df["strategy"])]
     if missing:
@@ -124,15 +122,17 @@ def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], p
     worst = float(df["rel_diff"].max())
     st.caption(f"Largest relative difference of ∂L/∂W from the accumulator: {worst:.2e}" + (" — equal to float rounding." if worst < 1e-4 else ""))
     _csv_button(df, "rnnviz_strategies.csv", "csv_strategies")
-    if "per_step" in missing:
-        st.info("The per-step contribution heatmap needs the per-step strategy: shorten T or H to see it.")
+    source = next((name for name in ("fused", "per_step") if name in available and name not in missing), None)
+    if source is None:
+        st.info("The per-step contribution heatmap needs the fused or per-step strategy within the budget: shorten T or H to see it.")
         return
-    ps = per_step(a.config)
-    contrib = frames.contributions_frame(ps)
-    st.plotly_chart(charts.heatmap_figure(contrib, "Per-step contributions to ∂L/∂W (per-step tangents)", y_title="parameter group",
+    contrib = frames.contributions_frame(by_step(a.config.replace(strategy=source)))
+    how = ("fused: from the stored gate cotangents, ‖Σ_b h_{t−1,b} dz_{t,b}ᵀ‖ by the O(T·B²) Gram identity" if source == "fused"
+           else "per-step tangents: one [T, …] copy of the parameter gradient")
+    st.plotly_chart(charts.heatmap_figure(contrib, f"Per-step contributions to ∂L/∂W ({how})", y_title="parameter group",
                                           colorbar="‖contribution‖", log10=True), key="chart_contributions")
     st.subheader("Scaling with sequence length")
-    top = min(MAX_SEQ_LEN, max_seq_len_within_budget(a.config.replace(strategy="per_step")))
+    top = min(MAX_SEQ_LEN, max_seq_len_within_budget(a.config, strategy="per_step"))
     lens = tuple(t for t in (25, 50, 100, 200, 400, 800) if t <= top)
     if st.button(f"Measure T ∈ {list(lens)} for every strategy", key="run_scaling"):
         st.session_state["scaling_for"] = a.config.replace(seed=0)
