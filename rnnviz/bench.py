@@ -38,7 +38,17 @@ def parallel_suite() -> list[RunConfig]:
     return [RunConfig(cell=c, hidden_size=128, batch_size=16, input_size=32, seq_len=t) for c in ("mingru", "lru") for t in (256, 1024, 4096)]
 
 
-SUITES = {"strategies": strategies_suite, "devices": devices_suite, "sweep": lambda: [RunConfig(seq_len=100)],
+def perf_suite() -> list[RunConfig]:
+    """LSTM and GRU at B=32·T=200·I=32·H=128 and B=8·T=50·I=8·H=32."""
+    return [RunConfig(cell=c, **size) for size in (BIG, SMALL) for c in ("lstm", "gru")]
+
+
+#: The long-sequence rows of the perf suite: LSTM B=8·I=32·H=128 at T = 1000, 10 000 and
+#: 100 000 (at 100 000 the accumulator is over the memory budget; checkpoint is not).
+LONG = dict(cell="lstm", batch_size=8, input_size=32, hidden_size=128)
+LONG_LENGTHS = (1000, 10_000, 100_000)
+
+SUITES = {"strategies": strategies_suite, "perf": perf_suite, "devices": devices_suite, "sweep": lambda: [RunConfig(seq_len=100)],
           "parallel": parallel_suite,
           "lyapunov": lambda: [RunConfig(cell="simple", hidden_size=256, seq_len=1000, batch_size=None, input_size=32)],
           "train": lambda: [RunConfig(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100, batch_size=64)]}
@@ -248,6 +258,102 @@ def sweep_bench(cfg: RunConfig, n: int = 256, out=sys.stdout) -> dict[str, float
     return {"sweep_s": sweep_s, "loop_s": loop_s, "bare_s": bare_s, "compile_s": compile_s}
 
 
+def gemm_flops_per_s(repeats: int = 20) -> float:
+    """FLOP/s of one large float32 GEMM (6400×160 · 160×512, the LSTM's input-and-recurrent
+    product at B·T = 6400), measured now: the machine's practical peak for this work."""
+    import time
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    a = jax.random.normal(jax.random.key(0), (6400, 160), jnp.float32)
+    b = jax.random.normal(jax.random.key(1), (160, 512), jnp.float32)
+    f = jax.jit(jnp.dot)
+    f(a, b).block_until_ready()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        f(a, b).block_until_ready()
+        times.append(time.perf_counter() - start)
+    return 2.0 * 6400 * 160 * 512 / float(np.median(times))
+
+
+def torch_lstm_s(cfg: RunConfig, repeats: int = 20) -> float | None:
+    """Median seconds of PyTorch's fused ``nn.LSTM`` forward + backward (parameter
+    gradients of ½‖h_T‖²) on ``cfg``'s shape, or None when PyTorch is not installed (it is
+    an optional peer, never a dependency)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    import time
+
+    import numpy as np
+
+    torch.manual_seed(cfg.seed)
+    lstm = torch.nn.LSTM(cfg.input_size, cfg.hidden_size, batch_first=True)
+    x = torch.randn(cfg.batch_size or 1, cfg.seq_len, cfg.input_size)
+
+    def once() -> None:
+        lstm.zero_grad(set_to_none=True)
+        _, (h, _) = lstm(x)
+        (0.5 * (h * h).sum()).backward()
+
+    once()
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        once()
+        times.append(time.perf_counter() - start)
+    return float(np.median(times))
+
+
+def perf_bench(configs: list[RunConfig], repeats: int, budget_s: float | None, out=sys.stdout) -> list[dict]:
+    """analyze with each exact strategy vs plain ``jax.grad``, achieved FLOP/s vs a GEMM, the
+    PyTorch peer when installed, and T up to 100 000 with ``checkpoint`` — all in one run."""
+    from rnnviz.comparisons import _label, available_strategies, measure
+    from rnnviz.config import ConfigError
+
+    peak = gemm_flops_per_s()
+    print(f"GEMM 6400×160·160×512, measured now: {peak / 1e9:.0f} GFLOP/s", file=out)
+    strategies = ("accumulate", "fused", "checkpoint")
+    print(f"{'config':<38} {'plain ms':>9} " + " ".join(f"{s + ' ×':>13}" for s in strategies)
+          + f" {'best GFLOP/s':>13} {'% GEMM':>7} {'PyTorch ms':>11} {'best/PyTorch':>13}", file=out)
+    records: list[dict] = []
+    for cfg in configs:
+        kw = dict(repeats=repeats, suite="perf", budget_s=budget_s)
+        base = measure(cfg, measure="grad", strategy="plain_grad", **kw)
+        base["ratio_to_plain_grad"] = 1.0
+        row = {s: measure(cfg, measure="analyze", strategy=s, **kw) for s in strategies if s in available_strategies(cfg)}
+        for rec in row.values():
+            rec["ratio_to_plain_grad"] = rec["run_s"] / base["run_s"]
+        records += [base, *row.values()]
+        best = min(row.values(), key=lambda r: r["run_s"])
+        torch_s = torch_lstm_s(cfg, repeats) if cfg.cell == "lstm" else None
+        peer = f"{torch_s * 1e3:>11.2f} {best['run_s'] / torch_s:>13.2f}" if torch_s else f"{'—':>11} {'—':>13}"
+        ratios = " ".join(f"{row[s]['ratio_to_plain_grad']:>13.2f}" if s in row else f"{'—':>13}" for s in strategies)
+        print(f"{_label(cfg):<38} {base['run_s'] * 1e3:>9.2f} {ratios} {best['flops_per_s'] / 1e9:>9.1f} ({best['strategy'][:3]})"
+              f" {best['flops_per_s'] / peak:>7.0%} {peer}", file=out, flush=True)
+    print(f"\nlong sequences, {LONG}: run time per step and peak memory (compile-time estimate)", file=out)
+    print(f"{'T':>7} {'strategy':<11} {'run s':>8} {'µs/step':>8} {'vs T=1000':>10} {'peak MB':>9}", file=out)
+    first: dict[str, float] = {}
+    for t in LONG_LENGTHS:
+        for s in ("accumulate", "checkpoint"):
+            try:
+                cfg = RunConfig(**LONG, seq_len=t, strategy=s)
+            except ConfigError as err:
+                print(f"{t:>7} {s:<11} refused: {err}", file=out, flush=True)
+                continue
+            rec = measure(cfg, measure="analyze", repeats=min(repeats, 3), suite="perf", budget_s=budget_s)
+            per_step = rec["run_s"] / t
+            first.setdefault(s, per_step)
+            records.append(rec)
+            print(f"{t:>7} {s:<11} {rec['run_s']:>8.3f} {per_step * 1e6:>8.1f} {per_step / first[s]:>10.2f} {rec['peak_bytes'] / 2**20:>9.0f}",
+                  file=out, flush=True)
+    return records
+
+
 def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=None, out=sys.stdout,
               budget_s: float | None = None) -> list[dict]:
     """Measure every config on every device; print one table row per (config, device).
@@ -315,6 +421,11 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"appended {append_records(args.record, records)} records to {args.record}")
         return 0
     budget = args.budget if args.budget > 0 else None
+    if args.suite == "perf":
+        records = perf_bench(configs, args.repeats, budget)
+        if args.record:
+            print(f"appended {append_records(args.record, records)} records to {args.record}")
+        return 0
     if args.suite == "parallel":
         print(f"suite parallel: {len(configs)} configs; ratio = parallel (associative scan) / accumulate (sequential scan) run time")
         records = parallel_bench(configs, args.repeats, budget_s=budget)

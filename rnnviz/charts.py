@@ -29,6 +29,37 @@ _LAYOUT = dict(
 )
 
 
+#: Most points a chart draws per line, and most columns per heatmap. Longer series are
+#: thinned for drawing only (frames, CSV exports and the library keep every step), and the
+#: chart's title says so.
+MAX_POINTS = 2000
+MAX_COLUMNS = 1000
+
+
+def thin(df: pd.DataFrame, x: str = "t", value: str = "value", max_points: int = MAX_POINTS) -> tuple[pd.DataFrame, int]:
+    """``(rows to draw, k)``: per line (``run``, ``series``) and per bucket of k consecutive
+    ``x`` values, the rows with the smallest and the largest ``value`` — the min/max
+    envelope, so a spike, a zero or a NaN is never dropped. ``k = 1``: nothing was left out."""
+    keys = [c for c in ("run", "series") if c in df.columns]
+    longest = int(df.groupby(keys, sort=False).size().max()) if keys and not df.empty else len(df)
+    if longest <= max_points:
+        return df, 1
+    k = math.ceil(2 * longest / max_points)
+    v = df[value].to_numpy(dtype=np.float64)
+    finite = np.isfinite(v)
+    frame = df[keys].copy() if keys else pd.DataFrame(index=df.index)
+    frame["_bucket"] = (df[x].to_numpy() - df[x].min()) // k
+    # Non-finite rows sort first in both orders, so a bucket holding one keeps it (it is marked).
+    frame["_lo"], frame["_hi"] = np.where(finite, v, -np.inf), np.where(finite, -v, -np.inf)
+    groups = frame.groupby(keys + ["_bucket"], sort=False)
+    keep = np.union1d(groups["_lo"].idxmin().to_numpy(), groups["_hi"].idxmin().to_numpy())
+    return df.loc[keep], k
+
+
+def _thinned(title: str, k: int) -> str:
+    return title if k == 1 else f"{title} — drawn: min/max of every {k} steps"
+
+
 def _figure(title: str, x_title: str, y_title: str, *, log_y: bool = False) -> go.Figure:
     fig = go.Figure()
     fig.update_layout(title=dict(text=title), **_LAYOUT)
@@ -88,10 +119,11 @@ def gradient_figure(df: pd.DataFrame, bound: pd.DataFrame | None = None, title: 
     (drawn faint). bound: optional ``t, value, label`` (+ ``log10_value``) theory curve.
     A true zero (log −∞) is a gap; the first NaN/Inf of the total is marked.
     """
-    fig = _figure(title, "timestep t", "‖∂L/∂carry_t‖ (log scale)")
+    df = df.assign(log10_value=_log10_column(df)) if not df.empty else df
+    df, k = thin(df, value="log10_value") if not df.empty else (df, 1)
+    fig = _figure(_thinned(title, k), "timestep t", "‖∂L/∂carry_t‖ (log scale)")
     if df.empty:
         return fig
-    df = df.assign(log10_value=_log10_column(df))
     runs = list(dict.fromkeys(df["run"]))
     for r_i, run in enumerate(runs):
         colour = OKABE_ITO[r_i % len(OKABE_ITO)]
@@ -133,7 +165,8 @@ def gradient_figure(df: pd.DataFrame, bound: pd.DataFrame | None = None, title: 
 
 def line_figure(df: pd.DataFrame, title: str, y_title: str, *, log_y: bool = False, x: str = "t", x_title: str = "timestep t") -> go.Figure:
     """Generic lines: ``x, series, value`` (+ optional ``run``), one trace per (run, series)."""
-    fig = _figure(title, x_title, y_title, log_y=log_y)
+    df, k = thin(df, x=x) if not df.empty else (df, 1)
+    fig = _figure(_thinned(title, k), x_title, y_title, log_y=log_y)
     if df.empty:
         return fig
     group_cols = [c for c in ("run", "series") if c in df.columns]
@@ -148,8 +181,11 @@ def line_figure(df: pd.DataFrame, title: str, y_title: str, *, log_y: bool = Fal
 
 def heatmap_figure(matrix: pd.DataFrame, title: str, *, x_title: str = "timestep t", y_title: str = "unit",
                    colorbar: str = "value", log10: bool = False) -> go.Figure:
-    """Heatmap of a frame whose index is the y axis and columns the x axis."""
-    fig = _figure(title, x_title, y_title)
+    """Heatmap of a frame whose index is the y axis and columns the x axis (every k-th
+    column drawn when there are more than :data:`MAX_COLUMNS`, said in the title)."""
+    step = math.ceil(matrix.shape[1] / MAX_COLUMNS) if matrix.shape[1] > MAX_COLUMNS else 1
+    matrix = matrix.iloc[:, ::step]
+    fig = _figure(title if step == 1 else f"{title} — drawn: one column in every {step}", x_title, y_title)
     fig.update_layout(hovermode="closest")
     if matrix.empty:
         return fig
@@ -175,6 +211,10 @@ def projection_figure(df: pd.DataFrame, title: str = "Carry path, 2-D PCA projec
     runs = list(dict.fromkeys(df["run"])) if "run" in df.columns else [None]
     for i, run in enumerate(runs):
         s = df if run is None else df[df["run"] == run]
+        if len(s) > MAX_POINTS:  # a path: every k-th point (and the last), said in the title
+            k = math.ceil(len(s) / MAX_POINTS)
+            s = s.iloc[sorted(set(range(0, len(s), k)) | {len(s) - 1})]
+            fig.update_layout(title=dict(text=f"{title} — drawn: one step in every {k}"))
         fig.add_trace(go.Scatter(
             x=s["pc1"], y=s["pc2"], mode="lines+markers", name=str(run or "carry"),
             line=dict(color="rgba(120,120,120,0.5)", width=1),

@@ -40,6 +40,7 @@ from rnnviz.gradients import full_carry0
 from rnnviz.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.norms import Scaled, log10, robust_norm
 from rnnviz.rollout import rollout
+from rnnviz.strategies import strategy
 from rnnviz.tasks import Task, check_task, get_task
 from rnnviz.timing import compile_cache
 
@@ -115,12 +116,17 @@ def init_state(static: RunConfig, spec: TrainSpec, key_data: jax.Array, values: 
 def _outputs(static: RunConfig, params, carry0, xs, eps=None):
     """The outputs ``y [T, B, O]`` of the cell over batch-first ``xs`` ``[B, T, I]``; with
     ``eps`` (carry-shaped ``[T+1, …]``) through :func:`rnnviz.rollout.rollout`'s
-    zero-perturbation path, else through a plain scan (no perturbation to add: the
-    training step's forward)."""
+    zero-perturbation path, else (the training step's forward) through the config's
+    strategy (``fused``: the custom VJP with its deferred weight GEMMs; a strategy that
+    differentiates per-step copies of the params trains with a plain scan instead)."""
     cell = make_cell(static)
     xs_tm = jnp.swapaxes(xs, 0, 1)
     if eps is not None:
         return outputs(static, params["cell"], rollout(cell, params["cell"], carry0, xs_tm, eps), xs_tm)
+    strat = strategy(static.strategy)
+    if not strat.stacked_params:
+        carries = strat.rollout(static, cell, params["cell"], carry0, xs_tm, None, strat.taps(static, xs_tm))
+        return outputs(static, params["cell"], carries, xs_tm)
 
     def step(carry, x):
         new, _ = cell.apply({"params": params["cell"]}, carry, x)

@@ -36,7 +36,7 @@ def test_help_documents_every_field_with_its_range():
     for name, spec in FIELD_SPECS.items():
         flag = "--" + name.replace("_", "-")
         assert flag in text
-    assert "[1, 5000]" in text and "float32, bfloat16, float16" in text
+    assert "[1, 100000]" in text and "float32, bfloat16, float16" in text
 
 
 def test_json_turns_nonfinite_into_null(capsys):
