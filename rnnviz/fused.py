@@ -48,9 +48,11 @@ def weights(params: Params, side: str, gates: tuple[str, ...], has_bias: tuple[b
 
 
 class _Static(NamedTuple):
-    """What the custom VJP closes over (hashable): the cell's pointwise maths."""
+    """What the custom VJP closes over (hashable): the cell's step maths and its reverse."""
 
     pointwise: Callable
+    step: Callable | None
+    backward: Callable | None
     activation: str
     hidden_leaf: int
     additive: tuple[bool, ...]
@@ -70,6 +72,24 @@ def _with_hidden(carry: Carry, idx: int, fn: Callable[[jax.Array], jax.Array]) -
     return jax.tree.unflatten(tree, leaves)
 
 
+def _cell_step(st: _Static, carry, zx_t, zh, act):
+    """``(new carry, residuals)``: the form's own step, or ``pointwise`` keeping ``z^h``."""
+    if st.step is not None:
+        return st.step(carry, zx_t, zh, act)
+    return st.pointwise(carry, zx_t, zh, act), zh
+
+
+def _cell_backward(st: _Static, res, c_prev, zx_t, g, act):
+    """``(∂L/∂carry_{t−1} except through W_h, dz^x, dz^h)`` from the cotangent ``g`` of
+    carry_t: the form's hand-written reverse (its saved gate activations, a handful of
+    element-wise products: on CPU the reverse loop's cost is its operation count), or the
+    VJP of ``pointwise`` recomputed from the saved ``z^h``."""
+    if st.backward is not None:
+        return st.backward(res, c_prev, g, act)
+    _, vjp = jax.vjp(lambda c, a, b: st.pointwise(c, a, b, act), c_prev, zx_t, res)
+    return vjp(g)
+
+
 def _forward(st: _Static, w_h, b_h, zx, first, eps, ezh):
     gates = len(zx)
     act = _ACTIVATIONS[st.activation]
@@ -78,11 +98,12 @@ def _forward(st: _Static, w_h, b_h, zx, first, eps, ezh):
         zx_t, e_t, ezh_t = inp
         h = jax.tree.leaves(carry)[st.hidden_leaf]
         zh = tuple(z + e for z, e in zip(_split(_add_bias(jnp.dot(h, w_h), b_h), gates), ezh_t))
-        new = tree_add(st.pointwise(carry, zx_t, zh, act), e_t)
-        return new, (new, zh)
+        new, res = _cell_step(st, carry, zx_t, zh, act)
+        new = tree_add(new, e_t)
+        return new, (new, res)
 
-    _, (carries, zh) = jax.lax.scan(step, first, (zx, eps, ezh))
-    return carries, zh
+    _, (carries, res) = jax.lax.scan(step, first, (zx, eps, ezh))
+    return carries, res
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -97,26 +118,25 @@ def fused_scan(st: _Static, w_h, b_h, zx, first, eps, ezh):
 
 
 def _fused_fwd(st, w_h, b_h, zx, first, eps, ezh):
-    carries, zh = _forward(st, w_h, b_h, zx, first, eps, ezh)
-    return carries, (w_h, first, carries, zx, zh)
+    carries, res = _forward(st, w_h, b_h, zx, first, eps, ezh)
+    return carries, (w_h, first, carries, zx if st.backward is None else None, res)
 
 
-def _fused_bwd(st, res, g_carries):
-    w_h, first, carries, zx, zh = res
+def _fused_bwd(st, res_all, g_carries):
+    w_h, first, carries, zx, res = res_all
     prev = jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs[:-1]], axis=0), first, carries)
     act = _ACTIVATIONS[st.activation]
     w_ht = w_h.T
 
     def step(g_next, inp):
-        g_t, c_prev, zx_t, zh_t = inp
+        g_t, c_prev, zx_t, res_t = inp
         g = tree_add(g_t, g_next)  # the whole cotangent of carry_t (also ∂L/∂eps_t)
-        _, vjp = jax.vjp(lambda c, a, b: st.pointwise(c, a, b, act), c_prev, zx_t, zh_t)
-        d_prev, dzx, dzh = vjp(g)
+        d_prev, dzx, dzh = _cell_backward(st, res_t, c_prev, zx_t, g, act)
         d_prev = _with_hidden(d_prev, st.hidden_leaf, lambda d: d + jnp.dot(jnp.concatenate(dzh, -1), w_ht).astype(d.dtype))
         return d_prev, (g, tuple(d for d, same in zip(dzx, st.additive) if not same), dzh)
 
     zeros = jax.tree.map(jnp.zeros_like, first)
-    g_first, (g_eps, own, dzh) = jax.lax.scan(step, zeros, (g_carries, prev, zx, zh), reverse=True)
+    g_first, (g_eps, own, dzh) = jax.lax.scan(step, zeros, (g_carries, prev, zx, res), reverse=True)
     rest = iter(own)
     dzx = tuple(dh if same else next(rest) for dh, same in zip(dzh, st.additive))
     h_prev = jax.tree.leaves(prev)[st.hidden_leaf]
@@ -159,7 +179,7 @@ def fused_rollout(cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, 
         tap = taps(cfg, xs)
     zx = tuple(z + e for z, e in zip(_split(_add_bias(jnp.dot(xs, w_x), b_x), len(form.gates)), tap.zx))
     first = tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
-    st = _Static(form.pointwise, cfg.activation, cfg.carry_components.index(form.hidden), form.additive)
+    st = _Static(form.pointwise, form.step, form.backward, cfg.activation, cfg.carry_components.index(form.hidden), form.additive)
     carries = fused_scan(st, w_h, b_h, zx, first, jax.tree.map(lambda e: e[1:], eps), tap.zh)
     return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs], axis=0), first, carries)
 

@@ -185,3 +185,24 @@ def test_loading_skips_bad_lines_with_reasons(tmp_path):
                        "not valid JSON", "not a JSON object", "line too long", "unreadable: No such file or directory"]
     with pytest.raises(ValueError, match="invalid record"):
         append_records(tmp_path / "x.jsonl", [{**good, "strategy": "magic"}])
+
+
+def test_a_fused_form_without_a_hand_written_reverse_uses_the_pointwise_vjp():
+    # A plugin may give only `pointwise`: the reverse pass then recomputes its VJP from the
+    # saved z^h. Same gradients as the hand-written reverse and as the accumulator.
+    import dataclasses
+
+    from rnnviz.cells.registry import register_cell, unregister_cell
+
+    spec = cell_spec("gru")
+    generic = dataclasses.replace(spec, group="plugin", fused=dataclasses.replace(spec.fused, step=None, backward=None))
+    register_cell("gru_generic_fused", generic)
+    try:
+        cfg = RunConfig(cell="gru_generic_fused", hidden_size=6, input_size=3, seq_len=10, batch_size=2, loss="all")
+        acc, fused = analyze(cfg, repeats=1), analyze(cfg.replace(strategy="fused"), repeats=1)
+        hand = analyze(cfg.replace(cell="gru", strategy="fused"), repeats=1)
+        np.testing.assert_allclose(_flat(fused.param_grads), _flat(acc.param_grads), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(_flat(fused.param_grads), _flat(hand.param_grads), rtol=1e-5, atol=1e-7)
+        np.testing.assert_allclose(fused.grad_norms, acc.grad_norms, rtol=1e-5)
+    finally:
+        unregister_cell("gru_generic_fused")

@@ -191,22 +191,83 @@ def _mgu_pointwise(h, zx, zh, act):
     return (1.0 - f) * n + f * h
 
 
+# Their hand-written reverses (the fused strategy's custom VJP): the step saves its gate
+# activations, the reverse is the chain rule written out — σ' = σ(1 − σ), tanh' = 1 − tanh².
+# Each returns (∂L/∂carry_{t−1} except through W_h, dz^x per gate, dz^h per gate).
+def _simple_step(carry, zx, zh, act):
+    y, slope = jax.jvp(act, (zx[0] + zh[0],), (jnp.ones_like(zh[0]),))  # φ and φ' at the pre-activation
+    return y, slope
+
+
+def _simple_backward(slope, h, g, act):
+    dz = g * slope
+    return jnp.zeros_like(g), (dz,), (dz,)
+
+
+def _lstm_step(carry, zx, zh, act):
+    c, _ = carry
+    i, f, g, o = (b + a for a, b in zip(zx, zh))
+    i, f, g, o = jax.nn.sigmoid(i), jax.nn.sigmoid(f), jnp.tanh(g), jax.nn.sigmoid(o)
+    new_c = f * c + i * g
+    tc = jnp.tanh(new_c)
+    return (new_c, o * tc), (i, f, g, o, tc)
+
+
+def _lstm_backward(res, carry, grad, act):
+    i, f, g, o, tc = res
+    c, _ = carry
+    gc, gh = grad
+    gc = gc + gh * o * (1.0 - tc * tc)
+    dz = (gc * g * i * (1.0 - i), gc * c * f * (1.0 - f), gc * i * (1.0 - g * g), gh * tc * o * (1.0 - o))
+    return (gc * f, jnp.zeros_like(gh)), dz, dz
+
+
+def _gru_step(h, zx, zh, act):
+    r = jax.nn.sigmoid(zx[0] + zh[0])
+    z = jax.nn.sigmoid(zx[1] + zh[1])
+    n = jnp.tanh(zx[2] + r * zh[2])
+    return (1.0 - z) * n + z * h, (r, z, n, zh[2])
+
+
+def _gru_backward(res, h, g, act):
+    r, z, n, hn = res
+    dn = g * (1.0 - z) * (1.0 - n * n)
+    dr = dn * hn * r * (1.0 - r)
+    dz = g * (h - n) * z * (1.0 - z)
+    return g * z, (dr, dz, dn), (dr, dz, dn * r)
+
+
+def _mgu_step(h, zx, zh, act):
+    f = jax.nn.sigmoid(zx[0] + zh[0])
+    n = jnp.tanh(zx[1] + f * zh[1])
+    return (1.0 - f) * n + f * h, (f, n, zh[1])
+
+
+def _mgu_backward(res, h, g, act):
+    f, n, hn = res
+    dn = g * (1.0 - f) * (1.0 - n * n)
+    df = (g * (h - n) + dn * hn) * f * (1.0 - f)
+    return g * f, (df, dn), (df, dn * f)
+
+
 register_cell("simple", CellSpec(
     _flax_cell(nn.SimpleCell, takes_activation=True), activations=("tanh", "relu", "identity"), group="classic",
-    matmuls=1, residuals=3, theory=_pascanu, fused=FusedForm(("",), (True,), (False,), _simple_pointwise),
+    matmuls=1, residuals=3, theory=_pascanu, fused=FusedForm(("",), (True,), (False,), _simple_pointwise, step=_simple_step, backward=_simple_backward),
     description="h' = φ(W_i x + b + W_h h) (Elman 1990); Flax SimpleCell"))
 register_cell("lstm", CellSpec(
     _flax_cell(nn.OptimizedLSTMCell), components=("c", "h"), forget_bias=_add_to(("hf", "bias")), group="classic",
     matmuls=4, vectors=4, residuals=14, gates=("i", "f", "o"),
-    fused=FusedForm(("i", "f", "g", "o"), (False,) * 4, (True,) * 4, _lstm_pointwise),
+    fused=FusedForm(("i", "f", "g", "o"), (False,) * 4, (True,) * 4, _lstm_pointwise, step=_lstm_step, backward=_lstm_backward),
     description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax OptimizedLSTMCell, carry (c, h)"))
 register_cell("gru", CellSpec(
     _flax_cell(nn.GRUCell), group="classic", matmuls=3, vectors=4, residuals=9, gates=("r", "z"),
-    fused=FusedForm(("r", "z", "n"), (True,) * 3, (False, False, True), _gru_pointwise, additive=(True, True, False)),
+    fused=FusedForm(("r", "z", "n"), (True,) * 3, (False, False, True), _gru_pointwise, additive=(True, True, False),
+                    step=_gru_step, backward=_gru_backward),
     description="h' = (1 − z)⊙n + z⊙h (Cho et al. 2014); Flax GRUCell"))
 register_cell("mgu", CellSpec(
     _flax_cell(nn.MGUCell), group="classic", matmuls=2, vectors=3, residuals=7, gates=("f",),
-    fused=FusedForm(("f", "n"), (True, True), (False, True), _mgu_pointwise, additive=(True, False)),
+    fused=FusedForm(("f", "n"), (True, True), (False, True), _mgu_pointwise, additive=(True, False),
+                    step=_mgu_step, backward=_mgu_backward),
     description="h' = (1 − f)⊙n + f⊙h (Zhou et al. 2016); Flax MGUCell"))
 register_cell("indrnn", CellSpec(
     _indrnn, recurrent=_named("u"), activations=("relu", "tanh", "identity"), group="linear-recurrent",
