@@ -97,9 +97,12 @@ def _forward(st: _Static, w_h, b_h, zx, first, eps, ezh):
     def step(carry, inp):
         zx_t, e_t, ezh_t = inp
         h = jax.tree.leaves(carry)[st.hidden_leaf]
-        zh = tuple(z + e for z, e in zip(_split(_add_bias(jnp.dot(h, w_h), b_h), gates), ezh_t))
+        zh = _split(_add_bias(jnp.dot(h, w_h), b_h), gates)
+        if ezh_t is not None:  # None when nobody asks for dz^h (training, plain gradients)
+            zh = tuple(z + e for z, e in zip(zh, ezh_t))
         new, res = _cell_step(st, carry, zx_t, zh, act)
-        new = tree_add(new, e_t)
+        if e_t is not None:
+            new = tree_add(new, e_t)
         return new, (new, res)
 
     _, (carries, res) = jax.lax.scan(step, first, (zx, eps, ezh))
@@ -119,11 +122,13 @@ def fused_scan(st: _Static, w_h, b_h, zx, first, eps, ezh):
 
 def _fused_fwd(st, w_h, b_h, zx, first, eps, ezh):
     carries, res = _forward(st, w_h, b_h, zx, first, eps, ezh)
-    return carries, (w_h, first, carries, zx if st.backward is None else None, res)
+    # eps and ezh travel only as "present or not" (their values are never needed again).
+    present = (None if eps is None else (), None if ezh is None else ())
+    return carries, (w_h, first, carries, zx if st.backward is None else None, res, present)
 
 
 def _fused_bwd(st, res_all, g_carries):
-    w_h, first, carries, zx, res = res_all
+    w_h, first, carries, zx, res, (eps, ezh) = res_all
     prev = jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs[:-1]], axis=0), first, carries)
     act = _ACTIVATIONS[st.activation]
     w_ht = w_h.T
@@ -133,8 +138,9 @@ def _fused_bwd(st, res_all, g_carries):
         g = tree_add(g_t, g_next)  # the whole cotangent of carry_t (also ∂L/∂eps_t)
         d_prev, dzx, dzh = _cell_backward(st, res_t, c_prev, zx_t, g, act)
         d_prev = _with_hidden(d_prev, st.hidden_leaf, lambda d: d + jnp.dot(jnp.concatenate(dzh, -1), w_ht).astype(d.dtype))
-        return d_prev, (g, tuple(d for d, same in zip(dzx, st.additive) if not same), dzh)
+        return d_prev, (g if keep_g else None, tuple(d for d, same in zip(dzx, st.additive) if not same), dzh)
 
+    keep_g = eps is not None  # ∂L/∂eps_t = g_t: only written out when there are eps
     zeros = jax.tree.map(jnp.zeros_like, first)
     g_first, (g_eps, own, dzh) = jax.lax.scan(step, zeros, (g_carries, prev, zx, res), reverse=True)
     rest = iter(own)
@@ -144,7 +150,7 @@ def _fused_bwd(st, res_all, g_carries):
     a = h_prev.reshape(-1, h_prev.shape[-1]).T
     g_w = jnp.concatenate([jnp.dot(a, d.reshape(-1, d.shape[-1]), preferred_element_type=jnp.float32) for d in dzh], -1)
     g_b = jnp.concatenate([jnp.sum(d.reshape(-1, d.shape[-1]), axis=0, dtype=jnp.float32) for d in dzh])
-    return g_w.astype(w_h.dtype), g_b.astype(w_h.dtype), dzx, g_first, g_eps, dzh
+    return g_w.astype(w_h.dtype), g_b.astype(w_h.dtype), dzx, g_first, g_eps, dzh if ezh is not None else None
 
 
 fused_scan.defvjp(_fused_fwd, _fused_bwd)
@@ -173,14 +179,13 @@ def fused_rollout(cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, 
     h = cfg.hidden_size
     w_x, b_x = weights(params, "i", form.gates, form.input_bias, h)
     w_h, b_h = weights(params, "h", form.gates, form.hidden_bias, h)
-    if eps is None:
-        eps = jax.tree.map(lambda c: jnp.zeros((xs.shape[0] + 1,) + c.shape, c.dtype), carry0)
-    if tap is None:
-        tap = taps(cfg, xs)
-    zx = tuple(z + e for z, e in zip(_split(_add_bias(jnp.dot(xs, w_x), b_x), len(form.gates)), tap.zx))
-    first = tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
+    zx = _split(_add_bias(jnp.dot(xs, w_x), b_x), len(form.gates))
+    if tap is not None:
+        zx = tuple(z + e for z, e in zip(zx, tap.zx))
+    first = carry0 if eps is None else tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
     st = _Static(form.pointwise, form.step, form.backward, cfg.activation, cfg.carry_components.index(form.hidden), form.additive)
-    carries = fused_scan(st, w_h, b_h, zx, first, jax.tree.map(lambda e: e[1:], eps), tap.zh)
+    rest = None if eps is None else jax.tree.map(lambda e: e[1:], eps)
+    carries = fused_scan(st, w_h, b_h, zx, first, rest, None if tap is None else tap.zh)
     return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs], axis=0), first, carries)
 
 

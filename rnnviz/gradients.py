@@ -111,7 +111,7 @@ def strategy_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.A
     xs_tm = time_major(cfg, xs)
 
     def loss_fn(p):
-        carries = strat.rollout(cfg, cell, p, full_carry0(cfg, carry0), xs_tm, None, strat.taps(cfg, xs_tm))
+        carries = strat.rollout(cfg, cell, p, full_carry0(cfg, carry0), xs_tm, None, None)
         return loss_from_outputs(cfg, outputs(cfg, p, carries, xs_tm, per_step=strat.stacked_params))
 
     loss, grads = jax.value_and_grad(loss_fn)(strat.lift(params, cfg.seq_len))

@@ -125,7 +125,7 @@ def _outputs(static: RunConfig, params, carry0, xs, eps=None):
         return outputs(static, params["cell"], rollout(cell, params["cell"], carry0, xs_tm, eps), xs_tm)
     strat = strategy(static.strategy)
     if not strat.stacked_params:
-        carries = strat.rollout(static, cell, params["cell"], carry0, xs_tm, None, strat.taps(static, xs_tm))
+        carries = strat.rollout(static, cell, params["cell"], carry0, xs_tm, None, None)
         return outputs(static, params["cell"], carries, xs_tm)
 
     def step(carry, x):
