@@ -149,6 +149,7 @@ def gradient_figure(df: pd.DataFrame, bound: pd.DataFrame | None = None, title: 
         total = sub[sub["series"] == "total"]
         _mark_nonfinite(fig, total.assign(marker=np.where(total["log10_value"] == -np.inf, 0.0, total["log10_value"])), y="marker")
     if bound is not None and not bound.empty:
+        bound = thin(bound.assign(log10_value=_log10_column(bound)), value="log10_value")[0]
         logs = _log10_column(bound)
         fig.add_trace(go.Scatter(
             x=bound["t"], y=_drawable(logs), mode="lines", name=str(bound["label"].iloc[0]),

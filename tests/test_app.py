@@ -188,3 +188,12 @@ def test_strategies_tab_leaves_out_a_strategy_over_budget():
     assert any("Left out" in i.value and "per_step" in i.value for i in at.info)
     bars = figure_by_title(at, "Cost of each strategy")
     assert {t["name"] for t in bars["data"]} == {"accumulate", "split_transpose", "fused", "checkpoint"}
+
+
+def test_a_long_sequence_with_checkpoint_is_drawn_thinned():
+    # T = 20 000 fits the budget with checkpoint; the charts draw ≤ MAX_POINTS per line and say so.
+    at = run_app({"seq_len": "20000", "hidden_size": "16", "strategy": "checkpoint", "batch_size": "4"})
+    _clean(at)
+    fig = figure_by_title(at, "‖∂L/∂carry_t‖ through time")
+    assert "drawn: min/max of every" in fig["layout"]["title"]["text"]
+    assert all(len(decode(tr["x"])) <= 2000 for tr in fig["data"])

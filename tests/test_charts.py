@@ -123,3 +123,21 @@ def test_pca_of_a_straight_path_is_one_dimensional():
                           carry_init="constant", carry_scale=1.0, batch_size=None), repeats=1)
     proj = pca_path(a)  # h_0 = 1, then h_t = b (constant): two points
     assert proj.explained[0] == pytest.approx(1.0)
+
+
+def test_long_series_are_thinned_for_drawing_keeping_spikes_and_saying_so():
+    t = np.arange(100_001)
+    v = np.exp(-t / 1e4)
+    v[5_000] = 100.0  # a spike must survive the thinning
+    v[70_000] = np.nan  # and a NaN (it is marked)
+    df = pd.DataFrame({"t": t, "series": "total", "value": v, "run": "r"})
+    fig = charts.line_figure(df, "loss", "value", log_y=True)
+    assert len(fig.data[0].x) <= charts.MAX_POINTS and "min/max of every" in fig.layout.title.text
+    assert 100.0 in set(fig.data[0].y) and fig.data[0].x[0] == 0 and fig.data[0].x[-1] == 100_000
+    assert any("NaN/Inf" in (a.text or "") for a in fig.layout.annotations)
+    grad = charts.gradient_figure(df.assign(log10_value=np.log10(v)))
+    assert len(grad.data[0].x) <= charts.MAX_POINTS and np.nanmax(grad.data[0].y) == 2.0
+    heat = charts.heatmap_figure(pd.DataFrame(np.ones((3, 5_001))), "heat")
+    assert len(heat.data[0].x) <= charts.MAX_COLUMNS and "one column in every" in heat.layout.title.text
+    short = charts.line_figure(df.iloc[:500], "loss", "value")
+    assert len(short.data[0].x) == 500 and short.layout.title.text == "loss"
