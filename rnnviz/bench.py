@@ -34,8 +34,9 @@ def devices_suite() -> list[RunConfig]:
 
 
 def parallel_suite() -> list[RunConfig]:
-    """mingru and lru, H=128, B=16, I=32, T ∈ {256, 1024, 4096} (T is capped at MAX_SEQ_LEN)."""
-    return [RunConfig(cell=c, hidden_size=128, batch_size=16, input_size=32, seq_len=t) for c in ("mingru", "lru") for t in (256, 1024, 4096)]
+    """mingru and lru, H=128, B=16, I=32, T ∈ {256, 1024, 4096, 16384}."""
+    return [RunConfig(cell=c, hidden_size=128, batch_size=16, input_size=32, seq_len=t)
+            for c in ("mingru", "lru") for t in (256, 1024, 4096, 16384)]
 
 
 def perf_suite() -> list[RunConfig]:

@@ -4,6 +4,7 @@ import functools
 import json
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 
@@ -206,3 +207,19 @@ def test_a_fused_form_without_a_hand_written_reverse_uses_the_pointwise_vjp():
         np.testing.assert_allclose(fused.grad_norms, acc.grad_norms, rtol=1e-5)
     finally:
         unregister_cell("gru_generic_fused")
+
+
+@pytest.mark.parametrize("t_len", [1, 7, 16, 50])
+def test_blocked_scan_equals_the_associative_scan_and_a_loop(t_len):
+    from rnnviz.parallel import _compose, blocked_scan
+
+    k1, k2 = jax.random.split(jax.random.key(t_len))
+    rotation = jnp.complex64(np.exp(1j * 0.3))
+    a = jax.random.uniform(k1, (t_len, 3, 4), minval=0.5, maxval=1.0).astype(jnp.complex64) * rotation  # complex, as the LRU's
+    b = jax.random.normal(k2, (t_len, 3, 4)).astype(jnp.complex64)
+    want, h = [], jnp.zeros((3, 4), jnp.complex64)
+    for t in range(t_len):
+        h = a[t] * h + b[t]
+        want.append(h)
+    np.testing.assert_allclose(blocked_scan(a, b), np.stack(want), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(jax.lax.associative_scan(_compose, (a, b))[1], np.stack(want), rtol=1e-5, atol=1e-6)
