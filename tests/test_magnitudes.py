@@ -177,7 +177,8 @@ def test_chart_axis_spans_the_real_range_with_power_ticks():
     assert np.isfinite(y).all() and y.min() == pytest.approx(a.log10_grad_norms[0])
     ticks = list(fig.layout.yaxis.ticktext)
     assert min(fig.layout.yaxis.tickvals) <= y.min() and any("⁻²" in t for t in ticks)
-    assert "×10⁻²²⁸" in fig.data[0].customdata[0]  # the hover reads the magnitude, 1.62×10⁻²²⁸
+    mantissa, exponent = fig.data[0].customdata[0]  # the hover reads the magnitude, 1.62×10⁻²²⁸
+    assert exponent == -228 and mantissa == pytest.approx(10 ** (y[0] + 228)) and charts.POW10_HOVER in fig.data[0].hovertemplate
     np.testing.assert_allclose(np.asarray(fig.data[-1].y, np.float64), y, atol=1e-3)  # the Pascanu bound is tight here
 
 
