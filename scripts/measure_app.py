@@ -80,7 +80,7 @@ def main() -> None:
             print(f"launch → first chart rendered: {first:.2f} s (JAX cache: {'cold' if args.cold_cache else 'as is'})")
             for seed in (1, 2, 3):
                 t = _time_change(page, "cfg_seed", seed)
-                print(f"seed → {seed}: page updated in {t * 1e3:.0f} ms; compute run {_metric(page, 'run (median)')}")
+                print(f"seed → {seed}: page updated in {t * 1e3:.0f} ms; compute run {_metric(page, 'run (median')}")
             for t_len in (60, 70):
                 t = _time_change(page, "cfg_seq_len", t_len)
                 print(f"seq_len → {t_len} (new shape): page updated in {t:.2f} s; compile {_metric(page, 'compile')}")

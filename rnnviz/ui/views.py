@@ -43,7 +43,8 @@ def header(a: Analysis) -> None:
                    help="exact magnitude (" + ("float32 held it" if a.log10_source == "float32" else "log-magnitude reverse pass") + f"); float32 value {a.grad_norms[0]:.3e}")
     cols[2].metric("compile", f"{t.compile_s:.2f} s", help="compiling this shape, once; cached afterwards" + (" (reused now)" if t.cache_hit else ""))
     cols[3].metric(f"run (median of {t.repeats})", f"{t.run_s * 1e3:.2f} ms",
-                   help=f"median of {t.repeats} run{'s' if t.repeats != 1 else ''} on {t.device}; the dashboard times runs until "
+                   help=f"median of {t.repeats} run{'s' if t.repeats != 1 else ''} on {t.device} with the "
+                        f"'{a.config.strategy}' strategy ({strategy(a.config.strategy).summary}); the dashboard times runs until "
                         "about 0.3 s is spent (at least one, at most five) and draws the last one")
     cols[4].metric("peak memory", f"{t.peak_bytes / 2**20:.1f} MB", help="temp + arguments + outputs of the compiled reverse pass")
 
