@@ -114,6 +114,7 @@ def fused_scan(st: _Static, w_h, b_h, zx, first, eps, ezh):
     """carries ``[T, (B,) H]`` per leaf (after each step, ``eps[t]`` added) from the
     projected inputs ``zx`` (G arrays ``[T, (B,) H]``, one per gate); ``ezh`` (G zero arrays
     of the same shape) is added to ``z^h_t`` so that its cotangent is the gate cotangent ``dz^h_t``.
+    ``eps`` and ``ezh`` may be None: nothing added, no cotangent computed.
 
     The gates travel as separate arrays, not one ``[…, G·H]`` block: XLA on CPU runs the
     element-wise step about 2× slower when it slices the gates out of a scanned block."""
@@ -122,13 +123,14 @@ def fused_scan(st: _Static, w_h, b_h, zx, first, eps, ezh):
 
 def _fused_fwd(st, w_h, b_h, zx, first, eps, ezh):
     carries, res = _forward(st, w_h, b_h, zx, first, eps, ezh)
-    # eps and ezh travel only as "present or not" (their values are never needed again).
+    # eps and ezh travel only as "present or not" (an empty tuple or None: pytree structure,
+    # no data); their values are never needed again.
     present = (None if eps is None else (), None if ezh is None else ())
     return carries, (w_h, first, carries, zx if st.backward is None else None, res, present)
 
 
 def _fused_bwd(st, res_all, g_carries):
-    w_h, first, carries, zx, res, (eps, ezh) = res_all
+    w_h, first, carries, zx, res, (has_eps, has_ezh) = res_all
     prev = jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs[:-1]], axis=0), first, carries)
     act = _ACTIVATIONS[st.activation]
     w_ht = w_h.T
@@ -140,7 +142,7 @@ def _fused_bwd(st, res_all, g_carries):
         d_prev = _with_hidden(d_prev, st.hidden_leaf, lambda d: d + jnp.dot(jnp.concatenate(dzh, -1), w_ht).astype(d.dtype))
         return d_prev, (g if keep_g else None, tuple(d for d, same in zip(dzx, st.additive) if not same), dzh)
 
-    keep_g = eps is not None  # ∂L/∂eps_t = g_t: only written out when there are eps
+    keep_g = has_eps is not None  # ∂L/∂eps_t = g_t: only written out when there are eps
     zeros = jax.tree.map(jnp.zeros_like, first)
     g_first, (g_eps, own, dzh) = jax.lax.scan(step, zeros, (g_carries, prev, zx, res), reverse=True)
     rest = iter(own)
@@ -150,7 +152,7 @@ def _fused_bwd(st, res_all, g_carries):
     a = h_prev.reshape(-1, h_prev.shape[-1]).T
     g_w = jnp.concatenate([jnp.dot(a, d.reshape(-1, d.shape[-1]), preferred_element_type=jnp.float32) for d in dzh], -1)
     g_b = jnp.concatenate([jnp.sum(d.reshape(-1, d.shape[-1]), axis=0, dtype=jnp.float32) for d in dzh])
-    return g_w.astype(w_h.dtype), g_b.astype(w_h.dtype), dzx, g_first, g_eps, dzh if ezh is not None else None
+    return g_w.astype(w_h.dtype), g_b.astype(w_h.dtype), dzx, g_first, g_eps, dzh if has_ezh is not None else None
 
 
 fused_scan.defvjp(_fused_fwd, _fused_bwd)

@@ -36,7 +36,13 @@ def test_split_transpose_is_available_in_the_installed_jax():
 def test_every_strategy_gives_the_same_param_grads(cell, batch):
     cfg = RunConfig(cell=cell, hidden_size=8, input_size=4, seq_len=12, batch_size=batch, loss="all",
                     forget_bias=1.0 if cell == "lstm" else 0.0)
-    runs = {s: analyze(cfg.replace(strategy=s), repeats=1) for s in available_strategies(cfg)}  # parallel for linear cells
+    # Unbatched, the strategies that only re-arrange the params (per-step copies, the split
+    # transpose) are what they are batched; the ones with their own carry handling run both
+    # (and per_step where it checks fused's unbatched contribution norms).
+    fusable = cell_spec(cell).fused is not None
+    wanted = [s for s in available_strategies(cfg)
+              if batch is not None or s not in ("per_step", "split_transpose") or (s == "per_step" and fusable)]
+    runs = {s: analyze(cfg.replace(strategy=s), repeats=1, log_pass=False) for s in wanted}  # parallel for linear cells
     ref = _flat(runs["accumulate"].param_grads)
     assert np.linalg.norm(ref) > 0
     acc = runs["accumulate"]
@@ -47,13 +53,14 @@ def test_every_strategy_gives_the_same_param_grads(cell, batch):
         np.testing.assert_allclose(a.input_grad_norms, acc.input_grad_norms, rtol=1e-5, err_msg=s)
         np.testing.assert_allclose(_flat(a.carries), _flat(acc.carries), rtol=1e-5, atol=1e-6, err_msg=s)
     assert acc.param_grad_by_step is None
-    assert runs["per_step"].param_grad_by_step.shape == (12, len(PARAM_GROUPS))
-    assert {"fused", "checkpoint"} <= set(runs) or cell_spec(cell).fused is None
-    if "fused" in runs:  # the Gram identity gives the norms of per_step's explicit tangents
+    assert "checkpoint" in runs and ("fused" in runs) == fusable
+    if "per_step" in runs:
+        assert runs["per_step"].param_grad_by_step.shape == (12, len(PARAM_GROUPS))
+    if {"fused", "per_step"} <= set(runs):  # the Gram identity gives the norms of per_step's explicit tangents
         np.testing.assert_allclose(runs["fused"].param_grad_by_step, runs["per_step"].param_grad_by_step, rtol=1e-4, atol=1e-7)
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cell", ["gru"])  # its n gate is the non-additive reverse path
 def test_fused_and_checkpoint_agree_in_bfloat16(cell):
     # bfloat16 keeps 8 mantissa bits (ε ≈ 7.8e-3), and the strategies sum T steps in
     # different orders (fused: one float32-accumulated GEMM), so 2 % of ‖∂L/∂W‖.
