@@ -26,19 +26,6 @@ from rnnviz.strategies import unavailable
 from rnnviz.timing import Compiled, compile_cache, compile_for, time_runs
 
 
-@functools.lru_cache(maxsize=1)
-def split_transpose_available() -> bool:
-    """Whether this JAX can differentiate ``lax.scan(..., _split_transpose=True)``."""
-    try:
-        def f(w, xs):
-            return jax.lax.scan(lambda c, x: (jnp.tanh(w * c + x), None), jnp.float32(0), xs, _split_transpose=True)[0]
-
-        jax.jit(jax.grad(f))(jnp.float32(0.5), jnp.ones(3, jnp.float32)).block_until_ready()
-        return True
-    except Exception:  # an experimental flag: any failure means "not here"
-        return False
-
-
 def available_strategies(cfg: RunConfig | None = None) -> tuple[str, ...]:
     """Strategies this JAX supports and, given a config, that its cell can use."""
     return tuple(s for s in strategy_names() if not strategy_unavailable(s, cfg))

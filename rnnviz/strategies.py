@@ -25,6 +25,7 @@ dashboard and the comparisons read the table.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 from typing import Any, Callable
@@ -55,9 +56,20 @@ def _fusable(spec: Any) -> str | None:
     return None if spec.fused is not None else "it has no fused form (an input GEMM, one recurrent matrix product, element-wise gates)"
 
 
-def _split_transpose_here() -> str | None:
-    from rnnviz.comparisons import split_transpose_available
+@functools.lru_cache(maxsize=1)
+def split_transpose_available() -> bool:
+    """Whether this JAX can differentiate ``lax.scan(..., _split_transpose=True)``."""
+    try:
+        def f(w, xs):
+            return jax.lax.scan(lambda c, x: (jnp.tanh(w * c + x), None), jnp.float32(0), xs, _split_transpose=True)[0]
 
+        jax.jit(jax.grad(f))(jnp.float32(0.5), jnp.ones(3, jnp.float32)).block_until_ready()
+        return True
+    except Exception:  # an experimental flag: any failure means "not here"
+        return False
+
+
+def _split_transpose_here() -> str | None:
     return None if split_transpose_available() else "this JAX cannot differentiate lax.scan(_split_transpose=True)"
 
 
