@@ -34,7 +34,7 @@ import jax.numpy as jnp
 from rnnviz.cells import Params, cell_spec
 from rnnviz.config import RunConfig
 from rnnviz.norms import pow2_scale, robust_norm
-from rnnviz.rollout import Carry, tree_add
+from rnnviz.rollout import Carry, perturbed, split_eps, tree_add, with_first
 
 _ACTIVATIONS: dict[str, Callable] = {"tanh": jnp.tanh, "relu": jax.nn.relu, "identity": lambda z: z}
 
@@ -101,8 +101,7 @@ def _forward(st: _Static, w_h, b_h, zx, first, eps, ezh):
         if ezh_t is not None:  # None when nobody asks for dz^h (training, plain gradients)
             zh = tuple(z + e for z, e in zip(zh, ezh_t))
         new, res = _cell_step(st, carry, zx_t, zh, act)
-        if e_t is not None:
-            new = tree_add(new, e_t)
+        new = perturbed(new, e_t)
         return new, (new, res)
 
     _, (carries, res) = jax.lax.scan(step, first, (zx, eps, ezh))
@@ -184,11 +183,10 @@ def fused_rollout(cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, 
     zx = _split(_add_bias(jnp.dot(xs, w_x), b_x), len(form.gates))
     if tap is not None:
         zx = tuple(z + e for z, e in zip(zx, tap.zx))
-    first = carry0 if eps is None else tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
+    first, rest = split_eps(carry0, eps)
     st = _Static(form.pointwise, form.step, form.backward, cfg.activation, cfg.carry_components.index(form.hidden), form.additive)
-    rest = None if eps is None else jax.tree.map(lambda e: e[1:], eps)
     carries = fused_scan(st, w_h, b_h, zx, first, rest, None if tap is None else tap.zh)
-    return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs], axis=0), first, carries)
+    return with_first(first, carries)
 
 
 def outer_norms(a: jax.Array, d: jax.Array) -> jax.Array:

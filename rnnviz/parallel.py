@@ -29,7 +29,7 @@ import jax.numpy as jnp
 
 from rnnviz.cells import Params, cell_spec
 from rnnviz.config import RunConfig
-from rnnviz.rollout import Carry, tree_add
+from rnnviz.rollout import Carry, split_eps, with_first
 
 
 def _compose(left: tuple[jax.Array, jax.Array], right: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
@@ -79,14 +79,13 @@ def parallel_rollout(cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Arra
     """Like :func:`rnnviz.rollout.rollout` (carries ``[T+1, (B,) H]`` per leaf, carry_0 at
     index 0, ``eps`` added to the carry handed on at every step) by an associative scan."""
     spec = cell_spec(cfg.cell)
-    if eps is None:
-        eps = jax.tree.map(lambda c: jnp.zeros((xs.shape[0] + 1,) + c.shape, c.dtype), carry0)
-    first = tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
+    first, rest = split_eps(carry0, eps)
     a, b = spec.linear_form(params, xs)  # [T, (B,) H]
-    b = b + spec.pack(jax.tree.map(lambda e: e[1:], eps))
+    if rest is not None:
+        b = b + spec.pack(rest)
     b = b.at[0].add(a[0] * spec.pack(first))  # fold h_0 into the first step
     if _on_cpu(cfg):
         hs = blocked_scan(a, b)
     else:
         _, hs = jax.lax.associative_scan(_compose, (a, b))
-    return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs.astype(c0.dtype)], axis=0), first, spec.unpack(hs))
+    return with_first(first, spec.unpack(hs))

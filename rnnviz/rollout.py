@@ -21,6 +21,24 @@ def tree_add(a: Any, b: Any) -> Any:
     return jax.tree.map(jnp.add, a, b)
 
 
+def split_eps(carry0: Carry, eps: Carry | None) -> tuple[Carry, Carry | None]:
+    """``(carry_0 + eps[0], eps[1:])``, or ``(carry0, None)`` without eps: the training
+    forward and plain parameter gradients add no zeros."""
+    if eps is None:
+        return carry0, None
+    return tree_add(carry0, jax.tree.map(lambda e: e[0], eps)), jax.tree.map(lambda e: e[1:], eps)
+
+
+def perturbed(new: Carry, e: Carry | None) -> Carry:
+    """The carry handed on: ``new + e``, or ``new`` when there is no perturbation."""
+    return new if e is None else tree_add(new, e)
+
+
+def with_first(first: Carry, carries: Carry) -> Carry:
+    """``[T+1, …]`` per leaf: carry_0 at index 0, then the scanned carries ``[T, …]``."""
+    return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs.astype(c0.dtype)], axis=0), first, carries)
+
+
 def rollout(
     cell,
     params: Params,
@@ -38,21 +56,18 @@ def rollout(
     ∂L/∂carry_t. With ``per_step_params`` the params carry a leading ``[T]`` axis and
     step t uses copy t (one tangent per step under differentiation); otherwise they are
     closed over and the reverse scan accumulates their cotangent in one buffer.
+    ``eps=None`` adds nothing (no zeros to add when nobody asks for ∂L/∂carry_t).
     """
-    if eps is None:
-        eps = jax.tree.map(lambda c: jnp.zeros((xs.shape[0] + 1,) + c.shape, c.dtype), carry0)
-    first = tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
-    rest = jax.tree.map(lambda e: e[1:], eps)
+    first, rest = split_eps(carry0, eps)
 
     def step(carry, inp):
         x, e, p = inp
-        new, _ = cell.apply({"params": p if per_step_params else params}, carry, x)
-        new = tree_add(new, e)
+        new = perturbed(cell.apply({"params": p if per_step_params else params}, carry, x)[0], e)
         return new, new
 
     scanned = (xs, rest, params if per_step_params else None)
     _, carries = jax.lax.scan(step, first, scanned, _split_transpose=split_transpose)
-    return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs], axis=0), first, carries)
+    return with_first(first, carries)
 
 
 def checkpoint_rollout(cell, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None, block: int) -> Carry:
@@ -64,15 +79,11 @@ def checkpoint_rollout(cell, params: Params, carry0: Carry, xs: jax.Array, eps: 
     T = n·block + r: n checkpointed blocks, then r < block plain steps.
     """
     t_len = xs.shape[0]
-    if eps is None:
-        eps = jax.tree.map(lambda c: jnp.zeros((t_len + 1,) + c.shape, c.dtype), carry0)
-    first = tree_add(carry0, jax.tree.map(lambda e: e[0], eps))
-    rest = jax.tree.map(lambda e: e[1:], eps)
+    first, rest = split_eps(carry0, eps)
 
     def step(carry, inp):
         x, e = inp
-        new, _ = cell.apply({"params": params}, carry, x)
-        new = tree_add(new, e)
+        new = perturbed(cell.apply({"params": params}, carry, x)[0], e)
         return new, new
 
     @jax.checkpoint
@@ -87,7 +98,7 @@ def checkpoint_rollout(cell, params: Params, carry0: Carry, xs: jax.Array, eps: 
         tail = jax.tree.map(lambda a: a[n * block :], (xs, rest))
         _, more = jax.lax.scan(step, carry, tail)
         carries = jax.tree.map(lambda a, b: jnp.concatenate([a, b], axis=0), carries, more)
-    return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs], axis=0), first, carries)
+    return with_first(first, carries)
 
 
 def reference_loop(cell, params: Params, carry0: Carry, xs: jax.Array) -> Carry:

@@ -116,24 +116,15 @@ def init_state(static: RunConfig, spec: TrainSpec, key_data: jax.Array, values: 
 def _outputs(static: RunConfig, params, carry0, xs, eps=None):
     """The outputs ``y [T, B, O]`` of the cell over batch-first ``xs`` ``[B, T, I]``; with
     ``eps`` (carry-shaped ``[T+1, …]``) through :func:`rnnviz.rollout.rollout`'s
-    zero-perturbation path, else (the training step's forward) through the config's
-    strategy (``fused``: the custom VJP with its deferred weight GEMMs; a strategy that
-    differentiates per-step copies of the params trains with a plain scan instead)."""
+    zero-perturbation path, else (the training step's forward: nothing added) through the
+    config's strategy (``fused``: the custom VJP with its deferred weight GEMMs; a strategy
+    that differentiates per-step copies of the params trains with the plain scan)."""
     cell = make_cell(static)
     xs_tm = jnp.swapaxes(xs, 0, 1)
-    if eps is not None:
-        return outputs(static, params["cell"], rollout(cell, params["cell"], carry0, xs_tm, eps), xs_tm)
     strat = strategy(static.strategy)
-    if not strat.stacked_params:
-        carries = strat.rollout(static, cell, params["cell"], carry0, xs_tm, None, None)
-        return outputs(static, params["cell"], carries, xs_tm)
-
-    def step(carry, x):
-        new, _ = cell.apply({"params": params["cell"]}, carry, x)
-        return new, new
-
-    _, later = jax.lax.scan(step, carry0, xs_tm)
-    carries = jax.tree.map(lambda first, rest: jnp.concatenate([first[None], rest], axis=0), carry0, later)
+    if eps is not None or strat.stacked_params:
+        return outputs(static, params["cell"], rollout(cell, params["cell"], carry0, xs_tm, eps), xs_tm)
+    carries = strat.rollout(static, cell, params["cell"], carry0, xs_tm, None, None)
     return outputs(static, params["cell"], carries, xs_tm)
 
 
