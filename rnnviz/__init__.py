@@ -17,6 +17,7 @@ The public API, all importable from here::
 | ``lyapunov``, ``Lyapunov``, ``lyapunov_sweep`` | Lyapunov exponents of the trajectory (QR method) |
 | ``jacobians``, ``Jacobians`` | singular values of each step Jacobian |
 | ``train``, ``train_many``, ``Training`` | training on adding / copy / recall with gradient profiles |
+| ``keep_freed_buffers`` | keep XLA:CPU's per-call buffers in the heap (no page faults per call) |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
 not import JAX until a computation is asked for. The core never imports streamlit or
@@ -51,6 +52,7 @@ _EXPORTS = {
     "train": "rnnviz.train",
     "train_many": "rnnviz.train",
     "Training": "rnnviz.train",
+    "keep_freed_buffers": "rnnviz.timing",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 from rnnviz.config import RunConfig
 
@@ -122,6 +122,10 @@ def train_bench(cfg: RunConfig, steps: int = 1500, seeds: int = 3, seq_lens=(50,
     print(f"  chunked lax.scan (100 steps per call, with a gradient profile per call): {1e3 / chunked.timing.steps_per_s:6.2f} ms/step", file=out)
     print(f"  Python loop over one jitted step:                                          {1e3 / loop:6.2f} ms/step", file=out)
     print(f"  chunked is ×{chunked.timing.steps_per_s / loop:.2f} the loop's steps/s", file=out, flush=True)
+    if cfg.cell == "lstm":
+        floor = xla_lstm_floor(cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size)
+        print(f"  XLA:CPU floor of any LSTM step here (hand-written forward {floor.forward:.2f} + reverse {floor.reverse:.2f}"
+              f" + ∂L/∂W_h GEMM {floor.weight_gemm:.2f}): {floor.total:6.2f} ms/step", file=out, flush=True)
     records = [train_record(chunked, "chunked")]
     print(f"\nlearning table: adding, B=64, H=64, {steps} steps, {seeds} seeds in one vmapped call per cell and T", file=out)
     print(f"{'cell':<10} {'T':>4} {'final MSE/baseline':>24} {'solved':>7} {'solved step (mean, range)':>26} {'diverged':>9} {'s per run':>10}",
@@ -280,6 +284,85 @@ def gemm_flops_per_s(repeats: int = 20) -> float:
     return 2.0 * 6400 * 160 * 512 / float(np.median(times))
 
 
+class Floor(NamedTuple):
+    """Milliseconds of the three pieces any LSTM forward + backward on XLA:CPU must run,
+    each written by hand at its cheapest (see :func:`xla_lstm_floor`)."""
+
+    forward: float
+    reverse: float
+    weight_gemm: float
+
+    @property
+    def total(self) -> float:
+        return self.forward + self.reverse + self.weight_gemm
+
+
+def xla_lstm_floor(batch: int, seq_len: int, hidden: int, rounds: int = 5, calls: int = 20) -> Floor:
+    """The floor of an LSTM's parameter gradient built from XLA:CPU primitives, measured now.
+
+    - forward: a ``lax.scan`` of ``h W_h`` (one product per gate: slicing four gates out of
+      one ``[B, 4H]`` product costs XLA:CPU about 2× the element-wise step) and the gates,
+      saving nothing;
+    - reverse: a reverse ``lax.scan`` of the element-wise LSTM reverse and ``dz W_hᵀ``,
+      storing dz — the least a reverse pass does;
+    - weight GEMM: ∂L/∂W_h = ``[T·B, H]ᵀ · [T·B, 4H]`` once.
+
+    Their sum leaves out the input projections, the loss, the optimiser and every
+    residual store, so no LSTM step on this backend is faster (min over ``rounds``)."""
+    import time
+
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    keys = jax.random.split(jax.random.key(0), 4)
+    w = tuple(jax.random.normal(k, (hidden, hidden), jnp.float32) / np.sqrt(hidden) for k in keys)
+    wt = tuple(m.T for m in w)
+    # Four separate [T, B, H] arrays: slicing gates out of one scanned block is XLA:CPU's slow path.
+    zx = tuple(jax.random.normal(k, (seq_len, batch, hidden), jnp.float32) for k in jax.random.split(jax.random.key(1), 4))
+    sig = jax.nn.sigmoid
+
+    def forward(w, zx):
+        def step(carry, z):
+            c, h = carry
+            i, f, g, o = (z[k] + h @ w[k] for k in range(4))
+            c = sig(f) * c + sig(i) * jnp.tanh(g)
+            return (c, sig(o) * jnp.tanh(c)), None
+        zeros = jnp.zeros((batch, hidden), jnp.float32)
+        return jax.lax.scan(step, (zeros, zeros), zx)[0]
+
+    res = tuple(sig(z) for z in zx)  # stands in for the saved gate activations i, f, g, o
+
+    def reverse(wt, res, gh):
+        def step(carry, inp):
+            gc, gh_next = carry
+            (i, f, g, o), c, gh_t = inp
+            gh_all = gh_next + gh_t
+            tc = jnp.tanh(c)
+            gc = gc + gh_all * o * (1.0 - tc * tc)
+            dz = (gc * g * i * (1.0 - i), gc * c * f * (1.0 - f), gc * i * (1.0 - g * g), gh_all * tc * o * (1.0 - o))
+            return (gc * f, sum(d @ m for d, m in zip(dz, wt))), dz
+        zeros = jnp.zeros((batch, hidden), jnp.float32)
+        return jax.lax.scan(step, (zeros, zeros), (res, zx[0], gh), reverse=True)
+
+    a = jax.random.normal(jax.random.key(2), (seq_len * batch, hidden), jnp.float32)
+    d = jax.random.normal(jax.random.key(3), (seq_len * batch, 4 * hidden), jnp.float32)
+
+    def best(fn, *args) -> float:
+        jax.block_until_ready(fn(*args))
+        times = []
+        for _ in range(rounds):
+            start = time.perf_counter()
+            for _ in range(calls):
+                out = fn(*args)
+            jax.block_until_ready(out)
+            times.append((time.perf_counter() - start) / calls)
+        return 1e3 * min(times)
+
+    return Floor(best(jax.jit(forward), w, zx), best(jax.jit(reverse), wt, res, zx[1]),
+                 best(jax.jit(lambda a, d: a.T @ d), a, d))
+
+
 def torch_lstm_s(cfg: RunConfig, repeats: int = 20) -> float | None:
     """Median seconds of PyTorch's fused ``nn.LSTM`` forward + backward (parameter
     gradients of ½‖h_T‖²) on ``cfg``'s shape, or None when PyTorch is not installed (it is
@@ -320,7 +403,7 @@ def perf_bench(configs: list[RunConfig], repeats: int, budget_s: float | None, o
     print(f"GEMM 6400×160·160×512, measured now: {peak / 1e9:.0f} GFLOP/s", file=out)
     strategies = ("accumulate", "fused", "checkpoint")
     print(f"{'config':<38} {'plain ms':>9} " + " ".join(f"{s + ' ×':>13}" for s in strategies)
-          + f" {'best GFLOP/s':>13} {'% GEMM':>7} {'PyTorch ms':>11} {'best/PyTorch':>13}", file=out)
+          + f" {'best GFLOP/s':>13} {'% GEMM':>7} {'PyTorch ms':>11} {'best/PyTorch':>13} {'XLA floor ms':>13}", file=out)
     records: list[dict] = []
     for cfg in configs:
         kw = dict(repeats=repeats, suite="perf", budget_s=budget_s)
@@ -333,6 +416,8 @@ def perf_bench(configs: list[RunConfig], repeats: int, budget_s: float | None, o
         best = min(row.values(), key=lambda r: r["run_s"])
         torch_s = torch_lstm_s(cfg, repeats) if cfg.cell == "lstm" else None
         peer = f"{torch_s * 1e3:>11.2f} {best['run_s'] / torch_s:>13.2f}" if torch_s else f"{'—':>11} {'—':>13}"
+        floor = xla_lstm_floor(cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size).total if cfg.cell == "lstm" else None
+        peer += f" {floor:>13.2f}" if floor else f" {'—':>13}"
         ratios = " ".join(f"{row[s]['ratio_to_plain_grad']:>13.2f}" if s in row else f"{'—':>13}" for s in strategies)
         print(f"{_label(cfg):<38} {base['run_s'] * 1e3:>9.2f} {ratios} {best['flops_per_s'] / 1e9:>9.1f} ({best['strategy'][:3]})"
               f" {best['flops_per_s'] / peak:>7.0%} {peer}", file=out, flush=True)

@@ -13,6 +13,9 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 from rnnviz import RunConfig  # noqa: E402
+from rnnviz.timing import keep_freed_buffers  # noqa: E402
+
+keep_freed_buffers()  # as the app and the CLI do: buffers stay in the heap between calls
 
 CELLS = ("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm", "lru")  # every built-in registration
 

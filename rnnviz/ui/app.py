@@ -30,7 +30,7 @@ from rnnviz.frames import records_frame
 from rnnviz.lyapunov import Jacobians, Lyapunov, carry_dim, jacobians, lyapunov, lyapunov_phase
 from rnnviz.records import load_dir
 from rnnviz.sweeps import critical_gain, sweep
-from rnnviz.timing import enable_compilation_cache
+from rnnviz.timing import enable_compilation_cache, keep_freed_buffers
 from rnnviz.ui import state, views
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
@@ -44,6 +44,7 @@ log = logging.getLogger("rnnviz.app")
 def _setup_process() -> str:
     folder = os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax"))
     enable_compilation_cache(folder)
+    keep_freed_buffers()
     return folder
 
 
