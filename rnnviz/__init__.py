@@ -64,6 +64,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.lyapunov import Jacobians, Lyapunov, jacobians, lyapunov, lyapunov_sweep
     from rnnviz.sweeps import sweep
+    from rnnviz.timing import keep_freed_buffers
     from rnnviz.train import Training, train, train_many
 
 

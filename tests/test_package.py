@@ -24,7 +24,7 @@ from apptest_helpers import run_app, total_gradient
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = ["Analysis", "CellSpec", "ConfigError", "FIELD_SPECS", "Jacobians", "Lyapunov", "RunConfig", "analyze", "cell_names",
           "compare_strategies", "jacobians", "lyapunov", "lyapunov_sweep",
-          "register_cell", "run_on_devices", "scaling", "sweep", "train", "train_many", "Training"]
+          "register_cell", "run_on_devices", "scaling", "sweep", "train", "train_many", "Training", "keep_freed_buffers"]
 
 
 def test_public_api_in_one_place():
