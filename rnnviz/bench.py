@@ -78,7 +78,7 @@ def train_record(r, mode: str, suite: str = "train") -> dict:
         "schema": SCHEMA, "kind": "train", "suite": suite, "label": _label(r.config), "config": r.config.to_dict(), "mode": mode,
         "device_kind": device.platform, "device_name": str(device.device_kind), "backend": jax.default_backend(),
         "jax_version": env["jax_version"], "jaxlib_version": env["jaxlib_version"], "flax_version": env["flax_version"],
-        "cpu_count": env["cpu_count"], "timestamp": now_utc(), "compile_s": r.timing.compile_s, "run_s": r.timing.run_s,
+        "cpu_count": env["cpu_count"], "allocator": env["allocator"], "timestamp": now_utc(), "compile_s": r.timing.compile_s, "run_s": r.timing.run_s,
         "task": r.task, "lag": r.lag, "optimizer": r.optimizer, "learning_rate": r.learning_rate, "clip": r.clip,
         "steps": r.steps, "steps_run": r.steps_run, "baseline": r.baseline, "final_loss": final if final == final else None,
         "solved_step": r.solved_step, "nonfinite_step": r.nonfinite_step, "clip_count": r.clip_count,

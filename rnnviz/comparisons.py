@@ -83,7 +83,7 @@ def measure(cfg: RunConfig, *, measure: str = "analyze", strategy: str | None = 
         "config": run_cfg.to_dict(), "strategy": strategy, "measure": measure,
         "device_kind": device.platform, "device_name": str(device.device_kind), "backend": jax.default_backend(),
         "jax_version": env["jax_version"], "jaxlib_version": env["jaxlib_version"], "flax_version": env["flax_version"],
-        "cpu_count": env["cpu_count"], "timestamp": now_utc(),
+        "cpu_count": env["cpu_count"], "allocator": env["allocator"], "timestamp": now_utc(),
         "compile_s": exe.compile_s, "run_s": t.median_s, "run_min_s": t.min_s, "run_max_s": t.max_s, "repeats": t.repeats,
         "peak_bytes": int(exe.peak_bytes), "flops": flops, "flops_per_s": flops / t.median_s if t.median_s > 0 else 0.0,
         "ratio_to_plain_grad": None,

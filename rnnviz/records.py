@@ -79,10 +79,13 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {"bench": FIELDS, "train": TRAIN
 
 
 def environment() -> dict[str, Any]:
-    """Versions and host facts stamped on every record."""
+    """Versions and host facts stamped on every record (``allocator``: see
+    :func:`rnnviz.timing.keep_freed_buffers`)."""
     import flax
     import jax
     import jaxlib
+
+    from rnnviz.timing import allocator
 
     return {
         "jax_version": jax.__version__,
@@ -90,6 +93,7 @@ def environment() -> dict[str, Any]:
         "flax_version": flax.__version__,
         "cpu_count": os.cpu_count() or 0,
         "python": platform.python_version(),
+        "allocator": allocator(),
     }
 
 

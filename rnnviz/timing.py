@@ -173,6 +173,12 @@ def enable_compilation_cache(folder: str) -> None:
 _M_TRIM_THRESHOLD, _M_TOP_PAD, _M_MMAP_THRESHOLD = -1, -2, -3
 #: Buffers up to this size come from the heap and stay there when freed.
 HEAP_KEEP_BYTES = 1 << 30
+_ALLOCATOR = ["default"]  # what this process's malloc was told: the record field ``allocator``
+
+
+def allocator() -> str:
+    """``"heap"`` once :func:`keep_freed_buffers` took effect in this process, else ``"default"``."""
+    return _ALLOCATOR[0]
 
 
 def keep_freed_buffers(limit: int = HEAP_KEEP_BYTES) -> bool:
@@ -207,4 +213,7 @@ def keep_freed_buffers(limit: int = HEAP_KEEP_BYTES) -> bool:
         return False
     mallopt.argtypes, mallopt.restype = (ctypes.c_int, ctypes.c_int), ctypes.c_int
     settings = ((_M_MMAP_THRESHOLD, limit), (_M_TRIM_THRESHOLD, limit), (_M_TOP_PAD, 64 << 20))
-    return all(mallopt(param, value) == 1 for param, value in settings)
+    if all(mallopt(param, value) == 1 for param, value in settings):
+        _ALLOCATOR[0] = "heap"
+        return True
+    return False
