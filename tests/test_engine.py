@@ -137,7 +137,7 @@ def test_example_norms_are_consistent_with_total():
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_carry_init_distribution_and_dtype(kind, dtype):
     cfg = RunConfig(cell="lstm", carry_init=kind, carry_scale=0.5, hidden_size=128, batch_size=64, seq_len=2, dtype=dtype)
-    a = analyze(cfg, repeats=1)
+    a = analyze(cfg, repeats=1, log_pass=False)  # the initial carries are what is checked
     for comp in ("c", "h"):
         c0 = a.carries[comp][0].astype(np.float64)
         assert a.carries[comp].dtype == np.dtype(jnp.dtype(dtype)) and c0.shape == (64, 128)

@@ -168,7 +168,7 @@ def test_same_config_is_bit_identical_across_processes():
 
 # ---- property: analyze returns documented shapes or raises ConfigError ----------------------
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     cell=st.sampled_from(["simple", "lstm", "gru", "mgu"]),
     dtype=st.sampled_from(["float32", "bfloat16", "float16"]),

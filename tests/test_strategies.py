@@ -36,12 +36,15 @@ def test_split_transpose_is_available_in_the_installed_jax():
 def test_every_strategy_gives_the_same_param_grads(cell, batch):
     cfg = RunConfig(cell=cell, hidden_size=8, input_size=4, seq_len=12, batch_size=batch, loss="all",
                     forget_bias=1.0 if cell == "lstm" else 0.0)
-    # Unbatched, the strategies that only re-arrange the params (per-step copies, the split
-    # transpose) are what they are batched; the ones with their own carry handling run both
-    # (and per_step where it checks fused's unbatched contribution norms).
+    # The strategies that only re-arrange the params (per-step copies, the split transpose)
+    # do the same whatever the cell and batch: they run batched, for a cell of each carry
+    # kind (one leaf, two leaves, complex), and per_step wherever it checks fused's
+    # contribution norms. The ones with their own carry handling (fused, checkpoint,
+    # parallel) run for every cell, batched and unbatched.
     fusable = cell_spec(cell).fused is not None
+    rearranging = batch is not None and cell in ("simple", "lstm", "lru")
     wanted = [s for s in available_strategies(cfg)
-              if batch is not None or s not in ("per_step", "split_transpose") or (s == "per_step" and fusable)]
+              if s not in ("per_step", "split_transpose") or rearranging or (s == "per_step" and fusable)]
     runs = {s: analyze(cfg.replace(strategy=s), repeats=1, log_pass=False) for s in wanted}  # parallel for linear cells
     ref = _flat(runs["accumulate"].param_grads)
     assert np.linalg.norm(ref) > 0
