@@ -308,7 +308,8 @@ def xla_lstm_floor(batch: int, seq_len: int, hidden: int, rounds: int = 5, calls
     - weight GEMM: ∂L/∂W_h = ``[T·B, H]ᵀ · [T·B, 4H]`` once.
 
     Their sum leaves out the input projections, the loss, the optimiser and every
-    residual store, so no LSTM step on this backend is faster (min over ``rounds``)."""
+    residual store: an LSTM gradient built from the same primitives is not expected to
+    be faster (each piece: min over ``rounds``)."""
     import time
 
     import jax

@@ -153,7 +153,7 @@ def _add_bench(sub) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     from rnnviz.timing import keep_freed_buffers
 
-    keep_freed_buffers()  # before JAX starts its threads
+    keep_freed_buffers()  # once per process, before the first executable runs
     parser = build_parser()
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_extra", False):
