@@ -297,7 +297,7 @@ class Floor(NamedTuple):
         return self.forward + self.reverse + self.weight_gemm
 
 
-def xla_lstm_floor(batch: int, seq_len: int, hidden: int, rounds: int = 5, calls: int = 20) -> Floor:
+def xla_lstm_floor(batch: int, seq_len: int, hidden: int, repeats: int = 100) -> Floor:
     """The floor of an LSTM's parameter gradient built from XLA:CPU primitives, measured now.
 
     - forward: a ``lax.scan`` of ``h W_h`` (one product per gate: slicing four gates out of
@@ -309,12 +309,12 @@ def xla_lstm_floor(batch: int, seq_len: int, hidden: int, rounds: int = 5, calls
 
     Their sum leaves out the input projections, the loss, the optimiser and every
     residual store: an LSTM gradient built from the same primitives is not expected to
-    be faster (each piece: min over ``rounds``)."""
-    import time
-
+    be faster (each piece: the fastest of ``repeats`` timed runs, as every bench number)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
+
+    from rnnviz.timing import time_runs
 
     keys = jax.random.split(jax.random.key(0), 4)
     w = tuple(jax.random.normal(k, (hidden, hidden), jnp.float32) / np.sqrt(hidden) for k in keys)
@@ -350,15 +350,7 @@ def xla_lstm_floor(batch: int, seq_len: int, hidden: int, rounds: int = 5, calls
     d = jax.random.normal(jax.random.key(3), (seq_len * batch, 4 * hidden), jnp.float32)
 
     def best(fn, *args) -> float:
-        jax.block_until_ready(fn(*args))
-        times = []
-        for _ in range(rounds):
-            start = time.perf_counter()
-            for _ in range(calls):
-                out = fn(*args)
-            jax.block_until_ready(out)
-            times.append((time.perf_counter() - start) / calls)
-        return 1e3 * min(times)
+        return 1e3 * time_runs(fn, args, repeats)[1].min_s
 
     return Floor(best(jax.jit(forward), w, zx), best(jax.jit(reverse), wt, res, zx[1]),
                  best(jax.jit(lambda a, d: a.T @ d), a, d))
