@@ -42,6 +42,7 @@ from rnnviz.analysis import prepare_executables, prepared_inputs, resolve_device
 from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import FLOP_BUDGET, REFERENCE_FLOPS_PER_S, BudgetError, ConfigError, RunConfig
 from rnnviz.gradients import full_carry0, time_major
+from rnnviz.linalg import householder_q
 from rnnviz.rollout import rollout
 from rnnviz.timing import compile_cache, compile_for, time_runs
 
@@ -109,8 +110,8 @@ def initial_directions(key_data: jax.Array, dim: int, k: int) -> jax.Array:
     """k orthonormal directions ``[D, k]`` drawn from the seed's key (a generic start: not
     aligned with any unit, so every exponent is reached)."""
     key = jax.random.fold_in(jax.random.wrap_key_data(key_data), _TANGENT_SALT)
-    q, _ = jnp.linalg.qr(jax.random.normal(key, (dim, k), jnp.float32))
-    return q
+    # No LAPACK here: this QR would sit beside the scan's with no order between them.
+    return householder_q(jax.random.normal(key, (dim, k), jnp.float32))
 
 
 def qr_pass(cfg: RunConfig, opts: LyapunovOptions, params, carry0, xs, key_data):
@@ -409,7 +410,12 @@ def jacobian_pass(cfg: RunConfig, method: str, k: int, iterations: int, stride: 
         m = min(vs.shape[-1], 2 * k)
         v0 = initial_directions(key_data, vs.shape[-1], m)
         one = lambda t: _top_singular_subspace(step, vs[t - 1], xs_tm[t - 1], k, iterations, v0)  # noqa: E731
-    return jax.lax.map(one, ts, batch_size=8)
+    # Whole batches of 8 only: lax.map would do a remainder in a separate call beside the
+    # loop, two factorisations with no order between them (see rnnviz.hlo); the few padded
+    # steps repeat the last one and are dropped.
+    n = ts.shape[0]
+    padded = jnp.concatenate([ts, jnp.full((-n % 8,), ts[-1], ts.dtype)])
+    return jax.lax.map(one, padded, batch_size=8)[:n]
 
 
 @compile_cache(maxsize=32)

@@ -29,7 +29,7 @@ from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.logpass import log_carry_gradients
 from rnnviz.norms import combine, log10, log10_combine
 from rnnviz.rollout import rollout
-from rnnviz.timing import Compiled, compile_cache
+from rnnviz.timing import Compiled, compile_cache, compile_lowered
 
 MAX_POINTS = 4096
 
@@ -118,7 +118,7 @@ def sweep_executable(static: RunConfig, devices: tuple[jax.Device, ...], n_point
     keys = jax.ShapeDtypeStruct((n_points, 2), jnp.uint32, sharding=shard)
     vals = Values(*(jax.ShapeDtypeStruct((n_points,), jnp.float32, sharding=shard) for _ in Values._fields))
     start = time.perf_counter()
-    compiled = fn.lower(keys, vals).compile()
+    compiled = compile_lowered(fn.lower(keys, vals), f"the {static.cell} sweep")
     return Compiled(compiled, time.perf_counter() - start, 0)
 
 

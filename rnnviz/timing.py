@@ -11,6 +11,8 @@ from typing import Any, Callable, NamedTuple
 
 import jax
 
+from rnnviz.hlo import check_serial_lapack
+
 
 class Compiled(NamedTuple):
     """An ahead-of-time compiled function and what compiling it told us.
@@ -62,9 +64,18 @@ def abstract(tree: Any, device: jax.Device) -> Any:
 def compile_for(fn: Callable, args: tuple, device: jax.Device) -> Compiled:
     """``jax.jit(fn)`` lowered for ``args`` (arrays or stand-ins) on ``device`` and compiled."""
     start = time.perf_counter()
-    compiled = jax.jit(fn).lower(*abstract(args, device)).compile()
+    compiled = compile_lowered(jax.jit(fn).lower(*abstract(args, device)), getattr(getattr(fn, "func", fn), "__name__", "an executable"))
     elapsed = time.perf_counter() - start
     return Compiled(compiled, elapsed, peak_bytes(compiled))
+
+
+def compile_lowered(lowered: Any, what: str) -> Any:
+    """``lowered.compile()``, refused when it could deadlock: every executable rnnviz builds
+    comes through here, and on the CPU none may hold two LAPACK calls that XLA may run at
+    once (:func:`rnnviz.hlo.check_serial_lapack`, raising ``ConcurrentLapackError``)."""
+    compiled = lowered.compile()
+    check_serial_lapack(compiled, what)  # GPU executables call cuSOLVER, never lapack_*: nothing to find there
+    return compiled
 
 
 def peak_bytes(compiled: Any) -> int:

@@ -42,7 +42,7 @@ from rnnviz.norms import Scaled, log10, robust_norm
 from rnnviz.rollout import rollout
 from rnnviz.strategies import strategy
 from rnnviz.tasks import Task, check_task, get_task
-from rnnviz.timing import compile_cache
+from rnnviz.timing import compile_cache, compile_lowered
 
 OPTIMIZERS = ("adam", "sgd")
 SGD_MOMENTUM = 0.9
@@ -250,9 +250,9 @@ def train_executables(static: RunConfig, spec: TrainSpec, n_runs: int, device: j
         init_fn = _with_run_axis(functools.partial(init_state, static, spec), n_in=2)
         chunk_fn = _with_run_axis(functools.partial(run_chunk, static, spec), n_in=4)
     with jax.default_device(device):
-        init = jax.jit(init_fn).lower(keys, vals).compile()
-        chunk = jax.jit(chunk_fn, donate_argnums=(0,)).lower(init.out_info, keys, vals, hyper,
-                                                            jax.ShapeDtypeStruct((), jnp.int32)).compile()
+        init = compile_lowered(jax.jit(init_fn).lower(keys, vals), f"the {static.cell} training init")
+        chunk = compile_lowered(jax.jit(chunk_fn, donate_argnums=(0,)).lower(
+            init.out_info, keys, vals, hyper, jax.ShapeDtypeStruct((), jnp.int32)), f"the {static.cell} training chunk")
     return init, chunk, time.perf_counter() - start_s
 
 

@@ -38,6 +38,7 @@ from rnnviz.cells.modern import (
 )
 from rnnviz.cells.registry import CellSpec, FusedForm, cell_names, cell_spec, hidden_kernels, register_cell
 from rnnviz.config import RunConfig
+from rnnviz.linalg import orthogonal
 
 Params = dict[str, Any]
 
@@ -61,7 +62,9 @@ def _identity_init(key, shape, dtype=jnp.float32):
 
 def _recurrent_init(kind: str) -> Callable:
     if kind == "orthogonal":
-        return nn.initializers.orthogonal()
+        # Flax's draw, factorised without LAPACK: batched QRs that XLA:CPU may run at once
+        # deadlock jaxlib 0.10.2 (see rnnviz.linalg).
+        return orthogonal()
     if kind == "normal":
         # Var 1/H: the spectral radius of W_hh is then about 1 (circular law).
         return nn.initializers.variance_scaling(1.0, "fan_in", "normal")

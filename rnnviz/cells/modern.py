@@ -16,6 +16,8 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rnnviz.linalg import orthogonal
+
 Initializer = Callable[..., jax.Array]
 
 
@@ -24,7 +26,7 @@ class _Cell(nn.RNNCellBase):
 
     features: int
     kernel_init: Initializer = nn.initializers.lecun_normal()
-    recurrent_kernel_init: Initializer = nn.initializers.orthogonal()
+    recurrent_kernel_init: Initializer = orthogonal()
     bias_init: Initializer = nn.initializers.zeros_init()
     dtype: Any = None
     param_dtype: Any = jnp.float32
