@@ -107,3 +107,28 @@ def test_cli_sweep_writes_csv(tmp_path, capsys):
 
     df = pd.read_csv(path)
     assert sorted(df.recurrent_gain.unique()) == [0.5, 1.0, 1.5] and len(df) == 3 * 2 * 6
+
+
+def test_two_processes_with_gloo_collectives_equal_the_single_process_sweep(tmp_path):
+    """The several-hosts path, run: two local processes joined by jax.distributed."""
+    import socket
+
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    out = tmp_path / "norms.npy"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
+    env.pop("XLA_FLAGS", None)  # one CPU device per process
+    procs = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "distributed_worker.py"), str(port), str(i), str(out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for i in range(2)]
+    try:
+        results = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+    for p, (stdout, stderr) in zip(procs, results):
+        assert p.returncode == 0 and stdout.strip().endswith("ok"), stderr[-3000:]
+    single = sweep(RunConfig(cell="lstm", hidden_size=8, input_size=3, seq_len=20, batch_size=2),
+                   {"recurrent_gain": [0.5 + i / 7 for i in range(8)]})["log10_grad_norm"].to_numpy()
+    np.testing.assert_allclose(np.load(out), single, atol=1e-5)
