@@ -66,6 +66,10 @@ class ConfigError(ValueError):
         self.field, self.value, self.allowed = field, value, allowed
         super().__init__(f"{field}={value!r} is not allowed: {allowed}.")
 
+    def __reduce__(self):
+        # Rebuilt from its three parts (the dashboard's worker process sends it back pickled).
+        return type(self), (self.field, self.value, self.allowed)
+
 
 class BudgetError(ConfigError):
     """Every field is valid on its own, but together they are over the memory or FLOP

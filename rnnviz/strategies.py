@@ -218,6 +218,11 @@ def unavailable(name: str, spec: Any | None = None) -> str | None:
     return s.jax_reason() or (s.cell_reason(spec) if spec is not None else None)
 
 
+def cell_unavailable(name: str, spec: Any) -> str | None:
+    """Why the cell ``spec`` cannot use strategy ``name`` (None: it can); asks nothing of JAX."""
+    return _TABLE[name].cell_reason(spec)
+
+
 def lift_params(params: Params, name: str, seq_len: int) -> Params:
     """What the scan differentiates for strategy ``name``: the params, or ``[T, ...]`` copies."""
     return _TABLE[name].lift(params, seq_len)

@@ -8,6 +8,11 @@ import pytest
 
 # The app turns on JAX's persistent compilation cache; keep tests off the user's cache.
 os.environ.setdefault("RNNVIZ_JAX_CACHE", tempfile.mkdtemp(prefix="rnnviz-test-jax-"))
+# AppTest drives the views in this process: computing them here too (no worker processes)
+# shares this process's compiled executables instead of compiling each twice. The worker
+# processes are tested on their own (test_worker.py) and behind the real browser, whose
+# server sets RNNVIZ_WORKERS itself.
+os.environ.setdefault("RNNVIZ_WORKERS", "0")
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")

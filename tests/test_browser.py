@@ -38,7 +38,7 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
     port = _free_port()
-    env = {**os.environ, "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache"))}
+    env = {**os.environ, "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")), "RNNVIZ_WORKERS": "2"}
     log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
     proc = subprocess.Popen(
         [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),

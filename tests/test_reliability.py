@@ -209,7 +209,12 @@ def test_no_eval_and_no_file_access_from_user_input():
     # The only folders the app reads are the shipped runs and the operator's environment
     # variable, never a URL or a widget.
     assert re.findall(r"\w*RUNS\w* = .*", app) == ['SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"']
-    assert re.findall(r"os\.environ\.get\(\"(\w+)\"", app) == ["RNNVIZ_JAX_CACHE", "RNNVIZ_RUNS_DIR"]
+    assert re.findall(r"os\.environ\.get\(\"(\w+)\"", app) == ["RNNVIZ_RUNS_DIR"]
+    ui = {name: (ROOT / "rnnviz" / "ui" / name).read_text() for name in ("jobs.py", "worker.py", "budget.py")}
+    assert {n: re.findall(r"os\.environ\.get\(\"(\w+)\"", t) for n, t in ui.items()} == {
+        "jobs.py": ["RNNVIZ_JAX_CACHE"], "worker.py": ["RNNVIZ_WORKERS", "RNNVIZ_TIME_LIMIT_S"], "budget.py": ["RNNVIZ_VIEW_BUDGET_S"]}
+    # Calls reach the workers over a private socket pair to the server's own children: nothing listens.
+    assert "socket.socketpair()" in ui["worker.py"] and not re.search(r"\.(listen|bind)\(|Listener", ui["worker.py"])
 
 
 def test_streamlit_config_is_locked_down():

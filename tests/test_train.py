@@ -209,7 +209,8 @@ def test_training_tab_trains_shows_charts_and_verdict_and_does_not_retrain():
 
 def test_stop_button_stops_a_run_in_progress():
     from apptest_helpers import figure_by_title, decode, run_app
-    from rnnviz.ui.app import _train_key, _training_config
+    from rnnviz.ui import jobs
+    from rnnviz.ui.app import _key, _pool, _train_key, _training_config
     from rnnviz.ui.views import TRAIN_DEFAULTS
 
     at = run_app({"tab": "Training", "seq_len": "10", "hidden_size": "8"})
@@ -217,13 +218,17 @@ def test_stop_button_stops_a_run_in_progress():
     settings = dict(task="recall", steps=500, log_every=20, batch=16, optimizer="adam", learning_rate=TRAIN_DEFAULTS["lr"],
                     clip=TRAIN_DEFAULTS["clip"], seeds=1, lag=0)
     cfg = _training_config(RunConfig(seq_len=10, hidden_size=8), settings)
-    trainer = Trainer(cfg, {"seed": [0]}, task="recall", steps=500, log_every=20)
-    trainer.advance()  # a run in progress: one chunk done
-    at.session_state["trainer"] = (_train_key(cfg, settings), trainer)
+    key = _train_key(cfg, settings)
+    # A run in progress in its worker, one chunk done (as if Train had been pressed a moment ago).
+    _pool().call(jobs.train_start, key, _key(cfg), settings, route=key, what="test")
+    assert _pool().call(jobs.train_advance, key, 0.0, route=key, what="test").steps_done == 20
+    at.session_state["trainer"] = key
     at.button(key="train_stop").click().run()
     assert not at.exception and any("Stopped at step 20" in i.value for i in at.info)
-    assert trainer.done and trainer.steps_done == 20
+    assert at.session_state["trainer"] is None
     assert len(decode(figure_by_title(at, "Loss (recall")["data"][0]["y"])) == 20
+    with pytest.raises(LookupError, match="press Train"):  # finished runs leave the worker
+        _pool().call(jobs.train_advance, key, 0.0, route=key, what="test")
 
 
 def test_training_records_are_schema_one_of_kind_train_and_stay_out_of_the_devices_view(tmp_path):

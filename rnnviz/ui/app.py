@@ -14,113 +14,121 @@ from __future__ import annotations
 import json
 import logging
 import os
-import time
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
-from rnnviz import Analysis, ConfigError, RunConfig, analyze
-from rnnviz.analysis import executables, is_compiled, resolve_device, static_config
-from rnnviz.comparisons import (
-    available_strategies, compare_strategies, present_devices, run_on_devices, scaling, strategy_unavailable,
-)
-from rnnviz.config import strategy_names
+from rnnviz import Analysis, ConfigError, RunConfig
+from rnnviz.analysis import static_config
 from rnnviz.frames import records_frame
-from rnnviz.lyapunov import Jacobians, Lyapunov, carry_dim, jacobians, lyapunov, lyapunov_phase
+from rnnviz.lyapunov import Jacobians, Lyapunov, carry_dim
 from rnnviz.records import load_dir
-from rnnviz.sweeps import critical_gain, sweep
-from rnnviz.timing import enable_compilation_cache, keep_freed_buffers
-from rnnviz.ui import state, views
+from rnnviz.ui import budget, jobs, state, views
+from rnnviz.ui.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
 TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Training", "Devices", "Compare", "Learn")
 log = logging.getLogger("rnnviz.app")
 
 
-# ---- calculation: cached around pure functions of a config (passed as JSON) -------------
+# ---- calculation: in worker processes (rnnviz.ui.worker), results cached here ---------------
 
 @st.cache_resource(show_spinner=False)
-def _setup_process() -> str:
-    folder = os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax"))
-    enable_compilation_cache(folder)
-    keep_freed_buffers()
-    return folder
+def _pool() -> WorkerPool | InlinePool:
+    """The worker processes, shared by every session: no JAX computation runs in this process,
+    so a stuck one can be killed without taking a session with it (``RNNVIZ_WORKERS``)."""
+    return make_pool(setup="rnnviz.ui.jobs:setup")
 
 
-@st.cache_resource(show_spinner=False, max_entries=64)
-def _compiled(static_json: str):
-    """Executables for one shape: shared by every session, never mutated."""
-    cfg = RunConfig(**json.loads(static_json))
-    return executables(static_config(cfg), resolve_device(cfg))
-
-
-def _cfg(cfg_json: str) -> RunConfig:
-    return RunConfig(**json.loads(cfg_json))
+@st.cache_resource(show_spinner=False)
+def _results() -> ResultCache:
+    """Finished results by (computation, arguments), shared by every session."""
+    return ResultCache(max_entries=128)
 
 
 def _key(cfg: RunConfig) -> str:
     return json.dumps(cfg.to_dict(), sort_keys=True)
 
 
-TIMING_BUDGET_S = 0.3
+def _route(cfg: RunConfig) -> str:
+    """Calls for one shape go to one worker, whose compiled executables then serve every value."""
+    return _key(static_config(cfg))
 
 
-@st.cache_data(show_spinner=False, max_entries=128)
+def describe(cfg: RunConfig) -> str:
+    return f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
+
+
+def compute(what: str, route: str, fn, *args):
+    """``fn(*args)`` in the route's worker, through the result cache; while it runs, a line says
+    so (and gives Streamlit the chance to stop this run when the user changes something)."""
+    note = st.empty()
+    limit = _pool().time_limit_s
+
+    def waiting(elapsed: float, running: bool) -> None:
+        if elapsed >= 1.0:
+            doing = "computing" if running else "waiting for another session's computation"
+            note.caption(f"⏳ {what}: {doing}… {elapsed:.0f} s (stopped at {limit:g} s)")
+
+    call = lambda: _pool().call(fn, *args, route=route, what=what, on_wait=waiting)  # noqa: E731
+    try:
+        return _results().get((fn.__name__,) + args, call, on_wait=waiting)
+    finally:
+        note.empty()
+
+
+def _environment() -> jobs.Environment:
+    return compute("looking at this machine's devices", "environment", jobs.environment)
+
+
 def _analysis(cfg_json: str) -> Analysis:
-    cfg = _cfg(cfg_json)
-    _compiled(_key(static_config(cfg)))
-    # Timing bounded by time (≥ 1 run, more while under 0.3 s, ≤ 5): a slow config shows its
-    # first chart after one run instead of a warm-up and five more.
-    return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S)
+    cfg = RunConfig(**json.loads(cfg_json))
+    return compute(f"the analysis of {describe(cfg)}", _route(cfg), jobs.analysis, cfg_json)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _strategies(cfg_json: str) -> pd.DataFrame:
-    return compare_strategies(_cfg(cfg_json), repeats=5)
+def _strategies(cfg_json: str, repeats: int) -> pd.DataFrame:
+    cfg = RunConfig(**json.loads(cfg_json))
+    return compute(f"every strategy on {describe(cfg)} ({repeats} runs each)", _route(cfg), jobs.strategies_table, cfg_json, repeats)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
+def _availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
+    return compute("which strategies apply", _route(cfg), jobs.strategy_availability, _key(cfg))
+
+
 def _scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
-    return scaling(_cfg(cfg_json), lens, repeats=3)
+    cfg = RunConfig(**json.loads(cfg_json))
+    return compute(f"every strategy at T ∈ {list(lens)} ({cfg.cell})", _route(cfg), jobs.scaling_table, cfg_json, lens)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
-def _devices_live(cfg_json: str) -> pd.DataFrame:
-    cfg = _cfg(cfg_json)
-    return run_on_devices(cfg, strategies=available_strategies(cfg), repeats=5)
+def _devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
+    cfg = RunConfig(**json.loads(cfg_json))
+    return compute(f"live runs on every device of {describe(cfg)}", _route(cfg), jobs.devices_live, cfg_json, repeats)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
 def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
-    cfg = _cfg(cfg_json)
-    gains = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
-    df = sweep(cfg, {"recurrent_gain": gains, "seed": list(range(cfg.seed, cfg.seed + seeds))})
-    return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
+    cfg = RunConfig(**json.loads(cfg_json))
+    return compute(f"the phase diagram ({n} gains × {seeds} seeds, {describe(cfg)})", _route(cfg), jobs.phase, cfg_json,
+                   lo, hi, n, seeds)
 
 
-@st.cache_data(show_spinner=False, max_entries=16)
 def _lyapunov_phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
-    cfg = _cfg(cfg_json)
-    gains = [lo + (hi - lo) * i / (n - 1) for i in range(n)]
-    return lyapunov_phase(cfg, gains, range(cfg.seed, cfg.seed + seeds))
+    cfg = RunConfig(**json.loads(cfg_json))
+    return compute(f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})", _route(cfg), jobs.lyapunov_phase_table, cfg_json,
+                   lo, hi, n, seeds)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
 def _lyapunov(cfg_json: str, k: int) -> Lyapunov:
-    return lyapunov(_cfg(cfg_json), k=k, measure_decay=False)  # the view fits the decay on the analysis it has
+    cfg = RunConfig(**json.loads(cfg_json))
+    return compute(f"{k} Lyapunov exponents of {describe(cfg)}", _route(cfg), jobs.lyapunov, cfg_json, k)
 
 
-#: The dashboard takes J_t at up to this many steps (every ⌈T/400⌉-th); the library, every step.
-JACOBIAN_STEPS = 400
-
-
-@st.cache_data(show_spinner=False, max_entries=32)
 def _jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
-    return jacobians(_cfg(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS)
+    cfg = RunConfig(**json.loads(cfg_json))
+    return compute(f"the step Jacobians' top {k} singular values ({describe(cfg)})", _route(cfg), jobs.jacobians, cfg_json, k, example)
 
 
-# ---- training: a few compiled chunks per rerun, so progress shows and Stop works ----------
+# ---- training: a few compiled chunks per rerun (in the run's worker), so progress shows and Stop works
 
 @st.cache_resource(show_spinner=False)
 def _trained_store() -> dict:
@@ -143,25 +151,24 @@ def _train_key(cfg: RunConfig, settings: dict) -> str:
 
 
 def _start_training(cfg_json: str, settings: dict) -> None:
-    """on_click of Train: a :class:`rnnviz.train.Trainer` in the session (compiles here)."""
-    from rnnviz.train import Trainer
-
-    cfg = _cfg(cfg_json)
+    """on_click of Train: the run's Trainer is made (and compiled) in its worker."""
+    key = _train_key(RunConfig(**json.loads(cfg_json)), settings)
+    st.session_state["train_error"] = None
     try:
-        trainer = Trainer(cfg, {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))}, task=settings["task"], steps=settings["steps"],
-                          learning_rate=settings["learning_rate"], optimizer=settings["optimizer"], clip=settings["clip"],
-                          log_every=settings["log_every"], lag=settings["lag"])
+        _pool().call(jobs.train_start, key, cfg_json, settings, route=key, what="compiling the training run")
     except ConfigError as err:
         st.session_state["train_error"] = str(err)
         return
-    st.session_state["train_error"] = None
-    st.session_state["trainer"] = (_train_key(cfg, settings), trainer)
+    except (ComputationTimeout, WorkerDied) as err:
+        st.session_state["train_error"] = f"{err}. Shrink T, H, the batch or the seeds."
+        return
+    st.session_state["trainer"] = key
 
 
 def _stop_training() -> None:
-    held = st.session_state.get("trainer")
-    if held is not None:
-        held[1].stop()
+    key = st.session_state.get("trainer")
+    if key is not None:
+        _pool().call(jobs.train_stop, key, route=key, what="stopping the training run")
 
 
 def _pin_training(key: str, label: str) -> None:
@@ -178,36 +185,42 @@ def training_panel(cfg: RunConfig) -> None:
                 "The task fixes the input size; the batch is drawn fresh every step.")
     settings = views.training_controls(cfg, TASKS, OPTIMIZERS)
     tcfg = _training_config(cfg, settings)
+    plan = budget.training_plan(tcfg, settings["log_every"])
+    if plan.note:
+        st.info(plan.note.replace("steps per chunk", "steps per chunk (one compiled call between redraws)"))
+    settings = {**settings, "log_every": plan.settings["chunk"]}
     if (tcfg.input_size, tcfg.batch_size) != (cfg.input_size, cfg.batch_size):
         st.caption(f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch {tcfg.batch_size}; "
                    "every other field as in the sidebar.")
     key = _train_key(tcfg, settings)
     store = _trained_store()
-    held = st.session_state.get("trainer")
-    running = held is not None and held[0] == key and not held[1].done
+    running = st.session_state.get("trainer") == key
     c1, c2, c3 = st.columns(3)
     c1.button("Train", key="train_start", type="primary", disabled=running, on_click=_start_training, args=(_key(tcfg), settings))
     c2.button("Stop", key="train_stop", on_click=_stop_training, help="stops the run in progress after its current chunk")
     if st.session_state.get("train_error"):
         st.error(f"Training cannot run: {st.session_state['train_error']}")
-    if held is not None and held[0] == key:
-        trainer = held[1]
-        if not trainer.done:
-            bar = st.progress(trainer.steps_done / trainer.steps, text="compiling and training…")
-            start = time.perf_counter()
-            while not trainer.done and time.perf_counter() - start < TRAIN_SLICE_S:
-                trainer.advance()
-            rate = trainer.steps_done / trainer.run_s if trainer.run_s > 0 else 0.0
-            eta = (trainer.steps - trainer.steps_done) / rate if rate > 0 else 0.0
-            bar.progress(trainer.steps_done / trainer.steps, text=f"{trainer.steps_done}/{trainer.steps} steps · {rate:.0f} steps/s "
-                                                                  f"per run · ETA {eta:.0f} s")
-        if trainer.done:
-            store[key] = trainer.records()
+    if running:
+        bar = st.progress(0.0, text="compiling and training…")
+        try:
+            progress = _pool().call(jobs.train_advance, key, TRAIN_SLICE_S, route=key, what="training")
+        except (LookupError, ComputationTimeout, WorkerDied) as err:
             st.session_state["trainer"] = None
-            if trainer.stopped:
-                st.info(f"Stopped at step {trainer.steps_done}; shown below as far as it got.")
+            st.error(f"Training stopped: {err}")
+            return
+        rate = progress.steps_done / progress.run_s if progress.run_s > 0 else 0.0
+        eta = (progress.steps - progress.steps_done) / rate if rate > 0 else 0.0
+        bar.progress(progress.steps_done / progress.steps, text=f"{progress.steps_done}/{progress.steps} steps · {rate:.0f} steps/s "
+                                                                f"per run · ETA {eta:.0f} s")
+        if progress.done:
+            st.session_state["trainer"] = None
+            if progress.records is not None:
+                store[key] = progress.records
+            if progress.stopped:
+                st.info(f"Stopped at step {progress.steps_done}; shown below as far as it got.")
         else:
-            views.training_results(trainer.records(), [], running=True)
+            if progress.records is not None:
+                views.training_results(progress.records, [], running=True)
             st.rerun()
             return
     records = store.get(key)
@@ -238,13 +251,14 @@ def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, s
 
 
 def analysis_for(cfg: RunConfig) -> Analysis:
-    if not is_compiled(cfg):
-        with st.status(f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
-                       f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…", expanded=False) as status:
-            a = _analysis(_key(cfg))
-            status.update(label=f"Compiled in {a.timing.compile_s:.2f} s (reused for every seed, gain and scale)", state="complete")
-            return a
-    return _analysis(_key(cfg))
+    key = _key(cfg)
+    if _results().peek(("analysis", key)) or _pool().call(jobs.is_compiled, key, route=_route(cfg), what="a cache look-up"):
+        return _analysis(key)
+    with st.status(f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
+                   f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…", expanded=False) as status:
+        a = _analysis(key)
+        status.update(label=f"Compiled in {a.timing.compile_s:.2f} s (reused for every seed, gain and scale)", state="complete")
+        return a
 
 
 # ---- pins: per session, stored as config JSON -------------------------------------------
@@ -271,13 +285,15 @@ def _clear() -> None:
 
 def main() -> None:
     st.set_page_config(page_title="rnnviz — gradients through time", page_icon="∇", layout="wide")
-    _setup_process()
     state.init_from_url()
-    gpus = [d for d in present_devices() if d.platform == "gpu"]
-    gpu_reason = None if gpus else "JAX sees no GPU on this machine"
-    devices = ("auto", "cpu", "gpu") if gpus else ("auto", "cpu")
-    strategies = available_strategies()
-    values = state.sidebar(strategies, devices, gpu_reason)
+    try:
+        env = _environment()
+    except (ComputationTimeout, WorkerDied) as err:
+        st.error(f"The computing process could not start: {err}. Reload the page to try again.")
+        return
+    gpu_reason = None if env.gpus else "JAX sees no GPU on this machine"
+    devices = ("auto", "cpu", "gpu") if env.gpus else ("auto", "cpu")
+    values = state.sidebar(env.strategies, devices, gpu_reason)
     views.limits_caption()
 
     st.title("∇ rnnviz — how gradients flow back through time")
@@ -293,6 +309,9 @@ def main() -> None:
     except ConfigError as err:
         st.error(f"This combination cannot run: {err}")
         return
+    except (ComputationTimeout, WorkerDied) as err:
+        st.error(stopped_message(err))
+        return
     except Exception as err:  # a browser must never see a traceback
         log.exception("analysis failed for %s", cfg)
         st.error(f"The analysis failed ({type(err).__name__}: {err}). Try a smaller size or another dtype.")
@@ -306,15 +325,17 @@ def main() -> None:
         "Gradients": lambda: views.gradients_view(a, pinned),
         "Carry": lambda: views.carry_view(a, pinned),
         "Strategies": lambda: views.strategies_view(
-            a, lambda c: _strategies(_key(c)), lambda c: _analysis(_key(c)),
-            lambda c, lens: _scaling(_key(c), lens), available_strategies(cfg),
-            {s: why for s in strategy_names() if (why := strategy_unavailable(s, cfg))}),
+            a, lambda c, r: _strategies(_key(c), r), lambda c: _analysis(_key(c)),
+            lambda c, lens: _scaling(_key(c), lens), *_availability(cfg)),
         "Phase diagram": lambda: views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
-                                                  lambda c, lo, hi, n, k: _lyapunov_phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k)),
+                                                  lambda c, lo, hi, n, k: _lyapunov_phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
+                                                  views.cost_of(a)),
         "Jacobians": lambda: views.jacobians_view(a, lambda c, k: _lyapunov(_key(c), k), lambda c, k, e: _jacobians(_key(c), k, e),
                                                   carry_dim(cfg)),
         "Training": lambda: training_panel(cfg),
-        "Devices": lambda: views.devices_view(_devices_live(_key(cfg)), *_recorded(runs_folders()), gpu_reason),
+        "Devices": lambda: views.devices_view(lambda r: _devices_live(_key(cfg), r),
+                                              (1 + len(env.gpus)) * len(_availability(cfg)[0]), views.cost_of(a),
+                                              *_recorded(runs_folders()), gpu_reason),
         "Compare": lambda: views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear),
         "Learn": views.learn_view,
     }
@@ -330,6 +351,21 @@ def _guarded(name: str, render, cfg: RunConfig) -> None:
         render()
     except ConfigError as err:
         st.error(f"The {name} view cannot run this configuration: {err}")
+    except (ComputationTimeout, WorkerDied) as err:
+        st.error(stopped_message(err, name))
     except Exception as err:
         log.exception("%s view failed for %s", name, cfg)
         st.error(f"The {name} view failed ({type(err).__name__}: {err}).")
+
+
+def stopped_message(err: Exception, view: str | None = None) -> str:
+    """What the user reads when a computation was stopped or its process died: what it was,
+    how long it ran, what to shrink, and that nothing of theirs is lost."""
+    where = f"The {view} view: " if view else ""
+    if isinstance(err, ComputationTimeout):
+        head = (f"{where}{err.what} did not finish within {err.limit_s:g} s (stopped after {err.elapsed_s:.0f} s); "
+                "its worker process was replaced.")
+    else:
+        head = f"{where}{err}; a new worker process takes over."
+    return (f"{head} Shrink the sequence length T, the hidden size H or the batch B (or, in the Phase diagram, the gains and "
+            "seeds) and try again. Your pins, trained runs and URL are kept; other tabs and sessions are not affected.")

@@ -15,7 +15,7 @@ from rnnviz.config import (
 )
 from rnnviz.cells.registry import cell_names, cell_spec
 from rnnviz.presets import PRESETS, config_from_params, config_to_params
-from rnnviz.strategies import unavailable
+from rnnviz.strategies import cell_unavailable
 
 KEY = "cfg_{}".format
 UI_PARAMS = ("tab",)
@@ -101,7 +101,7 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     v["dtype"] = sb.selectbox("dtype", DTYPES, key=KEY("dtype"), help=_help("dtype"))
     sb.subheader("Gradient")
     v["loss"] = sb.selectbox("Loss", LOSSES, key=KEY("loss"), help=_help("loss"))
-    hidden = {name: unavailable(name, spec) for name in strategies}
+    hidden = {name: cell_unavailable(name, spec) for name in strategies}  # the JAX-wide reasons were applied by the worker
     hidden = {name: why for name, why in hidden.items() if why}
     strategies = tuple(name for name in strategies if name not in hidden)
     for name, why in hidden.items():

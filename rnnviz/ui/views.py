@@ -21,7 +21,23 @@ from rnnviz.diagnostics import simple_cell_theory, verdict
 from rnnviz.lyapunov import decay_fit, regime
 from rnnviz.presets import PRESETS
 from rnnviz.text import pow10_text
+from rnnviz.ui import budget
 from rnnviz.ui.state import apply_preset
+
+
+def cost_of(a: Analysis) -> budget.Cost:
+    """What the analysis of ``a.config`` cost here: the unit every view's budget counts in."""
+    return budget.Cost(a.timing.run_s, a.timing.compile_s)
+
+
+def within_budget(plan: budget.Plan, key: str) -> bool:
+    """Show the plan's note; True when the view may compute (it fits, or the user asked for
+    the over-budget version with the button, which names the estimate)."""
+    if plan.note:
+        st.info(plan.note)
+    if plan.fits:
+        return True
+    return st.button(f"Run anyway (≈ {plan.seconds:.0f} s)", key=f"anyway_{key}")
 
 
 def _csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:
@@ -103,7 +119,7 @@ def carry_view(a: Analysis, overlays: list[Analysis]) -> None:
     _csv_button(norms, "rnnviz_carry_norms.csv", "csv_carry")
 
 
-def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], by_step: Callable[[RunConfig], Analysis],
+def strategies_view(a: Analysis, compare: Callable[[RunConfig, int], pd.DataFrame], by_step: Callable[[RunConfig], Analysis],
                     scaling: Callable[[RunConfig, tuple[int, ...]], pd.DataFrame], available: tuple[str, ...],
                     hidden: dict[str, str]) -> None:
     st.markdown(
@@ -112,7 +128,10 @@ def strategies_view(a: Analysis, compare: Callable[[RunConfig], pd.DataFrame], b
     )
     for name, why in hidden.items():
         st.caption(f"{name} is not offered: {why}.")
-    df = compare(a.config)
+    plan = budget.strategies_plan(cost_of(a), len(available))
+    if not within_budget(plan, "strategies"):
+        return
+    df = compare(a.config, plan.settings["repeats"])
     missing = [s for s in available if s not in set(df["strategy"])]
     if missing:
         st.info(f"Left out, over the memory or FLOP budget for this configuration: {', '.join(missing)}.")
@@ -167,13 +186,26 @@ def compare_view(a: Analysis, pins: list[Analysis], overlays: list[Analysis], on
     _csv_button(table, "rnnviz_compare.csv", "csv_compare", "Download all runs (CSV)")
 
 
-def devices_view(live: pd.DataFrame, recorded: pd.DataFrame, skipped: list[tuple[str, str]], gpu_reason: str | None) -> None:
+def devices_view(live_runs: Callable[[int], pd.DataFrame], n_runs: int, cost: budget.Cost, recorded: pd.DataFrame,
+                 skipped: list[tuple[str, str]], gpu_reason: str | None) -> None:
+    """Live runs (``live_runs(repeats)``: ``n_runs`` device × strategy pairs, sized to the
+    budget from the analysis's ``cost``) next to the recorded ones."""
     st.markdown("Live runs of the current configuration on every device JAX sees, next to recorded runs (shipped in `rnnviz/data/runs/`, plus `RNNVIZ_RUNS_DIR` when set).")
     if gpu_reason:
         st.info(f"No GPU here ({gpu_reason}); the GPU numbers below, if any, are recorded runs.")
+    plan = budget.devices_plan(cost, n_runs)
+    if within_budget(plan, "devices"):
+        _live_runs(live_runs(plan.settings["repeats"]))
+    _recorded_runs(recorded, skipped)
+
+
+def _live_runs(live: pd.DataFrame) -> None:
     live = live.assign(run_ms=live["run_s"] * 1e3, device=live["device_kind"] + " · " + live["device_name"] + " (live)")
     st.plotly_chart(charts.bar_panels(live, "device", [("compile_s", "compile (s)"), ("run_ms", "run (ms)")], "This configuration, live", color="strategy"), key="chart_devices_live")
     st.dataframe(live, hide_index=True, key="table_devices_live")
+
+
+def _recorded_runs(recorded: pd.DataFrame, skipped: list[tuple[str, str]]) -> None:
     if skipped:
         st.warning(f"Skipped {len(skipped)} unreadable record lines: " + "; ".join(f"{w}: {r}" for w, r in skipped[:5]))
     if recorded.empty:
@@ -343,7 +375,10 @@ def jacobians_view(a: Analysis, compute_lyapunov: Callable[[RunConfig, int], obj
            "matrix-free: block power iteration with Jacobian-vector products (J_t is never built)")
     every = f", at every {jac.stride}th step (a cap for the dashboard; the library computes every step)" if jac.stride > 1 else ""
     st.caption(f"σ₁ > 1 means that step can stretch some direction; the product's growth is what the exponents below measure. Method: {how}{every}.")
-    ly = compute_lyapunov(cfg, k)
+    plan = budget.lyapunov_plan(cfg, cost_of(a), k)
+    if not within_budget(plan, "lyapunov"):
+        return
+    ly = compute_lyapunov(cfg, plan.settings["k"])
     lam1 = ly.lambda1
     cols = st.columns(3)
     cols[0].metric("λ₁ (per step)", f"{lam1:+.4f}", help=f"mean over {n_examples} example(s) ± {ly.exponents_spread[0]:.4f}")
@@ -369,7 +404,10 @@ def jacobians_view(a: Analysis, compute_lyapunov: Callable[[RunConfig, int], obj
 
 
 def phase_view(cfg: RunConfig, compute: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]],
-               compute_lyapunov: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]) -> None:
+               compute_lyapunov: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]],
+               cost: budget.Cost) -> None:
+    """The gain × lag phase diagram and λ₁ over the gain; ``cost`` (what the config's
+    analysis took here) sizes the work to the view's budget."""
     st.markdown(
         "Every recurrent gain at once: one compiled, vmapped call evaluates the whole grid (sharded over all devices). "
         "Colour is log₁₀ of how much of the gradient at T survives back to lag T − t; the black line is the smallest gain "
@@ -383,6 +421,10 @@ def phase_view(cfg: RunConfig, compute: Callable[[RunConfig, float, float, int, 
     if hi <= lo:
         st.error(f"'gain to' ({hi:g}) must be larger than 'gain from' ({lo:g}).")
         return
+    plan = budget.phase_plan(cfg, cost, int(n), int(seeds))
+    if not within_budget(plan, "phase"):
+        return
+    n, seeds = plan.settings["gains"], plan.settings["seeds"]
     df, boundary = compute(cfg, float(lo), float(hi), int(n), int(seeds))
     matrix, survival = frames.phase_frames(df)
     st.plotly_chart(charts.phase_figure(matrix, survival, boundary), key="chart_phase")

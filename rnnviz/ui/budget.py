@@ -1,0 +1,131 @@
+"""What each dashboard view may compute, decided before it starts.
+
+A view's work is estimated from what this machine measured for the configuration itself,
+already timed when the page drew its first chart: :class:`Cost` holds the median run of
+its analysis (one forward and reverse pass with every norm) and what compiling it took.
+Each view counts its work in those units, and when the total is over
+:data:`VIEW_BUDGET_S` it shrinks what it
+computes (fewer repeats, seeds, gains or exponents) and says so in one message. When even
+the smallest version is over, it computes nothing until the user asks for it, with the
+estimate on the button. The worker's time limit (:mod:`rnnviz.ui.worker`) stays the last
+guard, for the estimate that is wrong or the computation that never returns.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from typing import NamedTuple
+
+from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
+from rnnviz.lyapunov import lyapunov_flops
+
+#: Seconds one view may take (``RNNVIZ_VIEW_BUDGET_S``).
+VIEW_BUDGET_S = float(os.environ.get("RNNVIZ_VIEW_BUDGET_S", "15"))
+#: The least seconds counted per executable to compile (a cached one costs nothing, so
+#: counting every one is an upper bound).
+MIN_COMPILE_S = 0.5
+
+
+class Cost(NamedTuple):
+    """What one analysis of the configuration cost here: ``run_s`` (median run) and
+    ``compile_s`` (compiling it; each view's executables are counted at this, at least
+    :data:`MIN_COMPILE_S`)."""
+
+    run_s: float
+    compile_s: float
+
+    @property
+    def compile(self) -> float:
+        return max(self.compile_s, MIN_COMPILE_S)
+
+
+class Plan(NamedTuple):
+    """What a view will compute.
+
+    Attributes:
+      settings: the sizes it runs with (``{"repeats": 2}``, ``{"gains": 13, "seeds": 1}``, …).
+      seconds: the estimate for those settings.
+      asked_seconds: the estimate for what was asked.
+      fits: whether ``seconds`` is within the budget (False: only on request).
+      note: one sentence saying what changed and why, or None when nothing did.
+    """
+
+    settings: dict[str, int]
+    seconds: float
+    asked_seconds: float
+    fits: bool
+    note: str | None
+
+
+def _plan(asked: dict[str, int], cost, shrink_order: tuple[str, ...], floors: dict[str, int], budget: float | None,
+          labels: dict[str, str]) -> Plan:
+    """Shrink the settings in ``shrink_order`` (each to its floor, one step at a time, by the
+    largest value that fits) until ``cost(settings)`` is within ``budget`` (default
+    :data:`VIEW_BUDGET_S`, read when called)."""
+    budget = VIEW_BUDGET_S if budget is None else budget
+    settings = dict(asked)
+    for name in shrink_order:
+        if cost(settings) <= budget:
+            break
+        lo, hi = floors[name], settings[name]
+        while lo < hi:  # the largest value of this setting that fits, the others as they are
+            mid = (lo + hi + 1) // 2
+            if cost({**settings, name: mid}) <= budget:
+                lo = mid
+            else:
+                hi = mid - 1
+        settings[name] = lo
+    asked_s, got_s = cost(asked), cost(settings)
+    fits = got_s <= budget
+    note = None
+    if settings != asked:
+        changed = ", ".join(f"{labels[n]} {asked[n]} → {settings[n]}" for n in asked if settings[n] != asked[n])
+        note = (f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, so {changed} "
+                f"(≈ {got_s:.0f} s).")
+    if not fits:
+        note = (f"Even the smallest version takes ≈ {got_s:.0f} s here, over the {budget:g} s budget of a view "
+                f"(what was asked: ≈ {asked_s:.0f} s). Shrink T, H or B, or run it on request below.")
+    return Plan(settings, got_s, asked_s, fits, note)
+
+
+def strategies_plan(c: Cost, n_strategies: int, repeats: int = 5, budget: float | None = None) -> Plan:
+    """The Strategies tab: every strategy compiled and run ``repeats`` times, plus the
+    per-step contributions (one more analysis)."""
+    cost = lambda s: n_strategies * (c.compile + s["repeats"] * c.run_s) + c.compile + c.run_s  # noqa: E731
+    return _plan({"repeats": repeats}, cost, ("repeats",), {"repeats": 1}, budget, {"repeats": "runs per strategy"})
+
+
+def devices_plan(c: Cost, n_runs: int, repeats: int = 5, budget: float | None = None) -> Plan:
+    """The Devices tab: ``n_runs`` (devices × strategies) compiled and run ``repeats`` times."""
+    cost = lambda s: n_runs * (c.compile + s["repeats"] * c.run_s)  # noqa: E731
+    return _plan({"repeats": repeats}, cost, ("repeats",), {"repeats": 1}, budget, {"repeats": "runs per device and strategy"})
+
+
+def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | None = None) -> Plan:
+    """The Phase diagram: gains × seeds points of the gradient sweep (each about one analysis)
+    and of λ₁ (the QR method with one tangent, scaled by its FLOPs against the analysis's),
+    two compiles. Seeds go first, then gains (at least 2)."""
+    per_point = c.run_s * (1.0 + lyapunov_flops(cfg, 1) / estimate_flops(cfg))
+    cost = lambda s: 2 * c.compile + s["gains"] * s["seeds"] * per_point  # noqa: E731
+    return _plan({"gains": gains, "seeds": seeds}, cost, ("seeds", "gains"), {"seeds": 1, "gains": 2}, budget,
+                 {"gains": "gains", "seeds": "seeds"})
+
+
+def lyapunov_plan(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) -> Plan:
+    """The Jacobians tab's Lyapunov spectrum: k tangents (FLOPs against the analysis's)."""
+    cost = lambda s: c.compile + c.run_s * lyapunov_flops(cfg, s["k"]) / estimate_flops(cfg)  # noqa: E731
+    return _plan({"k": k}, cost, ("k",), {"k": 1}, budget, {"k": "exponents k"})
+
+
+def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Plan:
+    """One compiled training chunk (the unit the Training tab runs between redraws): about
+    one gradient evaluation of the training config per step, at the reference FLOP rate
+    (the training batch differs from the analysis's, so FLOPs, not the measured run)."""
+    per_step = estimate_flops(cfg) / REFERENCE_FLOPS_PER_S
+    cost = lambda s: MIN_COMPILE_S + s["chunk"] * per_step  # noqa: E731
+    plan = _plan({"chunk": chunk}, cost, ("chunk",), {"chunk": 1}, budget, {"chunk": "steps per chunk"})
+    return plan if math.isfinite(plan.seconds) else plan._replace(fits=False)
+
+
+__all__ = ["MIN_COMPILE_S", "Cost", "Plan", "VIEW_BUDGET_S", "devices_plan", "lyapunov_plan", "phase_plan", "strategies_plan", "training_plan"]

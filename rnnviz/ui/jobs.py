@@ -1,0 +1,173 @@
+"""What the dashboard's worker processes run (:mod:`rnnviz.ui.worker`): one function per
+computation, taking the config as JSON and returning plain records, so every call and
+answer pickles. Nothing here imports Streamlit; the server process imports this module
+only to name the functions it sends.
+
+Training keeps its :class:`~rnnviz.train.Trainer` in the worker between calls (the pool
+routes every call of one run to the same worker); a worker that was replaced has lost
+it, and :func:`train_advance` says so with :class:`LookupError`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from rnnviz import Analysis, RunConfig, analyze
+from rnnviz.analysis import executables, is_compiled as _is_compiled, resolve_device, static_config
+from rnnviz.comparisons import available_strategies, compare_strategies, present_devices, run_on_devices, scaling, strategy_unavailable
+from rnnviz.config import strategy_names
+from rnnviz.lyapunov import Jacobians, Lyapunov, jacobians as _jacobians, lyapunov as _lyapunov, lyapunov_phase
+from rnnviz.sweeps import critical_gain, sweep
+from rnnviz.timing import enable_compilation_cache, keep_freed_buffers
+from rnnviz.train import Trainer, Training
+
+#: The dashboard times runs until about this much is spent (at least one, at most five).
+TIMING_BUDGET_S = 0.3
+#: The dashboard takes J_t at up to this many steps (every ⌈T/400⌉-th); the library, every step.
+JACOBIAN_STEPS = 400
+
+
+def setup() -> None:
+    """Run once in each new worker: JAX's persistent compilation cache (so a replaced worker
+    recompiles from disk) and buffers kept in the heap."""
+    enable_compilation_cache(os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax")))
+    keep_freed_buffers()
+
+
+def _cfg(cfg_json: str) -> RunConfig:
+    return RunConfig(**json.loads(cfg_json))
+
+
+class Environment(NamedTuple):
+    """What the worker's JAX offers: ``gpus`` (device names), the ``strategies`` this JAX
+    runs and why the others cannot (``hidden``)."""
+
+    gpus: tuple[str, ...]
+    strategies: tuple[str, ...]
+    hidden: dict[str, str]
+
+
+def environment() -> Environment:
+    gpus = tuple(f"{d.platform}:{d.id} {d.device_kind}" for d in present_devices() if d.platform == "gpu")
+    hidden = {s: why for s in strategy_names() if (why := strategy_unavailable(s))}
+    return Environment(gpus, available_strategies(), hidden)
+
+
+def is_compiled(cfg_json: str) -> bool:
+    return _is_compiled(_cfg(cfg_json))
+
+
+def analysis(cfg_json: str) -> Analysis:
+    cfg = _cfg(cfg_json)
+    executables(static_config(cfg), resolve_device(cfg))
+    # Timing bounded by time (≥ 1 run, more while under 0.3 s, ≤ 5): a slow config shows its
+    # first chart after one run instead of a warm-up and five more.
+    return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S)
+
+
+def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
+    return compare_strategies(_cfg(cfg_json), repeats=repeats)
+
+
+def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``(available, {strategy: why not})`` for this config's cell."""
+    cfg = _cfg(cfg_json)
+    return available_strategies(cfg), {s: why for s in strategy_names() if (why := strategy_unavailable(s, cfg))}
+
+
+def scaling_table(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
+    return scaling(_cfg(cfg_json), lens, repeats=3)
+
+
+def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
+    cfg = _cfg(cfg_json)
+    return run_on_devices(cfg, strategies=available_strategies(cfg), repeats=repeats)
+
+
+def _gains(lo: float, hi: float, n: int) -> list[float]:
+    return [lo + (hi - lo) * i / (n - 1) for i in range(n)]
+
+
+def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+    cfg = _cfg(cfg_json)
+    df = sweep(cfg, {"recurrent_gain": _gains(lo, hi, n), "seed": list(range(cfg.seed, cfg.seed + seeds))})
+    return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
+
+
+def lyapunov_phase_table(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+    cfg = _cfg(cfg_json)
+    return lyapunov_phase(cfg, _gains(lo, hi, n), range(cfg.seed, cfg.seed + seeds))
+
+
+def lyapunov(cfg_json: str, k: int) -> Lyapunov:
+    return _lyapunov(_cfg(cfg_json), k=k, measure_decay=False)  # the view fits the decay on the analysis it has
+
+
+def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
+    return _jacobians(_cfg(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS)
+
+
+# ---- training: the Trainer stays in the worker ---------------------------------------------
+
+class TrainProgress(NamedTuple):
+    """Where a run stands: steps done of ``steps``, seconds of training, whether it is done
+    (finished, stopped or diverged everywhere) or was stopped, and its records so far."""
+
+    steps_done: int
+    steps: int
+    run_s: float
+    done: bool
+    stopped: bool
+    records: list[Training] | None
+
+
+_TRAINERS: dict[str, Trainer] = {}
+
+
+def _progress(trainer: Trainer) -> TrainProgress:
+    records = trainer.records() if trainer.steps_done > 0 or trainer.done else None
+    return TrainProgress(trainer.steps_done, trainer.steps, trainer.run_s, trainer.done, trainer.stopped, records)
+
+
+def train_start(key: str, cfg_json: str, settings: dict[str, Any]) -> TrainProgress:
+    """Compile and set up the runs of ``settings`` (seeds, task, steps, optimiser, …) under ``key``."""
+    cfg = _cfg(cfg_json)
+    _TRAINERS[key] = trainer = Trainer(
+        cfg, {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))}, task=settings["task"], steps=settings["steps"],
+        learning_rate=settings["learning_rate"], optimizer=settings["optimizer"], clip=settings["clip"],
+        log_every=settings["log_every"], lag=settings["lag"])
+    return TrainProgress(0, trainer.steps, 0.0, False, False, None)
+
+
+def train_advance(key: str, budget_s: float) -> TrainProgress:
+    """Train ``key``'s runs for about ``budget_s`` seconds (whole chunks, at least one)."""
+    trainer = _TRAINERS.get(key)
+    if trainer is None:
+        raise LookupError("this training run is no longer in its worker (the worker was replaced); press Train to start again")
+    start = time.perf_counter()
+    trainer.advance()  # at least one chunk (none once done)
+    while not trainer.done and time.perf_counter() - start < budget_s:
+        trainer.advance()
+    progress = _progress(trainer)
+    if trainer.done:
+        del _TRAINERS[key]
+    return progress
+
+
+def train_stop(key: str) -> None:
+    trainer = _TRAINERS.get(key)
+    if trainer is not None:
+        trainer.stop()
+
+
+__all__ = [
+    "Environment", "TrainProgress", "analysis", "devices_live", "environment", "is_compiled", "jacobians", "lyapunov",
+    "lyapunov_phase_table", "phase", "scaling_table", "setup", "strategies_table", "strategy_availability", "train_advance",
+    "train_start", "train_stop",
+]

@@ -1,0 +1,322 @@
+"""The dashboard's computations, in worker processes that can be abandoned.
+
+Streamlit runs each session's script in a thread of one server process. A computation
+that never returns (a deadlock inside XLA, see :mod:`rnnviz.hlo`) cannot be stopped from
+Python: the thread, and with it the session, would stay stuck until the server restarts.
+So no JAX computation runs in the server process. :class:`WorkerPool` keeps a few worker
+processes (fresh ones: each has its own JAX runtime and thread pool); a call sends a function
+and its arguments to one of them and waits with a time limit. On time-out the worker is
+killed and replaced, the caller gets :class:`ComputationTimeout` (what it asked for, how long
+it ran), and every other session goes on: nothing of theirs lived in that process.
+
+Routing keeps the compiled-executable caches warm: a call names a *route* (the config's
+shape, or a training run's key) and always goes to the same worker, whose caches then hold
+that shape's executables; changing only values (seed, gain, scales) recompiles nothing.
+Results are cached in the server (:class:`ResultCache`): a second session asking for the
+same thing gets it without a call, and one already being computed is waited for, not
+computed twice.
+
+The worker side is :func:`serve` (``python -m rnnviz.ui.worker``); it needs nothing from Streamlit.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib
+import logging
+import math
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+import zlib
+from multiprocessing.connection import Connection
+from typing import Any, Callable, Hashable
+
+log = logging.getLogger("rnnviz.worker")
+
+#: Seconds between checks while waiting (each check may call ``on_wait``).
+POLL_S = 0.2
+
+
+class ComputationTimeout(RuntimeError):
+    """A computation ran past its time limit; its worker was killed and replaced.
+
+    Attributes:
+      what: the computation, in words (``"the phase diagram (41 gains × 3 seeds)"``).
+      elapsed_s: how long it ran before it was stopped.
+      limit_s: the limit.
+    """
+
+    def __init__(self, what: str, elapsed_s: float, limit_s: float):
+        self.what, self.elapsed_s, self.limit_s = what, elapsed_s, limit_s
+        super().__init__(f"{what} did not finish within the {limit_s:g} s limit (stopped after {elapsed_s:.1f} s)")
+
+
+class WorkerDied(RuntimeError):
+    """The worker process ended while computing (killed by the system, out of memory, a crash)."""
+
+
+def serve(conn: Any, setup: str | None) -> None:
+    """The worker's loop: run ``setup`` (``"module:function"``), then receive ``(fn, args)``
+    and answer ``("ok", result)`` or ``("error", exception)``, until the pipe closes."""
+    if setup:
+        module, name = setup.split(":")
+        getattr(importlib.import_module(module), name)()
+    while True:
+        try:
+            fn, args = conn.recv()
+        except (EOFError, OSError):
+            return
+        try:
+            reply = ("ok", fn(*args))
+        except BaseException as err:  # noqa: BLE001 - every failure goes back to the caller
+            reply = ("error", err)
+        try:
+            conn.send(reply)
+        except Exception as err:  # an unpicklable result or exception
+            conn.send(("error", RuntimeError(f"{type(err).__name__} while sending the result back: {err}")))
+
+
+class _Worker:
+    """One worker process, started on first use; ``lock`` gives one caller at a time.
+
+    Started with ``subprocess`` (``python -m rnnviz.ui.worker FD SETUP``) and a socket pair,
+    not with multiprocessing's spawn: Streamlit runs the app as ``__main__``, and spawn would
+    import that module again in the child (starting a dashboard inside the worker)."""
+
+    def __init__(self, index: int, setup: str | None):
+        self.index, self.setup = index, setup
+        self.lock = threading.Lock()
+        self.process: subprocess.Popen | None = None
+        self.conn: Any = None
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def ensure(self) -> None:
+        if self.alive():
+            return
+        self.kill()
+        ours, theirs = socket.socketpair()
+        # The child sees the modules this process sees (as multiprocessing's spawn would).
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "rnnviz.ui.worker", str(theirs.fileno()), self.setup or ""],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+        theirs.close()
+        self.conn = Connection(ours.detach())
+
+    def exitcode(self) -> int | None:
+        return None if self.process is None else self.process.poll()
+
+    def kill(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=30)
+        if self.conn is not None:
+            self.conn.close()
+        self.process = self.conn = None
+
+
+class WorkerPool:
+    """Worker processes for the dashboard's computations (see the module doc).
+
+    Args:
+      size: how many workers (each holds its own compiled executables).
+      setup: ``"module:function"`` run once in each new worker (compilation cache, allocator settings).
+      time_limit_s: default limit of one call, in seconds of the worker's time.
+
+    >>> pool = WorkerPool(size=1)
+    >>> pool.call(divmod, 7, 2, route="example", what="a division")
+    (3, 1)
+    >>> pool.shutdown()
+    """
+
+    def __init__(self, size: int = 2, setup: str | None = None, time_limit_s: float = 90.0):
+        if size < 1:
+            raise ValueError(f"WorkerPool needs at least one worker, got size={size}")
+        self.workers = [_Worker(i, setup) for i in range(size)]
+        self.time_limit_s = time_limit_s
+        self.restarts = 0
+
+    def worker_for(self, route: str) -> _Worker:
+        """The worker a route always goes to (a stable hash, the same in every process)."""
+        return self.workers[zlib.crc32(route.encode()) % len(self.workers)]
+
+    def call(self, fn: Callable, *args: Any, route: str, what: str, on_wait: Callable[[float, bool], None] | None = None,
+             time_limit_s: float | None = None) -> Any:
+        """``fn(*args)`` in the route's worker; its result, or its exception re-raised here.
+
+        Args:
+          fn: a module-level function (sent by reference); args must pickle.
+          route: see :meth:`worker_for`.
+          what: the computation in words, for messages.
+          on_wait: called about every :data:`POLL_S` with ``(seconds so far, running)`` —
+            running is False while another call holds the worker; it may raise (a
+            Streamlit rerun) and the computation is then finished in the background.
+          time_limit_s: the limit for this call (default: the pool's).
+
+        Raises:
+          ComputationTimeout: the call ran past the limit (its worker was replaced).
+          WorkerDied: the worker ended during the call (it is replaced on the next call).
+        """
+        limit = self.time_limit_s if time_limit_s is None else time_limit_s
+        worker = self.worker_for(route)
+        start = time.perf_counter()
+        while not worker.lock.acquire(timeout=POLL_S):
+            if on_wait is not None:
+                on_wait(time.perf_counter() - start, False)
+        handed_off = False
+        try:
+            worker.ensure()
+            worker.conn.send((fn, args))
+            began = time.perf_counter()
+            while not worker.conn.poll(POLL_S):
+                elapsed = time.perf_counter() - began
+                if elapsed > limit:
+                    self._replace(worker, f"{what}: past its {limit:g} s limit")
+                    raise ComputationTimeout(what, elapsed, limit)
+                if not worker.alive():
+                    code = worker.exitcode()
+                    self._replace(worker, f"{what}: the worker died")
+                    raise WorkerDied(f"the worker computing {what} ended (exit code {code})")
+                if on_wait is not None:
+                    try:
+                        on_wait(elapsed, True)
+                    except BaseException:
+                        handed_off = True  # the caller left: drain the answer in the background
+                        threading.Thread(target=self._drain, args=(worker, began, limit, what), daemon=True).start()
+                        raise
+            return self._receive(worker, what)
+        finally:
+            if not handed_off:
+                worker.lock.release()
+
+    def _receive(self, worker: _Worker, what: str) -> Any:
+        try:
+            status, value = worker.conn.recv()
+        except (EOFError, OSError) as err:
+            self._replace(worker, f"{what}: the pipe closed")
+            raise WorkerDied(f"the worker computing {what} ended before answering") from err
+        if status == "error":
+            raise value
+        return value
+
+    def _drain(self, worker: _Worker, began: float, limit: float, what: str) -> None:
+        """Wait for an abandoned call's answer (dropped) within its limit, then free the worker."""
+        try:
+            remaining = limit - (time.perf_counter() - began)
+            if remaining <= 0 or not worker.conn.poll(remaining):
+                self._replace(worker, f"{what}: abandoned and past its limit")
+            else:
+                worker.conn.recv()
+        except Exception:  # the pipe broke: a new worker on the next call
+            self._replace(worker, f"{what}: abandoned, pipe broke")
+        finally:
+            worker.lock.release()
+
+    def _replace(self, worker: _Worker, why: str) -> None:
+        log.warning("replacing worker %d (%s)", worker.index, why)
+        worker.kill()
+        self.restarts += 1
+
+    def shutdown(self) -> None:
+        """Stop every worker (waiting for none)."""
+        for w in self.workers:
+            w.kill()
+
+
+class InlinePool:
+    """The same :meth:`call` in this process, without isolation or time limits
+    (``RNNVIZ_WORKERS=0``): for profiling and for tests that drive the views (AppTest),
+    where a second process would only compile everything twice."""
+
+    time_limit_s = math.inf
+    restarts = 0
+
+    def call(self, fn: Callable, *args: Any, route: str, what: str, on_wait: Callable[[float, bool], None] | None = None,
+             time_limit_s: float | None = None) -> Any:
+        return fn(*args)
+
+    def shutdown(self) -> None:
+        return None
+
+
+def make_pool(setup: str | None = None) -> WorkerPool | InlinePool:
+    """The pool the environment asks for: ``RNNVIZ_WORKERS`` workers (default 2; 0: inline,
+    in this process) with ``RNNVIZ_TIME_LIMIT_S`` as the limit (default 90 s)."""
+    size = int(os.environ.get("RNNVIZ_WORKERS", "2"))
+    if size <= 0:
+        if setup:
+            module, name = setup.split(":")
+            getattr(importlib.import_module(module), name)()
+        return InlinePool()
+    return WorkerPool(size=size, setup=setup, time_limit_s=float(os.environ.get("RNNVIZ_TIME_LIMIT_S", "90")))
+
+
+class ResultCache:
+    """Results by key in the server, least recently used dropped past ``max_entries``; a key
+    being computed is waited for by the others who ask for it (one computation, not two).
+
+    >>> cache = ResultCache(max_entries=2)
+    >>> cache.get(("square", 3), lambda: 9)
+    9
+    >>> cache.get(("square", 3), lambda: 0)  # cached: not called again
+    9
+    """
+
+    def __init__(self, max_entries: int = 64):
+        self.max_entries = max_entries
+        self._values: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+        self._pending: dict[Hashable, threading.Event] = {}
+        self._lock = threading.Lock()
+
+    def get(self, key: Hashable, compute: Callable[[], Any], on_wait: Callable[[float, bool], None] | None = None) -> Any:
+        """The cached value for ``key``, or ``compute()``'s (an exception is not cached)."""
+        start = time.perf_counter()
+        while True:
+            with self._lock:
+                if key in self._values:
+                    self._values.move_to_end(key)
+                    return self._values[key]
+                event = self._pending.get(key)
+                if event is None:
+                    event = self._pending[key] = threading.Event()
+                    break
+            while not event.wait(POLL_S):  # another session computes it: wait, then look again
+                if on_wait is not None:
+                    on_wait(time.perf_counter() - start, False)
+        try:
+            value = compute()
+            with self._lock:
+                self._values[key] = value
+                while len(self._values) > self.max_entries:
+                    self._values.popitem(last=False)
+            return value
+        finally:
+            with self._lock:
+                self._pending.pop(key, None)
+            event.set()
+
+    def peek(self, key: Hashable) -> bool:
+        """Whether ``key`` has a value now."""
+        with self._lock:
+            return key in self._values
+
+    def clear(self) -> None:
+        with self._lock:
+            self._values.clear()
+
+
+__all__ = ["ComputationTimeout", "InlinePool", "ResultCache", "WorkerDied", "WorkerPool", "make_pool", "serve"]
+
+
+def _main(argv: list[str]) -> None:
+    serve(Connection(int(argv[0])), argv[1] if len(argv) > 1 else None)
+
+
+if __name__ == "__main__":
+    _main(sys.argv[1:])

@@ -1,0 +1,58 @@
+"""Each view's work is estimated before it starts and shrunk to the budget, with one message."""
+
+import pytest
+
+from rnnviz import RunConfig
+from rnnviz.ui import budget
+from rnnviz.ui.budget import Cost, devices_plan, lyapunov_plan, phase_plan, strategies_plan, training_plan
+
+MID = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
+
+
+def test_a_plan_that_fits_changes_nothing_and_says_nothing():
+    plan = strategies_plan(Cost(run_s=0.01, compile_s=0.5), 6, budget=15)
+    assert plan.settings == {"repeats": 5} and plan.fits and plan.note is None
+    assert plan.seconds == pytest.approx(6 * (0.5 + 5 * 0.01) + 0.5 + 0.01)
+
+
+def test_strategies_shrink_their_repeats_and_say_what_changed():
+    plan = strategies_plan(Cost(run_s=0.4, compile_s=1.0), 6, budget=15)
+    assert plan.settings == {"repeats": 3} and plan.fits  # 6·(1 + 3·0.4) + 1.4 = 14.6 ≤ 15 < 6·(1 + 4·0.4) + 1.4
+    assert plan.asked_seconds == pytest.approx(19.4) and plan.seconds == pytest.approx(14.6)
+    assert plan.note == ("Within the 15 s budget of a view: what was asked would take ≈ 19 s here, so runs per strategy 5 → 3 "
+                         "(≈ 15 s).")
+
+
+def test_the_phase_diagram_drops_seeds_before_gains_and_keeps_two_gains():
+    cost = Cost(run_s=0.25, compile_s=1.5)
+    plan = phase_plan(MID, cost, gains=41, seeds=3, budget=15)
+    assert plan.settings["seeds"] == 1 and 2 <= plan.settings["gains"] < 41 and plan.fits
+    more = phase_plan(MID, cost, plan.settings["gains"] + 1, 1, budget=15)  # one gain more is over: it shrinks back
+    assert plan.seconds <= 15 < more.asked_seconds and more.settings["gains"] == plan.settings["gains"]
+    assert "seeds 3 → 1" in plan.note and f"gains 41 → {plan.settings['gains']}" in plan.note
+    tiny = phase_plan(MID, Cost(run_s=60.0, compile_s=1.0), gains=41, seeds=3, budget=15)
+    assert tiny.settings == {"gains": 2, "seeds": 1} and not tiny.fits and tiny.note.startswith("Even the smallest version")
+
+
+def test_lyapunov_devices_and_training_shrink_within_the_budget():
+    ly = lyapunov_plan(MID, Cost(run_s=0.25, compile_s=1.0), k=64, budget=3)
+    assert 1 <= ly.settings["k"] < 64 and ly.seconds <= 3 and "exponents k 64 →" in ly.note
+    dev = devices_plan(Cost(run_s=1.0, compile_s=1.0), n_runs=6, budget=15)
+    assert dev.settings == {"repeats": 1} and dev.seconds == 12 and dev.fits
+    train = training_plan(MID.replace(input_size=2, batch_size=64), chunk=1000, budget=15)
+    assert 1 <= train.settings["chunk"] < 1000 and train.seconds <= 15 and "steps per chunk 1000 →" in train.note
+
+
+def test_the_phase_tab_shows_the_plan_and_runs_the_over_budget_version_only_on_request(monkeypatch):
+    from apptest_helpers import figure_by_title, run_app
+
+    monkeypatch.setattr(budget, "VIEW_BUDGET_S", 1e-3)
+    at = run_app({"tab": "Phase diagram", "seq_len": "9", "hidden_size": "4"})
+    assert not at.exception and not at.error
+    notes = " ".join(i.value for i in at.info)
+    assert "Even the smallest version takes" in notes and "over the 0.001 s budget" in notes
+    with pytest.raises(AssertionError, match="no figure titled"):
+        figure_by_title(at, "λ₁")
+    at.button(key="anyway_phase").click().run()
+    assert not at.exception and not at.error
+    figure_by_title(at, "λ₁")  # drawn with the smallest version: 2 gains × 1 seed

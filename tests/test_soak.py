@@ -1,0 +1,144 @@
+"""Soak: every tab × every registered cell (the example plugin installed too) at a mid-size
+config, H=128 and T=1000, in a real browser against ``streamlit run app.py`` with its worker
+processes, while a second session does other things at the same time. Every step is
+bounded in time; none may hang, raise or show an error box.
+
+Runs when ``RNNVIZ_SOAK=1`` (``.ci/run`` sets it): about five minutes on 2 cores.
+"""
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = "/usr/bin/chromium"
+FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+         "--disable-sync", "--no-first-run", "--disable-quic"]
+TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Training", "Devices", "Compare", "Learn")
+MID = "hidden_size=128&seq_len=1000"
+#: Seconds one step may take: a view's 15 s budget plus its compiles, with room for the
+#: other session's work on the same 2 cores. A step still running then counts as hung.
+STEP_LIMIT_S = 180
+PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.soak]
+
+
+@pytest.fixture(scope="module")
+def soak_server(tmp_path_factory):
+    if os.environ.get("RNNVIZ_SOAK") != "1":
+        pytest.skip("the soak runs with RNNVIZ_SOAK=1 (as .ci/run sets)")
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"{CHROMIUM} is not installed (make test installs it)")
+    site = tmp_path_factory.mktemp("site")  # the example plugin, installed where the server (and its workers) look
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
+                    str(ROOT / "examples" / "custom_cell")], check=True, timeout=600, capture_output=True)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "RNNVIZ_WORKERS": "2",
+           "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache"))}
+    log = (tmp_path_factory.mktemp("soak") / "streamlit.log").open("w")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start within 60 s")
+    cells = subprocess.run([sys.executable, "-c", "from rnnviz import cell_names; print(' '.join(cell_names()))"],
+                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=120).stdout.split()
+    yield f"http://127.0.0.1:{port}", cells
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+async def _settle(page, step: str, log: list) -> None:
+    """Wait for the run the last action started to finish; fail on a hang or an error box."""
+    start = time.perf_counter()
+    try:
+        await page.wait_for_selector('[data-test-script-state="running"]', timeout=1500)
+    except Exception:
+        pass  # it finished before we looked
+    try:
+        await page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=STEP_LIMIT_S * 1000)
+    except Exception:
+        raise AssertionError(f"{step}: still running after {STEP_LIMIT_S} s (hung?)") from None
+    problems = await page.locator(PROBLEMS).all_inner_texts()
+    assert not problems, f"{step}: {problems}"
+    log.append((step, time.perf_counter() - start))
+
+
+async def _every_tab_every_cell(browser, url: str, cells: list[str], log: list) -> None:
+    ctx = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = await ctx.new_page()
+    for cell in cells:
+        await page.goto(f"{url}/?cell={cell}&{MID}")
+        await _settle(page, f"{cell}: first chart", log)
+        for tab in TABS[1:] + ("Gradients",):
+            await page.get_by_role("tab", name=tab, exact=True).click()
+            await _settle(page, f"{cell}: {tab}", log)
+    await ctx.close()
+
+
+async def _other_session(browser, url: str, done: asyncio.Event, log: list) -> int:
+    """Meanwhile: another config, seeds and gains changed, its own tabs opened, until the first is done."""
+    ctx = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    page = await ctx.new_page()
+    await page.goto(f"{url}/?cell=gru&{MID}&batch_size=8")
+    await _settle(page, "other: first chart", log)
+    steps = 0
+    while not done.is_set():
+        box = page.locator(".st-key-cfg_seed input")
+        await box.fill(str(steps % 7 + 1))
+        await box.press("Enter")
+        await _settle(page, f"other: seed {steps % 7 + 1}", log)
+        tab = ("Carry", "Phase diagram", "Jacobians", "Gradients")[steps % 4]
+        await page.get_by_role("tab", name=tab, exact=True).click()
+        await _settle(page, f"other: {tab}", log)
+        steps += 1
+    await ctx.close()
+    return steps
+
+
+def test_every_tab_every_cell_with_a_second_session_at_the_same_time(soak_server):
+    from playwright.async_api import async_playwright
+
+    url, cells = soak_server
+    assert "leaky" in cells and {"simple", "lstm", "gru", "lru"} <= set(cells), cells
+    log: list = []
+
+    async def main():
+        async with async_playwright() as p:
+            b = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+            done = asyncio.Event()
+            try:
+                other = asyncio.create_task(_other_session(b, url, done, log))
+                try:
+                    await _every_tab_every_cell(b, url, cells, log)
+                finally:
+                    done.set()
+                return await other
+            finally:
+                await b.close()
+
+    with ThreadPoolExecutor(1) as pool:  # a fresh event loop, whatever the other browser tests hold
+        other_steps = pool.submit(asyncio.run, main()).result()
+    visited = {step for step, _ in log}
+    assert all(f"{c}: {t}" in visited for c in cells for t in TABS[1:]), sorted(visited)
+    assert other_steps >= 1
+    slowest = sorted(log, key=lambda s: -s[1])[:5]
+    print("slowest steps:", ", ".join(f"{s} {t:.1f} s" for s, t in slowest))

@@ -1,0 +1,137 @@
+"""The dashboard's worker processes: answers, errors, time limits, dead workers, abandoned
+calls, routing, the shared result cache — and the dashboard's message when a computation
+is stopped (pins and the URL kept)."""
+
+import operator
+import os
+import threading
+import time
+
+import pytest
+
+from rnnviz.config import FIELD_SPECS, ConfigError, check_field
+from rnnviz.ui.worker import ComputationTimeout, ResultCache, WorkerDied, WorkerPool
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def _routes(pool: WorkerPool) -> tuple[str, str]:
+    """Two routes that go to different workers."""
+    first = pool.worker_for("a")
+    other = next(r for r in (f"b{i}" for i in range(100)) if pool.worker_for(r) is not first)
+    return "a", other
+
+
+@pytest.fixture
+def pool():
+    p = WorkerPool(size=2, time_limit_s=30)
+    yield p
+    p.shutdown()
+
+
+def test_answers_and_errors_come_back_as_they_were(pool):
+    assert pool.call(divmod, 17, 5, route="x", what="a division") == (3, 2)
+    with pytest.raises(ZeroDivisionError):
+        pool.call(operator.truediv, 1, 0, route="x", what="a division by zero")
+    with pytest.raises(ConfigError, match=r"hidden_size=0 is not allowed: an integer in \[1, 2048\]") as err:
+        pool.call(check_field, FIELD_SPECS["hidden_size"], 0, route="x", what="a check")
+    assert err.value.field == "hidden_size" and err.value.value == 0
+    # the same worker answered every time: a failing call does not cost the process
+    assert pool.call(os.getpid, route="x", what="pid") == pool.call(os.getpid, route="x", what="pid")
+
+
+def test_a_call_past_its_limit_is_stopped_its_worker_replaced_and_the_others_untouched(pool):
+    stuck, free = _routes(pool)
+    stuck_pid, free_pid = pool.call(os.getpid, route=stuck, what="pid"), pool.call(os.getpid, route=free, what="pid")
+    answers = {}
+
+    def other_session():
+        time.sleep(0.3)
+        answers["free"] = pool.call(divmod, 9, 4, route=free, what="another session's call")
+        answers["at"] = time.perf_counter()
+
+    t = threading.Thread(target=other_session)
+    t.start()
+    start = time.perf_counter()
+    with pytest.raises(ComputationTimeout, match=r"a nap did not finish within the 2 s limit \(stopped after 2\.\d s\)") as err:
+        pool.call(time.sleep, 3600, route=stuck, what="a nap", time_limit_s=2)
+    t.join()
+    assert err.value.what == "a nap" and err.value.limit_s == 2 and 2 <= err.value.elapsed_s < 5
+    assert answers["free"] == (2, 1) and answers["at"] - start < 2  # answered while the other was stuck
+    assert pool.restarts == 1
+    new_pid = pool.call(os.getpid, route=stuck, what="pid")  # a fresh worker answers the next call
+    assert new_pid != stuck_pid and pool.call(os.getpid, route=free, what="pid") == free_pid
+
+
+def test_a_worker_that_dies_is_reported_and_replaced(pool):
+    with pytest.raises(WorkerDied, match="exit code 3|ended before answering"):
+        pool.call(os._exit, 3, route="x", what="an exit")
+    assert pool.call(divmod, 7, 7, route="x", what="a division") == (1, 0)
+
+
+def test_an_abandoned_call_finishes_in_the_background_and_the_worker_serves_the_next(pool):
+    class Rerun(Exception):
+        """What Streamlit raises in the script thread when the user changes a widget."""
+
+    def leave(elapsed, running):
+        if running and elapsed > 0.3:
+            raise Rerun
+
+    with pytest.raises(Rerun):
+        pool.call(time.sleep, 1.0, route="x", what="a nap", on_wait=leave)
+    start = time.perf_counter()
+    assert pool.call(divmod, 5, 2, route="x", what="next") == (2, 1)  # waits for the nap's answer, then runs
+    assert 0.2 < time.perf_counter() - start < 5 and pool.restarts == 0
+
+
+def test_routes_are_stable_across_processes():
+    a, b = WorkerPool(size=2), WorkerPool(size=2)
+    assert [a.worker_for(r).index for r in "pqrstu"] == [b.worker_for(r).index for r in "pqrstu"]
+    assert {a.worker_for(r).index for r in map(str, range(50))} == {0, 1}
+
+
+def test_the_result_cache_computes_a_key_once_while_others_wait_and_forgets_failures():
+    cache, calls = ResultCache(max_entries=2), []
+
+    def slow():
+        calls.append(1)
+        time.sleep(0.4)
+        return 42
+
+    threads = [threading.Thread(target=lambda: cache.get("k", slow)) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert calls == [1] and cache.get("k", lambda: 0) == 42
+    with pytest.raises(ZeroDivisionError):
+        cache.get("bad", lambda: 1 / 0)
+    assert not cache.peek("bad") and cache.get("bad", lambda: 7) == 7
+    cache.get("third", lambda: 3)
+    assert not cache.peek("k")  # least recently used, dropped past max_entries
+
+
+def test_the_dashboard_says_what_was_stopped_and_keeps_pins_and_url(monkeypatch):
+    from apptest_helpers import run_app
+    from rnnviz.ui import app
+
+    real = WorkerPool(size=1, setup="rnnviz.ui.jobs:setup", time_limit_s=60)
+    monkeypatch.setattr(app, "_pool", lambda: real)  # this test needs real worker processes
+    try:
+        at = run_app({"tab": "Compare", "seq_len": "21", "hidden_size": "5"})
+        at.button(key="pin").click().run()
+        pins = list(at.session_state["pins"])
+        assert len(pins) == 1 and not at.exception and not at.error
+        real.time_limit_s = 0.001  # every new computation is "too slow" now
+        at.number_input(key="cfg_seq_len").set_value(23).run()  # a config not computed yet
+        assert not at.exception
+        text = " ".join(e.value for e in at.error)
+        assert "the analysis of simple T=23 H=5" in text and "did not finish within 0.001 s" in text, text
+        assert "Shrink the sequence length T" in text and "pins, trained runs and URL are kept" in text
+        assert real.restarts == 1 and dict(at.query_params).get("seq_len") == "23"
+        assert list(at.session_state["pins"]) == pins
+        real.time_limit_s = 60
+        at.number_input(key="cfg_seq_len").set_value(24).run()  # a fresh worker serves the next change
+        assert not at.exception and not at.error and list(at.session_state["pins"]) == pins
+    finally:
+        real.shutdown()
