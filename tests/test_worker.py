@@ -135,3 +135,20 @@ def test_the_dashboard_says_what_was_stopped_and_keeps_pins_and_url(monkeypatch)
         assert not at.exception and not at.error and list(at.session_state["pins"]) == pins
     finally:
         real.shutdown()
+
+
+def test_a_worker_keeps_its_executables_so_a_value_change_does_not_recompile(pool):
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.ui import jobs
+
+    def ask(**values):
+        cfg = RunConfig(hidden_size=6, input_size=3, seq_len=9, batch_size=2, **values)
+        return pool.call(jobs.analysis, json.dumps(cfg.to_dict(), sort_keys=True), route="one shape", what="an analysis")
+
+    first = ask(seed=0)
+    later = [ask(seed=1), ask(recurrent_gain=0.7), ask(input_scale=2.0)]
+    # One compile, when the shape was first asked for: every later call reports that same one.
+    assert first.timing.compile_s > 0 and all(a.timing.cache_hit and a.timing.compile_s == first.timing.compile_s for a in later)
+    assert len({float(a.loss) for a in [first, *later]}) == 4  # each is its own computation
