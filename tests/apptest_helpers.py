@@ -2,13 +2,38 @@
 
 import base64
 import json
+import socket
+import subprocess
+import sys
+import time
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
 
 from pathlib import Path
 
-APP = str(Path(__file__).resolve().parent.parent / "app.py")
+ROOT = Path(__file__).resolve().parent.parent
+APP = str(ROOT / "app.py")
+
+
+def start_server(env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
+    """``streamlit run app.py`` on a free localhost port with ``env``; ``(process, url)``
+    once it accepts connections (the process is killed and RuntimeError raised after 60 s)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", APP, "--server.port", str(port),
+                             "--server.address", "127.0.0.1", "--server.headless", "true"],
+                            cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return proc, f"http://127.0.0.1:{port}"
+        except OSError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError("streamlit did not start within 60 s")
 
 
 def run_app(query: dict | None = None, timeout: float = 120) -> AppTest:

@@ -6,10 +6,7 @@ Skips with a reason where no browser can be had, unless RNNVIZ_REQUIRE_BROWSER=1
 
 import os
 import shutil
-import socket
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -29,33 +26,13 @@ def _unavailable(reason: str):
     pytest.skip(reason)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    port = _free_port()
+    from apptest_helpers import start_server
+
     env = {**os.environ, "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")), "RNNVIZ_WORKERS": "2"}
-    log = (tmp_path_factory.mktemp("server") / "streamlit.log").open("w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-         "--server.address", "127.0.0.1", "--server.headless", "true"],
-        cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-    )
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start within 60 s")
-    yield f"http://127.0.0.1:{port}"
+    proc, url = start_server(env, tmp_path_factory.mktemp("server") / "streamlit.log")
+    yield url
     proc.terminate()
     proc.wait(timeout=20)
 

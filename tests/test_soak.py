@@ -8,7 +8,6 @@ Runs when ``RNNVIZ_SOAK=1`` (``.ci/run`` sets it): about five minutes on 2 cores
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -40,28 +39,14 @@ def soak_server(tmp_path_factory):
     site = tmp_path_factory.mktemp("site")  # the example plugin, installed where the server (and its workers) look
     subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
                     str(ROOT / "examples" / "custom_cell")], check=True, timeout=600, capture_output=True)
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    from apptest_helpers import start_server
+
     env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "RNNVIZ_WORKERS": "2",
            "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache"))}
-    log = (tmp_path_factory.mktemp("soak") / "streamlit.log").open("w")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.time() + 60
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start within 60 s")
+    proc, url = start_server(env, tmp_path_factory.mktemp("soak") / "streamlit.log")
     cells = subprocess.run([sys.executable, "-c", "from rnnviz import cell_names; print(' '.join(cell_names()))"],
                            env=env, cwd=ROOT, capture_output=True, text=True, timeout=120).stdout.split()
-    yield f"http://127.0.0.1:{port}", cells
+    yield url, cells
     proc.terminate()
     proc.wait(timeout=30)
 
