@@ -152,3 +152,36 @@ def test_a_worker_keeps_its_executables_so_a_value_change_does_not_recompile(poo
     # One compile, when the shape was first asked for: every later call reports that same one.
     assert first.timing.compile_s > 0 and all(a.timing.cache_hit and a.timing.compile_s == first.timing.compile_s for a in later)
     assert len({float(a.loss) for a in [first, *later]}) == 4  # each is its own computation
+
+
+def test_a_stuck_worker_ends_when_its_server_is_gone(tmp_path):
+    """A server killed outright (no clean-up) leaves no worker behind, even a stuck one."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "server.py"
+    script.write_text(
+        "import time\n"
+        "from rnnviz.ui.worker import WorkerPool\n"
+        "pool = WorkerPool(size=1)\n"
+        "pool.call(divmod, 1, 1, route='r', what='start')\n"
+        "print(pool.workers[0].process.pid, flush=True)\n"
+        "pool.call(time.sleep, 3600, route='r', what='stuck')\n")
+    server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    worker = int(server.stdout.readline())
+    time.sleep(0.5)  # the worker is now inside its hour-long call
+    server.send_signal(signal.SIGKILL)
+    server.wait(timeout=30)
+    deadline = time.time() + 15
+    while time.time() < deadline:
+        try:
+            status = open(f"/proc/{worker}/status").read()
+        except FileNotFoundError:
+            return
+        if "\nState:\tZ" in status:  # ended, waiting for init to reap it
+            return
+        time.sleep(0.2)
+    os.kill(worker, signal.SIGKILL)
+    pytest.fail("the stuck worker outlived its server by 15 s")

@@ -21,6 +21,7 @@ The worker side is :func:`serve` (``python -m rnnviz.ui.worker``); it needs noth
 
 from __future__ import annotations
 
+import atexit
 import collections
 import importlib
 import logging
@@ -141,6 +142,7 @@ class WorkerPool:
         self.workers = [_Worker(i, setup) for i in range(size)]
         self.time_limit_s = time_limit_s
         self.restarts = 0
+        atexit.register(self.shutdown)  # the server exits: its workers too
 
     def worker_for(self, route: str) -> _Worker:
         """The worker a route always goes to (a stable hash, the same in every process)."""
@@ -314,7 +316,16 @@ class ResultCache:
 __all__ = ["ComputationTimeout", "InlinePool", "ResultCache", "WorkerDied", "WorkerPool", "make_pool", "serve"]
 
 
+def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
+    """End this worker when the server that started it is gone — even while a computation
+    here is stuck inside XLA, where the closed pipe would never be read."""
+    while os.getppid() == parent:
+        time.sleep(every_s)
+    os._exit(0)
+
+
 def _main(argv: list[str]) -> None:
+    threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     serve(Connection(int(argv[0])), argv[1] if len(argv) > 1 else None)
 
 
