@@ -79,7 +79,11 @@ def householder_q(a: jax.Array) -> jax.Array:
     # One Newton–Schulz step towards the nearest orthonormal matrix, Q(3I − QᵀQ)/2: it squares
     # the rounding's departure from QᵀQ = I (about 1e-7 left instead of 5e-7 at 16×16, below
     # LAPACK's 3e-7), which matters when W = g·Q is applied 5000 times; Q moves by ~1e-7.
-    return q @ (1.5 * jnp.eye(n, dtype=a.dtype) - 0.5 * (q.T @ q))
+    # Inside a loop body of its own, like the two loops above: XLA compiles a loop body alone,
+    # so every executable (eager or jitted, vmapped or not) rounds this step the same way,
+    # where outside it a fused epilogue or another dot emitter would change the last bit.
+    eye3 = 3 * jnp.eye(n, dtype=a.dtype)
+    return lax.fori_loop(0, 1, lambda _, q: 0.5 * (q @ (eye3 - q.T @ q)), q)
 
 
 def orthonormal(key: jax.Array, m: int, n: int, dtype=jnp.float32) -> jax.Array:

@@ -13,6 +13,10 @@ os.environ.setdefault("RNNVIZ_JAX_CACHE", tempfile.mkdtemp(prefix="rnnviz-test-j
 # processes are tested on their own (test_worker.py) and behind the real browser, whose
 # server sets RNNVIZ_WORKERS itself.
 os.environ.setdefault("RNNVIZ_WORKERS", "0")
+# A view's budget counts what this machine measured, so under the suite's load a view could
+# shrink or wait for its button: AppTest checks views as drawn in full. test_budget.py sets
+# budgets explicitly; the browser and soak servers run with the real one (15 s).
+os.environ.setdefault("RNNVIZ_VIEW_BUDGET_S", "600")
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")

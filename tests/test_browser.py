@@ -30,7 +30,7 @@ def _unavailable(reason: str):
 def server(tmp_path_factory):
     from apptest_helpers import start_server
 
-    env = {**os.environ, "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")), "RNNVIZ_WORKERS": "2"}
+    env = {**os.environ, "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")), "RNNVIZ_WORKERS": "2", "RNNVIZ_VIEW_BUDGET_S": "15"}
     proc, url = start_server(env, tmp_path_factory.mktemp("server") / "streamlit.log")
     yield url
     proc.terminate()

@@ -41,7 +41,7 @@ def soak_server(tmp_path_factory):
                     str(ROOT / "examples" / "custom_cell")], check=True, timeout=600, capture_output=True)
     from apptest_helpers import start_server
 
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "RNNVIZ_WORKERS": "2",
+    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "RNNVIZ_WORKERS": "2", "RNNVIZ_VIEW_BUDGET_S": "15",
            "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache"))}
     proc, url = start_server(env, tmp_path_factory.mktemp("soak") / "streamlit.log")
     cells = subprocess.run([sys.executable, "-c", "from rnnviz import cell_names; print(' '.join(cell_names()))"],

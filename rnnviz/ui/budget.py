@@ -56,7 +56,8 @@ class Plan(NamedTuple):
       settings: the sizes it runs with (``{"repeats": 2}``, ``{"gains": 13, "seeds": 1}``, …).
       seconds: the estimate for those settings.
       asked_seconds: the estimate for what was asked.
-      fits: whether ``seconds`` is within the budget (False: only on request).
+      fits: whether the work (apart from compiling) fits its share of the budget (False:
+        only on request).
       note: one sentence saying what changed and why, or None when nothing did.
     """
 
@@ -67,26 +68,30 @@ class Plan(NamedTuple):
     note: str | None
 
 
-def _plan(asked: dict[str, int], cost, shrink_order: tuple[str, ...], floors: dict[str, int], budget: float | None,
-          labels: dict[str, str]) -> Plan:
-    """Shrink the settings in ``shrink_order`` (each to its floor, one step at a time, by the
-    largest value that fits) until ``cost(settings)`` is within ``budget`` (default
-    :data:`VIEW_BUDGET_S`, read when called)."""
+def _plan(asked: dict[str, int], fixed: float, work, shrink_order: tuple[str, ...], floors: dict[str, int],
+          budget: float | None, labels: dict[str, str]) -> Plan:
+    """Shrink the settings in ``shrink_order`` (each to its floor, by the largest value that
+    fits) until ``work(settings)`` fits what the budget leaves after the ``fixed`` seconds
+    (compiling: no setting changes them), but never less than a third of the budget, so a
+    slow compile does not starve a small view. ``budget`` defaults to :data:`VIEW_BUDGET_S`,
+    read when called. The view is refused (``fits`` False) only when the work itself, at
+    its smallest, is over that share."""
     budget = VIEW_BUDGET_S if budget is None else budget
+    room = max(budget - fixed, budget / 3)
     settings = dict(asked)
     for name in shrink_order:
-        if cost(settings) <= budget:
+        if work(settings) <= room:
             break
         lo, hi = floors[name], settings[name]
         while lo < hi:  # the largest value of this setting that fits, the others as they are
             mid = (lo + hi + 1) // 2
-            if cost({**settings, name: mid}) <= budget:
+            if work({**settings, name: mid}) <= room:
                 lo = mid
             else:
                 hi = mid - 1
         settings[name] = lo
-    asked_s, got_s = cost(asked), cost(settings)
-    fits = got_s <= budget
+    asked_s, got_s = fixed + work(asked), fixed + work(settings)
+    fits = work(settings) <= room
     note = None
     if settings != asked:
         changed = ", ".join(f"{labels[n]} {asked[n]} → {settings[n]}" for n in asked if settings[n] != asked[n])
@@ -101,16 +106,17 @@ def _plan(asked: dict[str, int], cost, shrink_order: tuple[str, ...], floors: di
 def strategies_plan(c: Cost, n_strategies: int, repeats: int = 5, budget: float | None = None) -> Plan:
     """The Strategies tab: every strategy compiled, run once to warm up and ``repeats``
     times, plus the per-step contributions (one more analysis)."""
-    per_run = STRATEGY_RUN * c.run_s
-    cost = lambda s: n_strategies * (STRATEGY_COMPILE * c.compile + (1 + s["repeats"]) * per_run) + c.compile + c.run_s  # noqa: E731
-    return _plan({"repeats": repeats}, cost, ("repeats",), {"repeats": 1}, budget, {"repeats": "runs per strategy"})
+    fixed = n_strategies * STRATEGY_COMPILE * c.compile + c.compile
+    work = lambda s: n_strategies * (1 + s["repeats"]) * STRATEGY_RUN * c.run_s + c.run_s  # noqa: E731
+    return _plan({"repeats": repeats}, fixed, work, ("repeats",), {"repeats": 1}, budget, {"repeats": "runs per strategy"})
 
 
 def devices_plan(c: Cost, n_runs: int, repeats: int = 5, budget: float | None = None) -> Plan:
     """The Devices tab: ``n_runs`` (devices × strategies) compiled, warmed up and run
     ``repeats`` times (strategies counted as in :func:`strategies_plan`)."""
-    cost = lambda s: n_runs * (STRATEGY_COMPILE * c.compile + (1 + s["repeats"]) * STRATEGY_RUN * c.run_s)  # noqa: E731
-    return _plan({"repeats": repeats}, cost, ("repeats",), {"repeats": 1}, budget, {"repeats": "runs per device and strategy"})
+    work = lambda s: n_runs * (1 + s["repeats"]) * STRATEGY_RUN * c.run_s  # noqa: E731
+    return _plan({"repeats": repeats}, n_runs * STRATEGY_COMPILE * c.compile, work, ("repeats",), {"repeats": 1}, budget,
+                 {"repeats": "runs per device and strategy"})
 
 
 def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | None = None) -> Plan:
@@ -118,15 +124,15 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     and of λ₁ (the QR method with one tangent, scaled by its FLOPs against the analysis's),
     two compiles. Seeds go first, then gains (at least 2)."""
     per_point = c.run_s * (PHASE_RUN + lyapunov_flops(cfg, 1) / estimate_flops(cfg))
-    cost = lambda s: 2 * PHASE_COMPILE * c.compile + s["gains"] * s["seeds"] * per_point  # noqa: E731
-    return _plan({"gains": gains, "seeds": seeds}, cost, ("seeds", "gains"), {"seeds": 1, "gains": 2}, budget,
-                 {"gains": "gains", "seeds": "seeds"})
+    work = lambda s: s["gains"] * s["seeds"] * per_point  # noqa: E731
+    return _plan({"gains": gains, "seeds": seeds}, 2 * PHASE_COMPILE * c.compile, work, ("seeds", "gains"),
+                 {"seeds": 1, "gains": 2}, budget, {"gains": "gains", "seeds": "seeds"})
 
 
 def lyapunov_plan(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) -> Plan:
     """The Jacobians tab's Lyapunov spectrum: k tangents (FLOPs against the analysis's)."""
-    cost = lambda s: c.compile + c.run_s * lyapunov_flops(cfg, s["k"]) / estimate_flops(cfg)  # noqa: E731
-    return _plan({"k": k}, cost, ("k",), {"k": 1}, budget, {"k": "exponents k"})
+    work = lambda s: c.run_s * lyapunov_flops(cfg, s["k"]) / estimate_flops(cfg)  # noqa: E731
+    return _plan({"k": k}, c.compile, work, ("k",), {"k": 1}, budget, {"k": "exponents k"})
 
 
 def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Plan:
@@ -134,8 +140,8 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
     one gradient evaluation of the training config per step, at the reference FLOP rate
     (the training batch differs from the analysis's, so FLOPs, not the measured run)."""
     per_step = estimate_flops(cfg) / REFERENCE_FLOPS_PER_S
-    cost = lambda s: MIN_COMPILE_S + s["chunk"] * per_step  # noqa: E731
-    plan = _plan({"chunk": chunk}, cost, ("chunk",), {"chunk": 1}, budget, {"chunk": "steps per chunk"})
+    work = lambda s: s["chunk"] * per_step  # noqa: E731
+    plan = _plan({"chunk": chunk}, MIN_COMPILE_S, work, ("chunk",), {"chunk": 1}, budget, {"chunk": "steps per chunk"})
     return plan if math.isfinite(plan.seconds) else plan._replace(fits=False)
 
 
