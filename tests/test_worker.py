@@ -6,6 +6,7 @@ import operator
 import os
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
@@ -52,12 +53,12 @@ def test_a_call_past_its_limit_is_stopped_its_worker_replaced_and_the_others_unt
 
     t = threading.Thread(target=other_session)
     t.start()
-    start = time.perf_counter()
     with pytest.raises(ComputationTimeout, match=r"a nap did not finish within the 2 s limit \(stopped after 2\.\d s\)") as err:
         pool.call(time.sleep, 3600, route=stuck, what="a nap", time_limit_s=2)
+    stopped_at = time.perf_counter()
     t.join()
-    assert err.value.what == "a nap" and err.value.limit_s == 2 and 2 <= err.value.elapsed_s < 5
-    assert answers["free"] == (2, 1) and answers["at"] - start < 2  # answered while the other was stuck
+    assert err.value.what == "a nap" and err.value.limit_s == 2 and err.value.elapsed_s >= 2
+    assert answers["free"] == (2, 1) and answers["at"] < stopped_at  # answered while the other was stuck
     assert pool.restarts == 1
     new_pid = pool.call(os.getpid, route=stuck, what="pid")  # a fresh worker answers the next call
     assert new_pid != stuck_pid and pool.call(os.getpid, route=free, what="pid") == free_pid
@@ -77,11 +78,12 @@ def test_an_abandoned_call_finishes_in_the_background_and_the_worker_serves_the_
         if running and elapsed > 0.3:
             raise Rerun
 
+    pid = pool.call(os.getpid, route="x", what="pid")
     with pytest.raises(Rerun):
         pool.call(time.sleep, 1.0, route="x", what="a nap", on_wait=leave)
-    start = time.perf_counter()
-    assert pool.call(divmod, 5, 2, route="x", what="next") == (2, 1)  # waits for the nap's answer, then runs
-    assert 0.2 < time.perf_counter() - start < 5 and pool.restarts == 0
+    # The next call waits for the nap's answer (drained, dropped), then runs in the same worker.
+    assert pool.call(divmod, 5, 2, route="x", what="next") == (2, 1)
+    assert pool.call(os.getpid, route="x", what="pid") == pid and pool.restarts == 0
 
 
 def test_routes_are_stable_across_processes():
@@ -177,7 +179,7 @@ def test_a_stuck_worker_ends_when_its_server_is_gone(tmp_path):
     deadline = time.time() + 15
     while time.time() < deadline:
         try:
-            status = open(f"/proc/{worker}/status").read()
+            status = Path(f"/proc/{worker}/status").read_text()
         except FileNotFoundError:
             return
         if "\nState:\tZ" in status:  # ended, waiting for init to reap it

@@ -54,16 +54,16 @@ class Plan(NamedTuple):
 
     Attributes:
       settings: the sizes it runs with (``{"repeats": 2}``, ``{"gains": 13, "seeds": 1}``, …).
-      seconds: the estimate for those settings.
-      asked_seconds: the estimate for what was asked.
+      estimate_s: the estimated seconds for those settings.
+      asked_estimate_s: the estimated seconds for what was asked.
       fits: whether the work (apart from compiling) fits its share of the budget (False:
         only on request).
       note: one sentence saying what changed and why, or None when nothing did.
     """
 
     settings: dict[str, int]
-    seconds: float
-    asked_seconds: float
+    estimate_s: float
+    asked_estimate_s: float
     fits: bool
     note: str | None
 
@@ -142,7 +142,7 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
     per_step = estimate_flops(cfg) / REFERENCE_FLOPS_PER_S
     work = lambda s: s["chunk"] * per_step  # noqa: E731
     plan = _plan({"chunk": chunk}, MIN_COMPILE_S, work, ("chunk",), {"chunk": 1}, budget, {"chunk": "steps per chunk"})
-    return plan if math.isfinite(plan.seconds) else plan._replace(fits=False)
+    return plan if math.isfinite(plan.estimate_s) else plan._replace(fits=False)
 
 
 __all__ = ["MIN_COMPILE_S", "Cost", "Plan", "VIEW_BUDGET_S", "devices_plan", "lyapunov_plan", "phase_plan", "strategies_plan", "training_plan"]

@@ -37,7 +37,7 @@ def within_budget(plan: budget.Plan, key: str) -> bool:
         st.info(plan.note)
     if plan.fits:
         return True
-    return st.button(f"Run anyway (≈ {plan.seconds:.0f} s)", key=f"anyway_{key}")
+    return st.button(f"Run anyway (≈ {plan.estimate_s:.0f} s)", key=f"anyway_{key}")
 
 
 def _csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:
