@@ -41,7 +41,7 @@ class Values(NamedTuple):
     input_scale: Any
 
     @classmethod
-    def of(cls, cfg: RunConfig) -> "Values":
+    def of(cls, cfg: RunConfig) -> Values:
         return cls(*(np.float32(getattr(cfg, f)) for f in cls._fields))
 
 
@@ -103,7 +103,9 @@ def resolve_device(cfg: RunConfig) -> jax.Device:
             return jax.devices("gpu")[0]
         except RuntimeError:
             if cfg.device == "gpu":
-                raise ConfigError("device", "gpu", "no GPU is visible to JAX on this machine; use 'cpu' or 'auto'") from None
+                raise ConfigError(
+                    "device", "gpu", "no GPU is visible to JAX on this machine; use 'cpu' or 'auto'"
+                ) from None
     return jax.devices("cpu")[0]
 
 
@@ -137,12 +139,16 @@ def _params_config(static: RunConfig) -> RunConfig:
 
 @compile_cache(maxsize=64)
 def params_executable(params_static: RunConfig, device: jax.Device) -> Compiled:
-    return compile_for(functools.partial(prepare_params, params_static), (seed_key(0), Values.of(params_static)), device)
+    return compile_for(
+        functools.partial(prepare_params, params_static), (seed_key(0), Values.of(params_static)), device
+    )
 
 
 @compile_cache(maxsize=64)
 def inputs_executable(inputs_static: RunConfig, length: int, device: jax.Device) -> Compiled:
-    return compile_for(functools.partial(draw_inputs, inputs_static, length), (seed_key(0), Values.of(inputs_static)), device)
+    return compile_for(
+        functools.partial(draw_inputs, inputs_static, length), (seed_key(0), Values.of(inputs_static)), device
+    )
 
 
 def prepare_executables(static: RunConfig, device: jax.Device) -> tuple[Compiled, Compiled]:
@@ -150,7 +156,9 @@ def prepare_executables(static: RunConfig, device: jax.Device) -> tuple[Compiled
     without compiling the analysis: what the Lyapunov and Jacobian passes need."""
     params = params_executable(_params_config(static), device)
     # seq_len=1 keeps every other field (always within budget) and lets lengths share.
-    inputs = inputs_executable(static.replace(seq_len=1, loss="last", strategy="accumulate"), input_bucket(static.seq_len), device)
+    inputs = inputs_executable(
+        static.replace(seq_len=1, loss="last", strategy="accumulate"), input_bucket(static.seq_len), device
+    )
     return params, inputs
 
 
@@ -160,14 +168,18 @@ def executables(static: RunConfig, device: jax.Device) -> Executables:
     params, inputs = prepare_executables(static, device)
     # The compiled prepares already know their output shapes: no second trace of cell.init.
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
-    run = compile_for(functools.partial(analysis_outputs, static, make_cell(static)), (*params.fn.out_info, xs), device)
+    run = compile_for(
+        functools.partial(analysis_outputs, static, make_cell(static)), (*params.fn.out_info, xs), device
+    )
     return Executables(params, inputs, run, static.seq_len)
 
 
 @compile_cache(maxsize=64)
 def baseline_executable(static: RunConfig, device: jax.Device) -> Compiled:
     """Plain ``jax.value_and_grad`` of the same loss w.r.t. params (the benchmark's yardstick)."""
-    return compile_for(functools.partial(plain_grad, static, make_cell(static)), prepared_shapes(static), device)
+    return compile_for(
+        functools.partial(plain_grad, static, make_cell(static)), prepared_shapes(static), device
+    )
 
 
 def log_outputs(cfg: RunConfig, cell, params, carries, xs):
@@ -183,7 +195,9 @@ def log_executable(static: RunConfig, device: jax.Device) -> Compiled:
     params_info, _ = exe.params.fn.out_info
     carries_info = exe.analysis.fn.out_info[0].carries
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
-    return compile_for(functools.partial(log_outputs, static, make_cell(static)), (params_info, carries_info, xs), device)
+    return compile_for(
+        functools.partial(log_outputs, static, make_cell(static)), (params_info, carries_info, xs), device
+    )
 
 
 #: float32 norms inside [tiny·2^MARGIN, max·2^−MARGIN] are exact to float32 precision; outside
@@ -292,8 +306,14 @@ def _last_or_none(idx: np.ndarray) -> int | None:
     return int(idx[-1]) if idx.size else None
 
 
-def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = None, log_pass: bool | None = None,
-            budget_s: float | None = None) -> Analysis:
+def analyze(
+    cfg: RunConfig,
+    *,
+    repeats: int = 10,
+    device: jax.Device | None = None,
+    log_pass: bool | None = None,
+    budget_s: float | None = None,
+) -> Analysis:
     """Run the analysis of ``cfg``; time ``repeats`` runs of the compiled reverse pass.
 
     ``budget_s``: bound the timing by time instead (the dashboard's 0.3 s): one run, then
@@ -326,14 +346,20 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
     grad_norms = robust_norm(summary.component_grad_norms, 0).astype(np.float32)
     carry_norms = robust_norm(summary.component_carry_norms, 0).astype(np.float32)
     carries = carry_to_dict(cfg, sg.carries)
-    run_log = needs_log_pass(cfg.dtype, summary.component_grad_norms, summary.example_grad_norms) if log_pass is None else log_pass
+    run_log = (
+        needs_log_pass(cfg.dtype, summary.component_grad_norms, summary.example_grad_norms)
+        if log_pass is None
+        else log_pass
+    )
     log_s = log_compile_s = 0.0
     if run_log:
         log_exe = log_executable(static, device)
         if budget_s is None:
             (comp_s, example_s, total_s), log_run = time_runs(log_exe.fn, log_args, max(1, repeats // 2))
         else:
-            (comp_s, example_s, total_s), log_run = time_within(log_exe.fn, log_args, budget_s / 2, max(1, repeats // 2))
+            (comp_s, example_s, total_s), log_run = time_within(
+                log_exe.fn, log_args, budget_s / 2, max(1, repeats // 2)
+            )
         log_comp, log_example, log_total = log10(comp_s), log10(example_s), log10(total_s)
         log_s, log_compile_s = log_run.median_s, log_exe.compile_s
     else:
@@ -341,9 +367,18 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
         log_example = _log10_of(summary.example_grad_norms)
         log_total = log10_combine(log_comp, 0)
     timing = Timing(
-        exe.analysis.compile_s, run.median_s, run.min_s, run.max_s, run.repeats,
-        exe.analysis.peak_bytes, estimate_flops(cfg), f"{device.platform}:{device.id} {device.device_kind}",
-        device.platform, cache_hit, log_s, log_compile_s,
+        exe.analysis.compile_s,
+        run.median_s,
+        run.min_s,
+        run.max_s,
+        run.repeats,
+        exe.analysis.peak_bytes,
+        estimate_flops(cfg),
+        f"{device.platform}:{device.id} {device.device_kind}",
+        device.platform,
+        cache_hit,
+        log_s,
+        log_compile_s,
     )
     return Analysis(
         config=cfg,
@@ -357,7 +392,9 @@ def analyze(cfg: RunConfig, *, repeats: int = 10, device: jax.Device | None = No
         component_carry_norms=comp_carry,
         params=params,
         param_grads=sg.param_grads,
-        learned_carry_grad=None if sg.learned_carry_grads is None else carry_to_dict(cfg, sg.learned_carry_grads),
+        learned_carry_grad=None
+        if sg.learned_carry_grads is None
+        else carry_to_dict(cfg, sg.learned_carry_grads),
         param_grad_by_step=sg.by_step,
         param_groups=PARAM_GROUPS,
         inputs=xs,

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import argparse
 import sys
-from typing import Iterable, NamedTuple
+from collections.abc import Iterable
+from typing import NamedTuple
 
 from rnnviz.config import RunConfig
 
@@ -29,14 +30,19 @@ def devices_suite() -> list[RunConfig]:
     """T ∈ {50, 200, 1000} × H ∈ {32, 128, 512} × B ∈ {8, 64}, LSTM, I = 32."""
     return [
         RunConfig(cell="lstm", seq_len=t, hidden_size=h, batch_size=b, input_size=32)
-        for b in (8, 64) for h in (32, 128, 512) for t in (50, 200, 1000)
+        for b in (8, 64)
+        for h in (32, 128, 512)
+        for t in (50, 200, 1000)
     ]
 
 
 def parallel_suite() -> list[RunConfig]:
     """mingru and lru, H=128, B=16, I=32, T ∈ {256, 1024, 4096, 16384}."""
-    return [RunConfig(cell=c, hidden_size=128, batch_size=16, input_size=32, seq_len=t)
-            for c in ("mingru", "lru") for t in (256, 1024, 4096, 16384)]
+    return [
+        RunConfig(cell=c, hidden_size=128, batch_size=16, input_size=32, seq_len=t)
+        for c in ("mingru", "lru")
+        for t in (256, 1024, 4096, 16384)
+    ]
 
 
 def perf_suite() -> list[RunConfig]:
@@ -49,10 +55,19 @@ def perf_suite() -> list[RunConfig]:
 LONG = dict(cell="lstm", batch_size=8, input_size=32, hidden_size=128)
 LONG_LENGTHS = (1000, 10_000, 100_000)
 
-SUITES = {"strategies": strategies_suite, "perf": perf_suite, "devices": devices_suite, "sweep": lambda: [RunConfig(seq_len=100)],
-          "parallel": parallel_suite,
-          "lyapunov": lambda: [RunConfig(cell="simple", hidden_size=256, seq_len=1000, batch_size=None, input_size=32)],
-          "train": lambda: [RunConfig(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100, batch_size=64)]}
+SUITES = {
+    "strategies": strategies_suite,
+    "perf": perf_suite,
+    "devices": devices_suite,
+    "sweep": lambda: [RunConfig(seq_len=100)],
+    "parallel": parallel_suite,
+    "lyapunov": lambda: [
+        RunConfig(cell="simple", hidden_size=256, seq_len=1000, batch_size=None, input_size=32)
+    ],
+    "train": lambda: [
+        RunConfig(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100, batch_size=64)
+    ],
+}
 
 #: The learning table's designs (Le, Jaitly & Hinton 2015): tanh RNN, IRNN (ReLU with an
 #: identity recurrent init), LSTM with forget bias 1, GRU; all H = 64.
@@ -75,14 +90,37 @@ def train_record(r, mode: str, suite: str = "train") -> dict:
     device = jax.devices()[0]
     final = r.final_loss()
     return {
-        "schema": SCHEMA, "kind": "train", "suite": suite, "label": _label(r.config), "config": r.config.to_dict(), "mode": mode,
-        "device_kind": device.platform, "device_name": str(device.device_kind), "backend": jax.default_backend(),
-        "jax_version": env["jax_version"], "jaxlib_version": env["jaxlib_version"], "flax_version": env["flax_version"],
-        "cpu_count": env["cpu_count"], "allocator": env["allocator"], "timestamp": now_utc(), "compile_s": r.timing.compile_s, "run_s": r.timing.run_s,
-        "task": r.task, "lag": r.lag, "optimizer": r.optimizer, "learning_rate": r.learning_rate, "clip": r.clip,
-        "steps": r.steps, "steps_run": r.steps_run, "baseline": r.baseline, "final_loss": final if final == final else None,
-        "solved_step": r.solved_step, "nonfinite_step": r.nonfinite_step, "clip_count": r.clip_count,
-        "steps_per_s": r.timing.steps_per_s, "ms_per_step": 1e3 / r.timing.steps_per_s,
+        "schema": SCHEMA,
+        "kind": "train",
+        "suite": suite,
+        "label": _label(r.config),
+        "config": r.config.to_dict(),
+        "mode": mode,
+        "device_kind": device.platform,
+        "device_name": str(device.device_kind),
+        "backend": jax.default_backend(),
+        "jax_version": env["jax_version"],
+        "jaxlib_version": env["jaxlib_version"],
+        "flax_version": env["flax_version"],
+        "cpu_count": env["cpu_count"],
+        "allocator": env["allocator"],
+        "timestamp": now_utc(),
+        "compile_s": r.timing.compile_s,
+        "run_s": r.timing.run_s,
+        "task": r.task,
+        "lag": r.lag,
+        "optimizer": r.optimizer,
+        "learning_rate": r.learning_rate,
+        "clip": r.clip,
+        "steps": r.steps,
+        "steps_run": r.steps_run,
+        "baseline": r.baseline,
+        "final_loss": final if final == final else None,
+        "solved_step": r.solved_step,
+        "nonfinite_step": r.nonfinite_step,
+        "clip_count": r.clip_count,
+        "steps_per_s": r.timing.steps_per_s,
+        "ms_per_step": 1e3 / r.timing.steps_per_s,
     }
 
 
@@ -110,7 +148,9 @@ def loop_steps_per_s(cfg: RunConfig, steps: int, task: str = "adding", log_every
     return steps / (time.perf_counter() - start)
 
 
-def train_bench(cfg: RunConfig, steps: int = 1500, seeds: int = 3, seq_lens=(50, 100, 200), out=sys.stdout) -> list[dict]:
+def train_bench(
+    cfg: RunConfig, steps: int = 1500, seeds: int = 3, seq_lens=(50, 100, 200), out=sys.stdout
+) -> list[dict]:
     """Speed (chunked scan vs a Python loop of one jitted step, same run) and the learning
     table (adding; cells × T × seeds, Adam 1e-3, clip 1, B = 64, H = 64, ``steps`` steps)."""
     from rnnviz.train import train, train_many
@@ -119,29 +159,61 @@ def train_bench(cfg: RunConfig, steps: int = 1500, seeds: int = 3, seq_lens=(50,
     train(cfg, "adding", steps=100, log_every=100)  # compiles the chunk
     chunked = train(cfg, "adding", steps=500, log_every=100)
     loop = loop_steps_per_s(cfg, 500)
-    print(f"  chunked lax.scan (100 steps per call, with a gradient profile per call): {1e3 / chunked.timing.steps_per_s:6.2f} ms/step", file=out)
-    print(f"  Python loop over one jitted step:                                          {1e3 / loop:6.2f} ms/step", file=out)
+    print(
+        f"  chunked lax.scan (100 steps per call, with a gradient profile per call): {1e3 / chunked.timing.steps_per_s:6.2f} ms/step",
+        file=out,
+    )
+    print(
+        f"  Python loop over one jitted step:                                          {1e3 / loop:6.2f} ms/step",
+        file=out,
+    )
     print(f"  chunked is ×{chunked.timing.steps_per_s / loop:.2f} the loop's steps/s", file=out, flush=True)
     if cfg.cell == "lstm":
         floor = xla_lstm_floor(cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size)
-        print(f"  XLA:CPU floor of any LSTM step here (hand-written forward {floor.forward:.2f} + reverse {floor.reverse:.2f}"
-              f" + ∂L/∂W_h GEMM {floor.weight_gemm:.2f}): {floor.total:6.2f} ms/step", file=out, flush=True)
+        print(
+            f"  XLA:CPU floor of any LSTM step here (hand-written forward {floor.forward:.2f} + reverse {floor.reverse:.2f}"
+            f" + ∂L/∂W_h GEMM {floor.weight_gemm:.2f}): {floor.total:6.2f} ms/step",
+            file=out,
+            flush=True,
+        )
     records = [train_record(chunked, "chunked")]
-    print(f"\nlearning table: adding, B=64, H=64, {steps} steps, {seeds} seeds in one vmapped call per cell and T", file=out)
-    print(f"{'cell':<10} {'T':>4} {'final MSE/baseline':>24} {'solved':>7} {'solved step (mean, range)':>26} {'diverged':>9} {'s per run':>10}",
-          file=out, flush=True)
+    print(
+        f"\nlearning table: adding, B=64, H=64, {steps} steps, {seeds} seeds in one vmapped call per cell and T",
+        file=out,
+    )
+    print(
+        f"{'cell':<10} {'T':>4} {'final MSE/baseline':>24} {'solved':>7} {'solved step (mean, range)':>26} {'diverged':>9} {'s per run':>10}",
+        file=out,
+        flush=True,
+    )
     for name, fields in LEARNING_CELLS.items():
         for t in seq_lens:
             base = RunConfig(**{**dict(hidden_size=64, input_size=2, batch_size=64, seq_len=t), **fields})
-            runs = train_many(base, {"seed": list(range(seeds))}, task="adding", steps=steps, learning_rate=1e-3, clip=1.0, log_every=100)
+            runs = train_many(
+                base,
+                {"seed": list(range(seeds))},
+                task="adding",
+                steps=steps,
+                learning_rate=1e-3,
+                clip=1.0,
+                log_every=100,
+            )
             ratios = [r.final_loss() / r.baseline for r in runs if r.nonfinite_step is None]
             solved = [r.solved_step for r in runs if r.solved_step is not None]
             diverged = [r.nonfinite_step for r in runs if r.nonfinite_step is not None]
-            loss = f"{sum(ratios) / len(ratios):>10.3f} ({min(ratios):.3f}–{max(ratios):.3f})" if ratios else f"{'—':>24}"
+            loss = (
+                f"{sum(ratios) / len(ratios):>10.3f} ({min(ratios):.3f}–{max(ratios):.3f})"
+                if ratios
+                else f"{'—':>24}"
+            )
             when = f"{sum(solved) / len(solved):.0f} ({min(solved)}–{max(solved)})" if solved else "—"
             nan = f"{len(diverged)} (step {min(diverged)})" if diverged else "0"
             per_run = runs[0].timing.run_s / len(runs)
-            print(f"{name:<10} {t:>4} {loss} {len(solved)}/{len(runs):<5} {when:>26} {nan:>9} {per_run:>10.1f}", file=out, flush=True)
+            print(
+                f"{name:<10} {t:>4} {loss} {len(solved)}/{len(runs):<5} {when:>26} {nan:>9} {per_run:>10.1f}",
+                file=out,
+                flush=True,
+            )
             records += [train_record(r, "chunked", "train-learning") for r in runs]
     return records
 
@@ -164,7 +236,9 @@ def reference_lyapunov(cfg: RunConfig, k: int):
     advance = jax.jit(step)
     jacobian = jax.jit(jax.jacfwd(step))
     v = pack(carry0)
-    q = np.asarray(initial_directions(jax.random.key_data(jax.random.key(cfg.seed)), v.shape[-1], k), np.float64)
+    q = np.asarray(
+        initial_directions(jax.random.key_data(jax.random.key(cfg.seed)), v.shape[-1], k), np.float64
+    )
     total = np.zeros(k)
     for t in range(cfg.seq_len):
         j = np.asarray(jacobian(v, xs[t]), np.float64)
@@ -189,30 +263,42 @@ def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout
     ref_s = time.perf_counter() - start
     diff = float(np.max(np.abs(np.sort(ref)[::-1] - fast.exponents)))
     print(f"Lyapunov spectrum, k={k}, {_label_of(cfg)}", file=out)
-    print(f"  compiled scan (rnnviz.lyapunov): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile {fast.compile_s:.2f} s)", file=out)
+    print(
+        f"  compiled scan (rnnviz.lyapunov): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile {fast.compile_s:.2f} s)",
+        file=out,
+    )
     print(f"  reference (jacfwd per step + NumPy QR, Python loop): {ref_s * 1e3:9.1f} ms", file=out)
     print(f"  speed-up ×{ref_s / fast.run_s:.1f}; max |Δλ| = {diff:.2e}; λ₁ = {fast.lambda1:+.5f}", file=out)
     return {"fast_s": fast.run_s, "reference_s": ref_s, "speedup": ref_s / fast.run_s, "max_abs_diff": diff}
 
 
-def parallel_bench(configs: Iterable[RunConfig], repeats: int, out=sys.stdout, budget_s: float | None = None) -> list[dict]:
+def parallel_bench(
+    configs: Iterable[RunConfig], repeats: int, out=sys.stdout, budget_s: float | None = None
+) -> list[dict]:
     """``parallel`` against ``accumulate`` (the sequential scan), same process, same inputs:
     the parameter gradient alone and the full analysis; ratio = parallel / sequential time."""
     from rnnviz.comparisons import measure
 
-    print(f"{'config':<40} {'seq grad ms':>11} {'par grad ms':>11} {'ratio':>6} {'seq anl ms':>11} {'par anl ms':>11} {'ratio':>6}", file=out)
+    print(
+        f"{'config':<40} {'seq grad ms':>11} {'par grad ms':>11} {'ratio':>6} {'seq anl ms':>11} {'par anl ms':>11} {'ratio':>6}",
+        file=out,
+    )
     records = []
     for cfg in configs:
         row = {}
         for kind in ("grad", "analyze"):
             for strategy in ("accumulate", "parallel"):
-                rec = measure(cfg, measure=kind, strategy=strategy, repeats=repeats, suite="parallel", budget_s=budget_s)
+                rec = measure(
+                    cfg, measure=kind, strategy=strategy, repeats=repeats, suite="parallel", budget_s=budget_s
+                )
                 row[kind, strategy] = rec
                 records.append(rec)
             row[kind, "parallel"]["ratio_to_plain_grad"] = None
         ms = {k: v["run_s"] * 1e3 for k, v in row.items()}
         text = f"{_label_of(cfg):<40} {ms['grad', 'accumulate']:>11.2f} {ms['grad', 'parallel']:>11.2f} "
-        text += f"{ms['grad', 'parallel'] / ms['grad', 'accumulate']:>6.2f} {ms['analyze', 'accumulate']:>11.2f} "
+        text += (
+            f"{ms['grad', 'parallel'] / ms['grad', 'accumulate']:>6.2f} {ms['analyze', 'accumulate']:>11.2f} "
+        )
         text += f"{ms['analyze', 'parallel']:>11.2f} {ms['analyze', 'parallel'] / ms['analyze', 'accumulate']:>6.2f}"
         print(text, file=out, flush=True)
     return records
@@ -256,10 +342,19 @@ def sweep_bench(cfg: RunConfig, n: int = 256, out=sys.stdout) -> dict[str, float
         args = jax.device_put((seed_key(cfg.seed), Values.of(cfg.replace(recurrent_gain=g))), device)
         jax.block_until_ready(exe.analysis.fn(*exe.prepare(*args)))
     bare_s = time.perf_counter() - start
-    print(f"config: {cfg.cell} T={cfg.seq_len} B={cfg.batch_size} H={cfg.hidden_size}; {n} gains; devices: {len(sweep_devices(cfg))}", file=out)
+    print(
+        f"config: {cfg.cell} T={cfg.seq_len} B={cfg.batch_size} H={cfg.hidden_size}; {n} gains; devices: {len(sweep_devices(cfg))}",
+        file=out,
+    )
     print(f"sweep (one vmapped call): {sweep_s * 1e3:9.1f} ms   (compile {compile_s:.2f} s, once)", file=out)
-    print(f"{n} × analyze(repeats=1): {loop_s * 1e3:9.1f} ms   → sweep is {loop_s / sweep_s:.1f}× faster", file=out)
-    print(f"{n} × bare compiled calls:{bare_s * 1e3:9.1f} ms   → sweep is {bare_s / sweep_s:.1f}× faster", file=out)
+    print(
+        f"{n} × analyze(repeats=1): {loop_s * 1e3:9.1f} ms   → sweep is {loop_s / sweep_s:.1f}× faster",
+        file=out,
+    )
+    print(
+        f"{n} × bare compiled calls:{bare_s * 1e3:9.1f} ms   → sweep is {bare_s / sweep_s:.1f}× faster",
+        file=out,
+    )
     return {"sweep_s": sweep_s, "loop_s": loop_s, "bare_s": bare_s, "compile_s": compile_s}
 
 
@@ -320,7 +415,10 @@ def xla_lstm_floor(batch: int, seq_len: int, hidden: int, repeats: int = 100) ->
     w = tuple(jax.random.normal(k, (hidden, hidden), jnp.float32) / np.sqrt(hidden) for k in keys)
     wt = tuple(m.T for m in w)
     # Four separate [T, B, H] arrays: slicing gates out of one scanned block is XLA:CPU's slow path.
-    zx = tuple(jax.random.normal(k, (seq_len, batch, hidden), jnp.float32) for k in jax.random.split(jax.random.key(1), 4))
+    zx = tuple(
+        jax.random.normal(k, (seq_len, batch, hidden), jnp.float32)
+        for k in jax.random.split(jax.random.key(1), 4)
+    )
     sig = jax.nn.sigmoid
 
     def forward(w, zx):
@@ -329,6 +427,7 @@ def xla_lstm_floor(batch: int, seq_len: int, hidden: int, repeats: int = 100) ->
             i, f, g, o = (z[k] + h @ w[k] for k in range(4))
             c = sig(f) * c + sig(i) * jnp.tanh(g)
             return (c, sig(o) * jnp.tanh(c)), None
+
         zeros = jnp.zeros((batch, hidden), jnp.float32)
         return jax.lax.scan(step, (zeros, zeros), zx)[0]
 
@@ -341,8 +440,14 @@ def xla_lstm_floor(batch: int, seq_len: int, hidden: int, repeats: int = 100) ->
             gh_all = gh_next + gh_t
             tc = jnp.tanh(c)
             gc = gc + gh_all * o * (1.0 - tc * tc)
-            dz = (gc * g * i * (1.0 - i), gc * c * f * (1.0 - f), gc * i * (1.0 - g * g), gh_all * tc * o * (1.0 - o))
+            dz = (
+                gc * g * i * (1.0 - i),
+                gc * c * f * (1.0 - f),
+                gc * i * (1.0 - g * g),
+                gh_all * tc * o * (1.0 - o),
+            )
             return (gc * f, sum(d @ m for d, m in zip(dz, wt))), dz
+
         zeros = jnp.zeros((batch, hidden), jnp.float32)
         return jax.lax.scan(step, (zeros, zeros), (res, zx[0], gh), reverse=True)
 
@@ -352,8 +457,11 @@ def xla_lstm_floor(batch: int, seq_len: int, hidden: int, repeats: int = 100) ->
     def best(fn, *args) -> float:
         return 1e3 * time_runs(fn, args, repeats)[1].min_s
 
-    return Floor(best(jax.jit(forward), w, zx), best(jax.jit(reverse), wt, res, zx[1]),
-                 best(jax.jit(lambda a, d: a.T @ d), a, d))
+    return Floor(
+        best(jax.jit(forward), w, zx),
+        best(jax.jit(reverse), wt, res, zx[1]),
+        best(jax.jit(lambda a, d: a.T @ d), a, d),
+    )
 
 
 def torch_lstm_s(cfg: RunConfig, repeats: int = 20) -> float | None:
@@ -395,25 +503,45 @@ def perf_bench(configs: list[RunConfig], repeats: int, budget_s: float | None, o
     peak = gemm_flops_per_s()
     print(f"GEMM 6400×160·160×512, measured now: {peak / 1e9:.0f} GFLOP/s", file=out)
     strategies = ("accumulate", "fused", "checkpoint")
-    print(f"{'config':<38} {'plain ms':>9} " + " ".join(f"{s + ' ×':>13}" for s in strategies)
-          + f" {'best GFLOP/s':>13} {'% GEMM':>7} {'PyTorch ms':>11} {'best/PyTorch':>13} {'XLA floor ms':>13}", file=out)
+    print(
+        f"{'config':<38} {'plain ms':>9} "
+        + " ".join(f"{s + ' ×':>13}" for s in strategies)
+        + f" {'best GFLOP/s':>13} {'% GEMM':>7} {'PyTorch ms':>11} {'best/PyTorch':>13} {'XLA floor ms':>13}",
+        file=out,
+    )
     records: list[dict] = []
     for cfg in configs:
         kw = dict(repeats=repeats, suite="perf", budget_s=budget_s)
         base = measure(cfg, measure="grad", strategy="plain_grad", **kw)
         base["ratio_to_plain_grad"] = 1.0
-        row = {s: measure(cfg, measure="analyze", strategy=s, **kw) for s in strategies if s in available_strategies(cfg)}
+        row = {
+            s: measure(cfg, measure="analyze", strategy=s, **kw)
+            for s in strategies
+            if s in available_strategies(cfg)
+        }
         for rec in row.values():
             rec["ratio_to_plain_grad"] = rec["run_s"] / base["run_s"]
         records += [base, *row.values()]
         best = min(row.values(), key=lambda r: r["run_s"])
         torch_s = torch_lstm_s(cfg, repeats) if cfg.cell == "lstm" else None
-        peer = f"{torch_s * 1e3:>11.2f} {best['run_s'] / torch_s:>13.2f}" if torch_s else f"{'—':>11} {'—':>13}"
-        floor = xla_lstm_floor(cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size).total if cfg.cell == "lstm" else None
+        peer = (
+            f"{torch_s * 1e3:>11.2f} {best['run_s'] / torch_s:>13.2f}" if torch_s else f"{'—':>11} {'—':>13}"
+        )
+        floor = (
+            xla_lstm_floor(cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size).total
+            if cfg.cell == "lstm"
+            else None
+        )
         peer += f" {floor:>13.2f}" if floor else f" {'—':>13}"
-        ratios = " ".join(f"{row[s]['ratio_to_plain_grad']:>13.2f}" if s in row else f"{'—':>13}" for s in strategies)
-        print(f"{_label(cfg):<38} {base['run_s'] * 1e3:>9.2f} {ratios} {best['flops_per_s'] / 1e9:>9.1f} ({best['strategy'][:3]})"
-              f" {best['flops_per_s'] / peak:>7.0%} {peer}", file=out, flush=True)
+        ratios = " ".join(
+            f"{row[s]['ratio_to_plain_grad']:>13.2f}" if s in row else f"{'—':>13}" for s in strategies
+        )
+        print(
+            f"{_label(cfg):<38} {base['run_s'] * 1e3:>9.2f} {ratios} {best['flops_per_s'] / 1e9:>9.1f} ({best['strategy'][:3]})"
+            f" {best['flops_per_s'] / peak:>7.0%} {peer}",
+            file=out,
+            flush=True,
+        )
     print(f"\nlong sequences, {LONG}: run time per step and peak memory (compile-time estimate)", file=out)
     print(f"{'T':>7} {'strategy':<11} {'run s':>8} {'µs/step':>8} {'vs T=1000':>10} {'peak MB':>9}", file=out)
     first: dict[str, float] = {}
@@ -428,13 +556,22 @@ def perf_bench(configs: list[RunConfig], repeats: int, budget_s: float | None, o
             per_step = rec["run_s"] / t
             first.setdefault(s, per_step)
             records.append(rec)
-            print(f"{t:>7} {s:<11} {rec['run_s']:>8.3f} {per_step * 1e6:>8.1f} {per_step / first[s]:>10.2f} {rec['peak_bytes'] / 2**20:>9.0f}",
-                  file=out, flush=True)
+            print(
+                f"{t:>7} {s:<11} {rec['run_s']:>8.3f} {per_step * 1e6:>8.1f} {per_step / first[s]:>10.2f} {rec['peak_bytes'] / 2**20:>9.0f}",
+                file=out,
+                flush=True,
+            )
     return records
 
 
-def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=None, out=sys.stdout,
-              budget_s: float | None = None) -> list[dict]:
+def run_suite(
+    configs: Iterable[RunConfig],
+    suite: str,
+    repeats: int,
+    devices=None,
+    out=sys.stdout,
+    budget_s: float | None = None,
+) -> list[dict]:
     """Measure every config on every device; print one table row per (config, device).
 
     A strategy whose config is over the memory budget (per-step tangents at large T·P)
@@ -444,7 +581,9 @@ def run_suite(configs: Iterable[RunConfig], suite: str, repeats: int, devices=No
     from rnnviz.config import ConfigError
 
     strategies = available_strategies()
-    header = f"{'config':<42} {'device':<10} {'plain ms':>9} " + " ".join(f"{s[:9] + '×':>10}" for s in strategies)
+    header = f"{'config':<42} {'device':<10} {'plain ms':>9} " + " ".join(
+        f"{s[:9] + '×':>10}" for s in strategies
+    )
     header += f" {'analyze×':>9} {'+log pass×':>10} {'compile s':>10} {'peak MB plain/acc/per/anl':>27}"
     print(header, file=out)
     records: list[dict] = []
@@ -475,7 +614,9 @@ def _row(cfg: RunConfig, device, row: list[dict], strategies) -> str:
     mb = lambda r: r["peak_bytes"] / 2**20  # noqa: E731
     by = {r["strategy"]: r for r in per}
     text = f"{_label(cfg):<42} {device.platform + ':' + str(device.id):<10} {base['run_s'] * 1e3:>9.3f} "
-    text += " ".join(f"{by[s]['ratio_to_plain_grad']:>10.2f}" if s in by else f"{'—':>10}" for s in strategies)
+    text += " ".join(
+        f"{by[s]['ratio_to_plain_grad']:>10.2f}" if s in by else f"{'—':>10}" for s in strategies
+    )
     text += f" {anl['ratio_to_plain_grad']:>9.2f} {log_pass['ratio_to_plain_grad']:>10.2f} {base['compile_s']:>4.2f}/{anl['compile_s']:<5.2f}"
     per_step = f"{mb(by['per_step']):.1f}" if "per_step" in by else "—"
     text += f" {mb(base):>6.1f}/{mb(by['accumulate']):.1f}/{per_step}/{mb(anl):.1f}"
@@ -506,7 +647,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
             print(f"appended {append_records(args.record, records)} records to {args.record}")
         return 0
     if args.suite == "parallel":
-        print(f"suite parallel: {len(configs)} configs; ratio = parallel (associative scan) / accumulate (sequential scan) run time")
+        print(
+            f"suite parallel: {len(configs)} configs; ratio = parallel (associative scan) / accumulate (sequential scan) run time"
+        )
         records = parallel_bench(configs, args.repeats, budget_s=budget)
         if args.record:
             print(f"appended {append_records(args.record, records)} records to {args.record}")
@@ -514,7 +657,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
     devices = None
     if args.all_devices:
         devices = [d for platform in ("cpu", "gpu") for d in _devices(jax, platform)[:1]]
-    print(f"suite {args.suite}: {len(configs)} configs, {args.repeats} timed runs each; ratios are run time / plain jax.grad run time")
+    print(
+        f"suite {args.suite}: {len(configs)} configs, {args.repeats} timed runs each; ratios are run time / plain jax.grad run time"
+    )
     records = run_suite(configs, args.suite, args.repeats, devices, budget_s=budget)
     if args.record:
         n = append_records(args.record, records)
@@ -531,11 +676,29 @@ def _devices(jax, platform: str):
 
 def add_parser(sub) -> None:
     p = sub.add_parser("bench", help="benchmark strategies and analyze against plain jax.grad")
-    p.add_argument("--suite", choices=sorted(SUITES), default="strategies", help="which fixed suite to run (default: strategies)")
-    p.add_argument("--repeats", type=int, default=20, help="timed runs per measurement after one warm-up (default 20)")
+    p.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default="strategies",
+        help="which fixed suite to run (default: strategies)",
+    )
+    p.add_argument(
+        "--repeats", type=int, default=20, help="timed runs per measurement after one warm-up (default 20)"
+    )
     p.add_argument("--record", metavar="PATH", help="append one schema-1 JSON line per measurement to PATH")
-    p.add_argument("--budget", type=float, default=3.0,
-                   help="seconds of timed runs per measurement; slow ones get fewer runs, never under 3 (0: no limit; default 3)")
-    p.add_argument("--all-devices", action="store_true", help="run on the first CPU and the first GPU (when present)")
-    p.add_argument("--steps", type=int, default=1500, help="training steps per run in the train suite's learning table (default 1500)")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=3.0,
+        help="seconds of timed runs per measurement; slow ones get fewer runs, never under 3 (0: no limit; default 3)",
+    )
+    p.add_argument(
+        "--all-devices", action="store_true", help="run on the first CPU and the first GPU (when present)"
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=1500,
+        help="training steps per run in the train suite's learning table (default 1500)",
+    )
     p.set_defaults(func=cmd_bench)

@@ -10,9 +10,10 @@ import argparse
 import json
 import math
 import sys
+from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
-from typing import Any, Callable, Sequence
 
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 
@@ -53,20 +54,24 @@ def _finite(x: Any) -> Any:
 
 
 def analysis_json(a) -> dict[str, Any]:
-    return _finite({
-        "config": a.config.to_dict(),
-        "loss": a.loss,
-        "grad_norms": a.grad_norms.astype(float).tolist(),
-        "log10_grad_norms": a.log10_grad_norms.astype(float).tolist(),
-        "component_grad_norms": {k: v.astype(float).tolist() for k, v in a.component_grad_norms.items()},
-        "log10_component_grad_norms": {k: v.astype(float).tolist() for k, v in a.log10_component_grad_norms.items()},
-        "log10_source": a.log10_source,
-        "input_grad_norms": a.input_grad_norms.astype(float).tolist(),
-        "carry_norms": a.carry_norms.astype(float).tolist(),
-        "nonfinite_carry_step": a.nonfinite_carry_step,
-        "nonfinite_grad_step": a.nonfinite_grad_step,
-        "timing": a.timing._asdict(),
-    })
+    return _finite(
+        {
+            "config": a.config.to_dict(),
+            "loss": a.loss,
+            "grad_norms": a.grad_norms.astype(float).tolist(),
+            "log10_grad_norms": a.log10_grad_norms.astype(float).tolist(),
+            "component_grad_norms": {k: v.astype(float).tolist() for k, v in a.component_grad_norms.items()},
+            "log10_component_grad_norms": {
+                k: v.astype(float).tolist() for k, v in a.log10_component_grad_norms.items()
+            },
+            "log10_source": a.log10_source,
+            "input_grad_norms": a.input_grad_norms.astype(float).tolist(),
+            "carry_norms": a.carry_norms.astype(float).tolist(),
+            "nonfinite_carry_step": a.nonfinite_carry_step,
+            "nonfinite_grad_step": a.nonfinite_grad_step,
+            "timing": a.timing._asdict(),
+        }
+    )
 
 
 def _summary_text(a) -> str:
@@ -82,13 +87,17 @@ def _summary_text(a) -> str:
     ]
     zeros = np.flatnonzero(np.isneginf(g))
     if zeros.size:
-        lines.append(f"‖∂L/∂carry_t‖ is exactly 0 (no dependence) at {zeros.size} steps (last at t={zeros[-1]})")
+        lines.append(
+            f"‖∂L/∂carry_t‖ is exactly 0 (no dependence) at {zeros.size} steps (last at t={zeros[-1]})"
+        )
     if a.nonfinite_carry_step is not None:
         lines.append(f"the carry overflows (NaN/Inf) at step {a.nonfinite_carry_step}")
     if a.nonfinite_grad_step is not None:
         lines.append(f"the gradient is NaN/Inf from step {a.nonfinite_grad_step} back to 0")
     t = a.timing
-    lines.append(f"timing: compile {t.compile_s:.3f}s, run median {t.run_s * 1e3:.3f} ms over {t.repeats} ({t.device})")
+    lines.append(
+        f"timing: compile {t.compile_s:.3f}s, run median {t.run_s * 1e3:.3f} ms over {t.repeats} ({t.device})"
+    )
     return "\n".join(lines)
 
 
@@ -108,7 +117,9 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="rnnviz", description="Gradient flow through time in recurrent networks.")
+    parser = argparse.ArgumentParser(
+        prog="rnnviz", description="Gradient flow through time in recurrent networks."
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     p = sub.add_parser("analyze", help="per-timestep gradient norms for one configuration")
     add_config_flags(p)
@@ -178,7 +189,9 @@ def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
             try:
                 lo, hi, n = float(spec.split(":")[0]), float(spec.split(":")[1]), int(spec.split(":")[2])
             except ValueError:
-                raise ConfigError("over", item, "start:stop:count with numbers and an integer count") from None
+                raise ConfigError(
+                    "over", item, "start:stop:count with numbers and an integer count"
+                ) from None
             if not 2 <= n <= 4096:
                 raise ConfigError("over", item, "a count in [2, 4096]")
             out[name] = [repr(lo + (hi - lo) * i / (n - 1)) for i in range(n)]
@@ -197,7 +210,9 @@ def cmd_sweep(args: argparse.Namespace) -> int:
         print(f"wrote {len(df)} rows to {args.csv}")
     else:
         swept = [c for c in df.columns if c not in ("t", "lag", "component", "grad_norm", "log10_grad_norm")]
-        table = df[df["component"] == "total"].pivot_table(index="lag", columns=swept, values="log10_grad_norm")
+        table = df[df["component"] == "total"].pivot_table(
+            index="lag", columns=swept, values="log10_grad_norm"
+        )
         print("log10 ‖∂L/∂carry_{T−lag}‖ (exact)")
         print(table.iloc[:: max(1, cfg.seq_len // 10)].to_string(float_format="%.2f"))
     return 0
@@ -206,19 +221,33 @@ def cmd_sweep(args: argparse.Namespace) -> int:
 def _add_sweep(sub) -> None:
     p = sub.add_parser("sweep", help="gradient norms over a grid of values, one compiled call per shape")
     add_config_flags(p)
-    p.add_argument("--over", action="append", required=True, metavar="FIELD=VALUES",
-                   help="a field and its values: recurrent_gain=0.5:1.5:64 or seed=0,1,2 (repeatable)")
+    p.add_argument(
+        "--over",
+        action="append",
+        required=True,
+        metavar="FIELD=VALUES",
+        help="a field and its values: recurrent_gain=0.5:1.5:64 or seed=0,1,2 (repeatable)",
+    )
     p.add_argument("--csv", metavar="PATH", help="write the tidy sweep table as CSV")
     p.set_defaults(func=cmd_sweep)
 
 
 def lyapunov_json(ly) -> dict[str, Any]:
     decay = None if ly.decay is None else ly.decay._asdict()
-    return _finite({
-        "config": ly.config.to_dict(), "k": ly.k, "warmup": ly.warmup, "qr_every": ly.qr_every,
-        "exponents": ly.exponents.astype(float).tolist(), "exponents_spread": ly.exponents_spread.astype(float).tolist(),
-        "lambda1": ly.lambda1, "measured_decay": decay, "compile_s": ly.compile_s, "run_s": ly.run_s,
-    })
+    return _finite(
+        {
+            "config": ly.config.to_dict(),
+            "k": ly.k,
+            "warmup": ly.warmup,
+            "qr_every": ly.qr_every,
+            "exponents": ly.exponents.astype(float).tolist(),
+            "exponents_spread": ly.exponents_spread.astype(float).tolist(),
+            "lambda1": ly.lambda1,
+            "measured_decay": decay,
+            "compile_s": ly.compile_s,
+            "run_s": ly.run_s,
+        }
+    )
 
 
 def cmd_lyapunov(args: argparse.Namespace) -> int:
@@ -229,16 +258,24 @@ def cmd_lyapunov(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(lyapunov_json(ly)))
         return 0
-    print(f"Lyapunov exponents of the {cfg.cell} cell (H={cfg.hidden_size}, T={cfg.seq_len}, gain {cfg.recurrent_gain:g}), "
-          f"natural log per step, mean ± std over {ly.example_exponents.shape[0]} example(s), after {ly.warmup} warm-up steps:")
+    print(
+        f"Lyapunov exponents of the {cfg.cell} cell (H={cfg.hidden_size}, T={cfg.seq_len}, gain {cfg.recurrent_gain:g}), "
+        f"natural log per step, mean ± std over {ly.example_exponents.shape[0]} example(s), after {ly.warmup} warm-up steps:"
+    )
     for i, (lam, sd) in enumerate(zip(ly.exponents, ly.exponents_spread), 1):
-        print(f"  λ{i:<3} {lam:+.5f} ± {sd:.5f}   (×{math.exp(lam):.4f} per step)" if math.isfinite(lam) else f"  λ{i:<3} -inf")
+        print(
+            f"  λ{i:<3} {lam:+.5f} ± {sd:.5f}   (×{math.exp(lam):.4f} per step)"
+            if math.isfinite(lam)
+            else f"  λ{i:<3} -inf"
+        )
     from rnnviz.lyapunov import regime
 
     print(f"λ₁ = {ly.lambda1:+.4f} → {regime(ly.lambda1)}")
     if ly.decay is not None:
-        print(f"gradient decay per step (slope of ln‖∂L/∂carry_(T−k)‖ over lags {ly.decay.lag_lo}..{ly.decay.lag_hi}): "
-              f"measured {ly.decay.slope:+.4f}, predicted by λ₁ {ly.lambda1:+.4f}")
+        print(
+            f"gradient decay per step (slope of ln‖∂L/∂carry_(T−k)‖ over lags {ly.decay.lag_lo}..{ly.decay.lag_hi}): "
+            f"measured {ly.decay.slope:+.4f}, predicted by λ₁ {ly.lambda1:+.4f}"
+        )
     print(f"compile {ly.compile_s:.2f} s, run {ly.run_s * 1e3:.1f} ms")
     return 0
 
@@ -246,23 +283,57 @@ def cmd_lyapunov(args: argparse.Namespace) -> int:
 def _add_lyapunov(sub) -> None:
     p = sub.add_parser("lyapunov", help="the leading Lyapunov exponents of the trajectory (QR method)")
     add_config_flags(p)
-    p.add_argument("--k", type=bounded_int(1, 2 * 2048), default=8, help="how many exponents (1..D, D = carry size; default 8)")
-    p.add_argument("--warmup", type=bounded_int(0, 100_000), default=None, help="steps left out of the average (default T/10)")
-    p.add_argument("--qr-every", dest="qr_every", type=bounded_int(1, 100_000), default=1,
-                   help="re-orthonormalise every N steps (default 1: every step)")
+    p.add_argument(
+        "--k",
+        type=bounded_int(1, 2 * 2048),
+        default=8,
+        help="how many exponents (1..D, D = carry size; default 8)",
+    )
+    p.add_argument(
+        "--warmup",
+        type=bounded_int(0, 100_000),
+        default=None,
+        help="steps left out of the average (default T/10)",
+    )
+    p.add_argument(
+        "--qr-every",
+        dest="qr_every",
+        type=bounded_int(1, 100_000),
+        default=1,
+        help="re-orthonormalise every N steps (default 1: every step)",
+    )
     p.add_argument("--json", action="store_true", help="print the exponents as JSON")
     p.set_defaults(func=cmd_lyapunov)
 
 
 def training_json(r) -> dict[str, Any]:
-    return _finite({
-        "config": r.config.to_dict(), "task": r.task, "lag": r.lag, "optimizer": r.optimizer, "learning_rate": r.learning_rate,
-        "clip": r.clip, "steps": r.steps, "steps_run": r.steps_run, "baseline": r.baseline, "metric_name": r.metric_name,
-        "losses": r.losses.tolist(), "metric": r.metric.tolist(), "grad_norm": r.grad_norm.tolist(), "clipped": r.clipped.tolist(),
-        "clip_count": r.clip_count, "profile_steps": r.profile_steps.tolist(), "profiles": r.profiles.tolist(),
-        "recurrent_grad_log10": r.recurrent_grad.tolist(), "solved_step": r.solved_step, "nonfinite_step": r.nonfinite_step,
-        "compile_s": r.timing.compile_s, "run_s": r.timing.run_s, "steps_per_s": r.timing.steps_per_s,
-    })
+    return _finite(
+        {
+            "config": r.config.to_dict(),
+            "task": r.task,
+            "lag": r.lag,
+            "optimizer": r.optimizer,
+            "learning_rate": r.learning_rate,
+            "clip": r.clip,
+            "steps": r.steps,
+            "steps_run": r.steps_run,
+            "baseline": r.baseline,
+            "metric_name": r.metric_name,
+            "losses": r.losses.tolist(),
+            "metric": r.metric.tolist(),
+            "grad_norm": r.grad_norm.tolist(),
+            "clipped": r.clipped.tolist(),
+            "clip_count": r.clip_count,
+            "profile_steps": r.profile_steps.tolist(),
+            "profiles": r.profiles.tolist(),
+            "recurrent_grad_log10": r.recurrent_grad.tolist(),
+            "solved_step": r.solved_step,
+            "nonfinite_step": r.nonfinite_step,
+            "compile_s": r.timing.compile_s,
+            "run_s": r.timing.run_s,
+            "steps_per_s": r.timing.steps_per_s,
+        }
+    )
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -280,24 +351,53 @@ def cmd_train(args: argparse.Namespace) -> int:
     def progress(done: int, steps: int, elapsed: float) -> None:
         rate = done / elapsed if elapsed > 0 else 0.0
         eta = (steps - done) / rate if rate > 0 else 0.0
-        print(f"\r{done}/{steps} steps, {rate:.0f} steps/s, ETA {eta:.0f} s", end="", file=sys.stderr, flush=True)
+        print(
+            f"\r{done}/{steps} steps, {rate:.0f} steps/s, ETA {eta:.0f} s",
+            end="",
+            file=sys.stderr,
+            flush=True,
+        )
 
-    r = train(cfg, args.task, steps=args.steps, learning_rate=args.learning_rate, optimizer=args.optimizer,
-              clip=None if args.clip == 0 else args.clip, log_every=args.log_every, lag=args.lag, progress=progress)
+    r = train(
+        cfg,
+        args.task,
+        steps=args.steps,
+        learning_rate=args.learning_rate,
+        optimizer=args.optimizer,
+        clip=None if args.clip == 0 else args.clip,
+        log_every=args.log_every,
+        lag=args.lag,
+        progress=progress,
+    )
     print(file=sys.stderr)
     if args.csv:
-        pd.DataFrame({"step": np.arange(r.steps_run), "loss": r.losses, r.metric_name.lower(): r.metric, "grad_norm": r.grad_norm,
-                      "clipped": r.clipped}).to_csv(args.csv, index=False)
+        pd.DataFrame(
+            {
+                "step": np.arange(r.steps_run),
+                "loss": r.losses,
+                r.metric_name.lower(): r.metric,
+                "grad_norm": r.grad_norm,
+                "clipped": r.clipped,
+            }
+        ).to_csv(args.csv, index=False)
     if args.json:
         print(json.dumps(training_json(r)))
         return 0
-    print(f"{r.task} (T={cfg.seq_len}) with the {cfg.cell} cell, {r.optimizer} lr={r.learning_rate:g}, clip={r.clip}: "
-          f"final loss {r.final_loss():.4g} (baseline {r.baseline:.4g}, ratio {r.final_loss() / r.baseline:.3f})")
-    print("solved at step " + str(r.solved_step) if r.solved_step is not None else "not solved (running mean loss never < 10 % of the baseline)")
+    print(
+        f"{r.task} (T={cfg.seq_len}) with the {cfg.cell} cell, {r.optimizer} lr={r.learning_rate:g}, clip={r.clip}: "
+        f"final loss {r.final_loss():.4g} (baseline {r.baseline:.4g}, ratio {r.final_loss() / r.baseline:.3f})"
+    )
+    print(
+        "solved at step " + str(r.solved_step)
+        if r.solved_step is not None
+        else "not solved (running mean loss never < 10 % of the baseline)"
+    )
     if r.nonfinite_step is not None:
         print(f"stopped: NaN/Inf at step {r.nonfinite_step}")
-    print(f"clipped {r.clip_count} of {r.steps_run} steps; {r.timing.steps_per_s:.0f} steps/s ({1e3 / r.timing.steps_per_s:.2f} ms/step), "
-          f"compile {r.timing.compile_s:.2f} s")
+    print(
+        f"clipped {r.clip_count} of {r.steps_run} steps; {r.timing.steps_per_s:.0f} steps/s ({1e3 / r.timing.steps_per_s:.2f} ms/step), "
+        f"compile {r.timing.compile_s:.2f} s"
+    )
     return 0
 
 
@@ -317,14 +417,37 @@ def _add_train(sub) -> None:
 
     p = sub.add_parser("train", help="train the cell on a long-range task and record the gradient profile")
     add_config_flags(p)
-    p.add_argument("--task", choices=sorted(TASKS), default="adding", help="adding (I=2), copy (I=10) or recall (I=1); default adding")
-    p.add_argument("--steps", type=bounded_int(1, MAX_STEPS), default=2000, help="optimisation steps (default 2000)")
-    p.add_argument("--learning-rate", dest="learning_rate", type=_positive_float, default=1e-3, help="default 1e-3")
-    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam", help="adam (default) or sgd with momentum 0.9")
-    p.add_argument("--clip", type=_positive_float, default=1.0, help="global-norm clipping threshold; 0 turns clipping off (default 1)")
-    p.add_argument("--log-every", dest="log_every", type=bounded_int(1, MAX_STEPS), default=50,
-                   help="steps per compiled chunk and between gradient profiles (default 50)")
-    p.add_argument("--lag", type=bounded_int(0, 100_000), default=0, help="the recall task's lag k (target x_(T−k))")
+    p.add_argument(
+        "--task",
+        choices=sorted(TASKS),
+        default="adding",
+        help="adding (I=2), copy (I=10) or recall (I=1); default adding",
+    )
+    p.add_argument(
+        "--steps", type=bounded_int(1, MAX_STEPS), default=2000, help="optimisation steps (default 2000)"
+    )
+    p.add_argument(
+        "--learning-rate", dest="learning_rate", type=_positive_float, default=1e-3, help="default 1e-3"
+    )
+    p.add_argument(
+        "--optimizer", choices=OPTIMIZERS, default="adam", help="adam (default) or sgd with momentum 0.9"
+    )
+    p.add_argument(
+        "--clip",
+        type=_positive_float,
+        default=1.0,
+        help="global-norm clipping threshold; 0 turns clipping off (default 1)",
+    )
+    p.add_argument(
+        "--log-every",
+        dest="log_every",
+        type=bounded_int(1, MAX_STEPS),
+        default=50,
+        help="steps per compiled chunk and between gradient profiles (default 50)",
+    )
+    p.add_argument(
+        "--lag", type=bounded_int(0, 100_000), default=0, help="the recall task's lag k (target x_(T−k))"
+    )
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     p.add_argument("--csv", metavar="PATH", help="write loss, metric, grad norm and clipped per step as CSV")
     p.set_defaults(func=cmd_train)

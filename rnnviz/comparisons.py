@@ -8,15 +8,22 @@ benchmark build on it.
 from __future__ import annotations
 
 import functools
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
 from rnnviz.analysis import (
-    analyze, baseline_executable, executables, log_executable, prepared_inputs, prepared_shapes, resolve_device, static_config,
+    analyze,
+    baseline_executable,
+    executables,
+    log_executable,
+    prepared_inputs,
+    prepared_shapes,
+    resolve_device,
+    static_config,
 )
 from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import ConfigError, RunConfig, estimate_flops, strategy_names
@@ -43,7 +50,9 @@ def strategy_unavailable(strategy: str, cfg: RunConfig | None = None) -> str | N
 @compile_cache(maxsize=64)
 def strategy_executable(static: RunConfig, device: jax.Device) -> Compiled:
     """Parameter gradient only, with ``static.strategy`` (cached per shape and device)."""
-    return compile_for(functools.partial(strategy_grad, static, make_cell(static)), prepared_shapes(static), device)
+    return compile_for(
+        functools.partial(strategy_grad, static, make_cell(static)), prepared_shapes(static), device
+    )
 
 
 def _executable(cfg: RunConfig, measure: str, device: jax.Device) -> Compiled:
@@ -53,8 +62,16 @@ def _executable(cfg: RunConfig, measure: str, device: jax.Device) -> Compiled:
     return strategy_executable(static, device)
 
 
-def measure(cfg: RunConfig, *, measure: str = "analyze", strategy: str | None = None, repeats: int = 10,
-            device: jax.Device | None = None, suite: str = "adhoc", budget_s: float | None = None) -> dict[str, Any]:
+def measure(
+    cfg: RunConfig,
+    *,
+    measure: str = "analyze",
+    strategy: str | None = None,
+    repeats: int = 10,
+    device: jax.Device | None = None,
+    suite: str = "adhoc",
+    budget_s: float | None = None,
+) -> dict[str, Any]:
     """Time one compiled function for ``cfg`` and return a schema-1 record.
 
     measure="analyze": the full analysis (per-step carry gradients + param gradients +
@@ -79,13 +96,30 @@ def measure(cfg: RunConfig, *, measure: str = "analyze", strategy: str | None = 
     env = environment()
     flops = estimate_flops(run_cfg)
     return {
-        "schema": SCHEMA, "kind": "bench", "suite": suite, "label": _label(cfg),
-        "config": run_cfg.to_dict(), "strategy": strategy, "measure": measure,
-        "device_kind": device.platform, "device_name": str(device.device_kind), "backend": jax.default_backend(),
-        "jax_version": env["jax_version"], "jaxlib_version": env["jaxlib_version"], "flax_version": env["flax_version"],
-        "cpu_count": env["cpu_count"], "allocator": env["allocator"], "timestamp": now_utc(),
-        "compile_s": exe.compile_s, "run_s": t.median_s, "run_min_s": t.min_s, "run_max_s": t.max_s, "repeats": t.repeats,
-        "peak_bytes": int(exe.peak_bytes), "flops": flops, "flops_per_s": flops / t.median_s if t.median_s > 0 else 0.0,
+        "schema": SCHEMA,
+        "kind": "bench",
+        "suite": suite,
+        "label": _label(cfg),
+        "config": run_cfg.to_dict(),
+        "strategy": strategy,
+        "measure": measure,
+        "device_kind": device.platform,
+        "device_name": str(device.device_kind),
+        "backend": jax.default_backend(),
+        "jax_version": env["jax_version"],
+        "jaxlib_version": env["jaxlib_version"],
+        "flax_version": env["flax_version"],
+        "cpu_count": env["cpu_count"],
+        "allocator": env["allocator"],
+        "timestamp": now_utc(),
+        "compile_s": exe.compile_s,
+        "run_s": t.median_s,
+        "run_min_s": t.min_s,
+        "run_max_s": t.max_s,
+        "repeats": t.repeats,
+        "peak_bytes": int(exe.peak_bytes),
+        "flops": flops,
+        "flops_per_s": flops / t.median_s if t.median_s > 0 else 0.0,
         "ratio_to_plain_grad": None,
     }
 
@@ -103,7 +137,9 @@ def _grad_difference(ref: dict, other: dict) -> tuple[float, float]:
     return float(np.max(np.abs(diff))), float(np.linalg.norm(diff) / max(np.linalg.norm(a), 1e-300))
 
 
-def compare_strategies(cfg: RunConfig, *, repeats: int = 10, strategies: Sequence[str] | None = None) -> pd.DataFrame:
+def compare_strategies(
+    cfg: RunConfig, *, repeats: int = 10, strategies: Sequence[str] | None = None
+) -> pd.DataFrame:
     """One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
     peak_bytes, flops, max_abs_diff, rel_diff`` (differences of ∂L/∂W against the
     accumulator), for the full analysis of ``cfg`` under each strategy. Strategies whose
@@ -119,20 +155,51 @@ def compare_strategies(cfg: RunConfig, *, repeats: int = 10, strategies: Sequenc
     for s, a in runs.items():
         max_abs, rel = _grad_difference(ref.param_grads, a.param_grads)
         t = a.timing
-        rows.append(dict(strategy=s, compile_s=t.compile_s, run_s=t.run_s, run_min_s=t.run_min_s, run_max_s=t.run_max_s,
-                         peak_bytes=t.peak_bytes, flops=t.flops, max_abs_diff=max_abs, rel_diff=rel, device=t.device))
+        rows.append(
+            dict(
+                strategy=s,
+                compile_s=t.compile_s,
+                run_s=t.run_s,
+                run_min_s=t.run_min_s,
+                run_max_s=t.run_max_s,
+                peak_bytes=t.peak_bytes,
+                flops=t.flops,
+                max_abs_diff=max_abs,
+                rel_diff=rel,
+                device=t.device,
+            )
+        )
     return pd.DataFrame(rows)
 
 
-def scaling(cfg: RunConfig, seq_lens: Iterable[int], *, strategies: Sequence[str] | None = None, repeats: int = 5,
-            measure_kind: str = "grad") -> pd.DataFrame:
+def scaling(
+    cfg: RunConfig,
+    seq_lens: Iterable[int],
+    *,
+    strategies: Sequence[str] | None = None,
+    repeats: int = 5,
+    measure_kind: str = "grad",
+) -> pd.DataFrame:
     """Time and memory per strategy over sequence lengths: rows ``strategy, seq_len,
     compile_s, run_s, peak_bytes`` (one compile per length and strategy, cached)."""
     rows = []
     for t_len in seq_lens:
         for s in strategies or available_strategies(cfg):
-            rec = measure(cfg.replace(seq_len=int(t_len), strategy=s), measure=measure_kind, repeats=repeats, suite="scaling")
-            rows.append(dict(strategy=s, seq_len=int(t_len), compile_s=rec["compile_s"], run_s=rec["run_s"], peak_bytes=rec["peak_bytes"]))
+            rec = measure(
+                cfg.replace(seq_len=int(t_len), strategy=s),
+                measure=measure_kind,
+                repeats=repeats,
+                suite="scaling",
+            )
+            rows.append(
+                dict(
+                    strategy=s,
+                    seq_len=int(t_len),
+                    compile_s=rec["compile_s"],
+                    run_s=rec["run_s"],
+                    peak_bytes=rec["peak_bytes"],
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -147,8 +214,13 @@ def present_devices() -> list[jax.Device]:
     return out
 
 
-def run_on_devices(cfg: RunConfig, *, devices: Sequence[jax.Device] | None = None,
-                   strategies: Sequence[str] | None = None, repeats: int = 5) -> pd.DataFrame:
+def run_on_devices(
+    cfg: RunConfig,
+    *,
+    devices: Sequence[jax.Device] | None = None,
+    strategies: Sequence[str] | None = None,
+    repeats: int = 5,
+) -> pd.DataFrame:
     """The full analysis of ``cfg`` on every device (default: all that JAX sees) and
     strategy: rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
     peak_bytes, loss, max_grad_diff`` (param-grad difference against the first row)."""
@@ -157,9 +229,17 @@ def run_on_devices(cfg: RunConfig, *, devices: Sequence[jax.Device] | None = Non
         for s in strategies or (cfg.strategy,):
             a = analyze(cfg.replace(strategy=s), repeats=repeats, device=device)
             ref = ref or a.param_grads
-            rows.append(dict(
-                device_kind=device.platform, device_name=str(device.device_kind), device_id=device.id, strategy=s,
-                compile_s=a.timing.compile_s, run_s=a.timing.run_s, peak_bytes=a.timing.peak_bytes, loss=a.loss,
-                max_grad_diff=_grad_difference(ref, a.param_grads)[0],
-            ))
+            rows.append(
+                dict(
+                    device_kind=device.platform,
+                    device_name=str(device.device_kind),
+                    device_id=device.id,
+                    strategy=s,
+                    compile_s=a.timing.compile_s,
+                    run_s=a.timing.run_s,
+                    peak_bytes=a.timing.peak_bytes,
+                    loss=a.loss,
+                    max_grad_diff=_grad_difference(ref, a.param_grads)[0],
+                )
+            )
     return pd.DataFrame(rows)

@@ -8,8 +8,9 @@ URL) builds a :class:`RunConfig`, so every bad value gets the same message from
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 ACTIVATIONS = ("tanh", "relu", "identity")
 DTYPES = ("float32", "bfloat16", "float16")
@@ -161,36 +162,62 @@ class RunConfig:
         batch = () if self.batch_size is None else (self.batch_size,)
         return batch + (self.seq_len, self.input_size)
 
-    def replace(self, **changes: Any) -> "RunConfig":
+    def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
 
     @classmethod
-    def from_mapping(cls, values: Mapping[str, Any]) -> "RunConfig":
+    def from_mapping(cls, values: Mapping[str, Any]) -> RunConfig:
         """Build from loosely typed values (CLI strings, URL params, JSON); unknown keys are errors."""
         names = {f.name for f in dataclasses.fields(cls)}
         for key in values:
             if key not in names:
-                raise ConfigError(key, values[key], "not a RunConfig field; fields are " + ", ".join(sorted(names)))
+                raise ConfigError(
+                    key, values[key], "not a RunConfig field; fields are " + ", ".join(sorted(names))
+                )
         return cls(**{k: coerce(k, v) for k, v in values.items()})
 
 
 def _spec_table() -> dict[str, FieldSpec]:
     specs = [
-        FieldSpec("cell", str, "recurrent cell: a registered name (rnnviz.register_cell, or a plugin)", _cell_names),
-        FieldSpec("activation", str, "the activation of cells that take one (simple, indrnn); gated cells use tanh", ACTIVATIONS),
+        FieldSpec(
+            "cell", str, "recurrent cell: a registered name (rnnviz.register_cell, or a plugin)", _cell_names
+        ),
+        FieldSpec(
+            "activation",
+            str,
+            "the activation of cells that take one (simple, indrnn); gated cells use tanh",
+            ACTIVATIONS,
+        ),
         FieldSpec("hidden_size", int, "units in the carry, H", lo=1, hi=MAX_HIDDEN),
         FieldSpec("input_size", int, "features per step, I", lo=1, hi=MAX_INPUT),
         FieldSpec("seq_len", int, "time steps, T", lo=1, hi=MAX_SEQ_LEN),
-        FieldSpec("batch_size", int, "examples B; None for unbatched [T, I] input", lo=1, hi=MAX_BATCH, optional=True),
+        FieldSpec(
+            "batch_size",
+            int,
+            "examples B; None for unbatched [T, I] input",
+            lo=1,
+            hi=MAX_BATCH,
+            optional=True,
+        ),
         FieldSpec("dtype", str, "dtype of params, carry and computation", DTYPES),
         FieldSpec("carry_init", str, "how the initial carry starts", CARRY_INITS),
-        FieldSpec("carry_scale", float, "std (normal), half-width (uniform), value (constant), init std (learned)", lo=0.0, hi=100.0),
+        FieldSpec(
+            "carry_scale",
+            float,
+            "std (normal), half-width (uniform), value (constant), init std (learned)",
+            lo=0.0,
+            hi=100.0,
+        ),
         FieldSpec("recurrent_init", str, "initialiser of the recurrent kernels", RECURRENT_INITS),
-        FieldSpec("recurrent_gain", float, "factor applied to the recurrent kernels after init", lo=0.0, hi=10.0),
-        FieldSpec("forget_bias", float, "LSTM forget-gate bias (1.0 is the classic remedy)", lo=-20.0, hi=20.0),
+        FieldSpec(
+            "recurrent_gain", float, "factor applied to the recurrent kernels after init", lo=0.0, hi=10.0
+        ),
+        FieldSpec(
+            "forget_bias", float, "LSTM forget-gate bias (1.0 is the classic remedy)", lo=-20.0, hi=20.0
+        ),
         FieldSpec("inputs", str, "input sequence distribution", INPUTS),
         FieldSpec("input_scale", float, "multiplies the inputs", lo=0.0, hi=100.0),
         FieldSpec("loss", str, "last: ½Σh_T²; all: ½(1/T)Σ_tΣh_t²", LOSSES),
@@ -209,7 +236,9 @@ def coerce(name: str, value: Any) -> Any:
     spec = FIELD_SPECS.get(name)
     if spec is None:
         raise ConfigError(name, value, "not a RunConfig field")
-    if spec.optional and (value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))):
+    if spec.optional and (
+        value is None or (isinstance(value, str) and value.strip().lower() in ("", "none", "null"))
+    ):
         return None
     if spec.kind is str:
         if not isinstance(value, str):
@@ -254,11 +283,19 @@ def _validate(cfg: RunConfig) -> None:
         raise ConfigError("activation", cfg.activation, allowed)
     reason = _strategy(cfg.strategy).cell_reason(spec)
     if reason is not None:
-        able = ", ".join(n for n in _cell_names() if _strategy(cfg.strategy).cell_reason(_cell_spec(n)) is None)
-        raise ConfigError("strategy", cfg.strategy, f"the {cfg.cell} cell cannot use it: {reason}; cells that can: {able}")
+        able = ", ".join(
+            n for n in _cell_names() if _strategy(cfg.strategy).cell_reason(_cell_spec(n)) is None
+        )
+        raise ConfigError(
+            "strategy", cfg.strategy, f"the {cfg.cell} cell cannot use it: {reason}; cells that can: {able}"
+        )
     if spec.forget_bias is None and cfg.forget_bias != 0.0:
         with_bias = ", ".join(n for n in _cell_names() if _cell_spec(n).forget_bias is not None)
-        raise ConfigError("forget_bias", cfg.forget_bias, f"only cells with a forget gate ({with_bias}) have a forget bias; use 0.0 with the {cfg.cell} cell")
+        raise ConfigError(
+            "forget_bias",
+            cfg.forget_bias,
+            f"only cells with a forget gate ({with_bias}) have a forget bias; use 0.0 with the {cfg.cell} cell",
+        )
     need = estimate_memory_bytes(cfg)
     if need > MEMORY_BUDGET_BYTES:
         raise BudgetError(
@@ -330,8 +367,10 @@ def max_seq_len_within_budget(cfg: RunConfig, strategy: str | None = None) -> in
     lo, hi = 0, MAX_SEQ_LEN
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        if (estimate_memory_bytes(cfg, seq_len=mid, strategy=strategy) <= MEMORY_BUDGET_BYTES
-                and estimate_flops(cfg, seq_len=mid) <= FLOP_BUDGET):
+        if (
+            estimate_memory_bytes(cfg, seq_len=mid, strategy=strategy) <= MEMORY_BUDGET_BYTES
+            and estimate_flops(cfg, seq_len=mid) <= FLOP_BUDGET
+        ):
             lo = mid
         else:
             hi = mid - 1
@@ -343,7 +382,7 @@ def max_seq_len_within_budget(cfg: RunConfig, strategy: str | None = None) -> in
 _SHRINK_ORDER = ("seq_len", "batch_size", "hidden_size")
 
 
-def fit_to_budget(values: Mapping[str, Any]) -> tuple["RunConfig", dict[str, tuple[Any, Any]]]:
+def fit_to_budget(values: Mapping[str, Any]) -> tuple[RunConfig, dict[str, tuple[Any, Any]]]:
     """The config of ``values`` (each field valid on its own), shrunk to fit the budgets.
 
     Returns ``(config, changes)`` with ``changes[field] = (asked, used)``: seq_len becomes

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import numpy as np
 
@@ -39,7 +40,7 @@ class Theory(NamedTuple):
         if self.log10_bound is None:
             return None
         with np.errstate(over="ignore", under="ignore"):
-            return 10.0 ** self.log10_bound
+            return 10.0**self.log10_bound
 
 
 def simple_cell_theory(a: Analysis) -> Theory | None:
@@ -97,10 +98,13 @@ def _sigmoid(z: np.ndarray) -> np.ndarray:
 # (float64, from params, inputs and the trajectory). Each cell's spec points its theory hook
 # at its own function here (``rnnviz.cells``), so there is no dispatch on the cell's name.
 
+
 def indrnn_jacobians(a: Analysis) -> np.ndarray:
     """u ⊙ φ′(pre-activation), φ′ read off h_t (relu: h_t > 0; tanh: 1 − h_t²; identity: 1)."""
     h = np.asarray(a.carries["h"][1:], np.float64)
-    slope = {"relu": (h > 0).astype(np.float64), "tanh": 1.0 - h**2, "identity": np.ones_like(h)}[a.config.activation]
+    slope = {"relu": (h > 0).astype(np.float64), "tanh": 1.0 - h**2, "identity": np.ones_like(h)}[
+        a.config.activation
+    ]
     return np.asarray(a.params["u"], np.float64) * slope
 
 
@@ -139,8 +143,11 @@ def lru_cotangent(a: Analysis) -> np.ndarray:
     return np.hypot(y @ p["C_re"].T, y @ p["C_im"].T)
 
 
-def diagonal_curve(a: Analysis, jacobians: Callable[[Analysis], np.ndarray],
-                   end: Callable[[Analysis], np.ndarray] = output_cotangent) -> Overlay | None:
+def diagonal_curve(
+    a: Analysis,
+    jacobians: Callable[[Analysis], np.ndarray],
+    end: Callable[[Analysis], np.ndarray] = output_cotangent,
+) -> Overlay | None:
     """Exact ‖∂L/∂h_t‖ for a diagonal-Jacobian cell with loss last: δ_t = (Π_{s>t} D_s) ⊙ δ_T
     with D = ``jacobians(a)`` and |δ_T| = ``end(a)``, summed in log space (so it reaches far
     below float64 too). None for other losses, where every step also feeds the loss."""
@@ -173,11 +180,19 @@ def verdict(a: Analysis) -> Verdict:
     if a.nonfinite_carry_step is not None or math.isnan(l0) or l0 == math.inf:
         where = a.nonfinite_carry_step if a.nonfinite_carry_step is not None else a.nonfinite_grad_step
         what = "the carry" if a.nonfinite_carry_step is not None else "the gradient"
-        return Verdict("overflow", math.inf, f"{what} overflows to NaN/Inf at step {where} ({cfg.dtype}): exploding beyond range")
+        return Verdict(
+            "overflow",
+            math.inf,
+            f"{what} overflows to NaN/Inf at step {where} ({cfg.dtype}): exploding beyond range",
+        )
     if lt == -math.inf:
         return Verdict("stable", 0.0, "the loss does not depend on the final carry: no gradient to follow")
     if l0 == -math.inf:
-        return Verdict("vanishing", -math.inf, f"gradient is exactly 0 at t=0: the loss does not depend on the initial carry (no path back through {t_len} steps)")
+        return Verdict(
+            "vanishing",
+            -math.inf,
+            f"gradient is exactly 0 at t=0: the loss does not depend on the initial carry (no path back through {t_len} steps)",
+        )
     r = l0 - lt
     kind = "vanishing" if r < -2 else "exploding" if r > 2 else "stable"
     move = "shrinks" if r < 0 else "grows"
@@ -195,7 +210,9 @@ def _float_range_note(a: Analysis) -> str:
         notes.append(f"underflow to 0 at {under.size} steps, t ≤ {under.max()}")
     if over.size:
         notes.append(f"overflow at {over.size} steps, t ≤ {over.max()}")
-    return f" (the {a.config.dtype} values " + "; ".join(notes) + "; the magnitudes are exact)" if notes else ""
+    return (
+        f" (the {a.config.dtype} values " + "; ".join(notes) + "; the magnitudes are exact)" if notes else ""
+    )
 
 
 def gate_means(a: Analysis) -> dict[str, np.ndarray]:

@@ -28,7 +28,11 @@ def timestep_frame(a: Analysis) -> pd.DataFrame:
     ``carry_norm``, ``carry_norm_<comp>``, ``input_grad_norm`` ‖∂L/∂x_t‖ (NaN at t = 0,
     where no input is consumed)."""
     t_len = a.config.seq_len
-    data: dict[str, np.ndarray] = {"t": np.arange(t_len + 1), "grad_norm": a.grad_norms, "log10_grad_norm": a.log10_grad_norms}
+    data: dict[str, np.ndarray] = {
+        "t": np.arange(t_len + 1),
+        "grad_norm": a.grad_norms,
+        "log10_grad_norm": a.log10_grad_norms,
+    }
     for comp, v in a.component_grad_norms.items():
         data[f"grad_norm_{comp}"] = v
         data[f"log10_grad_norm_{comp}"] = a.log10_component_grad_norms[comp]
@@ -47,7 +51,14 @@ def gradient_long_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
     t = np.arange(a.config.seq_len + 1)
 
     def part(series: str, value: np.ndarray, log10_value: np.ndarray) -> pd.DataFrame:
-        return pd.DataFrame({"t": t, "series": series, "value": value.astype(np.float64), "log10_value": log10_value.astype(np.float64)})
+        return pd.DataFrame(
+            {
+                "t": t,
+                "series": series,
+                "value": value.astype(np.float64),
+                "log10_value": log10_value.astype(np.float64),
+            }
+        )
 
     parts = [part("total", a.grad_norms, a.log10_grad_norms)]
     if len(a.component_grad_norms) > 1:
@@ -64,13 +75,23 @@ def gradient_long_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
 def input_grad_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
     """``t, series, value, run`` for ‖∂L/∂x_t‖, t = 1..T."""
     t = np.arange(1, a.config.seq_len + 1)
-    return pd.DataFrame({"t": t, "series": "‖∂L/∂x_t‖", "value": a.input_grad_norms.astype(np.float64), "run": label or config_label(a)})
+    return pd.DataFrame(
+        {
+            "t": t,
+            "series": "‖∂L/∂x_t‖",
+            "value": a.input_grad_norms.astype(np.float64),
+            "run": label or config_label(a),
+        }
+    )
 
 
 def carry_norm_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
     """``t, series, value, run``: ‖carry_t‖ per component (over batch and units)."""
     t = np.arange(a.config.seq_len + 1)
-    parts = [pd.DataFrame({"t": t, "series": f"‖{c}_t‖", "value": v.astype(np.float64)}) for c, v in a.component_carry_norms.items()]
+    parts = [
+        pd.DataFrame({"t": t, "series": f"‖{c}_t‖", "value": v.astype(np.float64)})
+        for c, v in a.component_carry_norms.items()
+    ]
     out = pd.concat(parts, ignore_index=True)
     out["run"] = label or config_label(a)
     return out
@@ -81,13 +102,19 @@ def carry_heatmap_frame(a: Analysis, component: str = "h", example: int = 0) -> 
     path = np.asarray(a.carries[component], dtype=np.float64)
     if a.config.batch_size is not None:
         path = path[:, example]
-    return pd.DataFrame(path.T, index=pd.RangeIndex(path.shape[1], name="unit"), columns=np.arange(path.shape[0]))
+    return pd.DataFrame(
+        path.T, index=pd.RangeIndex(path.shape[1], name="unit"), columns=np.arange(path.shape[0])
+    )
 
 
-def projection_frame(a: Analysis, label: str | None = None, component: str = "h") -> tuple[pd.DataFrame, np.ndarray]:
+def projection_frame(
+    a: Analysis, label: str | None = None, component: str = "h"
+) -> tuple[pd.DataFrame, np.ndarray]:
     """``t, pc1, pc2, run`` of example 0's carry path, plus the explained variance ratios."""
     proj = pca_path(a, component)
-    df = pd.DataFrame({"t": np.arange(a.config.seq_len + 1), "pc1": proj.coords[:, 0], "pc2": proj.coords[:, 1]})
+    df = pd.DataFrame(
+        {"t": np.arange(a.config.seq_len + 1), "pc1": proj.coords[:, 0], "pc2": proj.coords[:, 1]}
+    )
     df["run"] = label or config_label(a)
     return df, proj.explained
 
@@ -98,7 +125,13 @@ def gates_frame(a: Analysis) -> pd.DataFrame:
     if not means:
         return pd.DataFrame(columns=["t", "series", "value"])
     t = np.arange(1, a.config.seq_len + 1)
-    return pd.concat([pd.DataFrame({"t": t, "series": f"gate {g}", "value": v.astype(np.float64)}) for g, v in means.items()], ignore_index=True)
+    return pd.concat(
+        [
+            pd.DataFrame({"t": t, "series": f"gate {g}", "value": v.astype(np.float64)})
+            for g, v in means.items()
+        ],
+        ignore_index=True,
+    )
 
 
 def bound_frame(a: Analysis) -> pd.DataFrame | None:
@@ -109,8 +142,15 @@ def bound_frame(a: Analysis) -> pd.DataFrame | None:
     if overlay is None:
         return None
     with np.errstate(over="ignore", under="ignore"):
-        value = 10.0 ** overlay.log10
-    return pd.DataFrame({"t": np.arange(a.config.seq_len + 1), "value": value, "log10_value": overlay.log10, "label": overlay.label})
+        value = 10.0**overlay.log10
+    return pd.DataFrame(
+        {
+            "t": np.arange(a.config.seq_len + 1),
+            "value": value,
+            "log10_value": overlay.log10,
+            "label": overlay.label,
+        }
+    )
 
 
 def contributions_frame(a: Analysis) -> pd.DataFrame:
@@ -123,11 +163,21 @@ def contributions_frame(a: Analysis) -> pd.DataFrame:
 
 def timing_frame(a: Analysis) -> pd.DataFrame:
     t = a.timing
-    return pd.DataFrame([{
-        "strategy": a.config.strategy, "device": t.device, "compile_s": t.compile_s, "run_ms": t.run_s * 1e3,
-        "run_min_ms": t.run_min_s * 1e3, "run_max_ms": t.run_max_s * 1e3, "repeats": t.repeats,
-        "peak_MB": t.peak_bytes / 2**20, "GFLOP/s": t.flops / t.run_s / 1e9 if t.run_s > 0 else np.nan,
-    }])
+    return pd.DataFrame(
+        [
+            {
+                "strategy": a.config.strategy,
+                "device": t.device,
+                "compile_s": t.compile_s,
+                "run_ms": t.run_s * 1e3,
+                "run_min_ms": t.run_min_s * 1e3,
+                "run_max_ms": t.run_max_s * 1e3,
+                "repeats": t.repeats,
+                "peak_MB": t.peak_bytes / 2**20,
+                "GFLOP/s": t.flops / t.run_s / 1e9 if t.run_s > 0 else np.nan,
+            }
+        ]
+    )
 
 
 def records_frame(records: list[dict]) -> pd.DataFrame:
@@ -135,17 +185,30 @@ def records_frame(records: list[dict]) -> pd.DataFrame:
     source (other kinds, e.g. training records, are left out)."""
     records = [r for r in records if r.get("kind", "bench") == "bench"]
     if not records:
-        return pd.DataFrame(columns=["label", "strategy", "measure", "device", "run_s", "compile_s", "peak_bytes", "source"])
+        return pd.DataFrame(
+            columns=["label", "strategy", "measure", "device", "run_s", "compile_s", "peak_bytes", "source"]
+        )
     rows = []
     for r in records:
         cfg = r["config"]
-        rows.append({
-            "label": r["label"], "strategy": r["strategy"], "measure": r["measure"], "suite": r["suite"],
-            "device_kind": r["device_kind"], "device": f"{r['device_kind']} · {r['device_name']}",
-            "run_s": r["run_s"], "compile_s": r["compile_s"], "peak_bytes": r["peak_bytes"],
-            "seq_len": cfg.get("seq_len"), "hidden_size": cfg.get("hidden_size"), "batch_size": cfg.get("batch_size"),
-            "cell": cfg.get("cell"), "source": f"recorded {r['timestamp'][:10]} · jax {r['jax_version']}",
-        })
+        rows.append(
+            {
+                "label": r["label"],
+                "strategy": r["strategy"],
+                "measure": r["measure"],
+                "suite": r["suite"],
+                "device_kind": r["device_kind"],
+                "device": f"{r['device_kind']} · {r['device_name']}",
+                "run_s": r["run_s"],
+                "compile_s": r["compile_s"],
+                "peak_bytes": r["peak_bytes"],
+                "seq_len": cfg.get("seq_len"),
+                "hidden_size": cfg.get("hidden_size"),
+                "batch_size": cfg.get("batch_size"),
+                "cell": cfg.get("cell"),
+                "source": f"recorded {r['timestamp'][:10]} · jax {r['jax_version']}",
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -185,7 +248,9 @@ def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     with np.errstate(invalid="ignore"):
         ratio = df["log10_grad_norm"].to_numpy() - df["l_end"].to_numpy()
     df["log10_ratio"] = np.where(np.isfinite(ratio), ratio, np.nan)
-    matrix = df.groupby(["lag", "recurrent_gain"])["log10_ratio"].mean().unstack("recurrent_gain").sort_index()
+    matrix = (
+        df.groupby(["lag", "recurrent_gain"])["log10_ratio"].mean().unstack("recurrent_gain").sort_index()
+    )
     surv = []
     for (seed, lag), s in df.groupby(["seed", "lag"]):
         ok = s[s["log10_ratio"] >= SURVIVAL_LOG10]["recurrent_gain"]
@@ -197,14 +262,17 @@ def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 # ---- Jacobians and Lyapunov exponents (rnnviz.lyapunov records) -------------------------
 
+
 def singular_values_frame(j) -> pd.DataFrame:
     """``t, series (σ₁ … σ_k), value``: the top singular values of each step Jacobian."""
     steps, k = j.singular_values.shape
-    return pd.DataFrame({
-        "t": np.tile(j.steps, k),
-        "series": np.repeat([f"σ{i}" for i in range(1, k + 1)], steps),
-        "value": j.singular_values.T.reshape(-1),
-    })
+    return pd.DataFrame(
+        {
+            "t": np.tile(j.steps, k),
+            "series": np.repeat([f"σ{i}" for i in range(1, k + 1)], steps),
+            "value": j.singular_values.T.reshape(-1),
+        }
+    )
 
 
 def spectrum_frame(ly) -> pd.DataFrame:
@@ -212,7 +280,14 @@ def spectrum_frame(ly) -> pd.DataFrame:
     per-step factor e^λ."""
     with np.errstate(over="ignore"):
         factor = np.exp(ly.exponents)
-    return pd.DataFrame({"i": np.arange(1, ly.k + 1), "lyapunov": ly.exponents, "spread": ly.exponents_spread, "factor": factor})
+    return pd.DataFrame(
+        {
+            "i": np.arange(1, ly.k + 1),
+            "lyapunov": ly.exponents,
+            "spread": ly.exponents_spread,
+            "factor": factor,
+        }
+    )
 
 
 def running_frame(ly) -> pd.DataFrame:
@@ -222,7 +297,14 @@ def running_frame(ly) -> pd.DataFrame:
     keep = np.isfinite(lam1).any(axis=1)
     t = np.arange(1, lam1.shape[0] + 1)[keep]
     lam1 = lam1[keep]
-    return pd.DataFrame({"t": t, "value": np.nanmean(lam1, axis=1), "lo": np.nanmin(lam1, axis=1), "hi": np.nanmax(lam1, axis=1)})
+    return pd.DataFrame(
+        {
+            "t": t,
+            "value": np.nanmean(lam1, axis=1),
+            "lo": np.nanmin(lam1, axis=1),
+            "hi": np.nanmax(lam1, axis=1),
+        }
+    )
 
 
 def decay_frame(a: Analysis, ly) -> pd.DataFrame:
@@ -239,10 +321,24 @@ def decay_frame(a: Analysis, ly) -> pd.DataFrame:
         window = np.arange(fit.lag_lo, fit.lag_hi + 1)
         ln10 = np.log(10.0)
         start = (fit.intercept + fit.slope * fit.lag_lo) / ln10
-        parts.append(pd.DataFrame({"lag": window, "series": f"fit: {fit.slope:+.4f} per step",
-                                   "value": (fit.intercept + fit.slope * window) / ln10}))
-        parts.append(pd.DataFrame({"lag": window, "series": f"predicted by λ₁ = {ly.lambda1:+.4f}",
-                                   "value": start + ly.lambda1 * (window - fit.lag_lo) / ln10}))
+        parts.append(
+            pd.DataFrame(
+                {
+                    "lag": window,
+                    "series": f"fit: {fit.slope:+.4f} per step",
+                    "value": (fit.intercept + fit.slope * window) / ln10,
+                }
+            )
+        )
+        parts.append(
+            pd.DataFrame(
+                {
+                    "lag": window,
+                    "series": f"predicted by λ₁ = {ly.lambda1:+.4f}",
+                    "value": start + ly.lambda1 * (window - fit.lag_lo) / ln10,
+                }
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -257,15 +353,31 @@ def training_frame(records, label: str | None = None) -> pd.DataFrame:
     parts = []
     for r in records:
         loss = pd.Series(r.losses)
-        parts.append(pd.DataFrame({
-            "run": f"{label + ' · ' if label else ''}seed {r.config.seed}" + (f" lr {r.learning_rate:g}" if label is None else ""),
-            "step": np.arange(r.steps_run), "loss": r.losses, "loss_smooth": loss.rolling(SMOOTH_STEPS, min_periods=1).mean().to_numpy(),
-            "metric": r.metric, "grad_norm": r.grad_norm, "clipped": r.clipped,
-        }))
-    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["run", "step", "loss", "loss_smooth", "metric", "grad_norm", "clipped"])
+        parts.append(
+            pd.DataFrame(
+                {
+                    "run": f"{label + ' · ' if label else ''}seed {r.config.seed}"
+                    + (f" lr {r.learning_rate:g}" if label is None else ""),
+                    "step": np.arange(r.steps_run),
+                    "loss": r.losses,
+                    "loss_smooth": loss.rolling(SMOOTH_STEPS, min_periods=1).mean().to_numpy(),
+                    "metric": r.metric,
+                    "grad_norm": r.grad_norm,
+                    "clipped": r.clipped,
+                }
+            )
+        )
+    return (
+        pd.concat(parts, ignore_index=True)
+        if parts
+        else pd.DataFrame(columns=["run", "step", "loss", "loss_smooth", "metric", "grad_norm", "clipped"])
+    )
 
 
 def profile_matrix(r) -> pd.DataFrame:
     """log₁₀ ‖∂L/∂carry_t‖ of one run: index the training step of each profile, columns t."""
-    return pd.DataFrame(r.profiles, index=pd.Index(r.profile_steps, name="training step"),
-                        columns=pd.Index(np.arange(r.profiles.shape[1]), name="t"))
+    return pd.DataFrame(
+        r.profiles,
+        index=pd.Index(r.profile_steps, name="training step"),
+        columns=pd.Index(np.arange(r.profiles.shape[1]), name="t"),
+    )

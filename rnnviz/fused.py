@@ -26,7 +26,8 @@ Per-step contributions: with ``dz`` stored, step t's contribution to ∂L/∂W_h
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -39,11 +40,16 @@ from rnnviz.rollout import Carry, perturbed, split_eps, tree_add, with_first
 _ACTIVATIONS: dict[str, Callable] = {"tanh": jnp.tanh, "relu": jax.nn.relu, "identity": lambda z: z}
 
 
-def weights(params: Params, side: str, gates: tuple[str, ...], has_bias: tuple[bool, ...], units: int) -> tuple[jax.Array, jax.Array]:
+def weights(
+    params: Params, side: str, gates: tuple[str, ...], has_bias: tuple[bool, ...], units: int
+) -> tuple[jax.Array, jax.Array]:
     """``(W [in, G·H], b [G·H])``: the kernels of modules ``<side><gate>`` side by side (the
     layout Flax's ``OptimizedLSTMCell`` uses), and their biases (zeros where a module has none)."""
     kernels = [params[side + g]["kernel"] for g in gates]
-    biases = [params[side + g]["bias"] if b else jnp.zeros((units,), kernels[0].dtype) for g, b in zip(gates, has_bias)]
+    biases = [
+        params[side + g]["bias"] if b else jnp.zeros((units,), kernels[0].dtype)
+        for g, b in zip(gates, has_bias)
+    ]
     return jnp.concatenate(kernels, axis=-1), jnp.concatenate(biases, axis=-1)
 
 
@@ -138,7 +144,9 @@ def _fused_bwd(st, res_all, g_carries):
         g_t, c_prev, zx_t, res_t = inp
         g = tree_add(g_t, g_next)  # the whole cotangent of carry_t (also ∂L/∂eps_t)
         d_prev, dzx, dzh = _cell_backward(st, res_t, c_prev, zx_t, g, act)
-        d_prev = _with_hidden(d_prev, st.hidden_leaf, lambda d: d + jnp.dot(jnp.concatenate(dzh, -1), w_ht).astype(d.dtype))
+        d_prev = _with_hidden(
+            d_prev, st.hidden_leaf, lambda d: d + jnp.dot(jnp.concatenate(dzh, -1), w_ht).astype(d.dtype)
+        )
         return d_prev, (g if keep_g else None, tuple(d for d, same in zip(dzx, st.additive) if not same), dzh)
 
     keep_g = has_eps is not None  # ∂L/∂eps_t = g_t: only written out when there are eps
@@ -149,9 +157,18 @@ def _fused_bwd(st, res_all, g_carries):
     h_prev = jax.tree.leaves(prev)[st.hidden_leaf]
     # The deferred weight gradient: one [T·B, H]ᵀ·[T·B, H] GEMM per gate, accumulated in float32.
     a = h_prev.reshape(-1, h_prev.shape[-1]).T
-    g_w = jnp.concatenate([jnp.dot(a, d.reshape(-1, d.shape[-1]), preferred_element_type=jnp.float32) for d in dzh], -1)
+    g_w = jnp.concatenate(
+        [jnp.dot(a, d.reshape(-1, d.shape[-1]), preferred_element_type=jnp.float32) for d in dzh], -1
+    )
     g_b = jnp.concatenate([jnp.sum(d.reshape(-1, d.shape[-1]), axis=0, dtype=jnp.float32) for d in dzh])
-    return g_w.astype(w_h.dtype), g_b.astype(w_h.dtype), dzx, g_first, g_eps, dzh if has_ezh is not None else None
+    return (
+        g_w.astype(w_h.dtype),
+        g_b.astype(w_h.dtype),
+        dzx,
+        g_first,
+        g_eps,
+        dzh if has_ezh is not None else None,
+    )
 
 
 fused_scan.defvjp(_fused_fwd, _fused_bwd)
@@ -172,8 +189,14 @@ def taps(cfg: RunConfig, xs: jax.Array) -> Taps:
     return Taps((z,) * len(form.gates), (z,) * len(form.gates))
 
 
-def fused_rollout(cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None = None,
-                  tap: Taps | None = None) -> Carry:
+def fused_rollout(
+    cfg: RunConfig,
+    params: Params,
+    carry0: Carry,
+    xs: jax.Array,
+    eps: Carry | None = None,
+    tap: Taps | None = None,
+) -> Carry:
     """Like :func:`rnnviz.rollout.rollout` (carries ``[T+1, (B,) H]`` per leaf, ``eps`` added to
     the carry handed on at every step), with the input GEMM hoisted and the custom VJP."""
     form = cell_spec(cfg.cell).fused
@@ -184,7 +207,14 @@ def fused_rollout(cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, 
     if tap is not None:
         zx = tuple(z + e for z, e in zip(zx, tap.zx))
     first, rest = split_eps(carry0, eps)
-    st = _Static(form.pointwise, form.step, form.backward, cfg.activation, cfg.carry_components.index(form.hidden), form.additive)
+    st = _Static(
+        form.pointwise,
+        form.step,
+        form.backward,
+        cfg.activation,
+        cfg.carry_components.index(form.hidden),
+        form.additive,
+    )
     carries = fused_scan(st, w_h, b_h, zx, first, rest, None if tap is None else tap.zh)
     return with_first(first, carries)
 
@@ -214,7 +244,9 @@ def _exponent(x: jax.Array) -> jax.Array:
     return jnp.where((m > 0) & jnp.isfinite(m), jnp.frexp(m)[1], 0)
 
 
-def group_norms(cfg: RunConfig, carries: Carry, xs: jax.Array, dzx: tuple[jax.Array, ...], dzh: tuple[jax.Array, ...]) -> jax.Array:
+def group_norms(
+    cfg: RunConfig, carries: Carry, xs: jax.Array, dzx: tuple[jax.Array, ...], dzh: tuple[jax.Array, ...]
+) -> jax.Array:
     """``[T, 3]``: the norm of step t's contribution to the recurrent kernels (W_h), the input
     kernels (W_x) and the biases — the columns of :data:`rnnviz.cells.PARAM_GROUPS` —
     from the gate cotangents the fused reverse pass stored."""
@@ -223,8 +255,12 @@ def group_norms(cfg: RunConfig, carries: Carry, xs: jax.Array, dzx: tuple[jax.Ar
     rec = outer_norms(h_prev, jnp.concatenate(dzh, -1))
     inp = outer_norms(xs, jnp.concatenate(dzx, -1))
     batch_axes = tuple(range(1, dzx[0].ndim - 1))
-    with_bias = [d for d, b in zip(dzx, form.input_bias) if b] + [d for d, b in zip(dzh, form.hidden_bias) if b]
-    bias = robust_norm(jnp.concatenate([jnp.sum(d.astype(jnp.float32), axis=batch_axes) for d in with_bias], -1), 1)
+    with_bias = [d for d, b in zip(dzx, form.input_bias) if b] + [
+        d for d, b in zip(dzh, form.hidden_bias) if b
+    ]
+    bias = robust_norm(
+        jnp.concatenate([jnp.sum(d.astype(jnp.float32), axis=batch_axes) for d in with_bias], -1), 1
+    )
     return jnp.stack([rec, inp, bias], axis=1)
 
 

@@ -15,7 +15,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rnnviz.cells import Params, cell_spec, final_output, outputs
+from rnnviz.cells import Params, final_output, outputs
 from rnnviz.config import RunConfig
 from rnnviz.norms import robust_norm
 from rnnviz.rollout import Carry
@@ -85,10 +85,14 @@ def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.
     loss, vjp, carries = jax.vjp(forward, *primals, has_aux=True)
     g_params, g_carry0, g_eps, g_xs, g_taps = vjp(jnp.ones((), loss.dtype))
     by_step = strat.by_step_of(cfg, carries, xs_tm, g_params, g_taps)
-    return StepGrads(loss, carries, g_eps, g_xs, strat.collapse(g_params), g_carry0 if learned else None, by_step)
+    return StepGrads(
+        loss, carries, g_eps, g_xs, strat.collapse(g_params), g_carry0 if learned else None, by_step
+    )
 
 
-def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Params]:
+def plain_grad(
+    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array
+) -> tuple[jax.Array, Params]:
     """Baseline: ``jax.value_and_grad`` of the same loss w.r.t. params only, plain scan."""
     xs_tm = time_major(cfg, xs)
 
@@ -104,7 +108,9 @@ def plain_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Arra
     return jax.value_and_grad(loss_fn)(params)
 
 
-def strategy_grad(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[jax.Array, Params]:
+def strategy_grad(
+    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array
+) -> tuple[jax.Array, Params]:
     """Loss and parameter gradient only, gathered with ``cfg.strategy`` (no per-step carry
     gradients kept, no norms): what each strategy costs on its own."""
     strat = strategy(cfg.strategy)
@@ -143,7 +149,9 @@ def summarize(cfg: RunConfig, sg: StepGrads) -> Summary:
     return Summary(comp, per_example, inputs, carry_norms)
 
 
-def analysis_outputs(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> tuple[StepGrads, Summary]:
+def analysis_outputs(
+    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array
+) -> tuple[StepGrads, Summary]:
     """:func:`step_gradients` plus its norms: the function the analysis compiles.
 
     The full per-step gradients stay on device (only their norms come back), so the

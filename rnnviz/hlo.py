@@ -76,8 +76,12 @@ def _parse(text: str) -> dict[str, dict[str, _Instruction]]:
 
 def lapack_calls(text: str) -> list[LapackCall]:
     """Every LAPACK custom call in the HLO ``text``, in order of appearance."""
-    return [LapackCall(i.lapack, name, comp) for comp, table in _parse(text).items()
-            for name, i in table.items() if i.lapack]
+    return [
+        LapackCall(i.lapack, name, comp)
+        for comp, table in _parse(text).items()
+        for name, i in table.items()
+        if i.lapack
+    ]
 
 
 def concurrent_lapack(text: str) -> list[tuple[LapackCall, LapackCall]]:
@@ -115,7 +119,7 @@ def concurrent_lapack(text: str) -> list[tuple[LapackCall, LapackCall]]:
         ancestors = _ancestors(table)
         names = sorted(holders)
         for i, a in enumerate(names):
-            for b in names[i + 1:]:
+            for b in names[i + 1 :]:
                 if a not in ancestors[b] and b not in ancestors[a]:
                     pairs.append((min(holders[a]), min(holders[b])))
     return pairs
@@ -173,7 +177,8 @@ def check_serial_lapack(compiled: Any, what: str) -> None:
         raise ConcurrentLapackError(
             f"{what}: {len(pairs)} pair(s) of LAPACK calls could run at once and deadlock jaxlib's CPU thread pool, "
             f"e.g. {a.target} ({a.name} in {a.computation}) and {b.target} ({b.name} in {b.computation}); "
-            "order them (one stacked call, or a data dependency) or compute them without LAPACK (rnnviz.linalg)")
+            "order them (one stacked call, or a data dependency) or compute them without LAPACK (rnnviz.linalg)"
+        )
 
 
 __all__ = ["ConcurrentLapackError", "LapackCall", "check_serial_lapack", "concurrent_lapack", "lapack_calls"]

@@ -62,14 +62,24 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 def add_parser(sub) -> None:
     p = sub.add_parser(
-        "app", help="start the dashboard (Streamlit) on http://127.0.0.1:8501",
+        "app",
+        help="start the dashboard (Streamlit) on http://127.0.0.1:8501",
         description="Start the dashboard with rnnviz's Streamlit settings (127.0.0.1 only, XSRF on, no usage "
-                    "statistics). Any further --section.option=value flags go to Streamlit, e.g. "
-                    "--server.address=0.0.0.0 to share it on a network deliberately.",
+        "statistics). Any further --section.option=value flags go to Streamlit, e.g. "
+        "--server.address=0.0.0.0 to share it on a network deliberately.",
     )
     from rnnviz.cli import bounded_int
 
-    p.add_argument("--port", type=bounded_int(1, 65535, "a port number"), default=None, help="port to listen on (default 8501)")
-    p.add_argument("--runs-dir", metavar="DIR", help="a folder of your own recorded runs (*.jsonl) shown next to the shipped ones; "
-                                                     "default: $RNNVIZ_RUNS_DIR when set")
+    p.add_argument(
+        "--port",
+        type=bounded_int(1, 65535, "a port number"),
+        default=None,
+        help="port to listen on (default 8501)",
+    )
+    p.add_argument(
+        "--runs-dir",
+        metavar="DIR",
+        help="a folder of your own recorded runs (*.jsonl) shown next to the shipped ones; "
+        "default: $RNNVIZ_RUNS_DIR when set",
+    )
     p.set_defaults(func=cmd_app, takes_extra=True)

@@ -26,7 +26,7 @@ initialiser's.
 from __future__ import annotations
 
 import math
-from typing import Callable
+from collections.abc import Callable
 
 import jax
 import jax.numpy as jnp
@@ -65,7 +65,9 @@ def householder_q(a: jax.Array) -> jax.Array:
         alpha = jnp.where(x[k] >= 0, -one, one) * jnp.sqrt(jnp.sum(x * x))
         v = x - jnp.where(rows == k, alpha, zero)
         length = jnp.sqrt(jnp.sum(v * v))
-        v = jnp.where(length > 0, v / jnp.where(length > 0, length, one), zero)  # a zero column needs no reflection
+        v = jnp.where(
+            length > 0, v / jnp.where(length > 0, length, one), zero
+        )  # a zero column needs no reflection
         return r - 2 * jnp.outer(v, v @ r), vs.at[k].set(v)
 
     r, vs = lax.fori_loop(0, n, reduce, (a, jnp.zeros((n, m), a.dtype)))

@@ -51,7 +51,9 @@ def _add_scaled(a_hat, ea, b_hat, eb):
     return v_hat, jnp.where(ev == ZERO_EXPONENT, ZERO_EXPONENT, top + ev)
 
 
-def log_carry_gradients(cfg: RunConfig, cell, params: Params, carries: Carry, xs_tm: jax.Array, direct: Carry | None = None) -> Scaled:
+def log_carry_gradients(
+    cfg: RunConfig, cell, params: Params, carries: Carry, xs_tm: jax.Array, direct: Carry | None = None
+) -> Scaled:
     """‖∂L/∂carry_t‖ per component and example as :class:`Scaled` ``[C, T+1, B]``
     (B = 1 unbatched), from the trajectory ``carries`` (each ``[T+1, (B,) H]``, index 0 the
     initial carry, full batch) and time-major inputs ``xs_tm`` ``[T, (B,) I]``.
@@ -69,7 +71,9 @@ def log_carry_gradients(cfg: RunConfig, cell, params: Params, carries: Carry, xs
         # One exponent for the VJP's input: J_tᵀ mixes the components.
         top = functools.reduce(jnp.maximum, exps)
         u = [pow2_scale(h, (e - top)[..., None]) for h, e in zip(hats, exps)]
-        _, vjp = jax.vjp(lambda c: cell.apply({"params": params}, c, x_t)[0], jax.tree.unflatten(treedef, prev))
+        _, vjp = jax.vjp(
+            lambda c: cell.apply({"params": params}, c, x_t)[0], jax.tree.unflatten(treedef, prev)
+        )
         (a,) = vjp(jax.tree.unflatten(treedef, u))
         new_hats, new_exps = [], []
         for a_leaf, d_leaf in zip(jax.tree.leaves(a), d_prev):
@@ -88,10 +92,14 @@ def log_carry_gradients(cfg: RunConfig, cell, params: Params, carries: Carry, xs
     _, steps = jax.lax.scan(back, init, inputs, reverse=True)
     last = _norms(*init)
     t1 = xs_tm.shape[0] + 1
-    return Scaled(*(
-        jnp.stack([jnp.concatenate([s[i], l[i][None]], axis=0).reshape(t1, -1) for s, l in zip(steps, last)])
-        for i in range(2)
-    ))
+    return Scaled(
+        *(
+            jnp.stack(
+                [jnp.concatenate([s[i], end[i][None]], axis=0).reshape(t1, -1) for s, end in zip(steps, last)]
+            )
+            for i in range(2)
+        )
+    )
 
 
 def reduce_log_norms(per: Scaled) -> tuple[Scaled, Scaled, Scaled]:

@@ -30,8 +30,9 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -55,6 +56,7 @@ _TANGENT_SALT = 0x1A9
 
 
 # ---- the carry as one vector ------------------------------------------------------------
+
 
 def carry_dim(cfg: RunConfig) -> int:
     """D = C·H: the size of the packed carry (LSTM and LRU: 2H, the others H)."""
@@ -91,6 +93,7 @@ def step_jacobian(cfg: RunConfig, params, carry: Any, x: jax.Array) -> jax.Array
 
 
 # ---- Lyapunov exponents: the QR method inside the forward scan --------------------------
+
 
 class LyapunovOptions(NamedTuple):
     """The static choices of a Lyapunov computation (part of the compile key):
@@ -147,7 +150,9 @@ def qr_pass(cfg: RunConfig, opts: LyapunovOptions, params, carry0, xs, key_data)
             q_next, logs = orthonormalise(w)
         else:
             do_qr = ((t + 1) % every == 0) | (t == n_steps - 1)
-            q_next, logs = jax.lax.cond(do_qr, orthonormalise, lambda m: (m, jnp.zeros(m.shape[:-2] + (k,), m.dtype)), w)
+            q_next, logs = jax.lax.cond(
+                do_qr, orthonormalise, lambda m: (m, jnp.zeros(m.shape[:-2] + (k,), m.dtype)), w
+            )
         counted = do_qr & (t >= warm)
         total = total + jnp.where(counted, logs, 0.0)
         covered = jnp.where(counted, t + 1 - warm, covered)
@@ -181,22 +186,36 @@ def check_options(cfg: RunConfig, k: int, warmup: int | None, qr_every: int) -> 
     dim = carry_dim(cfg)
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= dim:
         raise ConfigError("k", k, f"an integer in [1, {dim}] (the carry has D = {dim} dimensions)")
-    if isinstance(qr_every, bool) or not isinstance(qr_every, (int, np.integer)) or not 1 <= qr_every <= max(1, cfg.seq_len):
+    if (
+        isinstance(qr_every, bool)
+        or not isinstance(qr_every, (int, np.integer))
+        or not 1 <= qr_every <= max(1, cfg.seq_len)
+    ):
         raise ConfigError("qr_every", qr_every, f"an integer in [1, {cfg.seq_len}] (T)")
     if warmup is None:
         warmup = (cfg.seq_len // 10) // qr_every * qr_every
     if isinstance(warmup, bool) or not isinstance(warmup, (int, np.integer)) or not 0 <= warmup < cfg.seq_len:
-        raise ConfigError("warmup", warmup, f"an integer in [0, {cfg.seq_len - 1}] (fewer steps than T = {cfg.seq_len})")
+        raise ConfigError(
+            "warmup", warmup, f"an integer in [0, {cfg.seq_len - 1}] (fewer steps than T = {cfg.seq_len})"
+        )
     if warmup % qr_every:
-        raise ConfigError("warmup", warmup, f"a multiple of qr_every={qr_every}, so every averaged QR covers only steps after the warm-up")
+        raise ConfigError(
+            "warmup",
+            warmup,
+            f"a multiple of qr_every={qr_every}, so every averaged QR covers only steps after the warm-up",
+        )
     flops = lyapunov_flops(cfg, int(k))
     if flops > FLOP_BUDGET:
         fit_k = max((j for j in range(1, int(k)) if lyapunov_flops(cfg, j) <= FLOP_BUDGET), default=0)
         per_step = lyapunov_flops(cfg.replace(seq_len=1), int(k))
         fit_t = int(FLOP_BUDGET // per_step)
         what = f"the largest k that fits is {fit_k}" if fit_k else "not even k = 1 fits"
-        raise BudgetError("k", k, f"{int(k)} tangents need about {flops / 1e12:.1f} TFLOP (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} s on "
-                                  f"a 2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; {what}, or seq_len ≤ {fit_t} with k = {int(k)}")
+        raise BudgetError(
+            "k",
+            k,
+            f"{int(k)} tangents need about {flops / 1e12:.1f} TFLOP (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} s on "
+            f"a 2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; {what}, or seq_len ≤ {fit_t} with k = {int(k)}",
+        )
     return LyapunovOptions(int(k), int(warmup), int(qr_every))
 
 
@@ -262,8 +281,16 @@ class Lyapunov:
         return float(self.exponents[0])
 
 
-def lyapunov(cfg: RunConfig, k: int = 8, warmup: int | None = None, qr_every: int = 1, *,
-             measure_decay: bool = True, repeats: int = 1, device: jax.Device | None = None) -> Lyapunov:
+def lyapunov(
+    cfg: RunConfig,
+    k: int = 8,
+    warmup: int | None = None,
+    qr_every: int = 1,
+    *,
+    measure_decay: bool = True,
+    repeats: int = 1,
+    device: jax.Device | None = None,
+) -> Lyapunov:
     """The k leading Lyapunov exponents of ``cfg``'s trajectories (every example of the
     batch), by the QR method; see the module docstring.
 
@@ -281,16 +308,31 @@ def lyapunov(cfg: RunConfig, k: int = 8, warmup: int | None = None, qr_every: in
     if cfg.batch_size is None:
         running = running[:, None, :]
     with np.errstate(invalid="ignore", divide="ignore"):
-        estimate = np.where(covered[:, None, None] > 0, running / np.maximum(covered, 1)[:, None, None], np.nan)
+        estimate = np.where(
+            covered[:, None, None] > 0, running / np.maximum(covered, 1)[:, None, None], np.nan
+        )
     final = estimate[-1]  # [B, k]
     order = np.argsort(-np.nan_to_num(final.mean(0), nan=-np.inf), kind="stable")  # largest first
     decay = None
     if measure_decay:
         from rnnviz.analysis import analyze
 
-        decay = decay_fit(analyze(cfg, repeats=1, device=device).log10_grad_norms)  # exact either way (log pass when needed)
-    return Lyapunov(cfg, opts.k, opts.warmup, opts.qr_every, final.mean(0)[order], final.std(0)[order], final[:, order],
-                    estimate[:, :, order], decay, exe.compile_s, run.median_s)
+        decay = decay_fit(
+            analyze(cfg, repeats=1, device=device).log10_grad_norms
+        )  # exact either way (log pass when needed)
+    return Lyapunov(
+        cfg,
+        opts.k,
+        opts.warmup,
+        opts.qr_every,
+        final.mean(0)[order],
+        final.std(0)[order],
+        final[:, order],
+        estimate[:, :, order],
+        decay,
+        exe.compile_s,
+        run.median_s,
+    )
 
 
 #: |λ₁| below this (per step) reads as "at the edge": e^{±0.001·1000} stays within ×e over 1000 steps.
@@ -303,11 +345,18 @@ def regime(lambda1: float) -> str:
         return "ordered (λ₁ < 0): every direction shrinks, gradients vanish"
     if lambda1 > EDGE_TOLERANCE:
         return "chaotic (λ₁ > 0): some direction grows, gradients can explode"
-    return f"at the edge of chaos (|λ₁| < {EDGE_TOLERANCE:g}): gradients neither vanish nor explode on average"
+    return (
+        f"at the edge of chaos (|λ₁| < {EDGE_TOLERANCE:g}): gradients neither vanish nor explode on average"
+    )
 
 
-def lyapunov_sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]], k: int = 1, warmup: int | None = None,
-                   qr_every: int = 1) -> pd.DataFrame:
+def lyapunov_sweep(
+    cfg: RunConfig,
+    over: Mapping[str, Sequence[Any]],
+    k: int = 1,
+    warmup: int | None = None,
+    qr_every: int = 1,
+) -> pd.DataFrame:
     """The k leading exponents at every combination of ``over`` (value fields in one
     vmapped, compiled call per shape: the sweep machinery of :mod:`rnnviz.sweeps`).
 
@@ -324,7 +373,9 @@ def lyapunov_sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]], k: int = 1
             exps = exps[:, None, :]
         exps = -np.sort(-exps, axis=-1)
         for p, e in zip(points, exps):
-            row = pd.DataFrame({"exponent": np.arange(1, opts.k + 1), "lyapunov": e.mean(0), "spread": e.std(0)})
+            row = pd.DataFrame(
+                {"exponent": np.arange(1, opts.k + 1), "lyapunov": e.mean(0), "spread": e.std(0)}
+            )
             for name, v in reversed(list({**shape_point, **p}.items())):
                 row.insert(0, name, v)
             parts.append(row)
@@ -340,7 +391,9 @@ def zero_crossing(x: np.ndarray, y: np.ndarray) -> float | None:
     return None
 
 
-def lyapunov_phase(cfg: RunConfig, gains: Sequence[float], seeds: Sequence[int], warmup: int | None = None) -> tuple[pd.DataFrame, float | None]:
+def lyapunov_phase(
+    cfg: RunConfig, gains: Sequence[float], seeds: Sequence[int], warmup: int | None = None
+) -> tuple[pd.DataFrame, float | None]:
     """λ₁ against the recurrent gain (all gains × seeds in one compiled call).
 
     Returns ``(frame, edge)``: per gain ``lyapunov`` (mean over seeds and examples),
@@ -353,6 +406,7 @@ def lyapunov_phase(cfg: RunConfig, gains: Sequence[float], seeds: Sequence[int],
 
 
 # ---- singular values of each step's Jacobian ----------------------------------------------
+
 
 @dataclass(frozen=True, eq=False)
 class Jacobians:
@@ -392,8 +446,18 @@ def _top_singular_subspace(step, v, x, k: int, iterations: int, v0):
     return jnp.linalg.svd(apply(q.astype(v.dtype)).astype(jnp.float32), compute_uv=False)[:k]
 
 
-def jacobian_pass(cfg: RunConfig, method: str, k: int, iterations: int, stride: int, example: int,
-                  params, carry0, xs, key_data) -> jax.Array:
+def jacobian_pass(
+    cfg: RunConfig,
+    method: str,
+    k: int,
+    iterations: int,
+    stride: int,
+    example: int,
+    params,
+    carry0,
+    xs,
+    key_data,
+) -> jax.Array:
     """``[S, k]`` top singular values of J_t at t = stride, 2·stride, … ≤ T for one example."""
     cell = make_cell(cfg)
     xs_tm = time_major(cfg, xs)
@@ -419,7 +483,9 @@ def jacobian_pass(cfg: RunConfig, method: str, k: int, iterations: int, stride: 
 
 
 @compile_cache(maxsize=32)
-def jacobian_executable(static: RunConfig, method: str, k: int, iterations: int, stride: int, example: int, device: jax.Device):
+def jacobian_executable(
+    static: RunConfig, method: str, k: int, iterations: int, stride: int, example: int, device: jax.Device
+):
     params, _ = prepare_executables(static, device)
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)
@@ -447,8 +513,16 @@ def choose_method(dim: int, method: str = "auto") -> str:
     return method
 
 
-def jacobians(cfg: RunConfig, k: int = 8, *, example: int = 0, method: str = "auto", iterations: int = 12,
-              max_steps: int | None = None, device: jax.Device | None = None) -> Jacobians:
+def jacobians(
+    cfg: RunConfig,
+    k: int = 8,
+    *,
+    example: int = 0,
+    method: str = "auto",
+    iterations: int = 12,
+    max_steps: int | None = None,
+    device: jax.Device | None = None,
+) -> Jacobians:
     """Top-k singular values of each step Jacobian J_t for example ``example``.
 
     ``method``: ``"exact"`` (``jax.jacfwd`` + SVD), ``"subspace"`` (matrix-free power
@@ -462,7 +536,11 @@ def jacobians(cfg: RunConfig, k: int = 8, *, example: int = 0, method: str = "au
     if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= dim:
         raise ConfigError("k", k, f"an integer in [1, {dim}] (the carry has D = {dim} dimensions)")
     n_examples = cfg.batch_size or 1
-    if isinstance(example, bool) or not isinstance(example, (int, np.integer)) or not 0 <= example < n_examples:
+    if (
+        isinstance(example, bool)
+        or not isinstance(example, (int, np.integer))
+        or not 0 <= example < n_examples
+    ):
         raise ConfigError("example", example, f"an integer in [0, {n_examples - 1}]")
     if not isinstance(iterations, (int, np.integer)) or not 1 <= iterations <= 100:
         raise ConfigError("iterations", iterations, "an integer in [1, 100]")
@@ -474,17 +552,41 @@ def jacobians(cfg: RunConfig, k: int = 8, *, example: int = 0, method: str = "au
     flops = jacobian_flops(cfg, method, int(k), int(iterations), n_steps)
     if flops > FLOP_BUDGET:
         per = flops / n_steps
-        raise BudgetError("max_steps", max_steps, f"J_t at {n_steps} steps ({method}) needs about {flops / 1e12:.1f} TFLOP, over the "
-                                                  f"{FLOP_BUDGET / 1e12:g} TFLOP budget; at most {int(FLOP_BUDGET // per)} steps fit")
+        raise BudgetError(
+            "max_steps",
+            max_steps,
+            f"J_t at {n_steps} steps ({method}) needs about {flops / 1e12:.1f} TFLOP, over the "
+            f"{FLOP_BUDGET / 1e12:g} TFLOP budget; at most {int(FLOP_BUDGET // per)} steps fit",
+        )
     device = device or resolve_device(cfg)
-    exe = jacobian_executable(static_config(cfg), method, int(k), int(iterations), stride, int(example), device)
+    exe = jacobian_executable(
+        static_config(cfg), method, int(k), int(iterations), stride, int(example), device
+    )
     params, carry0, xs = prepared_inputs(cfg, device)
     key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
     start = time.perf_counter()
     sv = np.asarray(jax.block_until_ready(exe.fn(params, carry0, xs, key)), np.float64)
-    return Jacobians(cfg, int(example), method, stride, np.arange(stride, cfg.seq_len + 1, stride), sv, exe.compile_s,
-                     time.perf_counter() - start)
+    return Jacobians(
+        cfg,
+        int(example),
+        method,
+        stride,
+        np.arange(stride, cfg.seq_len + 1, stride),
+        sv,
+        exe.compile_s,
+        time.perf_counter() - start,
+    )
 
 
-__all__ = ["DecayFit", "Jacobians", "Lyapunov", "LyapunovOptions", "decay_fit", "jacobians", "lyapunov", "lyapunov_phase",
-           "lyapunov_sweep", "step_jacobian"]
+__all__ = [
+    "DecayFit",
+    "Jacobians",
+    "Lyapunov",
+    "LyapunovOptions",
+    "decay_fit",
+    "jacobians",
+    "lyapunov",
+    "lyapunov_phase",
+    "lyapunov_sweep",
+    "step_jacobian",
+]

@@ -13,7 +13,8 @@ to the exponent however many steps it runs; :func:`log10` turns it into float64 
 
 from __future__ import annotations
 
-from typing import NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp

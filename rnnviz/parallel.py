@@ -32,7 +32,9 @@ from rnnviz.config import RunConfig
 from rnnviz.rollout import Carry, split_eps, with_first
 
 
-def _compose(left: tuple[jax.Array, jax.Array], right: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+def _compose(
+    left: tuple[jax.Array, jax.Array], right: tuple[jax.Array, jax.Array]
+) -> tuple[jax.Array, jax.Array]:
     a1, b1 = left
     a2, b2 = right
     return a2 * a1, a2 * b1 + b2
@@ -75,7 +77,9 @@ def blocked_scan(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.swapaxes(h, 0, 1).reshape((blocks * size,) + h.shape[2:])[:t_len]
 
 
-def parallel_rollout(cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None = None) -> Carry:
+def parallel_rollout(
+    cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None = None
+) -> Carry:
     """Like :func:`rnnviz.rollout.rollout` (carries ``[T+1, (B,) H]`` per leaf, carry_0 at
     index 0, ``eps`` added to the carry handed on at every step) by an associative scan."""
     spec = cell_spec(cfg.cell)

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Mapping, NamedTuple
+from collections.abc import Mapping
+from typing import Any, NamedTuple
 
 from rnnviz.config import FIELD_SPECS, BudgetError, ConfigError, RunConfig, check_field, coerce, fit_to_budget
 
@@ -12,69 +13,166 @@ class Preset(NamedTuple):
     title: str
     lesson: str  # what to look at, one or two sentences
     changes: dict[str, Any]
-    training: dict[str, Any] | None = None  # the Training tab's settings (train_<name> widgets), when the lesson trains
+    training: dict[str, Any] | None = (
+        None  # the Training tab's settings (train_<name> widgets), when the lesson trains
+    )
 
     def config(self) -> RunConfig:
         return RunConfig(**self.changes)
 
 
-PRESETS: dict[str, Preset] = {p.title: p for p in (
-    Preset("Vanishing: tanh RNN, gain 0.8",
-           "σ₁·γ = 0.8 < 1: every step back multiplies the gradient by at most 0.8, so after 100 steps it is ~10⁻¹⁰ of its size at T.",
-           dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100)),
-    Preset("Exploding: linear RNN, gain 1.2",
-           "With the identity activation and W_h = 1.2·Q, ‖∂L/∂h_t‖ = 1.2^{T−t}·‖h_T‖ exactly: a straight line of slope log₁₀1.2 on the log axis.",
-           dict(cell="simple", activation="identity", recurrent_gain=1.2, seq_len=100)),
-    Preset("Edge: linear RNN, gain 1.0",
-           "An orthogonal W_h preserves norms: the gradient neither vanishes nor explodes.",
-           dict(cell="simple", activation="identity", recurrent_gain=1.0, seq_len=100)),
-    Preset("LSTM with forget bias 1",
-           "A forget gate near 1 lets ∂L/∂c flow back almost unchanged (c_{t} = f⊙c_{t−1} + …): compare with forget bias 0.",
-           dict(cell="lstm", forget_bias=1.0, seq_len=100)),
-    Preset("LSTM with forget bias 0",
-           "The baseline for the forget-bias preset: f ≈ σ(0) = 0.5 halves the cell gradient per step.",
-           dict(cell="lstm", forget_bias=0.0, seq_len=100)),
-    Preset("GRU vs LSTM at T=200",
-           "A GRU over 200 steps; pin it in Compare, then switch the cell to lstm to overlay both.",
-           dict(cell="gru", seq_len=200)),
-    Preset("bf16 underflow",
-           "Gain 0.5 over 200 steps needs 10⁻⁶⁰: far below bfloat16's smallest number, so the early gradients are exactly 0.",
-           dict(cell="simple", activation="tanh", recurrent_gain=0.5, seq_len=200, dtype="bfloat16")),
-    Preset("float16 underflow",
-           "float16 stops at 6·10⁻⁸: a tanh RNN at gain 0.8 reaches that within 100 steps and the gradient becomes exactly 0.",
-           dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100, dtype="float16")),
-    Preset("Linear recurrence: LRU, T=1000",
-           "A diagonal linear recurrence with |λ| on the ring [0.9, 0.999]: each unit's gradient decays by exactly |λ_j| per step, "
-           "so the slowest units carry the gradient across all 1000 steps (dashed: the closed form).",
-           dict(cell="lru", seq_len=1000, hidden_size=64)),
-    *(Preset(f"Lyapunov: {name} (gain {g})",
-             f"A random tanh network (W_h normal with variance g²/H, H = 128) running on its own (input scale 0): {what} "
-             "Open the Jacobians tab for the spectrum and the Phase diagram tab for λ₁ over the gain.",
-             dict(cell="simple", activation="tanh", hidden_size=128, seq_len=300, recurrent_init="normal", recurrent_gain=g,
-                  carry_init="normal", input_scale=0.0))
-      for name, g, what in (
-          ("ordered", 0.8, "λ₁ ≈ −0.1 < 0: every perturbation and every gradient shrinks by about e^λ₁ per step."),
-          ("edge of chaos", 1.0, "λ₁ ≈ 0: perturbations neither grow nor shrink on average, and neither does the gradient."),
-          ("chaotic", 2.0, "λ₁ ≈ +0.12 > 0: nearby trajectories separate and the gradient grows going back in time."))),
-    Preset("Training: LSTM vs tanh RNN on adding, T=100",
-           "Train this LSTM (forget bias 1) on the adding problem, pin it, then switch the cell to simple/tanh and train again: "
-           "the LSTM gets below 10 % of the baseline; the tanh RNN's gradient from the marked steps vanishes and it stays near 1/6.",
-           dict(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100),
-           dict(task="adding", steps=1500, optimizer="adam", lr=1e-3, clip_on=True, clip=1.0, batch=64, log_every=100)),
-    Preset("Training: IRNN learns adding",
-           "ReLU with an identity recurrent init (Le, Jaitly & Hinton 2015): at init every step passes the gradient back "
-           "unchanged where units are active, so the marked inputs stay within reach.",
-           dict(cell="simple", activation="relu", recurrent_init="identity", hidden_size=64, input_size=2, seq_len=100),
-           dict(task="adding", steps=1500, optimizer="adam", lr=1e-3, clip_on=True, clip=1.0, batch=64, log_every=100)),
-    Preset("Training: clipping rescues an exploding RNN",
-           "A linear RNN at gain 1.3 multiplies gradients by 1.3 per step back: without clipping (toggle it off) the first "
-           "updates blow the weights up and the loss turns NaN; with clipping at 1 every step moves a bounded distance.",
-           dict(cell="simple", activation="identity", recurrent_gain=1.3, hidden_size=32, input_size=2, seq_len=50),
-           dict(task="adding", steps=1000, optimizer="sgd", lr=0.01, clip_on=True, clip=1.0, batch=64, log_every=50)),
-    Preset("Per-step tangents: LSTM",
-           "One tangent per step shows which steps contribute to ∂L/∂W; the accumulator only has their sum.",
-           dict(cell="lstm", seq_len=100, strategy="per_step")),
-)}
+PRESETS: dict[str, Preset] = {
+    p.title: p
+    for p in (
+        Preset(
+            "Vanishing: tanh RNN, gain 0.8",
+            "σ₁·γ = 0.8 < 1: every step back multiplies the gradient by at most 0.8, so after 100 steps it is ~10⁻¹⁰ of its size at T.",
+            dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100),
+        ),
+        Preset(
+            "Exploding: linear RNN, gain 1.2",
+            "With the identity activation and W_h = 1.2·Q, ‖∂L/∂h_t‖ = 1.2^{T−t}·‖h_T‖ exactly: a straight line of slope log₁₀1.2 on the log axis.",
+            dict(cell="simple", activation="identity", recurrent_gain=1.2, seq_len=100),
+        ),
+        Preset(
+            "Edge: linear RNN, gain 1.0",
+            "An orthogonal W_h preserves norms: the gradient neither vanishes nor explodes.",
+            dict(cell="simple", activation="identity", recurrent_gain=1.0, seq_len=100),
+        ),
+        Preset(
+            "LSTM with forget bias 1",
+            "A forget gate near 1 lets ∂L/∂c flow back almost unchanged (c_{t} = f⊙c_{t−1} + …): compare with forget bias 0.",
+            dict(cell="lstm", forget_bias=1.0, seq_len=100),
+        ),
+        Preset(
+            "LSTM with forget bias 0",
+            "The baseline for the forget-bias preset: f ≈ σ(0) = 0.5 halves the cell gradient per step.",
+            dict(cell="lstm", forget_bias=0.0, seq_len=100),
+        ),
+        Preset(
+            "GRU vs LSTM at T=200",
+            "A GRU over 200 steps; pin it in Compare, then switch the cell to lstm to overlay both.",
+            dict(cell="gru", seq_len=200),
+        ),
+        Preset(
+            "bf16 underflow",
+            "Gain 0.5 over 200 steps needs 10⁻⁶⁰: far below bfloat16's smallest number, so the early gradients are exactly 0.",
+            dict(cell="simple", activation="tanh", recurrent_gain=0.5, seq_len=200, dtype="bfloat16"),
+        ),
+        Preset(
+            "float16 underflow",
+            "float16 stops at 6·10⁻⁸: a tanh RNN at gain 0.8 reaches that within 100 steps and the gradient becomes exactly 0.",
+            dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100, dtype="float16"),
+        ),
+        Preset(
+            "Linear recurrence: LRU, T=1000",
+            "A diagonal linear recurrence with |λ| on the ring [0.9, 0.999]: each unit's gradient decays by exactly |λ_j| per step, "
+            "so the slowest units carry the gradient across all 1000 steps (dashed: the closed form).",
+            dict(cell="lru", seq_len=1000, hidden_size=64),
+        ),
+        *(
+            Preset(
+                f"Lyapunov: {name} (gain {g})",
+                f"A random tanh network (W_h normal with variance g²/H, H = 128) running on its own (input scale 0): {what} "
+                "Open the Jacobians tab for the spectrum and the Phase diagram tab for λ₁ over the gain.",
+                dict(
+                    cell="simple",
+                    activation="tanh",
+                    hidden_size=128,
+                    seq_len=300,
+                    recurrent_init="normal",
+                    recurrent_gain=g,
+                    carry_init="normal",
+                    input_scale=0.0,
+                ),
+            )
+            for name, g, what in (
+                (
+                    "ordered",
+                    0.8,
+                    "λ₁ ≈ −0.1 < 0: every perturbation and every gradient shrinks by about e^λ₁ per step.",
+                ),
+                (
+                    "edge of chaos",
+                    1.0,
+                    "λ₁ ≈ 0: perturbations neither grow nor shrink on average, and neither does the gradient.",
+                ),
+                (
+                    "chaotic",
+                    2.0,
+                    "λ₁ ≈ +0.12 > 0: nearby trajectories separate and the gradient grows going back in time.",
+                ),
+            )
+        ),
+        Preset(
+            "Training: LSTM vs tanh RNN on adding, T=100",
+            "Train this LSTM (forget bias 1) on the adding problem, pin it, then switch the cell to simple/tanh and train again: "
+            "the LSTM gets below 10 % of the baseline; the tanh RNN's gradient from the marked steps vanishes and it stays near 1/6.",
+            dict(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100),
+            dict(
+                task="adding",
+                steps=1500,
+                optimizer="adam",
+                lr=1e-3,
+                clip_on=True,
+                clip=1.0,
+                batch=64,
+                log_every=100,
+            ),
+        ),
+        Preset(
+            "Training: IRNN learns adding",
+            "ReLU with an identity recurrent init (Le, Jaitly & Hinton 2015): at init every step passes the gradient back "
+            "unchanged where units are active, so the marked inputs stay within reach.",
+            dict(
+                cell="simple",
+                activation="relu",
+                recurrent_init="identity",
+                hidden_size=64,
+                input_size=2,
+                seq_len=100,
+            ),
+            dict(
+                task="adding",
+                steps=1500,
+                optimizer="adam",
+                lr=1e-3,
+                clip_on=True,
+                clip=1.0,
+                batch=64,
+                log_every=100,
+            ),
+        ),
+        Preset(
+            "Training: clipping rescues an exploding RNN",
+            "A linear RNN at gain 1.3 multiplies gradients by 1.3 per step back: without clipping (toggle it off) the first "
+            "updates blow the weights up and the loss turns NaN; with clipping at 1 every step moves a bounded distance.",
+            dict(
+                cell="simple",
+                activation="identity",
+                recurrent_gain=1.3,
+                hidden_size=32,
+                input_size=2,
+                seq_len=50,
+            ),
+            dict(
+                task="adding",
+                steps=1000,
+                optimizer="sgd",
+                lr=0.01,
+                clip_on=True,
+                clip=1.0,
+                batch=64,
+                log_every=50,
+            ),
+        ),
+        Preset(
+            "Per-step tangents: LSTM",
+            "One tangent per step shows which steps contribute to ∂L/∂W; the accumulator only has their sum.",
+            dict(cell="lstm", seq_len=100, strategy="per_step"),
+        ),
+    )
+}
 
 
 def config_to_params(cfg: RunConfig) -> dict[str, str]:
@@ -88,7 +186,9 @@ def config_to_params(cfg: RunConfig) -> dict[str, str]:
     return out
 
 
-def config_from_params(params: Mapping[str, Any], *, ignore: tuple[str, ...] = ()) -> tuple[RunConfig, list[str]]:
+def config_from_params(
+    params: Mapping[str, Any], *, ignore: tuple[str, ...] = ()
+) -> tuple[RunConfig, list[str]]:
     """Parse URL query params into a valid config; every bad value falls back to its
     default with a warning, never an exception. ``ignore`` names params owned by the UI."""
     warnings: list[str] = []

@@ -21,10 +21,11 @@ from __future__ import annotations
 import json
 import os
 import platform
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from rnnviz.config import strategy_names
 
@@ -60,8 +61,23 @@ FIELDS: dict[str, tuple[type, ...]] = {
 }
 MEASURE_VALUES = ("grad", "analyze", "log_pass")
 
-_COMMON = ("schema", "kind", "suite", "label", "config", "device_kind", "device_name", "backend", "jax_version",
-           "jaxlib_version", "flax_version", "cpu_count", "timestamp", "compile_s", "run_s")
+_COMMON = (
+    "schema",
+    "kind",
+    "suite",
+    "label",
+    "config",
+    "device_kind",
+    "device_name",
+    "backend",
+    "jax_version",
+    "jaxlib_version",
+    "flax_version",
+    "cpu_count",
+    "timestamp",
+    "compile_s",
+    "run_s",
+)
 _NUMBER = (int, float)
 _MAYBE_INT = (int, type(None))
 
@@ -70,10 +86,21 @@ _MAYBE_INT = (int, type(None))
 #: ``loop`` (a Python loop over one jitted step, the benchmark's yardstick).
 TRAIN_FIELDS: dict[str, tuple[type, ...]] = {
     **{name: FIELDS[name] for name in _COMMON},
-    "mode": (str,), "task": (str,), "lag": (int,), "optimizer": (str,), "learning_rate": _NUMBER,
-    "clip": (int, float, type(None)), "steps": (int,), "steps_run": (int,), "baseline": _NUMBER,
-    "final_loss": (int, float, type(None)), "solved_step": _MAYBE_INT, "nonfinite_step": _MAYBE_INT, "clip_count": (int,),
-    "steps_per_s": _NUMBER, "ms_per_step": _NUMBER,
+    "mode": (str,),
+    "task": (str,),
+    "lag": (int,),
+    "optimizer": (str,),
+    "learning_rate": _NUMBER,
+    "clip": (int, float, type(None)),
+    "steps": (int,),
+    "steps_run": (int,),
+    "baseline": _NUMBER,
+    "final_loss": (int, float, type(None)),
+    "solved_step": _MAYBE_INT,
+    "nonfinite_step": _MAYBE_INT,
+    "clip_count": (int,),
+    "steps_per_s": _NUMBER,
+    "ms_per_step": _NUMBER,
 }
 KINDS: dict[str, dict[str, tuple[type, ...]]] = {"bench": FIELDS, "train": TRAIN_FIELDS}
 
@@ -98,7 +125,7 @@ def environment() -> dict[str, Any]:
 
 
 def now_utc() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+    return datetime.now(UTC).isoformat(timespec="seconds")
 
 
 def validate(record: Any) -> str | None:

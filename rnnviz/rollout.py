@@ -36,7 +36,9 @@ def perturbed(new: Carry, e: Carry | None) -> Carry:
 
 def with_first(first: Carry, carries: Carry) -> Carry:
     """``[T+1, …]`` per leaf: carry_0 at index 0, then the scanned carries ``[T, …]``."""
-    return jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs.astype(c0.dtype)], axis=0), first, carries)
+    return jax.tree.map(
+        lambda c0, cs: jnp.concatenate([c0[None], cs.astype(c0.dtype)], axis=0), first, carries
+    )
 
 
 def rollout(
@@ -70,7 +72,9 @@ def rollout(
     return with_first(first, carries)
 
 
-def checkpoint_rollout(cell, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None, block: int) -> Carry:
+def checkpoint_rollout(
+    cell, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None, block: int
+) -> Carry:
     """:func:`rollout` with ``jax.checkpoint`` over blocks of ``block`` steps (same values).
 
     The forward pass keeps only each block's starting carry (and the trajectory, which is

@@ -27,8 +27,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -49,19 +50,30 @@ def _everywhere() -> str | None:
 
 
 def _linear(spec: Any) -> str | None:
-    return None if spec.linear_form is not None else "its recurrence is not linear in its carry (h_t = A_t⊙h_{t−1} + B_t)"
+    return (
+        None
+        if spec.linear_form is not None
+        else "its recurrence is not linear in its carry (h_t = A_t⊙h_{t−1} + B_t)"
+    )
 
 
 def _fusable(spec: Any) -> str | None:
-    return None if spec.fused is not None else "it has no fused form (an input GEMM, one recurrent matrix product, element-wise gates)"
+    return (
+        None
+        if spec.fused is not None
+        else "it has no fused form (an input GEMM, one recurrent matrix product, element-wise gates)"
+    )
 
 
 @functools.lru_cache(maxsize=1)
 def split_transpose_available() -> bool:
     """Whether this JAX can differentiate ``lax.scan(..., _split_transpose=True)``."""
     try:
+
         def f(w, xs):
-            return jax.lax.scan(lambda c, x: (jnp.tanh(w * c + x), None), jnp.float32(0), xs, _split_transpose=True)[0]
+            return jax.lax.scan(
+                lambda c, x: (jnp.tanh(w * c + x), None), jnp.float32(0), xs, _split_transpose=True
+            )[0]
 
         jax.jit(jax.grad(f))(jnp.float32(0.5), jnp.ones(3, jnp.float32)).block_until_ready()
         return True
@@ -70,7 +82,11 @@ def split_transpose_available() -> bool:
 
 
 def _split_transpose_here() -> str | None:
-    return None if split_transpose_available() else "this JAX cannot differentiate lax.scan(_split_transpose=True)"
+    return (
+        None
+        if split_transpose_available()
+        else "this JAX cannot differentiate lax.scan(_split_transpose=True)"
+    )
 
 
 def _full(t: int) -> int:
@@ -186,20 +202,49 @@ def register_strategy(strategy: Strategy) -> Strategy:
 
 
 for _s in (
-    Strategy("accumulate", "one buffer: the reverse scan sums each step's cotangent into ∂L/∂W as it walks back (O(P) memory)",
-             _scan_rollout()),
-    Strategy("per_step", "one tangent per step [T, …], summed afterwards (O(T·P) memory); shows each step's contribution",
-             _scan_rollout(per_step_params=True), lift=_stack, collapse=_summed, by_step_of=_tangent_norms, stacked_params=True,
-             param_copies=lambda t: 2 * t + 3),
-    Strategy("split_transpose", "the accumulator with lax.scan's experimental split transpose (weight part outside the loop)",
-             _scan_rollout(split_transpose=True), jax_reason=_split_transpose_here),
-    Strategy("parallel", "associative scan over time, depth O(log T), for recurrences linear in the carry",
-             _parallel_rollout, cell_reason=_linear),
-    Strategy("fused", "input GEMM before the scan, carry cotangents only in the reverse scan, ∂L/∂W as one GEMM after "
-             "(cuDNN/oneDNN's layout); per-step contributions in O(T·B²)",
-             _fused_rollout, taps=lambda cfg, xs: fused.taps(cfg, xs), by_step_of=_gram_norms, cell_reason=_fusable),
-    Strategy("checkpoint", "jax.checkpoint over blocks of ⌈√T⌉ steps: the reverse pass recomputes each block "
-             "(O(√T) residual memory, about one more forward pass of time)", _checkpoint_rollout, residual_steps=_blocks),
+    Strategy(
+        "accumulate",
+        "one buffer: the reverse scan sums each step's cotangent into ∂L/∂W as it walks back (O(P) memory)",
+        _scan_rollout(),
+    ),
+    Strategy(
+        "per_step",
+        "one tangent per step [T, …], summed afterwards (O(T·P) memory); shows each step's contribution",
+        _scan_rollout(per_step_params=True),
+        lift=_stack,
+        collapse=_summed,
+        by_step_of=_tangent_norms,
+        stacked_params=True,
+        param_copies=lambda t: 2 * t + 3,
+    ),
+    Strategy(
+        "split_transpose",
+        "the accumulator with lax.scan's experimental split transpose (weight part outside the loop)",
+        _scan_rollout(split_transpose=True),
+        jax_reason=_split_transpose_here,
+    ),
+    Strategy(
+        "parallel",
+        "associative scan over time, depth O(log T), for recurrences linear in the carry",
+        _parallel_rollout,
+        cell_reason=_linear,
+    ),
+    Strategy(
+        "fused",
+        "input GEMM before the scan, carry cotangents only in the reverse scan, ∂L/∂W as one GEMM after "
+        "(cuDNN/oneDNN's layout); per-step contributions in O(T·B²)",
+        _fused_rollout,
+        taps=lambda cfg, xs: fused.taps(cfg, xs),
+        by_step_of=_gram_norms,
+        cell_reason=_fusable,
+    ),
+    Strategy(
+        "checkpoint",
+        "jax.checkpoint over blocks of ⌈√T⌉ steps: the reverse pass recomputes each block "
+        "(O(√T) residual memory, about one more forward pass of time)",
+        _checkpoint_rollout,
+        residual_steps=_blocks,
+    ),
 ):
     register_strategy(_s)
 
@@ -236,5 +281,7 @@ def group_norms_by_step(stacked: Params, recurrent: Callable[[tuple[str, ...]], 
         names = tuple(k.key for k in path)
         per_group[param_group(names, recurrent)].append(robust_norm(leaf.reshape(leaf.shape[0], -1), 1))
     t_len = jax.tree.leaves(stacked)[0].shape[0]
-    cols = [robust_norm(jnp.stack(n), 0) if n else jnp.zeros((t_len,), jnp.float32) for n in per_group.values()]
+    cols = [
+        robust_norm(jnp.stack(n), 0) if n else jnp.zeros((t_len,), jnp.float32) for n in per_group.values()
+    ]
     return jnp.stack(cols, axis=1)

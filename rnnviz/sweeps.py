@@ -14,7 +14,8 @@ import functools
 import itertools
 import math
 import time
-from typing import Any, Mapping, NamedTuple, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -45,7 +46,7 @@ class SweepResult(NamedTuple):
     def grad_norms(self) -> np.ndarray:
         """The same in linear units (float64: 0 below ~1e-308)."""
         with np.errstate(under="ignore", over="ignore"):
-            return 10.0 ** self.log10_grad_norms
+            return 10.0**self.log10_grad_norms
 
 
 class GradientMeasure(NamedTuple):
@@ -68,7 +69,9 @@ class GradientMeasure(NamedTuple):
 GRADIENTS = GradientMeasure()
 
 
-def _point(static: RunConfig, batch_sharding: NamedSharding | None, measure, key_data: jax.Array, values: Values):
+def _point(
+    static: RunConfig, batch_sharding: NamedSharding | None, measure, key_data: jax.Array, values: Values
+):
     params, carry0, xs = prepare(static, key_data, values)
     if batch_sharding is not None:
         # Under vmap(spmd_axis_name="sweep") this shards [N, B, ...] as ("sweep", "batch").
@@ -80,7 +83,11 @@ def _point(static: RunConfig, batch_sharding: NamedSharding | None, measure, key
 def mesh_shape(cfg: RunConfig, n_devices: int) -> tuple[int, int]:
     """``(sweep, batch)`` split of the devices: the batch axis takes the largest share that
     divides B (all of it when it can), the sweep axis the rest."""
-    n_batch = math.gcd(n_devices, cfg.batch_size) if cfg.batch_size is not None and cfg.carry_init != "learned" else 1
+    n_batch = (
+        math.gcd(n_devices, cfg.batch_size)
+        if cfg.batch_size is not None and cfg.carry_init != "learned"
+        else 1
+    )
     return n_devices // n_batch, n_batch
 
 
@@ -105,7 +112,9 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 
 @compile_cache(maxsize=32)
-def sweep_executable(static: RunConfig, devices: tuple[jax.Device, ...], n_points: int, measure: Any = GRADIENTS) -> Compiled:
+def sweep_executable(
+    static: RunConfig, devices: tuple[jax.Device, ...], n_points: int, measure: Any = GRADIENTS
+) -> Compiled:
     """``(keys [N, 2], Values of [N]) -> measure's outputs with a leading [N]`` (for
     gradients ``(Scaled [N, C, T+1], [N])``) on a ``("sweep", "batch")`` mesh over
     ``devices``: N is split over "sweep", each point's batch over "batch"."""
@@ -135,7 +144,10 @@ def evaluate_points(cfg: RunConfig, points: list[dict[str, Any]], measure: Any) 
     n_sweep = mesh_shape(cfg, len(devices))[0]
     padded = -(-n // n_sweep) * n_sweep  # the sharded axis must divide evenly
     cfgs = [cfg.replace(**p) for p in points] + [cfg] * (padded - n)
-    key_of = {seed: np.asarray(jax.random.key_data(jax.random.key(seed)), np.uint32) for seed in {c.seed for c in cfgs}}
+    key_of = {
+        seed: np.asarray(jax.random.key_data(jax.random.key(seed)), np.uint32)
+        for seed in {c.seed for c in cfgs}
+    }
     keys = np.stack([key_of[c.seed] for c in cfgs])  # one key derivation per distinct seed, not per point
     vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))
     exe = sweep_executable(static_config(cfg), devices, padded, measure)
@@ -178,11 +190,18 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     ``grad_norm`` (the same in float64, 0 below ~1e-308). Value fields are
     computed in one compiled call per shape; shape fields loop outside (one compile each).
     """
-    return pd.concat([_tidy(base, shape_point, points, run_points(base, points))
-                      for base, shape_point, points in grid_points(cfg, over)], ignore_index=True)
+    return pd.concat(
+        [
+            _tidy(base, shape_point, points, run_points(base, points))
+            for base, shape_point, points in grid_points(cfg, over)
+        ],
+        ignore_index=True,
+    )
 
 
-def grid_points(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> list[tuple[RunConfig, dict, list[dict]]]:
+def grid_points(
+    cfg: RunConfig, over: Mapping[str, Sequence[Any]]
+) -> list[tuple[RunConfig, dict, list[dict]]]:
     """``over`` validated and split: one ``(base config, shape fields, value points)`` per
     shape (each a compile), the value points of each evaluated in one vmapped call."""
     over = validate_over(cfg, over)
@@ -204,12 +223,22 @@ def _tidy(cfg: RunConfig, shape_point: dict, points: list[dict], res: SweepResul
     total = log10_combine(res.log10_grad_norms, 1)
     blocks = []
     for i, p in enumerate(points):
-        for name, series in [("total", total[i])] + [(c, res.log10_grad_norms[i, j]) for j, c in enumerate(cfg.carry_components)]:
+        for name, series in [("total", total[i])] + [
+            (c, res.log10_grad_norms[i, j]) for j, c in enumerate(cfg.carry_components)
+        ]:
             if name != "total" and comps == 1:
                 continue
             with np.errstate(under="ignore", over="ignore"):
-                linear = 10.0 ** series
-            block = pd.DataFrame({"t": t, "lag": cfg.seq_len - t, "component": name, "grad_norm": linear, "log10_grad_norm": series})
+                linear = 10.0**series
+            block = pd.DataFrame(
+                {
+                    "t": t,
+                    "lag": cfg.seq_len - t,
+                    "component": name,
+                    "grad_norm": linear,
+                    "log10_grad_norm": series,
+                }
+            )
             for k, v in reversed(list({**shape_point, **p}.items())):
                 block.insert(0, k, v)
             blocks.append(block)

@@ -23,7 +23,8 @@ trivial predictor (the baseline a network must beat).
 from __future__ import annotations
 
 import math
-from typing import Callable, NamedTuple
+from collections.abc import Callable
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -62,12 +63,15 @@ def copy_batch(key: jax.Array, batch: int, seq_len: int, lag: int = 0) -> Batch:
     del lag
     symbols = jax.random.randint(key, (batch, COPY_LENGTH), 0, N_SYMBOLS)
     tail = seq_len - COPY_LENGTH
-    tokens = jnp.concatenate([
-        symbols,
-        jnp.full((batch, tail - COPY_LENGTH - 1), BLANK, jnp.int32),
-        jnp.full((batch, 1), DELIMITER, jnp.int32),
-        jnp.full((batch, COPY_LENGTH), BLANK, jnp.int32),
-    ], axis=1)
+    tokens = jnp.concatenate(
+        [
+            symbols,
+            jnp.full((batch, tail - COPY_LENGTH - 1), BLANK, jnp.int32),
+            jnp.full((batch, 1), DELIMITER, jnp.int32),
+            jnp.full((batch, COPY_LENGTH), BLANK, jnp.int32),
+        ],
+        axis=1,
+    )
     return Batch(jax.nn.one_hot(tokens, COPY_CHANNELS, dtype=jnp.float32), symbols)
 
 
@@ -135,14 +139,44 @@ class Task(NamedTuple):
         return 1.0
 
 
-TASKS: dict[str, Task] = {t.name: t for t in (
-    Task("adding", 2, 1, 1, adding_batch, "MSE", False, 2,
-         "sum the two marked values (Hochreiter & Schmidhuber 1997); baseline MSE 1/6"),
-    Task("copy", COPY_CHANNELS, N_SYMBOLS, COPY_LENGTH, copy_batch, "accuracy", True, 2 * COPY_LENGTH + 1,
-         "reproduce 10 symbols after T blanks (Arjovsky et al. 2016); baseline 10·ln 8/(T+20)"),
-    Task("recall", 1, 1, 1, recall_batch, "MSE", False, 1,
-         "output x_{T−lag} (a controllable lag); baseline MSE 1"),
-)}
+TASKS: dict[str, Task] = {
+    t.name: t
+    for t in (
+        Task(
+            "adding",
+            2,
+            1,
+            1,
+            adding_batch,
+            "MSE",
+            False,
+            2,
+            "sum the two marked values (Hochreiter & Schmidhuber 1997); baseline MSE 1/6",
+        ),
+        Task(
+            "copy",
+            COPY_CHANNELS,
+            N_SYMBOLS,
+            COPY_LENGTH,
+            copy_batch,
+            "accuracy",
+            True,
+            2 * COPY_LENGTH + 1,
+            "reproduce 10 symbols after T blanks (Arjovsky et al. 2016); baseline 10·ln 8/(T+20)",
+        ),
+        Task(
+            "recall",
+            1,
+            1,
+            1,
+            recall_batch,
+            "MSE",
+            False,
+            1,
+            "output x_{T−lag} (a controllable lag); baseline MSE 1",
+        ),
+    )
+}
 
 
 def get_task(name: str) -> Task:
@@ -155,7 +189,11 @@ def get_task(name: str) -> Task:
 def check_task(task: Task, seq_len: int, input_size: int, lag: int) -> None:
     """The config fits the task: the task fixes I, and T must hold the task."""
     if input_size != task.input_size:
-        raise ConfigError("input_size", input_size, f"the {task.name} task has {task.input_size} input features; use input_size={task.input_size}")
+        raise ConfigError(
+            "input_size",
+            input_size,
+            f"the {task.name} task has {task.input_size} input features; use input_size={task.input_size}",
+        )
     if seq_len < task.min_seq_len:
         raise ConfigError("seq_len", seq_len, f"at least {task.min_seq_len} steps for the {task.name} task")
     if task.name == "recall":

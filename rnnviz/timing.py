@@ -7,7 +7,8 @@ import functools
 import statistics
 import threading
 import time
-from typing import Any, Callable, NamedTuple
+from collections.abc import Callable
+from typing import Any, NamedTuple
 
 import jax
 
@@ -64,7 +65,10 @@ def abstract(tree: Any, device: jax.Device) -> Any:
 def compile_for(fn: Callable, args: tuple, device: jax.Device) -> Compiled:
     """``jax.jit(fn)`` lowered for ``args`` (arrays or stand-ins) on ``device`` and compiled."""
     start = time.perf_counter()
-    compiled = compile_lowered(jax.jit(fn).lower(*abstract(args, device)), getattr(getattr(fn, "func", fn), "__name__", "an executable"))
+    compiled = compile_lowered(
+        jax.jit(fn).lower(*abstract(args, device)),
+        getattr(getattr(fn, "func", fn), "__name__", "an executable"),
+    )
     elapsed = time.perf_counter() - start
     return Compiled(compiled, elapsed, peak_bytes(compiled))
 
@@ -74,7 +78,9 @@ def compile_lowered(lowered: Any, what: str) -> Any:
     comes through here, and on the CPU none may hold two LAPACK calls that XLA may run at
     once (:func:`rnnviz.hlo.check_serial_lapack`, raising ``ConcurrentLapackError``)."""
     compiled = lowered.compile()
-    check_serial_lapack(compiled, what)  # GPU executables call cuSOLVER, never lapack_*: nothing to find there
+    check_serial_lapack(
+        compiled, what
+    )  # GPU executables call cuSOLVER, never lapack_*: nothing to find there
     return compiled
 
 
@@ -85,13 +91,15 @@ def peak_bytes(compiled: Any) -> int:
         return 0
     if ma is None:
         return 0
-    total = ma.temp_size_in_bytes + ma.argument_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes
+    total = (
+        ma.temp_size_in_bytes + ma.argument_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes
+    )
     return int(max(total, getattr(ma, "peak_memory_in_bytes", 0) or 0))
 
 
-
-
-def time_runs(fn: Callable, args: tuple, repeats: int, warmup: int = 1, budget_s: float | None = None) -> tuple[Any, RunTiming]:
+def time_runs(
+    fn: Callable, args: tuple, repeats: int, warmup: int = 1, budget_s: float | None = None
+) -> tuple[Any, RunTiming]:
     """Run ``fn(*args)`` ``warmup`` + ``repeats`` times, blocking on each; return the last
     result and the wall-clock statistics of the timed runs. With ``budget_s``, slow
     functions get fewer timed runs (at least 3) so the total stays near the budget."""

@@ -24,8 +24,9 @@ from __future__ import annotations
 import functools
 import math
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import flax.linen as nn
 import jax
@@ -35,7 +36,15 @@ import optax
 
 from rnnviz.analysis import Values, prepare_params, resolve_device, seed_key, static_config
 from rnnviz.cells import cell_spec, make_cell, outputs
-from rnnviz.config import REFERENCE_FLOPS_PER_S, BudgetError, ConfigError, RunConfig, estimate_flops, estimate_memory_bytes, MEMORY_BUDGET_BYTES
+from rnnviz.config import (
+    MEMORY_BUDGET_BYTES,
+    REFERENCE_FLOPS_PER_S,
+    BudgetError,
+    ConfigError,
+    RunConfig,
+    estimate_flops,
+    estimate_memory_bytes,
+)
 from rnnviz.gradients import full_carry0
 from rnnviz.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.norms import Scaled, log10, robust_norm
@@ -104,7 +113,9 @@ def init_state(static: RunConfig, spec: TrainSpec, key_data: jax.Array, values: 
     task = get_task(spec.task)
     cell_params, carry0 = prepare_params(static, key_data, values)
     xs = jnp.zeros((static.batch_size, 1, task.input_size), jnp.dtype(static.dtype))
-    out_dim = jax.eval_shape(lambda: _outputs(static, {"cell": cell_params}, full_carry0(static, carry0), xs)).shape[-1]
+    out_dim = jax.eval_shape(
+        lambda: _outputs(static, {"cell": cell_params}, full_carry0(static, carry0), xs)
+    ).shape[-1]
     key = jax.random.fold_in(jax.random.wrap_key_data(key_data), _READOUT_SALT)
     readout = _readout(task).init(key, jnp.zeros((1, out_dim), jnp.float32))["params"]
     params = {"cell": cell_params, "readout": readout}
@@ -137,7 +148,7 @@ def _carry0_for(static: RunConfig, params, carry0_fixed, batch: int):
 
 def predictions(task: Task, params, ys: jax.Array) -> jax.Array:
     """The readout on the last ``task.outputs_read`` outputs: ``[B, n, F]`` (``[B, F]`` for n = 1)."""
-    read = jnp.swapaxes(ys[-task.outputs_read:], 0, 1).astype(jnp.float32)  # [B, n, O]
+    read = jnp.swapaxes(ys[-task.outputs_read :], 0, 1).astype(jnp.float32)  # [B, n, O]
     pred = _readout(task).apply({"params": params["readout"]}, read)
     return pred[:, 0] if task.outputs_read == 1 else pred
 
@@ -169,15 +180,26 @@ def probe_profile(static: RunConfig, task: Task, params, carry0, probe):
         return task.loss_fn(static.seq_len)(predictions(task, params, ys), probe.targets)
 
     direct = jax.grad(loss_of_carries)(carries)
-    _, _, total = reduce_log_norms(log_carry_gradients(static, cell, params["cell"], carries, xs_tm, direct=direct))
+    _, _, total = reduce_log_norms(
+        log_carry_gradients(static, cell, params["cell"], carries, xs_tm, direct=direct)
+    )
     grads = jax.grad(lambda p: task_loss(static, task, p, carry0, probe.inputs, probe.targets)[0])(params)
-    recurrent = [leaf for path, leaf in jax.tree_util.tree_leaves_with_path(grads["cell"])
-                 if cell_spec(static.cell).recurrent(tuple(k.key for k in path))]
-    w_norm = robust_norm(jnp.concatenate([r.astype(jnp.float32).reshape(-1) for r in recurrent]), 0) if recurrent else jnp.float32(0)
+    recurrent = [
+        leaf
+        for path, leaf in jax.tree_util.tree_leaves_with_path(grads["cell"])
+        if cell_spec(static.cell).recurrent(tuple(k.key for k in path))
+    ]
+    w_norm = (
+        robust_norm(jnp.concatenate([r.astype(jnp.float32).reshape(-1) for r in recurrent]), 0)
+        if recurrent
+        else jnp.float32(0)
+    )
     return total, w_norm
 
 
-def step_fn(static: RunConfig, spec: TrainSpec, key_data: jax.Array, values: Values, hyper: Hyper, carry0=None):
+def step_fn(
+    static: RunConfig, spec: TrainSpec, key_data: jax.Array, values: Values, hyper: Hyper, carry0=None
+):
     """``(state, step_index) -> (state, (loss, metric, grad_norm, clipped))``: one
     optimisation step on the batch drawn for ``step_index`` (a frozen state once a
     non-finite value was seen; its records are then NaN)."""
@@ -194,7 +216,9 @@ def step_fn(static: RunConfig, spec: TrainSpec, key_data: jax.Array, values: Val
         data = task.batch(jax.random.fold_in(train_key, step_index), batch, static.seq_len, spec.lag)
 
         def loss_fn(p):
-            return task_loss(static, task, p, _carry0_for(static, p, carry0, batch), data.inputs, data.targets)
+            return task_loss(
+                static, task, p, _carry0_for(static, p, carry0, batch), data.inputs, data.targets
+            )
 
         (loss, pred), grads = jax.value_and_grad(loss_fn, has_aux=True)(st.params)
         gnorm = optax.tree.norm(grads)
@@ -209,21 +233,35 @@ def step_fn(static: RunConfig, spec: TrainSpec, key_data: jax.Array, values: Val
         new = TrainState(keep(params, st.params), keep(opt_state, st.opt_state), ok)
         metric = metric_fn(pred, data.targets)
         nan = jnp.float32(jnp.nan)
-        rec = (jnp.where(st.alive, loss, nan), jnp.where(st.alive, metric, nan), jnp.where(st.alive, gnorm, nan), clipped & st.alive)
+        rec = (
+            jnp.where(st.alive, loss, nan),
+            jnp.where(st.alive, metric, nan),
+            jnp.where(st.alive, gnorm, nan),
+            clipped & st.alive,
+        )
         return new, rec
 
     return step
 
 
-def run_chunk(static: RunConfig, spec: TrainSpec, state: TrainState, key_data: jax.Array, values: Values, hyper: Hyper,
-              start: jax.Array) -> tuple[TrainState, ChunkOut]:
+def run_chunk(
+    static: RunConfig,
+    spec: TrainSpec,
+    state: TrainState,
+    key_data: jax.Array,
+    values: Values,
+    hyper: Hyper,
+    start: jax.Array,
+) -> tuple[TrainState, ChunkOut]:
     """``spec.chunk`` steps from step ``start``, after recording the probe profile."""
     task = get_task(spec.task)
     batch = static.batch_size
     root = jax.random.wrap_key_data(key_data)
     carry0 = fixed_carry0(static, key_data, values, batch)
     probe = task.batch(jax.random.fold_in(root, _PROBE_SALT), PROBE_BATCH, static.seq_len, spec.lag)
-    probe_carry0 = _carry0_for(static, state.params, fixed_carry0(static, key_data, values, PROBE_BATCH), PROBE_BATCH)
+    probe_carry0 = _carry0_for(
+        static, state.params, fixed_carry0(static, key_data, values, PROBE_BATCH), PROBE_BATCH
+    )
     profile, w_grad = probe_profile(static, task, state.params, probe_carry0, probe)
     step = step_fn(static, spec, key_data, values, hyper, carry0)
     state, (loss, metric, gnorm, clipped) = jax.lax.scan(step, state, start + jnp.arange(spec.chunk))
@@ -251,8 +289,12 @@ def train_executables(static: RunConfig, spec: TrainSpec, n_runs: int, device: j
         chunk_fn = _with_run_axis(functools.partial(run_chunk, static, spec), n_in=4)
     with jax.default_device(device):
         init = compile_lowered(jax.jit(init_fn).lower(keys, vals), f"the {static.cell} training init")
-        chunk = compile_lowered(jax.jit(chunk_fn, donate_argnums=(0,)).lower(
-            init.out_info, keys, vals, hyper, jax.ShapeDtypeStruct((), jnp.int32)), f"the {static.cell} training chunk")
+        chunk = compile_lowered(
+            jax.jit(chunk_fn, donate_argnums=(0,)).lower(
+                init.out_info, keys, vals, hyper, jax.ShapeDtypeStruct((), jnp.int32)
+            ),
+            f"the {static.cell} training chunk",
+        )
     return init, chunk, time.perf_counter() - start_s
 
 
@@ -268,6 +310,7 @@ def _with_run_axis(fn: Callable, n_in: int) -> Callable:
 
 
 # ---- the record and the driver ---------------------------------------------------------------
+
 
 class TrainTiming(NamedTuple):
     compile_s: float
@@ -341,7 +384,9 @@ def solved_step(losses: np.ndarray, baseline: float, window: int = SOLVE_WINDOW)
     return int(hit[0]) if hit.size else None
 
 
-def _check_number(name: str, value: Any, lo: float, hi: float, *, integer: bool = False, lo_open: bool = False) -> None:
+def _check_number(
+    name: str, value: Any, lo: float, hi: float, *, integer: bool = False, lo_open: bool = False
+) -> None:
     ok = isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
     ok = ok and (not integer or float(value) == int(value)) and math.isfinite(float(value))
     ok = ok and (lo < value if lo_open else lo <= value) and value <= hi
@@ -350,8 +395,17 @@ def _check_number(name: str, value: Any, lo: float, hi: float, *, integer: bool 
         raise ConfigError(name, value, f"{what} in {'(' if lo_open else '['}{lo:g}, {hi:g}]")
 
 
-def check_training(cfg: RunConfig, task: str, steps: int, learning_rate: float, optimizer: str, clip: float | None,
-                   log_every: int, lag: int, n_runs: int = 1) -> tuple[Task, TrainSpec]:
+def check_training(
+    cfg: RunConfig,
+    task: str,
+    steps: int,
+    learning_rate: float,
+    optimizer: str,
+    clip: float | None,
+    log_every: int,
+    lag: int,
+    n_runs: int = 1,
+) -> tuple[Task, TrainSpec]:
     """Every training argument checked; a bad one is a :class:`ConfigError` naming it, an
     over-budget request a :class:`BudgetError` naming the largest number of steps that fits."""
     t = get_task(task)
@@ -368,13 +422,23 @@ def check_training(cfg: RunConfig, task: str, steps: int, learning_rate: float, 
     per_step = estimate_flops(cfg) * n_runs
     flops = per_step * steps
     if flops > TRAIN_FLOP_BUDGET:
-        raise BudgetError("steps", steps, f"{n_runs} run(s) × {int(steps)} steps need about {flops / 1e12:.1f} TFLOP (≈ "
-                                          f"{flops / REFERENCE_FLOPS_PER_S:.0f} s on a 2-core CPU), over the {TRAIN_FLOP_BUDGET / 1e12:g} "
-                                          f"TFLOP training budget; the most steps that fit is {int(TRAIN_FLOP_BUDGET // per_step)}")
-    memory = estimate_memory_bytes(cfg) * n_runs * 2  # params, grads and optimiser moments on top of the working set
+        raise BudgetError(
+            "steps",
+            steps,
+            f"{n_runs} run(s) × {int(steps)} steps need about {flops / 1e12:.1f} TFLOP (≈ "
+            f"{flops / REFERENCE_FLOPS_PER_S:.0f} s on a 2-core CPU), over the {TRAIN_FLOP_BUDGET / 1e12:g} "
+            f"TFLOP training budget; the most steps that fit is {int(TRAIN_FLOP_BUDGET // per_step)}",
+        )
+    memory = (
+        estimate_memory_bytes(cfg) * n_runs * 2
+    )  # params, grads and optimiser moments on top of the working set
     if memory > MEMORY_BUDGET_BYTES:
-        raise BudgetError("batch_size", cfg.batch_size, f"{n_runs} run(s) need about {memory / 2**30:.1f} GiB, over the "
-                                                        f"{MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; use fewer runs, a smaller batch or a shorter T")
+        raise BudgetError(
+            "batch_size",
+            cfg.batch_size,
+            f"{n_runs} run(s) need about {memory / 2**30:.1f} GiB, over the "
+            f"{MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; use fewer runs, a smaller batch or a shorter T",
+        )
     return t, TrainSpec(t.name, int(lag), optimizer, int(log_every))
 
 
@@ -400,16 +464,29 @@ class Trainer:
     :func:`train_many` (all chunks at once) and by the dashboard (a few chunks per rerun,
     so it can show progress and stop). Arguments as :func:`train_many`."""
 
-    def __init__(self, cfg: RunConfig, over: Mapping[str, Sequence[Any]] | None = None, *, task: str = "adding", steps: int = 2000,
-                 learning_rate: float = 1e-3, optimizer: str = "adam", clip: float | None = 1.0, log_every: int = 50, lag: int = 0,
-                 device: jax.Device | None = None):
+    def __init__(
+        self,
+        cfg: RunConfig,
+        over: Mapping[str, Sequence[Any]] | None = None,
+        *,
+        task: str = "adding",
+        steps: int = 2000,
+        learning_rate: float = 1e-3,
+        optimizer: str = "adam",
+        clip: float | None = 1.0,
+        log_every: int = 50,
+        lag: int = 0,
+        device: jax.Device | None = None,
+    ):
         points = _points_of(over or {})
         self.cfgs, self.lrs, self.clips = [], [], []
         for p in points:
             self.cfgs.append(cfg.replace(**{k: v for k, v in p.items() if k in RunConfig.VALUE_FIELDS}))
             self.lrs.append(p.get("learning_rate", learning_rate))
             self.clips.append(p.get("clip", clip))
-        self.task, self.spec = check_training(cfg, task, steps, learning_rate, optimizer, clip, log_every, lag, n_runs=len(points))
+        self.task, self.spec = check_training(
+            cfg, task, steps, learning_rate, optimizer, clip, log_every, lag, n_runs=len(points)
+        )
         for c, lr, cl in zip(self.cfgs, self.lrs, self.clips):
             check_training(c, task, steps, lr, optimizer, cl, log_every, lag)
         self.cfg, self.steps, self.optimizer = cfg, int(steps), optimizer
@@ -421,7 +498,10 @@ class Trainer:
         self.compile_s = 0.0 if hit else compile_s
         keys = np.stack([np.asarray(seed_key(c.seed), np.uint32) for c in self.cfgs])
         vals = Values(*(np.asarray([getattr(c, f) for c in self.cfgs], np.float32) for f in Values._fields))
-        hyper = Hyper(np.asarray(self.lrs, np.float32), np.asarray([np.inf if c is None else c for c in self.clips], np.float32))
+        hyper = Hyper(
+            np.asarray(self.lrs, np.float32),
+            np.asarray([np.inf if c is None else c for c in self.clips], np.float32),
+        )
         self._args = jax.device_put((keys, vals, hyper), device)
         self._state = self._init(*self._args[:2])
         self._outs: list[ChunkOut] = []
@@ -442,7 +522,9 @@ class Trainer:
         if not self.done:
             start = time.perf_counter()
             keys, vals, hyper = self._args
-            self._state, out = self._chunk(self._state, keys, vals, hyper, np.int32(len(self._outs) * self.spec.chunk))
+            self._state, out = self._chunk(
+                self._state, keys, vals, hyper, np.int32(len(self._outs) * self.spec.chunk)
+            )
             self._outs.append(jax.device_get(out))
             self._all_dead = not bool(np.asarray(jax.device_get(self._state.alive)).any())
             self.run_s += time.perf_counter() - start
@@ -458,7 +540,12 @@ class Trainer:
             raise ConfigError("steps", 0, "at least one chunk must run before there are records")
         cat = lambda field: np.concatenate([getattr(o, field) for o in outs], axis=1)[:, :taken]  # noqa: E731
         losses, metric, gnorm, clipped = cat("loss"), cat("metric"), cat("grad_norm"), cat("clipped")
-        profiles = log10(Scaled(np.stack([o.profile.mantissa for o in outs], axis=1), np.stack([o.profile.exponent for o in outs], axis=1)))
+        profiles = log10(
+            Scaled(
+                np.stack([o.profile.mantissa for o in outs], axis=1),
+                np.stack([o.profile.exponent for o in outs], axis=1),
+            )
+        )
         with np.errstate(divide="ignore"):
             wgrad = np.log10(np.stack([o.recurrent_grad for o in outs], axis=1).astype(np.float64))
         profile_steps = np.arange(len(outs)) * chunk
@@ -470,21 +557,47 @@ class Trainer:
             nonfinite = int(bad[0]) if bad.size else None
             end = taken if nonfinite is None else nonfinite + 1
             keep = profile_steps < end
-            records.append(Training(
-                config=c, task=self.task.name, lag=self.spec.lag, optimizer=self.optimizer, learning_rate=float(self.lrs[j]),
-                clip=None if self.clips[j] is None else float(self.clips[j]), steps=self.steps,
-                losses=losses[j, :end].astype(np.float64), metric=metric[j, :end].astype(np.float64), metric_name=self.task.metric_name,
-                grad_norm=gnorm[j, :end].astype(np.float64), clipped=clipped[j, :end].astype(bool),
-                profile_steps=profile_steps[keep], profiles=profiles[j][keep], recurrent_grad=wgrad[j][keep],
-                baseline=baseline, solved_step=solved_step(losses[j, :end], baseline),
-                nonfinite_step=nonfinite, stopped=self.stopped and taken < self.steps, timing=timing,
-            ))
+            records.append(
+                Training(
+                    config=c,
+                    task=self.task.name,
+                    lag=self.spec.lag,
+                    optimizer=self.optimizer,
+                    learning_rate=float(self.lrs[j]),
+                    clip=None if self.clips[j] is None else float(self.clips[j]),
+                    steps=self.steps,
+                    losses=losses[j, :end].astype(np.float64),
+                    metric=metric[j, :end].astype(np.float64),
+                    metric_name=self.task.metric_name,
+                    grad_norm=gnorm[j, :end].astype(np.float64),
+                    clipped=clipped[j, :end].astype(bool),
+                    profile_steps=profile_steps[keep],
+                    profiles=profiles[j][keep],
+                    recurrent_grad=wgrad[j][keep],
+                    baseline=baseline,
+                    solved_step=solved_step(losses[j, :end], baseline),
+                    nonfinite_step=nonfinite,
+                    stopped=self.stopped and taken < self.steps,
+                    timing=timing,
+                )
+            )
         return records
 
 
-def train_many(cfg: RunConfig, over: Mapping[str, Sequence[Any]] | None = None, *, task: str = "adding", steps: int = 2000,
-               learning_rate: float = 1e-3, optimizer: str = "adam", clip: float | None = 1.0, log_every: int = 50, lag: int = 0,
-               progress: ProgressFn | None = None, device: jax.Device | None = None) -> list[Training]:
+def train_many(
+    cfg: RunConfig,
+    over: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    task: str = "adding",
+    steps: int = 2000,
+    learning_rate: float = 1e-3,
+    optimizer: str = "adam",
+    clip: float | None = 1.0,
+    log_every: int = 50,
+    lag: int = 0,
+    progress: ProgressFn | None = None,
+    device: jax.Device | None = None,
+) -> list[Training]:
     """Train every combination of ``over`` (seeds and value fields: seed, recurrent_gain,
     forget_bias, carry_scale, input_scale, learning_rate, clip) in one vmapped, compiled call
     per chunk of ``log_every`` steps (one compile per shape, whatever the values); see
@@ -493,8 +606,18 @@ def train_many(cfg: RunConfig, over: Mapping[str, Sequence[Any]] | None = None, 
     ``progress(steps_done, steps, elapsed_s)`` is called after every chunk; returning True
     stops training there (the records then hold the steps taken).
     """
-    trainer = Trainer(cfg, over, task=task, steps=steps, learning_rate=learning_rate, optimizer=optimizer, clip=clip,
-                      log_every=log_every, lag=lag, device=device)
+    trainer = Trainer(
+        cfg,
+        over,
+        task=task,
+        steps=steps,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        clip=clip,
+        log_every=log_every,
+        lag=lag,
+        device=device,
+    )
     while not trainer.done:
         done = trainer.advance()
         if progress is not None and progress(done, steps, trainer.run_s) and not trainer.done:
@@ -502,9 +625,19 @@ def train_many(cfg: RunConfig, over: Mapping[str, Sequence[Any]] | None = None, 
     return trainer.records()
 
 
-def train(cfg: RunConfig, task: str = "adding", steps: int = 2000, learning_rate: float = 1e-3, optimizer: str = "adam",
-          clip: float | None = 1.0, log_every: int = 50, lag: int = 0, *, progress: ProgressFn | None = None,
-          device: jax.Device | None = None) -> Training:
+def train(
+    cfg: RunConfig,
+    task: str = "adding",
+    steps: int = 2000,
+    learning_rate: float = 1e-3,
+    optimizer: str = "adam",
+    clip: float | None = 1.0,
+    log_every: int = 50,
+    lag: int = 0,
+    *,
+    progress: ProgressFn | None = None,
+    device: jax.Device | None = None,
+) -> Training:
     """Train ``cfg``'s cell with a Dense readout on ``task`` (adding, copy, recall) and record
     the gradient profile as it learns.
 
@@ -514,8 +647,19 @@ def train(cfg: RunConfig, task: str = "adding", steps: int = 2000, learning_rate
     profiles (``steps`` is rounded up to whole chunks and the records cut back to
     ``steps``); ``lag``: the recall task's k.
     """
-    return train_many(cfg, None, task=task, steps=steps, learning_rate=learning_rate, optimizer=optimizer, clip=clip,
-                      log_every=log_every, lag=lag, progress=progress, device=device)[0]
+    return train_many(
+        cfg,
+        None,
+        task=task,
+        steps=steps,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        clip=clip,
+        log_every=log_every,
+        lag=lag,
+        progress=progress,
+        device=device,
+    )[0]
 
 
 __all__ = ["OPTIMIZERS", "Trainer", "Training", "check_training", "solved_step", "train", "train_many"]
@@ -526,7 +670,9 @@ def verdict(records: Sequence[Training]) -> str:
     if not records:
         return "no runs"
     r0 = records[0]
-    what = f"the {r0.task} problem at T={r0.config.seq_len}" + (f" (lag {r0.lag})" if r0.task == "recall" else "")
+    what = f"the {r0.task} problem at T={r0.config.seq_len}" + (
+        f" (lag {r0.lag})" if r0.task == "recall" else ""
+    )
     solved = [r.solved_step for r in records if r.solved_step is not None]
     diverged = [r.nonfinite_step for r in records if r.nonfinite_step is not None]
     n = len(records)

@@ -65,7 +65,9 @@ def main() -> None:
                 for n in (1, 16):
                     train_many(cfg, {"seed": list(range(n))}, steps=1, log_every=1)
         print(f"{cell}: {time.time() - start:.0f} s", flush=True)
-    print("\n| executable | compiled | LAPACK calls (target: count over all compiles) | pairs that may overlap |")
+    print(
+        "\n| executable | compiled | LAPACK calls (target: count over all compiles) | pairs that may overlap |"
+    )
     print("|---|---|---|---|")
     for kind in sorted(compiled):
         found = ", ".join(f"{t}: {n}" for t, n in sorted(calls[kind].items())) or "none"

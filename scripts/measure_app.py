@@ -23,8 +23,15 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 FIRST_Y = """() => { const p = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
   const d = p && p._fullData && p._fullData[0];  // what Plotly drew (data may hold base64 arrays)
@@ -47,12 +54,24 @@ def _time_change(page, key: str, value) -> float:
     before = page.evaluate(FIRST_Y)
     start = time.perf_counter()
     _set_number(page, key, value)
-    page.wait_for_function(f"prev => ({FIRST_Y})() !== null && ({FIRST_Y})() !== prev", arg=before, timeout=120_000)
+    page.wait_for_function(
+        f"prev => ({FIRST_Y})() !== null && ({FIRST_Y})() !== prev", arg=before, timeout=120_000
+    )
     return time.perf_counter() - start
 
 
 IDLE = '[data-test-script-state="notRunning"]'
-TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Training", "Devices", "Compare", "Learn")
+TABS = (
+    "Gradients",
+    "Carry",
+    "Strategies",
+    "Phase diagram",
+    "Jacobians",
+    "Training",
+    "Devices",
+    "Compare",
+    "Learn",
+)
 
 
 def _settle(page, timeout_ms: int) -> None:
@@ -89,12 +108,18 @@ def _time_select(page, key: str, option: str) -> float:
     box.click()
     box.fill(option)  # the list filters as one types; the option then is the only match
     page.get_by_role("option", name=option, exact=True).click()
-    page.wait_for_function(f"prev => ({FIRST_Y})() !== null && ({FIRST_Y})() !== prev", arg=before, timeout=120_000)
+    page.wait_for_function(
+        f"prev => ({FIRST_Y})() !== null && ({FIRST_Y})() !== prev", arg=before, timeout=120_000
+    )
     return time.perf_counter() - start
 
 
 def _metric(page, label: str) -> str:
-    return page.locator('[data-testid="stMetric"]', has_text=label).locator('[data-testid="stMetricValue"]').inner_text()
+    return (
+        page.locator('[data-testid="stMetric"]', has_text=label)
+        .locator('[data-testid="stMetricValue"]')
+        .inner_text()
+    )
 
 
 def main() -> None:
@@ -103,12 +128,19 @@ def main() -> None:
     ap.add_argument("--tabs", action="store_true", help="also time every tab at lstm H=128 T=1000 B=32")
     ap.add_argument("--tab-timeout", type=float, default=120.0, help="seconds before a tab counts as hung")
     args = ap.parse_args()
-    cache = tempfile.mkdtemp(prefix="rnnviz-jax-") if args.cold_cache else os.environ.get("RNNVIZ_JAX_CACHE", "")
+    cache = (
+        tempfile.mkdtemp(prefix="rnnviz-jax-") if args.cold_cache else os.environ.get("RNNVIZ_JAX_CACHE", "")
+    )
     env = {**os.environ, **({"RNNVIZ_JAX_CACHE": cache} if cache else {})}
     port = _port()
     start = time.perf_counter()
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port)],
-                            cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", str(ROOT / "app.py"), "--server.port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         with sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
@@ -122,13 +154,19 @@ def main() -> None:
             page.wait_for_selector(CHART, timeout=120_000)
             page.wait_for_function(f"() => ({FIRST_Y})() !== null")
             first = time.perf_counter() - start
-            print(f"launch → first chart rendered: {first:.2f} s (JAX cache: {'cold' if args.cold_cache else 'as is'})")
+            print(
+                f"launch → first chart rendered: {first:.2f} s (JAX cache: {'cold' if args.cold_cache else 'as is'})"
+            )
             for seed in (1, 2, 3):
                 t = _time_change(page, "cfg_seed", seed)
-                print(f"seed → {seed}: page updated in {t * 1e3:.0f} ms; compute run {_metric(page, 'run (median')}")
+                print(
+                    f"seed → {seed}: page updated in {t * 1e3:.0f} ms; compute run {_metric(page, 'run (median')}"
+                )
             for t_len in (60, 70):
                 t = _time_change(page, "cfg_seq_len", t_len)
-                print(f"seq_len → {t_len} (new shape): page updated in {t:.2f} s; compile {_metric(page, 'compile')}")
+                print(
+                    f"seq_len → {t_len} (new shape): page updated in {t:.2f} s; compile {_metric(page, 'compile')}"
+                )
             for cell in ("gru · classic", "simple · classic"):
                 t = _time_select(page, "cfg_cell", cell)
                 print(f"cell → {cell} (new shape): page updated in {t:.2f} s")
@@ -136,7 +174,11 @@ def main() -> None:
                 t = _time_change(page, "cfg_recurrent_gain", gain)
                 print(f"recurrent_gain → {gain}: page updated in {t * 1e3:.0f} ms")
             if args.tabs:
-                _time_tabs(page, f"http://127.0.0.1:{port}/?cell=lstm&hidden_size=128&seq_len=1000&batch_size=32", args.tab_timeout)
+                _time_tabs(
+                    page,
+                    f"http://127.0.0.1:{port}/?cell=lstm&hidden_size=128&seq_len=1000&batch_size=32",
+                    args.tab_timeout,
+                )
             browser.close()
     finally:
         proc.terminate()

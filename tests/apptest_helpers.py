@@ -6,11 +6,10 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from streamlit.testing.v1 import AppTest
-
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 APP = str(ROOT / "app.py")
@@ -22,9 +21,25 @@ def start_server(env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", APP, "--server.port", str(port),
-                             "--server.address", "127.0.0.1", "--server.headless", "true"],
-                            cwd=ROOT, env=env, stdout=log_path.open("w"), stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            APP,
+            "--server.port",
+            str(port),
+            "--server.address",
+            "127.0.0.1",
+            "--server.headless",
+            "true",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log_path.open("w"),
+        stderr=subprocess.STDOUT,
+    )
     deadline = time.time() + 60
     while time.time() < deadline:
         try:
@@ -51,7 +66,11 @@ def decode(value):
             shape = value["shape"]
             arr = arr.reshape([int(s) for s in str(shape).split(",")] if isinstance(shape, str) else shape)
         return arr.astype(np.float64)
-    return np.asarray([np.nan if v is None else v for v in value], dtype=np.float64) if isinstance(value, list) else value
+    return (
+        np.asarray([np.nan if v is None else v for v in value], dtype=np.float64)
+        if isinstance(value, list)
+        else value
+    )
 
 
 def figures(at: AppTest) -> list[dict]:
@@ -63,7 +82,9 @@ def figure_by_title(at: AppTest, start: str) -> dict:
         title = fig["layout"].get("title", {}).get("text", "")
         if title.startswith(start):
             return fig
-    raise AssertionError(f"no figure titled {start!r}; have {[f['layout'].get('title', {}).get('text') for f in figures(at)]}")
+    raise AssertionError(
+        f"no figure titled {start!r}; have {[f['layout'].get('title', {}).get('text') for f in figures(at)]}"
+    )
 
 
 def trace(fig: dict, name: str) -> dict:

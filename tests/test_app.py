@@ -2,11 +2,10 @@
 
 import numpy as np
 import pytest
+from apptest_helpers import decode, figure_by_title, figures, run_app, total_gradient, trace
 
 from rnnviz import RunConfig, analyze
 from rnnviz.presets import PRESETS, config_to_params
-
-from apptest_helpers import decode, figure_by_title, figures, run_app, total_gradient, trace
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -44,7 +43,9 @@ def test_every_preset_runs_and_sets_its_config(title):
     cfg = PRESETS[title].config()
     for field, value in PRESETS[title].changes.items():
         assert at.session_state[f"cfg_{field}"] == value, field
-    np.testing.assert_allclose(total_gradient(at), _as_drawn(analyze(cfg, repeats=1).log10_grad_norms), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        total_gradient(at), _as_drawn(analyze(cfg, repeats=1).log10_grad_norms), rtol=1e-5, atol=1e-6
+    )
     assert dict(at.query_params) == config_to_params(cfg)
 
 
@@ -80,7 +81,11 @@ def test_each_widget_changes_the_chart(kind, key, value, check):
     if check == "len":
         assert after.shape == (value + 1,)
     elif check == "examples":
-        n = sum(1 for t in figure_by_title(at, "‖∂L/∂carry_t‖")["data"] if t.get("legendgroup", "").endswith("examples"))
+        n = sum(
+            1
+            for t in figure_by_title(at, "‖∂L/∂carry_t‖")["data"]
+            if t.get("legendgroup", "").endswith("examples")
+        )
         assert n == (0 if value is False else value)
     else:
         assert after.shape != before.shape or not np.allclose(after, before, rtol=1e-6, atol=0), field
@@ -114,8 +119,12 @@ def test_strategy_widget_and_tabs_render():
     assert [t["name"] for t in bars["data"][:3]] == ["accumulate", "per_step", "split_transpose"]
     heat = figure_by_title(at, "Per-step contributions")
     assert heat["data"][0]["type"] == "heatmap" and heat["data"][0]["y"] == ["recurrent", "input", "bias"]
-    for tab, title in [("Carry", "Carry norm over time"), ("Devices", "This configuration, live"), ("Gradients", "‖∂L/∂carry_t‖"),
-                       ("Phase diagram", "Phase diagram")]:
+    for tab, title in [
+        ("Carry", "Carry norm over time"),
+        ("Devices", "This configuration, live"),
+        ("Gradients", "‖∂L/∂carry_t‖"),
+        ("Phase diagram", "Phase diagram"),
+    ]:
         at2 = run_app({"tab": tab})
         _clean(at2)
         figure_by_title(at2, title)
@@ -140,13 +149,23 @@ def test_url_round_trip_reopens_the_same_view():
 
 
 def test_tampered_url_warns_and_recovers():
-    at = run_app({"seq_len": "-5", "cell": "<script>alert(1)</script>", "hidden_size": "1e9", "nonsense": "1",
-                  "activation": "relu", "batch_size": "abc"})
+    at = run_app(
+        {
+            "seq_len": "-5",
+            "cell": "<script>alert(1)</script>",
+            "hidden_size": "1e9",
+            "nonsense": "1",
+            "activation": "relu",
+            "batch_size": "abc",
+        }
+    )
     assert not at.exception
     warnings = " ".join(w.value for w in at.warning)
     for field in ("seq_len", "cell", "hidden_size", "nonsense", "batch_size"):
         assert field in warnings
-    np.testing.assert_allclose(total_gradient(at), analyze(RunConfig(activation="relu"), repeats=1).log10_grad_norms, rtol=1e-6)
+    np.testing.assert_allclose(
+        total_gradient(at), analyze(RunConfig(activation="relu"), repeats=1).log10_grad_norms, rtol=1e-6
+    )
 
 
 def test_too_big_config_is_an_error_message_not_a_crash():
@@ -156,7 +175,9 @@ def test_too_big_config_is_an_error_message_not_a_crash():
     at.number_input(key="cfg_hidden_size").set_value(2048).run()
     assert not at.exception
     assert at.error and "largest seq_len that fits" in at.error[0].value and "GiB" in at.error[0].value
-    assert at.get("plotly_chart") == [] and at.number_input(key="cfg_hidden_size").value == 2048  # sidebar stays usable
+    assert (
+        at.get("plotly_chart") == [] and at.number_input(key="cfg_hidden_size").value == 2048
+    )  # sidebar stays usable
     at.number_input(key="cfg_hidden_size").set_value(8).run()
     _clean(at)
 

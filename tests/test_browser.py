@@ -13,8 +13,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--disable-quic"]
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
 CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 
 pytestmark = pytest.mark.browser
@@ -30,7 +37,12 @@ def _unavailable(reason: str):
 def server(tmp_path_factory):
     from apptest_helpers import start_server
 
-    env = {**os.environ, "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")), "RNNVIZ_WORKERS": "2", "RNNVIZ_VIEW_BUDGET_S": "15"}
+    env = {
+        **os.environ,
+        "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")),
+        "RNNVIZ_WORKERS": "2",
+        "RNNVIZ_VIEW_BUDGET_S": "15",
+    }
     proc, url = start_server(env, tmp_path_factory.mktemp("server") / "streamlit.log")
     yield url
     proc.terminate()
@@ -60,7 +72,9 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
     page.goto(server)
     page.wait_for_selector(CHART, timeout=90_000)
     assert "carry" in _chart_title(page)
-    legend = page.locator(CHART).first.locator(".legendtext").evaluate_all("els => els.map(e => e.textContent)")
+    legend = (
+        page.locator(CHART).first.locator(".legendtext").evaluate_all("els => els.map(e => e.textContent)")
+    )
     assert "total" in legend and "c" not in legend
 
     # Change the cell to LSTM: the chart gains the c and h component lines.
@@ -73,14 +87,22 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
     assert "cell=lstm" in page.url
     page.screenshot(path=str(tmp_path / "gradients_lstm.png"), full_page=True)
 
-    for tab, expect in [("Carry", "Carry norm over time"), ("Strategies", "Cost of each strategy"),
-                        ("Devices", "This configuration, live"), ("Compare", ".st-key-pin button"), ("Learn", ".st-key-learn_1 button")]:
+    for tab, expect in [
+        ("Carry", "Carry norm over time"),
+        ("Strategies", "Cost of each strategy"),
+        ("Devices", "This configuration, live"),
+        ("Compare", ".st-key-pin button"),
+        ("Learn", ".st-key-learn_1 button"),
+    ]:
         page.get_by_role("tab", name=tab).click()
         if expect.startswith("."):
             page.wait_for_selector(expect, timeout=60_000)
         else:
             page.wait_for_function(
-                "t => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith(t))", arg=expect, timeout=90_000)
+                "t => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith(t))",
+                arg=expect,
+                timeout=90_000,
+            )
         assert page.get_by_role("tab", name=tab).get_attribute("aria-selected") == "true"
         assert page.locator('[data-testid="stException"]').count() == 0
     page.screenshot(path=str(tmp_path / "learn.png"), full_page=True)
@@ -89,7 +111,9 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
     page.wait_for_function("() => location.search.includes('recurrent_gain=0.8')", timeout=60_000)
     page.get_by_role("tab", name="Gradients").click()
     page.wait_for_function(
-        "() => [...document.querySelectorAll('.legendtext')].some(e => e.textContent.startsWith('bound'))", timeout=90_000)
+        "() => [...document.querySelectorAll('.legendtext')].some(e => e.textContent.startsWith('bound'))",
+        timeout=90_000,
+    )
     page.screenshot(path=str(tmp_path / "vanishing_preset.png"), full_page=True)
     assert (tmp_path / "gradients_lstm.png").stat().st_size > 10_000
     page.close()
@@ -119,8 +143,15 @@ def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
     from rnnviz import RunConfig, analyze
     from rnnviz.presets import config_to_params
 
-    configs = [RunConfig(seed=i, recurrent_gain=0.8 + 0.05 * i, seq_len=30 if i % 2 else 40, cell="gru" if i % 4 == 3 else "simple")
-               for i in range(8)]
+    configs = [
+        RunConfig(
+            seed=i,
+            recurrent_gain=0.8 + 0.05 * i,
+            seq_len=30 if i % 2 else 40,
+            cell="gru" if i % 4 == 3 else "simple",
+        )
+        for i in range(8)
+    ]
     expected = [analyze(c, repeats=1).log10_grad_norms for c in configs]  # the chart draws log₁₀ magnitudes
 
     async def session(pw_browser, cfg):

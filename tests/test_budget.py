@@ -27,29 +27,45 @@ def test_strategies_shrink_their_repeats_and_say_what_changed():
     # 6·(0.9 + 4·0.36) + 0.8 = 14.84 ≤ 15 < 6·(0.9 + 5·0.36) + 0.8 = 17
     assert plan.settings == {"repeats": 3} and plan.fits
     assert plan.asked_estimate_s == pytest.approx(19.16) and plan.estimate_s == pytest.approx(14.84)
-    assert plan.note == ("Within the 15 s budget of a view: what was asked would take ≈ 19 s here, so runs per strategy 5 → 3 "
-                         "(≈ 15 s).")
+    assert plan.note == (
+        "Within the 15 s budget of a view: what was asked would take ≈ 19 s here, so runs per strategy 5 → 3 "
+        "(≈ 15 s)."
+    )
 
 
 def test_the_phase_diagram_drops_seeds_before_gains_and_keeps_two_gains():
     cost = Cost(run_s=0.25, compile_s=1.5)
     plan = phase_plan(MID, cost, gains=41, seeds=3, budget=15)
     assert plan.settings["seeds"] == 1 and 2 <= plan.settings["gains"] < 41 and plan.fits
-    more = phase_plan(MID, cost, plan.settings["gains"] + 1, 1, budget=15)  # one gain more is over: it shrinks back
+    more = phase_plan(
+        MID, cost, plan.settings["gains"] + 1, 1, budget=15
+    )  # one gain more is over: it shrinks back
     assert plan.estimate_s <= 15 < more.asked_estimate_s and more.settings["gains"] == plan.settings["gains"]
     assert "seeds 3 → 1" in plan.note and f"gains 41 → {plan.settings['gains']}" in plan.note
     tiny = phase_plan(MID, Cost(run_s=60.0, compile_s=1.0), gains=41, seeds=3, budget=15)
-    assert tiny.settings == {"gains": 2, "seeds": 1} and not tiny.fits and tiny.note.startswith("Even the smallest version")
+    assert (
+        tiny.settings == {"gains": 2, "seeds": 1}
+        and not tiny.fits
+        and tiny.note.startswith("Even the smallest version")
+    )
 
 
 def test_lyapunov_devices_and_training_shrink_within_the_budget():
     ly = lyapunov_plan(MID, Cost(run_s=0.25, compile_s=1.0), k=64, budget=3)
     assert 1 <= ly.settings["k"] < 64 and ly.estimate_s <= 3 and "exponents k 64 →" in ly.note
     dev = devices_plan(Cost(run_s=0.3, compile_s=0.5), n_runs=6, budget=15)
-    assert dev.settings == {"repeats": 2} and dev.estimate_s == pytest.approx(6 * (0.75 + 3 * 0.54)) and dev.fits
-    assert not devices_plan(Cost(run_s=1.0, compile_s=1.0), n_runs=6, budget=15).fits  # one run each is 30.6 s
+    assert (
+        dev.settings == {"repeats": 2} and dev.estimate_s == pytest.approx(6 * (0.75 + 3 * 0.54)) and dev.fits
+    )
+    assert not devices_plan(
+        Cost(run_s=1.0, compile_s=1.0), n_runs=6, budget=15
+    ).fits  # one run each is 30.6 s
     train = training_plan(MID.replace(input_size=2, batch_size=64), chunk=1000, budget=15)
-    assert 1 <= train.settings["chunk"] < 1000 and train.estimate_s <= 15 and "steps per chunk 1000 →" in train.note
+    assert (
+        1 <= train.settings["chunk"] < 1000
+        and train.estimate_s <= 15
+        and "steps per chunk 1000 →" in train.note
+    )
 
 
 def test_the_phase_tab_shows_the_plan_and_runs_the_over_budget_version_only_on_request(monkeypatch):

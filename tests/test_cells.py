@@ -12,12 +12,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from apptest_helpers import figure_by_title, run_app, total_gradient
 
 from rnnviz import CellSpec, ConfigError, RunConfig, analyze, cell_names, frames, register_cell
 from rnnviz.cells.registry import cell_spec, unregister_cell
 from rnnviz.presets import config_from_params
-
-from apptest_helpers import figure_by_title, run_app, total_gradient
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -33,7 +32,9 @@ class ScaledCell(nn.RNNCellBase):
     @nn.compact
     def __call__(self, carry, x):
         a = self.param("a", nn.initializers.constant(0.7), (), self.param_dtype)
-        h = a.astype(carry.dtype) * carry + nn.Dense(self.features, use_bias=False, dtype=self.dtype, param_dtype=self.param_dtype, name="w")(x)
+        h = a.astype(carry.dtype) * carry + nn.Dense(
+            self.features, use_bias=False, dtype=self.dtype, param_dtype=self.param_dtype, name="w"
+        )(x)
         return h, h
 
     @nn.nowrap
@@ -47,8 +48,11 @@ class ScaledCell(nn.RNNCellBase):
 
 @pytest.fixture
 def scaled():
-    spec = CellSpec(lambda cfg, o: ScaledCell(o["features"], o["dtype"], o["param_dtype"], o["carry_init"]),
-                    recurrent=lambda path: path == ("a",), description="h' = a·h + W x (test)")
+    spec = CellSpec(
+        lambda cfg, o: ScaledCell(o["features"], o["dtype"], o["param_dtype"], o["carry_init"]),
+        recurrent=lambda path: path == ("a",),
+        description="h' = a·h + W x (test)",
+    )
     register_cell("scaled_test", spec)
     yield "scaled_test"
     unregister_cell("scaled_test")
@@ -57,14 +61,19 @@ def scaled():
 @pytest.mark.parametrize("batch", [None, 3])
 def test_registered_cell_has_the_closed_form_ratio(scaled, batch):
     for gain in (1.0, 0.5):
-        a = analyze(RunConfig(cell=scaled, seq_len=40, batch_size=batch, carry_init="normal", recurrent_gain=gain), repeats=1)
+        a = analyze(
+            RunConfig(cell=scaled, seq_len=40, batch_size=batch, carry_init="normal", recurrent_gain=gain),
+            repeats=1,
+        )
         ratios = np.diff(a.log10_grad_norms)  # log10 ‖∂L/∂h_t‖ − log10 ‖∂L/∂h_{t−1}‖ = −log10(a·g)
         np.testing.assert_allclose(ratios, -np.log10(0.7 * gain), atol=1e-4)
         assert float(a.params["a"]) == pytest.approx(0.7 * gain)  # the gain scaled the recurrent part
 
 
 def test_registered_cell_matches_a_python_loop_and_finite_differences(scaled):
-    cfg = RunConfig(cell=scaled, seq_len=6, hidden_size=4, input_size=3, batch_size=2, carry_init="normal", loss="all")
+    cfg = RunConfig(
+        cell=scaled, seq_len=6, hidden_size=4, input_size=3, batch_size=2, carry_init="normal", loss="all"
+    )
     a = analyze(cfg, repeats=1)
     from rnnviz.analysis import prepared_inputs
     from rnnviz.cells import make_cell
@@ -103,8 +112,23 @@ def test_registry_rejects_bad_registrations_and_unknown_cells(scaled):
 
 def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
     target = tmp_path / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(target),
-                    str(ROOT / "examples" / "custom_cell")], check=True, timeout=600, capture_output=True)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(target),
+            str(ROOT / "examples" / "custom_cell"),
+        ],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
     code = textwrap.dedent("""
         from rnnviz import RunConfig, analyze, cell_names
         from rnnviz.cells.registry import cell_spec
@@ -117,20 +141,29 @@ def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=600)
     assert out.returncode == 0, out.stderr
     assert np.isfinite(float(out.stdout))
-    cli = subprocess.run([sys.executable, "-m", "rnnviz", "analyze", "--cell", "leaky", "--seq-len", "10", "--repeats", "1"],
-                         env=env, capture_output=True, text=True, timeout=600)
+    cli = subprocess.run(
+        [sys.executable, "-m", "rnnviz", "analyze", "--cell", "leaky", "--seq-len", "10", "--repeats", "1"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert cli.returncode == 0 and "verdict" in cli.stdout, cli.stderr
 
 
-@pytest.mark.parametrize("cfg", [
-    RunConfig(cell="indrnn", activation="identity", seq_len=60, batch_size=3),
-    RunConfig(cell="indrnn", activation="relu", seq_len=60, batch_size=3),
-    RunConfig(cell="indrnn", activation="tanh", seq_len=60, batch_size=None, recurrent_gain=0.8),
-    RunConfig(cell="mingru", seq_len=300, batch_size=3, recurrent_gain=0.95),
-    RunConfig(cell="minlstm", seq_len=300, batch_size=2, forget_bias=2.0),
-    RunConfig(cell="lru", seq_len=400, batch_size=2, recurrent_gain=0.99),
-    RunConfig(cell="lru", seq_len=100, batch_size=None, hidden_size=16),
-], ids=["indrnn-identity", "indrnn-relu", "indrnn-tanh", "mingru", "minlstm", "lru", "lru-unbatched"])
+@pytest.mark.parametrize(
+    "cfg",
+    [
+        RunConfig(cell="indrnn", activation="identity", seq_len=60, batch_size=3),
+        RunConfig(cell="indrnn", activation="relu", seq_len=60, batch_size=3),
+        RunConfig(cell="indrnn", activation="tanh", seq_len=60, batch_size=None, recurrent_gain=0.8),
+        RunConfig(cell="mingru", seq_len=300, batch_size=3, recurrent_gain=0.95),
+        RunConfig(cell="minlstm", seq_len=300, batch_size=2, forget_bias=2.0),
+        RunConfig(cell="lru", seq_len=400, batch_size=2, recurrent_gain=0.99),
+        RunConfig(cell="lru", seq_len=100, batch_size=None, hidden_size=16),
+    ],
+    ids=["indrnn-identity", "indrnn-relu", "indrnn-tanh", "mingru", "minlstm", "lru", "lru-unbatched"],
+)
 def test_diagonal_cells_follow_their_closed_form(cfg):
     a = analyze(cfg, repeats=1)
     bound = frames.bound_frame(a)
@@ -140,7 +173,12 @@ def test_diagonal_cells_follow_their_closed_form(cfg):
 
 
 def test_indrnn_identity_decays_by_u_per_step():
-    a = analyze(RunConfig(cell="indrnn", activation="identity", recurrent_init="identity", recurrent_gain=0.9, seq_len=50), repeats=1)
+    a = analyze(
+        RunConfig(
+            cell="indrnn", activation="identity", recurrent_init="identity", recurrent_gain=0.9, seq_len=50
+        ),
+        repeats=1,
+    )
     np.testing.assert_allclose(np.asarray(a.params["u"]), 0.9)  # identity init u = 1, times the gain
     np.testing.assert_allclose(np.diff(a.log10_grad_norms), -np.log10(0.9), atol=1e-4)
 
@@ -161,7 +199,9 @@ def test_new_cells_fields_apply_as_documented():
         RunConfig(cell="mingru", activation="relu")
     base = analyze(RunConfig(cell="minlstm", seq_len=5), repeats=1).params
     biased = analyze(RunConfig(cell="minlstm", seq_len=5, forget_bias=1.5), repeats=1).params
-    np.testing.assert_allclose(np.asarray(biased["if"]["bias"]) - np.asarray(base["if"]["bias"]), 1.5, rtol=1e-6)
+    np.testing.assert_allclose(
+        np.asarray(biased["if"]["bias"]) - np.asarray(base["if"]["bias"]), 1.5, rtol=1e-6
+    )
 
 
 def test_app_lists_every_registered_cell_and_renders_every_tab_for_a_new_one():

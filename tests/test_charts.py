@@ -29,8 +29,13 @@ def test_gradient_figure_traces_axes_and_bound(simple):
     assert fig.layout.xaxis.title.text == "timestep t"
     # log₁₀ of the exact magnitudes on a linear axis labelled in powers of ten
     np.testing.assert_allclose(fig.data[0].y, simple.log10_grad_norms, rtol=1e-6)
-    assert list(fig.layout.yaxis.ticktext) == [f"10{charts.superscript(int(v))}" for v in fig.layout.yaxis.tickvals]
-    assert min(fig.layout.yaxis.tickvals) <= np.nanmin(fig.data[0].y) + 1 and max(fig.layout.yaxis.tickvals) >= np.nanmax(fig.data[0].y) - 1
+    assert list(fig.layout.yaxis.ticktext) == [
+        f"10{charts.superscript(int(v))}" for v in fig.layout.yaxis.tickvals
+    ]
+    assert (
+        min(fig.layout.yaxis.tickvals) <= np.nanmin(fig.data[0].y) + 1
+        and max(fig.layout.yaxis.tickvals) >= np.nanmax(fig.data[0].y) - 1
+    )
     bound = fig.data[-1]
     assert bound.name.startswith("bound") and "0.900" in bound.name
     # identity RNN, orthogonal·g: the bound is tight — it equals the measured curve.
@@ -38,7 +43,9 @@ def test_gradient_figure_traces_axes_and_bound(simple):
 
 
 def test_gradient_figure_gaps_zeros_and_marks_nonfinite():
-    df = pd.DataFrame({"t": [0, 1, 2, 3], "series": "total", "value": [0.0, 10.0, np.inf, np.nan], "run": "r"})
+    df = pd.DataFrame(
+        {"t": [0, 1, 2, 3], "series": "total", "value": [0.0, 10.0, np.inf, np.nan], "run": "r"}
+    )
     fig = charts.gradient_figure(df)
     y = np.asarray(fig.data[0].y, dtype=float)
     assert np.isnan(y[0]) and y[1] == 1.0 and np.isnan(y[2])  # log₁₀ 10 = 1; a zero is a gap, not a mark
@@ -54,11 +61,13 @@ def test_multiple_runs_are_prefixed_and_coloured_apart(simple, lstm):
 
 
 def test_empty_frames_give_titled_empty_figures():
-    for fig in (charts.gradient_figure(pd.DataFrame(columns=["t", "series", "value", "run"])),
-                charts.line_figure(pd.DataFrame(columns=["t", "series", "value"]), "T", "y"),
-                charts.heatmap_figure(pd.DataFrame(), "H"),
-                charts.scaling_figure(pd.DataFrame(columns=["strategy", "seq_len", "run_s", "peak_bytes"])),
-                charts.speedup_figure(pd.DataFrame(columns=["seq_len", "strategy", "speedup"]), "seq_len", "S")):
+    for fig in (
+        charts.gradient_figure(pd.DataFrame(columns=["t", "series", "value", "run"])),
+        charts.line_figure(pd.DataFrame(columns=["t", "series", "value"]), "T", "y"),
+        charts.heatmap_figure(pd.DataFrame(), "H"),
+        charts.scaling_figure(pd.DataFrame(columns=["strategy", "seq_len", "run_s", "peak_bytes"])),
+        charts.speedup_figure(pd.DataFrame(columns=["seq_len", "strategy", "speedup"]), "seq_len", "S"),
+    ):
         assert len(fig.data) == 0 and fig.layout.title.text
 
 
@@ -87,11 +96,24 @@ def test_carry_frames_projection_and_gates(lstm):
 
 
 def test_bar_panels_and_scaling_axes():
-    df = pd.DataFrame({"strategy": ["accumulate", "per_step"], "run_s": [1.0, 2.0], "peak_bytes": [2**20, 2**22]})
-    fig = charts.bar_panels(df, "strategy", [("run_s", "run"), ("peak_bytes", "mem")], "Cost", color="strategy")
+    df = pd.DataFrame(
+        {"strategy": ["accumulate", "per_step"], "run_s": [1.0, 2.0], "peak_bytes": [2**20, 2**22]}
+    )
+    fig = charts.bar_panels(
+        df, "strategy", [("run_s", "run"), ("peak_bytes", "mem")], "Cost", color="strategy"
+    )
     assert [a.text for a in fig.layout.annotations] == ["run", "mem"]
     assert len(fig.data) == 4 and sum(t.showlegend for t in fig.data) == 2
-    sc = charts.scaling_figure(pd.DataFrame({"strategy": ["a", "a"], "seq_len": [10, 20], "run_s": [0.001, 0.002], "peak_bytes": [2**20, 2**21]}))
+    sc = charts.scaling_figure(
+        pd.DataFrame(
+            {
+                "strategy": ["a", "a"],
+                "seq_len": [10, 20],
+                "run_s": [0.001, 0.002],
+                "peak_bytes": [2**20, 2**21],
+            }
+        )
+    )
     assert sc.layout.xaxis.type == "log" and sc.layout.yaxis2.type == "log"
     np.testing.assert_allclose(sc.data[0].y, [1.0, 2.0])
     np.testing.assert_allclose(sc.data[1].y, [1.0, 2.0])
@@ -107,9 +129,22 @@ def test_verdicts():
     v = verdict(analyze(RunConfig(activation="identity", recurrent_gain=0.8, seq_len=60), repeats=1))
     assert v.kind == "vanishing" and v.log10_ratio == pytest.approx(60 * math.log10(0.8), rel=1e-3)
     assert "10⁻⁶" in v.text
-    assert verdict(analyze(RunConfig(activation="identity", recurrent_gain=1.2, seq_len=60), repeats=1)).kind == "exploding"
-    assert verdict(analyze(RunConfig(activation="identity", recurrent_gain=1.0, seq_len=60), repeats=1)).kind == "stable"
-    assert verdict(analyze(RunConfig(activation="identity", recurrent_gain=3.0, seq_len=60, dtype="float16"), repeats=1)).kind == "overflow"
+    assert (
+        verdict(analyze(RunConfig(activation="identity", recurrent_gain=1.2, seq_len=60), repeats=1)).kind
+        == "exploding"
+    )
+    assert (
+        verdict(analyze(RunConfig(activation="identity", recurrent_gain=1.0, seq_len=60), repeats=1)).kind
+        == "stable"
+    )
+    assert (
+        verdict(
+            analyze(
+                RunConfig(activation="identity", recurrent_gain=3.0, seq_len=60, dtype="float16"), repeats=1
+            )
+        ).kind
+        == "overflow"
+    )
 
 
 def test_forget_bias_raises_the_mean_forget_gate():
@@ -119,8 +154,19 @@ def test_forget_bias_raises_the_mean_forget_gate():
 
 
 def test_pca_of_a_straight_path_is_one_dimensional():
-    a = analyze(RunConfig(activation="identity", recurrent_gain=0.0, seq_len=10, inputs="sine", input_scale=0.0,
-                          carry_init="constant", carry_scale=1.0, batch_size=None), repeats=1)
+    a = analyze(
+        RunConfig(
+            activation="identity",
+            recurrent_gain=0.0,
+            seq_len=10,
+            inputs="sine",
+            input_scale=0.0,
+            carry_init="constant",
+            carry_scale=1.0,
+            batch_size=None,
+        ),
+        repeats=1,
+    )
     proj = pca_path(a)  # h_0 = 1, then h_t = b (constant): two points
     assert proj.explained[0] == pytest.approx(1.0)
 

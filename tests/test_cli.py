@@ -10,9 +10,35 @@ from rnnviz.config import FIELD_SPECS
 
 
 def test_analyze_json_matches_the_library(capsys):
-    assert main(["analyze", "--cell", "lstm", "--hidden-size", "6", "--seq-len", "7", "--batch-size", "none", "--json", "--repeats", "2"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                "--cell",
+                "lstm",
+                "--hidden-size",
+                "6",
+                "--seq-len",
+                "7",
+                "--batch-size",
+                "none",
+                "--json",
+                "--repeats",
+                "2",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    assert set(out) >= {"config", "loss", "grad_norms", "component_grad_norms", "input_grad_norms", "carry_norms", "timing"}
+    assert set(out) >= {
+        "config",
+        "loss",
+        "grad_norms",
+        "component_grad_norms",
+        "input_grad_norms",
+        "carry_norms",
+        "timing",
+    }
     cfg = RunConfig(**out["config"])
     assert cfg == RunConfig(cell="lstm", hidden_size=6, seq_len=7, batch_size=None)
     a = analyze(cfg, repeats=1)
@@ -33,19 +59,40 @@ def test_analyze_csv_writes_the_per_timestep_table(tmp_path, capsys):
 
 def test_help_documents_every_field_with_its_range():
     text = build_parser()._subparsers._group_actions[0].choices["analyze"].format_help()
+    flat = " ".join(text.split())  # argparse wraps help lines
     for name, spec in FIELD_SPECS.items():
         flag = "--" + name.replace("_", "-")
         assert flag in text
+        if spec.choices is None:  # a number: its range, as the validator words it
+            assert spec.allowed() in flat, name
     assert "[1, 100000]" in text and "float32, bfloat16, float16" in text
 
 
 def test_json_turns_nonfinite_into_null(capsys):
-    assert main(["analyze", "--activation", "identity", "--recurrent-gain", "3", "--seq-len", "60", "--dtype", "float16", "--json"]) == 0
+    assert (
+        main(
+            [
+                "analyze",
+                "--activation",
+                "identity",
+                "--recurrent-gain",
+                "3",
+                "--seq-len",
+                "60",
+                "--dtype",
+                "float16",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert None in out["carry_norms"] and out["nonfinite_carry_step"] is not None
 
 
-@pytest.mark.parametrize("argv", [["--help"], ["analyze", "--help"], ["sweep", "--help"], ["bench", "--help"]])
+@pytest.mark.parametrize(
+    "argv", [["--help"], ["analyze", "--help"], ["sweep", "--help"], ["bench", "--help"]]
+)
 def test_help_exits_zero(argv):
     with pytest.raises(SystemExit) as e:
         main(argv)

@@ -2,7 +2,14 @@ import dataclasses
 
 import pytest
 
-from rnnviz.config import FIELD_SPECS, MAX_SEQ_LEN, ConfigError, RunConfig, estimate_memory_bytes, max_seq_len_within_budget
+from rnnviz.config import (
+    FIELD_SPECS,
+    MAX_SEQ_LEN,
+    ConfigError,
+    RunConfig,
+    estimate_memory_bytes,
+    max_seq_len_within_budget,
+)
 
 BAD = [
     ("cell", "transformer"),
@@ -86,7 +93,9 @@ def test_config_is_frozen_and_hashable_and_shape_key_ignores_values():
 
 
 def test_from_mapping_coerces_strings_and_rejects_unknown_keys():
-    cfg = RunConfig.from_mapping({"hidden_size": "16", "batch_size": "none", "recurrent_gain": "0.9", "cell": "lstm"})
+    cfg = RunConfig.from_mapping(
+        {"hidden_size": "16", "batch_size": "none", "recurrent_gain": "0.9", "cell": "lstm"}
+    )
     assert (cfg.hidden_size, cfg.batch_size, cfg.recurrent_gain, cfg.cell) == (16, None, 0.9, "lstm")
     with pytest.raises(ConfigError, match="hidden_size='abc'"):
         RunConfig.from_mapping({"hidden_size": "abc"})

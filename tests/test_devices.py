@@ -9,13 +9,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest_helpers import decode, figure_by_title, run_app
 
 from rnnviz import RunConfig
 from rnnviz.comparisons import measure, present_devices, run_on_devices
 from rnnviz.frames import records_frame, speedup_frame
 from rnnviz.records import append_records
-
-from apptest_helpers import decode, figure_by_title, run_app
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -36,10 +35,17 @@ def test_two_forced_cpu_devices_give_one_row_each_with_identical_gradients():
                           "devices": [a0.timing.device, a1.timing.device]}))
     """)
     env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(ROOT)}
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     got = json.loads(out.stdout.strip().splitlines()[-1])
-    assert [(r["device_id"], r["strategy"]) for r in got["rows"]] == [(0, "accumulate"), (0, "per_step"), (1, "accumulate"), (1, "per_step")]
+    assert [(r["device_id"], r["strategy"]) for r in got["rows"]] == [
+        (0, "accumulate"),
+        (0, "per_step"),
+        (1, "accumulate"),
+        (1, "per_step"),
+    ]
     assert all(r["max_grad_diff"] < 1e-6 for r in got["rows"])
     assert got["same_norms"] and got["devices"] == ["cpu:0 cpu", "cpu:1 cpu"]
 
@@ -52,15 +58,27 @@ def test_run_on_devices_defaults_to_present_devices():
 
 def _fake_gpu(rec: dict, speedup: float) -> dict:
     """A synthetic GPU twin of a CPU record (test data only, clearly named)."""
-    return {**rec, "device_kind": "gpu", "device_name": "Synthetic test GPU", "run_s": rec["run_s"] / speedup,
-            "run_min_s": rec["run_min_s"] / speedup, "run_max_s": rec["run_max_s"] / speedup}
+    return {
+        **rec,
+        "device_kind": "gpu",
+        "device_name": "Synthetic test GPU",
+        "run_s": rec["run_s"] / speedup,
+        "run_min_s": rec["run_min_s"] / speedup,
+        "run_max_s": rec["run_max_s"] / speedup,
+    }
 
 
 def _records(tmp_path, with_gpu: bool) -> Path:
     runs = tmp_path / "runs"
     recs = []
     for t_len, speed in ((10, 0.5), (40, 4.0)):  # GPU loses small, wins large
-        cpu = measure(RunConfig(seq_len=t_len, hidden_size=4), measure="grad", strategy="accumulate", repeats=1, suite="devices")
+        cpu = measure(
+            RunConfig(seq_len=t_len, hidden_size=4),
+            measure="grad",
+            strategy="accumulate",
+            repeats=1,
+            suite="devices",
+        )
         recs.append(cpu)
         if with_gpu:
             recs.append(_fake_gpu(cpu, speed))
@@ -90,10 +108,14 @@ def test_devices_view_renders_with_cpu_only_and_with_recorded_gpu(tmp_path, monk
         assert any("GPU unavailable" in c.value for c in at.caption)
     assert any("Skipped 2 unreadable record lines" in w.value for w in at.warning)
     analyses = {t["name"] for t in figure_by_title(at, "Recorded run time")["data"]}
-    assert analyses and not any("H=4 B=4" in n for n in analyses)  # shipped runs only: the fixture recorded no full analyses
+    assert analyses and not any(
+        "H=4 B=4" in n for n in analyses
+    )  # shipped runs only: the fixture recorded no full analyses
     at.radio(key="devices_measure").set_value("grad").run()
     recorded = figure_by_title(at, "Recorded run time vs sequence length (grad, accumulate)")
-    devices = {t["name"] for t in recorded["data"] if t["name"].endswith("H=4 B=4")}  # the operator's folder, next to the shipped runs
+    devices = {
+        t["name"] for t in recorded["data"] if t["name"].endswith("H=4 B=4")
+    }  # the operator's folder, next to the shipped runs
     for t in recorded["data"]:
         if t["name"].endswith("H=4 B=4"):
             assert list(decode(t["x"])) == [10, 40]  # run time against T, one line per device and size

@@ -7,14 +7,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import CELLS
 
 from rnnviz import ConfigError, RunConfig, analyze
 from rnnviz.analysis import executables, prepared_inputs
 from rnnviz.cells import final_output, make_cell, outputs
 from rnnviz.gradients import loss_from_outputs, step_gradients, time_major
 from rnnviz.rollout import reference_loop, rollout
-
-from conftest import CELLS
 
 
 def _setup(cfg):
@@ -53,7 +52,16 @@ def _perturbed_loss(cfg, c, params, carry0, xs):
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("loss", ["last", "all"])
 def test_per_step_carry_gradients_match_finite_differences(cell, loss):
-    cfg = RunConfig(cell=cell, hidden_size=4, input_size=2, seq_len=5, batch_size=2, loss=loss, carry_init="normal", carry_scale=0.5)
+    cfg = RunConfig(
+        cell=cell,
+        hidden_size=4,
+        input_size=2,
+        seq_len=5,
+        batch_size=2,
+        loss=loss,
+        carry_init="normal",
+        carry_scale=0.5,
+    )
     c, params, carry0, xs = _setup(cfg)
     sg = _grads(cfg, c, params, carry0, xs)
     loss = _perturbed_loss(cfg, c, params, carry0, xs)
@@ -62,7 +70,10 @@ def test_per_step_carry_gradients_match_finite_differences(cell, loss):
     h = 1e-2
     for t in range(cfg.seq_len + 1):
         direction = jax.tree.map(lambda a: jnp.asarray(rng.standard_normal(a.shape), jnp.float32), carry0)
-        analytic = sum(float(jnp.vdot(g[t], d)) for g, d in zip(jax.tree.leaves(sg.carry_grads), jax.tree.leaves(direction)))
+        analytic = sum(
+            float(jnp.vdot(g[t], d))
+            for g, d in zip(jax.tree.leaves(sg.carry_grads), jax.tree.leaves(direction))
+        )
         plus = jax.tree.map(lambda z, d: z.at[t].set(h * d), zeros, direction)
         minus = jax.tree.map(lambda z, d: z.at[t].set(-h * d), zeros, direction)
         fd = (float(loss(plus)) - float(loss(minus))) / (2 * h)
@@ -78,7 +89,9 @@ def test_per_step_gradient_equals_gradient_of_the_split_sequence(cell):
     head = jax.jit(functools.partial(rollout, c))(params, carry0, xs_tm)
     for t in (0, 3, 8):
         carry_t = jax.tree.map(lambda a: a[t], head)
-        prefix = outputs(cfg, params, head, xs_tm)[: t - 1] if t > 0 else None  # outputs before step t: constants here
+        prefix = (
+            outputs(cfg, params, head, xs_tm)[: t - 1] if t > 0 else None
+        )  # outputs before step t: constants here
 
         def tail_loss(ct):
             # y_t is read off carry_t (t ≥ 1: its h, or the readout), so it enters the loss directly too.
@@ -110,12 +123,16 @@ def test_lstm_last_loss_has_zero_cell_gradient_at_T():
     assert a.component_grad_norms["c"][-1] == 0.0
     assert a.component_grad_norms["h"][-1] > 0.0
     assert a.component_grad_norms["c"][-2] > 0.0
-    np.testing.assert_allclose(a.grad_norms ** 2, a.component_grad_norms["c"] ** 2 + a.component_grad_norms["h"] ** 2, rtol=1e-5)
+    np.testing.assert_allclose(
+        a.grad_norms**2, a.component_grad_norms["c"] ** 2 + a.component_grad_norms["h"] ** 2, rtol=1e-5
+    )
 
 
 @pytest.mark.parametrize("cell", CELLS)
 def test_batched_and_unbatched_agree_per_example(cell):
-    cfg_b = RunConfig(cell=cell, hidden_size=5, input_size=3, seq_len=6, batch_size=3, carry_init="uniform", loss="all")
+    cfg_b = RunConfig(
+        cell=cell, hidden_size=5, input_size=3, seq_len=6, batch_size=3, carry_init="uniform", loss="all"
+    )
     cfg_u = cfg_b.replace(batch_size=None)
     c, params, carry0, xs = _setup(cfg_b)
     batched = _grads(cfg_b, c, params, carry0, xs)
@@ -130,13 +147,15 @@ def test_batched_and_unbatched_agree_per_example(cell):
 def test_example_norms_are_consistent_with_total():
     a = analyze(RunConfig(cell="gru", batch_size=5, seq_len=12), repeats=1)
     assert a.example_grad_norms.shape == (13, 5)
-    np.testing.assert_allclose(np.sqrt((a.example_grad_norms ** 2).sum(axis=1)), a.grad_norms, rtol=1e-5)
+    np.testing.assert_allclose(np.sqrt((a.example_grad_norms**2).sum(axis=1)), a.grad_norms, rtol=1e-5)
 
 
 @pytest.mark.parametrize("kind", ["zeros", "normal", "uniform", "constant"])
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
 def test_carry_init_distribution_and_dtype(kind, dtype):
-    cfg = RunConfig(cell="lstm", carry_init=kind, carry_scale=0.5, hidden_size=128, batch_size=64, seq_len=2, dtype=dtype)
+    cfg = RunConfig(
+        cell="lstm", carry_init=kind, carry_scale=0.5, hidden_size=128, batch_size=64, seq_len=2, dtype=dtype
+    )
     a = analyze(cfg, repeats=1, log_pass=False)  # the initial carries are what is checked
     for comp in ("c", "h"):
         c0 = a.carries[comp][0].astype(np.float64)
@@ -148,7 +167,9 @@ def test_carry_init_distribution_and_dtype(kind, dtype):
         elif kind == "normal":
             assert abs(c0.mean()) < 0.02 and c0.std() == pytest.approx(0.5, rel=0.03)
         else:
-            assert c0.min() >= -0.5 and c0.max() <= 0.5 and c0.std() == pytest.approx(0.5 / np.sqrt(3), rel=0.03)
+            assert (
+                c0.min() >= -0.5 and c0.max() <= 0.5 and c0.std() == pytest.approx(0.5 / np.sqrt(3), rel=0.03)
+            )
 
 
 @pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
@@ -164,7 +185,15 @@ def test_low_precision_runs_keep_the_carry_dtype(cell, dtype):
 
 @pytest.mark.parametrize("batch", [None, 4])
 def test_learned_carry_gets_a_nonzero_gradient_equal_to_summed_carry0_gradient(batch):
-    cfg = RunConfig(cell="lstm", carry_init="learned", carry_scale=0.1, seq_len=6, hidden_size=8, batch_size=batch, loss="all")
+    cfg = RunConfig(
+        cell="lstm",
+        carry_init="learned",
+        carry_scale=0.1,
+        seq_len=6,
+        hidden_size=8,
+        batch_size=batch,
+        loss="all",
+    )
     a = analyze(cfg, repeats=1)
     assert a.learned_carry_grad is not None
     c, params, carry0, xs = _setup(cfg)
@@ -175,7 +204,10 @@ def test_learned_carry_gets_a_nonzero_gradient_equal_to_summed_carry0_gradient(b
         assert g.shape == (8,) and np.abs(g).max() > 0
         want = np.asarray(g_eps[0]) if batch is None else np.asarray(g_eps[0]).sum(axis=0)
         np.testing.assert_allclose(g, want, rtol=1e-5, atol=1e-8)
-    assert a.learned_carry_grad is not None and analyze(cfg.replace(carry_init="zeros"), repeats=1).learned_carry_grad is None
+    assert (
+        a.learned_carry_grad is not None
+        and analyze(cfg.replace(carry_init="zeros"), repeats=1).learned_carry_grad is None
+    )
 
 
 def test_recurrent_gain_scales_the_recurrent_kernels_only():
@@ -209,7 +241,12 @@ def test_changing_values_does_not_recompile():
     cfg = RunConfig(cell="mgu", seq_len=9, hidden_size=7)
     analyze(cfg, repeats=1)
     misses = executables.cache_info().misses
-    for change in (dict(seed=5), dict(recurrent_gain=0.3), dict(carry_scale=2.0, carry_init="zeros"), dict(input_scale=4.0)):
+    for change in (
+        dict(seed=5),
+        dict(recurrent_gain=0.3),
+        dict(carry_scale=2.0, carry_init="zeros"),
+        dict(input_scale=4.0),
+    ):
         b = analyze(cfg.replace(**change), repeats=1)
         assert b.timing.cache_hit
     assert executables.cache_info().misses == misses
@@ -224,7 +261,11 @@ def test_analysis_record_shapes_and_types():
     assert a.carries["c"].shape == (12, 6) and a.example_grad_norms.shape == (12, 1)
     assert isinstance(a.grad_norms, np.ndarray) and isinstance(a.loss, float)
     assert all(isinstance(x, np.ndarray) for x in jax.tree.leaves(a.param_grads))
-    spread = [a.timing.run_min_s, a.timing.run_s, a.timing.run_max_s]  # min, median, max: an ordering, not a time limit
+    spread = [
+        a.timing.run_min_s,
+        a.timing.run_s,
+        a.timing.run_max_s,
+    ]  # min, median, max: an ordering, not a time limit
     assert a.timing.repeats == 3 and spread == sorted(spread)
     assert a.timing.peak_bytes > 0 and a.timing.backend == "cpu"
     np.testing.assert_array_equal(a.final_carry["h"], a.carries["h"][-1])

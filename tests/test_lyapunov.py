@@ -7,15 +7,23 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import CELLS
+
 from rnnviz import ConfigError, RunConfig
 from rnnviz.analysis import prepared_inputs
 from rnnviz.cells import make_cell
 from rnnviz.config import BudgetError
 from rnnviz.gradients import full_carry0, time_major
 from rnnviz.lyapunov import (
-    choose_method, decay_fit, initial_directions, jacobians, lyapunov, lyapunov_phase, lyapunov_sweep, step_jacobian, zero_crossing,
+    choose_method,
+    decay_fit,
+    initial_directions,
+    jacobians,
+    lyapunov,
+    lyapunov_phase,
+    lyapunov_sweep,
+    step_jacobian,
+    zero_crossing,
 )
 from rnnviz.rollout import reference_loop
 
@@ -38,7 +46,9 @@ def test_identity_recurrence_has_zero_exponents():
 def test_diagonal_recurrences_have_exponents_log_lambda_sorted():
     cfg = RunConfig(cell="indrnn", activation="identity", hidden_size=6, seq_len=300, batch_size=None)
     u = np.asarray(prepared_inputs(cfg)[0]["u"], np.float64)
-    np.testing.assert_allclose(lyapunov(cfg, k=6, measure_decay=False).exponents, np.sort(np.log(np.abs(u)))[::-1], atol=1e-4)
+    np.testing.assert_allclose(
+        lyapunov(cfg, k=6, measure_decay=False).exponents, np.sort(np.log(np.abs(u)))[::-1], atol=1e-4
+    )
     # LRU: a complex λ_j acts on (re_j, im_j) as |λ_j|·rotation, so log|λ_j| appears twice.
     # The rotation keeps mixing each pair's two directions, so the estimate converges as 1/T.
     cfg = RunConfig(cell="lru", hidden_size=4, seq_len=2000, batch_size=None, recurrent_gain=0.97)
@@ -61,7 +71,9 @@ def _explicit_jacobians(cfg, example):
         c = jax.tree.map(lambda a: a[t], carries)
         jac = jax.jacfwd(lambda cc: cell.apply({"params": params}, cc, xs_tm[t])[0])(c)
         # Block (i, j) = ∂component_i'/∂component_j, assembled in the spec's order.
-        blocks = [[jac[i][j] for j in range(len(c))] for i in range(len(c))] if isinstance(c, tuple) else [[jac]]
+        blocks = (
+            [[jac[i][j] for j in range(len(c))] for i in range(len(c))] if isinstance(c, tuple) else [[jac]]
+        )
         out.append(np.block([[np.asarray(b, np.float64) for b in row] for row in blocks]))
     return out, params, carries, xs_tm
 
@@ -69,7 +81,15 @@ def _explicit_jacobians(cfg, example):
 @pytest.mark.parametrize("cell", ["simple", "lstm"])
 def test_exponents_equal_an_independent_float64_product(cell):
     # Short T: the explicit float64 product must keep its smallest direction (condition < 1e12).
-    cfg = RunConfig(cell=cell, hidden_size=4, input_size=3, seq_len=8, batch_size=2, recurrent_gain=1.6, carry_init="normal")
+    cfg = RunConfig(
+        cell=cell,
+        hidden_size=4,
+        input_size=3,
+        seq_len=8,
+        batch_size=2,
+        recurrent_gain=1.6,
+        carry_init="normal",
+    )
     d = 4 * len(cfg.carry_components)
     ly = lyapunov(cfg, k=d, warmup=0, measure_decay=False)
     q0 = np.asarray(initial_directions(jax.random.key_data(jax.random.key(cfg.seed)), d, d), np.float64)
@@ -92,7 +112,9 @@ def test_exponents_equal_an_independent_float64_product(cell):
 def test_exponents_approach_the_log_singular_values_of_the_product():
     # A linear RNN with a random (non-normal) W: log σ_i(W^T) / T → log|eig_i(W)|, the
     # exponents. The leading ones are well inside float64's range at T = 300.
-    cfg = RunConfig(activation="identity", recurrent_init="normal", hidden_size=4, seq_len=300, batch_size=None, seed=3)
+    cfg = RunConfig(
+        activation="identity", recurrent_init="normal", hidden_size=4, seq_len=300, batch_size=None, seed=3
+    )
     w = np.asarray(prepared_inputs(cfg)[0]["h"]["kernel"], np.float64).T  # Flax: h @ kernel, so J = kernelᵀ
     sigma = np.linalg.svd(np.linalg.matrix_power(w, cfg.seq_len), compute_uv=False)
     ly = lyapunov(cfg, k=2, warmup=0, measure_decay=False)
@@ -110,11 +132,20 @@ def test_step_jacobians_equal_jacfwd_of_one_step(cell):
     exact = jacobians(cfg, k=d, example=1, method="exact")
     assert exact.method == "exact" and list(exact.steps) == list(range(1, 10))
     for t in range(9):
-        np.testing.assert_allclose(exact.singular_values[t], np.linalg.svd(jacs[t], compute_uv=False), rtol=1e-4, atol=1e-6)
+        np.testing.assert_allclose(
+            exact.singular_values[t], np.linalg.svd(jacs[t], compute_uv=False), rtol=1e-4, atol=1e-6
+        )
 
 
 def test_matrix_free_singular_values_match_the_exact_ones():
-    cfg = RunConfig(hidden_size=48, seq_len=20, recurrent_init="normal", recurrent_gain=1.5, carry_init="normal", batch_size=None)
+    cfg = RunConfig(
+        hidden_size=48,
+        seq_len=20,
+        recurrent_init="normal",
+        recurrent_gain=1.5,
+        carry_init="normal",
+        batch_size=None,
+    )
     exact = jacobians(cfg, k=3, method="exact")
     free = jacobians(cfg, k=3, method="subspace", iterations=30)
     assert free.method == "subspace"
@@ -123,7 +154,11 @@ def test_matrix_free_singular_values_match_the_exact_ones():
     strided = jacobians(cfg, k=3, max_steps=6)
     assert strided.stride == 4 and list(strided.steps) == [4, 8, 12, 16, 20]
     np.testing.assert_allclose(strided.singular_values, exact.singular_values[3::4], rtol=1e-5)
-    assert (choose_method(256), choose_method(257), choose_method(300, "exact")) == ("exact", "subspace", "exact")
+    assert (choose_method(256), choose_method(257), choose_method(300, "exact")) == (
+        "exact",
+        "subspace",
+        "exact",
+    )
 
 
 def test_qr_every_few_steps_gives_the_same_exponents():
@@ -132,11 +167,20 @@ def test_qr_every_few_steps_gives_the_same_exponents():
     fifth = lyapunov(cfg, k=6, warmup=20, qr_every=5, measure_decay=False)
     np.testing.assert_allclose(fifth.exponents, every.exponents, atol=1e-4)
     np.testing.assert_allclose(fifth.running[-1], every.running[-1], atol=1e-4)
-    assert np.isnan(every.running[:20]).all() and np.isfinite(every.running[20:]).all()  # counted from the warm-up on
+    assert (
+        np.isnan(every.running[:20]).all() and np.isfinite(every.running[20:]).all()
+    )  # counted from the warm-up on
 
 
 def test_random_tanh_network_is_ordered_at_gain_08_and_chaotic_at_2():
-    cfg = RunConfig(hidden_size=256, seq_len=300, batch_size=None, recurrent_init="normal", carry_init="normal", input_scale=0.0)
+    cfg = RunConfig(
+        hidden_size=256,
+        seq_len=300,
+        batch_size=None,
+        recurrent_init="normal",
+        carry_init="normal",
+        input_scale=0.0,
+    )
     df = lyapunov_sweep(cfg, {"recurrent_gain": [0.8, 2.0]}, k=1)
     lam = dict(zip(df.recurrent_gain, df.lyapunov))
     assert lam[0.8] < -0.05 and lam[2.0] > 0.05, lam
@@ -146,7 +190,9 @@ def test_random_tanh_network_is_ordered_at_gain_08_and_chaotic_at_2():
 
 
 def test_lambda1_phase_crosses_zero_between_the_regimes():
-    cfg = RunConfig(hidden_size=32, seq_len=150, recurrent_init="normal", carry_init="normal", input_scale=0.0)
+    cfg = RunConfig(
+        hidden_size=32, seq_len=150, recurrent_init="normal", carry_init="normal", input_scale=0.0
+    )
     per, edge = lyapunov_phase(cfg, [0.5, 1.0, 1.5, 2.5], seeds=[0, 1])
     assert list(per.columns) == ["recurrent_gain", "lyapunov", "lo", "hi"] and len(per) == 4
     assert per.lyapunov.iloc[0] < 0 < per.lyapunov.iloc[-1] and (per.lo <= per.lyapunov).all()
@@ -168,8 +214,13 @@ def test_decay_fit_excludes_the_ends_and_needs_three_points():
 
 def test_bad_options_are_config_errors_naming_the_field():
     cfg = RunConfig(hidden_size=4, seq_len=20)
-    for kwargs, field in [({"k": 0}, "k"), ({"k": 5}, "k"), ({"warmup": 20}, "warmup"), ({"warmup": 3, "qr_every": 2}, "warmup"),
-                          ({"qr_every": 0}, "qr_every")]:
+    for kwargs, field in [
+        ({"k": 0}, "k"),
+        ({"k": 5}, "k"),
+        ({"warmup": 20}, "warmup"),
+        ({"warmup": 3, "qr_every": 2}, "warmup"),
+        ({"qr_every": 0}, "qr_every"),
+    ]:
         with pytest.raises(ConfigError, match=f"^{field}="):
             lyapunov(cfg, **{"k": 2, **kwargs})
     with pytest.raises(ConfigError, match="^method="):
@@ -182,22 +233,46 @@ def test_bad_options_are_config_errors_naming_the_field():
 
 
 def test_low_precision_cells_run_in_their_dtype():
-    ly = lyapunov(RunConfig(hidden_size=8, seq_len=40, dtype="bfloat16", activation="identity", recurrent_gain=0.8), k=2,
-                  measure_decay=False)
+    ly = lyapunov(
+        RunConfig(hidden_size=8, seq_len=40, dtype="bfloat16", activation="identity", recurrent_gain=0.8),
+        k=2,
+        measure_decay=False,
+    )
     np.testing.assert_allclose(ly.exponents, math.log(0.8), atol=0.02)
     assert jnp.dtype(RunConfig(dtype="bfloat16").dtype) == jnp.bfloat16
 
 
 # ---- CLI, charts and the dashboard -------------------------------------------------------
 
+
 def test_cli_lyapunov_json_and_bad_flags(capsys):
     import json
 
     from rnnviz.cli import main
 
-    assert main(["lyapunov", "--cell", "simple", "--recurrent-gain", "1.5", "--k", "3", "--seq-len", "40", "--json"]) == 0
+    assert (
+        main(
+            [
+                "lyapunov",
+                "--cell",
+                "simple",
+                "--recurrent-gain",
+                "1.5",
+                "--k",
+                "3",
+                "--seq-len",
+                "40",
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
-    assert len(out["exponents"]) == 3 and out["lambda1"] == out["exponents"][0] and out["measured_decay"]["lag_lo"] == 4
+    assert (
+        len(out["exponents"]) == 3
+        and out["lambda1"] == out["exponents"][0]
+        and out["measured_decay"]["lag_lo"] == 4
+    )
     assert main(["lyapunov", "--k", "40"]) == 2  # D = 32
     err = capsys.readouterr().err.strip()
     assert err.count("\n") == 0 and err.startswith("error: k=40")
@@ -213,14 +288,30 @@ def test_lyapunov_charts_from_frames():
 
     spectrum = pd.DataFrame({"i": [1, 2, 3], "lyapunov": [0.1, -0.2, -np.inf], "spread": [0.01, 0.02, 0.0]})
     fig = charts.spectrum_figure(spectrum)
-    assert list(fig.data[0].y) == [0.1, -0.2] and list(fig.data[0].marker.color) == [charts.OKABE_ITO[5], charts.OKABE_ITO[0]]
+    assert list(fig.data[0].y) == [0.1, -0.2] and list(fig.data[0].marker.color) == [
+        charts.OKABE_ITO[5],
+        charts.OKABE_ITO[0],
+    ]
     assert "−∞" in fig.layout.annotations[0].text
-    phase = pd.DataFrame({"recurrent_gain": [0.5, 1.0, 1.5], "lyapunov": [-0.3, -0.01, 0.2], "lo": [-0.31, -0.02, 0.1], "hi": [-0.29, 0, 0.3]})
+    phase = pd.DataFrame(
+        {
+            "recurrent_gain": [0.5, 1.0, 1.5],
+            "lyapunov": [-0.3, -0.01, 0.2],
+            "lo": [-0.31, -0.02, 0.1],
+            "hi": [-0.29, 0, 0.3],
+        }
+    )
     fig = charts.lyapunov_phase_figure(phase, 1.02)
     assert [t.name for t in fig.data] == [None, "seed range", "λ₁"]
     assert {s.x0 for s in fig.layout.shapes if s.type == "line" and s.x0 == s.x1} == {1.02}  # the crossing
     assert any(a.text.startswith("λ₁ = 0") for a in fig.layout.annotations)
-    decay = pd.DataFrame({"lag": [0, 1, 2, 0, 2], "series": ["measured"] * 3 + ["fit"] * 2, "value": [0.0, -40.0, -80.0, 0.0, -80.0]})
+    decay = pd.DataFrame(
+        {
+            "lag": [0, 1, 2, 0, 2],
+            "series": ["measured"] * 3 + ["fit"] * 2,
+            "value": [0.0, -40.0, -80.0, 0.0, -80.0],
+        }
+    )
     fig = charts.decay_figure(decay)
     assert len(fig.data) == 2 and fig.layout.yaxis.ticktext[0].startswith("10")
 

@@ -49,7 +49,9 @@ def test_scaled_values_combine_beyond_float32():
 
 
 def _linear(gain, t_len, batch):
-    return RunConfig(activation="identity", recurrent_gain=gain, hidden_size=16, batch_size=batch, seq_len=t_len)
+    return RunConfig(
+        activation="identity", recurrent_gain=gain, hidden_size=16, batch_size=batch, seq_len=t_len
+    )
 
 
 @pytest.mark.parametrize("batch", [3, None])
@@ -64,7 +66,9 @@ def test_closed_form_log_magnitudes_far_below_float32(gain, t_len, batch):
     assert a.log10_source == "log pass"
     assert np.isfinite(a.log10_grad_norms).all()
     if t_len == 5000:
-        assert a.grad_norms[0] == 0.0  # float32 itself cannot hold ∂L/∂h_0 (≈10⁻²²⁸); its magnitude is still exact
+        assert (
+            a.grad_norms[0] == 0.0
+        )  # float32 itself cannot hold ∂L/∂h_0 (≈10⁻²²⁸); its magnitude is still exact
     else:  # 6.6e-30: float32 holds it, and the robust norm no longer squares it to 0
         assert a.grad_norms[0] == pytest.approx(10 ** a.log10_grad_norms[0], rel=1e-4)
     if batch:  # per example: the same decay, each from its own end value
@@ -139,10 +143,20 @@ def test_lstm_and_gru_at_T1000_match_a_float64_reference(cell, tmp_path):
 
     params, carry0, xs = prepared_inputs(cfg)
     to_np = lambda t: __import__("jax").tree.map(np.asarray, t)  # noqa: E731
-    np.savez(tmp_path / "in.npz", params=np.array(to_np(params), dtype=object),
-             carry0=np.array(to_np(carry0), dtype=object) if cell != "lstm" else np.stack(to_np(carry0)), xs=np.asarray(xs))
-    out = subprocess.run([sys.executable, "-c", _REFERENCE, json.dumps(cfg.to_dict()), str(tmp_path / "in.npz")],
-                         capture_output=True, text=True, cwd=ROOT, timeout=600, check=True)
+    np.savez(
+        tmp_path / "in.npz",
+        params=np.array(to_np(params), dtype=object),
+        carry0=np.array(to_np(carry0), dtype=object) if cell != "lstm" else np.stack(to_np(carry0)),
+        xs=np.asarray(xs),
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", _REFERENCE, json.dumps(cfg.to_dict()), str(tmp_path / "in.npz")],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+        check=True,
+    )
     want = np.asarray(json.loads(out.stdout), np.float64)
     assert np.isfinite(want).all() and want.min() > -300  # float64 holds the whole range here …
     assert (a.grad_norms == 0).sum() > 100  # … float32 does not: the case the log pass exists for
@@ -162,7 +176,9 @@ def test_verdict_wording_for_each_case():
     boom = verdict(analyze(RunConfig(activation="identity", recurrent_gain=1.5, seq_len=110), repeats=1))
     assert boom.kind == "exploding" and "grows by a factor 10¹⁹" in boom.text and "overflow" in boom.text
 
-    cut = analyze(RunConfig(activation="identity", recurrent_gain=0.0, seq_len=10), repeats=1)  # W_h = 0: no path back
+    cut = analyze(
+        RunConfig(activation="identity", recurrent_gain=0.0, seq_len=10), repeats=1
+    )  # W_h = 0: no path back
     assert np.isneginf(cut.log10_grad_norms[:-1]).all() and verdict(cut).kind == "vanishing"
     assert "exactly 0 at t=0" in verdict(cut).text and "no path back" in verdict(cut).text
 
@@ -178,17 +194,27 @@ def test_chart_axis_spans_the_real_range_with_power_ticks():
     ticks = list(fig.layout.yaxis.ticktext)
     assert min(fig.layout.yaxis.tickvals) <= y.min() and any("⁻²" in t for t in ticks)
     mantissa, exponent = fig.data[0].customdata[0]  # the hover reads the magnitude, 1.62×10⁻²²⁸
-    assert exponent == -228 and mantissa == pytest.approx(10 ** (y[0] + 228)) and charts.POW10_HOVER in fig.data[0].hovertemplate
-    np.testing.assert_allclose(np.asarray(fig.data[-1].y, np.float64), y, atol=1e-3)  # the Pascanu bound is tight here
+    assert (
+        exponent == -228
+        and mantissa == pytest.approx(10 ** (y[0] + 228))
+        and charts.POW10_HOVER in fig.data[0].hovertemplate
+    )
+    np.testing.assert_allclose(
+        np.asarray(fig.data[-1].y, np.float64), y, atol=1e-3
+    )  # the Pascanu bound is tight here
 
 
 def test_exports_carry_log10_next_to_float32_values():
     a = analyze(_linear(0.5, 100, 3), repeats=1)
     df = frames.timestep_frame(a)
     assert {"grad_norm", "log10_grad_norm", "log10_grad_norm_h"} <= set(df.columns)
-    assert df["grad_norm"].iloc[0] == pytest.approx(7.6e-30, rel=0.1) and df["log10_grad_norm"].iloc[0] == pytest.approx(a.log10_grad_norms[0])
+    assert df["grad_norm"].iloc[0] == pytest.approx(7.6e-30, rel=0.1) and df["log10_grad_norm"].iloc[
+        0
+    ] == pytest.approx(a.log10_grad_norms[0])
     js = analysis_json(a)
-    assert js["log10_source"] == "log pass" and js["log10_grad_norms"][0] == pytest.approx(a.log10_grad_norms[0])
+    assert js["log10_source"] == "log pass" and js["log10_grad_norms"][0] == pytest.approx(
+        a.log10_grad_norms[0]
+    )
     lstm = analysis_json(analyze(RunConfig(cell="lstm", seq_len=5), repeats=1))
     assert lstm["log10_component_grad_norms"]["c"][-1] is None  # JSON has no −∞: a true zero is null
 

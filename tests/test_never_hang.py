@@ -12,8 +12,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-
 from conftest import CELLS
+
 from rnnviz import RunConfig
 from rnnviz.analysis import resolve_device, static_config
 from rnnviz.hlo import ConcurrentLapackError, concurrent_lapack, lapack_calls
@@ -27,6 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 # ---- the LAPACK-free factorisation ---------------------------------------------------------
+
 
 @pytest.mark.parametrize("shape", [(1, 1), (8, 8), (64, 64), (7, 3), (3, 7), (2, 3, 4)])
 def test_orthogonal_init_equals_flax_up_to_rounding(shape):
@@ -55,6 +56,7 @@ def test_householder_q_handles_a_zero_column_and_refuses_wide_input():
 
 
 # ---- the HLO check -----------------------------------------------------------------------------
+
 
 def _four_qrs(k):
     return [jnp.linalg.qr(jax.random.normal(kk, (8, 8)))[0] for kk in jax.random.split(k, 4)]
@@ -92,6 +94,7 @@ def test_compiling_an_executable_that_could_deadlock_is_refused():
 
 # ---- every executable rnnviz builds, every cell, batched and unbatched, 1 … 256 points ----------
 
+
 def _points_for(cell):
     # The multi-kernel cells (LSTM 4, GRU 3 recurrent kernels) are the ones that hung: every size.
     return (1, 16, 256) if cell in ("lstm", "gru") else (16,)
@@ -111,7 +114,12 @@ def test_every_vmapped_executable_is_free_of_concurrent_lapack(cell, batch):
         assert {c.target for c in lapack_calls(ly)} <= {"lapack_sgeqrf_ffi", "lapack_sorgqr_ffi"}
         assert concurrent_lapack(ly) == []
     if batch is not None and cell in ("lstm", "gru"):
-        init, chunk, _ = train_executables(cfg.replace(input_size=2), TrainSpec(task="adding", lag=0, optimizer="adam", chunk=1), 16, resolve_device(cfg))
+        init, chunk, _ = train_executables(
+            cfg.replace(input_size=2),
+            TrainSpec(task="adding", lag=0, optimizer="adam", chunk=1),
+            16,
+            resolve_device(cfg),
+        )
         assert lapack_calls(init.as_text()) == [] and lapack_calls(chunk.as_text()) == []
 
 
@@ -129,10 +137,18 @@ CALLS = 60
 def test_vmapped_paths_never_hang_in_a_fresh_process(path, cell):
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     try:
-        out = subprocess.run([sys.executable, str(ROOT / "tests" / "deadlock_probe.py"), path, cell, "16", str(CALLS)],
-                             capture_output=True, text=True, env=env, cwd=ROOT, timeout=240)
+        out = subprocess.run(
+            [sys.executable, str(ROOT / "tests" / "deadlock_probe.py"), path, cell, "16", str(CALLS)],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=ROOT,
+            timeout=240,
+        )
     except subprocess.TimeoutExpired as err:
         done = (err.stdout or b"").decode() if isinstance(err.stdout, bytes) else (err.stdout or "")
-        pytest.fail(f"{path} on {cell} hung after {done.count('call ')} of {CALLS} calls (a LAPACK deadlock?)")
+        pytest.fail(
+            f"{path} on {cell} hung after {done.count('call ')} of {CALLS} calls (a LAPACK deadlock?)"
+        )
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.strip().endswith("ok")

@@ -13,18 +13,37 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from apptest_helpers import run_app, total_gradient
 
 import rnnviz
 from rnnviz import launch
 from rnnviz.config import BudgetError, RunConfig, fit_to_budget
 from rnnviz.presets import config_from_params
 
-from apptest_helpers import run_app, total_gradient
-
 ROOT = Path(__file__).resolve().parent.parent
-PUBLIC = ["Analysis", "CellSpec", "ConfigError", "FIELD_SPECS", "Jacobians", "Lyapunov", "RunConfig", "analyze", "cell_names",
-          "compare_strategies", "jacobians", "lyapunov", "lyapunov_sweep",
-          "register_cell", "run_on_devices", "scaling", "sweep", "train", "train_many", "Training", "keep_freed_buffers"]
+PUBLIC = [
+    "Analysis",
+    "CellSpec",
+    "ConfigError",
+    "FIELD_SPECS",
+    "Jacobians",
+    "Lyapunov",
+    "RunConfig",
+    "analyze",
+    "cell_names",
+    "compare_strategies",
+    "jacobians",
+    "lyapunov",
+    "lyapunov_sweep",
+    "register_cell",
+    "run_on_devices",
+    "scaling",
+    "sweep",
+    "train",
+    "train_many",
+    "Training",
+    "keep_freed_buffers",
+]
 
 
 def test_public_api_in_one_place():
@@ -53,11 +72,22 @@ def wheel(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("wheel")
     # A clean copy of the tree: setuptools' build/ folder in a checkout can hold stale modules.
     src = tmp_path_factory.mktemp("src") / "rnnviz"
-    shutil.copytree(ROOT, src, symlinks=True, ignore=shutil.ignore_patterns(
-        ".venv", ".git", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"))
+    shutil.copytree(
+        ROOT,
+        src,
+        symlinks=True,
+        ignore=shutil.ignore_patterns(
+            ".venv", ".git", "build", "*.egg-info", "__pycache__", ".pytest_cache", ".hypothesis"
+        ),
+    )
     # No isolation: the build backend (setuptools) comes with the test extra, no download.
-    subprocess.run([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
-                   check=True, capture_output=True, text=True, timeout=600)
+    subprocess.run(
+        [sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(out), str(src)],
+        check=True,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     (whl,) = out.glob("rnnviz-*.whl")
     return whl
 
@@ -79,8 +109,12 @@ def test_wheel_holds_every_module_and_the_package_data(wheel):
 def test_app_command_passes_the_locked_down_settings():
     cmd = launch.streamlit_command(8600, ["--server.headless=true"])
     assert cmd[:5] == [sys.executable, "-m", "streamlit", "run", str(launch.ENTRY)]
-    for flag in ("--server.address=127.0.0.1", "--server.enableXsrfProtection=true", "--browser.gatherUsageStats=false",
-                 "--server.port=8600"):
+    for flag in (
+        "--server.address=127.0.0.1",
+        "--server.enableXsrfProtection=true",
+        "--browser.gatherUsageStats=false",
+        "--server.port=8600",
+    ):
         assert flag in cmd
     assert cmd[-1] == "--server.headless=true"  # the user's flags come last and win
     # the checkout's .streamlit/config.toml is the packaged one (one source of the settings)
@@ -109,7 +143,10 @@ def _free_port() -> int:
 
 
 @pytest.mark.package
-@pytest.mark.skipif(os.environ.get("RNNVIZ_CHECK_PACKAGE") != "1", reason="installs the wheel into a fresh venv (minutes); .ci/run sets RNNVIZ_CHECK_PACKAGE=1")
+@pytest.mark.skipif(
+    os.environ.get("RNNVIZ_CHECK_PACKAGE") != "1",
+    reason="installs the wheel into a fresh venv (minutes); .ci/run sets RNNVIZ_CHECK_PACKAGE=1",
+)
 def test_installed_wheel_in_a_fresh_venv(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
@@ -118,25 +155,47 @@ def test_installed_wheel_in_a_fresh_venv(wheel, tmp_path):
     away = tmp_path / "elsewhere"  # not the checkout: nothing of it on the path
     away.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}
-    where = subprocess.run([str(py), "-c", "import rnnviz; print(rnnviz.__file__)"], cwd=away, env=env,
-                           capture_output=True, text=True, check=True).stdout
+    where = subprocess.run(
+        [str(py), "-c", "import rnnviz; print(rnnviz.__file__)"],
+        cwd=away,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
     assert str(venv) in where and str(ROOT) not in where
-    out = subprocess.run([str(exe), "analyze", "--seq-len", "20", "--json", "--repeats", "1"], cwd=away, env=env,
-                         capture_output=True, text=True, timeout=600, check=True)
+    out = subprocess.run(
+        [str(exe), "analyze", "--seq-len", "20", "--json", "--repeats", "1"],
+        cwd=away,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=True,
+    )
     assert len(json.loads(out.stdout)["log10_grad_norms"]) == 21
-    walk = ("import importlib, pkgutil, rnnviz\n"
-            "skip = {'rnnviz.__main__', 'rnnviz.ui.entry'}  # scripts: importing them runs them\n"
-            "mods = [m.name for m in pkgutil.walk_packages(rnnviz.__path__, 'rnnviz.') if m.name not in skip]\n"
-            "[importlib.import_module(m) for m in mods]\n"
-            "from rnnviz.ui.app import SHIPPED_RUNS\n"
-            "assert sorted(p.name for p in SHIPPED_RUNS.glob('*.jsonl')), SHIPPED_RUNS\n"
-            "print(len(mods))")
-    n = subprocess.run([str(py), "-c", walk], cwd=away, env=env, capture_output=True, text=True, timeout=600, check=True).stdout
+    walk = (
+        "import importlib, pkgutil, rnnviz\n"
+        "skip = {'rnnviz.__main__', 'rnnviz.ui.entry'}  # scripts: importing them runs them\n"
+        "mods = [m.name for m in pkgutil.walk_packages(rnnviz.__path__, 'rnnviz.') if m.name not in skip]\n"
+        "[importlib.import_module(m) for m in mods]\n"
+        "from rnnviz.ui.app import SHIPPED_RUNS\n"
+        "assert sorted(p.name for p in SHIPPED_RUNS.glob('*.jsonl')), SHIPPED_RUNS\n"
+        "print(len(mods))"
+    )
+    n = subprocess.run(
+        [str(py), "-c", walk], cwd=away, env=env, capture_output=True, text=True, timeout=600, check=True
+    ).stdout
     assert int(n) >= 20
     port = _free_port()
     log = (tmp_path / "app.log").open("w")
-    server = subprocess.Popen([str(exe), "app", "--port", str(port), "--server.headless=true"], cwd=away, env=env,
-                              stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [str(exe), "app", "--port", str(port), "--server.headless=true"],
+        cwd=away,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         _wait_healthy(server, port, tmp_path / "app.log")
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/", timeout=10) as r:
@@ -154,11 +213,18 @@ def test_notebook_runs_end_to_end_and_draws_its_figures():
     path = ROOT / "notebooks" / "tour.ipynb"
     nb = nbformat.read(path, as_version=4)
     assert all(not c.get("outputs") for c in nb.cells if c.cell_type == "code")  # saved without outputs
-    nbclient.NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbclient.NotebookClient(
+        nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(path.parent)}}
+    ).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.output_type == "error"]
-    figures = [json.loads(o.data["application/vnd.plotly.v1+json"]) if isinstance(o.data["application/vnd.plotly.v1+json"], str)
-               else o.data["application/vnd.plotly.v1+json"] for o in outputs if "application/vnd.plotly.v1+json" in o.get("data", {})]
+    figures = [
+        json.loads(o.data["application/vnd.plotly.v1+json"])
+        if isinstance(o.data["application/vnd.plotly.v1+json"], str)
+        else o.data["application/vnd.plotly.v1+json"]
+        for o in outputs
+        if "application/vnd.plotly.v1+json" in o.get("data", {})
+    ]
     titles = [f["layout"]["title"]["text"] for f in figures]
     assert len(figures) == 4, titles  # three designs, 2000 steps, strategy costs, phase diagram
     assert titles[0].startswith("‖∂L/∂carry_t‖ through time") and titles[-1].startswith("Phase diagram")
@@ -175,17 +241,34 @@ def test_over_budget_link_keeps_its_fields_and_says_what_shrank():
     cfg, warnings = config_from_params(ISSUE_LINK)
     assert len(warnings) == 1, warnings
     assert (cfg.cell, cfg.hidden_size, cfg.batch_size) == ("lstm", 2048, 1024)
-    assert 1 <= cfg.seq_len < 5000 and cfg.seq_len == fit_to_budget({"cell": "lstm", "seq_len": 5000, "hidden_size": 2048, "batch_size": 1024})[0].seq_len
+    assert (
+        1 <= cfg.seq_len < 5000
+        and cfg.seq_len
+        == fit_to_budget({"cell": "lstm", "seq_len": 5000, "hidden_size": 2048, "batch_size": 1024})[
+            0
+        ].seq_len
+    )
     w = warnings[0]
-    assert "cell=lstm, seq_len=5000, hidden_size=2048, batch_size=1024" in w and f"seq_len 5000 → {cfg.seq_len}" in w
+    assert (
+        "cell=lstm, seq_len=5000, hidden_size=2048, batch_size=1024" in w
+        and f"seq_len 5000 → {cfg.seq_len}" in w
+    )
     assert "GiB" in w and "every other field is as linked" in w and "Using the default" not in w
     with pytest.raises(BudgetError):
         RunConfig(cell="lstm", seq_len=cfg.seq_len + 1, hidden_size=2048, batch_size=1024)
 
 
 def test_fit_to_budget_shrinks_the_batch_only_when_no_length_fits():
-    cfg, changes = fit_to_budget({"cell": "lstm", "seq_len": 10, "hidden_size": 2048, "batch_size": 1024, "strategy": "per_step",
-                                  "input_size": 1024})
+    cfg, changes = fit_to_budget(
+        {
+            "cell": "lstm",
+            "seq_len": 10,
+            "hidden_size": 2048,
+            "batch_size": 1024,
+            "strategy": "per_step",
+            "input_size": 1024,
+        }
+    )
     assert set(changes) <= {"seq_len", "batch_size"} and cfg.cell == "lstm" and cfg.hidden_size == 2048
     assert fit_to_budget({"cell": "gru", "seq_len": 50})[1] == {}
 
@@ -197,7 +280,11 @@ def test_over_budget_link_in_the_app(monkeypatch):
     assert not at.exception and not at.error
     warnings = [w.value for w in at.warning]
     assert len(warnings) == 1 and "seq_len 5000 →" in warnings[0], warnings
-    assert at.session_state["cfg_cell"] == "lstm" and at.session_state["cfg_hidden_size"] == 256 and at.session_state["cfg_batch_size"] == 64
+    assert (
+        at.session_state["cfg_cell"] == "lstm"
+        and at.session_state["cfg_hidden_size"] == 256
+        and at.session_state["cfg_batch_size"] == 64
+    )
     assert 1 < at.session_state["cfg_seq_len"] < 5000
     assert len(total_gradient(at)) == at.session_state["cfg_seq_len"] + 1
 
@@ -208,8 +295,13 @@ def test_terminating_rnnviz_app_stops_the_server(tmp_path):
     port = _free_port()
     log = (tmp_path / "app.log").open("w")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    server = subprocess.Popen([sys.executable, "-m", "rnnviz", "app", "--port", str(port), "--server.headless=true"], cwd=tmp_path,
-                              env=env, stdout=log, stderr=subprocess.STDOUT)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "rnnviz", "app", "--port", str(port), "--server.headless=true"],
+        cwd=tmp_path,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     try:
         _wait_healthy(server, port, tmp_path / "app.log")
     finally:

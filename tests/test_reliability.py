@@ -10,6 +10,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from apptest_helpers import run_app, total_gradient
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -20,20 +21,31 @@ from rnnviz.frames import gradient_long_frame
 from rnnviz.presets import PRESETS
 from rnnviz.records import load_records
 
-from apptest_helpers import run_app, total_gradient
-
 ROOT = Path(__file__).resolve().parent.parent
 
 # ---- bad input, table-driven, on four surfaces ------------------------------------------
 
 LIBRARY = [
-    ({"cell": "rnn"}, "cell"), ({"activation": "sigmoid"}, "activation"), ({"cell": "lstm", "activation": "relu"}, "activation"),
-    ({"hidden_size": 0}, "hidden_size"), ({"hidden_size": 4097}, "hidden_size"), ({"input_size": -1}, "input_size"),
-    ({"seq_len": 0}, "seq_len"), ({"seq_len": 10**6}, "seq_len"), ({"batch_size": 0}, "batch_size"),
-    ({"batch_size": 1.5}, "batch_size"), ({"dtype": "float64"}, "dtype"), ({"carry_init": "random"}, "carry_init"),
-    ({"carry_scale": float("nan")}, "carry_scale"), ({"recurrent_gain": -1.0}, "recurrent_gain"),
-    ({"forget_bias": 1.0}, "forget_bias"), ({"inputs": "text"}, "inputs"), ({"loss": "mse"}, "loss"),
-    ({"seed": -3}, "seed"), ({"strategy": "reverse"}, "strategy"), ({"device": "tpu"}, "device"),
+    ({"cell": "rnn"}, "cell"),
+    ({"activation": "sigmoid"}, "activation"),
+    ({"cell": "lstm", "activation": "relu"}, "activation"),
+    ({"hidden_size": 0}, "hidden_size"),
+    ({"hidden_size": 4097}, "hidden_size"),
+    ({"input_size": -1}, "input_size"),
+    ({"seq_len": 0}, "seq_len"),
+    ({"seq_len": 10**6}, "seq_len"),
+    ({"batch_size": 0}, "batch_size"),
+    ({"batch_size": 1.5}, "batch_size"),
+    ({"dtype": "float64"}, "dtype"),
+    ({"carry_init": "random"}, "carry_init"),
+    ({"carry_scale": float("nan")}, "carry_scale"),
+    ({"recurrent_gain": -1.0}, "recurrent_gain"),
+    ({"forget_bias": 1.0}, "forget_bias"),
+    ({"inputs": "text"}, "inputs"),
+    ({"loss": "mse"}, "loss"),
+    ({"seed": -3}, "seed"),
+    ({"strategy": "reverse"}, "strategy"),
+    ({"device": "tpu"}, "device"),
     ({"cell": "lstm", "hidden_size": 2048, "batch_size": 1024, "seq_len": 100}, "seq_len"),
 ]
 
@@ -53,10 +65,16 @@ CLI = [
 ]
 
 URLS = [
-    ({"seq_len": "-5"}, "seq_len"), ({"cell": "<script>alert(1)</script>"}, "cell"), ({"hidden_size": "1e9"}, "hidden_size"),
-    ({"nonsense": "1"}, "nonsense"), ({"batch_size": "abc"}, "batch_size"), ({"recurrent_gain": "NaN"}, "recurrent_gain"),
-    ({"dtype": "../../etc/passwd"}, "dtype"), ({"seed": "99999999999999999999"}, "seed"),
-    ({"cell": "gru", "forget_bias": "3"}, "forget_bias"), ({"input_scale": ""}, "input_scale"),
+    ({"seq_len": "-5"}, "seq_len"),
+    ({"cell": "<script>alert(1)</script>"}, "cell"),
+    ({"hidden_size": "1e9"}, "hidden_size"),
+    ({"nonsense": "1"}, "nonsense"),
+    ({"batch_size": "abc"}, "batch_size"),
+    ({"recurrent_gain": "NaN"}, "recurrent_gain"),
+    ({"dtype": "../../etc/passwd"}, "dtype"),
+    ({"seed": "99999999999999999999"}, "seed"),
+    ({"cell": "gru", "forget_bias": "3"}, "forget_bias"),
+    ({"input_scale": ""}, "input_scale"),
     ({"strategy": "'; DROP TABLE runs; --"}, "strategy"),
 ]
 
@@ -66,7 +84,9 @@ GOOD_RECORD = None
 def _good_record():
     global GOOD_RECORD
     if GOOD_RECORD is None:
-        GOOD_RECORD = json.loads((ROOT / "rnnviz" / "data" / "runs" / "cpu-strategies.jsonl").read_text().splitlines()[0])
+        GOOD_RECORD = json.loads(
+            (ROOT / "rnnviz" / "data" / "runs" / "cpu-strategies.jsonl").read_text().splitlines()[0]
+        )
     return GOOD_RECORD
 
 
@@ -97,8 +117,14 @@ def test_library_bad_input(kwargs, field):
 
 @pytest.mark.parametrize("argv,message", CLI, ids=[" ".join(a) for a, _ in CLI])
 def test_cli_bad_input_exits_2_with_one_clear_line(argv, message):
-    out = subprocess.run([sys.executable, "-m", "rnnviz", *argv], capture_output=True, text=True, timeout=120, cwd=ROOT,
-                         env={**os.environ, "PYTHONPATH": str(ROOT)})
+    out = subprocess.run(
+        [sys.executable, "-m", "rnnviz", *argv],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert out.returncode == 2, out.stderr
     assert message in out.stderr and "Traceback" not in out.stderr
     assert out.stdout == ""
@@ -124,12 +150,15 @@ def test_data_file_bad_line_is_skipped_with_reason(tmp_path, make, reason):
 
 # ---- numerical extremes -------------------------------------------------------------------
 
+
 def test_bf16_and_f16_underflow_is_named_as_such_with_the_exact_magnitude():
     for title in ("bf16 underflow", "float16 underflow"):
         a = analyze(PRESETS[title].config(), repeats=1)
         assert a.grad_norms[0] == 0.0 and a.grad_norms[-1] > 0, title  # what the low-precision dtype holds
         assert a.nonfinite_grad_step is None
-        assert np.isfinite(a.log10_grad_norms).all() and a.log10_source == "log pass"  # the true magnitude is known
+        assert (
+            np.isfinite(a.log10_grad_norms).all() and a.log10_source == "log pass"
+        )  # the true magnitude is known
         v = verdict(a)
         assert v.kind == "vanishing" and "underflow to 0" in v.text and "exactly 0" not in v.text
 
@@ -143,12 +172,16 @@ def test_exploding_linear_rnn_at_t1000_is_flagged_and_charted():
 
 
 def test_float16_overflow_is_flagged():
-    a = analyze(RunConfig(activation="relu", recurrent_gain=2.0, seq_len=100, dtype="float16", input_scale=10.0), repeats=1)
+    a = analyze(
+        RunConfig(activation="relu", recurrent_gain=2.0, seq_len=100, dtype="float16", input_scale=10.0),
+        repeats=1,
+    )
     assert a.nonfinite_carry_step is not None
     assert not np.isfinite(a.carry_norms[a.nonfinite_carry_step])
 
 
 # ---- determinism across processes ----------------------------------------------------------
+
 
 def test_same_config_is_bit_identical_across_processes():
     script = textwrap.dedent("""
@@ -161,12 +194,17 @@ def test_same_config_is_bit_identical_across_processes():
         print(h.hexdigest())
     """)
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    digests = {subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300).stdout.strip()
-               for _ in range(2)}
+    digests = {
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+        ).stdout.strip()
+        for _ in range(2)
+    }
     assert len(digests) == 1 and len(next(iter(digests))) == 64
 
 
 # ---- property: analyze returns documented shapes or raises ConfigError ----------------------
+
 
 @settings(max_examples=10, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
@@ -180,10 +218,23 @@ def test_same_config_is_bit_identical_across_processes():
     scale=st.floats(0, 100),
     strategy=st.sampled_from(["accumulate", "per_step", "split_transpose"]),
 )
-def test_analyze_returns_documented_shapes_or_config_error(cell, dtype, carry_init, batch, seq_len, hidden, gain, scale, strategy):
+def test_analyze_returns_documented_shapes_or_config_error(
+    cell, dtype, carry_init, batch, seq_len, hidden, gain, scale, strategy
+):
     try:
-        cfg = RunConfig(cell=cell, dtype=dtype, carry_init=carry_init, batch_size=batch, seq_len=seq_len, hidden_size=hidden,
-                        input_size=2, recurrent_gain=gain, carry_scale=scale, input_scale=scale, strategy=strategy)
+        cfg = RunConfig(
+            cell=cell,
+            dtype=dtype,
+            carry_init=carry_init,
+            batch_size=batch,
+            seq_len=seq_len,
+            hidden_size=hidden,
+            input_size=2,
+            recurrent_gain=gain,
+            carry_scale=scale,
+            input_scale=scale,
+            strategy=strategy,
+        )
     except ConfigError:
         return
     a = analyze(cfg, repeats=1)
@@ -199,6 +250,7 @@ def test_analyze_returns_documented_shapes_or_config_error(cell, dtype, carry_in
 
 # ---- security basics ------------------------------------------------------------------------
 
+
 def test_no_eval_and_no_file_access_from_user_input():
     sources = [p for p in (ROOT / "rnnviz").rglob("*.py")] + [ROOT / "app.py"]
     for path in sources:
@@ -208,13 +260,20 @@ def test_no_eval_and_no_file_access_from_user_input():
     app = (ROOT / "rnnviz" / "ui" / "app.py").read_text()
     # The only folders the app reads are the shipped runs and the operator's environment
     # variable, never a URL or a widget.
-    assert re.findall(r"\w*RUNS\w* = .*", app) == ['SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"']
+    assert re.findall(r"\w*RUNS\w* = .*", app) == [
+        'SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"'
+    ]
     assert re.findall(r"os\.environ\.get\(\"(\w+)\"", app) == ["RNNVIZ_RUNS_DIR"]
     ui = {name: (ROOT / "rnnviz" / "ui" / name).read_text() for name in ("jobs.py", "worker.py", "budget.py")}
     assert {n: re.findall(r"os\.environ\.get\(\"(\w+)\"", t) for n, t in ui.items()} == {
-        "jobs.py": ["RNNVIZ_JAX_CACHE"], "worker.py": ["RNNVIZ_WORKERS", "RNNVIZ_TIME_LIMIT_S"], "budget.py": ["RNNVIZ_VIEW_BUDGET_S"]}
+        "jobs.py": ["RNNVIZ_JAX_CACHE"],
+        "worker.py": ["RNNVIZ_WORKERS", "RNNVIZ_TIME_LIMIT_S"],
+        "budget.py": ["RNNVIZ_VIEW_BUDGET_S"],
+    }
     # Calls reach the workers over a private socket pair to the server's own children: nothing listens.
-    assert "socket.socketpair()" in ui["worker.py"] and not re.search(r"\.(listen|bind)\(|Listener", ui["worker.py"])
+    assert "socket.socketpair()" in ui["worker.py"] and not re.search(
+        r"\.(listen|bind)\(|Listener", ui["worker.py"]
+    )
 
 
 def test_streamlit_config_is_locked_down():
@@ -254,9 +313,16 @@ def test_kept_buffers_are_not_page_faulted_again_on_every_call():
     # with it ~700 after warm-up.
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("RNNVIZ_MALLOC", None)
-    out = subprocess.run([sys.executable, "-c", _FAULTS], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", _FAULTS], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
     kept, faults = out.stdout.split()
     assert kept == "True" and float(faults) < 2000, out.stdout + out.stderr
     env["RNNVIZ_MALLOC"] = "default"
     script = "from rnnviz.timing import keep_freed_buffers; print(keep_freed_buffers())"
-    assert subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT).stdout.strip() == "False"
+    assert (
+        subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT
+        ).stdout.strip()
+        == "False"
+    )

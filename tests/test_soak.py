@@ -18,9 +18,26 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-         "--disable-sync", "--no-first-run", "--disable-quic"]
-TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Training", "Devices", "Compare", "Learn")
+FLAGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--disable-quic",
+]
+TABS = (
+    "Gradients",
+    "Carry",
+    "Strategies",
+    "Phase diagram",
+    "Jacobians",
+    "Training",
+    "Devices",
+    "Compare",
+    "Learn",
+)
 MID = "hidden_size=128&seq_len=1000"
 #: Seconds one step may take: a view's 15 s budget plus its compiles, with room for the
 #: other session's work on the same 2 cores. A step still running then counts as hung.
@@ -36,16 +53,44 @@ def soak_server(tmp_path_factory):
         pytest.skip("the soak runs with RNNVIZ_SOAK=1 (as .ci/run sets)")
     if not Path(CHROMIUM).exists():
         pytest.fail(f"{CHROMIUM} is not installed (make test installs it)")
-    site = tmp_path_factory.mktemp("site")  # the example plugin, installed where the server (and its workers) look
-    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "--target", str(site),
-                    str(ROOT / "examples" / "custom_cell")], check=True, timeout=600, capture_output=True)
+    site = tmp_path_factory.mktemp(
+        "site"
+    )  # the example plugin, installed where the server (and its workers) look
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "-q",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            str(site),
+            str(ROOT / "examples" / "custom_cell"),
+        ],
+        check=True,
+        timeout=600,
+        capture_output=True,
+    )
     from apptest_helpers import start_server
 
-    env = {**os.environ, "PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "RNNVIZ_WORKERS": "2", "RNNVIZ_VIEW_BUDGET_S": "15",
-           "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache"))}
+    env = {
+        **os.environ,
+        "PYTHONPATH": f"{site}{os.pathsep}{ROOT}",
+        "RNNVIZ_WORKERS": "2",
+        "RNNVIZ_VIEW_BUDGET_S": "15",
+        "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")),
+    }
     proc, url = start_server(env, tmp_path_factory.mktemp("soak") / "streamlit.log")
-    cells = subprocess.run([sys.executable, "-c", "from rnnviz import cell_names; print(' '.join(cell_names()))"],
-                           env=env, cwd=ROOT, capture_output=True, text=True, timeout=120).stdout.split()
+    cells = subprocess.run(
+        [sys.executable, "-c", "from rnnviz import cell_names; print(' '.join(cell_names()))"],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    ).stdout.split()
     yield url, cells
     proc.terminate()
     proc.wait(timeout=30)

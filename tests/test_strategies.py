@@ -7,19 +7,18 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from conftest import CELLS
 
 from rnnviz import RunConfig, analyze
-from rnnviz.config import BudgetError, ConfigError
-from rnnviz.fused import fused_rollout, outer_norms
 from rnnviz.analysis import prepared_inputs
 from rnnviz.cells import PARAM_GROUPS, cell_spec, make_cell, param_group
 from rnnviz.comparisons import available_strategies, compare_strategies, measure, scaling
+from rnnviz.config import BudgetError, ConfigError
+from rnnviz.fused import fused_rollout, outer_norms
 from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.records import SCHEMA, append_records, load_records, validate
 from rnnviz.rollout import rollout
 from rnnviz.strategies import lift_params
-
-from conftest import CELLS
 
 
 def _flat(tree):
@@ -34,8 +33,15 @@ def test_split_transpose_is_available_in_the_installed_jax():
 @pytest.mark.parametrize("cell", CELLS)
 @pytest.mark.parametrize("batch", [None, 3])
 def test_every_strategy_gives_the_same_param_grads(cell, batch):
-    cfg = RunConfig(cell=cell, hidden_size=8, input_size=4, seq_len=12, batch_size=batch, loss="all",
-                    forget_bias=1.0 if cell == "lstm" else 0.0)
+    cfg = RunConfig(
+        cell=cell,
+        hidden_size=8,
+        input_size=4,
+        seq_len=12,
+        batch_size=batch,
+        loss="all",
+        forget_bias=1.0 if cell == "lstm" else 0.0,
+    )
     # The strategies that only re-arrange the params (per-step copies, the split transpose)
     # do the same whatever the cell and batch: they run batched, for a cell of each carry
     # kind (one leaf, two leaves, complex), and per_step wherever it checks fused's
@@ -43,9 +49,14 @@ def test_every_strategy_gives_the_same_param_grads(cell, batch):
     # parallel) run for every cell, batched and unbatched.
     fusable = cell_spec(cell).fused is not None
     rearranging = batch is not None and cell in ("simple", "lstm", "lru")
-    wanted = [s for s in available_strategies(cfg)
-              if s not in ("per_step", "split_transpose") or rearranging or (s == "per_step" and fusable)]
-    runs = {s: analyze(cfg.replace(strategy=s), repeats=1, log_pass=False) for s in wanted}  # parallel for linear cells
+    wanted = [
+        s
+        for s in available_strategies(cfg)
+        if s not in ("per_step", "split_transpose") or rearranging or (s == "per_step" and fusable)
+    ]
+    runs = {
+        s: analyze(cfg.replace(strategy=s), repeats=1, log_pass=False) for s in wanted
+    }  # parallel for linear cells
     ref = _flat(runs["accumulate"].param_grads)
     assert np.linalg.norm(ref) > 0
     acc = runs["accumulate"]
@@ -59,15 +70,21 @@ def test_every_strategy_gives_the_same_param_grads(cell, batch):
     assert "checkpoint" in runs and ("fused" in runs) == fusable
     if "per_step" in runs:
         assert runs["per_step"].param_grad_by_step.shape == (12, len(PARAM_GROUPS))
-    if {"fused", "per_step"} <= set(runs):  # the Gram identity gives the norms of per_step's explicit tangents
-        np.testing.assert_allclose(runs["fused"].param_grad_by_step, runs["per_step"].param_grad_by_step, rtol=1e-4, atol=1e-7)
+    if {"fused", "per_step"} <= set(
+        runs
+    ):  # the Gram identity gives the norms of per_step's explicit tangents
+        np.testing.assert_allclose(
+            runs["fused"].param_grad_by_step, runs["per_step"].param_grad_by_step, rtol=1e-4, atol=1e-7
+        )
 
 
 @pytest.mark.parametrize("cell", ["gru"])  # its n gate is the non-additive reverse path
 def test_fused_and_checkpoint_agree_in_bfloat16(cell):
     # bfloat16 keeps 8 mantissa bits (ε ≈ 7.8e-3), and the strategies sum T steps in
     # different orders (fused: one float32-accumulated GEMM), so 2 % of ‖∂L/∂W‖.
-    cfg = RunConfig(cell=cell, hidden_size=8, input_size=4, seq_len=12, batch_size=3, loss="all", dtype="bfloat16")
+    cfg = RunConfig(
+        cell=cell, hidden_size=8, input_size=4, seq_len=12, batch_size=3, loss="all", dtype="bfloat16"
+    )
     acc = analyze(cfg, repeats=1)
     for s in ("fused", "checkpoint"):
         a = analyze(cfg.replace(strategy=s), repeats=1)
@@ -94,7 +111,11 @@ def test_gram_outer_norms_match_explicit_products_and_do_not_underflow():
     d = jax.random.normal(k2, (5, 4, 7)) * 1e-25  # squares of 1e-25 underflow float32
     want = np.linalg.norm(np.einsum("tbm,tbn->tmn", np.float64(a), np.float64(d)), axis=(1, 2))
     np.testing.assert_allclose(outer_norms(a, d), want, rtol=1e-5)
-    np.testing.assert_allclose(outer_norms(a[:, 0], d[:, 0]), np.linalg.norm(a[:, 0], axis=1) * np.linalg.norm(np.float64(d[:, 0]), axis=1), rtol=1e-5)
+    np.testing.assert_allclose(
+        outer_norms(a[:, 0], d[:, 0]),
+        np.linalg.norm(a[:, 0], axis=1) * np.linalg.norm(np.float64(d[:, 0]), axis=1),
+        rtol=1e-5,
+    )
 
 
 def test_checkpoint_admits_a_length_the_others_refuse():
@@ -138,14 +159,18 @@ def test_per_step_tangents_sum_to_the_accumulated_gradient(cell):
 
 def test_last_loss_contributions_of_an_identity_rnn_follow_the_gain():
     # Linear RNN, loss last: step t's contribution to ∂L/∂W_h is (Wᵀ)^{T-t} h_T ⊗ h_{t-1}.
-    a = analyze(RunConfig(activation="identity", recurrent_gain=0.5, seq_len=20, strategy="per_step"), repeats=1)
+    a = analyze(
+        RunConfig(activation="identity", recurrent_gain=0.5, seq_len=20, strategy="per_step"), repeats=1
+    )
     rec = a.param_grad_by_step[:, PARAM_GROUPS.index("input")]  # ‖(Wᵀ)^{T-t}h_T‖·‖x_t‖-ish
     assert rec[-1] > 1e3 * rec[5]  # early steps contribute orders of magnitude less
 
 
 def test_compare_strategies_frame():
     df = compare_strategies(RunConfig(cell="gru", seq_len=15, hidden_size=8), repeats=2)
-    assert list(df["strategy"]) == list(available_strategies(RunConfig(cell="gru"))) and "parallel" not in list(df["strategy"])
+    assert list(df["strategy"]) == list(
+        available_strategies(RunConfig(cell="gru"))
+    ) and "parallel" not in list(df["strategy"])
     assert set(df.columns) >= {"compile_s", "run_s", "peak_bytes", "max_abs_diff", "rel_diff"}
     assert df.loc[df.strategy == "accumulate", "rel_diff"].item() == 0.0
     assert (df["rel_diff"] < 1e-5).all() and (df["run_s"] > 0).all()
@@ -154,20 +179,34 @@ def test_compare_strategies_frame():
 
 
 def test_scaling_shows_per_step_memory_growing_with_t_times_p():
-    df = scaling(RunConfig(cell="lstm", hidden_size=16, batch_size=2), [20, 80], strategies=["accumulate", "per_step"], repeats=1)
+    df = scaling(
+        RunConfig(cell="lstm", hidden_size=16, batch_size=2),
+        [20, 80],
+        strategies=["accumulate", "per_step"],
+        repeats=1,
+    )
     mem = df.pivot(index="seq_len", columns="strategy", values="peak_bytes")
     p = 4 * (16 * 16 + 8 * 16) + 4 * 16
     # Going from T=20 to T=80 adds at least 60 more copies of the params (4 bytes each).
     assert mem.loc[80, "per_step"] - mem.loc[20, "per_step"] >= 60 * p * 4
-    assert mem.loc[80, "per_step"] - mem.loc[20, "per_step"] > 4 * (mem.loc[80, "accumulate"] - mem.loc[20, "accumulate"])
+    assert mem.loc[80, "per_step"] - mem.loc[20, "per_step"] > 4 * (
+        mem.loc[80, "accumulate"] - mem.loc[20, "accumulate"]
+    )
 
 
 def test_measure_records_round_trip_through_the_schema(tmp_path):
     cfg = RunConfig(cell="simple", seq_len=10, hidden_size=4)
-    recs = [measure(cfg, measure="grad", strategy="plain_grad", repeats=2), measure(cfg, measure="analyze", repeats=2)]
+    recs = [
+        measure(cfg, measure="grad", strategy="plain_grad", repeats=2),
+        measure(cfg, measure="analyze", repeats=2),
+    ]
     for r in recs:
         assert validate(r) is None and r["schema"] == SCHEMA
-        spread = [r["run_min_s"], r["run_s"], r["run_max_s"]]  # min, median, max: an ordering, not a time limit
+        spread = [
+            r["run_min_s"],
+            r["run_s"],
+            r["run_max_s"],
+        ]  # min, median, max: an ordering, not a time limit
         assert spread == sorted(spread) and r["flops"] > 0
     path = tmp_path / "runs" / "r.jsonl"
     assert append_records(path, recs) == 2
@@ -192,8 +231,15 @@ def test_loading_skips_bad_lines_with_reasons(tmp_path):
     got = load_records([path, tmp_path / "missing.jsonl"])
     assert len(got.records) == 1
     reasons = [r for _, r in got.skipped]
-    assert reasons == ["unknown schema 2", "field 'run_s' has type str", "missing field 'device_name'",
-                       "not valid JSON", "not a JSON object", "line too long", "unreadable: No such file or directory"]
+    assert reasons == [
+        "unknown schema 2",
+        "field 'run_s' has type str",
+        "missing field 'device_name'",
+        "not valid JSON",
+        "not a JSON object",
+        "line too long",
+        "unreadable: No such file or directory",
+    ]
     with pytest.raises(ValueError, match="invalid record"):
         append_records(tmp_path / "x.jsonl", [{**good, "strategy": "magic"}])
 
@@ -206,10 +252,14 @@ def test_a_fused_form_without_a_hand_written_reverse_uses_the_pointwise_vjp():
     from rnnviz.cells.registry import register_cell, unregister_cell
 
     spec = cell_spec("gru")
-    generic = dataclasses.replace(spec, group="plugin", fused=dataclasses.replace(spec.fused, step=None, backward=None))
+    generic = dataclasses.replace(
+        spec, group="plugin", fused=dataclasses.replace(spec.fused, step=None, backward=None)
+    )
     register_cell("gru_generic_fused", generic)
     try:
-        cfg = RunConfig(cell="gru_generic_fused", hidden_size=6, input_size=3, seq_len=10, batch_size=2, loss="all")
+        cfg = RunConfig(
+            cell="gru_generic_fused", hidden_size=6, input_size=3, seq_len=10, batch_size=2, loss="all"
+        )
         acc, fused = analyze(cfg, repeats=1), analyze(cfg.replace(strategy="fused"), repeats=1)
         hand = analyze(cfg.replace(cell="gru", strategy="fused"), repeats=1)
         np.testing.assert_allclose(_flat(fused.param_grads), _flat(acc.param_grads), rtol=1e-5, atol=1e-7)
@@ -225,11 +275,15 @@ def test_blocked_scan_equals_the_associative_scan_and_a_loop(t_len):
 
     k1, k2 = jax.random.split(jax.random.key(t_len))
     rotation = jnp.complex64(np.exp(1j * 0.3))
-    a = jax.random.uniform(k1, (t_len, 3, 4), minval=0.5, maxval=1.0).astype(jnp.complex64) * rotation  # complex, as the LRU's
+    a = (
+        jax.random.uniform(k1, (t_len, 3, 4), minval=0.5, maxval=1.0).astype(jnp.complex64) * rotation
+    )  # complex, as the LRU's
     b = jax.random.normal(k2, (t_len, 3, 4)).astype(jnp.complex64)
     want, h = [], jnp.zeros((3, 4), jnp.complex64)
     for t in range(t_len):
         h = a[t] * h + b[t]
         want.append(h)
     np.testing.assert_allclose(blocked_scan(a, b), np.stack(want), rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(jax.lax.associative_scan(_compose, (a, b))[1], np.stack(want), rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(
+        jax.lax.associative_scan(_compose, (a, b))[1], np.stack(want), rtol=1e-5, atol=1e-6
+    )

@@ -21,15 +21,30 @@ def test_sweep_equals_individual_analyses_at_sampled_points():
     cfg = RunConfig(cell="lstm", seq_len=15, hidden_size=8, batch_size=3)
     over = {"recurrent_gain": [0.6, 1.0, 1.3], "seed": [0, 4], "forget_bias": [0.0, 1.0]}
     df = sweep(cfg, over)
-    assert list(df.columns) == ["recurrent_gain", "seed", "forget_bias", "t", "lag", "component", "grad_norm", "log10_grad_norm"]
+    assert list(df.columns) == [
+        "recurrent_gain",
+        "seed",
+        "forget_bias",
+        "t",
+        "lag",
+        "component",
+        "grad_norm",
+        "log10_grad_norm",
+    ]
     assert len(df) == 3 * 2 * 2 * 3 * 16  # points × (total, c, h) × (T+1)
     for gain, seed, fb in [(0.6, 0, 1.0), (1.3, 4, 0.0), (1.0, 4, 1.0)]:
         a = analyze(cfg.replace(recurrent_gain=gain, seed=seed, forget_bias=fb), repeats=1)
         pick = df[(df.recurrent_gain == gain) & (df.seed == seed) & (df.forget_bias == fb)]
-        for comp, want in [("total", a.grad_norms), ("c", a.component_grad_norms["c"]), ("h", a.component_grad_norms["h"])]:
+        for comp, want in [
+            ("total", a.grad_norms),
+            ("c", a.component_grad_norms["c"]),
+            ("h", a.component_grad_norms["h"]),
+        ]:
             got = pick[pick.component == comp].sort_values("t")["grad_norm"].to_numpy()
             np.testing.assert_allclose(got, want, rtol=2e-5, atol=1e-30)
-        np.testing.assert_allclose(pick[pick.component == "total"].sort_values("t")["log10_grad_norm"], a.log10_grad_norms, atol=1e-5)
+        np.testing.assert_allclose(
+            pick[pick.component == "total"].sort_values("t")["log10_grad_norm"], a.log10_grad_norms, atol=1e-5
+        )
 
 
 def test_shape_fields_loop_with_one_compile_per_shape():
@@ -70,8 +85,14 @@ def test_sharded_sweep_on_two_forced_cpu_devices_equals_single_device(tmp_path):
     """)
     results = {}
     for n in (1, 2):
-        env = {**os.environ, "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}", "PYTHONPATH": str(ROOT)}
-        out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT)
+        env = {
+            **os.environ,
+            "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}",
+            "PYTHONPATH": str(ROOT),
+        }
+        out = subprocess.run(
+            [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
+        )
         assert out.returncode == 0, out.stderr[-3000:]
         results[n] = json.loads(out.stdout.strip().splitlines()[-1])
     assert results[1]["batched"]["mesh"] == [1, 1] and results[2]["batched"]["mesh"] == [1, 2]
@@ -102,7 +123,24 @@ def test_phase_diagram_axes_boundary_and_survival():
 
 def test_cli_sweep_writes_csv(tmp_path, capsys):
     path = tmp_path / "s.csv"
-    assert cli_main(["sweep", "--seq-len", "5", "--hidden-size", "3", "--over", "recurrent_gain=0.5:1.5:3", "--over", "seed=0,1", "--csv", str(path)]) == 0
+    assert (
+        cli_main(
+            [
+                "sweep",
+                "--seq-len",
+                "5",
+                "--hidden-size",
+                "3",
+                "--over",
+                "recurrent_gain=0.5:1.5:3",
+                "--over",
+                "seed=0,1",
+                "--csv",
+                str(path),
+            ]
+        )
+        == 0
+    )
     import pandas as pd
 
     df = pd.read_csv(path)
@@ -113,15 +151,23 @@ def test_two_processes_with_gloo_collectives_equal_the_single_process_sweep(tmp_
     """The several-hosts path, run: two local processes joined by jax.distributed."""
     import socket
 
-
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = tmp_path / "norms.npy"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
     env.pop("XLA_FLAGS", None)  # one CPU device per process
-    procs = [subprocess.Popen([sys.executable, str(ROOT / "tests" / "distributed_worker.py"), str(port), str(i), str(out)],
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env, cwd=ROOT) for i in range(2)]
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(ROOT / "tests" / "distributed_worker.py"), str(port), str(i), str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+            cwd=ROOT,
+        )
+        for i in range(2)
+    ]
     try:
         results = [p.communicate(timeout=300) for p in procs]
     finally:
@@ -129,6 +175,8 @@ def test_two_processes_with_gloo_collectives_equal_the_single_process_sweep(tmp_
             p.kill()
     for p, (stdout, stderr) in zip(procs, results):
         assert p.returncode == 0 and stdout.strip().endswith("ok"), stderr[-3000:]
-    single = sweep(RunConfig(cell="lstm", hidden_size=8, input_size=3, seq_len=20, batch_size=2),
-                   {"recurrent_gain": [0.5 + i / 7 for i in range(8)]})["log10_grad_norm"].to_numpy()
+    single = sweep(
+        RunConfig(cell="lstm", hidden_size=8, input_size=3, seq_len=20, batch_size=2),
+        {"recurrent_gain": [0.5 + i / 7 for i in range(8)]},
+    )["log10_grad_norm"].to_numpy()
     np.testing.assert_allclose(np.load(out), single, atol=1e-5)

@@ -29,7 +29,11 @@ def test_adding_batches_mark_one_step_in_each_half_and_sum_them():
     b = adding_batch(KEY, 500, 40)
     x, y = np.asarray(b.inputs), np.asarray(b.targets)
     assert x.shape == (500, 40, 2) and y.shape == (500,)
-    assert (x[:, :, 1].sum(1) == 2).all() and (x[:, :20, 1].sum(1) == 1).all() and (x[:, 20:, 1].sum(1) == 1).all()
+    assert (
+        (x[:, :, 1].sum(1) == 2).all()
+        and (x[:, :20, 1].sum(1) == 1).all()
+        and (x[:, 20:, 1].sum(1) == 1).all()
+    )
     np.testing.assert_allclose(y, (x[:, :, 0] * x[:, :, 1]).sum(1), rtol=1e-6)
     assert 0 <= x[:, :, 0].min() and x[:, :, 0].max() < 1
 
@@ -40,7 +44,12 @@ def test_copy_and_recall_batches():
     tokens = np.asarray(b.inputs).argmax(-1)
     assert b.inputs.shape == (50, seq_len, 10) and (np.asarray(b.inputs).sum(-1) == 1).all()
     np.testing.assert_array_equal(tokens[:, :10], np.asarray(b.targets))
-    assert (tokens[:, :10] < 8).all() and (tokens[:, 10:24] == 8).all() and (tokens[:, 24] == 9).all() and (tokens[:, 25:] == 8).all()
+    assert (
+        (tokens[:, :10] < 8).all()
+        and (tokens[:, 10:24] == 8).all()
+        and (tokens[:, 24] == 9).all()
+        and (tokens[:, 25:] == 8).all()
+    )
     r = recall_batch(KEY, 20, 12, lag=3)
     np.testing.assert_array_equal(np.asarray(r.targets), np.asarray(r.inputs)[:, 12 - 1 - 3, 0])
 
@@ -55,7 +64,9 @@ def test_baselines_equal_their_formulas_and_the_trivial_predictor():
     b = recall_batch(KEY, n, 5)
     assert float(recall.loss_fn(5)(jnp.zeros((n, 1)), b.targets)) == pytest.approx(1.0, abs=0.03)
     b = copy_batch(KEY, 64, 40)
-    assert float(copy.loss_fn(40)(jnp.zeros((64, 10, 8)), b.targets)) == pytest.approx(copy.baseline(40), rel=1e-6)
+    assert float(copy.loss_fn(40)(jnp.zeros((64, 10, 8)), b.targets)) == pytest.approx(
+        copy.baseline(40), rel=1e-6
+    )
     assert float(copy.metric_fn()(jax.nn.one_hot(b.targets, 8), b.targets)) == 1.0
 
 
@@ -66,8 +77,8 @@ def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
     assert r.final_loss() < 0.1 * r.baseline and r.solved_step is not None and r.nonfinite_step is None
     assert r.timing.steps_per_s > 0 and r.metric_name == "MSE"
     # Log step 0: the same zero-perturbation gradient, by hand, on analyze's weights.
-    from rnnviz.train import PROBE_BATCH, _PROBE_SALT, fixed_carry0, init_state, TrainSpec
     from rnnviz.analysis import Values, seed_key
+    from rnnviz.train import _PROBE_SALT, PROBE_BATCH, TrainSpec, fixed_carry0, init_state
 
     state = init_state(cfg, TrainSpec("recall", 0, "adam", 100), seed_key(0), Values.of(cfg))
     a = analyze(cfg, repeats=1, log_pass=False)
@@ -76,15 +87,22 @@ def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
     probe = TASKS["recall"].batch(jax.random.fold_in(jax.random.key(0), _PROBE_SALT), PROBE_BATCH, 6)
     carry0 = fixed_carry0(cfg, seed_key(0), Values.of(cfg), PROBE_BATCH)
     eps = jax.tree.map(lambda c: jnp.zeros((7,) + c.shape), carry0)
-    g = jax.grad(lambda e: task_loss(cfg, TASKS["recall"], state.params, carry0, probe.inputs, probe.targets, e)[0])(eps)
+    g = jax.grad(
+        lambda e: task_loss(cfg, TASKS["recall"], state.params, carry0, probe.inputs, probe.targets, e)[0]
+    )(eps)
     want = np.log10(np.sqrt((np.asarray(g, np.float64) ** 2).sum(axis=(1, 2))))
     np.testing.assert_allclose(r.profiles[0], want, atol=1e-5)
 
 
 def test_vmapped_runs_equal_individual_runs_and_curves_repeat_across_processes():
     runs = train_many(TINY, {"seed": [1, 0], "learning_rate": [3e-3]}, task="recall", steps=20, log_every=10)
-    assert [(r.config.seed, r.learning_rate) for r in runs] == [(1, pytest.approx(3e-3)), (0, pytest.approx(3e-3))]
-    one = train(TINY.replace(seed=1), "recall", steps=20, learning_rate=3e-3, log_every=10)  # one run: compiled without vmap
+    assert [(r.config.seed, r.learning_rate) for r in runs] == [
+        (1, pytest.approx(3e-3)),
+        (0, pytest.approx(3e-3)),
+    ]
+    one = train(
+        TINY.replace(seed=1), "recall", steps=20, learning_rate=3e-3, log_every=10
+    )  # one run: compiled without vmap
     np.testing.assert_allclose(runs[0].losses, one.losses, rtol=1e-5)
     np.testing.assert_allclose(runs[0].profiles, one.profiles, atol=1e-5)
     assert not np.allclose(runs[1].losses, one.losses)
@@ -94,13 +112,27 @@ def test_vmapped_runs_equal_individual_runs_and_curves_repeat_across_processes()
         r = train(RunConfig(hidden_size=8, input_size=1, seq_len=6, batch_size=16, seed=1), "recall", steps=20, learning_rate=3e-3, log_every=10)
         print(r.losses.tobytes().hex())
     """)
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-                         cwd=ROOT, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        cwd=ROOT,
+        timeout=300,
+    )
     assert out.stdout.strip() == one.losses.tobytes().hex(), out.stderr[-2000:]
 
 
 def test_clipping_counts_match_a_direct_computation():
-    cfg = RunConfig(cell="simple", activation="identity", recurrent_gain=1.3, hidden_size=8, input_size=2, seq_len=30, batch_size=8)
+    cfg = RunConfig(
+        cell="simple",
+        activation="identity",
+        recurrent_gain=1.3,
+        hidden_size=8,
+        input_size=2,
+        seq_len=30,
+        batch_size=8,
+    )
     r = train(cfg, "adding", steps=40, learning_rate=1e-3, clip=0.5, log_every=20)
     assert r.clip_count == int((r.grad_norm > 0.5).sum()) and 0 < r.clip_count
     # Step 0's gradient norm, by hand from the same params and the same batch.
@@ -110,13 +142,23 @@ def test_clipping_counts_match_a_direct_computation():
     state = init_state(cfg, TrainSpec("adding", 0, "adam", 20), seed_key(0), Values.of(cfg))
     data = adding_batch(jax.random.fold_in(jax.random.fold_in(jax.random.key(0), _TRAIN_SALT), 0), 8, 30)
     carry0 = fixed_carry0(cfg, seed_key(0), Values.of(cfg), 8)
-    grads = jax.grad(lambda p: task_loss(cfg, TASKS["adding"], p, carry0, data.inputs, data.targets)[0])(state.params)
+    grads = jax.grad(lambda p: task_loss(cfg, TASKS["adding"], p, carry0, data.inputs, data.targets)[0])(
+        state.params
+    )
     assert r.grad_norm[0] == pytest.approx(float(optax.tree.norm(grads)), rel=1e-5)
     assert r.clipped[0] == (r.grad_norm[0] > 0.5)
 
 
 def test_exploding_run_without_clipping_stops_at_the_nonfinite_step():
-    cfg = RunConfig(cell="simple", activation="identity", recurrent_gain=3.0, hidden_size=8, input_size=2, seq_len=60, batch_size=8)
+    cfg = RunConfig(
+        cell="simple",
+        activation="identity",
+        recurrent_gain=3.0,
+        hidden_size=8,
+        input_size=2,
+        seq_len=60,
+        batch_size=8,
+    )
     r = train(cfg, "adding", steps=200, learning_rate=0.5, optimizer="sgd", clip=None, log_every=50)
     assert r.nonfinite_step is not None and r.steps_run == r.nonfinite_step + 1 < 200
     assert not np.isfinite(r.losses[-1]) or not np.isfinite(r.grad_norm[-1])
@@ -156,11 +198,39 @@ def test_bad_training_arguments_are_config_errors_naming_the_field():
 def test_cli_train_json_and_bad_flags(capsys):
     from rnnviz.cli import main
 
-    assert main(["train", "--task", "recall", "--input-size", "1", "--hidden-size", "8", "--seq-len", "6", "--batch-size", "16",
-                 "--steps", "40", "--log-every", "20", "--learning-rate", "0.01", "--json"]) == 0
+    assert (
+        main(
+            [
+                "train",
+                "--task",
+                "recall",
+                "--input-size",
+                "1",
+                "--hidden-size",
+                "8",
+                "--seq-len",
+                "6",
+                "--batch-size",
+                "16",
+                "--steps",
+                "40",
+                "--log-every",
+                "20",
+                "--learning-rate",
+                "0.01",
+                "--json",
+            ]
+        )
+        == 0
+    )
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    assert len(out["losses"]) == 40 and out["baseline"] == 1.0 and len(out["profiles"]) == 2 and "40/40 steps" in captured.err
+    assert (
+        len(out["losses"]) == 40
+        and out["baseline"] == 1.0
+        and len(out["profiles"]) == 2
+        and "40/40 steps" in captured.err
+    )
     assert main(["train", "--task", "adding", "--input-size", "3"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("error: input_size=3")
@@ -196,7 +266,9 @@ def test_training_tab_trains_shows_charts_and_verdict_and_does_not_retrain():
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any(m.value.startswith("**Training:** Learned the recall problem at T=10") for m in at.markdown)
     loss = figure_by_title(at, "Loss (recall")
-    assert len(decode(loss["data"][0]["y"])) == 200 and any(s["y0"] == 1.0 for s in loss["layout"]["shapes"])  # the baseline
+    assert len(decode(loss["data"][0]["y"])) == 200 and any(
+        s["y0"] == 1.0 for s in loss["layout"]["shapes"]
+    )  # the baseline
     heat = figure_by_title(at, "log₁₀ ‖∂L/∂carry_t‖ on a fixed probe batch")
     assert np.asarray(decode(heat["data"][0]["z"])).shape == (4, 11)  # 4 profiles × (T + 1)
     figure_by_title(at, "Global gradient norm")
@@ -208,15 +280,25 @@ def test_training_tab_trains_shows_charts_and_verdict_and_does_not_retrain():
 
 
 def test_stop_button_stops_a_run_in_progress():
-    from apptest_helpers import figure_by_title, decode, run_app
+    from apptest_helpers import decode, figure_by_title, run_app
+
     from rnnviz.ui import jobs
     from rnnviz.ui.app import _key, _pool, _train_key, _training_config
     from rnnviz.ui.views import TRAIN_DEFAULTS
 
     at = run_app({"tab": "Training", "seq_len": "10", "hidden_size": "8"})
     at = _set_training(at, task="recall", steps=500, batch=16, log_every=20)
-    settings = dict(task="recall", steps=500, log_every=20, batch=16, optimizer="adam", learning_rate=TRAIN_DEFAULTS["lr"],
-                    clip=TRAIN_DEFAULTS["clip"], seeds=1, lag=0)
+    settings = dict(
+        task="recall",
+        steps=500,
+        log_every=20,
+        batch=16,
+        optimizer="adam",
+        learning_rate=TRAIN_DEFAULTS["lr"],
+        clip=TRAIN_DEFAULTS["clip"],
+        seeds=1,
+        lag=0,
+    )
     cfg = _training_config(RunConfig(seq_len=10, hidden_size=8), settings)
     key = _train_key(cfg, settings)
     # A run in progress in its worker, one chunk done (as if Train had been pressed a moment ago).
@@ -239,7 +321,9 @@ def test_training_records_are_schema_one_of_kind_train_and_stay_out_of_the_devic
     r = train(TINY, "recall", steps=20, log_every=10)
     rec = train_record(r, "chunked")
     assert validate(rec) is None and rec["steps_run"] == 20 and rec["kind"] == "train"
-    assert validate({**rec, "mode": "fast"}) == "unknown mode 'fast'" and validate({**rec, "kind": "other"}).startswith("unknown kind")
+    assert validate({**rec, "mode": "fast"}) == "unknown mode 'fast'" and validate(
+        {**rec, "kind": "other"}
+    ).startswith("unknown kind")
     append_records(tmp_path / "train.jsonl", [rec])
     loaded = load_dir(tmp_path)
     assert len(loaded.records) == 1 and not loaded.skipped

@@ -43,7 +43,10 @@ def test_answers_and_errors_come_back_as_they_were(pool):
 
 def test_a_call_past_its_limit_is_stopped_its_worker_replaced_and_the_others_untouched(pool):
     stuck, free = _routes(pool)
-    stuck_pid, free_pid = pool.call(os.getpid, route=stuck, what="pid"), pool.call(os.getpid, route=free, what="pid")
+    stuck_pid, free_pid = (
+        pool.call(os.getpid, route=stuck, what="pid"),
+        pool.call(os.getpid, route=free, what="pid"),
+    )
     answers = {}
 
     def other_session():
@@ -53,7 +56,9 @@ def test_a_call_past_its_limit_is_stopped_its_worker_replaced_and_the_others_unt
 
     t = threading.Thread(target=other_session)
     t.start()
-    with pytest.raises(ComputationTimeout, match=r"a nap did not finish within the 2 s limit \(stopped after 2\.\d s\)") as err:
+    with pytest.raises(
+        ComputationTimeout, match=r"a nap did not finish within the 2 s limit \(stopped after 2\.\d s\)"
+    ) as err:
         pool.call(time.sleep, 3600, route=stuck, what="a nap", time_limit_s=2)
     stopped_at = time.perf_counter()
     t.join()
@@ -115,6 +120,7 @@ def test_the_result_cache_computes_a_key_once_while_others_wait_and_forgets_fail
 
 def test_the_dashboard_says_what_was_stopped_and_keeps_pins_and_url(monkeypatch):
     from apptest_helpers import run_app
+
     from rnnviz.ui import app
 
     real = WorkerPool(size=1, setup="rnnviz.ui.jobs:setup", time_limit_s=60)
@@ -147,12 +153,16 @@ def test_a_worker_keeps_its_executables_so_a_value_change_does_not_recompile(poo
 
     def ask(**values):
         cfg = RunConfig(hidden_size=6, input_size=3, seq_len=9, batch_size=2, **values)
-        return pool.call(jobs.analysis, json.dumps(cfg.to_dict(), sort_keys=True), route="one shape", what="an analysis")
+        return pool.call(
+            jobs.analysis, json.dumps(cfg.to_dict(), sort_keys=True), route="one shape", what="an analysis"
+        )
 
     first = ask(seed=0)
     later = [ask(seed=1), ask(recurrent_gain=0.7), ask(input_scale=2.0)]
     # One compile, when the shape was first asked for: every later call reports that same one.
-    assert first.timing.compile_s > 0 and all(a.timing.cache_hit and a.timing.compile_s == first.timing.compile_s for a in later)
+    assert first.timing.compile_s > 0 and all(
+        a.timing.cache_hit and a.timing.compile_s == first.timing.compile_s for a in later
+    )
     assert len({float(a.loss) for a in [first, *later]}) == 4  # each is its own computation
 
 
@@ -169,9 +179,14 @@ def test_a_stuck_worker_ends_when_its_server_is_gone(tmp_path):
         "pool = WorkerPool(size=1)\n"
         "pool.call(divmod, 1, 1, route='r', what='start')\n"
         "print(pool.workers[0].process.pid, flush=True)\n"
-        "pool.call(time.sleep, 3600, route='r', what='stuck')\n")
-    server = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True,
-                              env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+        "pool.call(time.sleep, 3600, route='r', what='stuck')\n"
+    )
+    server = subprocess.Popen(
+        [sys.executable, str(script)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
+    )
     worker = int(server.stdout.readline())
     time.sleep(0.5)  # the worker is now inside its hour-long call
     server.send_signal(signal.SIGKILL)

@@ -26,14 +26,24 @@ modules whose name starts with ``h``).
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
 from rnnviz.cells.modern import (
-    IndRNNCell, LRUCell, MinGRUCell, MinLSTMCell, lru_linear, lru_pack, lru_readout, lru_unpack, mingru_linear, minlstm_linear,
+    IndRNNCell,
+    LRUCell,
+    MinGRUCell,
+    MinLSTMCell,
+    lru_linear,
+    lru_pack,
+    lru_readout,
+    lru_unpack,
+    mingru_linear,
+    minlstm_linear,
     u_init,
 )
 from rnnviz.cells.registry import CellSpec, FusedForm, cell_names, cell_spec, hidden_kernels, register_cell
@@ -128,7 +138,9 @@ def _indrnn(cfg: RunConfig, options: dict[str, Any]) -> nn.RNNCellBase:
 
 def _minimal(cls: type) -> Callable:
     def build(cfg: RunConfig, options: dict[str, Any]) -> nn.RNNCellBase:
-        return cls(**{k: v for k, v in options.items() if k not in ("recurrent_kernel_init", "activation_fn")})
+        return cls(
+            **{k: v for k, v in options.items() if k not in ("recurrent_kernel_init", "activation_fn")}
+        )
 
     return build
 
@@ -253,42 +265,136 @@ def _mgu_backward(res, h, g, act):
     return g * f, (df, dn), (df, dn * f)
 
 
-register_cell("simple", CellSpec(
-    _flax_cell(nn.SimpleCell, takes_activation=True), activations=("tanh", "relu", "identity"), group="classic",
-    matmuls=1, residuals=3, theory=_pascanu, fused=FusedForm(("",), (True,), (False,), _simple_pointwise, step=_simple_step, backward=_simple_backward),
-    description="h' = φ(W_i x + b + W_h h) (Elman 1990); Flax SimpleCell"))
-register_cell("lstm", CellSpec(
-    _flax_cell(nn.OptimizedLSTMCell), components=("c", "h"), forget_bias=_add_to(("hf", "bias")), group="classic",
-    matmuls=4, vectors=4, residuals=14, gates=("i", "f", "o"),
-    fused=FusedForm(("i", "f", "g", "o"), (False,) * 4, (True,) * 4, _lstm_pointwise, step=_lstm_step, backward=_lstm_backward),
-    description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax OptimizedLSTMCell, carry (c, h)"))
-register_cell("gru", CellSpec(
-    _flax_cell(nn.GRUCell), group="classic", matmuls=3, vectors=4, residuals=9, gates=("r", "z"),
-    fused=FusedForm(("r", "z", "n"), (True,) * 3, (False, False, True), _gru_pointwise, additive=(True, True, False),
-                    step=_gru_step, backward=_gru_backward),
-    description="h' = (1 − z)⊙n + z⊙h (Cho et al. 2014); Flax GRUCell"))
-register_cell("mgu", CellSpec(
-    _flax_cell(nn.MGUCell), group="classic", matmuls=2, vectors=3, residuals=7, gates=("f",),
-    fused=FusedForm(("f", "n"), (True, True), (False, True), _mgu_pointwise, additive=(True, False),
-                    step=_mgu_step, backward=_mgu_backward),
-    description="h' = (1 − f)⊙n + f⊙h (Zhou et al. 2016); Flax MGUCell"))
-register_cell("indrnn", CellSpec(
-    _indrnn, recurrent=_named("u"), activations=("relu", "tanh", "identity"), group="linear-recurrent",
-    matmuls=1, vectors=2, residuals=3, theory=_diagonal("indrnn_jacobians"),
-    description="h' = φ(W x + u⊙h + b), element-wise recurrence (Li et al. 2018); gain scales u"))
-register_cell("mingru", CellSpec(
-    _minimal(MinGRUCell), recurrent=_named("a"), group="linear-recurrent", matmuls=2, vectors=3, residuals=4, gates=("z",),
-    theory=_diagonal("mingru_jacobians"), linear_form=mingru_linear,
-    description="h' = a(1 − z)⊙h + z⊙h̃, gates from x only (Feng et al. 2024); gain scales a"))
-register_cell("minlstm", CellSpec(
-    _minimal(MinLSTMCell), recurrent=_named("a"), forget_bias=_add_to(("if", "bias")), group="linear-recurrent",
-    matmuls=3, vectors=4, residuals=6, gates=("f", "i"), theory=_diagonal("minlstm_jacobians"),
-    linear_form=minlstm_linear,
-    description="h' = a·f'⊙h + i'⊙h̃, f' = f/(f+i) from x only (Feng et al. 2024); gain scales a"))
+register_cell(
+    "simple",
+    CellSpec(
+        _flax_cell(nn.SimpleCell, takes_activation=True),
+        activations=("tanh", "relu", "identity"),
+        group="classic",
+        matmuls=1,
+        residuals=3,
+        theory=_pascanu,
+        fused=FusedForm(
+            ("",), (True,), (False,), _simple_pointwise, step=_simple_step, backward=_simple_backward
+        ),
+        description="h' = φ(W_i x + b + W_h h) (Elman 1990); Flax SimpleCell",
+    ),
+)
+register_cell(
+    "lstm",
+    CellSpec(
+        _flax_cell(nn.OptimizedLSTMCell),
+        components=("c", "h"),
+        forget_bias=_add_to(("hf", "bias")),
+        group="classic",
+        matmuls=4,
+        vectors=4,
+        residuals=14,
+        gates=("i", "f", "o"),
+        fused=FusedForm(
+            ("i", "f", "g", "o"),
+            (False,) * 4,
+            (True,) * 4,
+            _lstm_pointwise,
+            step=_lstm_step,
+            backward=_lstm_backward,
+        ),
+        description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax OptimizedLSTMCell, carry (c, h)",
+    ),
+)
+register_cell(
+    "gru",
+    CellSpec(
+        _flax_cell(nn.GRUCell),
+        group="classic",
+        matmuls=3,
+        vectors=4,
+        residuals=9,
+        gates=("r", "z"),
+        fused=FusedForm(
+            ("r", "z", "n"),
+            (True,) * 3,
+            (False, False, True),
+            _gru_pointwise,
+            additive=(True, True, False),
+            step=_gru_step,
+            backward=_gru_backward,
+        ),
+        description="h' = (1 − z)⊙n + z⊙h (Cho et al. 2014); Flax GRUCell",
+    ),
+)
+register_cell(
+    "mgu",
+    CellSpec(
+        _flax_cell(nn.MGUCell),
+        group="classic",
+        matmuls=2,
+        vectors=3,
+        residuals=7,
+        gates=("f",),
+        fused=FusedForm(
+            ("f", "n"),
+            (True, True),
+            (False, True),
+            _mgu_pointwise,
+            additive=(True, False),
+            step=_mgu_step,
+            backward=_mgu_backward,
+        ),
+        description="h' = (1 − f)⊙n + f⊙h (Zhou et al. 2016); Flax MGUCell",
+    ),
+)
+register_cell(
+    "indrnn",
+    CellSpec(
+        _indrnn,
+        recurrent=_named("u"),
+        activations=("relu", "tanh", "identity"),
+        group="linear-recurrent",
+        matmuls=1,
+        vectors=2,
+        residuals=3,
+        theory=_diagonal("indrnn_jacobians"),
+        description="h' = φ(W x + u⊙h + b), element-wise recurrence (Li et al. 2018); gain scales u",
+    ),
+)
+register_cell(
+    "mingru",
+    CellSpec(
+        _minimal(MinGRUCell),
+        recurrent=_named("a"),
+        group="linear-recurrent",
+        matmuls=2,
+        vectors=3,
+        residuals=4,
+        gates=("z",),
+        theory=_diagonal("mingru_jacobians"),
+        linear_form=mingru_linear,
+        description="h' = a(1 − z)⊙h + z⊙h̃, gates from x only (Feng et al. 2024); gain scales a",
+    ),
+)
+register_cell(
+    "minlstm",
+    CellSpec(
+        _minimal(MinLSTMCell),
+        recurrent=_named("a"),
+        forget_bias=_add_to(("if", "bias")),
+        group="linear-recurrent",
+        matmuls=3,
+        vectors=4,
+        residuals=6,
+        gates=("f", "i"),
+        theory=_diagonal("minlstm_jacobians"),
+        linear_form=minlstm_linear,
+        description="h' = a·f'⊙h + i'⊙h̃, f' = f/(f+i) from x only (Feng et al. 2024); gain scales a",
+    ),
+)
 
 
 def _lru(cfg: RunConfig, options: dict[str, Any]) -> nn.RNNCellBase:
-    return LRUCell(**{k: v for k, v in options.items() if k not in ("recurrent_kernel_init", "activation_fn")})
+    return LRUCell(
+        **{k: v for k, v in options.items() if k not in ("recurrent_kernel_init", "activation_fn")}
+    )
 
 
 def _scale_leaf(name: str) -> Callable:
@@ -300,11 +406,26 @@ def _scale_leaf(name: str) -> Callable:
     return hook
 
 
-register_cell("lru", CellSpec(
-    _lru, components=("re", "im"), output="re", readout=lru_readout, recurrent=_named("nu_log", "theta_log", "a"),
-    apply_gain=_scale_leaf("a"), group="linear-recurrent", matmuls=5, vectors=3, residuals=6,
-    theory=_diagonal("lru_jacobians", "lru_cotangent"), linear_form=lru_linear, pack=lru_pack, unpack=lru_unpack,
-    description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry (re, im); gain scales |λ|"))
+register_cell(
+    "lru",
+    CellSpec(
+        _lru,
+        components=("re", "im"),
+        output="re",
+        readout=lru_readout,
+        recurrent=_named("nu_log", "theta_log", "a"),
+        apply_gain=_scale_leaf("a"),
+        group="linear-recurrent",
+        matmuls=5,
+        vectors=3,
+        residuals=6,
+        theory=_diagonal("lru_jacobians", "lru_cotangent"),
+        linear_form=lru_linear,
+        pack=lru_pack,
+        unpack=lru_unpack,
+        description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry (re, im); gain scales |λ|",
+    ),
+)
 
 
 def is_recurrent(cfg: RunConfig, path: tuple[str, ...]) -> bool:
@@ -332,6 +453,7 @@ def adjust_params(cfg: RunConfig, params: Params, gain: jax.Array, forget_bias: 
     if spec.apply_gain is not None:
         params = spec.apply_gain(params, gain)
     else:
+
         def scale(path, leaf):
             names = tuple(k.key for k in path)
             return (leaf.astype(jnp.float32) * gain).astype(leaf.dtype) if spec.recurrent(names) else leaf
@@ -352,7 +474,9 @@ def output_of(cfg: RunConfig, carry: Any) -> jax.Array:
     return jax.tree.leaves(carry)[cfg.carry_components.index(cell_spec(cfg.cell).output)]
 
 
-def outputs(cfg: RunConfig, params: Params, carries: Any, xs: jax.Array, *, per_step: bool = False) -> jax.Array:
+def outputs(
+    cfg: RunConfig, params: Params, carries: Any, xs: jax.Array, *, per_step: bool = False
+) -> jax.Array:
     """The outputs y_1 … y_T ``[T, (B,) O]`` of a trajectory (carries ``[T+1, …]`` with
     carry_0 at index 0, time-major xs ``[T, (B,) I]``): the output leaf, or the spec's
     ``readout`` at every step (params with a leading ``[T]`` axis when ``per_step``)."""
@@ -370,6 +494,20 @@ def final_output(cfg: RunConfig, params: Params, carry: Any, x_last: jax.Array) 
 
 
 __all__ = [
-    "PARAM_GROUPS", "CellSpec", "FusedForm", "Params", "adjust_params", "carry_initializer", "carry_to_dict", "cell_names", "cell_spec",
-    "final_output", "is_recurrent", "make_cell", "output_of", "outputs", "param_group", "register_cell",
+    "PARAM_GROUPS",
+    "CellSpec",
+    "FusedForm",
+    "Params",
+    "adjust_params",
+    "carry_initializer",
+    "carry_to_dict",
+    "cell_names",
+    "cell_spec",
+    "final_output",
+    "is_recurrent",
+    "make_cell",
+    "output_of",
+    "outputs",
+    "param_group",
+    "register_cell",
 ]

@@ -10,7 +10,8 @@ form; their recurrence is linear in the carry.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -33,8 +34,15 @@ class _Cell(nn.RNNCellBase):
     carry_init: Initializer = nn.initializers.zeros_init()
 
     def _dense(self, name: str, bias: bool = True) -> nn.Dense:
-        return nn.Dense(self.features, use_bias=bias, dtype=self.dtype, param_dtype=self.param_dtype,
-                        kernel_init=self.kernel_init, bias_init=self.bias_init, name=name)
+        return nn.Dense(
+            self.features,
+            use_bias=bias,
+            dtype=self.dtype,
+            param_dtype=self.param_dtype,
+            kernel_init=self.kernel_init,
+            bias_init=self.bias_init,
+            name=name,
+        )
 
     @nn.nowrap
     def initialize_carry(self, rng: jax.Array, input_shape: tuple[int, ...]) -> jax.Array:
@@ -62,7 +70,9 @@ class IndRNNCell(_Cell):
     @nn.compact
     def __call__(self, carry: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
         u = self.param("u", self.u_init, (self.features,), self.param_dtype)
-        h = self.activation_fn(self._dense("i")(x) + jnp.broadcast_to(u.astype(carry.dtype), carry.shape) * carry)
+        h = self.activation_fn(
+            self._dense("i")(x) + jnp.broadcast_to(u.astype(carry.dtype), carry.shape) * carry
+        )
         return h, h
 
 
@@ -152,7 +162,9 @@ class LRUCell(_Cell):
 
     def _kernel(self, name: str, fan_in: int, features: int, scale: float) -> jax.Array:
         init = nn.initializers.normal(scale / fan_in**0.5)
-        return self.param(name, lambda k, s, d: init(k, s, jnp.float32).astype(d), (fan_in, features), self.param_dtype)
+        return self.param(
+            name, lambda k, s, d: init(k, s, jnp.float32).astype(d), (fan_in, features), self.param_dtype
+        )
 
     @nn.compact
     def __call__(self, carry: tuple[jax.Array, jax.Array], x: jax.Array):
@@ -163,8 +175,11 @@ class LRUCell(_Cell):
         a = self.param("a", nn.initializers.ones_init(), (), self.param_dtype)
         b_re = self._kernel("B_re", i_dim, h_dim, 2**-0.5)
         b_im = self._kernel("B_im", i_dim, h_dim, 2**-0.5)
-        readout = {"C_re": self._kernel("C_re", h_dim, h_dim, 1.0), "C_im": self._kernel("C_im", h_dim, h_dim, 1.0),
-                   "D": self.param("D", self.kernel_init, (i_dim, h_dim), self.param_dtype)}
+        readout = {
+            "C_re": self._kernel("C_re", h_dim, h_dim, 1.0),
+            "C_im": self._kernel("C_im", h_dim, h_dim, 1.0),
+            "D": self.param("D", self.kernel_init, (i_dim, h_dim), self.param_dtype),
+        }
         modulus = jnp.exp(-jnp.exp(nu_log.astype(jnp.float32)))
         gamma = jnp.sqrt(1.0 - modulus**2)
         phase = jnp.exp(theta_log.astype(jnp.float32))
@@ -194,10 +209,15 @@ def lru_readout(params: dict[str, Any], carry: tuple[jax.Array, jax.Array], x: j
     """y = Re(C h) + D x = h_re C_reᵀ − h_im C_imᵀ + x D, ``[(B,) H]`` (C stored ``[H_in, H_out]``)."""
     re, im = carry
     dt = re.dtype
-    return re @ params["C_re"].astype(dt) - im @ params["C_im"].astype(dt) + x.astype(dt) @ params["D"].astype(dt)
+    return (
+        re @ params["C_re"].astype(dt)
+        - im @ params["C_im"].astype(dt)
+        + x.astype(dt) @ params["D"].astype(dt)
+    )
 
 
 # ---- linear forms for the parallel strategy: h_t = A_t ⊙ h_{t−1} + B_t ---------------------
+
 
 def _apply_dense(p: dict[str, Any], x: jax.Array) -> jax.Array:
     out = x @ p["kernel"].astype(x.dtype)
@@ -228,7 +248,9 @@ def lru_linear(params: dict[str, Any], xs: jax.Array) -> tuple[jax.Array, jax.Ar
     lam = jax.lax.complex(modulus * jnp.cos(phase), modulus * jnp.sin(phase))
     bx = jax.lax.complex(x @ params["B_re"].astype(jnp.float32), x @ params["B_im"].astype(jnp.float32))
     shape = bx.shape
-    return jnp.broadcast_to(lam, shape), jax.lax.complex(jnp.broadcast_to(gamma, shape), jnp.zeros(shape, jnp.float32)) * bx
+    return jnp.broadcast_to(lam, shape), jax.lax.complex(
+        jnp.broadcast_to(gamma, shape), jnp.zeros(shape, jnp.float32)
+    ) * bx
 
 
 def lru_pack(carry: tuple[jax.Array, jax.Array]) -> jax.Array:

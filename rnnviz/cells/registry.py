@@ -26,8 +26,9 @@ import dataclasses
 import importlib.metadata
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 log = logging.getLogger("rnnviz.cells")
 
@@ -146,7 +147,9 @@ class CellSpec:
         if not callable(self.build):
             raise TypeError("CellSpec.build must be callable: (cfg, options) -> Flax cell")
         if not self.components or self.output not in self.components:
-            raise ValueError(f"CellSpec.output {self.output!r} must be one of its components {self.components}")
+            raise ValueError(
+                f"CellSpec.output {self.output!r} must be one of its components {self.components}"
+            )
         if self.group not in GROUPS:
             raise ValueError(f"CellSpec.group must be one of {GROUPS}")
         if not self.activations:
@@ -174,7 +177,9 @@ def register_cell(name: str, spec: CellSpec, *, replace: bool = False) -> CellSp
     if not isinstance(spec, CellSpec):
         raise TypeError(f"register_cell({name!r}, ...) needs a CellSpec, got {type(spec).__name__}")
     if not _NAME.match(name):
-        raise ValueError(f"cell name {name!r}: lower-case letters, digits and _, starting with a letter, at most 32")
+        raise ValueError(
+            f"cell name {name!r}: lower-case letters, digits and _, starting with a letter, at most 32"
+        )
     if name in _TABLE and not replace and _TABLE[name] is not spec:
         raise ValueError(f"a cell named {name!r} is already registered (pass replace=True to override)")
     _TABLE[name] = spec

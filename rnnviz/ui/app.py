@@ -28,11 +28,22 @@ from rnnviz.ui import budget, jobs, state, views
 from rnnviz.ui.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
-TABS = ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Training", "Devices", "Compare", "Learn")
+TABS = (
+    "Gradients",
+    "Carry",
+    "Strategies",
+    "Phase diagram",
+    "Jacobians",
+    "Training",
+    "Devices",
+    "Compare",
+    "Learn",
+)
 log = logging.getLogger("rnnviz.app")
 
 
 # ---- calculation: in worker processes (rnnviz.ui.worker), results cached here ---------------
+
 
 @st.cache_resource(show_spinner=False)
 def _pool() -> WorkerPool | InlinePool:
@@ -89,7 +100,13 @@ def _analysis(cfg_json: str) -> Analysis:
 
 def _strategies(cfg_json: str, repeats: int) -> pd.DataFrame:
     cfg = RunConfig(**json.loads(cfg_json))
-    return compute(f"every strategy on {describe(cfg)} ({repeats} runs each)", _route(cfg), jobs.strategies_table, cfg_json, repeats)
+    return compute(
+        f"every strategy on {describe(cfg)} ({repeats} runs each)",
+        _route(cfg),
+        jobs.strategies_table,
+        cfg_json,
+        repeats,
+    )
 
 
 def _availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -98,24 +115,46 @@ def _availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
 
 def _scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
     cfg = RunConfig(**json.loads(cfg_json))
-    return compute(f"every strategy at T ∈ {list(lens)} ({cfg.cell})", _route(cfg), jobs.scaling_table, cfg_json, lens)
+    return compute(
+        f"every strategy at T ∈ {list(lens)} ({cfg.cell})", _route(cfg), jobs.scaling_table, cfg_json, lens
+    )
 
 
 def _devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
     cfg = RunConfig(**json.loads(cfg_json))
-    return compute(f"live runs on every device of {describe(cfg)}", _route(cfg), jobs.devices_live, cfg_json, repeats)
+    return compute(
+        f"live runs on every device of {describe(cfg)}", _route(cfg), jobs.devices_live, cfg_json, repeats
+    )
 
 
 def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
     cfg = RunConfig(**json.loads(cfg_json))
-    return compute(f"the phase diagram ({n} gains × {seeds} seeds, {describe(cfg)})", _route(cfg), jobs.phase, cfg_json,
-                   lo, hi, n, seeds)
+    return compute(
+        f"the phase diagram ({n} gains × {seeds} seeds, {describe(cfg)})",
+        _route(cfg),
+        jobs.phase,
+        cfg_json,
+        lo,
+        hi,
+        n,
+        seeds,
+    )
 
 
-def _lyapunov_phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+def _lyapunov_phase(
+    cfg_json: str, lo: float, hi: float, n: int, seeds: int
+) -> tuple[pd.DataFrame, float | None]:
     cfg = RunConfig(**json.loads(cfg_json))
-    return compute(f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})", _route(cfg), jobs.lyapunov_phase_table, cfg_json,
-                   lo, hi, n, seeds)
+    return compute(
+        f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})",
+        _route(cfg),
+        jobs.lyapunov_phase_table,
+        cfg_json,
+        lo,
+        hi,
+        n,
+        seeds,
+    )
 
 
 def _lyapunov(cfg_json: str, k: int) -> Lyapunov:
@@ -125,10 +164,18 @@ def _lyapunov(cfg_json: str, k: int) -> Lyapunov:
 
 def _jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
     cfg = RunConfig(**json.loads(cfg_json))
-    return compute(f"the step Jacobians' top {k} singular values ({describe(cfg)})", _route(cfg), jobs.jacobians, cfg_json, k, example)
+    return compute(
+        f"the step Jacobians' top {k} singular values ({describe(cfg)})",
+        _route(cfg),
+        jobs.jacobians,
+        cfg_json,
+        k,
+        example,
+    )
 
 
 # ---- training: a few compiled chunks per rerun (in the run's worker), so progress shows and Stop works
+
 
 @st.cache_resource(show_spinner=False)
 def _trained_store() -> dict:
@@ -181,8 +228,10 @@ def training_panel(cfg: RunConfig) -> None:
     from rnnviz.tasks import TASKS
     from rnnviz.train import OPTIMIZERS
 
-    st.markdown("Train the configured cell (with a Dense readout) on a long-range task and watch ‖∂L/∂carry_t‖ as it learns. "
-                "The task fixes the input size; the batch is drawn fresh every step.")
+    st.markdown(
+        "Train the configured cell (with a Dense readout) on a long-range task and watch ‖∂L/∂carry_t‖ as it learns. "
+        "The task fixes the input size; the batch is drawn fresh every step."
+    )
     settings = views.training_controls(cfg, TASKS, OPTIMIZERS)
     tcfg = _training_config(cfg, settings)
     plan = budget.training_plan(tcfg, settings["log_every"])
@@ -190,14 +239,28 @@ def training_panel(cfg: RunConfig) -> None:
         st.info(plan.note.replace("steps per chunk", "steps per chunk (one compiled call between redraws)"))
     settings = {**settings, "log_every": plan.settings["chunk"]}
     if (tcfg.input_size, tcfg.batch_size) != (cfg.input_size, cfg.batch_size):
-        st.caption(f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch {tcfg.batch_size}; "
-                   "every other field as in the sidebar.")
+        st.caption(
+            f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch {tcfg.batch_size}; "
+            "every other field as in the sidebar."
+        )
     key = _train_key(tcfg, settings)
     store = _trained_store()
     running = st.session_state.get("trainer") == key
     c1, c2, c3 = st.columns(3)
-    c1.button("Train", key="train_start", type="primary", disabled=running, on_click=_start_training, args=(_key(tcfg), settings))
-    c2.button("Stop", key="train_stop", on_click=_stop_training, help="stops the run in progress after its current chunk")
+    c1.button(
+        "Train",
+        key="train_start",
+        type="primary",
+        disabled=running,
+        on_click=_start_training,
+        args=(_key(tcfg), settings),
+    )
+    c2.button(
+        "Stop",
+        key="train_stop",
+        on_click=_stop_training,
+        help="stops the run in progress after its current chunk",
+    )
     if st.session_state.get("train_error"):
         st.error(f"Training cannot run: {st.session_state['train_error']}")
     if running:
@@ -210,8 +273,11 @@ def training_panel(cfg: RunConfig) -> None:
             return
         rate = progress.steps_done / progress.run_s if progress.run_s > 0 else 0.0
         eta = (progress.steps - progress.steps_done) / rate if rate > 0 else 0.0
-        bar.progress(progress.steps_done / progress.steps, text=f"{progress.steps_done}/{progress.steps} steps · {rate:.0f} steps/s "
-                                                                f"per run · ETA {eta:.0f} s")
+        bar.progress(
+            progress.steps_done / progress.steps,
+            text=f"{progress.steps_done}/{progress.steps} steps · {rate:.0f} steps/s "
+            f"per run · ETA {eta:.0f} s",
+        )
         if progress.done:
             st.session_state["trainer"] = None
             if progress.records is not None:
@@ -225,7 +291,9 @@ def training_panel(cfg: RunConfig) -> None:
             return
     records = store.get(key)
     if records is None:
-        st.info("Press Train: the settings above have not been trained yet (finished runs are kept, so coming back does not retrain).")
+        st.info(
+            "Press Train: the settings above have not been trained yet (finished runs are kept, so coming back does not retrain)."
+        )
         return
     label = f"{tcfg.cell} T={tcfg.seq_len} g={tcfg.recurrent_gain:g} {settings['task']} lr={settings['learning_rate']:g}"
     c3.button("Pin these runs", key="train_pin", on_click=_pin_training, args=(key, label))
@@ -252,16 +320,25 @@ def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, s
 
 def analysis_for(cfg: RunConfig) -> Analysis:
     key = _key(cfg)
-    if _results().peek(("analysis", key)) or _pool().call(jobs.is_compiled, key, route=_route(cfg), what="a cache look-up"):
+    if _results().peek(("analysis", key)) or _pool().call(
+        jobs.is_compiled, key, route=_route(cfg), what="a cache look-up"
+    ):
         return _analysis(key)
-    with st.status(f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
-                   f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…", expanded=False) as status:
+    with st.status(
+        f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
+        f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…",
+        expanded=False,
+    ) as status:
         a = _analysis(key)
-        status.update(label=f"Compiled in {a.timing.compile_s:.2f} s (reused for every seed, gain and scale)", state="complete")
+        status.update(
+            label=f"Compiled in {a.timing.compile_s:.2f} s (reused for every seed, gain and scale)",
+            state="complete",
+        )
         return a
 
 
 # ---- pins: per session, stored as config JSON -------------------------------------------
+
 
 def _pins() -> list[str]:
     return st.session_state.setdefault("pins", [])
@@ -282,6 +359,7 @@ def _clear() -> None:
 
 
 # ---- rendering ----------------------------------------------------------------------------
+
 
 def main() -> None:
     st.set_page_config(page_title="rnnviz — gradients through time", page_icon="∇", layout="wide")
@@ -325,17 +403,29 @@ def main() -> None:
         "Gradients": lambda: views.gradients_view(a, pinned),
         "Carry": lambda: views.carry_view(a, pinned),
         "Strategies": lambda: views.strategies_view(
-            a, lambda c, r: _strategies(_key(c), r), lambda c: _analysis(_key(c)),
-            lambda c, lens: _scaling(_key(c), lens), *_availability(cfg)),
-        "Phase diagram": lambda: views.phase_view(cfg, lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
-                                                  lambda c, lo, hi, n, k: _lyapunov_phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
-                                                  views.cost_of(a)),
-        "Jacobians": lambda: views.jacobians_view(a, lambda c, k: _lyapunov(_key(c), k), lambda c, k, e: _jacobians(_key(c), k, e),
-                                                  carry_dim(cfg)),
+            a,
+            lambda c, r: _strategies(_key(c), r),
+            lambda c: _analysis(_key(c)),
+            lambda c, lens: _scaling(_key(c), lens),
+            *_availability(cfg),
+        ),
+        "Phase diagram": lambda: views.phase_view(
+            cfg,
+            lambda c, lo, hi, n, k: _phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
+            lambda c, lo, hi, n, k: _lyapunov_phase(_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
+            views.cost_of(a),
+        ),
+        "Jacobians": lambda: views.jacobians_view(
+            a, lambda c, k: _lyapunov(_key(c), k), lambda c, k, e: _jacobians(_key(c), k, e), carry_dim(cfg)
+        ),
         "Training": lambda: training_panel(cfg),
-        "Devices": lambda: views.devices_view(lambda r: _devices_live(_key(cfg), r),
-                                              (1 + len(env.gpus)) * len(_availability(cfg)[0]), views.cost_of(a),
-                                              *_recorded(runs_folders()), gpu_reason),
+        "Devices": lambda: views.devices_view(
+            lambda r: _devices_live(_key(cfg), r),
+            (1 + len(env.gpus)) * len(_availability(cfg)[0]),
+            views.cost_of(a),
+            *_recorded(runs_folders()),
+            gpu_reason,
+        ),
         "Compare": lambda: views.compare_view(a, pins, pinned, lambda: _pin(_key(cfg)), _unpin, _clear),
         "Learn": views.learn_view,
     }
@@ -363,9 +453,13 @@ def stopped_message(err: Exception, view: str | None = None) -> str:
     how long it ran, what to shrink, and that nothing of theirs is lost."""
     where = f"The {view} view: " if view else ""
     if isinstance(err, ComputationTimeout):
-        head = (f"{where}{err.what} did not finish within {err.limit_s:g} s (stopped after {err.elapsed_s:.0f} s); "
-                "its worker process was replaced.")
+        head = (
+            f"{where}{err.what} did not finish within {err.limit_s:g} s (stopped after {err.elapsed_s:.0f} s); "
+            "its worker process was replaced."
+        )
     else:
         head = f"{where}{err}; a new worker process takes over."
-    return (f"{head} Shrink the sequence length T, the hidden size H or the batch B (or, in the Phase diagram, the gains and "
-            "seeds) and try again. Your pins, trained runs and URL are kept; other tabs and sessions are not affected.")
+    return (
+        f"{head} Shrink the sequence length T, the hidden size H or the batch B (or, in the Phase diagram, the gains and "
+        "seeds) and try again. Your pins, trained runs and URL are kept; other tabs and sessions are not affected."
+    )

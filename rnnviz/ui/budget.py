@@ -68,8 +68,15 @@ class Plan(NamedTuple):
     note: str | None
 
 
-def _plan(asked: dict[str, int], fixed: float, work, shrink_order: tuple[str, ...], floors: dict[str, int],
-          budget: float | None, labels: dict[str, str]) -> Plan:
+def _plan(
+    asked: dict[str, int],
+    fixed: float,
+    work,
+    shrink_order: tuple[str, ...],
+    floors: dict[str, int],
+    budget: float | None,
+    labels: dict[str, str],
+) -> Plan:
     """Shrink the settings in ``shrink_order`` (each to its floor, by the largest value that
     fits) until ``work(settings)`` fits what the budget leaves after the ``fixed`` seconds
     (compiling: no setting changes them), but never less than a third of the budget, so a
@@ -94,12 +101,18 @@ def _plan(asked: dict[str, int], fixed: float, work, shrink_order: tuple[str, ..
     fits = work(settings) <= room
     note = None
     if settings != asked:
-        changed = ", ".join(f"{labels[n]} {asked[n]} → {settings[n]}" for n in asked if settings[n] != asked[n])
-        note = (f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, so {changed} "
-                f"(≈ {got_s:.0f} s).")
+        changed = ", ".join(
+            f"{labels[n]} {asked[n]} → {settings[n]}" for n in asked if settings[n] != asked[n]
+        )
+        note = (
+            f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, so {changed} "
+            f"(≈ {got_s:.0f} s)."
+        )
     if not fits:
-        note = (f"Even the smallest version takes ≈ {got_s:.0f} s here, over the {budget:g} s budget of a view "
-                f"(what was asked: ≈ {asked_s:.0f} s). Shrink T, H or B, or run it on request below.")
+        note = (
+            f"Even the smallest version takes ≈ {got_s:.0f} s here, over the {budget:g} s budget of a view "
+            f"(what was asked: ≈ {asked_s:.0f} s). Shrink T, H or B, or run it on request below."
+        )
     return Plan(settings, got_s, asked_s, fits, note)
 
 
@@ -108,15 +121,30 @@ def strategies_plan(c: Cost, n_strategies: int, repeats: int = 5, budget: float 
     times, plus the per-step contributions (one more analysis)."""
     fixed = n_strategies * STRATEGY_COMPILE * c.compile + c.compile
     work = lambda s: n_strategies * (1 + s["repeats"]) * STRATEGY_RUN * c.run_s + c.run_s  # noqa: E731
-    return _plan({"repeats": repeats}, fixed, work, ("repeats",), {"repeats": 1}, budget, {"repeats": "runs per strategy"})
+    return _plan(
+        {"repeats": repeats},
+        fixed,
+        work,
+        ("repeats",),
+        {"repeats": 1},
+        budget,
+        {"repeats": "runs per strategy"},
+    )
 
 
 def devices_plan(c: Cost, n_runs: int, repeats: int = 5, budget: float | None = None) -> Plan:
     """The Devices tab: ``n_runs`` (devices × strategies) compiled, warmed up and run
     ``repeats`` times (strategies counted as in :func:`strategies_plan`)."""
     work = lambda s: n_runs * (1 + s["repeats"]) * STRATEGY_RUN * c.run_s  # noqa: E731
-    return _plan({"repeats": repeats}, n_runs * STRATEGY_COMPILE * c.compile, work, ("repeats",), {"repeats": 1}, budget,
-                 {"repeats": "runs per device and strategy"})
+    return _plan(
+        {"repeats": repeats},
+        n_runs * STRATEGY_COMPILE * c.compile,
+        work,
+        ("repeats",),
+        {"repeats": 1},
+        budget,
+        {"repeats": "runs per device and strategy"},
+    )
 
 
 def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | None = None) -> Plan:
@@ -125,8 +153,15 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     two compiles. Seeds go first, then gains (at least 2)."""
     per_point = c.run_s * (PHASE_RUN + lyapunov_flops(cfg, 1) / estimate_flops(cfg))
     work = lambda s: s["gains"] * s["seeds"] * per_point  # noqa: E731
-    return _plan({"gains": gains, "seeds": seeds}, 2 * PHASE_COMPILE * c.compile, work, ("seeds", "gains"),
-                 {"seeds": 1, "gains": 2}, budget, {"gains": "gains", "seeds": "seeds"})
+    return _plan(
+        {"gains": gains, "seeds": seeds},
+        2 * PHASE_COMPILE * c.compile,
+        work,
+        ("seeds", "gains"),
+        {"seeds": 1, "gains": 2},
+        budget,
+        {"gains": "gains", "seeds": "seeds"},
+    )
 
 
 def lyapunov_plan(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) -> Plan:
@@ -141,8 +176,20 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
     (the training batch differs from the analysis's, so FLOPs, not the measured run)."""
     per_step = estimate_flops(cfg) / REFERENCE_FLOPS_PER_S
     work = lambda s: s["chunk"] * per_step  # noqa: E731
-    plan = _plan({"chunk": chunk}, MIN_COMPILE_S, work, ("chunk",), {"chunk": 1}, budget, {"chunk": "steps per chunk"})
+    plan = _plan(
+        {"chunk": chunk}, MIN_COMPILE_S, work, ("chunk",), {"chunk": 1}, budget, {"chunk": "steps per chunk"}
+    )
     return plan if math.isfinite(plan.estimate_s) else plan._replace(fits=False)
 
 
-__all__ = ["MIN_COMPILE_S", "Cost", "Plan", "VIEW_BUDGET_S", "devices_plan", "lyapunov_plan", "phase_plan", "strategies_plan", "training_plan"]
+__all__ = [
+    "MIN_COMPILE_S",
+    "Cost",
+    "Plan",
+    "VIEW_BUDGET_S",
+    "devices_plan",
+    "lyapunov_plan",
+    "phase_plan",
+    "strategies_plan",
+    "training_plan",
+]

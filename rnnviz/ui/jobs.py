@@ -19,10 +19,28 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from rnnviz import Analysis, RunConfig, analyze
-from rnnviz.analysis import executables, is_compiled as _is_compiled, resolve_device, static_config
-from rnnviz.comparisons import available_strategies, compare_strategies, present_devices, run_on_devices, scaling, strategy_unavailable
+from rnnviz.analysis import executables, resolve_device, static_config
+from rnnviz.analysis import is_compiled as _is_compiled
+from rnnviz.comparisons import (
+    available_strategies,
+    compare_strategies,
+    present_devices,
+    run_on_devices,
+    scaling,
+    strategy_unavailable,
+)
 from rnnviz.config import strategy_names
-from rnnviz.lyapunov import Jacobians, Lyapunov, jacobians as _jacobians, lyapunov as _lyapunov, lyapunov_phase
+from rnnviz.lyapunov import (
+    Jacobians,
+    Lyapunov,
+    lyapunov_phase,
+)
+from rnnviz.lyapunov import (
+    jacobians as _jacobians,
+)
+from rnnviz.lyapunov import (
+    lyapunov as _lyapunov,
+)
 from rnnviz.sweeps import critical_gain, sweep
 from rnnviz.timing import enable_compilation_cache, keep_freed_buffers
 from rnnviz.train import Trainer, Training
@@ -36,7 +54,9 @@ JACOBIAN_STEPS = 400
 def setup() -> None:
     """Run once in each new worker: JAX's persistent compilation cache (so a replaced worker
     recompiles from disk) and buffers kept in the heap."""
-    enable_compilation_cache(os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax")))
+    enable_compilation_cache(
+        os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax"))
+    )
     keep_freed_buffers()
 
 
@@ -78,7 +98,9 @@ def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
 def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """``(available, {strategy: why not})`` for this config's cell."""
     cfg = _cfg(cfg_json)
-    return available_strategies(cfg), {s: why for s in strategy_names() if (why := strategy_unavailable(s, cfg))}
+    return available_strategies(cfg), {
+        s: why for s in strategy_names() if (why := strategy_unavailable(s, cfg))
+    }
 
 
 def scaling_table(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
@@ -100,13 +122,17 @@ def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.D
     return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
 
 
-def lyapunov_phase_table(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+def lyapunov_phase_table(
+    cfg_json: str, lo: float, hi: float, n: int, seeds: int
+) -> tuple[pd.DataFrame, float | None]:
     cfg = _cfg(cfg_json)
     return lyapunov_phase(cfg, _gains(lo, hi, n), range(cfg.seed, cfg.seed + seeds))
 
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:
-    return _lyapunov(_cfg(cfg_json), k=k, measure_decay=False)  # the view fits the decay on the analysis it has
+    return _lyapunov(
+        _cfg(cfg_json), k=k, measure_decay=False
+    )  # the view fits the decay on the analysis it has
 
 
 def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
@@ -114,6 +140,7 @@ def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
 
 
 # ---- training: the Trainer stays in the worker ---------------------------------------------
+
 
 class TrainProgress(NamedTuple):
     """Where a run stands: steps done of ``steps``, seconds of training, whether it is done
@@ -132,16 +159,25 @@ _TRAINERS: dict[str, Trainer] = {}
 
 def _progress(trainer: Trainer) -> TrainProgress:
     records = trainer.records() if trainer.steps_done > 0 or trainer.done else None
-    return TrainProgress(trainer.steps_done, trainer.steps, trainer.run_s, trainer.done, trainer.stopped, records)
+    return TrainProgress(
+        trainer.steps_done, trainer.steps, trainer.run_s, trainer.done, trainer.stopped, records
+    )
 
 
 def train_start(key: str, cfg_json: str, settings: dict[str, Any]) -> TrainProgress:
     """Compile and set up the runs of ``settings`` (seeds, task, steps, optimiser, …) under ``key``."""
     cfg = _cfg(cfg_json)
     _TRAINERS[key] = trainer = Trainer(
-        cfg, {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))}, task=settings["task"], steps=settings["steps"],
-        learning_rate=settings["learning_rate"], optimizer=settings["optimizer"], clip=settings["clip"],
-        log_every=settings["log_every"], lag=settings["lag"])
+        cfg,
+        {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))},
+        task=settings["task"],
+        steps=settings["steps"],
+        learning_rate=settings["learning_rate"],
+        optimizer=settings["optimizer"],
+        clip=settings["clip"],
+        log_every=settings["log_every"],
+        lag=settings["lag"],
+    )
     return TrainProgress(0, trainer.steps, 0.0, False, False, None)
 
 
@@ -149,7 +185,9 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
     """Train ``key``'s runs for about ``budget_s`` seconds (whole chunks, at least one)."""
     trainer = _TRAINERS.get(key)
     if trainer is None:
-        raise LookupError("this training run is no longer in its worker (the worker was replaced); press Train to start again")
+        raise LookupError(
+            "this training run is no longer in its worker (the worker was replaced); press Train to start again"
+        )
     start = time.perf_counter()
     trainer.advance()  # at least one chunk (none once done)
     while not trainer.done and time.perf_counter() - start < budget_s:
@@ -167,7 +205,21 @@ def train_stop(key: str) -> None:
 
 
 __all__ = [
-    "Environment", "TrainProgress", "analysis", "devices_live", "environment", "is_compiled", "jacobians", "lyapunov",
-    "lyapunov_phase_table", "phase", "scaling_table", "setup", "strategies_table", "strategy_availability", "train_advance",
-    "train_start", "train_stop",
+    "Environment",
+    "TrainProgress",
+    "analysis",
+    "devices_live",
+    "environment",
+    "is_compiled",
+    "jacobians",
+    "lyapunov",
+    "lyapunov_phase_table",
+    "phase",
+    "scaling_table",
+    "setup",
+    "strategies_table",
+    "strategy_availability",
+    "train_advance",
+    "train_start",
+    "train_stop",
 ]

@@ -10,10 +10,18 @@ from typing import Any
 
 import streamlit as st
 
-from rnnviz.config import (
-    ACTIVATIONS, CARRY_INITS, DTYPES, FIELD_SPECS, INPUTS, LOSSES, RECURRENT_INITS, ConfigError, RunConfig,
-)
 from rnnviz.cells.registry import cell_names, cell_spec
+from rnnviz.config import (
+    ACTIVATIONS,
+    CARRY_INITS,
+    DTYPES,
+    FIELD_SPECS,
+    INPUTS,
+    LOSSES,
+    RECURRENT_INITS,
+    ConfigError,
+    RunConfig,
+)
 from rnnviz.presets import PRESETS, config_from_params, config_to_params
 from rnnviz.strategies import cell_unavailable
 
@@ -66,7 +74,14 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     sb.header("Configuration")
     with sb.expander("Teaching presets", expanded=False):
         for title, preset in PRESETS.items():
-            st.button(title, key=f"preset_{title}", help=preset.lesson, on_click=apply_preset, args=(title,), width="stretch")
+            st.button(
+                title,
+                key=f"preset_{title}",
+                help=preset.lesson,
+                on_click=apply_preset,
+                args=(title,),
+                width="stretch",
+            )
         st.button("Reset to defaults", key="preset_reset", on_click=reset_defaults, width="stretch")
     v: dict[str, Any] = {}
     sb.subheader("Cell")
@@ -76,32 +91,96 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     v["cell"] = sb.selectbox("Cell", names, key=KEY("cell"), format_func=_cell_label, help=_cell_help(names))
     spec = cell_spec(v["cell"])
     takes = len(spec.activations) > 1
-    v["activation"] = sb.selectbox("Activation", ACTIVATIONS, key=KEY("activation"), disabled=not takes,
-                                   help=_help("activation") + (f"; the {v['cell']} cell takes " + ", ".join(spec.activations) if takes else ""))
+    v["activation"] = sb.selectbox(
+        "Activation",
+        ACTIVATIONS,
+        key=KEY("activation"),
+        disabled=not takes,
+        help=_help("activation")
+        + (f"; the {v['cell']} cell takes " + ", ".join(spec.activations) if takes else ""),
+    )
     if v["activation"] not in spec.activations:
         v["activation"] = spec.activations[0]
-    v["hidden_size"] = sb.number_input("Hidden size H", 1, FIELD_SPECS["hidden_size"].hi, key=KEY("hidden_size"), step=1, help=_help("hidden_size"))
-    v["recurrent_init"] = sb.selectbox("Recurrent init", RECURRENT_INITS, key=KEY("recurrent_init"), help=_help("recurrent_init"))
-    v["recurrent_gain"] = sb.number_input("Recurrent gain g", 0.0, 10.0, key=KEY("recurrent_gain"), step=0.05, format="%.3f", help=_help("recurrent_gain"))
+    v["hidden_size"] = sb.number_input(
+        "Hidden size H",
+        1,
+        FIELD_SPECS["hidden_size"].hi,
+        key=KEY("hidden_size"),
+        step=1,
+        help=_help("hidden_size"),
+    )
+    v["recurrent_init"] = sb.selectbox(
+        "Recurrent init", RECURRENT_INITS, key=KEY("recurrent_init"), help=_help("recurrent_init")
+    )
+    v["recurrent_gain"] = sb.number_input(
+        "Recurrent gain g",
+        0.0,
+        10.0,
+        key=KEY("recurrent_gain"),
+        step=0.05,
+        format="%.3f",
+        help=_help("recurrent_gain"),
+    )
     has_bias = spec.forget_bias is not None
-    v["forget_bias"] = sb.number_input("Forget bias", -20.0, 20.0, key=KEY("forget_bias"), step=0.5, disabled=not has_bias, help=_help("forget_bias"))
+    v["forget_bias"] = sb.number_input(
+        "Forget bias",
+        -20.0,
+        20.0,
+        key=KEY("forget_bias"),
+        step=0.5,
+        disabled=not has_bias,
+        help=_help("forget_bias"),
+    )
     if not has_bias:
         v["forget_bias"] = 0.0
     sb.subheader("Carry")
-    v["carry_init"] = sb.selectbox("Initial carry", CARRY_INITS, key=KEY("carry_init"), help=_help("carry_init"))
-    v["carry_scale"] = sb.number_input("Carry scale", 0.0, 100.0, key=KEY("carry_scale"), step=0.1, disabled=v["carry_init"] == "zeros", help=_help("carry_scale"))
+    v["carry_init"] = sb.selectbox(
+        "Initial carry", CARRY_INITS, key=KEY("carry_init"), help=_help("carry_init")
+    )
+    v["carry_scale"] = sb.number_input(
+        "Carry scale",
+        0.0,
+        100.0,
+        key=KEY("carry_scale"),
+        step=0.1,
+        disabled=v["carry_init"] == "zeros",
+        help=_help("carry_scale"),
+    )
     sb.subheader("Input")
-    v["seq_len"] = sb.number_input("Sequence length T", 1, FIELD_SPECS["seq_len"].hi, key=KEY("seq_len"), step=10, help=_help("seq_len"))
-    v["input_size"] = sb.number_input("Input features I", 1, FIELD_SPECS["input_size"].hi, key=KEY("input_size"), step=1, help=_help("input_size"))
-    batched = sb.toggle("Batched input [B, T, I]", key=KEY("batched"), help="off: one unbatched sequence [T, I]")
-    b = sb.number_input("Batch size B", 1, FIELD_SPECS["batch_size"].hi, key=KEY("batch_size"), step=1, disabled=not batched, help=_help("batch_size"))
+    v["seq_len"] = sb.number_input(
+        "Sequence length T", 1, FIELD_SPECS["seq_len"].hi, key=KEY("seq_len"), step=10, help=_help("seq_len")
+    )
+    v["input_size"] = sb.number_input(
+        "Input features I",
+        1,
+        FIELD_SPECS["input_size"].hi,
+        key=KEY("input_size"),
+        step=1,
+        help=_help("input_size"),
+    )
+    batched = sb.toggle(
+        "Batched input [B, T, I]", key=KEY("batched"), help="off: one unbatched sequence [T, I]"
+    )
+    b = sb.number_input(
+        "Batch size B",
+        1,
+        FIELD_SPECS["batch_size"].hi,
+        key=KEY("batch_size"),
+        step=1,
+        disabled=not batched,
+        help=_help("batch_size"),
+    )
     v["batch_size"] = b if batched else None
     v["inputs"] = sb.selectbox("Input distribution", INPUTS, key=KEY("inputs"), help=_help("inputs"))
-    v["input_scale"] = sb.number_input("Input scale", 0.0, 100.0, key=KEY("input_scale"), step=0.1, help=_help("input_scale"))
+    v["input_scale"] = sb.number_input(
+        "Input scale", 0.0, 100.0, key=KEY("input_scale"), step=0.1, help=_help("input_scale")
+    )
     v["dtype"] = sb.selectbox("dtype", DTYPES, key=KEY("dtype"), help=_help("dtype"))
     sb.subheader("Gradient")
     v["loss"] = sb.selectbox("Loss", LOSSES, key=KEY("loss"), help=_help("loss"))
-    hidden = {name: cell_unavailable(name, spec) for name in strategies}  # the JAX-wide reasons were applied by the worker
+    hidden = {
+        name: cell_unavailable(name, spec) for name in strategies
+    }  # the JAX-wide reasons were applied by the worker
     hidden = {name: why for name, why in hidden.items() if why}
     strategies = tuple(name for name in strategies if name not in hidden)
     for name, why in hidden.items():
@@ -110,12 +189,16 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
         st.session_state[KEY("strategy")] = "accumulate"
     v["strategy"] = sb.selectbox("Strategy", strategies, key=KEY("strategy"), help=_help("strategy"))
     if st.session_state.get(KEY("device")) not in devices:
-        sb.warning(f"device={st.session_state.get(KEY('device'))!r} is not available: no GPU is visible to JAX here; using 'auto'.")
+        sb.warning(
+            f"device={st.session_state.get(KEY('device'))!r} is not available: no GPU is visible to JAX here; using 'auto'."
+        )
         st.session_state[KEY("device")] = "auto"
     v["device"] = sb.selectbox("Device", devices, key=KEY("device"), help=_help("device"))
     if gpu_reason:
         sb.caption(f"GPU unavailable: {gpu_reason}")
-    v["seed"] = sb.number_input("Seed", 0, FIELD_SPECS["seed"].hi, key=KEY("seed"), step=1, help=_help("seed"))
+    v["seed"] = sb.number_input(
+        "Seed", 0, FIELD_SPECS["seed"].hi, key=KEY("seed"), step=1, help=_help("seed")
+    )
     return v
 
 
@@ -125,7 +208,9 @@ def _cell_label(name: str) -> str:
 
 def _cell_help(names: tuple[str, ...]) -> str:
     lines = [f"{n} ({cell_spec(n).group}): {cell_spec(n).description}" for n in names]
-    return "Registered cells (plugins register through the rnnviz.cells entry point):\n\n" + "\n\n".join(lines)
+    return "Registered cells (plugins register through the rnnviz.cells entry point):\n\n" + "\n\n".join(
+        lines
+    )
 
 
 def config_from_widgets(values: dict[str, Any]) -> RunConfig:

@@ -33,8 +33,9 @@ import sys
 import threading
 import time
 import zlib
+from collections.abc import Callable, Hashable
 from multiprocessing.connection import Connection
-from typing import Any, Callable, Hashable
+from typing import Any
 
 log = logging.getLogger("rnnviz.worker")
 
@@ -53,7 +54,9 @@ class ComputationTimeout(RuntimeError):
 
     def __init__(self, what: str, elapsed_s: float, limit_s: float):
         self.what, self.elapsed_s, self.limit_s = what, elapsed_s, limit_s
-        super().__init__(f"{what} did not finish within the {limit_s:g} s limit (stopped after {elapsed_s:.1f} s)")
+        super().__init__(
+            f"{what} did not finish within the {limit_s:g} s limit (stopped after {elapsed_s:.1f} s)"
+        )
 
 
 class WorkerDied(RuntimeError):
@@ -106,7 +109,10 @@ class _Worker:
         env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "rnnviz.ui.worker", str(theirs.fileno()), self.setup or ""],
-            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env)
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            env=env,
+        )
         theirs.close()
         self.conn = Connection(ours.detach())
 
@@ -148,8 +154,15 @@ class WorkerPool:
         """The worker a route always goes to (a stable hash, the same in every process)."""
         return self.workers[zlib.crc32(route.encode()) % len(self.workers)]
 
-    def call(self, fn: Callable, *args: Any, route: str, what: str, on_wait: Callable[[float, bool], None] | None = None,
-             time_limit_s: float | None = None) -> Any:
+    def call(
+        self,
+        fn: Callable,
+        *args: Any,
+        route: str,
+        what: str,
+        on_wait: Callable[[float, bool], None] | None = None,
+        time_limit_s: float | None = None,
+    ) -> Any:
         """``fn(*args)`` in the route's worker; its result, or its exception re-raised here.
 
         Args:
@@ -190,7 +203,9 @@ class WorkerPool:
                         on_wait(elapsed, True)
                     except BaseException:
                         handed_off = True  # the caller left: drain the answer in the background
-                        threading.Thread(target=self._drain, args=(worker, began, limit, what), daemon=True).start()
+                        threading.Thread(
+                            target=self._drain, args=(worker, began, limit, what), daemon=True
+                        ).start()
                         raise
             return self._receive(worker, what)
         finally:
@@ -239,8 +254,15 @@ class InlinePool:
     time_limit_s = math.inf
     restarts = 0
 
-    def call(self, fn: Callable, *args: Any, route: str, what: str, on_wait: Callable[[float, bool], None] | None = None,
-             time_limit_s: float | None = None) -> Any:
+    def call(
+        self,
+        fn: Callable,
+        *args: Any,
+        route: str,
+        what: str,
+        on_wait: Callable[[float, bool], None] | None = None,
+        time_limit_s: float | None = None,
+    ) -> Any:
         return fn(*args)
 
     def shutdown(self) -> None:
@@ -276,7 +298,9 @@ class ResultCache:
         self._pending: dict[Hashable, threading.Event] = {}
         self._lock = threading.Lock()
 
-    def get(self, key: Hashable, compute: Callable[[], Any], on_wait: Callable[[float, bool], None] | None = None) -> Any:
+    def get(
+        self, key: Hashable, compute: Callable[[], Any], on_wait: Callable[[float, bool], None] | None = None
+    ) -> Any:
         """The cached value for ``key``, or ``compute()``'s (an exception is not cached)."""
         start = time.perf_counter()
         while True:
@@ -313,7 +337,15 @@ class ResultCache:
             self._values.clear()
 
 
-__all__ = ["ComputationTimeout", "InlinePool", "ResultCache", "WorkerDied", "WorkerPool", "make_pool", "serve"]
+__all__ = [
+    "ComputationTimeout",
+    "InlinePool",
+    "ResultCache",
+    "WorkerDied",
+    "WorkerPool",
+    "make_pool",
+    "serve",
+]
 
 
 def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:

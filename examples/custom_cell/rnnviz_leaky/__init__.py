@@ -8,7 +8,8 @@ gradient decays slowly even where the tanh RNN's vanishes.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import flax.linen as nn
 import jax
@@ -31,9 +32,19 @@ class LeakyCell(nn.RNNCellBase):
 
     @nn.compact
     def __call__(self, carry: jax.Array, x: jax.Array) -> tuple[jax.Array, jax.Array]:
-        dense = lambda name, init, bias: nn.Dense(self.features, use_bias=bias, kernel_init=init,  # noqa: E731
-                                                  dtype=self.dtype, param_dtype=self.param_dtype, name=name)
-        drive = jnp.tanh(dense("i", self.kernel_init, True)(x) + dense("h", self.recurrent_kernel_init, False)(carry))
+        def dense(name: str, init: Callable[..., jax.Array], bias: bool) -> nn.Dense:
+            return nn.Dense(
+                self.features,
+                use_bias=bias,
+                kernel_init=init,
+                dtype=self.dtype,
+                param_dtype=self.param_dtype,
+                name=name,
+            )
+
+        drive = jnp.tanh(
+            dense("i", self.kernel_init, True)(x) + dense("h", self.recurrent_kernel_init, False)(carry)
+        )
         h = (1 - self.alpha) * carry + self.alpha * drive
         return h, h
 
@@ -54,5 +65,10 @@ def build(cfg: Any, options: dict[str, Any]) -> LeakyCell:
 
 # The recurrent part is the W_h kernel (module "h"): the default `recurrent` predicate of
 # CellSpec already says so, and the gain multiplies it.
-SPEC = CellSpec(build, matmuls=1, vectors=1, residuals=4,
-                description="h' = (1 − α)h + α·tanh(W_i x + W_h h + b), α = 0.1 (leaky integrator; example plugin)")
+SPEC = CellSpec(
+    build,
+    matmuls=1,
+    vectors=1,
+    residuals=4,
+    description="h' = (1 − α)h + α·tanh(W_i x + W_h h + b), α = 0.1 (leaky integrator; example plugin)",
+)
