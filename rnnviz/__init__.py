@@ -41,13 +41,13 @@ _EXPORTS = {
     "compare_strategies": "rnnviz.comparisons",
     "scaling": "rnnviz.comparisons",
     "run_on_devices": "rnnviz.comparisons",
-    "register_cell": "rnnviz.cells.registry",
-    "CellSpec": "rnnviz.cells.registry",
-    "cell_names": "rnnviz.cells.registry",
+    "register_cell": "rnnviz.tables.cells",
+    "CellSpec": "rnnviz.tables.cells",
+    "cell_names": "rnnviz.tables.cells",
     "lyapunov": "rnnviz.lyapunov",
     "Lyapunov": "rnnviz.lyapunov",
-    "jacobians": "rnnviz.lyapunov",
-    "Jacobians": "rnnviz.lyapunov",
+    "jacobians": "rnnviz.jacobians",
+    "Jacobians": "rnnviz.jacobians",
     "lyapunov_sweep": "rnnviz.lyapunov",
     "train": "rnnviz.train",
     "train_many": "rnnviz.train",
@@ -59,11 +59,12 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.analysis import Analysis, analyze
-    from rnnviz.cells.registry import CellSpec, cell_names, register_cell
     from rnnviz.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
-    from rnnviz.lyapunov import Jacobians, Lyapunov, jacobians, lyapunov, lyapunov_sweep
+    from rnnviz.jacobians import Jacobians, jacobians
+    from rnnviz.lyapunov import Lyapunov, lyapunov, lyapunov_sweep
     from rnnviz.sweeps import sweep
+    from rnnviz.tables.cells import CellSpec, cell_names, register_cell
     from rnnviz.timing import keep_freed_buffers
     from rnnviz.train import Training, train, train_many
 

@@ -10,12 +10,17 @@ import argparse
 import json
 import math
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from rnnviz.argtypes import bounded_int, finite_nonnegative
+from rnnviz.bench.suites import SUITES
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
+from rnnviz.fits import regime
+from rnnviz.launch import add_parser as add_app
+from rnnviz.text import pow10_text
 
 
 def _flag(name: str) -> str:
@@ -76,7 +81,6 @@ def analysis_json(a) -> dict[str, Any]:
 
 def _summary_text(a) -> str:
     from rnnviz.diagnostics import verdict
-    from rnnviz.text import pow10_text
 
     g = a.log10_grad_norms
     lines = [
@@ -131,34 +135,48 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lyapunov(sub)
     _add_train(sub)
     _add_bench(sub)
-    from rnnviz.launch import add_parser as add_app
-
     add_app(sub)
     return parser
-
-
-def bounded_int(lo: int, hi: int, what: str = "an integer") -> Callable[[str], int]:
-    """An argparse ``type``: an integer in ``[lo, hi]``, with a one-line message otherwise."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r} is not {what} in [{lo}, {hi}]") from None
-        if not lo <= value <= hi:
-            raise argparse.ArgumentTypeError(f"{value} is not in [{lo}, {hi}]")
-        return value
-
-    return parse
 
 
 _positive_int = bounded_int(1, 1000)
 
 
 def _add_bench(sub) -> None:
-    from rnnviz.bench import add_parser
+    p = sub.add_parser("bench", help="benchmark strategies and analyze against plain jax.grad")
+    p.add_argument(
+        "--suite",
+        choices=sorted(SUITES),
+        default="strategies",
+        help="which fixed suite to run (default: strategies)",
+    )
+    p.add_argument(
+        "--repeats", type=int, default=20, help="timed runs per measurement after one warm-up (default 20)"
+    )
+    p.add_argument("--record", metavar="PATH", help="append one schema-1 JSON line per measurement to PATH")
+    p.add_argument(
+        "--budget",
+        type=float,
+        default=3.0,
+        help="seconds of timed runs per measurement; slow ones get fewer runs, never under 3 "
+        "(0: no limit; default 3)",
+    )
+    p.add_argument(
+        "--all-devices", action="store_true", help="run on the first CPU and the first GPU (when present)"
+    )
+    p.add_argument(
+        "--steps",
+        type=int,
+        default=1500,
+        help="training steps per run in the train suite's learning table (default 1500)",
+    )
+    p.set_defaults(func=cmd_bench)
 
-    add_parser(sub)
+
+def cmd_bench(args: argparse.Namespace) -> int:
+    from rnnviz.bench.measure import run_bench  # JAX and the suites load only for this command
+
+    return run_bench(args.suite, args.repeats, args.record, args.budget, args.all_devices, args.steps)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -268,7 +286,6 @@ def cmd_lyapunov(args: argparse.Namespace) -> int:
             if math.isfinite(lam)
             else f"  λ{i:<3} -inf"
         )
-    from rnnviz.lyapunov import regime
 
     print(f"λ₁ = {ly.lambda1:+.4f} → {regime(ly.lambda1)}")
     if ly.decay is not None:
@@ -401,16 +418,6 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number ≥ 0")
-    return value
-
-
 def _add_train(sub) -> None:
     from rnnviz.tasks import TASKS
     from rnnviz.train import MAX_STEPS, OPTIMIZERS
@@ -427,14 +434,14 @@ def _add_train(sub) -> None:
         "--steps", type=bounded_int(1, MAX_STEPS), default=2000, help="optimisation steps (default 2000)"
     )
     p.add_argument(
-        "--learning-rate", dest="learning_rate", type=_positive_float, default=1e-3, help="default 1e-3"
+        "--learning-rate", dest="learning_rate", type=finite_nonnegative, default=1e-3, help="default 1e-3"
     )
     p.add_argument(
         "--optimizer", choices=OPTIMIZERS, default="adam", help="adam (default) or sgd with momentum 0.9"
     )
     p.add_argument(
         "--clip",
-        type=_positive_float,
+        type=finite_nonnegative,
         default=1.0,
         help="global-norm clipping threshold; 0 turns clipping off (default 1)",
     )

@@ -26,11 +26,12 @@ from rnnviz.analysis import (
     static_config,
 )
 from rnnviz.cells import cell_spec, make_cell
-from rnnviz.config import ConfigError, RunConfig, estimate_flops, strategy_names
+from rnnviz.config import ConfigError, RunConfig, estimate_flops
 from rnnviz.gradients import strategy_grad
-from rnnviz.records import SCHEMA, environment, now_utc
+from rnnviz.records import SCHEMA, now_utc
 from rnnviz.strategies import unavailable
-from rnnviz.timing import Compiled, compile_cache, compile_for, time_runs
+from rnnviz.tables.strategies import strategy_names
+from rnnviz.timing import Compiled, compile_cache, compile_for, environment, time_runs
 
 
 def available_strategies(cfg: RunConfig | None = None) -> tuple[str, ...]:
@@ -99,7 +100,7 @@ def measure(
         "schema": SCHEMA,
         "kind": "bench",
         "suite": suite,
-        "label": _label(cfg),
+        "label": label(cfg),
         "config": run_cfg.to_dict(),
         "strategy": strategy,
         "measure": measure,
@@ -124,7 +125,7 @@ def measure(
     }
 
 
-def _label(cfg: RunConfig) -> str:
+def label(cfg: RunConfig) -> str:
     b = "unbatched" if cfg.batch_size is None else f"B={cfg.batch_size}"
     return f"{cfg.cell} {b} T={cfg.seq_len} I={cfg.input_size} H={cfg.hidden_size} {cfg.dtype}"
 

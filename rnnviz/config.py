@@ -12,6 +12,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
+from rnnviz.tables.cells import cell_names, cell_spec
+from rnnviz.tables.strategies import strategy_names, strategy_rules
+
 ACTIVATIONS = ("tanh", "relu", "identity")
 DTYPES = ("float32", "bfloat16", "float16")
 CARRY_INITS = ("zeros", "normal", "uniform", "constant", "learned")
@@ -33,31 +38,6 @@ MAX_BATCH = 1024
 MAX_SEED = 2**31 - 1
 
 _ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
-
-
-def _cell_names() -> tuple[str, ...]:
-    from rnnviz.cells.registry import cell_names  # the registry imports the cells (Flax): only when asked
-
-    return cell_names()
-
-
-def _cell_spec(name: str):
-    from rnnviz.cells.registry import cell_spec
-
-    return cell_spec(name)
-
-
-def strategy_names() -> tuple[str, ...]:
-    """The registered strategies (:mod:`rnnviz.strategies`' table), in table order."""
-    from rnnviz.strategies import strategy_names as names  # imports JAX: only when asked
-
-    return names()
-
-
-def _strategy(name: str):
-    from rnnviz.strategies import strategy
-
-    return strategy(name)
 
 
 class ConfigError(ValueError):
@@ -88,6 +68,8 @@ class FieldSpec:
     lo: float | None = None
     hi: float | None = None
     optional: bool = False
+    lo_open: bool = False  # the range is (lo, hi]: lo itself is not allowed
+    note: str = ""  # why the range is what it is, added to the message in parentheses
 
     def options(self) -> tuple[str, ...] | None:
         """The allowed values of a choice field (the cell registry's names for ``cell``)."""
@@ -97,8 +79,9 @@ class FieldSpec:
         if self.choices is not None:
             return "one of " + ", ".join(self.options())
         what = "an integer" if self.kind is int else "a number"
-        text = f"{what} in [{self.lo:g}, {self.hi:g}]"
-        return text + (" or None" if self.optional else "")
+        text = f"{what} in {'(' if self.lo_open else '['}{self.lo:g}, {self.hi:g}]"
+        text += " or None" if self.optional else ""
+        return text + (f" ({self.note})" if self.note else "")
 
 
 @dataclass(frozen=True)
@@ -154,7 +137,7 @@ class RunConfig:
     def carry_components(self) -> tuple[str, ...]:
         """Names of the carry's leaves in the cell's order (its :class:`CellSpec`): LSTM
         ``(c, h)``, the other built-ins ``(h,)``."""
-        return _cell_spec(self.cell).components
+        return cell_spec(self.cell).components
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -183,7 +166,7 @@ class RunConfig:
 def _spec_table() -> dict[str, FieldSpec]:
     specs = [
         FieldSpec(
-            "cell", str, "recurrent cell: a registered name (rnnviz.register_cell, or a plugin)", _cell_names
+            "cell", str, "recurrent cell: a registered name (rnnviz.register_cell, or a plugin)", cell_names
         ),
         FieldSpec(
             "activation",
@@ -258,6 +241,16 @@ def coerce(name: str, value: Any) -> Any:
 
 
 def check_field(spec: FieldSpec, value: Any) -> None:
+    """The one validator of every value a user gives.
+
+    Args:
+        spec: what the value may be.
+        value: a Python value of the spec's kind (``int`` for an integer field; ``int`` or
+            ``float`` for a number; a string for a choice).
+
+    Raises:
+        ConfigError: naming the field, the value and what is allowed.
+    """
     if spec.optional and value is None:
         return
     if spec.choices is not None:
@@ -267,30 +260,68 @@ def check_field(spec: FieldSpec, value: Any) -> None:
     ok_type = isinstance(value, int) and not isinstance(value, bool)
     if spec.kind is float:
         ok_type = ok_type or isinstance(value, float)
-    if not ok_type or not (spec.lo <= value <= spec.hi):  # NaN fails the range test too
+    in_range = ok_type and (spec.lo < value if spec.lo_open else spec.lo <= value) and value <= spec.hi
+    if not in_range:  # NaN fails the range test too
         raise ConfigError(spec.name, value, spec.allowed())
+
+
+def check_number(
+    name: str,
+    value: Any,
+    lo: float,
+    hi: float,
+    *,
+    integer: bool = False,
+    lo_open: bool = False,
+    note: str = "",
+) -> Any:
+    """:func:`check_field` for a number given outside :class:`RunConfig` (training and
+    Lyapunov options), where NumPy scalars and whole floats (``5.0`` steps) are welcome.
+
+    Args:
+        name: the argument's name, as the message shows it.
+        value: the number given.
+        lo, hi: the allowed range (``(lo, hi]`` with ``lo_open``).
+        integer: whether it must be a whole number.
+        note: why the range is what it is (shown in the message).
+
+    Returns:
+        The value as a Python ``int`` or ``float``.
+
+    Raises:
+        ConfigError: naming the argument, the value and the range.
+    """
+    spec = FieldSpec(name, int if integer else float, "", lo=lo, hi=hi, lo_open=lo_open, note=note)
+    plain = value.item() if isinstance(value, (np.integer, np.floating)) else value
+    if integer and isinstance(plain, float) and plain.is_integer():
+        plain = int(plain)
+    try:
+        check_field(spec, plain)
+    except ConfigError:
+        raise ConfigError(name, value, spec.allowed()) from None
+    return plain
 
 
 def _validate(cfg: RunConfig) -> None:
     for spec in FIELD_SPECS.values():
         check_field(spec, getattr(cfg, spec.name))
-    spec = _cell_spec(cfg.cell)
+    spec = cell_spec(cfg.cell)
     if cfg.activation not in spec.activations:
         if spec.activations == ("tanh",):
             allowed = f"the {cfg.cell} cell fixes its activations; use 'tanh'"
         else:
             allowed = f"the {cfg.cell} cell takes " + ", ".join(repr(a) for a in spec.activations)
         raise ConfigError("activation", cfg.activation, allowed)
-    reason = _strategy(cfg.strategy).cell_reason(spec)
+    reason = strategy_rules(cfg.strategy).cell_reason(spec)
     if reason is not None:
         able = ", ".join(
-            n for n in _cell_names() if _strategy(cfg.strategy).cell_reason(_cell_spec(n)) is None
+            n for n in cell_names() if strategy_rules(cfg.strategy).cell_reason(cell_spec(n)) is None
         )
         raise ConfigError(
             "strategy", cfg.strategy, f"the {cfg.cell} cell cannot use it: {reason}; cells that can: {able}"
         )
     if spec.forget_bias is None and cfg.forget_bias != 0.0:
-        with_bias = ", ".join(n for n in _cell_names() if _cell_spec(n).forget_bias is not None)
+        with_bias = ", ".join(n for n in cell_names() if cell_spec(n).forget_bias is not None)
         raise ConfigError(
             "forget_bias",
             cfg.forget_bias,
@@ -326,7 +357,7 @@ def param_count(cfg: RunConfig) -> int:
     """Number of scalars in the cell's parameters from its spec: ``G·(H² + I·H) + V·H``
     (G matmuls, V vectors; exact for Flax's cells, an upper bound for the others)."""
     h, i = cfg.hidden_size, cfg.input_size
-    spec = _cell_spec(cfg.cell)
+    spec = cell_spec(cfg.cell)
     return spec.matmuls * (h * h + i * h) + spec.vectors * h
 
 
@@ -337,7 +368,7 @@ def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
     matmuls once and the reverse pass about twice. XLA's own ``cost_analysis`` counts a
     ``scan`` body once, not T times, so it is not used for this.
     """
-    gates = _cell_spec(cfg.cell).matmuls
+    gates = cell_spec(cfg.cell).matmuls
     b, t = cfg.batch_size or 1, seq_len or cfg.seq_len
     return 3.0 * 2.0 * b * t * (cfg.input_size + cfg.hidden_size) * gates * cfg.hidden_size
 
@@ -353,10 +384,10 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: 
     """
     b = cfg.batch_size or 1
     t, h = seq_len or cfg.seq_len, cfg.hidden_size
-    strat = _strategy(strategy or cfg.strategy)
+    strat = strategy_rules(strategy or cfg.strategy)
     p = param_count(cfg)
     comps = len(cfg.carry_components)
-    residual = strat.residual_steps(t) * b * _cell_spec(cfg.cell).residuals * h
+    residual = strat.residual_steps(t) * b * cell_spec(cfg.cell).residuals * h
     scalars = t * b * cfg.input_size + residual + 2 * (t + 1) * b * h * comps + p * strat.param_copies(t)
     return int(scalars * max(_ITEMSIZE[cfg.dtype], 4))
 

@@ -10,7 +10,9 @@ import pandas as pd
 
 from rnnviz.analysis import Analysis
 from rnnviz.cells import cell_spec
-from rnnviz.diagnostics import gate_means, pca_path, theory_overlay
+from rnnviz.cells.theory import theory_overlay
+from rnnviz.diagnostics import gate_means, pca_path
+from rnnviz.fits import decay_fit
 
 
 def config_label(a: Analysis) -> str:
@@ -311,8 +313,6 @@ def decay_frame(a: Analysis, ly) -> pd.DataFrame:
     """``lag, series, value`` (log₁₀): the measured ‖∂L/∂carry_{T−lag}‖ of ``a``, the line
     fitted to it over the fit window (:func:`rnnviz.lyapunov.decay_fit`), and the line of
     slope λ₁ through the same point at the window's start (the prediction)."""
-    from rnnviz.lyapunov import decay_fit
-
     logs = np.asarray(a.log10_grad_norms, np.float64)[::-1]
     lags = np.arange(logs.size)
     parts = [pd.DataFrame({"lag": lags, "series": "measured ‖∂L/∂carry_{T−lag}‖", "value": logs})]

@@ -27,17 +27,17 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.cells import Params, cell_spec
-from rnnviz.config import RunConfig
+from rnnviz.cells import ACTIVATIONS, Params, cell_spec
 from rnnviz.norms import pow2_scale, robust_norm
 from rnnviz.rollout import Carry, perturbed, split_eps, tree_add, with_first
 
-_ACTIVATIONS: dict[str, Callable] = {"tanh": jnp.tanh, "relu": jax.nn.relu, "identity": lambda z: z}
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
 
 
 def weights(
@@ -98,7 +98,7 @@ def _cell_backward(st: _Static, res, c_prev, zx_t, g, act):
 
 def _forward(st: _Static, w_h, b_h, zx, first, eps, ezh):
     gates = len(zx)
-    act = _ACTIVATIONS[st.activation]
+    act = ACTIVATIONS[st.activation]
 
     def step(carry, inp):
         zx_t, e_t, ezh_t = inp
@@ -137,7 +137,7 @@ def _fused_fwd(st, w_h, b_h, zx, first, eps, ezh):
 def _fused_bwd(st, res_all, g_carries):
     w_h, first, carries, zx, res, (has_eps, has_ezh) = res_all
     prev = jax.tree.map(lambda c0, cs: jnp.concatenate([c0[None], cs[:-1]], axis=0), first, carries)
-    act = _ACTIVATIONS[st.activation]
+    act = ACTIVATIONS[st.activation]
     w_ht = w_h.T
 
     def step(g_next, inp):
@@ -201,8 +201,8 @@ def fused_rollout(
     the carry handed on at every step), with the input GEMM hoisted and the custom VJP."""
     form = cell_spec(cfg.cell).fused
     h = cfg.hidden_size
-    w_x, b_x = weights(params, "i", form.gates, form.input_bias, h)
-    w_h, b_h = weights(params, "h", form.gates, form.hidden_bias, h)
+    w_x, b_x = weights(params, "i", form.names, form.input_bias, h)
+    w_h, b_h = weights(params, "h", form.names, form.hidden_bias, h)
     zx = _split(_add_bias(jnp.dot(xs, w_x), b_x), len(form.gates))
     if tap is not None:
         zx = tuple(z + e for z, e in zip(zx, tap.zx))
@@ -262,7 +262,3 @@ def group_norms(
         jnp.concatenate([jnp.sum(d.astype(jnp.float32), axis=batch_axes) for d in with_bias], -1), 1
     )
     return jnp.stack([rec, inp, bias], axis=1)
-
-
-def has_fused_form(spec: Any) -> bool:
-    return getattr(spec, "fused", None) is not None

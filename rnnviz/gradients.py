@@ -10,16 +10,18 @@ with ``loss="last"`` ∂L/∂c_T = 0.
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import jax
 import jax.numpy as jnp
 
 from rnnviz.cells import Params, final_output, outputs
-from rnnviz.config import RunConfig
 from rnnviz.norms import robust_norm
 from rnnviz.rollout import Carry
 from rnnviz.strategies import strategy
+
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
 
 
 def loss_from_outputs(cfg: RunConfig, hs: jax.Array) -> jax.Array:

@@ -16,6 +16,8 @@ import sys
 import tomllib
 from pathlib import Path
 
+from rnnviz.argtypes import bounded_int
+
 UI = Path(__file__).resolve().parent / "ui"
 ENTRY = UI / "entry.py"
 CONFIG = UI / "config.toml"
@@ -68,8 +70,6 @@ def add_parser(sub) -> None:
         "statistics). Any further --section.option=value flags go to Streamlit, e.g. "
         "--server.address=0.0.0.0 to share it on a network deliberately.",
     )
-    from rnnviz.cli import bounded_int
-
     p.add_argument(
         "--port",
         type=bounded_int(1, 65535, "a port number"),

@@ -23,15 +23,18 @@ an input), so the pass costs about one cell forward and one carry-only VJP per s
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 
 from rnnviz.cells import Params, outputs
-from rnnviz.config import RunConfig
 from rnnviz.gradients import loss_from_outputs
 from rnnviz.norms import ZERO_EXPONENT, Scaled, combine, normalise, pow2_scale, scaled_norm
 from rnnviz.rollout import Carry
+
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
 
 _UNITS = (-1,)  # carry components are [(B,) H]: normalise over units, per example
 

@@ -23,13 +23,16 @@ keeps the sequential definition, and the reverse pass is the autodiff of the sam
 from __future__ import annotations
 
 import math
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 
 from rnnviz.cells import Params, cell_spec
-from rnnviz.config import RunConfig
 from rnnviz.rollout import Carry, split_eps, with_first
+
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
 
 
 def _compose(
@@ -77,19 +80,31 @@ def blocked_scan(a: jax.Array, b: jax.Array) -> jax.Array:
     return jnp.swapaxes(h, 0, 1).reshape((blocks * size,) + h.shape[2:])[:t_len]
 
 
+def _single_leaf(carry: Carry) -> jax.Array:
+    """The state h of a cell whose carry is one leaf (a ``CellSpec`` without ``pack``)."""
+    (leaf,) = jax.tree.leaves(carry)
+    return leaf
+
+
+def _same(h: jax.Array) -> jax.Array:
+    return h
+
+
 def parallel_rollout(
     cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None = None
 ) -> Carry:
     """Like :func:`rnnviz.rollout.rollout` (carries ``[T+1, (B,) H]`` per leaf, carry_0 at
     index 0, ``eps`` added to the carry handed on at every step) by an associative scan."""
     spec = cell_spec(cfg.cell)
+    pack = spec.pack or _single_leaf
+    unpack = spec.unpack or _same
     first, rest = split_eps(carry0, eps)
     a, b = spec.linear_form(params, xs)  # [T, (B,) H]
     if rest is not None:
-        b = b + spec.pack(rest)
-    b = b.at[0].add(a[0] * spec.pack(first))  # fold h_0 into the first step
+        b = b + pack(rest)
+    b = b.at[0].add(a[0] * pack(first))  # fold h_0 into the first step
     if _on_cpu(cfg):
         hs = blocked_scan(a, b)
     else:
         _, hs = jax.lax.associative_scan(_compose, (a, b))
-    return with_first(first, spec.unpack(hs))
+    return with_first(first, unpack(hs))

@@ -20,14 +20,13 @@ from __future__ import annotations
 
 import json
 import os
-import platform
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rnnviz.config import strategy_names
+from rnnviz.tables.strategies import strategy_names
 
 SCHEMA = 1
 MAX_LINE_BYTES = 1_000_000
@@ -103,25 +102,6 @@ TRAIN_FIELDS: dict[str, tuple[type, ...]] = {
     "ms_per_step": _NUMBER,
 }
 KINDS: dict[str, dict[str, tuple[type, ...]]] = {"bench": FIELDS, "train": TRAIN_FIELDS}
-
-
-def environment() -> dict[str, Any]:
-    """Versions and host facts stamped on every record (``allocator``: see
-    :func:`rnnviz.timing.keep_freed_buffers`)."""
-    import flax
-    import jax
-    import jaxlib
-
-    from rnnviz.timing import allocator
-
-    return {
-        "jax_version": jax.__version__,
-        "jaxlib_version": jaxlib.__version__,
-        "flax_version": flax.__version__,
-        "cpu_count": os.cpu_count() or 0,
-        "python": platform.python_version(),
-        "allocator": allocator(),
-    }
 
 
 def now_utc() -> str:

@@ -19,6 +19,8 @@
   recomputes each block's forward, so the per-step residuals are kept for one block
   only — what makes T = 100 000 fit (:func:`rnnviz.rollout.checkpoint_rollout`).
 
+What validation needs (names, which cells, memory) is plain data in
+:mod:`rnnviz.tables.strategies`; this module keys the implementations by the same names.
 Adding a strategy is one :func:`register_strategy` call; validation, the CLI, the
 dashboard and the comparisons read the table.
 """
@@ -26,7 +28,6 @@ dashboard and the comparisons read the table.
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -39,30 +40,21 @@ from rnnviz.cells import PARAM_GROUPS, Params, cell_spec, param_group
 from rnnviz.norms import robust_norm
 from rnnviz.parallel import parallel_rollout
 from rnnviz.rollout import Carry, checkpoint_rollout, rollout
+from rnnviz.tables import strategies as rules
+from rnnviz.tables.strategies import StrategyRules, block_length, cell_unavailable, strategy_names
 
-
-def _always(spec: Any) -> str | None:
-    return None
-
-
-def _everywhere() -> str | None:
-    return None
-
-
-def _linear(spec: Any) -> str | None:
-    return (
-        None
-        if spec.linear_form is not None
-        else "its recurrence is not linear in its carry (h_t = A_t⊙h_{t−1} + B_t)"
-    )
-
-
-def _fusable(spec: Any) -> str | None:
-    return (
-        None
-        if spec.fused is not None
-        else "it has no fused form (an input GEMM, one recurrent matrix product, element-wise gates)"
-    )
+__all__ = [
+    "Strategy",
+    "block_length",
+    "cell_unavailable",
+    "group_norms_by_step",
+    "lift_params",
+    "register_strategy",
+    "split_transpose_available",
+    "strategy",
+    "strategy_names",
+    "unavailable",
+]
 
 
 @functools.lru_cache(maxsize=1)
@@ -87,16 +79,6 @@ def _split_transpose_here() -> str | None:
         if split_transpose_available()
         else "this JAX cannot differentiate lax.scan(_split_transpose=True)"
     )
-
-
-def _full(t: int) -> int:
-    return t
-
-
-def _blocks(t: int) -> int:
-    """Steps whose residuals the checkpointed reverse pass holds at once: one block being
-    recomputed plus the block-boundary carries."""
-    return 2 * block_length(t)
 
 
 def _same(params: Params, seq_len: int) -> Params:
@@ -150,41 +132,54 @@ def _checkpoint_rollout(cfg, cell, params, carry0, xs, eps, taps):
     return checkpoint_rollout(cell, params, carry0, xs, eps, block_length(xs.shape[0]))
 
 
-def block_length(t: int) -> int:
-    """⌈√T⌉: the block length of ``checkpoint`` (memory O(√T) residual steps)."""
-    return math.isqrt(t - 1) + 1 if t > 1 else 1
+def _everywhere() -> str | None:
+    return None
 
 
 @dataclass(frozen=True)
 class Strategy:
-    """One way of gathering ∂L/∂W through time.
+    """One way of gathering ∂L/∂W through time: its plain-data rules and its implementation.
 
-    name, summary: how the CLI, the dashboard and the docs name and explain it.
-    rollout: ``(cfg, cell, params, carry0, xs [T, (B,) I], eps, taps) -> carries [T+1, …]``
-      (:func:`rnnviz.rollout.rollout`'s contract; ``eps`` the zero perturbations).
-    lift / collapse: params → what is differentiated (``per_step``: ``[T, …]`` copies), and
-      that gradient → ∂L/∂W.
-    taps: ``(cfg, xs) -> pytree | None``: extra zero inputs whose cotangents ``by_step_of`` reads.
-    by_step_of: ``(cfg, carries, xs, raw grads, tap cotangents) -> [T, G] | None``.
-    stacked_params: the differentiated params carry a leading ``[T]`` axis.
-    cell_reason: ``CellSpec -> str | None``: why a cell cannot use it (None: it can).
-    jax_reason: ``() -> str | None``: why this JAX cannot run it (None: it can).
-    residual_steps: ``T -> steps`` of per-step residuals the reverse pass holds at once.
-    param_copies: ``T -> k``: parameter-sized buffers (params, grads, tangents).
+    Attributes:
+        rules: the :class:`~rnnviz.tables.strategies.StrategyRules` validation reads (name,
+            summary, which cells, memory model).
+        rollout: ``(cfg, cell, params, carry0, xs [T, (B,) I], eps, taps) -> carries [T+1, …]``
+            (:func:`rnnviz.rollout.rollout`'s contract; ``eps`` the zero perturbations).
+        lift: ``(params, T) -> what is differentiated`` (``per_step``: ``[T, …]`` copies).
+        collapse: that gradient → ∂L/∂W.
+        taps: ``(cfg, xs) -> pytree | None``: extra zero inputs whose cotangents
+            ``by_step_of`` reads.
+        by_step_of: ``(cfg, carries, xs, raw grads, tap cotangents) -> [T, G] | None``.
+        stacked_params: the differentiated params carry a leading ``[T]`` axis.
+        jax_reason: ``() -> str | None``: why this JAX cannot run it (None: it can).
     """
 
-    name: str
-    summary: str
+    rules: StrategyRules
     rollout: Callable[..., Carry]
     lift: Callable[[Params, int], Params] = _same
     collapse: Callable[[Params], Params] = _kept
     taps: Callable[[Any, jax.Array], Any] = _no_taps
     by_step_of: Callable[..., jax.Array | None] = _no_by_step
     stacked_params: bool = False
-    cell_reason: Callable[[Any], str | None] = _always
     jax_reason: Callable[[], str | None] = _everywhere
-    residual_steps: Callable[[int], int] = _full
-    param_copies: Callable[[int], int] = lambda t: 3
+
+    @property
+    def name(self) -> str:
+        return self.rules.name
+
+    @property
+    def summary(self) -> str:
+        return self.rules.summary
+
+    def cell_reason(self, spec: Any) -> str | None:
+        """Why the cell ``spec`` cannot use this strategy (None: it can)."""
+        return self.rules.cell_reason(spec)
+
+    def residual_steps(self, t: int) -> int:
+        return self.rules.residual_steps(t)
+
+    def param_copies(self, t: int) -> int:
+        return self.rules.param_copies(t)
 
     @property
     def by_step(self) -> bool:
@@ -196,64 +191,51 @@ _TABLE: dict[str, Strategy] = {}
 
 
 def register_strategy(strategy: Strategy) -> Strategy:
-    """Add a strategy to the table (every view and check reads it)."""
+    """Add a strategy: its rules to the plain-data table, its implementation here.
+
+    Args:
+        strategy: the rules and implementation; its name may replace an existing one.
+
+    Returns:
+        ``strategy``.
+    """
+    rules.register_rules(strategy.rules)
     _TABLE[strategy.name] = strategy
     return strategy
 
 
-for _s in (
+register_strategy(Strategy(rules=rules.ACCUMULATE, rollout=_scan_rollout()))
+register_strategy(
     Strategy(
-        "accumulate",
-        "one buffer: the reverse scan sums each step's cotangent into ∂L/∂W as it walks back (O(P) memory)",
-        _scan_rollout(),
-    ),
-    Strategy(
-        "per_step",
-        "one tangent per step [T, …], summed afterwards (O(T·P) memory); shows each step's contribution",
-        _scan_rollout(per_step_params=True),
+        rules=rules.PER_STEP,
+        rollout=_scan_rollout(per_step_params=True),
         lift=_stack,
         collapse=_summed,
         by_step_of=_tangent_norms,
         stacked_params=True,
-        param_copies=lambda t: 2 * t + 3,
-    ),
+    )
+)
+register_strategy(
     Strategy(
-        "split_transpose",
-        "the accumulator with lax.scan's experimental split transpose (weight part outside the loop)",
-        _scan_rollout(split_transpose=True),
+        rules=rules.SPLIT_TRANSPOSE,
+        rollout=_scan_rollout(split_transpose=True),
         jax_reason=_split_transpose_here,
-    ),
+    )
+)
+register_strategy(Strategy(rules=rules.PARALLEL, rollout=_parallel_rollout))
+register_strategy(
     Strategy(
-        "parallel",
-        "associative scan over time, depth O(log T), for recurrences linear in the carry",
-        _parallel_rollout,
-        cell_reason=_linear,
-    ),
-    Strategy(
-        "fused",
-        "input GEMM before the scan, carry cotangents only in the reverse scan, ∂L/∂W as one GEMM after "
-        "(cuDNN/oneDNN's layout); per-step contributions in O(T·B²)",
-        _fused_rollout,
-        taps=lambda cfg, xs: fused.taps(cfg, xs),
+        rules=rules.FUSED,
+        rollout=_fused_rollout,
+        taps=fused.taps,
         by_step_of=_gram_norms,
-        cell_reason=_fusable,
-    ),
-    Strategy(
-        "checkpoint",
-        "jax.checkpoint over blocks of ⌈√T⌉ steps: the reverse pass recomputes each block "
-        "(O(√T) residual memory, about one more forward pass of time)",
-        _checkpoint_rollout,
-        residual_steps=_blocks,
-    ),
-):
-    register_strategy(_s)
-
-
-def strategy_names() -> tuple[str, ...]:
-    return tuple(_TABLE)
+    )
+)
+register_strategy(Strategy(rules=rules.CHECKPOINT, rollout=_checkpoint_rollout))
 
 
 def strategy(name: str) -> Strategy:
+    """The registered strategy ``name`` (KeyError when there is none)."""
     return _TABLE[name]
 
 
@@ -261,11 +243,6 @@ def unavailable(name: str, spec: Any | None = None) -> str | None:
     """Why strategy ``name`` cannot run here (for the cell ``spec``), or None."""
     s = _TABLE[name]
     return s.jax_reason() or (s.cell_reason(spec) if spec is not None else None)
-
-
-def cell_unavailable(name: str, spec: Any) -> str | None:
-    """Why the cell ``spec`` cannot use strategy ``name`` (None: it can); asks nothing of JAX."""
-    return _TABLE[name].cell_reason(spec)
 
 
 def lift_params(params: Params, name: str, seq_len: int) -> Params:

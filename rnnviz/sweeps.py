@@ -23,8 +23,9 @@ import numpy as np
 import pandas as pd
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rnnviz.analysis import Values, prepare, resolve_device, static_config
+from rnnviz.analysis import Values, prepare, prepared_inputs, resolve_device, static_config
 from rnnviz.cells import make_cell, outputs
+from rnnviz.cells.theory import GAMMA
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
 from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.logpass import log_carry_gradients
@@ -250,9 +251,6 @@ def critical_gain(cfg: RunConfig, seeds: Sequence[int] = (0,)) -> float | None:
     ``1 / (γ · mean_seed σ₁(W₀))``, with W₀ the recurrent kernel at gain 1."""
     if cfg.cell != "simple":
         return None
-    from rnnviz.analysis import prepared_inputs
-    from rnnviz.diagnostics import GAMMA
-
     sig = []
     for seed in seeds:
         params, _, _ = prepared_inputs(cfg.replace(seed=int(seed), recurrent_gain=1.0))

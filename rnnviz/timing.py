@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import collections
 import functools
+import os
+import platform
 import statistics
 import threading
 import time
 from collections.abc import Callable
 from typing import Any, NamedTuple
 
+import flax
 import jax
+import jaxlib
 
 from rnnviz.hlo import check_serial_lapack
 
@@ -236,3 +240,16 @@ def keep_freed_buffers(limit: int = HEAP_KEEP_BYTES) -> bool:
         _ALLOCATOR[0] = "heap"
         return True
     return False
+
+
+def environment() -> dict[str, Any]:
+    """Versions and host facts stamped on every record (``allocator``: see
+    :func:`rnnviz.timing.keep_freed_buffers`)."""
+    return {
+        "jax_version": jax.__version__,
+        "jaxlib_version": jaxlib.__version__,
+        "flax_version": flax.__version__,
+        "cpu_count": os.cpu_count() or 0,
+        "python": platform.python_version(),
+        "allocator": allocator(),
+    }

@@ -5,7 +5,8 @@
 Counts, for ``rnnviz`` (or the package at PACKAGE_DIR, e.g. an old checkout):
 
 * **cycles** — the strongly connected components of the module import graph with more
-  than one module (every import counted, at module level or inside a function);
+  than one module: once with the imports at module level only (what Python executes on
+  import), once with the imports inside functions too;
 * **lazy imports** — ``import``/``from … import`` of an ``rnnviz`` module inside a function
   body, listed with file and line (``TYPE_CHECKING`` blocks are not lazy: they never run);
 * the longest modules.
@@ -31,11 +32,13 @@ def _resolve(module: str, is_package: bool, node: ast.ImportFrom) -> str:
     return ".".join(base + ([node.module] if node.module else []))
 
 
-def _imports(root: Path, path: Path, known: set[str]) -> tuple[set[str], list[int]]:
-    """The rnnviz modules ``path`` imports, and the lines of those inside functions."""
+def _imports(root: Path, path: Path, known: set[str]) -> tuple[set[str], set[str], list[int]]:
+    """The rnnviz modules ``path`` imports (all; at module level only), and the lines of
+    those inside functions."""
     module = _module_name(root, path)
     tree = ast.parse(path.read_text())
     found: set[str] = set()
+    eager: set[str] = set()
     lazy: list[int] = []
 
     def target(name: str) -> str | None:
@@ -59,10 +62,12 @@ def _imports(root: Path, path: Path, known: set[str]) -> tuple[set[str], list[in
                 found.update(hits)
                 if in_function:
                     lazy.append(child.lineno)
+                else:
+                    eager.update(hits)
             visit(child, inside)
 
     visit(tree, False)
-    return found, lazy
+    return found, eager, lazy
 
 
 def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -106,16 +111,21 @@ def main(argv: list[str]) -> int:
     files = sorted(root.rglob("*.py"))
     known = {_module_name(root, f) for f in files}
     graph: dict[str, set[str]] = {}
+    at_import: dict[str, set[str]] = {}
     lazy: list[str] = []
     for f in files:
         name = _module_name(root, f)
         # a package's own submodules are not a dependency of it: a parent imports its children
-        deps, lines = _imports(root, f, known)
+        deps, eager, lines = _imports(root, f, known)
         graph[name] = {d for d in deps if not (f.name == "__init__.py" and d.startswith(name + "."))}
+        at_import[name] = {d for d in eager if not (f.name == "__init__.py" and d.startswith(name + "."))}
         lazy += [f"{f.relative_to(root.parent)}:{n}" for n in lines]
-    cycles = _cycles(graph)
     print(f"modules: {len(files)}, import edges: {sum(map(len, graph.values()))}")
-    print(f"cycles: {len(cycles)}" + "".join(f"\n  {len(c)} modules: {' '.join(c)}" for c in cycles))
+    for what, g in (("at import (module-level imports)", at_import), ("counting lazy imports too", graph)):
+        cycles = _cycles(g)
+        print(
+            f"cycles {what}: {len(cycles)}" + "".join(f"\n  {len(c)} modules: {' '.join(c)}" for c in cycles)
+        )
     print(f"lazy rnnviz imports inside functions: {len(lazy)}")
     for line in lazy:
         print("  " + line)

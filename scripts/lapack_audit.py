@@ -40,7 +40,8 @@ def main() -> None:
     from rnnviz import RunConfig, analyze, cell_names
     from rnnviz.analysis import baseline_executable, resolve_device, static_config
     from rnnviz.comparisons import available_strategies, compare_strategies, strategy_executable
-    from rnnviz.lyapunov import jacobians, lyapunov, lyapunov_sweep
+    from rnnviz.jacobians import jacobians
+    from rnnviz.lyapunov import lyapunov, lyapunov_sweep
     from rnnviz.sweeps import sweep
     from rnnviz.train import train_many
 

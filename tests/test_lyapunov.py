@@ -13,18 +13,10 @@ from rnnviz import ConfigError, RunConfig
 from rnnviz.analysis import prepared_inputs
 from rnnviz.cells import make_cell
 from rnnviz.config import BudgetError
+from rnnviz.fits import decay_fit, regime, zero_crossing
 from rnnviz.gradients import full_carry0, time_major
-from rnnviz.lyapunov import (
-    choose_method,
-    decay_fit,
-    initial_directions,
-    jacobians,
-    lyapunov,
-    lyapunov_phase,
-    lyapunov_sweep,
-    step_jacobian,
-    zero_crossing,
-)
+from rnnviz.jacobians import choose_method, initial_directions, jacobians, step_jacobian
+from rnnviz.lyapunov import lyapunov, lyapunov_phase, lyapunov_sweep
 from rnnviz.rollout import reference_loop
 
 
@@ -207,7 +199,6 @@ def test_decay_fit_excludes_the_ends_and_needs_three_points():
     fit = decay_fit(logs)
     assert fit.slope == pytest.approx(math.log(0.9)) and (fit.lag_lo, fit.lag_hi) == (5, 45)
     assert decay_fit(np.array([0.0, -1.0, -2.0])) is None
-    from rnnviz.lyapunov import regime
 
     assert [regime(x).split()[0] for x in (-0.1, 0.0005, 0.1)] == ["ordered", "at", "chaotic"]
 

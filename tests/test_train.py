@@ -78,13 +78,13 @@ def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
     assert r.timing.steps_per_s > 0 and r.metric_name == "MSE"
     # Log step 0: the same zero-perturbation gradient, by hand, on analyze's weights.
     from rnnviz.analysis import Values, seed_key
-    from rnnviz.train import _PROBE_SALT, PROBE_BATCH, TrainSpec, fixed_carry0, init_state
+    from rnnviz.train.model import PROBE_BATCH, PROBE_SALT, TrainSpec, fixed_carry0, init_state
 
     state = init_state(cfg, TrainSpec("recall", 0, "adam", 100), seed_key(0), Values.of(cfg))
     a = analyze(cfg, repeats=1, log_pass=False)
     for got, want in zip(jax.tree.leaves(state.params["cell"]), jax.tree.leaves(a.params)):
         np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
-    probe = TASKS["recall"].batch(jax.random.fold_in(jax.random.key(0), _PROBE_SALT), PROBE_BATCH, 6)
+    probe = TASKS["recall"].batch(jax.random.fold_in(jax.random.key(0), PROBE_SALT), PROBE_BATCH, 6)
     carry0 = fixed_carry0(cfg, seed_key(0), Values.of(cfg), PROBE_BATCH)
     eps = jax.tree.map(lambda c: jnp.zeros((7,) + c.shape), carry0)
     g = jax.grad(
@@ -137,10 +137,10 @@ def test_clipping_counts_match_a_direct_computation():
     assert r.clip_count == int((r.grad_norm > 0.5).sum()) and 0 < r.clip_count
     # Step 0's gradient norm, by hand from the same params and the same batch.
     from rnnviz.analysis import Values, seed_key
-    from rnnviz.train import _TRAIN_SALT, TrainSpec, fixed_carry0, init_state
+    from rnnviz.train.model import TRAIN_SALT, TrainSpec, fixed_carry0, init_state
 
     state = init_state(cfg, TrainSpec("adding", 0, "adam", 20), seed_key(0), Values.of(cfg))
-    data = adding_batch(jax.random.fold_in(jax.random.fold_in(jax.random.key(0), _TRAIN_SALT), 0), 8, 30)
+    data = adding_batch(jax.random.fold_in(jax.random.fold_in(jax.random.key(0), TRAIN_SALT), 0), 8, 30)
     carry0 = fixed_carry0(cfg, seed_key(0), Values.of(cfg), 8)
     grads = jax.grad(lambda p: task_loss(cfg, TASKS["adding"], p, carry0, data.inputs, data.targets)[0])(
         state.params
@@ -314,7 +314,7 @@ def test_stop_button_stops_a_run_in_progress():
 
 
 def test_training_records_are_schema_one_of_kind_train_and_stay_out_of_the_devices_view(tmp_path):
-    from rnnviz.bench import train_record
+    from rnnviz.bench.measure import train_record
     from rnnviz.frames import records_frame
     from rnnviz.records import append_records, load_dir, validate
 

@@ -1,245 +1,32 @@
-"""The cell registry: one :class:`CellSpec` per cell name, built-ins and plugins alike.
+"""The import path plugins use (``from rnnviz.cells.registry import CellSpec``): the cell
+table of :mod:`rnnviz.tables.cells`, re-exported beside the cells it describes."""
 
-A cell is any Flax module honouring ``RNNCellBase``'s contract::
+from rnnviz.tables.cells import (
+    ENTRY_POINT_GROUP,
+    GROUPS,
+    CellSpec,
+    FusedForm,
+    FusedGate,
+    cell_names,
+    cell_spec,
+    hidden_kernels,
+    load_plugins,
+    plugin_errors,
+    register_cell,
+    unregister_cell,
+)
 
-    carry = cell.initialize_carry(rng, input_shape)   # the one place shapes and dtype are decided
-    carry, y = cell(carry, x)                          # x: [(B,) I]; each carry leaf: [(B,) H]
-
-and a :class:`CellSpec` says how rnnviz builds it from a :class:`~rnnviz.config.RunConfig`
-and how to read it: the names of the carry's leaves (in ``jax.tree.leaves`` order), which
-leaf is the output y, which parameters are recurrent (the gain scales them, the Jacobian
-views and param groups use them), which config fields apply, and optional hooks.
-
-Register in code with :func:`register_cell`, or from an installed package through the
-``rnnviz.cells`` entry-point group: the entry point names the cell and points at a
-:class:`CellSpec` (or a function returning one)::
-
-    [project.entry-points."rnnviz.cells"]
-    leaky = "rnnviz_leaky:SPEC"
-
-See ``examples/custom_cell/`` for a complete plugin.
-"""
-
-from __future__ import annotations
-
-import dataclasses
-import importlib.metadata
-import logging
-import re
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
-
-log = logging.getLogger("rnnviz.cells")
-
-GROUPS = ("classic", "linear-recurrent", "plugin")
-ENTRY_POINT_GROUP = "rnnviz.cells"
-_NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
-
-
-def hidden_kernels(path: tuple[str, ...]) -> bool:
-    """Flax's convention: the hidden-to-hidden matrices are ``(<h…>, "kernel")``."""
-    return path[0].startswith("h") and path[-1] == "kernel"
-
-
-@dataclass(frozen=True)
-class FusedForm:
-    """How a cell factors for the ``fused`` strategy (:mod:`rnnviz.fused`)::
-
-        z^x = x W_x + b_x,   z^h = h W_h + b_h   (both [(B,) G·H], gate-major columns)
-        carry' = pointwise(carry, z^x, z^h, activation)   (z split per gate)
-
-    gates: the module-name suffixes, in column order: W_x is the kernels of modules
-      ``i<gate>`` side by side, W_h those of ``h<gate>`` (Flax's naming; the simple cell's
-      single gate is ``""``: modules ``i`` and ``h``).
-    input_bias, hidden_bias: per gate, whether that module has a bias.
-    pointwise: ``(carry, zx, zh, activation) -> carry`` with zx, zh tuples of G arrays
-      ``[(B,) H]`` (one per gate): the element-wise rest of the step.
-    hidden: the carry leaf multiplied by W_h.
-    additive: per gate, whether pointwise reads it only as ``zx[k] + zh[k]`` (then
-      ∂L/∂zx[k] = ∂L/∂zh[k] and the reverse pass stores it once); default all.
-    step, backward: optional hand-written pair (both or neither): ``step(carry, zx, zh,
-      activation) -> (new carry, residuals)`` equal to pointwise and saving what the reverse
-      needs (gate activations), and ``backward(residuals, carry_prev, g, activation) ->
-      (∂L/∂carry_prev except through W_h, dzx, dzh)``. Without them the reverse pass
-      recomputes pointwise's VJP from the saved z^h (correct, about 2× slower on CPU).
-    The hidden kernels must be exactly the spec's ``recurrent`` parameters.
-    """
-
-    gates: tuple[str, ...]
-    input_bias: tuple[bool, ...]
-    hidden_bias: tuple[bool, ...]
-    pointwise: Callable[..., Any]
-    hidden: str = "h"
-    additive: tuple[bool, ...] | None = None
-    step: Callable[..., Any] | None = None
-    backward: Callable[..., Any] | None = None
-
-    def __post_init__(self) -> None:
-        if (self.step is None) != (self.backward is None):
-            raise ValueError("FusedForm: give both step and backward, or neither")
-        if self.additive is None:
-            object.__setattr__(self, "additive", (True,) * len(self.gates))
-        if not (len(self.gates) == len(self.input_bias) == len(self.hidden_bias) == len(self.additive)):
-            raise ValueError("FusedForm: gates, input_bias, hidden_bias and additive need one entry per gate")
-
-
-@dataclass(frozen=True)
-class CellSpec:
-    """How rnnviz builds and reads one recurrent cell.
-
-    build: ``(cfg, options) -> cell``. ``options`` holds what rnnviz decides for every cell:
-      ``features`` (H), ``dtype``/``param_dtype``, ``kernel_init`` (input kernels),
-      ``recurrent_kernel_init`` (from ``cfg.recurrent_init``), ``carry_init`` (from
-      ``cfg.carry_init``/``carry_scale``: pass it to the cell so ``initialize_carry`` uses it)
-      and ``activation_fn`` (from ``cfg.activation``). Flax's own cells take them as keywords.
-    components: names of the carry's leaves in ``jax.tree.leaves`` order (LSTM ``("c", "h")``).
-    output: the leaf that equals the cell's output y (the losses read it), unless
-      ``readout`` is given.
-    readout: optional ``(params, carry_t, x_t) -> y_t`` for cells whose output is a function
-      of the new carry and the input rather than one of its leaves (LRU: Re(C h) + D x).
-    recurrent: ``path -> bool`` on parameter paths: the recurrent part. The gain multiplies
-      these leaves, unless ``apply_gain`` says otherwise.
-    apply_gain: optional ``(params, gain) -> params`` for cells whose gain is not a plain
-      multiplication of the recurrent leaves (documented by the cell).
-    forget_bias: optional ``(params, bias) -> params``; None means the field does not apply.
-    activations: the ``activation`` values the cell takes (the first is its default);
-      ``("tanh",)`` for cells with fixed activations.
-    group: ``classic``, ``linear-recurrent`` or ``plugin`` (how the dashboard lists it).
-    matmuls, vectors, residuals: per step, how many ``[(I+H) × H]`` products, how many
-      ``[H]`` parameter vectors (biases, u) and how many ``[H]`` arrays the reverse pass
-      keeps — only for the cost and memory estimates (exact or upper bounds).
-    theory: optional ``Analysis -> (label, log10 curve [T+1]) | None``: a closed form of
-      ‖∂L/∂carry_t‖ drawn next to the measured one.
-    gates: names of sigmoid gates whose mean activation the Carry view plots (modules
-      ``i<g>`` and, when present, ``h<g>``).
-    linear_form: optional ``(params, xs [T, (B,) I]) -> (A, B)`` with A, B ``[T, (B,) H]``
-      (complex allowed) such that the state obeys ``h_t = A_t ⊙ h_{t−1} + B_t``: the cell's
-      recurrence is linear in the carry and the ``parallel`` strategy applies.
-    pack, unpack: the carry ↔ that state ``h`` (default: the single leaf; the LRU packs
-      ``(re, im)`` into a complex array).
-    fused: optional :class:`FusedForm`: the cell factors into an input GEMM, one recurrent
-      matrix product and element-wise maths, and the ``fused`` strategy applies.
-    description: one line with the maths and the paper.
-    """
-
-    build: Callable[[Any, dict[str, Any]], Any]
-    components: tuple[str, ...] = ("h",)
-    output: str = "h"
-    readout: Callable[[Any, Any, Any], Any] | None = None
-    recurrent: Callable[[tuple[str, ...]], bool] = hidden_kernels
-    apply_gain: Callable[[Any, Any], Any] | None = None
-    forget_bias: Callable[[Any, Any], Any] | None = None
-    activations: tuple[str, ...] = ("tanh",)
-    group: str = "plugin"
-    matmuls: int = 1
-    vectors: int = 1
-    residuals: int = 4
-    theory: Callable[[Any], Any] | None = None
-    gates: tuple[str, ...] = ()
-    linear_form: Callable[[Any, Any], tuple[Any, Any]] | None = None
-    pack: Callable[[Any], Any] | None = None
-    unpack: Callable[[Any], Any] | None = None
-    fused: FusedForm | None = None
-    description: str = ""
-
-    def __post_init__(self) -> None:
-        if not callable(self.build):
-            raise TypeError("CellSpec.build must be callable: (cfg, options) -> Flax cell")
-        if not self.components or self.output not in self.components:
-            raise ValueError(
-                f"CellSpec.output {self.output!r} must be one of its components {self.components}"
-            )
-        if self.group not in GROUPS:
-            raise ValueError(f"CellSpec.group must be one of {GROUPS}")
-        if not self.activations:
-            raise ValueError("CellSpec.activations needs at least one activation")
-        if self.linear_form is not None and self.pack is None:
-            object.__setattr__(self, "pack", _single_leaf)
-            object.__setattr__(self, "unpack", lambda h: h)
-
-
-def _single_leaf(carry: Any) -> Any:
-    import jax
-
-    (leaf,) = jax.tree.leaves(carry)
-    return leaf
-
-
-_TABLE: dict[str, CellSpec] = {}
-_plugins_loaded = False
-_plugin_errors: list[tuple[str, str]] = []
-
-
-def register_cell(name: str, spec: CellSpec, *, replace: bool = False) -> CellSpec:
-    """Add ``spec`` under ``name`` (lower case, ≤ 32 characters). Registering a taken
-    name is an error unless ``replace=True``. Returns the spec."""
-    if not isinstance(spec, CellSpec):
-        raise TypeError(f"register_cell({name!r}, ...) needs a CellSpec, got {type(spec).__name__}")
-    if not _NAME.match(name):
-        raise ValueError(
-            f"cell name {name!r}: lower-case letters, digits and _, starting with a letter, at most 32"
-        )
-    if name in _TABLE and not replace and _TABLE[name] is not spec:
-        raise ValueError(f"a cell named {name!r} is already registered (pass replace=True to override)")
-    _TABLE[name] = spec
-    return spec
-
-
-def unregister_cell(name: str) -> None:
-    """Remove a registration (tests and notebooks that register throw-away cells)."""
-    _TABLE.pop(name, None)
-
-
-def load_plugins() -> list[tuple[str, str]]:
-    """Register the cells of installed packages (entry-point group ``rnnviz.cells``), once.
-
-    A plugin that fails to load is skipped and reported (``(name, reason)``), never fatal."""
-    global _plugins_loaded
-    if _plugins_loaded:
-        return list(_plugin_errors)
-    _plugins_loaded = True
-    for ep in importlib.metadata.entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            obj = ep.load()
-            spec = obj() if callable(obj) and not isinstance(obj, CellSpec) else obj
-            if ep.name in _TABLE and _TABLE[ep.name] is not spec:
-                raise ValueError(f"the name {ep.name!r} is already taken")
-            register_cell(ep.name, spec if spec.group == "plugin" else _as_plugin(spec))
-        except Exception as err:  # a broken plugin must not take the app down
-            log.warning("cell plugin %s (%s) skipped: %s", ep.name, ep.value, err)
-            _plugin_errors.append((ep.name, f"{type(err).__name__}: {err}"))
-    return list(_plugin_errors)
-
-
-def _as_plugin(spec: CellSpec) -> CellSpec:
-    return dataclasses.replace(spec, group="plugin")
-
-
-def _ensure() -> None:
-    import rnnviz.cells  # noqa: F401  (registers the built-in cells)
-
-    load_plugins()
-
-
-def cell_names() -> tuple[str, ...]:
-    """Every registered cell by group (classic, linear-recurrent, plugin), in registration
-    order within a group."""
-    _ensure()
-    return tuple(sorted(_TABLE, key=lambda n: GROUPS.index(_TABLE[n].group)))  # stable: keeps insertion order
-
-
-def cell_spec(name: str) -> CellSpec:
-    """The spec of a registered cell; KeyError names the registered ones."""
-    if name not in _TABLE:
-        _ensure()
-    try:
-        return _TABLE[name]
-    except KeyError:
-        raise KeyError(f"no cell named {name!r}; registered: {', '.join(cell_names())}") from None
-
-
-def plugin_errors() -> list[tuple[str, str]]:
-    """Plugins that failed to load, as ``(entry-point name, reason)``."""
-    _ensure()
-    return list(_plugin_errors)
+__all__ = [
+    "ENTRY_POINT_GROUP",
+    "GROUPS",
+    "CellSpec",
+    "FusedForm",
+    "FusedGate",
+    "cell_names",
+    "cell_spec",
+    "hidden_kernels",
+    "load_plugins",
+    "plugin_errors",
+    "register_cell",
+    "unregister_cell",
+]

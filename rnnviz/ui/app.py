@@ -19,11 +19,14 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from rnnviz import Analysis, ConfigError, RunConfig
-from rnnviz.analysis import static_config
+from rnnviz.analysis import Analysis, static_config
+from rnnviz.config import ConfigError, RunConfig
 from rnnviz.frames import records_frame
-from rnnviz.lyapunov import Jacobians, Lyapunov, carry_dim
+from rnnviz.jacobians import Jacobians, carry_dim
+from rnnviz.lyapunov import Lyapunov
 from rnnviz.records import load_dir
+from rnnviz.tasks import TASKS, get_task
+from rnnviz.train import OPTIMIZERS
 from rnnviz.ui import budget, jobs, state, views
 from rnnviz.ui.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 
@@ -188,8 +191,6 @@ TRAIN_SLICE_S = 0.5
 
 
 def _training_config(cfg: RunConfig, settings: dict) -> RunConfig:
-    from rnnviz.tasks import get_task
-
     return cfg.replace(input_size=get_task(settings["task"]).input_size, batch_size=settings["batch"])
 
 
@@ -225,9 +226,6 @@ def _pin_training(key: str, label: str) -> None:
 
 
 def training_panel(cfg: RunConfig) -> None:
-    from rnnviz.tasks import TASKS
-    from rnnviz.train import OPTIMIZERS
-
     st.markdown(
         "Train the configured cell (with a Dense readout) on a long-range task and watch ‖∂L/∂carry_t‖ as it learns. "
         "The task fixes the input size; the batch is drawn fresh every step."

@@ -18,8 +18,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from rnnviz import Analysis, RunConfig, analyze
-from rnnviz.analysis import executables, resolve_device, static_config
+from rnnviz.analysis import Analysis, analyze, executables, resolve_device, static_config
 from rnnviz.analysis import is_compiled as _is_compiled
 from rnnviz.comparisons import (
     available_strategies,
@@ -29,19 +28,13 @@ from rnnviz.comparisons import (
     scaling,
     strategy_unavailable,
 )
-from rnnviz.config import strategy_names
-from rnnviz.lyapunov import (
-    Jacobians,
-    Lyapunov,
-    lyapunov_phase,
-)
-from rnnviz.lyapunov import (
-    jacobians as _jacobians,
-)
-from rnnviz.lyapunov import (
-    lyapunov as _lyapunov,
-)
+from rnnviz.config import RunConfig
+from rnnviz.jacobians import Jacobians
+from rnnviz.jacobians import jacobians as _jacobians
+from rnnviz.lyapunov import Lyapunov, lyapunov_phase
+from rnnviz.lyapunov import lyapunov as _lyapunov
 from rnnviz.sweeps import critical_gain, sweep
+from rnnviz.tables.strategies import strategy_names
 from rnnviz.timing import enable_compilation_cache, keep_freed_buffers
 from rnnviz.train import Trainer, Training
 

@@ -10,7 +10,6 @@ from typing import Any
 
 import streamlit as st
 
-from rnnviz.cells.registry import cell_names, cell_spec
 from rnnviz.config import (
     ACTIVATIONS,
     CARRY_INITS,
@@ -23,7 +22,8 @@ from rnnviz.config import (
     RunConfig,
 )
 from rnnviz.presets import PRESETS, config_from_params, config_to_params
-from rnnviz.strategies import cell_unavailable
+from rnnviz.tables.cells import cell_names, cell_spec
+from rnnviz.tables.strategies import cell_unavailable
 
 KEY = "cfg_{}".format
 UI_PARAMS = ("tab",)

@@ -15,12 +15,14 @@ import streamlit as st
 from rnnviz import charts, frames
 from rnnviz.analysis import Analysis
 from rnnviz.cells import cell_spec
+from rnnviz.cells.theory import simple_cell_theory
 from rnnviz.config import FIELD_SPECS, MAX_SEQ_LEN, RunConfig, max_seq_len_within_budget
-from rnnviz.diagnostics import simple_cell_theory, verdict
-from rnnviz.lyapunov import decay_fit, regime
+from rnnviz.diagnostics import verdict
+from rnnviz.fits import decay_fit, regime
 from rnnviz.presets import PRESETS
-from rnnviz.strategies import strategy
+from rnnviz.tables.strategies import strategy_rules
 from rnnviz.text import pow10_text
+from rnnviz.train import training_verdict
 from rnnviz.ui import budget
 from rnnviz.ui.state import apply_preset
 
@@ -78,7 +80,7 @@ def header(a: Analysis) -> None:
         f"run (median of {t.repeats})",
         f"{t.run_s * 1e3:.2f} ms",
         help=f"median of {t.repeats} run{'s' if t.repeats != 1 else ''} on {t.device} with the "
-        f"'{a.config.strategy}' strategy ({strategy(a.config.strategy).summary}); the dashboard times runs until "
+        f"'{a.config.strategy}' strategy ({strategy_rules(a.config.strategy).summary}); the dashboard times runs until "
         "about 0.3 s is spent (at least one, at most five) and draws the last one",
     )
     cols[4].metric(
@@ -202,7 +204,7 @@ def strategies_view(
 ) -> None:
     st.markdown(
         "Every strategy gives the same ∂L/∂W; they differ in memory and speed. "
-        + " ".join(f"**{name}**: {strategy(name).summary}." for name in available)
+        + " ".join(f"**{name}**: {strategy_rules(name).summary}." for name in available)
     )
     for name, why in hidden.items():
         st.caption(f"{name} is not offered: {why}.")
@@ -799,11 +801,9 @@ def training_controls(cfg: RunConfig, tasks: dict, optimizers: tuple[str, ...]) 
 
 def training_results(records: list, pinned: list[tuple[str, list]], running: bool) -> None:
     """Charts and verdict of one set of runs (all seeds), with pinned runs overlaid."""
-    from rnnviz.train import verdict
-
     r0 = records[0]
     text = (
-        f"**Training:** {verdict(records)}"
+        f"**Training:** {training_verdict(records)}"
         if not running
         else f"Training… {r0.steps_run} of {r0.steps} steps so far."
     )
