@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test bench browser notebook clean
+.PHONY: run test lint bench browser notebook clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -18,7 +18,13 @@ run: $(STAMP)
 browser:
 	@bash scripts/ensure-browser.sh
 
-test: $(STAMP) browser
+# Style and layers first (seconds): ruff, then the import contracts of pyproject.toml.
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
+
+test: lint browser
 	$(PY) -m pytest -q
 
 NB_STAMP := $(VENV)/.notebook-stamp

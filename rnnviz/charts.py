@@ -518,7 +518,8 @@ def spectrum_figure(
     fig.add_hline(y=0.0, line=dict(color="#000000", dash="dot"))
     if (~finite).any():
         fig.add_annotation(
-            text=f"{int((~finite).sum())} exponent(s) are −∞ (a direction the step maps to 0, e.g. dead ReLU units)",
+            text=f"{int((~finite).sum())} exponent(s) are −∞ (a direction the step maps to 0, e.g. dead "
+            "ReLU units)",
             showarrow=False,
             x=0.5,
             y=1.0,

@@ -86,7 +86,8 @@ def _summary_text(a) -> str:
     lines = [
         f"config: {a.config.to_dict()}",
         f"loss = {a.loss:.6g}",
-        f"‖∂L/∂carry_t‖: t=0 {pow10_text(g[0])}  t=T/2 {pow10_text(g[len(g) // 2])}  t=T {pow10_text(g[-1])}  (exact; from {a.log10_source})",
+        f"‖∂L/∂carry_t‖: t=0 {pow10_text(g[0])}  t=T/2 {pow10_text(g[len(g) // 2])}  t=T "
+        f"{pow10_text(g[-1])}  (exact; from {a.log10_source})",
         f"verdict: {verdict(a).text}",
     ]
     zeros = np.flatnonzero(np.isneginf(g))
@@ -277,8 +278,10 @@ def cmd_lyapunov(args: argparse.Namespace) -> int:
         print(json.dumps(lyapunov_json(ly)))
         return 0
     print(
-        f"Lyapunov exponents of the {cfg.cell} cell (H={cfg.hidden_size}, T={cfg.seq_len}, gain {cfg.recurrent_gain:g}), "
-        f"natural log per step, mean ± std over {ly.example_exponents.shape[0]} example(s), after {ly.warmup} warm-up steps:"
+        f"Lyapunov exponents of the {cfg.cell} cell (H={cfg.hidden_size}, T={cfg.seq_len}, gain "
+        f"{cfg.recurrent_gain:g}), "
+        f"natural log per step, mean ± std over {ly.example_exponents.shape[0]} example(s), after "
+        f"{ly.warmup} warm-up steps:"
     )
     for i, (lam, sd) in enumerate(zip(ly.exponents, ly.exponents_spread), 1):
         print(
@@ -290,7 +293,8 @@ def cmd_lyapunov(args: argparse.Namespace) -> int:
     print(f"λ₁ = {ly.lambda1:+.4f} → {regime(ly.lambda1)}")
     if ly.decay is not None:
         print(
-            f"gradient decay per step (slope of ln‖∂L/∂carry_(T−k)‖ over lags {ly.decay.lag_lo}..{ly.decay.lag_hi}): "
+            "gradient decay per step (slope of ln‖∂L/∂carry_(T−k)‖ over lags "
+            f"{ly.decay.lag_lo}..{ly.decay.lag_hi}): "
             f"measured {ly.decay.slope:+.4f}, predicted by λ₁ {ly.lambda1:+.4f}"
         )
     print(f"compile {ly.compile_s:.2f} s, run {ly.run_s * 1e3:.1f} ms")
@@ -401,8 +405,10 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(training_json(r)))
         return 0
     print(
-        f"{r.task} (T={cfg.seq_len}) with the {cfg.cell} cell, {r.optimizer} lr={r.learning_rate:g}, clip={r.clip}: "
-        f"final loss {r.final_loss():.4g} (baseline {r.baseline:.4g}, ratio {r.final_loss() / r.baseline:.3f})"
+        f"{r.task} (T={cfg.seq_len}) with the {cfg.cell} cell, {r.optimizer} lr={r.learning_rate:g}, "
+        f"clip={r.clip}: "
+        f"final loss {r.final_loss():.4g} (baseline {r.baseline:.4g}, ratio "
+        f"{r.final_loss() / r.baseline:.3f})"
     )
     print(
         "solved at step " + str(r.solved_step)
@@ -412,7 +418,8 @@ def cmd_train(args: argparse.Namespace) -> int:
     if r.nonfinite_step is not None:
         print(f"stopped: NaN/Inf at step {r.nonfinite_step}")
     print(
-        f"clipped {r.clip_count} of {r.steps_run} steps; {r.timing.steps_per_s:.0f} steps/s ({1e3 / r.timing.steps_per_s:.2f} ms/step), "
+        f"clipped {r.clip_count} of {r.steps_run} steps; {r.timing.steps_per_s:.0f} steps/s "
+        f"({1e3 / r.timing.steps_per_s:.2f} ms/step), "
         f"compile {r.timing.compile_s:.2f} s"
     )
     return 0

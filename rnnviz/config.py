@@ -325,14 +325,16 @@ def _validate(cfg: RunConfig) -> None:
         raise ConfigError(
             "forget_bias",
             cfg.forget_bias,
-            f"only cells with a forget gate ({with_bias}) have a forget bias; use 0.0 with the {cfg.cell} cell",
+            f"only cells with a forget gate ({with_bias}) have a forget bias; use 0.0 with the {cfg.cell} "
+            "cell",
         )
     need = estimate_memory_bytes(cfg)
     if need > MEMORY_BUDGET_BYTES:
         raise BudgetError(
             "seq_len",
             cfg.seq_len,
-            f"this configuration needs about {need / 2**30:.1f} GiB, over the {MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; "
+            f"this configuration needs about {need / 2**30:.1f} GiB, over the "
+            f"{MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; "
             f"the largest seq_len that fits is {max_seq_len_within_budget(cfg)}" + _checkpoint_hint(cfg),
         )
     flops = estimate_flops(cfg)
@@ -340,8 +342,10 @@ def _validate(cfg: RunConfig) -> None:
         raise BudgetError(
             "seq_len",
             cfg.seq_len,
-            f"this configuration needs about {flops / 1e12:.1f} TFLOP per analysis (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} s on a "
-            f"2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; the largest seq_len that fits is {max_seq_len_within_budget(cfg)}",
+            f"this configuration needs about {flops / 1e12:.1f} TFLOP per analysis (≈ "
+            f"{flops / REFERENCE_FLOPS_PER_S:.0f} s on a "
+            f"2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; the largest seq_len that fits is "
+            f"{max_seq_len_within_budget(cfg)}",
         )
 
 

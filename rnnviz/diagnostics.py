@@ -42,7 +42,8 @@ def verdict(a: Analysis) -> Verdict:
         return Verdict(
             "vanishing",
             -math.inf,
-            f"gradient is exactly 0 at t=0: the loss does not depend on the initial carry (no path back through {t_len} steps)",
+            "gradient is exactly 0 at t=0: the loss does not depend on the initial carry (no path back "
+            f"through {t_len} steps)",
         )
     r = l0 - lt
     kind = "vanishing" if r < -2 else "exploding" if r > 2 else "stable"

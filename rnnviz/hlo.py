@@ -175,9 +175,11 @@ def check_serial_lapack(compiled: Any, what: str) -> None:
     if pairs:
         a, b = pairs[0]
         raise ConcurrentLapackError(
-            f"{what}: {len(pairs)} pair(s) of LAPACK calls could run at once and deadlock jaxlib's CPU thread pool, "
+            f"{what}: {len(pairs)} pair(s) of LAPACK calls could run at once and deadlock jaxlib's CPU "
+            "thread pool, "
             f"e.g. {a.target} ({a.name} in {a.computation}) and {b.target} ({b.name} in {b.computation}); "
-            "order them (one stacked call, or a data dependency) or compute them without LAPACK (rnnviz.linalg)"
+            "order them (one stacked call, or a data dependency) or compute them without LAPACK "
+            "(rnnviz.linalg)"
         )
 
 

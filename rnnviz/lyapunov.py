@@ -150,8 +150,10 @@ def check_options(cfg: RunConfig, k: int, warmup: int | None, qr_every: int) -> 
         raise BudgetError(
             "k",
             k,
-            f"{int(k)} tangents need about {flops / 1e12:.1f} TFLOP (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} s on "
-            f"a 2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; {what}, or seq_len ≤ {fit_t} with k = {int(k)}",
+            f"{int(k)} tangents need about {flops / 1e12:.1f} TFLOP (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} "
+            "s on "
+            f"a 2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; {what}, or seq_len ≤ {fit_t} "
+            f"with k = {int(k)}",
         )
     return LyapunovOptions(int(k), int(warmup), int(qr_every))
 

@@ -26,12 +26,14 @@ PRESETS: dict[str, Preset] = {
     for p in (
         Preset(
             "Vanishing: tanh RNN, gain 0.8",
-            "σ₁·γ = 0.8 < 1: every step back multiplies the gradient by at most 0.8, so after 100 steps it is ~10⁻¹⁰ of its size at T.",
+            "σ₁·γ = 0.8 < 1: every step back multiplies the gradient by at most 0.8, so after 100 steps it "
+            "is ~10⁻¹⁰ of its size at T.",
             dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100),
         ),
         Preset(
             "Exploding: linear RNN, gain 1.2",
-            "With the identity activation and W_h = 1.2·Q, ‖∂L/∂h_t‖ = 1.2^{T−t}·‖h_T‖ exactly: a straight line of slope log₁₀1.2 on the log axis.",
+            "With the identity activation and W_h = 1.2·Q, ‖∂L/∂h_t‖ = 1.2^{T−t}·‖h_T‖ exactly: a straight "
+            "line of slope log₁₀1.2 on the log axis.",
             dict(cell="simple", activation="identity", recurrent_gain=1.2, seq_len=100),
         ),
         Preset(
@@ -41,7 +43,8 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "LSTM with forget bias 1",
-            "A forget gate near 1 lets ∂L/∂c flow back almost unchanged (c_{t} = f⊙c_{t−1} + …): compare with forget bias 0.",
+            "A forget gate near 1 lets ∂L/∂c flow back almost unchanged (c_{t} = f⊙c_{t−1} + …): compare "
+            "with forget bias 0.",
             dict(cell="lstm", forget_bias=1.0, seq_len=100),
         ),
         Preset(
@@ -56,24 +59,28 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "bf16 underflow",
-            "Gain 0.5 over 200 steps needs 10⁻⁶⁰: far below bfloat16's smallest number, so the early gradients are exactly 0.",
+            "Gain 0.5 over 200 steps needs 10⁻⁶⁰: far below bfloat16's smallest number, so the early "
+            "gradients are exactly 0.",
             dict(cell="simple", activation="tanh", recurrent_gain=0.5, seq_len=200, dtype="bfloat16"),
         ),
         Preset(
             "float16 underflow",
-            "float16 stops at 6·10⁻⁸: a tanh RNN at gain 0.8 reaches that within 100 steps and the gradient becomes exactly 0.",
+            "float16 stops at 6·10⁻⁸: a tanh RNN at gain 0.8 reaches that within 100 steps and the "
+            "gradient becomes exactly 0.",
             dict(cell="simple", activation="tanh", recurrent_gain=0.8, seq_len=100, dtype="float16"),
         ),
         Preset(
             "Linear recurrence: LRU, T=1000",
-            "A diagonal linear recurrence with |λ| on the ring [0.9, 0.999]: each unit's gradient decays by exactly |λ_j| per step, "
+            "A diagonal linear recurrence with |λ| on the ring [0.9, 0.999]: each unit's gradient decays "
+            "by exactly |λ_j| per step, "
             "so the slowest units carry the gradient across all 1000 steps (dashed: the closed form).",
             dict(cell="lru", seq_len=1000, hidden_size=64),
         ),
         *(
             Preset(
                 f"Lyapunov: {name} (gain {g})",
-                f"A random tanh network (W_h normal with variance g²/H, H = 128) running on its own (input scale 0): {what} "
+                "A random tanh network (W_h normal with variance g²/H, H = 128) running on its own (input "
+                f"scale 0): {what} "
                 "Open the Jacobians tab for the spectrum and the Phase diagram tab for λ₁ over the gain.",
                 dict(
                     cell="simple",
@@ -95,7 +102,8 @@ PRESETS: dict[str, Preset] = {
                 (
                     "edge of chaos",
                     1.0,
-                    "λ₁ ≈ 0: perturbations neither grow nor shrink on average, and neither does the gradient.",
+                    "λ₁ ≈ 0: perturbations neither grow nor shrink on average, and neither does the "
+                    "gradient.",
                 ),
                 (
                     "chaotic",
@@ -106,8 +114,10 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "Training: LSTM vs tanh RNN on adding, T=100",
-            "Train this LSTM (forget bias 1) on the adding problem, pin it, then switch the cell to simple/tanh and train again: "
-            "the LSTM gets below 10 % of the baseline; the tanh RNN's gradient from the marked steps vanishes and it stays near 1/6.",
+            "Train this LSTM (forget bias 1) on the adding problem, pin it, then switch the cell to "
+            "simple/tanh and train again: "
+            "the LSTM gets below 10 % of the baseline; the tanh RNN's gradient from the marked steps "
+            "vanishes and it stays near 1/6.",
             dict(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100),
             dict(
                 task="adding",
@@ -122,7 +132,8 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "Training: IRNN learns adding",
-            "ReLU with an identity recurrent init (Le, Jaitly & Hinton 2015): at init every step passes the gradient back "
+            "ReLU with an identity recurrent init (Le, Jaitly & Hinton 2015): at init every step passes "
+            "the gradient back "
             "unchanged where units are active, so the marked inputs stay within reach.",
             dict(
                 cell="simple",
@@ -145,8 +156,10 @@ PRESETS: dict[str, Preset] = {
         ),
         Preset(
             "Training: clipping rescues an exploding RNN",
-            "A linear RNN at gain 1.3 multiplies gradients by 1.3 per step back: without clipping (toggle it off) the first "
-            "updates blow the weights up and the loss turns NaN; with clipping at 1 every step moves a bounded distance.",
+            "A linear RNN at gain 1.3 multiplies gradients by 1.3 per step back: without clipping (toggle "
+            "it off) the first "
+            "updates blow the weights up and the loss turns NaN; with clipping at 1 every step moves a "
+            "bounded distance.",
             dict(
                 cell="simple",
                 activation="identity",
@@ -231,4 +244,7 @@ def _over_budget_message(linked: Mapping[str, Any], changes: Mapping[str, tuple[
     except BudgetError as err:
         why = err.allowed.split(";")[0].replace("this configuration ", "it ")
     shrunk = ", ".join(f"{k} {a} → {b}" for k, (a, b) in changes.items())
-    return f"This link asks for {asked}, but {why}. Shown with {shrunk} (the largest that fits); every other field is as linked."
+    return (
+        f"This link asks for {asked}, but {why}. Shown with {shrunk} (the largest that fits); every "
+        "other field is as linked."
+    )

@@ -3,7 +3,8 @@
 Schema 1 (documented in ``rnnviz/data/README.md``)::
 
     {"schema": 1, "kind": "bench", "suite": str, "label": str, "config": {RunConfig fields},
-     "strategy": "plain_grad" or a registered strategy (accumulate, per_step, split_transpose, parallel, fused, checkpoint),
+     "strategy": "plain_grad" or a registered strategy (accumulate, per_step, split_transpose,
+                 parallel, fused, checkpoint),
      "measure": "grad" | "analyze" | "log_pass",
      "device_kind": "cpu" | "gpu" | ..., "device_name": str, "backend": str,
      "jax_version": str, "jaxlib_version": str, "flax_version": str, "cpu_count": int,

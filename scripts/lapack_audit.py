@@ -67,7 +67,8 @@ def main() -> None:
                     train_many(cfg, {"seed": list(range(n))}, steps=1, log_every=1)
         print(f"{cell}: {time.time() - start:.0f} s", flush=True)
     print(
-        "\n| executable | compiled | LAPACK calls (target: count over all compiles) | pairs that may overlap |"
+        "\n| executable | compiled | LAPACK calls (target: count over all compiles) | pairs that may "
+        "overlap |"
     )
     print("|---|---|---|---|")
     for kind in sorted(compiled):

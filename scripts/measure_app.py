@@ -155,17 +155,20 @@ def main() -> None:
             page.wait_for_function(f"() => ({FIRST_Y})() !== null")
             first = time.perf_counter() - start
             print(
-                f"launch → first chart rendered: {first:.2f} s (JAX cache: {'cold' if args.cold_cache else 'as is'})"
+                f"launch → first chart rendered: {first:.2f} s (JAX cache: "
+                f"{'cold' if args.cold_cache else 'as is'})"
             )
             for seed in (1, 2, 3):
                 t = _time_change(page, "cfg_seed", seed)
                 print(
-                    f"seed → {seed}: page updated in {t * 1e3:.0f} ms; compute run {_metric(page, 'run (median')}"
+                    f"seed → {seed}: page updated in {t * 1e3:.0f} ms; compute run "
+                    f"{_metric(page, 'run (median')}"
                 )
             for t_len in (60, 70):
                 t = _time_change(page, "cfg_seq_len", t_len)
                 print(
-                    f"seq_len → {t_len} (new shape): page updated in {t:.2f} s; compile {_metric(page, 'compile')}"
+                    f"seq_len → {t_len} (new shape): page updated in {t:.2f} s; compile "
+                    f"{_metric(page, 'compile')}"
                 )
             for cell in ("gru · classic", "simple · classic"):
                 t = _time_select(page, "cfg_cell", cell)

@@ -81,7 +81,8 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
     page.locator(".st-key-cfg_cell").get_by_role("combobox").click()
     page.get_by_role("option", name="lstm · classic", exact=True).click()
     page.wait_for_function(
-        """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .legendtext')].some(e => e.textContent === 'c')""",
+        """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .legendtext')]
+                 .some(e => e.textContent === 'c')""",
         timeout=90_000,
     )
     assert "cell=lstm" in page.url

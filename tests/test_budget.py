@@ -12,7 +12,8 @@ MID = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
 def test_a_plan_that_fits_changes_nothing_and_says_nothing():
     plan = strategies_plan(Cost(run_s=0.01, compile_s=0.5), 6, budget=15)
     assert plan.settings == {"repeats": 5} and plan.fits and plan.note is None
-    # six strategies: compile (×1.5) + warm-up + 5 runs (×1.8 the accumulator's), then the contributions' analysis
+    # six strategies: compile (×1.5) + warm-up + 5 runs (×1.8 the accumulator's), then the
+    # contributions' analysis
     assert plan.estimate_s == pytest.approx(6 * (1.5 * 0.5 + 6 * 1.8 * 0.01) + 0.5 + 0.01)
 
 

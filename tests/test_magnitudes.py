@@ -119,15 +119,18 @@ _REFERENCE = textwrap.dedent("""
     cfg = RunConfig(**json.loads(sys.argv[1]))
     saved = np.load(sys.argv[2], allow_pickle=True)
     f64 = lambda t: jax.tree.map(lambda a: jnp.asarray(a, jnp.float64), t)
-    params, carry0, xs = f64(saved["params"].item()), f64(tuple(saved["carry0"]) if cfg.cell == "lstm" else saved["carry0"]), f64(saved["xs"])
+    params, xs = f64(saved["params"].item()), f64(saved["xs"])
+    carry0 = f64(tuple(saved["carry0"]) if cfg.cell == "lstm" else saved["carry0"])
     cell = make_cell(cfg).clone(dtype=jnp.float64, param_dtype=jnp.float64)
     xs_tm = time_major(cfg, xs)
     c0 = full_carry0(cfg, carry0)
     eps = jax.tree.map(lambda c: jnp.zeros((cfg.seq_len + 1,) + c.shape, jnp.float64), c0)
     def loss(e):
-        return loss_from_outputs(cfg, output_of(cfg, rollout(cell, params, c0, xs_tm, e))[1:].astype(jnp.float64))
+        ys = output_of(cfg, rollout(cell, params, c0, xs_tm, e))[1:]
+        return loss_from_outputs(cfg, ys.astype(jnp.float64))
     g = jax.jit(jax.grad(loss))(eps)
-    comps = np.stack([robust_norm(np.asarray(leaf), tuple(range(1, leaf.ndim))) for leaf in jax.tree.leaves(g)])
+    leaves = jax.tree.leaves(g)
+    comps = np.stack([robust_norm(np.asarray(leaf), tuple(range(1, leaf.ndim))) for leaf in leaves])
     total = robust_norm(comps, 0)
     with np.errstate(divide="ignore"):
         print(json.dumps(np.log10(total).tolist()))

@@ -61,7 +61,10 @@ def test_public_api_in_one_place():
 
 def test_charts_and_the_package_import_without_jax():
     # Lazy exports: drawing from saved frames must not pay for (or need) JAX.
-    code = "import sys, rnnviz, rnnviz.charts, rnnviz.text; assert 'jax' not in sys.modules, 'jax imported'; print(rnnviz.__version__)"
+    code = (
+        "import sys, rnnviz, rnnviz.charts, rnnviz.text; assert 'jax' not in sys.modules, 'jax "
+        "imported'; print(rnnviz.__version__)"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == rnnviz.__version__

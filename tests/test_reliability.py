@@ -189,7 +189,8 @@ def test_same_config_is_bit_identical_across_processes():
         from rnnviz import RunConfig, analyze
         a = analyze(RunConfig(cell="lstm", seq_len=40, carry_init="normal", inputs="sine", seed=7), repeats=1)
         h = hashlib.sha256()
-        for arr in [a.grad_norms, a.input_grad_norms, a.example_grad_norms, *a.carries.values(), *jax.tree.leaves(a.param_grads)]:
+        norms = [a.grad_norms, a.input_grad_norms, a.example_grad_norms]
+        for arr in [*norms, *a.carries.values(), *jax.tree.leaves(a.param_grads)]:
             h.update(np.ascontiguousarray(arr).tobytes())
         print(h.hexdigest())
     """)

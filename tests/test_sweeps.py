@@ -77,8 +77,11 @@ def test_sharded_sweep_on_two_forced_cpu_devices_equals_single_device(tmp_path):
         from rnnviz import RunConfig
         from rnnviz.sweeps import mesh_shape, sweep, sweep_devices
         out = {}
-        for name, cfg in {"batched": RunConfig(cell="gru", seq_len=10, hidden_size=6, batch_size=4),
-                          "unbatched": RunConfig(cell="lstm", seq_len=10, hidden_size=6, batch_size=None)}.items():
+        configs = {
+            "batched": RunConfig(cell="gru", seq_len=10, hidden_size=6, batch_size=4),
+            "unbatched": RunConfig(cell="lstm", seq_len=10, hidden_size=6, batch_size=None),
+        }
+        for name, cfg in configs.items():
             df = sweep(cfg, {"recurrent_gain": [0.5, 0.8, 1.1], "seed": [0, 1, 2]})
             out[name] = {"mesh": mesh_shape(cfg, len(sweep_devices(cfg))), "values": df["grad_norm"].tolist()}
         print(json.dumps(out))

@@ -109,7 +109,8 @@ def test_vmapped_runs_equal_individual_runs_and_curves_repeat_across_processes()
     script = textwrap.dedent("""
         from rnnviz import RunConfig
         from rnnviz.train import train
-        r = train(RunConfig(hidden_size=8, input_size=1, seq_len=6, batch_size=16, seed=1), "recall", steps=20, learning_rate=3e-3, log_every=10)
+        cfg = RunConfig(hidden_size=8, input_size=1, seq_len=6, batch_size=16, seed=1)
+        r = train(cfg, "recall", steps=20, learning_rate=3e-3, log_every=10)
         print(r.losses.tobytes().hex())
     """)
     out = subprocess.run(

@@ -81,29 +81,34 @@ def train_bench(
     chunked = train(cfg, "adding", steps=500, log_every=100)
     loop = loop_steps_per_s(cfg, 500)
     print(
-        f"  chunked lax.scan (100 steps per call, with a gradient profile per call): {1e3 / chunked.timing.steps_per_s:6.2f} ms/step",
+        "  chunked lax.scan (100 steps per call, with a gradient profile per call): "
+        f"{1e3 / chunked.timing.steps_per_s:6.2f} ms/step",
         file=out,
     )
     print(
-        f"  Python loop over one jitted step:                                          {1e3 / loop:6.2f} ms/step",
+        f"  Python loop over one jitted step:                                          {1e3 / loop:6.2f} "
+        "ms/step",
         file=out,
     )
     print(f"  chunked is ×{chunked.timing.steps_per_s / loop:.2f} the loop's steps/s", file=out, flush=True)
     if cfg.cell == "lstm":
         floor = xla_lstm_floor(cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size)
         print(
-            f"  XLA:CPU floor of any LSTM step here (hand-written forward {floor.forward:.2f} + reverse {floor.reverse:.2f}"
+            f"  XLA:CPU floor of any LSTM step here (hand-written forward {floor.forward:.2f} + reverse "
+            f"{floor.reverse:.2f}"
             f" + ∂L/∂W_h GEMM {floor.weight_gemm:.2f}): {floor.total:6.2f} ms/step",
             file=out,
             flush=True,
         )
     records = [train_record(chunked, "chunked")]
     print(
-        f"\nlearning table: adding, B=64, H=64, {steps} steps, {seeds} seeds in one vmapped call per cell and T",
+        f"\nlearning table: adding, B=64, H=64, {steps} steps, {seeds} seeds in one vmapped call per cell "
+        "and T",
         file=out,
     )
     print(
-        f"{'cell':<10} {'T':>4} {'final MSE/baseline':>24} {'solved':>7} {'solved step (mean, range)':>26} {'diverged':>9} {'s per run':>10}",
+        f"{'cell':<10} {'T':>4} {'final MSE/baseline':>24} {'solved':>7} {'solved step (mean, range)':>26} "
+        f"{'diverged':>9} {'s per run':>10}",
         file=out,
         flush=True,
     )
@@ -150,7 +155,8 @@ def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout
     diff = float(np.max(np.abs(np.sort(ref)[::-1] - fast.exponents)))
     print(f"Lyapunov spectrum, k={k}, {_label_of(cfg)}", file=out)
     print(
-        f"  compiled scan (rnnviz.lyapunov): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile {fast.compile_s:.2f} s)",
+        f"  compiled scan (rnnviz.lyapunov): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile "
+        f"{fast.compile_s:.2f} s)",
         file=out,
     )
     print(f"  reference (jacfwd per step + NumPy QR, Python loop): {ref_s * 1e3:9.1f} ms", file=out)
@@ -165,7 +171,8 @@ def parallel_bench(
     the parameter gradient alone and the full analysis; ratio = parallel / sequential time."""
 
     print(
-        f"{'config':<40} {'seq grad ms':>11} {'par grad ms':>11} {'ratio':>6} {'seq anl ms':>11} {'par anl ms':>11} {'ratio':>6}",
+        f"{'config':<40} {'seq grad ms':>11} {'par grad ms':>11} {'ratio':>6} {'seq anl ms':>11} "
+        f"{'par anl ms':>11} {'ratio':>6}",
         file=out,
     )
     records = []
@@ -184,7 +191,10 @@ def parallel_bench(
         text += (
             f"{ms['grad', 'parallel'] / ms['grad', 'accumulate']:>6.2f} {ms['analyze', 'accumulate']:>11.2f} "
         )
-        text += f"{ms['analyze', 'parallel']:>11.2f} {ms['analyze', 'parallel'] / ms['analyze', 'accumulate']:>6.2f}"
+        text += (
+            f"{ms['analyze', 'parallel']:>11.2f} "
+            f"{ms['analyze', 'parallel'] / ms['analyze', 'accumulate']:>6.2f}"
+        )
         print(text, file=out, flush=True)
     return records
 
@@ -221,7 +231,8 @@ def sweep_bench(cfg: RunConfig, n: int = 256, out=sys.stdout) -> dict[str, float
         jax.block_until_ready(exe.analysis.fn(*exe.prepare(*args)))
     bare_s = time.perf_counter() - start
     print(
-        f"config: {cfg.cell} T={cfg.seq_len} B={cfg.batch_size} H={cfg.hidden_size}; {n} gains; devices: {len(sweep_devices(cfg))}",
+        f"config: {cfg.cell} T={cfg.seq_len} B={cfg.batch_size} H={cfg.hidden_size}; {n} gains; devices: "
+        f"{len(sweep_devices(cfg))}",
         file=out,
     )
     print(f"sweep (one vmapped call): {sweep_s * 1e3:9.1f} ms   (compile {compile_s:.2f} s, once)", file=out)
@@ -277,7 +288,8 @@ def perf_bench(configs: list[RunConfig], repeats: int, budget_s: float | None, o
             f"{row[s]['ratio_to_plain_grad']:>13.2f}" if s in row else f"{'—':>13}" for s in strategies
         )
         print(
-            f"{label(cfg):<38} {base['run_s'] * 1e3:>9.2f} {ratios} {best['flops_per_s'] / 1e9:>9.1f} ({best['strategy'][:3]})"
+            f"{label(cfg):<38} {base['run_s'] * 1e3:>9.2f} {ratios} {best['flops_per_s'] / 1e9:>9.1f} "
+            f"({best['strategy'][:3]})"
             f" {best['flops_per_s'] / peak:>7.0%} {peer}",
             file=out,
             flush=True,
@@ -297,7 +309,8 @@ def perf_bench(configs: list[RunConfig], repeats: int, budget_s: float | None, o
             first.setdefault(s, per_step)
             records.append(rec)
             print(
-                f"{t:>7} {s:<11} {rec['run_s']:>8.3f} {per_step * 1e6:>8.1f} {per_step / first[s]:>10.2f} {rec['peak_bytes'] / 2**20:>9.0f}",
+                f"{t:>7} {s:<11} {rec['run_s']:>8.3f} {per_step * 1e6:>8.1f} {per_step / first[s]:>10.2f} "
+                f"{rec['peak_bytes'] / 2**20:>9.0f}",
                 file=out,
                 flush=True,
             )
@@ -353,7 +366,10 @@ def _row(cfg: RunConfig, device, row: list[dict], strategies) -> str:
     text += " ".join(
         f"{by[s]['ratio_to_plain_grad']:>10.2f}" if s in by else f"{'—':>10}" for s in strategies
     )
-    text += f" {anl['ratio_to_plain_grad']:>9.2f} {log_pass['ratio_to_plain_grad']:>10.2f} {base['compile_s']:>4.2f}/{anl['compile_s']:<5.2f}"
+    text += (
+        f" {anl['ratio_to_plain_grad']:>9.2f} {log_pass['ratio_to_plain_grad']:>10.2f} "
+        f"{base['compile_s']:>4.2f}/{anl['compile_s']:<5.2f}"
+    )
     per_step = f"{mb(by['per_step']):.1f}" if "per_step" in by else "—"
     text += f" {mb(base):>6.1f}/{mb(by['accumulate']):.1f}/{per_step}/{mb(anl):.1f}"
     return text

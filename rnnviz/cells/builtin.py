@@ -142,7 +142,8 @@ register_cell(
             step=lstm_step,
             backward=lstm_backward,
         ),
-        description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax OptimizedLSTMCell, carry (c, h)",
+        description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax "
+        "OptimizedLSTMCell, carry (c, h)",
     ),
 )
 register_cell(
@@ -267,6 +268,7 @@ register_cell(
         linear_form=lru_linear,
         pack=lru_pack,
         unpack=lru_unpack,
-        description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry (re, im); gain scales |λ|",
+        description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry (re, im); "
+        "gain scales |λ|",
     ),
 )

@@ -98,13 +98,25 @@ def training_verdict(records: Sequence[Training]) -> str:
     n = len(records)
     if n == 1:
         if r0.solved_step is not None:
-            return f"Learned {what} by step {r0.solved_step} (running mean loss below 10 % of the baseline {r0.baseline:.3g})."
+            return (
+                f"Learned {what} by step {r0.solved_step} (running mean loss below 10 % of the "
+                f"baseline {r0.baseline:.3g})."
+            )
         if r0.nonfinite_step is not None:
-            return f"Diverged on {what}: the loss or gradient became NaN/Inf at step {r0.nonfinite_step} (try clipping)."
+            return (
+                f"Diverged on {what}: the loss or gradient became NaN/Inf at step {r0.nonfinite_step} "
+                "(try clipping)."
+            )
         ratio = r0.final_loss() / r0.baseline
         if ratio > 0.8:
-            return f"Stayed at the baseline on {what}: final loss {ratio:.2f}× the trivial predictor's after {r0.steps_run} steps."
-        return f"Improved on {what} to {ratio:.2f}× the baseline after {r0.steps_run} steps, but did not reach 10 %."
+            return (
+                f"Stayed at the baseline on {what}: final loss {ratio:.2f}× the trivial predictor's "
+                f"after {r0.steps_run} steps."
+            )
+        return (
+            f"Improved on {what} to {ratio:.2f}× the baseline after {r0.steps_run} steps, but did not "
+            "reach 10 %."
+        )
     text = f"{len(solved)} of {n} runs learned {what}"
     if solved:
         text += f" (by step {min(solved)}–{max(solved)})" if len(solved) > 1 else f" (by step {solved[0]})"

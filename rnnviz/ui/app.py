@@ -227,7 +227,8 @@ def _pin_training(key: str, label: str) -> None:
 
 def training_panel(cfg: RunConfig) -> None:
     st.markdown(
-        "Train the configured cell (with a Dense readout) on a long-range task and watch ‖∂L/∂carry_t‖ as it learns. "
+        "Train the configured cell (with a Dense readout) on a long-range task and watch ‖∂L/∂carry_t‖ as "
+        "it learns. "
         "The task fixes the input size; the batch is drawn fresh every step."
     )
     settings = views.training_controls(cfg, TASKS, OPTIMIZERS)
@@ -238,7 +239,8 @@ def training_panel(cfg: RunConfig) -> None:
     settings = {**settings, "log_every": plan.settings["chunk"]}
     if (tcfg.input_size, tcfg.batch_size) != (cfg.input_size, cfg.batch_size):
         st.caption(
-            f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch {tcfg.batch_size}; "
+            f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch "
+            f"{tcfg.batch_size}; "
             "every other field as in the sidebar."
         )
     key = _train_key(tcfg, settings)
@@ -290,10 +292,14 @@ def training_panel(cfg: RunConfig) -> None:
     records = store.get(key)
     if records is None:
         st.info(
-            "Press Train: the settings above have not been trained yet (finished runs are kept, so coming back does not retrain)."
+            "Press Train: the settings above have not been trained yet (finished runs are kept, so coming "
+            "back does not retrain)."
         )
         return
-    label = f"{tcfg.cell} T={tcfg.seq_len} g={tcfg.recurrent_gain:g} {settings['task']} lr={settings['learning_rate']:g}"
+    label = (
+        f"{tcfg.cell} T={tcfg.seq_len} g={tcfg.recurrent_gain:g} {settings['task']} "
+        f"lr={settings['learning_rate']:g}"
+    )
     c3.button("Pin these runs", key="train_pin", on_click=_pin_training, args=(key, label))
     pinned = [(lab, store[k]) for k, lab in st.session_state.get("train_pins", []) if k != key and k in store]
     views.training_results(records, pinned, running=False)
@@ -452,12 +458,15 @@ def stopped_message(err: Exception, view: str | None = None) -> str:
     where = f"The {view} view: " if view else ""
     if isinstance(err, ComputationTimeout):
         head = (
-            f"{where}{err.what} did not finish within {err.limit_s:g} s (stopped after {err.elapsed_s:.0f} s); "
+            f"{where}{err.what} did not finish within {err.limit_s:g} s (stopped after {err.elapsed_s:.0f} "
+            "s); "
             "its worker process was replaced."
         )
     else:
         head = f"{where}{err}; a new worker process takes over."
     return (
-        f"{head} Shrink the sequence length T, the hidden size H or the batch B (or, in the Phase diagram, the gains and "
-        "seeds) and try again. Your pins, trained runs and URL are kept; other tabs and sessions are not affected."
+        f"{head} Shrink the sequence length T, the hidden size H or the batch B (or, in the Phase diagram, "
+        "the gains and "
+        "seeds) and try again. Your pins, trained runs and URL are kept; other tabs and sessions are not "
+        "affected."
     )

@@ -105,7 +105,8 @@ def _plan(
             f"{labels[n]} {asked[n]} → {settings[n]}" for n in asked if settings[n] != asked[n]
         )
         note = (
-            f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, so {changed} "
+            f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, "
+            f"so {changed} "
             f"(≈ {got_s:.0f} s)."
         )
     if not fits:

@@ -179,7 +179,8 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
     trainer = _TRAINERS.get(key)
     if trainer is None:
         raise LookupError(
-            "this training run is no longer in its worker (the worker was replaced); press Train to start again"
+            "this training run is no longer in its worker (the worker was replaced); press Train to start "
+            "again"
         )
     start = time.perf_counter()
     trainer.advance()  # at least one chunk (none once done)

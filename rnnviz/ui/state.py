@@ -190,7 +190,8 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     v["strategy"] = sb.selectbox("Strategy", strategies, key=KEY("strategy"), help=_help("strategy"))
     if st.session_state.get(KEY("device")) not in devices:
         sb.warning(
-            f"device={st.session_state.get(KEY('device'))!r} is not available: no GPU is visible to JAX here; using 'auto'."
+            f"device={st.session_state.get(KEY('device'))!r} is not available: no GPU is visible to JAX "
+            "here; using 'auto'."
         )
         st.session_state[KEY("device")] = "auto"
     v["device"] = sb.selectbox("Device", devices, key=KEY("device"), help=_help("device"))

@@ -1,0 +1,88 @@
+"""The Learn tab: short lessons on vanishing and exploding gradients, each with its maths
+and buttons that load a preset showing it.
+
+The prose lives in ``learn.md`` beside this module (one ``## `` section per lesson), so it
+can be edited as text; :func:`lessons` parses it once.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+from typing import NamedTuple
+
+import streamlit as st
+
+from rnnviz.presets import PRESETS
+from rnnviz.ui.state import apply_preset
+
+_PRESET_LINE = "Show me: "
+
+
+class Lesson(NamedTuple):
+    """One lesson.
+
+    Attributes:
+        title: its heading.
+        text: Markdown prose.
+        formula: LaTeX for ``st.latex``, or None.
+        presets: names of :data:`rnnviz.presets.PRESETS` it offers to load.
+    """
+
+    title: str
+    text: str
+    formula: str | None
+    presets: tuple[str, ...]
+
+
+def parse(markdown: str) -> list[Lesson]:
+    """The lessons of a ``learn.md`` text.
+
+    Args:
+        markdown: ``## title`` sections; in each, paragraphs of prose, an optional
+            ``$$ … $$`` block (one formula) and ``Show me: <preset>`` lines.
+
+    Returns:
+        One :class:`Lesson` per section, in order.
+
+    Raises:
+        ValueError: a section names a preset that does not exist.
+    """
+    lessons = []
+    for section in markdown.split("\n## ")[1:]:
+        title, _, body = section.partition("\n")
+        formula = None
+        if "$$" in body:
+            before, _, rest = body.partition("$$")
+            formula, _, after = rest.partition("$$")
+            body = before + after
+            formula = " ".join(formula.split())
+        presets = tuple(
+            line[len(_PRESET_LINE) :].strip() for line in body.splitlines() if line.startswith(_PRESET_LINE)
+        )
+        unknown = [p for p in presets if p not in PRESETS]
+        if unknown:
+            raise ValueError(f"learn.md, lesson {title!r}: no preset named {unknown[0]!r}")
+        prose = [line for line in body.splitlines() if not line.startswith(_PRESET_LINE)]
+        lessons.append(Lesson(title.strip(), "\n".join(prose).strip(), formula, presets))
+    return lessons
+
+
+@functools.cache
+def lessons() -> tuple[Lesson, ...]:
+    """The Learn tab's lessons, read from the package's ``learn.md`` once."""
+    return tuple(parse(resources.files("rnnviz.ui").joinpath("learn.md").read_text(encoding="utf-8")))
+
+
+def learn_view() -> None:
+    """Every lesson: heading, prose, formula and one button per preset."""
+    for i, lesson in enumerate(lessons()):
+        st.subheader(lesson.title)
+        st.markdown(lesson.text)
+        if lesson.formula:
+            st.latex(lesson.formula)
+        for j, name in enumerate(lesson.presets):
+            key = f"learn_{i}" if j == 0 else f"learn_{i}_{j}"
+            st.button(
+                f"Show me: {name}", key=key, on_click=apply_preset, args=(name,), help=PRESETS[name].lesson
+            )

@@ -1,0 +1,115 @@
+"""The house rules are enforced, not hoped for: the import contracts of pyproject.toml and
+ruff hold on the repository, and each of them fails on a deliberately broken copy.
+
+The broken copies are the real package copied into a temporary folder with one import
+added, checked by the same ``lint-imports`` and the same contracts (``make lint`` runs them
+on the repository itself).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BIN = Path(sys.executable).parent
+
+
+def _tool(name: str) -> str:
+    exe = BIN / name
+    if not exe.exists():
+        pytest.skip(f"{name} is not installed in this environment (pip install -e '.[test]')")
+    return str(exe)
+
+
+def _lint_imports(cwd: Path) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(cwd)}
+    return subprocess.run(
+        [_tool("lint-imports"), "--no-cache"], cwd=cwd, env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+@pytest.fixture(scope="module")
+def copy(tmp_path_factory) -> Path:
+    """The package and its pyproject.toml, copied (no caches)."""
+    dst = tmp_path_factory.mktemp("layers")
+    shutil.copytree(ROOT / "rnnviz", dst / "rnnviz", ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", dst / "pyproject.toml")
+    return dst
+
+
+def _with_import(copy: Path, module: str, line: str) -> Path:
+    """A fresh copy of ``copy`` with ``line`` appended to ``module`` (a path under rnnviz/)."""
+    dst = copy.parent / f"{copy.name}_{abs(hash((module, line)))}"
+    shutil.copytree(copy, dst)
+    target = dst / "rnnviz" / module
+    target.write_text(target.read_text() + "\n" + line + "\n")
+    return dst
+
+
+def test_the_repository_keeps_every_contract():
+    out = _lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "4 kept, 0 broken" in out.stdout
+
+
+def test_the_copy_keeps_them_too(copy):
+    # the baseline of the broken examples below: the copy alone passes
+    out = _lint_imports(copy)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize(
+    ("module", "line", "contract", "names"),
+    [
+        # a lower layer importing a higher one (config is plain data; analysis is above it)
+        ("config.py", "import rnnviz.analysis", "rnnviz layers", ("rnnviz.config", "rnnviz.analysis")),
+        # the JAX maths importing a study
+        ("rollout.py", "import rnnviz.sweeps", "rnnviz layers", ("rnnviz.rollout", "rnnviz.sweeps")),
+        # the core drawing
+        ("analysis.py", "import plotly.graph_objects", "streamlit or plotly", ("rnnviz.analysis", "plotly")),
+        ("sweeps.py", "import streamlit", "streamlit or plotly", ("rnnviz.sweeps", "streamlit")),
+        # charts reaching for JAX
+        ("charts.py", "import jax.numpy", "charts never import JAX", ("rnnviz.charts", "jax")),
+        # a cycle: the cell table importing what reads it
+        ("tables/strategies.py", "import rnnviz.strategies", "no import cycles", ("strategies",)),
+    ],
+)
+def test_a_broken_import_breaks_its_contract(copy, module, line, contract, names):
+    broken = _with_import(copy, module, line)
+    out = _lint_imports(broken)
+    assert out.returncode != 0, out.stdout
+    report = out.stdout.split("Broken contracts", 1)[-1]
+    assert contract in report
+    for name in names:
+        assert name in report
+
+
+def test_ruff_passes_on_the_repository():
+    for args in (["check", "."], ["format", "--check", "."]):
+        out = subprocess.run([_tool("ruff"), *args], cwd=ROOT, capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_ruff_fails_on_a_broken_file(tmp_path):
+    shutil.copy(ROOT / "pyproject.toml", tmp_path / "pyproject.toml")
+    bad = tmp_path / "bad.py"
+    long_comment = "# " + "far too long " * 10  # past the line length of 110
+    bad.write_text(f"import os\ndef f(x):\n    return  x+1 {long_comment}\n")
+    check = subprocess.run(
+        [_tool("ruff"), "check", "--output-format", "concise", "bad.py"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert check.returncode != 0
+    assert "F401" in check.stdout and "E501" in check.stdout  # the unused import, the long line
+    fmt = subprocess.run(
+        [_tool("ruff"), "format", "--check", "bad.py"], cwd=tmp_path, capture_output=True, text=True
+    )
+    assert fmt.returncode != 0 and "bad.py" in fmt.stdout
