@@ -44,14 +44,14 @@ _EXPORTS = {
     "register_cell": "rnnviz.tables.cells",
     "CellSpec": "rnnviz.tables.cells",
     "cell_names": "rnnviz.tables.cells",
-    "lyapunov": "rnnviz.lyapunov",
-    "Lyapunov": "rnnviz.lyapunov",
-    "jacobians": "rnnviz.jacobians",
-    "Jacobians": "rnnviz.jacobians",
-    "lyapunov_sweep": "rnnviz.lyapunov",
-    "train": "rnnviz.train",
-    "train_many": "rnnviz.train",
-    "Training": "rnnviz.train",
+    "lyapunov": "rnnviz.exponents",
+    "Lyapunov": "rnnviz.exponents",
+    "jacobians": "rnnviz.step_jacobians",
+    "Jacobians": "rnnviz.step_jacobians",
+    "lyapunov_sweep": "rnnviz.exponents",
+    "train": "rnnviz.training",
+    "train_many": "rnnviz.training",
+    "Training": "rnnviz.training",
     "keep_freed_buffers": "rnnviz.timing",
 }
 
@@ -61,12 +61,12 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.analysis import Analysis, analyze
     from rnnviz.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
-    from rnnviz.jacobians import Jacobians, jacobians
-    from rnnviz.lyapunov import Lyapunov, lyapunov, lyapunov_sweep
+    from rnnviz.exponents import Lyapunov, lyapunov, lyapunov_sweep
+    from rnnviz.step_jacobians import Jacobians, jacobians
     from rnnviz.sweeps import sweep
     from rnnviz.tables.cells import CellSpec, cell_names, register_cell
     from rnnviz.timing import keep_freed_buffers
-    from rnnviz.train import Training, train, train_many
+    from rnnviz.training import Training, train, train_many
 
 
 def __getattr__(name: str) -> Any:

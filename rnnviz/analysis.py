@@ -247,25 +247,38 @@ def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None):
 class Analysis:
     """How the gradient of the loss flows back through time for one :class:`RunConfig`.
 
-    All arrays are NumPy. T = seq_len, B = batch (1 when unbatched), C = carry components.
+    All arrays are NumPy. T = seq_len, B = batch (1 when unbatched), H = hidden size,
+    C = carry components (LSTM ``c, h``), I = input size. Index 0 of a ``[T+1]`` series is
+    the initial carry, index t the carry after x_t.
 
-    grad_norms ``[T+1]``: ‖∂L/∂carry_t‖ over batch, units and components; index 0 is the
-    initial carry, index t the carry after x_t. component_grad_norms: ``{"c"|"h": [T+1]}``.
-    example_grad_norms ``[T+1, B]``. input_grad_norms ``[T]``: ‖∂L/∂x_t‖.
-    carries ``{"c"|"h": [T+1, (B,) H]}``; carry_norms ``[T+1]``; component_carry_norms.
-    params / param_grads: the Flax params tree and its gradient.
-    learned_carry_grad: ``{"c"|"h": [H]}`` for ``carry_init="learned"``, else None.
-    param_grad_by_step ``[T, G]`` with G = ``param_groups`` (``per_step`` only, else None).
-    inputs: the exact input ``[(B,) T, I]``.
-    log10_grad_norms ``[T+1]``, log10_component_grad_norms ``{"c"|"h": [T+1]}``,
-    log10_example_grad_norms ``[T+1, B]``: log₁₀ of the same norms, exact even where
-    float32 cannot hold the gradient (float64; −inf only for a true zero, i.e. no
-    dependence). grad_norms is what float32 holds: 0 where the log value is finite means
-    "below float32's range". log10_source: ``"float32"`` (the float32 norms were in range
-    and exact) or ``"log pass"`` (:mod:`rnnviz.logpass` computed them).
-    nonfinite_carry_step: the first t (forward in time) whose carry holds NaN/Inf;
-    nonfinite_grad_step: the last t whose ∂L/∂carry_t holds NaN/Inf, i.e. where the
-    reverse pass, walking back from T, first produced one. None when all are finite.
+    Attributes:
+        config: the configuration analysed.
+        loss: L, the configured loss (``RunConfig.loss``).
+        grad_norms: ``[T+1]`` ‖∂L/∂carry_t‖ over batch, units and components, as float32
+            holds it (0 where the exact value is below float32's range).
+        component_grad_norms: ``{component: [T+1]}`` the same per carry component.
+        example_grad_norms: ``[T+1, B]`` the same per example.
+        input_grad_norms: ``[T]`` ‖∂L/∂x_t‖.
+        carries: ``{component: [T+1, (B,) H]}`` the trajectory.
+        carry_norms: ``[T+1]`` ‖carry_t‖; component_carry_norms the same per component.
+        params: the Flax params tree (gain and forget bias applied).
+        param_grads: ∂L/∂params, the same tree.
+        learned_carry_grad: ``{component: [H]}`` for ``carry_init="learned"``, else None.
+        param_grad_by_step: ``[T, G]`` each step's contribution to ∂L/∂W per group
+            (``param_groups``), for strategies that yield it (``per_step``, ``fused``).
+        param_groups: the G group names (``recurrent``, ``input``, ``bias``).
+        inputs: ``[(B,) T, I]`` the exact input.
+        final_carry: ``{component: [(B,) H]}`` carry_T.
+        log10_grad_norms: ``[T+1]`` log₁₀ ‖∂L/∂carry_t‖, exact even where float32 cannot
+            hold the gradient (float64; −inf only for a true zero, i.e. no dependence).
+        log10_component_grad_norms: ``{component: [T+1]}`` the same per component.
+        log10_example_grad_norms: ``[T+1, B]`` the same per example.
+        log10_source: ``"float32"`` (the float32 norms were in range and exact) or
+            ``"log pass"`` (:mod:`rnnviz.logpass` computed them).
+        nonfinite_carry_step: the first t (forward in time) whose carry holds NaN/Inf, or None.
+        nonfinite_grad_step: the last t whose ∂L/∂carry_t holds NaN/Inf (where the reverse
+            pass, walking back from T, first produced one), or None.
+        timing: compile and run times, peak memory, FLOPs, device.
     """
 
     config: RunConfig
@@ -314,18 +327,42 @@ def analyze(
     log_pass: bool | None = None,
     budget_s: float | None = None,
 ) -> Analysis:
-    """Run the analysis of ``cfg``; time ``repeats`` runs of the compiled reverse pass.
+    r"""Per-step gradient norms of one configuration, from one compiled reverse pass.
 
-    ``budget_s``: bound the timing by time instead (the dashboard's 0.3 s): one run, then
-    more while the runs so far took less than ``budget_s``, at most ``repeats``; no
-    separate warm-up. ``timing.repeats`` says how many runs the median is over, and the
-    returned arrays are the last timed run's.
+    With zero perturbations ε_t added to the carry handed on at every step,
+    ∂L/∂ε_t = ∂L/∂carry_t, so a single ``jax.grad`` gives every step's gradient at once:
 
-    ``device`` overrides ``cfg.device`` with a concrete JAX device (e.g. the second of
-    several). Raises :class:`ConfigError` for a device that is not present.
-    ``log_pass``: run the log-magnitude pass always (True), never (False: log10 values
-    are then float32's, −inf where it underflowed), or when float32's norms might not be
-    exact (None, :func:`needs_log_pass`): it costs about 0.4× the analysis when it runs.
+    .. math::
+
+        \frac{\partial L}{\partial h_t} = \frac{\partial L}{\partial \varepsilon_t}\Big|_{\varepsilon=0},
+        \qquad t = 0, \dots, T
+
+    The executable is compiled once per shape (:meth:`RunConfig.shape_key`); the seed,
+    gain, forget bias and scales are arguments, so changing them never recompiles.
+
+    Args:
+        cfg: what to analyse.
+        repeats: timed runs of the compiled pass (the median is reported), after one warm-up.
+        device: a concrete JAX device, overriding ``cfg.device`` (e.g. the second GPU).
+        log_pass: run the log-magnitude pass always (True), never (False: ``log10_*`` are
+            then float32's, −inf where it underflowed), or when float32's norms might not
+            be exact (None): it costs about 0.4× the analysis when it runs.
+        budget_s: bound the timing by time instead: one run, then more while the runs so
+            far took less than ``budget_s``, at most ``repeats`` (the dashboard's 0.3 s).
+
+    Returns:
+        An :class:`Analysis`; its arrays are the last timed run's.
+
+    Raises:
+        ConfigError: ``device`` or ``cfg.device`` names a device that is not present.
+
+    Example:
+        >>> from rnnviz import RunConfig, analyze
+        >>> a = analyze(RunConfig(hidden_size=8, seq_len=20, recurrent_gain=0.5), repeats=1)
+        >>> a.grad_norms.shape, a.carries["h"].shape  # [T+1], [T+1, B, H]
+        ((21,), (21, 4, 8))
+        >>> bool(a.log10_grad_norms[0] < a.log10_grad_norms[-1] - 5)  # gain 0.5: it vanishes
+        True
     """
     device = device or resolve_device(cfg)
     static = static_config(cfg)

@@ -270,7 +270,7 @@ def lyapunov_json(ly) -> dict[str, Any]:
 
 
 def cmd_lyapunov(args: argparse.Namespace) -> int:
-    from rnnviz.lyapunov import lyapunov
+    from rnnviz.exponents import lyapunov
 
     cfg = config_from_args(args)
     ly = lyapunov(cfg, k=args.k, warmup=args.warmup, qr_every=args.qr_every)
@@ -361,7 +361,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     import pandas as pd
 
     from rnnviz.tasks import get_task
-    from rnnviz.train import train
+    from rnnviz.training import train
 
     given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
     task = get_task(args.task)
@@ -427,7 +427,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _add_train(sub) -> None:
     from rnnviz.tasks import TASKS
-    from rnnviz.train import MAX_STEPS, OPTIMIZERS
+    from rnnviz.training import MAX_STEPS, OPTIMIZERS
 
     p = sub.add_parser("train", help="train the cell on a long-range task and record the gradient profile")
     add_config_flags(p)

@@ -141,10 +141,26 @@ def _grad_difference(ref: dict, other: dict) -> tuple[float, float]:
 def compare_strategies(
     cfg: RunConfig, *, repeats: int = 10, strategies: Sequence[str] | None = None
 ) -> pd.DataFrame:
-    """One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
-    peak_bytes, flops, max_abs_diff, rel_diff`` (differences of ∂L/∂W against the
-    accumulator), for the full analysis of ``cfg`` under each strategy. Strategies whose
-    config is over budget (per-step tangents at large T·P) are left out."""
+    """The full analysis of ``cfg`` under each strategy: what it costs, and that it agrees.
+
+    Args:
+        cfg: the configuration.
+        repeats: timed runs per strategy.
+        strategies: which (default: every strategy this cell and this JAX can run).
+
+    Returns:
+        One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
+        peak_bytes, flops, max_abs_diff, rel_diff`` (differences of ∂L/∂W against the
+        accumulator). Strategies whose config is over budget (per-step tangents at large
+        T·P) are left out.
+
+    Example:
+        >>> from rnnviz import RunConfig, compare_strategies
+        >>> df = compare_strategies(RunConfig(cell="gru", hidden_size=8, seq_len=10), repeats=1,
+        ...                         strategies=["accumulate", "per_step", "fused"])
+        >>> list(df["strategy"]), bool((df["rel_diff"] < 1e-5).all())
+        (['accumulate', 'per_step', 'fused'], True)
+    """
     runs = {}
     for s in strategies or available_strategies(cfg):
         try:
@@ -181,8 +197,19 @@ def scaling(
     repeats: int = 5,
     measure_kind: str = "grad",
 ) -> pd.DataFrame:
-    """Time and memory per strategy over sequence lengths: rows ``strategy, seq_len,
-    compile_s, run_s, peak_bytes`` (one compile per length and strategy, cached)."""
+    """Time and memory per strategy over sequence lengths (one compile per length and
+    strategy, cached).
+
+    Args:
+        cfg: the configuration; its ``seq_len`` is replaced by each of ``seq_lens``.
+        seq_lens: the lengths T.
+        strategies: which (default: every strategy this cell and this JAX can run).
+        repeats: timed runs per measurement.
+        measure_kind: ``grad`` (∂L/∂W alone) or ``analyze`` (the full analysis).
+
+    Returns:
+        Rows ``strategy, seq_len, compile_s, run_s, peak_bytes``.
+    """
     rows = []
     for t_len in seq_lens:
         for s in strategies or available_strategies(cfg):
@@ -222,9 +249,18 @@ def run_on_devices(
     strategies: Sequence[str] | None = None,
     repeats: int = 5,
 ) -> pd.DataFrame:
-    """The full analysis of ``cfg`` on every device (default: all that JAX sees) and
-    strategy: rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
-    peak_bytes, loss, max_grad_diff`` (param-grad difference against the first row)."""
+    """The full analysis of ``cfg`` on every device and strategy: CPU against GPU.
+
+    Args:
+        cfg: the configuration.
+        devices: JAX devices (default: every one JAX sees).
+        strategies: which (default: ``cfg.strategy``).
+        repeats: timed runs per measurement.
+
+    Returns:
+        Rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
+        peak_bytes, loss, max_grad_diff`` (∂L/∂W's difference against the first row).
+    """
     rows, ref = [], None
     for device in devices or present_devices():
         for s in strategies or (cfg.strategy,):

@@ -41,7 +41,13 @@ _ITEMSIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
 
 
 class ConfigError(ValueError):
-    """A configuration value is out of range. ``str(err)`` is a complete user-facing sentence."""
+    """A value the user gave is not allowed; ``str(err)`` is a complete user-facing sentence.
+
+    Attributes:
+        field: the field or argument.
+        value: the value given.
+        allowed: what is allowed, in words.
+    """
 
     def __init__(self, field: str, value: Any, allowed: str):
         self.field, self.value, self.allowed = field, value, allowed
@@ -86,18 +92,54 @@ class FieldSpec:
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Everything that defines one analysis run.
+    r"""Everything that defines one analysis run; validated on construction.
 
     Shapes: unbatched input is ``[T, I]`` (``batch_size=None``), batched is batch-first
     ``[B, T, I]``; the carry is ``[(B,) H]`` per component. Losses, with ``h_t`` the
-    cell's output at step t (the h part of the carry):
+    cell's output at step t:
 
-    * ``"last"``: ``L = ½ Σ_{b,j} h_T[b, j]²``
-    * ``"all"``:  ``L = ½ · (1/T) Σ_t Σ_{b,j} h_t[b, j]²``
+    .. math::
+
+        L_{\text{last}} = \tfrac12 \sum_{b,j} h_T[b, j]^2, \qquad
+        L_{\text{all}} = \tfrac12 \cdot \tfrac1T \sum_t \sum_{b,j} h_t[b, j]^2
 
     Fields split in two: those that fix array shapes or code paths (:meth:`shape_key`)
-    and plain values (seed, gains, scales) that are passed to the compiled function as
-    arguments, so changing them never recompiles.
+    and plain values (:attr:`VALUE_FIELDS`: seed, gains, scales) that are passed to the
+    compiled function as arguments, so changing them never recompiles.
+
+    Attributes:
+        cell: a registered cell (:func:`rnnviz.cell_names`).
+        activation: ``tanh``, ``relu`` or ``identity`` (cells that take one).
+        hidden_size: H, units in the carry.
+        input_size: I, features per step.
+        seq_len: T, time steps.
+        batch_size: B, or None for unbatched ``[T, I]`` input.
+        dtype: ``float32``, ``bfloat16`` or ``float16``: params, carry and computation.
+        carry_init: ``zeros``, ``normal``, ``uniform``, ``constant`` or ``learned``.
+        carry_scale: std (normal), half-width (uniform), value (constant), init std (learned).
+        recurrent_init: ``orthogonal``, ``normal`` or ``identity``.
+        recurrent_gain: g, multiplies the recurrent kernels after initialisation.
+        forget_bias: added to the forget gate's bias (cells that have one).
+        inputs: ``normal``, ``uniform`` or ``sine``.
+        input_scale: multiplies the inputs.
+        loss: ``last`` or ``all`` (above).
+        seed: the root PRNG seed of params, carry and inputs.
+        strategy: how ∂L/∂W is gathered through time (:mod:`rnnviz.strategies`).
+        device: ``auto`` (a GPU when present), ``cpu`` or ``gpu``.
+
+    Raises:
+        ConfigError: on construction, naming the field, the value and what is allowed
+            (``BudgetError`` when valid fields together are over the memory or FLOP budget).
+
+    Example:
+        >>> from rnnviz import ConfigError, RunConfig
+        >>> RunConfig(cell="lstm", seq_len=100).input_shape
+        (4, 100, 8)
+        >>> try:
+        ...     RunConfig(hidden_size=0)
+        ... except ConfigError as err:
+        ...     print(err)
+        hidden_size=0 is not allowed: an integer in [1, 2048].
     """
 
     cell: str = "simple"
@@ -273,6 +315,7 @@ def check_number(
     *,
     integer: bool = False,
     lo_open: bool = False,
+    optional: bool = False,
     note: str = "",
 ) -> Any:
     """:func:`check_field` for a number given outside :class:`RunConfig` (training and
@@ -283,6 +326,8 @@ def check_number(
         value: the number given.
         lo, hi: the allowed range (``(lo, hi]`` with ``lo_open``).
         integer: whether it must be a whole number.
+        lo_open: whether ``lo`` itself is excluded.
+        optional: whether None is allowed (and returned as is).
         note: why the range is what it is (shown in the message).
 
     Returns:
@@ -291,7 +336,9 @@ def check_number(
     Raises:
         ConfigError: naming the argument, the value and the range.
     """
-    spec = FieldSpec(name, int if integer else float, "", lo=lo, hi=hi, lo_open=lo_open, note=note)
+    spec = FieldSpec(
+        name, int if integer else float, "", lo=lo, hi=hi, lo_open=lo_open, optional=optional, note=note
+    )
     plain = value.item() if isinstance(value, (np.integer, np.floating)) else value
     if integer and isinstance(plain, float) and plain.is_integer():
         plain = int(plain)

@@ -1,7 +1,7 @@
 """Readings of measured curves, in NumPy: the gradient's decay rate, where a curve crosses
 zero, and what a leading Lyapunov exponent says in words.
 
-No JAX: the studies (:mod:`rnnviz.lyapunov`), the frames and the dashboard all read these.
+No JAX: the studies (:mod:`rnnviz.exponents`), the frames and the dashboard all read these.
 """
 
 from __future__ import annotations

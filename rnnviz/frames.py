@@ -262,7 +262,7 @@ def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return matrix, survival
 
 
-# ---- Jacobians and Lyapunov exponents (rnnviz.lyapunov records) -------------------------
+# ---- Jacobians and Lyapunov exponents (rnnviz.exponents records) -------------------------
 
 
 def singular_values_frame(j) -> pd.DataFrame:
@@ -311,7 +311,7 @@ def running_frame(ly) -> pd.DataFrame:
 
 def decay_frame(a: Analysis, ly) -> pd.DataFrame:
     """``lag, series, value`` (log₁₀): the measured ‖∂L/∂carry_{T−lag}‖ of ``a``, the line
-    fitted to it over the fit window (:func:`rnnviz.lyapunov.decay_fit`), and the line of
+    fitted to it over the fit window (:func:`rnnviz.fits.decay_fit`), and the line of
     slope λ₁ through the same point at the window's start (the prediction)."""
     logs = np.asarray(a.log10_grad_norms, np.float64)[::-1]
     lags = np.arange(logs.size)
@@ -342,7 +342,7 @@ def decay_frame(a: Analysis, ly) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-# ---- training records (rnnviz.train) --------------------------------------------------------
+# ---- training records (rnnviz.training) --------------------------------------------------------
 
 SMOOTH_STEPS = 20
 

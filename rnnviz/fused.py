@@ -1,6 +1,6 @@
 """The ``fused`` strategy: what cuDNN and oneDNN do for an RNN, written as a ``jax.custom_vjp``.
 
-A cell with a :class:`~rnnviz.cells.registry.FusedForm` computes each step as::
+A cell with a :class:`~rnnviz.tables.cells.FusedForm` computes each step as::
 
     z^x_t = x_t W_x + b_x            [(B,) G·H]   all T steps in one GEMM, before the scan
     z^h_t = h_{t−1} W_h + b_h        [(B,) G·H]   the only matrix product inside the scan

@@ -11,7 +11,7 @@
   the transpose runs outside the loop.
 * ``parallel`` — cells whose recurrence is linear in the carry: an associative scan over
   time, forward and reverse (:mod:`rnnviz.parallel`).
-* ``fused`` — cells with a :class:`~rnnviz.cells.registry.FusedForm`: the input GEMM
+* ``fused`` — cells with a :class:`~rnnviz.tables.cells.FusedForm`: the input GEMM
   hoisted out of the scan, a custom VJP whose reverse scan only propagates the carry
   cotangent, and the weight gradients as one GEMM each afterwards (:mod:`rnnviz.fused`).
   Per-step contributions to ∂L/∂W from the stored gate cotangents in O(T·B²).

@@ -55,7 +55,7 @@ class GradientMeasure(NamedTuple):
 
     A *measure* is any hashable value with ``point(static, key_data, params, carry0, xs)``;
     it is part of the executable's cache key, so each measure compiles once per shape
-    (:class:`rnnviz.lyapunov.LyapunovOptions` is the other one)."""
+    (:class:`rnnviz.exponents.LyapunovOptions` is the other one)."""
 
     def point(self, static: RunConfig, key_data: jax.Array, params, carry0, xs):
         cell = make_cell(static)
@@ -185,11 +185,32 @@ def validate_over(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> dict[str
 def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """Gradient norms for every combination of ``over``'s values.
 
-    Returns a tidy frame: one column per swept field, then ``t``, ``lag`` (T − t),
-    ``component`` (``total`` or a carry component), ``log10_grad_norm`` (exact, from the
-    log-magnitude pass: finite far below float32's range, −inf only for a true zero) and
-    ``grad_norm`` (the same in float64, 0 below ~1e-308). Value fields are
-    computed in one compiled call per shape; shape fields loop outside (one compile each).
+    Value fields (seed, gain, forget bias, scales) are evaluated in one vmapped, compiled
+    call per shape, split over every device of the platform (and every process after
+    ``jax.distributed.initialize``); shape fields (cell, sizes, …) loop outside, one
+    compile each.
+
+    Args:
+        cfg: the base configuration; each point replaces the swept fields.
+        over: ``{field: values}``, e.g. ``{"recurrent_gain": [0.5, 1.5], "seed": [0, 1]}``.
+
+    Returns:
+        A tidy frame, one row per point × t × component: one column per swept field, then
+        ``t``, ``lag`` (T − t), ``component`` (``total`` or a carry component),
+        ``grad_norm`` (float64, 0 below ~1e-308) and ``log10_grad_norm`` (exact, from the
+        log-magnitude pass: finite far below float32's range, −inf only for a true zero).
+
+    Raises:
+        ConfigError: an unknown field, a bad value, or a grid over the point limit.
+
+    Example:
+        >>> from rnnviz import RunConfig, sweep
+        >>> df = sweep(RunConfig(hidden_size=8, seq_len=10), {"recurrent_gain": [0.5, 1.5], "seed": [0, 1]})
+        >>> len(df)  # 2 gains × 2 seeds × (T+1) steps
+        44
+        >>> low = df.groupby("recurrent_gain")["log10_grad_norm"].min()
+        >>> bool(low[0.5] < low[1.5])  # the smaller gain vanishes further
+        True
     """
     return pd.concat(
         [

@@ -223,8 +223,15 @@ def keep_freed_buffers(limit: int = HEAP_KEEP_BYTES) -> bool:
     in lock contention, so it is left alone.
 
     Process-wide, like an XLA flag: the app, the CLI and the test suite call it at start;
-    a library user may. Returns False where there is no glibc (macOS, musl) or
-    ``RNNVIZ_MALLOC=default`` asks to leave the allocator alone."""
+    a library user may.
+
+    Args:
+        limit: bytes of freed memory glibc may keep for reuse (the mmap and trim thresholds).
+
+    Returns:
+        True when set; False where there is no glibc (macOS, musl) or
+        ``RNNVIZ_MALLOC=default`` asks to leave the allocator alone.
+    """
     import ctypes
     import os
 

@@ -40,10 +40,10 @@ def main() -> None:
     from rnnviz import RunConfig, analyze, cell_names
     from rnnviz.analysis import baseline_executable, resolve_device, static_config
     from rnnviz.comparisons import available_strategies, compare_strategies, strategy_executable
-    from rnnviz.jacobians import jacobians
-    from rnnviz.lyapunov import lyapunov, lyapunov_sweep
+    from rnnviz.exponents import lyapunov, lyapunov_sweep
+    from rnnviz.step_jacobians import jacobians
     from rnnviz.sweeps import sweep
-    from rnnviz.train import train_many
+    from rnnviz.training import train_many
 
     start = time.time()
     for cell in cell_names():

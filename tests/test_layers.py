@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -113,3 +114,28 @@ def test_ruff_fails_on_a_broken_file(tmp_path):
         [_tool("ruff"), "format", "--check", "bad.py"], cwd=tmp_path, capture_output=True, text=True
     )
     assert fmt.returncode != 0 and "bad.py" in fmt.stdout
+
+
+def test_every_public_name_is_what_it_names_after_every_module_is_imported():
+    # A submodule named like a public function (rnnviz/train.py beside rnnviz.train) would
+    # shadow it once imported: `from rnnviz import train` gave the module. Import them all,
+    # in a fresh interpreter, then ask for every public name.
+    code = textwrap.dedent(
+        """
+        import importlib, inspect, pkgutil, types
+        import rnnviz
+        skip = {"rnnviz.__main__", "rnnviz.ui.entry"}
+        for m in pkgutil.walk_packages(rnnviz.__path__, "rnnviz."):
+            if m.name not in skip:
+                importlib.import_module(m.name)
+        for name in rnnviz.__all__:
+            value = getattr(rnnviz, name)
+            assert not isinstance(value, types.ModuleType), f"rnnviz.{name} is a module"
+            if callable(value):
+                assert value.__name__ == name, (name, value)
+        print("ok", len(rnnviz.__all__))
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.startswith("ok")

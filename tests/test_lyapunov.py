@@ -13,11 +13,11 @@ from rnnviz import ConfigError, RunConfig
 from rnnviz.analysis import prepared_inputs
 from rnnviz.cells import make_cell
 from rnnviz.config import BudgetError
+from rnnviz.exponents import lyapunov, lyapunov_phase, lyapunov_sweep
 from rnnviz.fits import decay_fit, regime, zero_crossing
 from rnnviz.gradients import full_carry0, time_major
-from rnnviz.jacobians import choose_method, initial_directions, jacobians, step_jacobian
-from rnnviz.lyapunov import lyapunov, lyapunov_phase, lyapunov_sweep
 from rnnviz.rollout import reference_loop
+from rnnviz.step_jacobians import choose_method, initial_directions, jacobians, step_jacobian
 
 
 @pytest.mark.parametrize("gain", [0.7, 1.25])

@@ -16,12 +16,12 @@ from conftest import CELLS
 
 from rnnviz import RunConfig
 from rnnviz.analysis import resolve_device, static_config
+from rnnviz.exponents import LyapunovOptions
 from rnnviz.hlo import ConcurrentLapackError, concurrent_lapack, lapack_calls
 from rnnviz.linalg import householder_q, orthogonal
-from rnnviz.lyapunov import LyapunovOptions
 from rnnviz.sweeps import GRADIENTS, sweep_devices, sweep_executable
 from rnnviz.timing import compile_for
-from rnnviz.train import TrainSpec, train_executables
+from rnnviz.training import TrainSpec, train_executables
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -22,11 +22,11 @@ from rnnviz.bench.references import (
 from rnnviz.bench.suites import LEARNING_CELLS, LONG, LONG_LENGTHS, SUITES
 from rnnviz.comparisons import available_strategies, label, measure
 from rnnviz.config import ConfigError, RunConfig
-from rnnviz.lyapunov import lyapunov
+from rnnviz.exponents import lyapunov
 from rnnviz.records import SCHEMA, append_records, now_utc
 from rnnviz.sweeps import run_points, sweep_devices
 from rnnviz.timing import environment
-from rnnviz.train import train, train_many
+from rnnviz.training import train, train_many
 
 
 def train_record(r, mode: str, suite: str = "train") -> dict:
@@ -155,7 +155,7 @@ def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout
     diff = float(np.max(np.abs(np.sort(ref)[::-1] - fast.exponents)))
     print(f"Lyapunov spectrum, k={k}, {_label_of(cfg)}", file=out)
     print(
-        f"  compiled scan (rnnviz.lyapunov): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile "
+        f"  compiled scan (rnnviz.exponents): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile "
         f"{fast.compile_s:.2f} s)",
         file=out,
     )

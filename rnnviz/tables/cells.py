@@ -121,39 +121,42 @@ class FusedForm:
 class CellSpec:
     """How rnnviz builds and reads one recurrent cell.
 
-    build: ``(cfg, options) -> cell``. ``options`` holds what rnnviz decides for every cell:
-      ``features`` (H), ``dtype``/``param_dtype``, ``kernel_init`` (input kernels),
-      ``recurrent_kernel_init`` (from ``cfg.recurrent_init``), ``carry_init`` (from
-      ``cfg.carry_init``/``carry_scale``: pass it to the cell so ``initialize_carry`` uses it)
-      and ``activation_fn`` (from ``cfg.activation``). Flax's own cells take them as keywords.
-    components: names of the carry's leaves in ``jax.tree.leaves`` order (LSTM ``("c", "h")``).
-    output: the leaf that equals the cell's output y (the losses read it), unless
-      ``readout`` is given.
-    readout: optional ``(params, carry_t, x_t) -> y_t`` for cells whose output is a function
-      of the new carry and the input rather than one of its leaves (LRU: Re(C h) + D x).
-    recurrent: ``path -> bool`` on parameter paths: the recurrent part. The gain multiplies
-      these leaves, unless ``apply_gain`` says otherwise.
-    apply_gain: optional ``(params, gain) -> params`` for cells whose gain is not a plain
-      multiplication of the recurrent leaves (documented by the cell).
-    forget_bias: optional ``(params, bias) -> params``; None means the field does not apply.
-    activations: the ``activation`` values the cell takes (the first is its default);
-      ``("tanh",)`` for cells with fixed activations.
-    group: ``classic``, ``linear-recurrent`` or ``plugin`` (how the dashboard lists it).
-    matmuls, vectors, residuals: per step, how many ``[(I+H) × H]`` products, how many
-      ``[H]`` parameter vectors (biases, u) and how many ``[H]`` arrays the reverse pass
-      keeps — only for the cost and memory estimates (exact or upper bounds).
-    theory: optional ``Analysis -> (label, log10 curve [T+1]) | None``: a closed form of
-      ‖∂L/∂carry_t‖ drawn next to the measured one.
-    gates: names of sigmoid gates whose mean activation the Carry view plots (modules
-      ``i<g>`` and, when present, ``h<g>``).
-    linear_form: optional ``(params, xs [T, (B,) I]) -> (A, B)`` with A, B ``[T, (B,) H]``
-      (complex allowed) such that the state obeys ``h_t = A_t ⊙ h_{t−1} + B_t``: the cell's
-      recurrence is linear in the carry and the ``parallel`` strategy applies.
-    pack, unpack: the carry ↔ that state ``h`` (default: the single leaf; the LRU packs
-      ``(re, im)`` into a complex array).
-    fused: optional :class:`FusedForm`: the cell factors into an input GEMM, one recurrent
-      matrix product and element-wise maths, and the ``fused`` strategy applies.
-    description: one line with the maths and the paper.
+    Attributes:
+        build: ``(cfg, options) -> cell``. ``options`` holds what rnnviz decides for every
+            cell: ``features`` (H), ``dtype``/``param_dtype``, ``kernel_init`` (input
+            kernels), ``recurrent_kernel_init`` (from ``cfg.recurrent_init``), ``carry_init``
+            (from ``cfg.carry_init``/``carry_scale``: pass it to the cell so
+            ``initialize_carry`` uses it) and ``activation_fn`` (from ``cfg.activation``).
+            Flax's own cells take them as keywords.
+        components: the carry's leaves in ``jax.tree.leaves`` order (LSTM ``("c", "h")``).
+        output: the leaf that equals the cell's output y (the losses read it), unless
+            ``readout`` is given.
+        readout: optional ``(params, carry_t, x_t) -> y_t`` for cells whose output is a
+            function of the new carry and the input (LRU: Re(C h) + D x).
+        recurrent: ``path -> bool`` on parameter paths: the recurrent part. The gain
+            multiplies these leaves, unless ``apply_gain`` says otherwise.
+        apply_gain: optional ``(params, gain) -> params`` for cells whose gain is not a
+            plain multiplication of the recurrent leaves (documented by the cell).
+        forget_bias: optional ``(params, bias) -> params``; None: the field does not apply.
+        activations: the ``activation`` values the cell takes (the first is its default);
+            ``("tanh",)`` for cells with fixed activations.
+        group: ``classic``, ``linear-recurrent`` or ``plugin`` (how the dashboard lists it).
+        matmuls: ``[(I+H) × H]`` products per step (cost and memory estimates only).
+        vectors: ``[H]`` parameter vectors (biases, u) (estimates only).
+        residuals: ``[H]`` arrays the reverse pass keeps per step (estimates only).
+        theory: optional ``Analysis -> Overlay | None``: a closed form of ‖∂L/∂carry_t‖
+            drawn next to the measured one (:mod:`rnnviz.cells.theory`).
+        gates: sigmoid gates whose mean activation the Carry view plots (modules ``i<g>``
+            and, when present, ``h<g>``).
+        linear_form: optional ``(params, xs [T, (B,) I]) -> (A, B)`` with A, B
+            ``[T, (B,) H]`` (complex allowed) such that h_t = A_t ⊙ h_{t−1} + B_t: the
+            recurrence is linear in the carry and the ``parallel`` strategy applies.
+        pack: optional carry → that state h (default: the single leaf; the LRU packs
+            ``(re, im)`` into a complex array); give ``unpack`` with it.
+        unpack: optional h → carry, the inverse of ``pack``.
+        fused: optional :class:`FusedForm`: the cell factors into an input GEMM, one
+            recurrent matrix product and element-wise maths; the ``fused`` strategy applies.
+        description: one line with the maths and the paper.
     """
 
     build: Callable[[Any, dict[str, Any]], Any]
@@ -197,8 +200,32 @@ _plugin_errors: list[tuple[str, str]] = []
 
 
 def register_cell(name: str, spec: CellSpec, *, replace: bool = False) -> CellSpec:
-    """Add ``spec`` under ``name`` (lower case, ≤ 32 characters). Registering a taken
-    name is an error unless ``replace=True``. Returns the spec."""
+    """Add a cell to the table: every view, the CLI and validation then offer it.
+
+    Args:
+        name: lower-case letters, digits and ``_``, starting with a letter, at most 32.
+        spec: how to build and read the cell.
+        replace: allow replacing a cell already registered under ``name``.
+
+    Returns:
+        ``spec``.
+
+    Raises:
+        TypeError: ``spec`` is not a :class:`CellSpec`.
+        ValueError: a bad name, or a taken one without ``replace=True``.
+
+    Example:
+        >>> import flax.linen as nn
+        >>> from rnnviz import CellSpec, RunConfig, analyze, register_cell
+        >>> from rnnviz.cells.registry import unregister_cell
+        >>> spec = CellSpec(build=lambda cfg, options: nn.SimpleCell(**options),
+        ...                 activations=("tanh", "relu"), description="Flax's SimpleCell again")
+        >>> _ = register_cell("elman", spec)
+        >>> a = analyze(RunConfig(cell="elman", activation="relu", hidden_size=8, seq_len=5), repeats=1)
+        >>> a.grad_norms.shape
+        (6,)
+        >>> unregister_cell("elman")
+    """
     if not isinstance(spec, CellSpec):
         raise TypeError(f"register_cell({name!r}, ...) needs a CellSpec, got {type(spec).__name__}")
     if not _NAME.match(name):
@@ -253,8 +280,12 @@ def _ensure() -> None:
 
 
 def cell_names() -> tuple[str, ...]:
-    """Every registered cell by group (classic, linear-recurrent, plugin), in registration
-    order within a group."""
+    """Every registered cell, built-ins and installed plugins.
+
+    Returns:
+        The names by group (classic, linear-recurrent, plugin), in registration order
+        within a group.
+    """
     _ensure()
     return tuple(sorted(_TABLE, key=lambda n: GROUPS.index(_TABLE[n].group)))  # stable: keeps insertion order
 

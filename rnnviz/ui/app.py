@@ -21,12 +21,12 @@ import streamlit as st
 
 from rnnviz.analysis import Analysis, static_config
 from rnnviz.config import ConfigError, RunConfig
+from rnnviz.exponents import Lyapunov
 from rnnviz.frames import records_frame
-from rnnviz.jacobians import Jacobians, carry_dim
-from rnnviz.lyapunov import Lyapunov
 from rnnviz.records import load_dir
+from rnnviz.step_jacobians import Jacobians, carry_dim
 from rnnviz.tasks import TASKS, get_task
-from rnnviz.train import OPTIMIZERS
+from rnnviz.training import OPTIMIZERS
 from rnnviz.ui import budget, jobs, state, views
 from rnnviz.ui.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 

@@ -3,7 +3,7 @@ computation, taking the config as JSON and returning plain records, so every cal
 answer pickles. Nothing here imports Streamlit; the server process imports this module
 only to name the functions it sends.
 
-Training keeps its :class:`~rnnviz.train.Trainer` in the worker between calls (the pool
+Training keeps its :class:`~rnnviz.training.Trainer` in the worker between calls (the pool
 routes every call of one run to the same worker); a worker that was replaced has lost
 it, and :func:`train_advance` says so with :class:`LookupError`.
 """
@@ -29,14 +29,14 @@ from rnnviz.comparisons import (
     strategy_unavailable,
 )
 from rnnviz.config import RunConfig
-from rnnviz.jacobians import Jacobians
-from rnnviz.jacobians import jacobians as _jacobians
-from rnnviz.lyapunov import Lyapunov, lyapunov_phase
-from rnnviz.lyapunov import lyapunov as _lyapunov
+from rnnviz.exponents import Lyapunov, lyapunov_phase
+from rnnviz.exponents import lyapunov as _lyapunov
+from rnnviz.step_jacobians import Jacobians
+from rnnviz.step_jacobians import jacobians as _jacobians
 from rnnviz.sweeps import critical_gain, sweep
 from rnnviz.tables.strategies import strategy_names
 from rnnviz.timing import enable_compilation_cache, keep_freed_buffers
-from rnnviz.train import Trainer, Training
+from rnnviz.training import Trainer, Training
 
 #: The dashboard times runs until about this much is spent (at least one, at most five).
 TIMING_BUDGET_S = 0.3

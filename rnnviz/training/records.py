@@ -14,6 +14,8 @@ from rnnviz.config import RunConfig
 
 
 class TrainTiming(NamedTuple):
+    """Seconds to compile, seconds of training calls, optimisation steps per second per run."""
+
     compile_s: float
     run_s: float  # wall time of the training calls (all runs of the call together)
     steps_per_s: float  # optimisation steps per second, per run
@@ -23,14 +25,24 @@ class TrainTiming(NamedTuple):
 class Training:
     """One training run. Arrays are NumPy, over the ``steps_run`` steps actually taken.
 
-    losses, metric, grad_norm (global ‖∇L‖ before clipping) ``[steps_run]``; clipped
-    ``[steps_run]`` bool. profile_steps ``[n_logs]``: the steps whose start the probe
-    profile was taken at; profiles ``[n_logs, T+1]``: log₁₀ ‖∂L/∂carry_t‖ of the task loss
-    on a fixed probe batch (exact, −inf for a true zero); recurrent_grad ``[n_logs]``:
-    log₁₀ ‖∂L/∂W_h‖. baseline: the trivial predictor's loss. solved_step: the first step
-    whose running mean loss (over the last :data:`SOLVE_WINDOW` steps) is below 10 % of
-    the baseline, or None. nonfinite_step: the step whose loss or gradient was NaN/Inf
-    (the run stopped there), or None. stopped: the caller stopped it early.
+    Attributes:
+        config: the trained configuration.
+        task, lag, optimizer, learning_rate, clip, steps: what was asked (:func:`train`).
+        losses: ``[steps_run]`` the task loss at each step.
+        metric: ``[steps_run]`` the task's metric (``metric_name``: MSE, accuracy, …).
+        grad_norm: ``[steps_run]`` the global ‖∇L‖ before clipping.
+        clipped: ``[steps_run]`` bool, whether the step was clipped.
+        profile_steps: ``[n_logs]`` the steps whose start each probe profile was taken at.
+        profiles: ``[n_logs, T+1]`` log₁₀ ‖∂L/∂carry_t‖ of the task loss on a fixed probe
+            batch (exact, −inf for a true zero).
+        recurrent_grad: ``[n_logs]`` log₁₀ ‖∂L/∂W_h‖ on the probe batch.
+        baseline: the trivial predictor's loss.
+        solved_step: the first step whose running mean loss (over :data:`SOLVE_WINDOW`
+            steps) is below 10 % of the baseline, or None.
+        nonfinite_step: the step whose loss or gradient was NaN/Inf (the run stopped
+            there), or None.
+        stopped: the caller stopped it early.
+        timing: compile and run seconds, steps per second.
     """
 
     config: RunConfig

@@ -49,8 +49,8 @@ from rnnviz.config import (
 from rnnviz.norms import Scaled, log10
 from rnnviz.tasks import Task, check_task, get_task
 from rnnviz.timing import compile_cache, compile_lowered
-from rnnviz.train.model import OPTIMIZERS, ChunkOut, Hyper, TrainSpec, init_state, run_chunk
-from rnnviz.train.records import Training, TrainTiming, solved_step
+from rnnviz.training.model import OPTIMIZERS, ChunkOut, Hyper, TrainSpec, init_state, run_chunk
+from rnnviz.training.records import Training, TrainTiming, solved_step
 
 #: Training's FLOP budget: about 200 s at the ~50 GFLOP/s of this project's 2-core CPU.
 TRAIN_FLOP_BUDGET = 1e13
@@ -302,13 +302,27 @@ def train_many(
     progress: ProgressFn | None = None,
     device: jax.Device | None = None,
 ) -> list[Training]:
-    """Train every combination of ``over`` (seeds and value fields: seed, recurrent_gain,
-    forget_bias, carry_scale, input_scale, learning_rate, clip) in one vmapped, compiled call
-    per chunk of ``log_every`` steps (one compile per shape, whatever the values); see
-    :func:`train` for the arguments.
+    """Train every combination of ``over`` in one vmapped, compiled call per chunk.
 
-    ``progress(steps_done, steps, elapsed_s)`` is called after every chunk; returning True
-    stops training there (the records then hold the steps taken).
+    One compile per shape, whatever the values; each run draws its own batches from its
+    seed, so a run equals the same run trained alone.
+
+    Args:
+        cfg: the base configuration.
+        over: ``{field: values}`` over the seed and value fields (seed, recurrent_gain,
+            forget_bias, carry_scale, input_scale, learning_rate, clip); None: one run.
+        task, steps, learning_rate, optimizer, clip, log_every, lag, device: as for
+            :func:`train`.
+        progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk;
+            returning True stops training there (the records then hold the steps taken).
+
+    Returns:
+        One :class:`~rnnviz.training.records.Training` per combination, in
+        ``itertools.product`` order.
+
+    Raises:
+        ConfigError: as :func:`train`, or an ``over`` field that is not a value field, or
+            more than ``MAX_RUNS`` runs.
     """
     trainer = Trainer(
         cfg,
@@ -342,14 +356,44 @@ def train(
     progress: ProgressFn | None = None,
     device: jax.Device | None = None,
 ) -> Training:
-    """Train ``cfg``'s cell with a Dense readout on ``task`` (adding, copy, recall) and record
-    the gradient profile as it learns.
+    r"""Train ``cfg``'s cell with a Dense readout on ``task`` and record the gradient
+    profile ‖∂L/∂carry_t‖ as it learns.
 
-    ``cfg.input_size`` must be the task's (adding 2, copy 10, recall 1) and ``cfg.batch_size``
-    the training batch. ``optimizer``: adam or sgd (momentum 0.9); ``clip``: global-norm
-    threshold, None for no clipping; ``log_every``: steps per compiled chunk and between
-    profiles (``steps`` is rounded up to whole chunks and the records cut back to
-    ``steps``); ``lag``: the recall task's k.
+    Every ``log_every`` steps run in one compiled call (state donated), after the profile
+    of the task loss on a fixed probe batch; gradients are clipped by global norm
+    (Pascanu et al. 2013):
+
+    .. math::
+
+        g \leftarrow g \cdot \min\Big(1, \frac{c}{\|g\|}\Big)
+
+    Args:
+        cfg: the cell and its initialisation; ``cfg.input_size`` must be the task's
+            (adding 2, copy 10, recall 1) and ``cfg.batch_size`` is the training batch.
+        task: ``adding``, ``copy`` or ``recall`` (:mod:`rnnviz.tasks`).
+        steps: optimisation steps (rounded up to whole chunks; the records are cut back).
+        learning_rate: the optimiser's step size.
+        optimizer: ``adam`` or ``sgd`` (momentum 0.9).
+        clip: the global-norm threshold c; None for no clipping.
+        log_every: steps per compiled chunk and between gradient profiles.
+        lag: the recall task's k (the target is x_{T−k}).
+        progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk.
+        device: a concrete JAX device, overriding ``cfg.device``.
+
+    Returns:
+        A :class:`~rnnviz.training.records.Training`.
+
+    Raises:
+        ConfigError: a bad argument or a config that does not fit the task (``BudgetError``
+            when the run is over the FLOP or memory budget, naming what fits).
+
+    Example:
+        >>> from rnnviz import RunConfig, train
+        >>> cfg = RunConfig(cell="lstm", forget_bias=1.0, hidden_size=8, input_size=2,
+        ...                 seq_len=10, batch_size=16)
+        >>> run = train(cfg, "adding", steps=20, log_every=10)
+        >>> run.losses.shape, run.profiles.shape  # [steps], [profiles, T+1]
+        ((20,), (2, 11))
     """
     return train_many(
         cfg,

@@ -29,9 +29,11 @@ from rnnviz.analysis import prepare_executables, prepared_inputs, resolve_device
 from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import (
     FLOP_BUDGET,
+    MAX_SEQ_LEN,
     BudgetError,
     ConfigError,
     RunConfig,
+    check_number,
 )
 from rnnviz.gradients import full_carry0, time_major
 from rnnviz.linalg import householder_q
@@ -96,9 +98,14 @@ def initial_directions(key_data: jax.Array, dim: int, k: int) -> jax.Array:
 class Jacobians:
     """Top-k singular values of the step Jacobians of one example.
 
-    steps ``[S]``: the steps t (1..T) at which J_t = ∂carry_t/∂carry_{t−1} was taken
-    (every step, or every ``stride``-th); singular_values ``[S, k]``, largest first.
-    method: ``"exact"`` (jacfwd + SVD) or ``"subspace"`` (matrix-free power iteration).
+    Attributes:
+        config: the configuration.
+        example: which example of the batch.
+        method: ``"exact"`` (jacfwd + SVD) or ``"subspace"`` (matrix-free power iteration).
+        stride: J_t was taken at every ``stride``-th step.
+        steps: ``[S]`` the steps t (1..T) at which J_t = ∂carry_t/∂carry_{t−1} was taken.
+        singular_values: ``[S, k]`` largest first.
+        compile_s, run_s: seconds to compile, seconds to run.
     """
 
     config: RunConfig
@@ -207,29 +214,40 @@ def jacobians(
     max_steps: int | None = None,
     device: jax.Device | None = None,
 ) -> Jacobians:
-    """Top-k singular values of each step Jacobian J_t for example ``example``.
+    """Top-k singular values σ_i(J_t) of each step Jacobian J_t = ∂carry_t/∂carry_{t−1}.
 
-    ``method``: ``"exact"`` (``jax.jacfwd`` + SVD), ``"subspace"`` (matrix-free power
-    iteration, ``iterations`` rounds) or ``"auto"`` (exact when D ≤ 256). ``max_steps``
-    takes J_t at every ``ceil(T / max_steps)``-th step only (the dashboard's cap);
-    None: every step.
+    Args:
+        cfg: the configuration.
+        k: how many singular values per step, 1 ≤ k ≤ D (the carry's size).
+        example: which example of the batch.
+        method: ``"exact"`` (``jax.jacfwd`` + SVD), ``"subspace"`` (matrix-free block
+            power iteration, ``iterations`` rounds) or ``"auto"`` (exact when D ≤ 256).
+        iterations: power-iteration rounds of ``"subspace"`` (1..100).
+        max_steps: take J_t at every ``ceil(T / max_steps)``-th step only (the
+            dashboard's cap); None: every step.
+        device: a concrete JAX device, overriding ``cfg.device``.
+
+    Returns:
+        A :class:`Jacobians`.
+
+    Raises:
+        ConfigError: a bad argument (``BudgetError`` when the steps are over the FLOP
+            budget, naming how many fit).
+
+    Example:
+        >>> from rnnviz import RunConfig, jacobians
+        >>> j = jacobians(RunConfig(cell="lstm", hidden_size=8, seq_len=12), k=3)
+        >>> j.method, j.singular_values.shape  # D = 16 (c and h): exact; [T, k]
+        ('exact', (12, 3))
     """
     dim = carry_dim(cfg)
     if method not in JACOBIAN_METHODS:
         raise ConfigError("method", method, "one of " + ", ".join(JACOBIAN_METHODS))
-    if isinstance(k, bool) or not isinstance(k, (int, np.integer)) or not 1 <= k <= dim:
-        raise ConfigError("k", k, f"an integer in [1, {dim}] (the carry has D = {dim} dimensions)")
+    k = check_number("k", k, 1, dim, integer=True, note=f"the carry has D = {dim} dimensions")
     n_examples = cfg.batch_size or 1
-    if (
-        isinstance(example, bool)
-        or not isinstance(example, (int, np.integer))
-        or not 0 <= example < n_examples
-    ):
-        raise ConfigError("example", example, f"an integer in [0, {n_examples - 1}]")
-    if not isinstance(iterations, (int, np.integer)) or not 1 <= iterations <= 100:
-        raise ConfigError("iterations", iterations, "an integer in [1, 100]")
-    if max_steps is not None and (not isinstance(max_steps, (int, np.integer)) or max_steps < 1):
-        raise ConfigError("max_steps", max_steps, "a positive integer or None")
+    example = check_number("example", example, 0, n_examples - 1, integer=True)
+    iterations = check_number("iterations", iterations, 1, 100, integer=True)
+    max_steps = check_number("max_steps", max_steps, 1, MAX_SEQ_LEN, integer=True, optional=True)
     method = choose_method(dim, method)
     stride = 1 if max_steps is None else max(1, -(-cfg.seq_len // max_steps))
     n_steps = cfg.seq_len // stride

@@ -1,4 +1,4 @@
-"""The trained model and its loss, as pure functions (jitted by :mod:`rnnviz.train.loop`).
+"""The trained model and its loss, as pure functions (jitted by :mod:`rnnviz.training.loop`).
 
 The model is the configured cell exactly as :func:`rnnviz.analysis.prepare_params` builds
 it for :func:`rnnviz.analyze` (gain, forget bias, carry initialisation incl. a learned

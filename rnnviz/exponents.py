@@ -3,7 +3,7 @@
 By the chain rule ∂L/∂carry_t = J_{t+1}ᵀ ⋯ J_Tᵀ ∂L/∂carry_T with the step Jacobians
 J_t = ∂carry_t/∂carry_{t−1} ``[D, D]`` (D = C·H: every carry component, packed in the
 cell spec's order, LSTM ``(c, h)``). How fast that product shrinks or stretches is
-measured two ways: the singular values of each J_t (:mod:`rnnviz.jacobians`) and
+measured two ways: the singular values of each J_t (:mod:`rnnviz.step_jacobians`) and
 
 * :func:`lyapunov`: the k leading Lyapunov exponents by the QR method (Benettin et al.
   1980): k orthonormal tangent directions Q ``[(B,) D, k]`` are pushed through each step
@@ -42,7 +42,7 @@ from rnnviz.config import (
 )
 from rnnviz.fits import EDGE_TOLERANCE, DecayFit, decay_fit, regime, zero_crossing
 from rnnviz.gradients import full_carry0, time_major
-from rnnviz.jacobians import carry_dim, flat_step, initial_directions, pack, unpacker
+from rnnviz.step_jacobians import carry_dim, flat_step, initial_directions, pack, unpacker
 from rnnviz.sweeps import evaluate_points, grid_points
 from rnnviz.timing import compile_cache, compile_for, time_runs
 
@@ -150,10 +150,9 @@ def check_options(cfg: RunConfig, k: int, warmup: int | None, qr_every: int) -> 
         raise BudgetError(
             "k",
             k,
-            f"{int(k)} tangents need about {flops / 1e12:.1f} TFLOP (≈ {flops / REFERENCE_FLOPS_PER_S:.0f} "
-            "s on "
-            f"a 2-core CPU), over the {FLOP_BUDGET / 1e12:g} TFLOP budget; {what}, or seq_len ≤ {fit_t} "
-            f"with k = {int(k)}",
+            f"{int(k)} tangents need about {flops / 1e12:.1f} TFLOP "
+            f"(≈ {flops / REFERENCE_FLOPS_PER_S:.0f} s on a 2-core CPU), over the "
+            f"{FLOP_BUDGET / 1e12:g} TFLOP budget; {what}, or seq_len ≤ {fit_t} with k = {int(k)}",
         )
     return LyapunovOptions(int(k), int(warmup), int(qr_every))
 
@@ -163,12 +162,18 @@ class Lyapunov:
     """The k leading Lyapunov exponents of one configuration's trajectories (natural log
     per step; > 0 stretches, < 0 shrinks).
 
-    exponents ``[k]``: mean over examples, largest first; exponents_spread ``[k]``: their
-    standard deviation over examples; example_exponents ``[B, k]``.
-    running ``[T, B, k]``: the running estimate after each step (NaN until the first QR
-    after the warm-up), so convergence can be seen.
-    decay: the measured slope of ln‖∂L/∂carry_{T−k}‖ (:func:`decay_fit`) on the same
-    config, or None when not asked for or not fittable.
+    Attributes:
+        config: the configuration.
+        k, warmup, qr_every: the options used (:func:`lyapunov`).
+        exponents: ``[k]`` mean over examples, largest first (``lambda1`` is the first).
+        exponents_spread: ``[k]`` their standard deviation over examples.
+        example_exponents: ``[B, k]`` per example.
+        running: ``[T, B, k]`` the running estimate after each step (NaN until the first
+            QR after the warm-up), so convergence can be seen.
+        decay: the measured slope of ln‖∂L/∂carry_{T−k}‖ per step
+            (:func:`~rnnviz.fits.decay_fit`) on the same config, or None when not asked for
+            or not fittable.
+        compile_s, run_s: seconds to compile, median seconds per run.
     """
 
     config: RunConfig
@@ -198,12 +203,41 @@ def lyapunov(
     repeats: int = 1,
     device: jax.Device | None = None,
 ) -> Lyapunov:
-    """The k leading Lyapunov exponents of ``cfg``'s trajectories (every example of the
-    batch), by the QR method; see the module docstring.
+    r"""The k leading Lyapunov exponents of ``cfg``'s trajectories, by the QR method.
 
-    ``warmup`` steps (default T/10) rotate the directions onto the leading ones before the
-    average starts. ``measure_decay`` also runs :func:`rnnviz.analyze` (with the exact
-    log pass) and fits the gradient's decay per step, for "predicted (λ₁) vs measured".
+    k orthonormal tangent directions Q are pushed through every step inside the forward
+    ``lax.scan`` and re-orthonormalised (Benettin et al. 1980):
+
+    .. math::
+
+        J_t Q_{t-1} = Q_t R^{(t)}, \qquad
+        \lambda_i = \frac{1}{T'} \sum_{t > \text{warmup}} \log \big|R^{(t)}_{ii}\big|
+
+    Args:
+        cfg: the configuration; every example of its batch is a trajectory.
+        k: how many exponents, 1 ≤ k ≤ D (the carry's size).
+        warmup: steps that rotate the directions onto the leading ones before the average
+            starts (default T/10, a multiple of ``qr_every``).
+        qr_every: re-orthonormalise every this many steps (1, every step, is the safe
+            default; more is exact while the growth stays inside float32's range).
+        measure_decay: also run :func:`rnnviz.analyze` (with the exact log pass) and fit the
+            gradient's decay per step, for "predicted (λ₁) vs measured".
+        repeats: timed runs.
+        device: a concrete JAX device, overriding ``cfg.device``.
+
+    Returns:
+        A :class:`Lyapunov`.
+
+    Raises:
+        ConfigError: a bad ``k``, ``warmup`` or ``qr_every`` (``BudgetError`` when k
+            tangents are over the FLOP budget, naming the largest k that fits).
+
+    Example:
+        >>> from rnnviz import RunConfig, lyapunov
+        >>> ly = lyapunov(RunConfig(hidden_size=16, seq_len=200, recurrent_gain=0.5), k=2,
+        ...               measure_decay=False)
+        >>> ly.exponents.shape, bool(ly.lambda1 < 0)  # gain 0.5: ordered, gradients vanish
+        ((2,), True)
     """
     opts = check_options(cfg, k, warmup, qr_every)
     device = device or resolve_device(cfg)
@@ -248,11 +282,22 @@ def lyapunov_sweep(
     warmup: int | None = None,
     qr_every: int = 1,
 ) -> pd.DataFrame:
-    """The k leading exponents at every combination of ``over`` (value fields in one
-    vmapped, compiled call per shape: the sweep machinery of :mod:`rnnviz.sweeps`).
+    """The k leading exponents at every combination of ``over``.
 
-    Tidy frame: one column per swept field, then ``exponent`` (1 = λ₁), ``lyapunov``
-    (mean over examples), ``spread`` (std over examples).
+    Value fields are evaluated in one vmapped, compiled call per shape (the sweep machinery
+    of :mod:`rnnviz.sweeps`).
+
+    Args:
+        cfg: the base configuration.
+        over: ``{field: values}`` as for :func:`rnnviz.sweep`.
+        k, warmup, qr_every: as for :func:`lyapunov`.
+
+    Returns:
+        A tidy frame: one column per swept field, then ``exponent`` (1 = λ₁), ``lyapunov``
+        (mean over examples) and ``spread`` (standard deviation over examples).
+
+    Raises:
+        ConfigError: as :func:`rnnviz.sweep` and :func:`lyapunov`.
     """
     parts = []
     for base, shape_point, points in grid_points(cfg, over):
@@ -283,9 +328,6 @@ def lyapunov_phase(
     df = lyapunov_sweep(cfg, {"recurrent_gain": list(gains), "seed": list(seeds)}, k=1, warmup=warmup)
     per = df.groupby("recurrent_gain")["lyapunov"].agg(lyapunov="mean", lo="min", hi="max").reset_index()
     return per, zero_crossing(per["recurrent_gain"], per["lyapunov"])
-
-
-# ---- singular values of each step's Jacobian ----------------------------------------------
 
 
 __all__ = [

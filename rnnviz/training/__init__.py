@@ -1,0 +1,42 @@
+"""Training on a long-range task while watching ‖∂L/∂carry_t‖: does the design *learn*?
+
+* :mod:`rnnviz.training.model` — the model, its loss, one step and one chunk (pure functions);
+* :mod:`rnnviz.training.loop` — the compiled executables, :class:`Trainer`, :func:`train`,
+  :func:`train_many`;
+* :mod:`rnnviz.training.records` — the :class:`Training` record and its verdict (NumPy only).
+"""
+
+from rnnviz.training.loop import (
+    MAX_RUNS,
+    MAX_STEPS,
+    TRAIN_FLOP_BUDGET,
+    TRAIN_VALUE_FIELDS,
+    Trainer,
+    check_training,
+    train,
+    train_executables,
+    train_many,
+)
+from rnnviz.training.model import OPTIMIZERS, PROBE_BATCH, TrainSpec, task_loss
+from rnnviz.training.records import SOLVE_WINDOW, Training, TrainTiming, solved_step, training_verdict
+
+__all__ = [
+    "MAX_RUNS",
+    "MAX_STEPS",
+    "OPTIMIZERS",
+    "PROBE_BATCH",
+    "SOLVE_WINDOW",
+    "TRAIN_FLOP_BUDGET",
+    "TRAIN_VALUE_FIELDS",
+    "TrainSpec",
+    "TrainTiming",
+    "Trainer",
+    "Training",
+    "check_training",
+    "solved_step",
+    "task_loss",
+    "train",
+    "train_executables",
+    "train_many",
+    "training_verdict",
+]
