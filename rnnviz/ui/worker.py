@@ -76,7 +76,7 @@ def serve(conn: Any, setup: str | None) -> None:
             return
         try:
             reply = ("ok", fn(*args))
-        except BaseException as err:  # noqa: BLE001 - every failure goes back to the caller
+        except BaseException as err:  # every failure goes back to the caller
             reply = ("error", err)
         try:
             conn.send(reply)
