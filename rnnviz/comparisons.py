@@ -28,10 +28,10 @@ from rnnviz.analysis import (
 from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import ConfigError, RunConfig, estimate_flops
 from rnnviz.gradients import strategy_grad
-from rnnviz.records import SCHEMA, now_utc
+from rnnviz.records import SCHEMA
 from rnnviz.strategies import unavailable
 from rnnviz.tables.strategies import strategy_names
-from rnnviz.timing import Compiled, compile_cache, compile_for, environment, time_runs
+from rnnviz.timing import Compiled, compile_cache, compile_for, run_stamp, time_runs
 
 
 def available_strategies(cfg: RunConfig | None = None) -> tuple[str, ...]:
@@ -94,7 +94,6 @@ def measure(
         sg, _ = executables(static_config(run_cfg), device).analysis.fn(*args)
         exe, args = log_executable(static_config(run_cfg), device), (params, sg.carries, xs)
     _, t = time_runs(exe.fn, args, repeats, budget_s=budget_s)
-    env = environment()
     flops = estimate_flops(run_cfg)
     return {
         "schema": SCHEMA,
@@ -104,15 +103,7 @@ def measure(
         "config": run_cfg.to_dict(),
         "strategy": strategy,
         "measure": measure,
-        "device_kind": device.platform,
-        "device_name": str(device.device_kind),
-        "backend": jax.default_backend(),
-        "jax_version": env["jax_version"],
-        "jaxlib_version": env["jaxlib_version"],
-        "flax_version": env["flax_version"],
-        "cpu_count": env["cpu_count"],
-        "allocator": env["allocator"],
-        "timestamp": now_utc(),
+        **run_stamp(device),
         "compile_s": exe.compile_s,
         "run_s": t.median_s,
         "run_min_s": t.min_s,

@@ -17,6 +17,7 @@ import jax
 import jaxlib
 
 from rnnviz.hlo import check_serial_lapack
+from rnnviz.records import now_utc
 
 
 class Compiled(NamedTuple):
@@ -259,4 +260,18 @@ def environment() -> dict[str, Any]:
         "cpu_count": os.cpu_count() or 0,
         "python": platform.python_version(),
         "allocator": allocator(),
+    }
+
+
+def run_stamp(device: jax.Device) -> dict[str, Any]:
+    """The fields every schema-1 record carries about where and when it was measured:
+    the device, the backend, the versions and host facts of :func:`environment`, and the
+    UTC time."""
+    env = environment()
+    return {
+        "device_kind": device.platform,
+        "device_name": str(device.device_kind),
+        "backend": jax.default_backend(),
+        **{k: env[k] for k in ("jax_version", "jaxlib_version", "flax_version", "cpu_count", "allocator")},
+        "timestamp": now_utc(),
     }

@@ -23,16 +23,15 @@ from rnnviz.bench.suites import LEARNING_CELLS, LONG, LONG_LENGTHS, SUITES
 from rnnviz.comparisons import available_strategies, label, measure
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.exponents import lyapunov
-from rnnviz.records import SCHEMA, append_records, now_utc
+from rnnviz.records import SCHEMA, append_records
 from rnnviz.sweeps import run_points, sweep_devices
-from rnnviz.timing import environment
+from rnnviz.timing import run_stamp
 from rnnviz.training import train, train_many
 
 
 def train_record(r, mode: str, suite: str = "train") -> dict:
     """A schema-1 ``kind: "train"`` record of one training run."""
 
-    env = environment()
     device = jax.devices()[0]
     final = r.final_loss()
     return {
@@ -42,15 +41,7 @@ def train_record(r, mode: str, suite: str = "train") -> dict:
         "label": label(r.config),
         "config": r.config.to_dict(),
         "mode": mode,
-        "device_kind": device.platform,
-        "device_name": str(device.device_kind),
-        "backend": jax.default_backend(),
-        "jax_version": env["jax_version"],
-        "jaxlib_version": env["jaxlib_version"],
-        "flax_version": env["flax_version"],
-        "cpu_count": env["cpu_count"],
-        "allocator": env["allocator"],
-        "timestamp": now_utc(),
+        **run_stamp(device),
         "compile_s": r.timing.compile_s,
         "run_s": r.timing.run_s,
         "task": r.task,
