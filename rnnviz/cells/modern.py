@@ -23,7 +23,17 @@ Initializer = Callable[..., jax.Array]
 
 
 class _Cell(nn.RNNCellBase):
-    """Shared fields and ``initialize_carry`` (as Flax's own cells have them)."""
+    """Shared fields and ``initialize_carry`` (as Flax's own cells have them).
+
+    Attributes:
+        features: H, units in the carry.
+        kernel_init: initialiser of the input kernels.
+        recurrent_kernel_init: initialiser of recurrent matrices (cells that have one).
+        bias_init: initialiser of the biases.
+        dtype: computation dtype (None: from the inputs).
+        param_dtype: parameter dtype.
+        carry_init: initialiser of h_0 (:func:`rnnviz.cells.carry_initializer`).
+    """
 
     features: int
     kernel_init: Initializer = nn.initializers.lecun_normal()
@@ -62,6 +72,21 @@ class IndRNNCell(_Cell):
     ``u`` ``[H]`` is the recurrent weight vector (``recurrent_init``: orthogonal/normal draw
     U(0, 1); identity sets u = 1), φ the activation (ReLU in the paper). ∂h'/∂h = diag(φ′ ⊙ u):
     with φ = identity the gradient decays by exactly ``u_j`` per step in unit j.
+
+    Attributes:
+        activation_fn: φ.
+        u_init: initialiser of ``u`` (:func:`u_init`); the other fields as ``_Cell``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from rnnviz.cells.modern import IndRNNCell
+        >>> cell = IndRNNCell(features=4)
+        >>> x = jnp.ones((2, 3))  # [B, I]
+        >>> carry = cell.initialize_carry(jax.random.key(0), x.shape)
+        >>> variables = cell.init(jax.random.key(1), carry, x)
+        >>> carry, y = cell.apply(variables, carry, x)
+        >>> carry.shape, y.shape  # [B, H]
+        ((2, 4), (2, 4))
     """
 
     activation_fn: Callable[[jax.Array], jax.Array] = jax.nn.relu
@@ -84,7 +109,19 @@ class MinGRUCell(_Cell):
 
     ``a`` (a scalar parameter, 1 at init) scales the carry path: the recurrent gain
     multiplies it, so at gain 1 this is the paper's cell. ∂h'/∂h = diag(a·(1 − z)), so
-    ‖∂L/∂h_t‖ follows the product of (1 − z_s) over the later steps exactly.
+    ‖∂L/∂h_t‖ follows the product of (1 − z_s) over the later steps exactly. Fields as
+    ``_Cell`` (no recurrent matrix).
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from rnnviz.cells.modern import MinGRUCell
+        >>> cell = MinGRUCell(features=4)
+        >>> x = jnp.ones((2, 3))  # [B, I]
+        >>> carry = cell.initialize_carry(jax.random.key(0), x.shape)
+        >>> variables = cell.init(jax.random.key(1), carry, x)
+        >>> carry, y = cell.apply(variables, carry, x)
+        >>> carry.shape, y.shape  # [B, H]
+        ((2, 4), (2, 4))
     """
 
     @nn.compact
@@ -104,7 +141,18 @@ class MinLSTMCell(_Cell):
         \tilde h = W_{ih} x + b_h,\quad h' = a·f' ⊙ h + i' ⊙ \tilde h
 
     ``a`` (1 at init) is scaled by the recurrent gain, as in :class:`MinGRUCell`. The forget
-    bias is added to ``if``'s bias. ∂h'/∂h = diag(a·f').
+    bias is added to ``if``'s bias. ∂h'/∂h = diag(a·f'). Fields as ``_Cell``.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from rnnviz.cells.modern import MinLSTMCell
+        >>> cell = MinLSTMCell(features=4)
+        >>> x = jnp.ones((2, 3))  # [B, I]
+        >>> carry = cell.initialize_carry(jax.random.key(0), x.shape)
+        >>> variables = cell.init(jax.random.key(1), carry, x)
+        >>> carry, y = cell.apply(variables, carry, x)
+        >>> carry.shape, y.shape  # [B, H]
+        ((2, 4), (2, 4))
     """
 
     @nn.compact
@@ -154,6 +202,21 @@ class LRUCell(_Cell):
     ``[(B,) H]``, computed in real arithmetic (so every dtype works); the output y is the
     real projection (:func:`lru_readout`). ``a`` (a scalar, 1 at init) scales |λ|: the
     recurrent gain multiplies it. ∂h'/∂h is diag(λ) — per unit a rotation scaled by |λ|.
+
+    Attributes:
+        r_min, r_max: the ring |λ| starts on.
+        max_phase: the largest initial phase θ.
+
+    Example:
+        >>> import jax, jax.numpy as jnp
+        >>> from rnnviz.cells.modern import LRUCell
+        >>> cell = LRUCell(features=4)
+        >>> x = jnp.ones((2, 3))  # [B, I]
+        >>> carry = cell.initialize_carry(jax.random.key(0), x.shape)
+        >>> variables = cell.init(jax.random.key(1), carry, x)
+        >>> carry, y = cell.apply(variables, carry, x)
+        >>> [c.shape for c in carry], y.shape  # [B, H]
+        ([(2, 4), (2, 4)], (2, 4))
     """
 
     r_min: float = 0.9
