@@ -43,6 +43,10 @@ PUBLIC = [
     "train_many",
     "Training",
     "keep_freed_buffers",
+    "datasets",
+    "load_dataset",
+    "Dataset",
+    "DataError",
 ]
 
 
