@@ -1,4 +1,5 @@
-"""Command line: ``rnnviz analyze | sweep | bench | app`` (or ``python -m rnnviz …``).
+"""Command line: ``rnnviz analyze | sweep | lyapunov | train | bench | data | app`` (or
+``python -m rnnviz …``).
 
 Every :class:`RunConfig` field is a flag (``--hidden-size``), with its range in
 ``--help``. Bad values print one line naming the field and what is allowed, exit 2.
@@ -136,6 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_lyapunov(sub)
     _add_train(sub)
     _add_bench(sub)
+    _add_data(sub)
     add_app(sub)
     return parser
 
@@ -172,6 +174,45 @@ def _add_bench(sub) -> None:
         help="training steps per run in the train suite's learning table (default 1500)",
     )
     p.set_defaults(func=cmd_bench)
+
+
+def _add_data(sub) -> None:
+    p = sub.add_parser(
+        "data",
+        help="describe a data set (built-in or your file) and draw one sequence; a bad file gets one message",
+    )
+    p.add_argument("source", help="digits, text, or a .npz/.npy/.csv/.parquet file")
+    p.add_argument("--order", help="digits: pixels, rows or permuted")
+    p.add_argument("--permutation-seed", dest="permutation_seed", type=bounded_int(0, 2**31 - 1))
+    p.add_argument("--corpus", help="text: prose or code")
+    p.add_argument(
+        "--seq-len", dest="seq_len", type=bounded_int(2, 10_000), help="text: characters per window"
+    )
+    p.add_argument(
+        "--max-sequences", dest="max_sequences", type=bounded_int(1, 100_000), help="text: windows"
+    )
+    p.add_argument(
+        "--index", type=bounded_int(0, 10**9), default=0, help="which sequence to draw (default 0)"
+    )
+    p.add_argument("--json", action="store_true", help="print the facts as JSON")
+    p.set_defaults(func=cmd_data)
+
+
+def cmd_data(args: argparse.Namespace) -> int:
+    from rnnviz.sources import load_dataset
+    from rnnviz.sources.describe import describe, preview, summary
+
+    names = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
+    options = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
+    ds = load_dataset(args.source, **options)
+    if not args.index < ds.n_sequences:
+        raise ConfigError("index", args.index, f"an integer in [0, {ds.n_sequences - 1}] ({ds.name})")
+    if args.json:
+        print(json.dumps(summary(ds)))
+    else:
+        print(describe(ds))
+        print(preview(ds, args.index))
+    return 0
 
 
 def cmd_bench(args: argparse.Namespace) -> int:

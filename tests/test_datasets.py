@@ -233,3 +233,46 @@ def test_data_errors_are_config_errors_and_cross_processes():
     assert isinstance(err, ConfigError) and str(err) == "x.csv: column 'x' is not numeric."
     again = pickle.loads(pickle.dumps(err))
     assert type(again) is DataError and str(again) == str(err)
+
+
+# ---- described and drawn (rnnviz data) -----------------------------------------------------------
+
+
+def test_a_permuted_digit_is_drawn_as_the_same_image():
+    from rnnviz.sources.describe import preview
+
+    plain = preview(load_dataset("digits", order="pixels"), 7)
+    assert preview(load_dataset("digits", order="permuted", permutation_seed=11), 7) == plain
+    assert preview(load_dataset("digits", order="rows"), 7) == plain
+    lines = plain.splitlines()
+    assert lines[0] == "sequence 7 (label 7):" and len(lines) == 9 and all(len(r) == 16 for r in lines[1:])
+
+
+def test_a_text_window_is_drawn_as_its_characters():
+    from rnnviz.sources.builtin import corpus_text
+    from rnnviz.sources.describe import preview
+
+    ds = load_dataset("text", seq_len=30, max_sequences=10)
+    assert preview(ds, 2) == "sequence 2: " + repr(corpus_text("prose")[60:90])
+
+
+def test_cli_data_describes_draws_and_refuses(tmp_path, capsys):
+    import json
+
+    from rnnviz.cli import main
+
+    assert main(["data", "digits", "--order", "rows", "--index", "3"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("digits: 1797 sequences × 8 steps × 8 features; classify into 10 classes")
+    assert "sequence 3 (label 3):" in out and "licence: CC BY 4.0" in out
+    assert main(["data", "text", "--seq-len", "20", "--max-sequences", "5", "--json"]) == 0
+    facts = json.loads(capsys.readouterr().out)
+    assert (facts["kind"], facts["sequences"], facts["seq_len"], facts["test"]) == ("next-step", 5, 20, 1)
+    bad = _write(tmp_path, "nan")
+    assert main(["data", str(bad)]) == 2
+    assert (
+        capsys.readouterr().err.strip()
+        == f"error: {bad.name}: 'inputs' is NaN or infinite at sequence 1, step 2."
+    )
+    assert main(["data", "digits", "--index", "1797"]) == 2
+    assert "an integer in [0, 1796]" in capsys.readouterr().err

@@ -1,0 +1,84 @@
+"""A data set in words and one sequence drawn as text: what ``rnnviz data`` prints (NumPy only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rnnviz.sources.record import Dataset
+
+#: Grey levels from light to dark, for drawing an image in text.
+SHADES = " .:-=+*#%@"
+
+
+def summary(ds: Dataset) -> dict[str, Any]:
+    """The facts of a data set, JSON-ready.
+
+    Returns:
+        ``name, kind, sequences, seq_len, input_size, classes, lengths`` (min, max),
+        ``train, test`` (sizes), ``source, licence, options``.
+    """
+    lengths = ds.lengths
+    return {
+        "name": ds.name,
+        "kind": ds.kind,
+        "sequences": ds.n_sequences,
+        "seq_len": ds.seq_len,
+        "input_size": ds.input_size,
+        "classes": ds.n_classes,
+        "lengths": [int(lengths.min()), int(lengths.max())],
+        "train": int(ds.train.size),
+        "test": int(ds.test.size),
+        "source": ds.source,
+        "licence": ds.licence,
+        "options": {k: v for k, v in ds.options},
+    }
+
+
+def describe(ds: Dataset) -> str:
+    """Two lines: the shape and task, then the source and licence."""
+    s = summary(ds)
+    features = f"{s['input_size']} feature" + ("s" if s["input_size"] != 1 else "")
+    what = f"{s['sequences']} sequences × {s['seq_len']} steps × {features}"
+    if ds.ragged:
+        what += f" (ragged: {s['lengths'][0]}–{s['lengths'][1]} steps, padded with a mask)"
+    task = {
+        "classification": f"classify into {s['classes']} classes from the last output",
+        "next-step": f"predict the next of {s['classes']} tokens at every step",
+        "regression": f"predict {ds.targets.shape[-1] if ds.targets is not None else 0} number(s) per step",
+        "unlabelled": "no targets (the configuration's loss applies)",
+    }[ds.kind]
+    return (
+        f"{s['name']}: {what}; {task}; split {s['train']} train / {s['test']} test\n"
+        f"source: {s['source']}; licence: {s['licence']}"
+    )
+
+
+def preview(ds: Dataset, index: int = 0) -> str:
+    """Sequence ``index`` drawn as text: a digit as an 8×8 image in grey characters, a text
+    window as its characters, other data as its first steps' numbers."""
+    if not 0 <= index < ds.n_sequences:
+        raise IndexError(f"index {index} is not in [0, {ds.n_sequences - 1}]")
+    x = np.asarray(ds.inputs[index][ds.mask[index]], np.float64)  # [length, I]
+    label = f" (label {int(ds.labels[index])})" if ds.labels is not None else ""
+    if ds.name == "digits":
+        image = _digit_image(ds, x)
+        rows = ["".join(SHADES[min(len(SHADES) - 1, int(v * len(SHADES)))] * 2 for v in row) for row in image]
+        return f"sequence {index}{label}:\n" + "\n".join(rows)
+    if ds.vocab is not None:
+        return f"sequence {index}: " + repr("".join(ds.vocab[i] for i in x.argmax(axis=1)))
+    steps = "\n".join("  " + " ".join(f"{v:+.3g}" for v in row[:8]) for row in x[:5])
+    return f"sequence {index}{label}, first steps (≤ 8 features):\n{steps}"
+
+
+def _digit_image(ds: Dataset, x: np.ndarray) -> np.ndarray:
+    """The 8×8 image of a digits sequence in any of its orders."""
+    order = dict(ds.options).get("order", "pixels")
+    flat = x.reshape(-1)
+    if order == "permuted":
+        perm = np.random.default_rng(int(dict(ds.options)["permutation_seed"])).permutation(64)
+        image = np.empty(64)
+        image[perm] = flat
+        flat = image
+    return flat.reshape(8, 8)
