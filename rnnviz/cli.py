@@ -176,21 +176,38 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=cmd_bench)
 
 
+DATA_OPTIONS = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
+
+
+def _add_data_options(p: argparse.ArgumentParser, *, with_seq_len: bool = True) -> None:
+    """The built-in data sets' options as flags (a file takes none)."""
+    p.add_argument("--order", help="digits: pixels, rows or permuted")
+    p.add_argument("--permutation-seed", dest="permutation_seed", type=bounded_int(0, 2**31 - 1))
+    p.add_argument("--corpus", help="text: prose or code")
+    if with_seq_len:  # elsewhere --seq-len is the config's, and the text's window follows it
+        p.add_argument(
+            "--seq-len", dest="seq_len", type=bounded_int(2, 10_000), help="text: characters per window"
+        )
+    p.add_argument(
+        "--max-sequences", dest="max_sequences", type=bounded_int(1, 100_000), help="text: most windows"
+    )
+
+
+def _data_options(args: argparse.Namespace, source: str) -> dict[str, Any]:
+    """The data options given on the command line (the config's ``--seq-len`` is the text's window)."""
+    options = {k: getattr(args, k, None) for k in DATA_OPTIONS if k != "seq_len"}
+    if source == "text" and getattr(args, "seq_len", None) is not None:
+        options["seq_len"] = int(args.seq_len)
+    return {k: v for k, v in options.items() if v is not None}
+
+
 def _add_data(sub) -> None:
     p = sub.add_parser(
         "data",
         help="describe a data set (built-in or your file) and draw one sequence; a bad file gets one message",
     )
     p.add_argument("source", help="digits, text, or a .npz/.npy/.csv/.parquet file")
-    p.add_argument("--order", help="digits: pixels, rows or permuted")
-    p.add_argument("--permutation-seed", dest="permutation_seed", type=bounded_int(0, 2**31 - 1))
-    p.add_argument("--corpus", help="text: prose or code")
-    p.add_argument(
-        "--seq-len", dest="seq_len", type=bounded_int(2, 10_000), help="text: characters per window"
-    )
-    p.add_argument(
-        "--max-sequences", dest="max_sequences", type=bounded_int(1, 100_000), help="text: windows"
-    )
+    _add_data_options(p)
     p.add_argument(
         "--index", type=bounded_int(0, 10**9), default=0, help="which sequence to draw (default 0)"
     )
@@ -202,9 +219,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     from rnnviz.sources import load_dataset
     from rnnviz.sources.describe import describe, preview, summary
 
-    names = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
-    options = {k: getattr(args, k) for k in names if getattr(args, k) is not None}
-    ds = load_dataset(args.source, **options)
+    ds = load_dataset(args.source, **_data_options(args, args.source))
     if not args.index < ds.n_sequences:
         raise ConfigError("index", args.index, f"an integer in [0, {ds.n_sequences - 1}] ({ds.name})")
     if args.json:
@@ -389,6 +404,8 @@ def training_json(r) -> dict[str, Any]:
             "profile_steps": r.profile_steps.tolist(),
             "profiles": r.profiles.tolist(),
             "recurrent_grad_log10": r.recurrent_grad.tolist(),
+            "held_out_loss": None if r.held_out_loss is None else r.held_out_loss.tolist(),
+            "held_out_metric": None if r.held_out_metric is None else r.held_out_metric.tolist(),
             "solved_step": r.solved_step,
             "nonfinite_step": r.nonfinite_step,
             "compile_s": r.timing.compile_s,
@@ -401,12 +418,20 @@ def training_json(r) -> dict[str, Any]:
 def cmd_train(args: argparse.Namespace) -> int:
     import pandas as pd
 
+    from rnnviz.sources import load_dataset
     from rnnviz.tasks import get_task
     from rnnviz.training import train
 
     given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
-    task = get_task(args.task)
-    given.setdefault("input_size", task.input_size)  # the task fixes I; an explicit clash is an error
+    if args.data is not None:
+        if args.task is not None:
+            raise ConfigError("task", args.task, "give --task or --data, not both")
+        task = load_dataset(args.data, **_data_options(args, args.data))
+        given.setdefault("seq_len", task.seq_len)  # the data fix T and I; an explicit clash is an error
+        given.setdefault("input_size", task.input_size)
+    else:
+        task = args.task or "adding"
+        given.setdefault("input_size", get_task(task).input_size)  # the task fixes I
     given.setdefault("batch_size", 64)
     cfg = RunConfig.from_mapping(given)
 
@@ -422,7 +447,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     r = train(
         cfg,
-        args.task,
+        task,
         steps=args.steps,
         learning_rate=args.learning_rate,
         optimizer=args.optimizer,
@@ -458,6 +483,11 @@ def cmd_train(args: argparse.Namespace) -> int:
     )
     if r.nonfinite_step is not None:
         print(f"stopped: NaN/Inf at step {r.nonfinite_step}")
+    if r.held_out_metric is not None and r.held_out_metric.size:
+        print(
+            f"held-out {r.metric_name}: {r.held_out_metric[-1]:.4g} at step {int(r.profile_steps[-1])} "
+            f"(loss {r.held_out_loss[-1]:.4g})"
+        )
     print(
         f"clipped {r.clip_count} of {r.steps_run} steps; {r.timing.steps_per_s:.0f} steps/s "
         f"({1e3 / r.timing.steps_per_s:.2f} ms/step), "
@@ -475,9 +505,15 @@ def _add_train(sub) -> None:
     p.add_argument(
         "--task",
         choices=sorted(TASKS),
-        default="adding",
+        default=None,
         help="adding (I=2), copy (I=10) or recall (I=1); default adding",
     )
+    p.add_argument(
+        "--data",
+        metavar="SOURCE",
+        help="train on a data set instead: digits, text, or your file (T and I follow it)",
+    )
+    _add_data_options(p, with_seq_len=False)
     p.add_argument(
         "--steps", type=bounded_int(1, MAX_STEPS), default=2000, help="optimisation steps (default 2000)"
     )

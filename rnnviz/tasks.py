@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -110,9 +110,23 @@ def copy_accuracy(pred: jax.Array, targets: jax.Array) -> jax.Array:
 class Task(NamedTuple):
     """One task's definition (see the module docstring).
 
-    ``outputs_read``: how many of the last outputs the readout sees (1 or 10);
-    ``out_features``: the readout's size per output; ``metric_name`` and
-    ``higher_is_better`` describe the metric; ``min_seq_len`` the shortest valid T."""
+    Attributes:
+        name: how it is called (the compile key names it).
+        input_size: I, fixed by the task.
+        out_features: the readout's size per output.
+        outputs_read: how many of the last outputs the readout sees (1, 10, or all T).
+        batch: ``(key, B, T, lag) -> Batch``: a training batch.
+        metric_name: what the metric is (``MSE``, ``accuracy``, ``bits/char``).
+        higher_is_better: the metric's direction.
+        min_seq_len: the shortest valid T.
+        description: one line.
+        loss_of: ``T -> (pred, targets) -> L``; None: the synthetic tasks' own.
+        metric: ``(pred, targets) -> metric``; None: the synthetic tasks' own.
+        baseline_loss: the trivial predictor's loss; None: the synthetic tasks' own.
+        held_out: ``(key, B, T, lag) -> Batch`` evaluated at every profile (a data set's
+            test split); None: a fresh batch from its own key.
+        seq_len: the one T the task allows (a data set's), or None: any T ≥ ``min_seq_len``.
+    """
 
     name: str
     input_size: int
@@ -123,20 +137,37 @@ class Task(NamedTuple):
     higher_is_better: bool
     min_seq_len: int
     description: str
+    loss_of: Callable[[int], Callable[[jax.Array, Any], jax.Array]] | None = None
+    metric: Callable[[jax.Array, Any], jax.Array] | None = None
+    baseline_loss: float | None = None
+    held_out: Callable[..., Batch] | None = None
+    seq_len: int | None = None
 
-    def loss_fn(self, seq_len: int) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    def loss_fn(self, seq_len: int) -> Callable[[jax.Array, Any], jax.Array]:
+        if self.loss_of is not None:
+            return self.loss_of(seq_len)
         return copy_loss_of(seq_len) if self.name == "copy" else mse_loss
 
-    def metric_fn(self) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    def metric_fn(self) -> Callable[[jax.Array, Any], jax.Array]:
+        if self.metric is not None:
+            return self.metric
         return copy_accuracy if self.name == "copy" else mse_metric
 
     def baseline(self, seq_len: int) -> float:
         """The trivial predictor's expected loss."""
+        if self.baseline_loss is not None:
+            return self.baseline_loss
         if self.name == "adding":
             return 1.0 / 6.0
         if self.name == "copy":
             return COPY_LENGTH * math.log(N_SYMBOLS) / seq_len
         return 1.0
+
+    def held_out_batch(self, key: jax.Array, batch: int, seq_len: int, lag: int) -> Batch:
+        """The batch the held-out loss and metric are measured on at every profile."""
+        if self.held_out is not None:
+            return self.held_out(key, batch, seq_len, lag)
+        return self.batch(key, batch, seq_len, lag)
 
 
 TASKS: dict[str, Task] = {
@@ -179,15 +210,23 @@ TASKS: dict[str, Task] = {
 }
 
 
+#: Tasks built from data sets (:func:`rnnviz.data_tasks.data_task`), by name.
+DATA_TASKS: dict[str, Task] = {}
+
+
 def get_task(name: str) -> Task:
-    task = TASKS.get(name)
+    task = TASKS.get(name) or DATA_TASKS.get(name)
     if task is None:
-        raise ConfigError("task", name, "one of " + ", ".join(TASKS))
+        raise ConfigError("task", name, "one of " + ", ".join(TASKS) + ", or a data set")
     return task
 
 
 def check_task(task: Task, seq_len: int, input_size: int, lag: int) -> None:
     """The config fits the task: the task fixes I, and T must hold the task."""
+    if task.seq_len is not None and seq_len != task.seq_len:
+        raise ConfigError(
+            "seq_len", seq_len, f"the {task.name} data has {task.seq_len} steps; use seq_len={task.seq_len}"
+        )
     if input_size != task.input_size:
         raise ConfigError(
             "input_size",
@@ -203,4 +242,14 @@ def check_task(task: Task, seq_len: int, input_size: int, lag: int) -> None:
         raise ConfigError("lag", lag, f"only the recall task takes a lag; use 0 with {task.name}")
 
 
-__all__ = ["Batch", "TASKS", "Task", "adding_batch", "check_task", "copy_batch", "get_task", "recall_batch"]
+__all__ = [
+    "Batch",
+    "DATA_TASKS",
+    "TASKS",
+    "Task",
+    "adding_batch",
+    "check_task",
+    "copy_batch",
+    "get_task",
+    "recall_batch",
+]

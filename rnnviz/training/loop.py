@@ -46,7 +46,9 @@ from rnnviz.config import (
     estimate_flops,
     estimate_memory_bytes,
 )
+from rnnviz.data_tasks import data_task
 from rnnviz.norms import Scaled, log10
+from rnnviz.sources import Dataset
 from rnnviz.tasks import Task, check_task, get_task
 from rnnviz.timing import compile_cache, compile_lowered
 from rnnviz.training.model import OPTIMIZERS, ChunkOut, Hyper, TrainSpec, init_state, run_chunk
@@ -101,9 +103,14 @@ def _with_run_axis(fn: Callable, n_in: int) -> Callable:
     return wrapped
 
 
+def resolve_task(task: str | Dataset) -> Task:
+    """A task by name (``adding``, ``copy``, ``recall``) or a data set's task."""
+    return data_task(task) if isinstance(task, Dataset) else get_task(task)
+
+
 def check_training(
     cfg: RunConfig,
-    task: str,
+    task: str | Dataset,
     steps: int,
     learning_rate: float,
     optimizer: str,
@@ -114,7 +121,7 @@ def check_training(
 ) -> tuple[Task, TrainSpec]:
     """Every training argument checked; a bad one is a :class:`ConfigError` naming it, an
     over-budget request a :class:`BudgetError` naming the largest number of steps that fits."""
-    t = get_task(task)
+    t = resolve_task(task)
     if cfg.batch_size is None:
         raise ConfigError("batch_size", None, "training draws a batch per step; give a batch size (e.g. 64)")
     check_task(t, cfg.seq_len, cfg.input_size, lag)
@@ -173,7 +180,7 @@ class Trainer:
         cfg: RunConfig,
         over: Mapping[str, Sequence[Any]] | None = None,
         *,
-        task: str = "adding",
+        task: str | Dataset = "adding",
         steps: int = 2000,
         learning_rate: float = 1e-3,
         optimizer: str = "adam",
@@ -183,6 +190,7 @@ class Trainer:
         device: jax.Device | None = None,
     ):
         points = _points_of(over or {})
+        task = resolve_task(task).name  # a data set becomes its task once
         self.cfgs, self.lrs, self.clips = [], [], []
         for p in points:
             self.cfgs.append(cfg.replace(**{k: v for k, v in p.items() if k in RunConfig.VALUE_FIELDS}))
@@ -252,6 +260,9 @@ class Trainer:
         )
         with np.errstate(divide="ignore"):
             wgrad = np.log10(np.stack([o.recurrent_grad for o in outs], axis=1).astype(np.float64))
+        held = outs[0].held_out_loss is not None
+        held_loss = np.stack([o.held_out_loss for o in outs], axis=1).astype(np.float64) if held else None
+        held_metric = np.stack([o.held_out_metric for o in outs], axis=1).astype(np.float64) if held else None
         profile_steps = np.arange(len(outs)) * chunk
         timing = TrainTiming(self.compile_s, self.run_s, taken / self.run_s if self.run_s > 0 else math.inf)
         baseline = self.task.baseline(self.cfg.seq_len)
@@ -283,6 +294,8 @@ class Trainer:
                     nonfinite_step=nonfinite,
                     stopped=self.stopped and taken < self.steps,
                     timing=timing,
+                    held_out_loss=held_loss[j][keep] if held else None,
+                    held_out_metric=held_metric[j][keep] if held else None,
                 )
             )
         return records
@@ -292,7 +305,7 @@ def train_many(
     cfg: RunConfig,
     over: Mapping[str, Sequence[Any]] | None = None,
     *,
-    task: str = "adding",
+    task: str | Dataset = "adding",
     steps: int = 2000,
     learning_rate: float = 1e-3,
     optimizer: str = "adam",
@@ -345,7 +358,7 @@ def train_many(
 
 def train(
     cfg: RunConfig,
-    task: str = "adding",
+    task: str | Dataset = "adding",
     steps: int = 2000,
     learning_rate: float = 1e-3,
     optimizer: str = "adam",

@@ -67,7 +67,8 @@ class TrainState(NamedTuple):
 
 class ChunkOut(NamedTuple):
     """Per step ``[chunk]``: loss, metric, global grad norm (before clipping), clipped;
-    at the chunk's start: the probe profile as log₁₀ ``[T+1]`` and log₁₀ ‖∂L/∂W_h‖."""
+    at the chunk's start: the probe profile as log₁₀ ``[T+1]``, log₁₀ ‖∂L/∂W_h‖, and for a
+    data set's task the loss and metric on its held-out sequences (else None)."""
 
     loss: Any
     metric: Any
@@ -75,6 +76,8 @@ class ChunkOut(NamedTuple):
     clipped: Any
     profile: Any
     recurrent_grad: Any
+    held_out_loss: Any = None
+    held_out_metric: Any = None
 
 
 def optimizer_for(name: str, learning_rate) -> optax.GradientTransformation:
@@ -243,6 +246,19 @@ def run_chunk(
         static, state.params, fixed_carry0(static, key_data, values, PROBE_BATCH), PROBE_BATCH
     )
     profile, w_grad = probe_profile(static, task, state.params, probe_carry0, probe)
+    held = (
+        held_out(static, task, state.params, key_data, values) if task.held_out is not None else (None, None)
+    )
     step = step_fn(static, spec, key_data, values, hyper, carry0)
     state, (loss, metric, gnorm, clipped) = jax.lax.scan(step, state, start + jnp.arange(spec.chunk))
-    return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad)
+    return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad, *held)
+
+
+def held_out(static: RunConfig, task: Task, params, key_data: jax.Array, values: Values):
+    """``(loss, metric)`` on the task's held-out sequences (a data set's test split) with
+    the current params; the initial carry is the configured one for that many sequences."""
+    data = task.held_out_batch(jax.random.wrap_key_data(key_data), 0, static.seq_len, 0)
+    n = jax.tree.leaves(data.inputs)[0].shape[0]
+    carry0 = batch_carry0(static, params, fixed_carry0(static, key_data, values, n), n)
+    loss, pred = task_loss(static, task, params, carry0, data.inputs, data.targets)
+    return loss, task.metric_fn()(pred, data.targets)

@@ -43,6 +43,9 @@ class Training:
             there), or None.
         stopped: the caller stopped it early.
         timing: compile and run seconds, steps per second.
+        held_out_loss: ``[n_logs]`` the loss on a data set's held-out sequences at each
+            profile step (None for the synthetic tasks, whose every batch is fresh).
+        held_out_metric: ``[n_logs]`` the metric there (accuracy, bits/char, MSE).
     """
 
     config: RunConfig
@@ -65,6 +68,8 @@ class Training:
     nonfinite_step: int | None
     stopped: bool
     timing: TrainTiming
+    held_out_loss: np.ndarray | None = None
+    held_out_metric: np.ndarray | None = None
 
     @property
     def clip_count(self) -> int:
@@ -98,9 +103,27 @@ def solved_step(losses: np.ndarray, baseline: float, window: int = SOLVE_WINDOW)
 
 
 def training_verdict(records: Sequence[Training]) -> str:
-    """One sentence on whether the runs learned their task (several runs: how many did)."""
+    """One sentence on whether the runs learned their task (several runs: how many did),
+    and for a data set the held-out metric at the last profile."""
     if not records:
         return "no runs"
+    return _learned(records) + _held_out(records)
+
+
+def _held_out(records: Sequence[Training]) -> str:
+    finals = [
+        float(r.held_out_metric[-1])
+        for r in records
+        if r.held_out_metric is not None and r.held_out_metric.size
+    ]
+    if not finals:
+        return ""
+    r0 = records[0]
+    value = f"{finals[0]:.3g}" if len(finals) == 1 else f"{min(finals):.3g}–{max(finals):.3g}"
+    return f" Held-out {r0.metric_name} at step {int(r0.profile_steps[-1])}: {value}."
+
+
+def _learned(records: Sequence[Training]) -> str:
     r0 = records[0]
     what = f"the {r0.task} problem at T={r0.config.seq_len}" + (
         f" (lag {r0.lag})" if r0.task == "recall" else ""
