@@ -406,6 +406,7 @@ def training_json(r) -> dict[str, Any]:
             "recurrent_grad_log10": r.recurrent_grad.tolist(),
             "held_out_loss": None if r.held_out_loss is None else r.held_out_loss.tolist(),
             "held_out_metric": None if r.held_out_metric is None else r.held_out_metric.tolist(),
+            "held_out_steps": None if r.held_out_steps is None else r.held_out_steps.tolist(),
             "solved_step": r.solved_step,
             "nonfinite_step": r.nonfinite_step,
             "compile_s": r.timing.compile_s,
@@ -485,7 +486,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(f"stopped: NaN/Inf at step {r.nonfinite_step}")
     if r.held_out_metric is not None and r.held_out_metric.size:
         print(
-            f"held-out {r.metric_name}: {r.held_out_metric[-1]:.4g} at step {int(r.profile_steps[-1])} "
+            f"held-out {r.metric_name}: {r.held_out_metric[-1]:.4g} after step {int(r.held_out_steps[-1])} "
             f"(loss {r.held_out_loss[-1]:.4g})"
         )
     print(

@@ -89,9 +89,10 @@ def test_digits_learned_well_above_chance_in_a_small_budget(rows):
     cfg = RunConfig(cell="gru", hidden_size=32, input_size=8, seq_len=8, batch_size=32)
     r = train(cfg, rows, steps=300, learning_rate=3e-3, log_every=50)
     assert r.metric_name == "accuracy" and r.held_out_metric.shape == r.profile_steps.shape == (6,)
-    assert r.held_out_metric[0] < 0.3 < 0.6 < r.held_out_metric[-1]  # chance is 0.1
+    assert list(r.held_out_steps) == [50, 100, 150, 200, 250, 300]  # after each chunk
+    assert 0.6 < r.held_out_metric[-1]  # chance is 0.1
     assert r.losses[-20:].mean() < 0.5 * r.baseline
-    assert "Held-out accuracy at step 250" in training_verdict([r])
+    assert "Held-out accuracy after step 300" in training_verdict([r])
 
 
 def test_a_data_set_fixes_the_shape_and_needs_targets(rows, tmp_path):
@@ -117,5 +118,6 @@ def test_cli_trains_on_data(capsys):
     record = json.loads(capsys.readouterr().out)
     assert record["config"]["seq_len"] == 8 and record["config"]["input_size"] == 8
     assert len(record["held_out_metric"]) == 2 and record["metric_name"] == "accuracy"
+    assert record["held_out_steps"] == [20, 40]
     assert main(["train", "--data", "digits", "--task", "copy"]) == 2
     assert "give --task or --data, not both" in capsys.readouterr().err

@@ -56,6 +56,8 @@ SUITES = {
     "train": lambda: [
         RunConfig(cell="lstm", forget_bias=1.0, hidden_size=64, input_size=2, seq_len=100, batch_size=64)
     ],
+    # the real-data learning table: every DATA_LEARNING_CELLS design on the digits' orders
+    "data": lambda: [RunConfig(hidden_size=64, input_size=1, seq_len=64, batch_size=64)],
 }
 
 #: The learning table's designs (Le, Jaitly & Hinton 2015): tanh RNN, IRNN (ReLU with an
@@ -66,3 +68,16 @@ LEARNING_CELLS = {
     "LSTM fb=1": dict(cell="lstm", forget_bias=1.0),
     "GRU": dict(cell="gru"),
 }
+
+#: The real-data learning table's designs: the classic four and the modern cells.
+DATA_LEARNING_CELLS = {
+    **LEARNING_CELLS,
+    "IndRNN": dict(cell="indrnn", activation="relu"),
+    "minGRU": dict(cell="mingru"),
+    "minLSTM": dict(cell="minlstm"),
+    "LRU": dict(cell="lru"),
+}
+#: The digits' orders of the table (pixel by pixel, and a fixed permutation of the pixels).
+DIGIT_ORDERS = ("pixels", "permuted")
+#: The designs trained on the text for bits per character.
+TEXT_CELLS = ("tanh RNN", "LSTM fb=1", "GRU")

@@ -264,6 +264,7 @@ class Trainer:
         held_loss = np.stack([o.held_out_loss for o in outs], axis=1).astype(np.float64) if held else None
         held_metric = np.stack([o.held_out_metric for o in outs], axis=1).astype(np.float64) if held else None
         profile_steps = np.arange(len(outs)) * chunk
+        held_steps = (np.arange(len(outs)) + 1) * chunk  # a chunk past `steps` is cut from the records
         timing = TrainTiming(self.compile_s, self.run_s, taken / self.run_s if self.run_s > 0 else math.inf)
         baseline = self.task.baseline(self.cfg.seq_len)
         records = []
@@ -272,6 +273,7 @@ class Trainer:
             nonfinite = int(bad[0]) if bad.size else None
             end = taken if nonfinite is None else nonfinite + 1
             keep = profile_steps < end
+            after = held_steps <= end  # held-out evaluations after the chunks this run completed
             records.append(
                 Training(
                     config=c,
@@ -294,8 +296,9 @@ class Trainer:
                     nonfinite_step=nonfinite,
                     stopped=self.stopped and taken < self.steps,
                     timing=timing,
-                    held_out_loss=held_loss[j][keep] if held else None,
-                    held_out_metric=held_metric[j][keep] if held else None,
+                    held_out_loss=held_loss[j][after] if held else None,
+                    held_out_metric=held_metric[j][after] if held else None,
+                    held_out_steps=held_steps[after] if held else None,
                 )
             )
         return records

@@ -67,8 +67,8 @@ class TrainState(NamedTuple):
 
 class ChunkOut(NamedTuple):
     """Per step ``[chunk]``: loss, metric, global grad norm (before clipping), clipped;
-    at the chunk's start: the probe profile as log₁₀ ``[T+1]``, log₁₀ ‖∂L/∂W_h‖, and for a
-    data set's task the loss and metric on its held-out sequences (else None)."""
+    at the chunk's start: the probe profile as log₁₀ ``[T+1]`` and log₁₀ ‖∂L/∂W_h‖; at its
+    end, for a data set's task, the loss and metric on its held-out sequences (else None)."""
 
     loss: Any
     metric: Any
@@ -236,7 +236,8 @@ def run_chunk(
     hyper: Hyper,
     start: jax.Array,
 ) -> tuple[TrainState, ChunkOut]:
-    """``spec.chunk`` steps from step ``start``, after recording the probe profile."""
+    """``spec.chunk`` steps from step ``start``, after recording the probe profile (and, for
+    a data set, followed by the held-out evaluation)."""
     task = get_task(spec.task)
     batch = static.batch_size
     root = jax.random.wrap_key_data(key_data)
@@ -246,11 +247,11 @@ def run_chunk(
         static, state.params, fixed_carry0(static, key_data, values, PROBE_BATCH), PROBE_BATCH
     )
     profile, w_grad = probe_profile(static, task, state.params, probe_carry0, probe)
-    held = (
-        held_out(static, task, state.params, key_data, values) if task.held_out is not None else (None, None)
-    )
     step = step_fn(static, spec, key_data, values, hyper, carry0)
     state, (loss, metric, gnorm, clipped) = jax.lax.scan(step, state, start + jnp.arange(spec.chunk))
+    held = (None, None)
+    if task.held_out is not None:  # a data set: its test split, after this chunk's steps
+        held = held_out(static, task, state.params, key_data, values)
     return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad, *held)
 
 

@@ -43,9 +43,10 @@ class Training:
             there), or None.
         stopped: the caller stopped it early.
         timing: compile and run seconds, steps per second.
-        held_out_loss: ``[n_logs]`` the loss on a data set's held-out sequences at each
-            profile step (None for the synthetic tasks, whose every batch is fresh).
-        held_out_metric: ``[n_logs]`` the metric there (accuracy, bits/char, MSE).
+        held_out_loss: ``[n_evals]`` the loss on a data set's held-out sequences after each
+            chunk (None for the synthetic tasks, whose every batch is fresh).
+        held_out_metric: ``[n_evals]`` the metric there (accuracy, bits/char, MSE).
+        held_out_steps: ``[n_evals]`` the steps they were measured after.
     """
 
     config: RunConfig
@@ -70,6 +71,7 @@ class Training:
     timing: TrainTiming
     held_out_loss: np.ndarray | None = None
     held_out_metric: np.ndarray | None = None
+    held_out_steps: np.ndarray | None = None
 
     @property
     def clip_count(self) -> int:
@@ -120,7 +122,7 @@ def _held_out(records: Sequence[Training]) -> str:
         return ""
     r0 = records[0]
     value = f"{finals[0]:.3g}" if len(finals) == 1 else f"{min(finals):.3g}–{max(finals):.3g}"
-    return f" Held-out {r0.metric_name} at step {int(r0.profile_steps[-1])}: {value}."
+    return f" Held-out {r0.metric_name} after step {int(r0.held_out_steps[-1])}: {value}."
 
 
 def _learned(records: Sequence[Training]) -> str:
