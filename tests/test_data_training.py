@@ -121,3 +121,12 @@ def test_cli_trains_on_data(capsys):
     assert record["held_out_steps"] == [20, 40]
     assert main(["train", "--data", "digits", "--task", "copy"]) == 2
     assert "give --task or --data, not both" in capsys.readouterr().err
+
+
+def test_steps_to_ninety_percent_of_the_final_metric():
+    from rnnviz.bench.measure import steps_to_fraction
+
+    steps = np.array([100, 200, 300])
+    assert steps_to_fraction(steps, np.array([0.1, 0.85, 0.9])) == 200  # 0.85 ≥ 0.9 · 0.9
+    assert steps_to_fraction(steps, np.array([0.5, 0.6, np.nan])) is None
+    assert steps_to_fraction(steps[:0], np.array([])) is None

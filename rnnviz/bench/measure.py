@@ -144,6 +144,10 @@ def train_bench(
     return records
 
 
+#: Most steps of the text table (its LSTM runs' FLOPs stay inside the training budget).
+TEXT_STEPS = 1000
+
+
 def steps_to_fraction(steps: np.ndarray, metric: np.ndarray, fraction: float = 0.9) -> int | None:
     """The first profile step whose held-out metric reaches ``fraction`` of its final value."""
     if not metric.size or not np.isfinite(metric[-1]):
@@ -156,8 +160,8 @@ def data_bench(base: RunConfig, steps: int = 1500, seeds: int = 3, out=sys.stdou
     """The real-data learning table: each design of ``DATA_LEARNING_CELLS`` on the digits
     pixel by pixel and permuted (T=64, I=1), ``seeds`` seeds in one vmapped call, Adam 1e-3,
     clip 1, ``steps`` steps: held-out accuracy (mean, range), steps to 90 % of the final
-    accuracy, seconds per run; then bits per character on the prose text (T=100) for
-    ``TEXT_CELLS``."""
+    accuracy, seconds per run; then :func:`text_table` with at most :data:`TEXT_STEPS`
+    steps (three LSTM runs of T=100 at 2000 steps are over the training FLOP budget)."""
     print(
         f"learning table: digits, B={base.batch_size}, H={base.hidden_size}, {steps} steps, Adam 1e-3, "
         f"clip 1, {seeds} seeds in one vmapped call; held-out accuracy on the 359 test digits",
@@ -187,6 +191,13 @@ def data_bench(base: RunConfig, steps: int = 1500, seeds: int = 3, out=sys.stdou
                 flush=True,
             )
             records += [_data_record(r, f"digits {order}") for r in runs]
+    return records + text_table(min(steps, TEXT_STEPS), seeds, out)
+
+
+def text_table(steps: int = 1000, seeds: int = 3, out=sys.stdout) -> list[dict]:
+    """Held-out bits per character on the prose text (T=100, one-hot, H=128, B=32) after
+    ``steps`` steps for each of ``TEXT_CELLS``, ``seeds`` seeds in one vmapped call."""
+    records: list[dict] = []
     text = load_dataset("text", corpus="prose", seq_len=100)
     print(
         f"\ntext (prose, T=100, I={text.input_size}), H=128, B=32, {steps} steps: held-out bits/char",
