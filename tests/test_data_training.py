@@ -124,7 +124,7 @@ def test_cli_trains_on_data(capsys):
 
 
 def test_steps_to_ninety_percent_of_the_final_metric():
-    from rnnviz.bench.measure import steps_to_fraction
+    from rnnviz.bench.learning import steps_to_fraction
 
     steps = np.array([100, 200, 300])
     assert steps_to_fraction(steps, np.array([0.1, 0.85, 0.9])) == 200  # 0.85 ≥ 0.9 · 0.9

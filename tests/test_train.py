@@ -315,7 +315,7 @@ def test_stop_button_stops_a_run_in_progress():
 
 
 def test_training_records_are_schema_one_of_kind_train_and_stay_out_of_the_devices_view(tmp_path):
-    from rnnviz.bench.measure import train_record
+    from rnnviz.bench.learning import train_record
     from rnnviz.frames import records_frame
     from rnnviz.records import append_records, load_dir, validate
 

@@ -12,227 +12,23 @@ import jax
 import numpy as np
 
 from rnnviz.analysis import Values, analyze, executables, resolve_device, seed_key, static_config
+from rnnviz.bench.learning import data_bench, train_bench
 from rnnviz.bench.references import (
     gemm_flops_per_s,
-    loop_steps_per_s,
     reference_lyapunov,
     torch_lstm_s,
     xla_lstm_floor,
 )
 from rnnviz.bench.suites import (
-    DATA_LEARNING_CELLS,
-    DIGIT_ORDERS,
-    LEARNING_CELLS,
     LONG,
     LONG_LENGTHS,
     SUITES,
-    TEXT_CELLS,
 )
 from rnnviz.comparisons import available_strategies, label, measure
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.exponents import lyapunov
-from rnnviz.records import SCHEMA, append_records
-from rnnviz.sources import load_dataset
+from rnnviz.records import append_records
 from rnnviz.sweeps import run_points, sweep_devices
-from rnnviz.timing import run_stamp
-from rnnviz.training import train, train_many
-
-
-def train_record(r, mode: str, suite: str = "train") -> dict:
-    """A schema-1 ``kind: "train"`` record of one training run."""
-
-    device = jax.devices()[0]
-    final = r.final_loss()
-    return {
-        "schema": SCHEMA,
-        "kind": "train",
-        "suite": suite,
-        "label": label(r.config),
-        "config": r.config.to_dict(),
-        "mode": mode,
-        **run_stamp(device),
-        "compile_s": r.timing.compile_s,
-        "run_s": r.timing.run_s,
-        "task": r.task,
-        "lag": r.lag,
-        "optimizer": r.optimizer,
-        "learning_rate": r.learning_rate,
-        "clip": r.clip,
-        "steps": r.steps,
-        "steps_run": r.steps_run,
-        "baseline": r.baseline,
-        "final_loss": final if final == final else None,
-        "solved_step": r.solved_step,
-        "nonfinite_step": r.nonfinite_step,
-        "clip_count": r.clip_count,
-        "steps_per_s": r.timing.steps_per_s,
-        "ms_per_step": 1e3 / r.timing.steps_per_s,
-    }
-
-
-def train_bench(
-    cfg: RunConfig, steps: int = 1500, seeds: int = 3, seq_lens=(50, 100, 200), out=sys.stdout
-) -> list[dict]:
-    """Speed (chunked scan vs a Python loop of one jitted step, same run) and the learning
-    table (adding; cells × T × seeds, Adam 1e-3, clip 1, B = 64, H = 64, ``steps`` steps)."""
-
-    print(f"speed: {_label_of(cfg)}, adding, Adam 1e-3, clip 1", file=out)
-    train(cfg, "adding", steps=100, log_every=100)  # compiles the chunk
-    chunked = train(cfg, "adding", steps=500, log_every=100)
-    loop = loop_steps_per_s(cfg, 500)
-    print(
-        "  chunked lax.scan (100 steps per call, with a gradient profile per call): "
-        f"{1e3 / chunked.timing.steps_per_s:6.2f} ms/step",
-        file=out,
-    )
-    print(
-        f"  Python loop over one jitted step:                                          {1e3 / loop:6.2f} "
-        "ms/step",
-        file=out,
-    )
-    print(f"  chunked is ×{chunked.timing.steps_per_s / loop:.2f} the loop's steps/s", file=out, flush=True)
-    if cfg.cell == "lstm":
-        floor = xla_lstm_floor(cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size)
-        print(
-            f"  XLA:CPU floor of any LSTM step here (hand-written forward {floor.forward:.2f} + reverse "
-            f"{floor.reverse:.2f}"
-            f" + ∂L/∂W_h GEMM {floor.weight_gemm:.2f}): {floor.total:6.2f} ms/step",
-            file=out,
-            flush=True,
-        )
-    records = [train_record(chunked, "chunked")]
-    print(
-        f"\nlearning table: adding, B=64, H=64, {steps} steps, {seeds} seeds in one vmapped call per cell "
-        "and T",
-        file=out,
-    )
-    print(
-        f"{'cell':<10} {'T':>4} {'final MSE/baseline':>24} {'solved':>7} {'solved step (mean, range)':>26} "
-        f"{'diverged':>9} {'s per run':>10}",
-        file=out,
-        flush=True,
-    )
-    for name, fields in LEARNING_CELLS.items():
-        for t in seq_lens:
-            base = RunConfig(**{**dict(hidden_size=64, input_size=2, batch_size=64, seq_len=t), **fields})
-            runs = train_many(
-                base,
-                {"seed": list(range(seeds))},
-                task="adding",
-                steps=steps,
-                learning_rate=1e-3,
-                clip=1.0,
-                log_every=100,
-            )
-            ratios = [r.final_loss() / r.baseline for r in runs if r.nonfinite_step is None]
-            solved = [r.solved_step for r in runs if r.solved_step is not None]
-            diverged = [r.nonfinite_step for r in runs if r.nonfinite_step is not None]
-            loss = (
-                f"{sum(ratios) / len(ratios):>10.3f} ({min(ratios):.3f}–{max(ratios):.3f})"
-                if ratios
-                else f"{'—':>24}"
-            )
-            when = f"{sum(solved) / len(solved):.0f} ({min(solved)}–{max(solved)})" if solved else "—"
-            nan = f"{len(diverged)} (step {min(diverged)})" if diverged else "0"
-            per_run = runs[0].timing.run_s / len(runs)
-            print(
-                f"{name:<10} {t:>4} {loss} {len(solved)}/{len(runs):<5} {when:>26} {nan:>9} {per_run:>10.1f}",
-                file=out,
-                flush=True,
-            )
-            records += [train_record(r, "chunked", "train-learning") for r in runs]
-    return records
-
-
-#: Most steps of the text table (its LSTM runs' FLOPs stay inside the training budget).
-TEXT_STEPS = 1000
-
-
-def steps_to_fraction(steps: np.ndarray, metric: np.ndarray, fraction: float = 0.9) -> int | None:
-    """The first profile step whose held-out metric reaches ``fraction`` of its final value."""
-    if not metric.size or not np.isfinite(metric[-1]):
-        return None
-    hit = np.flatnonzero(metric >= fraction * metric[-1])
-    return int(steps[hit[0]]) if hit.size else None
-
-
-def data_bench(base: RunConfig, steps: int = 1500, seeds: int = 3, out=sys.stdout) -> list[dict]:
-    """The real-data learning table: each design of ``DATA_LEARNING_CELLS`` on the digits
-    pixel by pixel and permuted (T=64, I=1), ``seeds`` seeds in one vmapped call, Adam 1e-3,
-    clip 1, ``steps`` steps: held-out accuracy (mean, range), steps to 90 % of the final
-    accuracy, seconds per run; then :func:`text_table` with at most :data:`TEXT_STEPS`
-    steps (three LSTM runs of T=100 at 2000 steps are over the training FLOP budget)."""
-    print(
-        f"learning table: digits, B={base.batch_size}, H={base.hidden_size}, {steps} steps, Adam 1e-3, "
-        f"clip 1, {seeds} seeds in one vmapped call; held-out accuracy on the 359 test digits",
-        file=out,
-    )
-    print(
-        f"{'cell':<10} {'order':<9} {'accuracy (mean, range)':>24} {'90 % at step':>13} {'s/run':>7}",
-        file=out,
-    )
-    records: list[dict] = []
-    for order in DIGIT_ORDERS:
-        ds = load_dataset("digits", order=order)
-        for name, fields in DATA_LEARNING_CELLS.items():
-            cfg = base.replace(**fields)
-            runs = train_many(
-                cfg, {"seed": list(range(seeds))}, task=ds, steps=steps, learning_rate=1e-3, log_every=100
-            )
-            acc = [float(r.held_out_metric[-1]) for r in runs]
-            reach = [steps_to_fraction(r.held_out_steps, r.held_out_metric) for r in runs]
-            reach = [s for s in reach if s is not None]
-            when = f"{np.mean(reach):.0f}" if reach else "—"
-            per_run = runs[0].timing.run_s / len(runs)
-            print(
-                f"{name:<10} {order:<9} {np.mean(acc):>10.3f} ({min(acc):.3f}–{max(acc):.3f}) "
-                f"{when:>13} {per_run:>7.1f}",
-                file=out,
-                flush=True,
-            )
-            records += [_data_record(r, f"digits {order}") for r in runs]
-    return records + text_table(min(steps, TEXT_STEPS), seeds, out)
-
-
-def text_table(steps: int = 1000, seeds: int = 3, out=sys.stdout) -> list[dict]:
-    """Held-out bits per character on the prose text (T=100, one-hot, H=128, B=32) after
-    ``steps`` steps for each of ``TEXT_CELLS``, ``seeds`` seeds in one vmapped call."""
-    records: list[dict] = []
-    text = load_dataset("text", corpus="prose", seq_len=100)
-    print(
-        f"\ntext (prose, T=100, I={text.input_size}), H=128, B=32, {steps} steps: held-out bits/char",
-        file=out,
-    )
-    for name in TEXT_CELLS:
-        cfg = RunConfig(hidden_size=128, input_size=text.input_size, seq_len=100, batch_size=32)
-        runs = train_many(
-            cfg.replace(**DATA_LEARNING_CELLS[name]),
-            {"seed": list(range(seeds))},
-            task=text,
-            steps=steps,
-            learning_rate=1e-3,
-            log_every=100,
-        )
-        bits = [float(r.held_out_metric[-1]) for r in runs]
-        unigram = runs[0].baseline / np.log(2.0)
-        print(
-            f"{name:<10} {np.mean(bits):.3f} ({min(bits):.3f}–{max(bits):.3f}) bits/char "
-            f"(unigram {unigram:.3f}); {runs[0].timing.run_s / len(runs):.1f} s per run",
-            file=out,
-            flush=True,
-        )
-        records += [_data_record(r, "text prose") for r in runs]
-    return records
-
-
-def _data_record(r, data: str) -> dict:
-    """A ``kind: "train"`` record of a run on a data set, with its held-out curve."""
-    return {
-        **train_record(r, "chunked", "data-learning"),
-        "data": data,
-        "held_out_steps": r.held_out_steps.tolist(),
-        "held_out_metric": r.held_out_metric.tolist(),
-    }
 
 
 def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout) -> dict[str, float]:
@@ -244,7 +40,7 @@ def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout
     ref = reference_lyapunov(cfg, k)
     ref_s = time.perf_counter() - start
     diff = float(np.max(np.abs(np.sort(ref)[::-1] - fast.exponents)))
-    print(f"Lyapunov spectrum, k={k}, {_label_of(cfg)}", file=out)
+    print(f"Lyapunov spectrum, k={k}, {label(cfg)}", file=out)
     print(
         f"  compiled scan (rnnviz.exponents): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile "
         f"{fast.compile_s:.2f} s)",
@@ -278,7 +74,7 @@ def parallel_bench(
                 records.append(rec)
             row[kind, "parallel"]["ratio_to_plain_grad"] = None
         ms = {k: v["run_s"] * 1e3 for k, v in row.items()}
-        text = f"{_label_of(cfg):<40} {ms['grad', 'accumulate']:>11.2f} {ms['grad', 'parallel']:>11.2f} "
+        text = f"{label(cfg):<40} {ms['grad', 'accumulate']:>11.2f} {ms['grad', 'parallel']:>11.2f} "
         text += (
             f"{ms['grad', 'parallel'] / ms['grad', 'accumulate']:>6.2f} {ms['analyze', 'accumulate']:>11.2f} "
         )
@@ -288,11 +84,6 @@ def parallel_bench(
         )
         print(text, file=out, flush=True)
     return records
-
-
-def _label_of(cfg: RunConfig) -> str:
-
-    return label(cfg)
 
 
 def sweep_bench(cfg: RunConfig, n: int = 256, out=sys.stdout) -> dict[str, float]:
