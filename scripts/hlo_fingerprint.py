@@ -2,9 +2,13 @@
 hashed without its source locations (file names and line numbers), so two checkouts can be
 compared for "the same programs run" after a refactoring.
 
-    cd OLD_CHECKOUT && python /path/to/scripts/hlo_fingerprint.py > /tmp/old.txt
-    cd NEW_CHECKOUT && python scripts/hlo_fingerprint.py > /tmp/new.txt
+    PYTHONPATH=OLD_CHECKOUT python scripts/hlo_fingerprint.py > /tmp/old.txt
+    PYTHONPATH=NEW_CHECKOUT python scripts/hlo_fingerprint.py > /tmp/new.txt
     diff /tmp/old.txt /tmp/new.txt   # empty: identical executables
+
+(PYTHONPATH picks the checkout: a script's own folder, not the working directory, heads
+``sys.path``, so without it an editable install's rnnviz is measured both times.) Blank
+lines and the source tables are dropped before hashing, so only the computations count.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ def fingerprint(cfg: RunConfig) -> tuple[str, int]:
     exe = executables(static_config(cfg), resolve_device(cfg))
     text = exe.analysis.fn.as_text()
     text = re.sub(r", metadata=\{[^}]*\}", "", text)  # op metadata: source file and line
-    text = re.sub(r'(?m)^\d+ "[^"]*"$', "", text)  # the table of source-file paths
-    text = re.sub(r"(?m)^HloModule [^\n]*", "", text)
+    source_table = re.compile(r'^\d+ ("[^"]*"|\{file_name_id=[^}]*\})$')  # source files and locations
+    keep = [line for line in text.splitlines() if line.strip() and not source_table.match(line)]
+    text = "\n".join(line for line in keep if not line.startswith("HloModule "))
     return hashlib.sha256(text.encode()).hexdigest()[:16], len(text)
 
 
