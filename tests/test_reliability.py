@@ -290,7 +290,7 @@ def test_streamlit_config_is_locked_down():
 # ---- the allocator: an executable's buffers are not page-faulted in again on every call ------
 
 _FAULTS = textwrap.dedent("""
-    import resource, sys
+    import resource, statistics, sys
     from rnnviz.timing import keep_freed_buffers
     kept = keep_freed_buffers()
     import jax
@@ -301,29 +301,34 @@ _FAULTS = textwrap.dedent("""
     args = prepared_inputs(cfg)
     for _ in range(25):  # the heap grows to its working size
         jax.block_until_ready(exe.analysis.fn(*args))
-    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    for _ in range(10):
+    per_call = []
+    for _ in range(15):
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         jax.block_until_ready(exe.analysis.fn(*args))
-    print(kept, (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 10)
+        per_call.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+    print(kept, statistics.median(per_call))
 """)
+
+
+def _faults_per_call(malloc):
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    env.pop("RNNVIZ_MALLOC", None)
+    if malloc:
+        env["RNNVIZ_MALLOC"] = malloc
+    out = subprocess.run(
+        [sys.executable, "-c", _FAULTS], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
+    )
+    kept, faults = out.stdout.split()
+    return kept, float(faults), out.stdout + out.stderr
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's mallopt")
 def test_kept_buffers_are_not_page_faulted_again_on_every_call():
     # Without the setting this analysis page-faults ~16 000 times (64 MB) per call here,
-    # with it ~700 after warm-up.
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    env.pop("RNNVIZ_MALLOC", None)
-    out = subprocess.run(
-        [sys.executable, "-c", _FAULTS], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
-    )
-    kept, faults = out.stdout.split()
-    assert kept == "True" and float(faults) < 2000, out.stdout + out.stderr
-    env["RNNVIZ_MALLOC"] = "default"
-    script = "from rnnviz.timing import keep_freed_buffers; print(keep_freed_buffers())"
-    assert (
-        subprocess.run(
-            [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=ROOT
-        ).stdout.strip()
-        == "False"
-    )
+    # with it ~700 after warm-up. The median call, measured against the default allocator
+    # in the same run: another process on the machine (a parallel test worker) can add a
+    # few spikes to a mean, never to the median or to the ratio.
+    kept, faults, log = _faults_per_call(None)
+    default_kept, default_faults, default_log = _faults_per_call("default")
+    assert kept == "True" and default_kept == "False", log + default_log
+    assert faults < 0.25 * default_faults, log + default_log
