@@ -18,7 +18,7 @@ The public API, all importable from here::
 | ``jacobians``, ``Jacobians`` | singular values of each step Jacobian |
 | ``train``, ``train_many``, ``Training`` | training on adding / copy / recall with gradient profiles |
 | ``keep_freed_buffers`` | keep XLA:CPU's per-call buffers in the heap (no page faults per call) |
-| ``datasets``, ``load_dataset``, ``Dataset``, ``DataError`` | real sequences: built-in sets and your files |
+| ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
 not import JAX until a computation is asked for. The core never imports streamlit or
@@ -58,6 +58,7 @@ _EXPORTS = {
     "load_dataset": "rnnviz.sources",
     "Dataset": "rnnviz.sources",
     "DataError": "rnnviz.sources",
+    "fit_to_data": "rnnviz.sources",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -67,7 +68,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.exponents import Lyapunov, lyapunov, lyapunov_sweep
-    from rnnviz.sources import DataError, Dataset, datasets, load_dataset
+    from rnnviz.sources import DataError, Dataset, datasets, fit_to_data, load_dataset
     from rnnviz.step_jacobians import Jacobians, jacobians
     from rnnviz.sweeps import sweep
     from rnnviz.tables.cells import CellSpec, cell_names, register_cell

@@ -11,6 +11,11 @@ Two compiled functions per shape (cached by :meth:`RunConfig.shape_key` and devi
 
 Seed, gain, forget bias and scales are arguments of *prepare*, so changing them
 reuses both executables.
+
+With a data set (:mod:`rnnviz.objective`) the inputs executable draws B sequences of its
+training split (an argument, on the device once) and a readout by the seed, and the
+analysis differentiates the data's task loss: the executables' cache key adds the data's
+shapes (:class:`~rnnviz.objective.DataSpec`), never its values.
 """
 
 from __future__ import annotations
@@ -23,12 +28,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.cells import PARAM_GROUPS, adjust_params, carry_to_dict, make_cell
+from rnnviz.cells import PARAM_GROUPS, adjust_params, carry_to_dict, final_output, make_cell
 from rnnviz.config import ConfigError, RunConfig, estimate_flops
 from rnnviz.gradients import analysis_outputs, full_carry0, plain_grad, time_major
 from rnnviz.inputs import make_inputs
 from rnnviz.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.norms import log10, log10_combine, robust_norm
+from rnnviz.objective import DataArrays, DataSpec, Objective, data_arrays, data_spec, draw_batch
+from rnnviz.sources import Dataset, check_data
 from rnnviz.timing import Compiled, Timing, compile_cache, compile_for, time_runs, time_within
 
 
@@ -91,9 +98,28 @@ def prepare_inputs(cfg: RunConfig, key_data: jax.Array, values: Values) -> jax.A
     return draw_inputs(cfg, input_bucket(cfg.seq_len), key_data, values)[..., : cfg.seq_len, :]
 
 
-def prepare(cfg: RunConfig, key_data: jax.Array, values: Values):
-    """``(params, carry0, xs)`` for ``cfg`` (see :func:`prepare_params`, :func:`prepare_inputs`)."""
-    return (*prepare_params(cfg, key_data, values), prepare_inputs(cfg, key_data, values))
+def prepare_data(cfg: RunConfig, key_data: jax.Array, data: DataArrays) -> tuple[jax.Array, Objective]:
+    """``(xs [(B,) T, I], Objective)``: a batch of ``data`` and a readout drawn by the seed's
+    inputs key (:func:`rnnviz.objective.draw_batch`)."""
+    _, _, k_inputs = _keys(key_data)
+    return draw_batch(cfg, output_size(cfg), k_inputs, data)
+
+
+@functools.lru_cache(maxsize=256)
+def output_size(cfg: RunConfig) -> int:
+    """O, the size of the cell's output y_t (what a data set's readout reads)."""
+    params, carry0 = jax.eval_shape(functools.partial(prepare_params, cfg), seed_key(0), Values.of(cfg))
+    x = jax.ShapeDtypeStruct(cfg.input_shape[:-2] + (cfg.input_size,), jnp.dtype(cfg.dtype))
+    y = jax.eval_shape(lambda p, c, x: final_output(cfg, p, full_carry0(cfg, c), x), params, carry0, x)
+    return int(y.shape[-1])
+
+
+def prepare(cfg: RunConfig, key_data: jax.Array, values: Values, data: DataArrays | None = None):
+    """``(params, carry0, xs, objective)`` for ``cfg`` (see :func:`prepare_params`,
+    :func:`prepare_inputs`, :func:`prepare_data`); objective is None without data."""
+    if data is None:
+        return (*prepare_params(cfg, key_data, values), prepare_inputs(cfg, key_data, values), None)
+    return (*prepare_params(cfg, key_data, values), *prepare_data(cfg, key_data, data))
 
 
 def resolve_device(cfg: RunConfig) -> jax.Device:
@@ -115,20 +141,33 @@ def static_config(cfg: RunConfig) -> RunConfig:
     return RunConfig(**dict(cfg.shape_key()))
 
 
-def prepared_shapes(static: RunConfig):
-    """Shape/dtype stand-ins of ``(params, carry0, xs)`` for ``static``."""
-    return jax.eval_shape(functools.partial(prepare, static), seed_key(0), Values.of(static))
+def prepared_shapes(static: RunConfig, data: DataSpec | None = None):
+    """Shape/dtype stand-ins of ``(params, carry0, xs, objective)`` for ``static``."""
+    return jax.eval_shape(
+        functools.partial(prepare, static),
+        seed_key(0),
+        Values.of(static),
+        None if data is None else data.shapes(),
+    )
 
 
 class Executables(NamedTuple):
+    """The compiled functions of one shape: *prepare* (params; inputs, or a data batch)
+    and the analysis ``(params, carry0, xs, objective) -> (StepGrads, Summary)``."""
+
     params: Compiled
     inputs: Compiled
     analysis: Compiled
     seq_len: int
+    data: DataSpec | None = None
 
-    def prepare(self, key_data, values):
-        """``(params, carry0, xs)`` from the two prepare executables."""
-        return (*self.params.fn(key_data, values), self.inputs.fn(key_data, values)[..., : self.seq_len, :])
+    def prepare(self, key_data, values, data: DataArrays | None = None):
+        """``(params, carry0, xs, objective)`` from the two prepare executables (``data``:
+        the device arrays of a data set, with an executables compiled for its spec)."""
+        if self.data is None:
+            xs = self.inputs.fn(key_data, values)[..., : self.seq_len, :]
+            return (*self.params.fn(key_data, values), xs, None)
+        return (*self.params.fn(key_data, values), *self.inputs.fn(key_data, data))
 
 
 def _params_config(static: RunConfig) -> RunConfig:
@@ -151,10 +190,20 @@ def inputs_executable(inputs_static: RunConfig, length: int, device: jax.Device)
     )
 
 
-def prepare_executables(static: RunConfig, device: jax.Device) -> tuple[Compiled, Compiled]:
-    """The two cached *prepare* executables (params and carry; inputs) for one shape,
-    without compiling the analysis: what the Lyapunov and Jacobian passes need."""
+@compile_cache(maxsize=64)
+def data_executable(static: RunConfig, data: DataSpec, device: jax.Device) -> Compiled:
+    """``(key, data) -> (xs, objective)``: a batch of a data set (see :func:`prepare_data`)."""
+    return compile_for(functools.partial(prepare_data, static), (seed_key(0), data.shapes()), device)
+
+
+def prepare_executables(
+    static: RunConfig, device: jax.Device, data: DataSpec | None = None
+) -> tuple[Compiled, Compiled]:
+    """The two cached *prepare* executables (params and carry; inputs or a data batch) for
+    one shape, without compiling the analysis: what the Lyapunov and Jacobian passes need."""
     params = params_executable(_params_config(static), device)
+    if data is not None:
+        return params, data_executable(static.replace(strategy="accumulate"), data, device)
     # seq_len=1 keeps every other field (always within budget) and lets lengths share.
     inputs = inputs_executable(
         static.replace(seq_len=1, loss="last", strategy="accumulate"), input_bucket(static.seq_len), device
@@ -162,42 +211,47 @@ def prepare_executables(static: RunConfig, device: jax.Device) -> tuple[Compiled
     return params, inputs
 
 
+def _objective_shapes(static: RunConfig, inputs: Compiled, data: DataSpec | None):
+    return None if data is None else inputs.fn.out_info[1]
+
+
 @compile_cache(maxsize=64)
-def executables(static: RunConfig, device: jax.Device) -> Executables:
-    """Compile the prepare and analysis functions for one shape on one device (cached)."""
-    params, inputs = prepare_executables(static, device)
+def executables(static: RunConfig, device: jax.Device, data: DataSpec | None = None) -> Executables:
+    """Compile the prepare and analysis functions for one shape (and data spec) on one
+    device (cached)."""
+    params, inputs = prepare_executables(static, device, data)
     # The compiled prepares already know their output shapes: no second trace of cell.init.
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
-    run = compile_for(
-        functools.partial(analysis_outputs, static, make_cell(static)), (*params.fn.out_info, xs), device
-    )
-    return Executables(params, inputs, run, static.seq_len)
+    args = (*params.fn.out_info, xs, _objective_shapes(static, inputs, data))
+    run = compile_for(functools.partial(analysis_outputs, static, make_cell(static)), args, device)
+    return Executables(params, inputs, run, static.seq_len, data)
 
 
 @compile_cache(maxsize=64)
-def baseline_executable(static: RunConfig, device: jax.Device) -> Compiled:
+def baseline_executable(static: RunConfig, device: jax.Device, data: DataSpec | None = None) -> Compiled:
     """Plain ``jax.value_and_grad`` of the same loss w.r.t. params (the benchmark's yardstick)."""
     return compile_for(
-        functools.partial(plain_grad, static, make_cell(static)), prepared_shapes(static), device
+        functools.partial(plain_grad, static, make_cell(static)), prepared_shapes(static, data), device
     )
 
 
-def log_outputs(cfg: RunConfig, cell, params, carries, xs):
+def log_outputs(cfg: RunConfig, cell, params, carries, xs, objective=None):
     """The log-magnitude pass over a trajectory the analysis already computed:
     :class:`rnnviz.norms.Scaled` ``(per component [C, T+1], per example [T+1, B], total [T+1])``."""
-    return reduce_log_norms(log_carry_gradients(cfg, cell, params, carries, time_major(cfg, xs)))
+    return reduce_log_norms(
+        log_carry_gradients(cfg, cell, params, carries, time_major(cfg, xs), objective=objective)
+    )
 
 
 @compile_cache(maxsize=64)
-def log_executable(static: RunConfig, device: jax.Device) -> Compiled:
+def log_executable(static: RunConfig, device: jax.Device, data: DataSpec | None = None) -> Compiled:
     """The log-magnitude pass for one shape (compiled only once a run needs it)."""
-    exe = executables(static, device)
+    exe = executables(static, device, data)
     params_info, _ = exe.params.fn.out_info
     carries_info = exe.analysis.fn.out_info[0].carries
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
-    return compile_for(
-        functools.partial(log_outputs, static, make_cell(static)), (params_info, carries_info, xs), device
-    )
+    args = (params_info, carries_info, xs, _objective_shapes(static, exe.inputs, data))
+    return compile_for(functools.partial(log_outputs, static, make_cell(static)), args, device)
 
 
 #: float32 norms inside [tiny·2^MARGIN, max·2^−MARGIN] are exact to float32 precision; outside
@@ -230,17 +284,54 @@ def _log10_of(norms: np.ndarray) -> np.ndarray:
         return np.log10(np.asarray(norms, np.float64))
 
 
-def is_compiled(cfg: RunConfig, device: jax.Device | None = None) -> bool:
-    """Whether ``analyze(cfg)`` would reuse executables (no compile)."""
-    return (static_config(cfg), device or resolve_device(cfg)) in executables
+@functools.lru_cache(maxsize=4)
+def device_data(ds: Dataset, device: jax.Device) -> DataArrays:
+    """A data set's training split on ``device`` (copied once per data set and device)."""
+    return jax.device_put(data_arrays(ds), device)
 
 
-def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None):
-    """``(params, carry0, xs)`` on the device, from the cached *prepare* executable."""
+def data_on(
+    cfg: RunConfig, device: jax.Device, data: Dataset | None
+) -> tuple[DataArrays | None, DataSpec | None]:
+    """``(device arrays, spec)`` of ``data`` checked against ``cfg``; ``(None, None)`` without."""
+    if data is None:
+        return None, None
+    check_data(cfg, data)
+    arrays = device_data(data, device)
+    return arrays, data_spec(arrays)
+
+
+def is_compiled(cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None) -> bool:
+    """Whether ``analyze(cfg, data=data)`` would reuse executables (no compile)."""
     device = device or resolve_device(cfg)
-    params, inputs = prepare_executables(static_config(cfg), device)
+    return (static_config(cfg), device, data_on(cfg, device, data)[1]) in executables
+
+
+class Prepared(NamedTuple):
+    """What one analysis reads, on the device: params (a Flax tree), carry0 (``[(B,) H]``
+    per component), xs ``[(B,) T, I]`` and a data set's objective (None without data)."""
+
+    params: Any
+    carry0: Any
+    xs: jax.Array
+    objective: Objective | None
+
+
+def prepared_batch(cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None) -> Prepared:
+    """:class:`Prepared` for ``cfg``'s seed and values (and a batch of ``data``), from the
+    cached *prepare* executables."""
+    device = device or resolve_device(cfg)
+    arrays, spec = data_on(cfg, device, data)
+    params, inputs = prepare_executables(static_config(cfg), device, spec)
     key, values = jax.device_put((seed_key(cfg.seed), Values.of(cfg)), device)
-    return (*params.fn(key, values), inputs.fn(key, values)[..., : cfg.seq_len, :])
+    if arrays is None:
+        return Prepared(*params.fn(key, values), inputs.fn(key, values)[..., : cfg.seq_len, :], None)
+    return Prepared(*params.fn(key, values), *inputs.fn(key, arrays))
+
+
+def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None):
+    """``(params, carry0, xs)`` on the device, from the cached *prepare* executables."""
+    return tuple(prepared_batch(cfg, device, data)[:3])
 
 
 @dataclass(frozen=True, eq=False)
@@ -279,6 +370,8 @@ class Analysis:
         nonfinite_grad_step: the last t whose ∂L/∂carry_t holds NaN/Inf (where the reverse
             pass, walking back from T, first produced one), or None.
         timing: compile and run times, peak memory, FLOPs, device.
+        data: the data set's label (``digits pixels``, ``text prose T=100``, a file's name)
+            when the inputs came from one, else None.
     """
 
     config: RunConfig
@@ -304,6 +397,7 @@ class Analysis:
     nonfinite_carry_step: int | None
     nonfinite_grad_step: int | None
     timing: Timing
+    data: str | None = None
 
 
 def _nonfinite_steps(series: np.ndarray) -> np.ndarray:
@@ -322,6 +416,7 @@ def _last_or_none(idx: np.ndarray) -> int | None:
 def analyze(
     cfg: RunConfig,
     *,
+    data: Dataset | None = None,
     repeats: int = 10,
     device: jax.Device | None = None,
     log_pass: bool | None = None,
@@ -342,6 +437,11 @@ def analyze(
 
     Args:
         cfg: what to analyse.
+        data: a data set (:func:`rnnviz.load_dataset`): the inputs are ``cfg.batch_size``
+            of its training sequences drawn by the seed (changing the seed draws others and
+            never recompiles), and L is its task loss through a readout drawn by the seed
+            (:mod:`rnnviz.objective`). ``cfg`` must have its length, features and loss
+            placement (:func:`rnnviz.fit_to_data`).
         repeats: timed runs of the compiled pass (the median is reported), after one warm-up.
         device: a concrete JAX device, overriding ``cfg.device`` (e.g. the second GPU).
         log_pass: run the log-magnitude pass always (True), never (False: ``log10_*`` are
@@ -354,27 +454,35 @@ def analyze(
         An :class:`Analysis`; its arrays are the last timed run's.
 
     Raises:
-        ConfigError: ``device`` or ``cfg.device`` names a device that is not present.
+        ConfigError: ``device`` or ``cfg.device`` names a device that is not present, or
+            ``cfg`` does not fit ``data``.
 
     Example:
-        >>> from rnnviz import RunConfig, analyze
+        >>> from rnnviz import RunConfig, analyze, fit_to_data, load_dataset
         >>> a = analyze(RunConfig(hidden_size=8, seq_len=20, recurrent_gain=0.5), repeats=1)
         >>> a.grad_norms.shape, a.carries["h"].shape  # [T+1], [T+1, B, H]
         ((21,), (21, 4, 8))
         >>> bool(a.log10_grad_norms[0] < a.log10_grad_norms[-1] - 5)  # gain 0.5: it vanishes
         True
+        >>> digits = load_dataset("digits", order="rows")  # 8 rows of 8 pixels, 10 classes
+        >>> a = analyze(fit_to_data(RunConfig(cell="gru", hidden_size=8), digits), data=digits, repeats=1)
+        >>> a.inputs.shape, a.data  # [B, T, I]: four digits, drawn by the seed
+        ((4, 8, 8), 'digits rows')
+        >>> bool(0.5 < a.loss < 5.0)  # cross-entropy of 10 classes, near ln 10 untrained
+        True
     """
     device = device or resolve_device(cfg)
     static = static_config(cfg)
+    spec = data_on(cfg, device, data)[1]
     hit = executables.cache_info().currsize
-    exe = executables(static, device)
+    exe = executables(static, device, spec)
     cache_hit = executables.cache_info().currsize == hit
-    params, carry0, xs = prepared_inputs(cfg, device)
+    params, carry0, xs, objective = prepared_batch(cfg, device, data)
     if budget_s is None:
-        (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs), repeats)
+        (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs, objective), repeats)
     else:
-        (sg, summary), run = time_within(exe.analysis.fn, (params, carry0, xs), budget_s, repeats)
-    log_args = (params, sg.carries, xs)  # on device: what the log pass reads, if it runs
+        (sg, summary), run = time_within(exe.analysis.fn, (params, carry0, xs, objective), budget_s, repeats)
+    log_args = (params, sg.carries, xs, objective)  # on device: what the log pass reads, if it runs
     host = jax.device_get((sg, summary, params, carry0, xs))
     sg, summary, params, carry0, xs = host
     comps = cfg.carry_components
@@ -390,7 +498,7 @@ def analyze(
     )
     log_s = log_compile_s = 0.0
     if run_log:
-        log_exe = log_executable(static, device)
+        log_exe = log_executable(static, device, spec)
         if budget_s is None:
             (comp_s, example_s, total_s), log_run = time_runs(log_exe.fn, log_args, max(1, repeats // 2))
         else:
@@ -443,4 +551,5 @@ def analyze(
         nonfinite_carry_step=_first_or_none(_nonfinite_steps(carry_norms)),
         nonfinite_grad_step=_last_or_none(_nonfinite_steps(grad_norms)),
         timing=timing,
+        data=None if data is None else data.label,
     )

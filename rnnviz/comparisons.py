@@ -18,9 +18,10 @@ import pandas as pd
 from rnnviz.analysis import (
     analyze,
     baseline_executable,
+    data_on,
     executables,
     log_executable,
-    prepared_inputs,
+    prepared_batch,
     prepared_shapes,
     resolve_device,
     static_config,
@@ -28,7 +29,9 @@ from rnnviz.analysis import (
 from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import ConfigError, RunConfig, estimate_flops
 from rnnviz.gradients import strategy_grad
+from rnnviz.objective import DataSpec
 from rnnviz.records import SCHEMA
+from rnnviz.sources import Dataset
 from rnnviz.strategies import unavailable
 from rnnviz.tables.strategies import strategy_names
 from rnnviz.timing import Compiled, compile_cache, compile_for, run_stamp, time_runs
@@ -49,18 +52,18 @@ def strategy_unavailable(strategy: str, cfg: RunConfig | None = None) -> str | N
 
 
 @compile_cache(maxsize=64)
-def strategy_executable(static: RunConfig, device: jax.Device) -> Compiled:
-    """Parameter gradient only, with ``static.strategy`` (cached per shape and device)."""
+def strategy_executable(static: RunConfig, device: jax.Device, data: DataSpec | None = None) -> Compiled:
+    """Parameter gradient only, with ``static.strategy`` (cached per shape, data spec and device)."""
     return compile_for(
-        functools.partial(strategy_grad, static, make_cell(static)), prepared_shapes(static), device
+        functools.partial(strategy_grad, static, make_cell(static)), prepared_shapes(static, data), device
     )
 
 
-def _executable(cfg: RunConfig, measure: str, device: jax.Device) -> Compiled:
+def _executable(cfg: RunConfig, measure: str, device: jax.Device, data: DataSpec | None) -> Compiled:
     static = static_config(cfg)
     if measure == "analyze":
-        return executables(static, device).analysis
-    return strategy_executable(static, device)
+        return executables(static, device, data).analysis
+    return strategy_executable(static, device, data)
 
 
 def measure(
@@ -72,6 +75,7 @@ def measure(
     device: jax.Device | None = None,
     suite: str = "adhoc",
     budget_s: float | None = None,
+    data: Dataset | None = None,
 ) -> dict[str, Any]:
     """Time one compiled function for ``cfg`` and return a schema-1 record.
 
@@ -80,26 +84,29 @@ def measure(
     (:mod:`rnnviz.logpass`, over the trajectory the analysis computed), which ``analyze``
     adds when float32 cannot hold every norm; "grad": the parameter gradient alone, with
     ``strategy`` (``"plain_grad"`` is plain ``jax.value_and_grad``, the yardstick).
+    ``data``: a batch of this data set and its task loss (:func:`rnnviz.analyze`).
     """
     device = device or resolve_device(cfg)
     strategy = strategy or cfg.strategy
+    spec = data_on(cfg, device, data)[1]
     if strategy == "plain_grad":
-        run_cfg, exe = cfg, baseline_executable(static_config(cfg), device)
+        run_cfg, exe = cfg, baseline_executable(static_config(cfg), device, spec)
     else:
         run_cfg = cfg.replace(strategy=strategy)
-        exe = _executable(run_cfg, measure, device)
-    args = prepared_inputs(run_cfg, device)
+        exe = _executable(run_cfg, measure, device, spec)
+    args = tuple(prepared_batch(run_cfg, device, data))
     if measure == "log_pass":
-        params, _, xs = args
-        sg, _ = executables(static_config(run_cfg), device).analysis.fn(*args)
-        exe, args = log_executable(static_config(run_cfg), device), (params, sg.carries, xs)
+        params, _, xs, objective = args
+        sg, _ = executables(static_config(run_cfg), device, spec).analysis.fn(*args)
+        exe = log_executable(static_config(run_cfg), device, spec)
+        args = (params, sg.carries, xs, objective)
     _, t = time_runs(exe.fn, args, repeats, budget_s=budget_s)
     flops = estimate_flops(run_cfg)
     return {
         "schema": SCHEMA,
         "kind": "bench",
         "suite": suite,
-        "label": label(cfg),
+        "label": label(cfg) if data is None else f"{label(cfg)} on {data.label}",
         "config": run_cfg.to_dict(),
         "strategy": strategy,
         "measure": measure,
@@ -130,7 +137,11 @@ def _grad_difference(ref: dict, other: dict) -> tuple[float, float]:
 
 
 def compare_strategies(
-    cfg: RunConfig, *, repeats: int = 10, strategies: Sequence[str] | None = None
+    cfg: RunConfig,
+    *,
+    repeats: int = 10,
+    strategies: Sequence[str] | None = None,
+    data: Dataset | None = None,
 ) -> pd.DataFrame:
     """The full analysis of ``cfg`` under each strategy: what it costs, and that it agrees.
 
@@ -138,6 +149,7 @@ def compare_strategies(
         cfg: the configuration.
         repeats: timed runs per strategy.
         strategies: which (default: every strategy this cell and this JAX can run).
+        data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
 
     Returns:
         One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
@@ -155,10 +167,10 @@ def compare_strategies(
     runs = {}
     for s in strategies or available_strategies(cfg):
         try:
-            runs[s] = analyze(cfg.replace(strategy=s), repeats=repeats)
+            runs[s] = analyze(cfg.replace(strategy=s), repeats=repeats, data=data)
         except ConfigError:  # e.g. per-step tangents over the memory budget: left out
             continue
-    ref = runs.get("accumulate") or analyze(cfg.replace(strategy="accumulate"), repeats=1)
+    ref = runs.get("accumulate") or analyze(cfg.replace(strategy="accumulate"), repeats=1, data=data)
     rows = []
     for s, a in runs.items():
         max_abs, rel = _grad_difference(ref.param_grads, a.param_grads)
@@ -195,6 +207,7 @@ def scaling(
         cfg: the configuration; its ``seq_len`` is replaced by each of ``seq_lens``.
         seq_lens: the lengths T.
         strategies: which (default: every strategy this cell and this JAX can run).
+        data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
         repeats: timed runs per measurement.
         measure_kind: ``grad`` (∂L/∂W alone) or ``analyze`` (the full analysis).
 
@@ -239,6 +252,7 @@ def run_on_devices(
     devices: Sequence[jax.Device] | None = None,
     strategies: Sequence[str] | None = None,
     repeats: int = 5,
+    data: Dataset | None = None,
 ) -> pd.DataFrame:
     """The full analysis of ``cfg`` on every device and strategy: CPU against GPU.
 
@@ -247,6 +261,7 @@ def run_on_devices(
         devices: JAX devices (default: every one JAX sees).
         strategies: which (default: ``cfg.strategy``).
         repeats: timed runs per measurement.
+        data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
 
     Returns:
         Rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
@@ -255,7 +270,7 @@ def run_on_devices(
     rows, ref = [], None
     for device in devices or present_devices():
         for s in strategies or (cfg.strategy,):
-            a = analyze(cfg.replace(strategy=s), repeats=repeats, device=device)
+            a = analyze(cfg.replace(strategy=s), repeats=repeats, device=device, data=data)
             ref = ref or a.param_grads
             rows.append(
                 dict(

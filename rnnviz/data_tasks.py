@@ -62,19 +62,10 @@ def data_task(ds: Dataset) -> Task:
             f"{size / 2**20:.0f} MiB to train on, over the {MAX_TRAIN_BYTES / 2**20:.0f} MiB a compiled "
             "training step may hold; use fewer or shorter sequences",
         )
-    name = f"{_label(ds)} #{_fingerprint(ds)}"
+    name = f"{ds.label} #{_fingerprint(ds)}"
     if name not in DATA_TASKS:
         DATA_TASKS[name] = _build(ds, name, stored, tokens)
     return DATA_TASKS[name]
-
-
-def _label(ds: Dataset) -> str:
-    options = dict(ds.options)
-    if ds.name == "digits":
-        return f"digits {options['order']}"
-    if ds.name == "text":
-        return f"text {options['corpus']} T={options['seq_len']}"
-    return ds.name
 
 
 def _fingerprint(ds: Dataset) -> str:

@@ -42,6 +42,7 @@ from rnnviz.config import (
 )
 from rnnviz.fits import EDGE_TOLERANCE, DecayFit, decay_fit, regime, zero_crossing
 from rnnviz.gradients import full_carry0, time_major
+from rnnviz.sources import Dataset
 from rnnviz.step_jacobians import carry_dim, flat_step, initial_directions, pack, unpacker
 from rnnviz.sweeps import evaluate_points, grid_points
 from rnnviz.timing import compile_cache, compile_for, time_runs
@@ -55,7 +56,7 @@ class LyapunovOptions(NamedTuple):
     warmup: int
     qr_every: int = 1
 
-    def point(self, static: RunConfig, key_data: jax.Array, params, carry0, xs):
+    def point(self, static: RunConfig, key_data: jax.Array, params, carry0, xs, objective=None):
         """One sweep point: the k exponents per example ``[(B,) k]`` (see :mod:`rnnviz.sweeps`)."""
         running, covered = qr_pass(static, self, params, carry0, xs, key_data)
         return running[-1] / covered[-1].astype(running.dtype)
@@ -202,6 +203,7 @@ def lyapunov(
     measure_decay: bool = True,
     repeats: int = 1,
     device: jax.Device | None = None,
+    data: Dataset | None = None,
 ) -> Lyapunov:
     r"""The k leading Lyapunov exponents of ``cfg``'s trajectories, by the QR method.
 
@@ -224,6 +226,8 @@ def lyapunov(
             gradient's decay per step, for "predicted (λ₁) vs measured".
         repeats: timed runs.
         device: a concrete JAX device, overriding ``cfg.device``.
+        data: drive the trajectories with a batch of this data set drawn by the seed (and
+            measure the decay of its task loss's gradient), as :func:`rnnviz.analyze`.
 
     Returns:
         A :class:`Lyapunov`.
@@ -242,7 +246,7 @@ def lyapunov(
     opts = check_options(cfg, k, warmup, qr_every)
     device = device or resolve_device(cfg)
     exe = lyapunov_executable(static_config(cfg), opts, device)
-    params, carry0, xs = prepared_inputs(cfg, device)
+    params, carry0, xs = prepared_inputs(cfg, device, data)
     key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
     (running, covered), run = time_runs(exe.fn, (params, carry0, xs, key), repeats)
     running, covered = np.asarray(running, np.float64), np.asarray(covered)
@@ -257,7 +261,7 @@ def lyapunov(
     decay = None
     if measure_decay:
         decay = decay_fit(
-            analyze(cfg, repeats=1, device=device).log10_grad_norms
+            analyze(cfg, repeats=1, device=device, data=data).log10_grad_norms
         )  # exact either way (log pass when needed)
     return Lyapunov(
         cfg,
@@ -281,6 +285,8 @@ def lyapunov_sweep(
     k: int = 1,
     warmup: int | None = None,
     qr_every: int = 1,
+    *,
+    data: Dataset | None = None,
 ) -> pd.DataFrame:
     """The k leading exponents at every combination of ``over``.
 
@@ -291,6 +297,7 @@ def lyapunov_sweep(
         cfg: the base configuration.
         over: ``{field: values}`` as for :func:`rnnviz.sweep`.
         k, warmup, qr_every: as for :func:`lyapunov`.
+        data: each point's trajectories on a batch of this data set drawn by its seed.
 
     Returns:
         A tidy frame: one column per swept field, then ``exponent`` (1 = λ₁), ``lyapunov``
@@ -302,7 +309,7 @@ def lyapunov_sweep(
     parts = []
     for base, shape_point, points in grid_points(cfg, over):
         opts = check_options(base, k, warmup, qr_every)
-        exps = np.asarray(evaluate_points(base, points, opts), np.float64)  # [N, (B,) k]
+        exps = np.asarray(evaluate_points(base, points, opts, data), np.float64)  # [N, (B,) k]
         if base.batch_size is None:
             exps = exps[:, None, :]
         exps = -np.sort(-exps, axis=-1)

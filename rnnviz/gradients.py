@@ -17,6 +17,7 @@ import jax.numpy as jnp
 
 from rnnviz.cells import Params, final_output, outputs
 from rnnviz.norms import robust_norm
+from rnnviz.objective import Objective, objective_loss
 from rnnviz.rollout import Carry
 from rnnviz.strategies import strategy
 
@@ -24,12 +25,15 @@ if TYPE_CHECKING:
     from rnnviz.config import RunConfig
 
 
-def loss_from_outputs(cfg: RunConfig, hs: jax.Array) -> jax.Array:
+def loss_from_outputs(cfg: RunConfig, hs: jax.Array, objective: Objective | None = None) -> jax.Array:
     """Loss of the outputs ``hs`` [T, (B,) H] (y_t: the h part of the carry, or the cell
     spec's readout), accumulated in float32.
 
-    ``last``: ``L = ½ Σ h_T²``; ``all``: ``L = ½ (1/T) Σ_t Σ h_t²``.
+    ``last``: ``L = ½ Σ h_T²``; ``all``: ``L = ½ (1/T) Σ_t Σ h_t²``. With a data set's
+    ``objective`` its task loss (:mod:`rnnviz.objective`), which reads every step of ``hs``.
     """
+    if objective is not None:
+        return objective_loss(cfg, objective, hs)
     h = hs.astype(jnp.float32)
     if cfg.loss == "last":
         return 0.5 * jnp.sum(h[-1] * h[-1])
@@ -66,12 +70,15 @@ class StepGrads(NamedTuple):
     by_step: jax.Array | None
 
 
-def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array) -> StepGrads:
+def step_gradients(
+    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array, objective: Objective | None = None
+) -> StepGrads:
     """Everything about how ∂L flows back through time, from one ``jax.vjp``.
 
     ``xs`` is batch-first ``[(B,) T, I]``; ``carry0`` is ``[(B,) H]`` per component, or
     ``[H]`` for a learned carry. The strategy's table entry (:mod:`rnnviz.strategies`) runs
-    the forward pass. Jit this at the call site (``cfg`` and ``cell`` static).
+    the forward pass. ``objective``: a data set's loss terms (:mod:`rnnviz.objective`), or
+    None for ``cfg.loss``. Jit this at the call site (``cfg`` and ``cell`` static).
     """
     strat = strategy(cfg.strategy)
     xs_tm = time_major(cfg, xs)
@@ -81,7 +88,8 @@ def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.
 
     def forward(p, c0, e, x, tap):
         carries = strat.rollout(cfg, cell, p, full_carry0(cfg, c0), x, e, tap)
-        return loss_from_outputs(cfg, outputs(cfg, p, carries, x, per_step=strat.stacked_params)), carries
+        hs = outputs(cfg, p, carries, x, per_step=strat.stacked_params)
+        return loss_from_outputs(cfg, hs, objective), carries
 
     primals = (strat.lift(params, t_len), carry0, eps, xs_tm, strat.taps(cfg, xs_tm))
     loss, vjp, carries = jax.vjp(forward, *primals, has_aux=True)
@@ -93,7 +101,7 @@ def step_gradients(cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.
 
 
 def plain_grad(
-    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array
+    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array, objective: Objective | None = None
 ) -> tuple[jax.Array, Params]:
     """Baseline: ``jax.value_and_grad`` of the same loss w.r.t. params only, plain scan."""
     xs_tm = time_major(cfg, xs)
@@ -101,17 +109,19 @@ def plain_grad(
     def loss_fn(p):
         def step(carry, x):
             carry, y = cell.apply({"params": p}, carry, x)
-            return carry, (y if cfg.loss == "all" else None)
+            return carry, (y if every_step else None)
 
         last, ys = jax.lax.scan(step, full_carry0(cfg, carry0), xs_tm)
-        hs = ys if cfg.loss == "all" else final_output(cfg, p, last, xs_tm[-1])[None]
-        return loss_from_outputs(cfg, hs)
+        hs = ys if every_step else final_output(cfg, p, last, xs_tm[-1])[None]
+        return loss_from_outputs(cfg, hs, objective)
+
+    every_step = cfg.loss == "all" or objective is not None
 
     return jax.value_and_grad(loss_fn)(params)
 
 
 def strategy_grad(
-    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array
+    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array, objective: Objective | None = None
 ) -> tuple[jax.Array, Params]:
     """Loss and parameter gradient only, gathered with ``cfg.strategy`` (no per-step carry
     gradients kept, no norms): what each strategy costs on its own."""
@@ -120,7 +130,8 @@ def strategy_grad(
 
     def loss_fn(p):
         carries = strat.rollout(cfg, cell, p, full_carry0(cfg, carry0), xs_tm, None, None)
-        return loss_from_outputs(cfg, outputs(cfg, p, carries, xs_tm, per_step=strat.stacked_params))
+        hs = outputs(cfg, p, carries, xs_tm, per_step=strat.stacked_params)
+        return loss_from_outputs(cfg, hs, objective)
 
     loss, grads = jax.value_and_grad(loss_fn)(strat.lift(params, cfg.seq_len))
     return loss, strat.collapse(grads)
@@ -152,12 +163,12 @@ def summarize(cfg: RunConfig, sg: StepGrads) -> Summary:
 
 
 def analysis_outputs(
-    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array
+    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array, objective: Objective | None = None
 ) -> tuple[StepGrads, Summary]:
     """:func:`step_gradients` plus its norms: the function the analysis compiles.
 
     The full per-step gradients stay on device (only their norms come back), so the
     result a host copies is the trajectory, the param grads and ``O(T·B)`` norms.
     """
-    sg = step_gradients(cfg, cell, params, carry0, xs)
+    sg = step_gradients(cfg, cell, params, carry0, xs, objective)
     return sg._replace(carry_grads=None, input_grads=None), summarize(cfg, sg)

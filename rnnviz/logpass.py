@@ -31,6 +31,7 @@ import jax.numpy as jnp
 from rnnviz.cells import Params, outputs
 from rnnviz.gradients import loss_from_outputs
 from rnnviz.norms import ZERO_EXPONENT, Scaled, combine, normalise, pow2_scale, scaled_norm
+from rnnviz.objective import Objective
 from rnnviz.rollout import Carry
 
 if TYPE_CHECKING:
@@ -39,11 +40,14 @@ if TYPE_CHECKING:
 _UNITS = (-1,)  # carry components are [(B,) H]: normalise over units, per example
 
 
-def direct_terms(cfg: RunConfig, params: Params, carries: Carry, xs_tm: jax.Array) -> Carry:
+def direct_terms(
+    cfg: RunConfig, params: Params, carries: Carry, xs_tm: jax.Array, objective: Objective | None = None
+) -> Carry:
     """d_t = ∂L/∂carry_t holding every other carry fixed, each ``[T+1, (B,) H]``: for an
     output leaf h, ``h_T`` at t = T with ``loss="last"``, ``h_t / T`` for t ≥ 1 with
-    ``loss="all"``, 0 for the other leaves; through the readout when the cell has one."""
-    return jax.grad(lambda cs: loss_from_outputs(cfg, outputs(cfg, params, cs, xs_tm)))(carries)
+    ``loss="all"``, 0 for the other leaves; through the readout when the cell has one (and
+    a data set's readout and loss with ``objective``)."""
+    return jax.grad(lambda cs: loss_from_outputs(cfg, outputs(cfg, params, cs, xs_tm), objective))(carries)
 
 
 def _add_scaled(a_hat, ea, b_hat, eb):
@@ -55,17 +59,23 @@ def _add_scaled(a_hat, ea, b_hat, eb):
 
 
 def log_carry_gradients(
-    cfg: RunConfig, cell, params: Params, carries: Carry, xs_tm: jax.Array, direct: Carry | None = None
+    cfg: RunConfig,
+    cell,
+    params: Params,
+    carries: Carry,
+    xs_tm: jax.Array,
+    direct: Carry | None = None,
+    objective: Objective | None = None,
 ) -> Scaled:
     """‖∂L/∂carry_t‖ per component and example as :class:`Scaled` ``[C, T+1, B]``
     (B = 1 unbatched), from the trajectory ``carries`` (each ``[T+1, (B,) H]``, index 0 the
     initial carry, full batch) and time-major inputs ``xs_tm`` ``[T, (B,) I]``.
 
     ``direct``: the direct terms d_t of another loss (carry-shaped, e.g. a training task's),
-    instead of ``cfg.loss``'s (:func:`direct_terms`).
+    instead of ``cfg.loss``'s (:func:`direct_terms`); ``objective``: a data set's loss terms.
     Components follow the carry's leaves (Flax order: ``(c, h)`` for the LSTM)."""
     leaves, treedef = jax.tree.flatten(carries)
-    d = jax.tree.leaves(direct_terms(cfg, params, carries, xs_tm) if direct is None else direct)
+    d = jax.tree.leaves(direct_terms(cfg, params, carries, xs_tm, objective) if direct is None else direct)
     start = [normalise(v[-1], _UNITS) for v in d]
 
     def back(state, inp):

@@ -38,6 +38,7 @@ from rnnviz.config import (
 from rnnviz.gradients import full_carry0, time_major
 from rnnviz.linalg import householder_q
 from rnnviz.rollout import rollout
+from rnnviz.sources import Dataset
 from rnnviz.timing import compile_cache, compile_for
 
 #: Largest carry size D for which ``method="auto"`` builds each J_t and takes its SVD.
@@ -213,6 +214,7 @@ def jacobians(
     iterations: int = 12,
     max_steps: int | None = None,
     device: jax.Device | None = None,
+    data: Dataset | None = None,
 ) -> Jacobians:
     """Top-k singular values σ_i(J_t) of each step Jacobian J_t = ∂carry_t/∂carry_{t−1}.
 
@@ -226,6 +228,8 @@ def jacobians(
         max_steps: take J_t at every ``ceil(T / max_steps)``-th step only (the
             dashboard's cap); None: every step.
         device: a concrete JAX device, overriding ``cfg.device``.
+        data: along the trajectory of a batch of this data set drawn by the seed
+            (:func:`rnnviz.analyze`).
 
     Returns:
         A :class:`Jacobians`.
@@ -264,7 +268,7 @@ def jacobians(
     exe = jacobian_executable(
         static_config(cfg), method, int(k), int(iterations), stride, int(example), device
     )
-    params, carry0, xs = prepared_inputs(cfg, device)
+    params, carry0, xs = prepared_inputs(cfg, device, data)
     key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
     start = time.perf_counter()
     sv = np.asarray(jax.block_until_ready(exe.fn(params, carry0, xs, key)), np.float64)

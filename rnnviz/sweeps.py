@@ -30,7 +30,9 @@ from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coer
 from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.logpass import log_carry_gradients
 from rnnviz.norms import combine, log10, log10_combine
+from rnnviz.objective import DataArrays, DataSpec, data_arrays, data_spec
 from rnnviz.rollout import rollout
+from rnnviz.sources import Dataset, check_data
 from rnnviz.timing import Compiled, compile_cache, compile_lowered
 
 MAX_POINTS = 4096
@@ -53,17 +55,18 @@ class SweepResult(NamedTuple):
 class GradientMeasure(NamedTuple):
     """What a gradient sweep computes at each point: ``(Scaled [C, T+1], loss)``.
 
-    A *measure* is any hashable value with ``point(static, key_data, params, carry0, xs)``;
+    A *measure* is any hashable value with ``point(static, key_data, params, carry0, xs,
+    objective)`` (objective: a data set's loss terms, or None);
     it is part of the executable's cache key, so each measure compiles once per shape
     (:class:`rnnviz.exponents.LyapunovOptions` is the other one)."""
 
-    def point(self, static: RunConfig, key_data: jax.Array, params, carry0, xs):
+    def point(self, static: RunConfig, key_data: jax.Array, params, carry0, xs, objective=None):
         cell = make_cell(static)
         xs_tm = time_major(static, xs)
         carries = rollout(cell, params, full_carry0(static, carry0), xs_tm)
-        loss = loss_from_outputs(static, outputs(static, params, carries, xs_tm))
+        loss = loss_from_outputs(static, outputs(static, params, carries, xs_tm), objective)
         # The log pass: the phase diagram is never clipped by float32 underflow.
-        norms = combine(log_carry_gradients(static, cell, params, carries, xs_tm), 2)
+        norms = combine(log_carry_gradients(static, cell, params, carries, xs_tm, objective=objective), 2)
         return norms, loss
 
 
@@ -71,14 +74,19 @@ GRADIENTS = GradientMeasure()
 
 
 def _point(
-    static: RunConfig, batch_sharding: NamedSharding | None, measure, key_data: jax.Array, values: Values
+    static: RunConfig,
+    batch_sharding: NamedSharding | None,
+    measure,
+    key_data: jax.Array,
+    values: Values,
+    data: DataArrays | None,
 ):
-    params, carry0, xs = prepare(static, key_data, values)
+    params, carry0, xs, objective = prepare(static, key_data, values, data)
     if batch_sharding is not None:
         # Under vmap(spmd_axis_name="sweep") this shards [N, B, ...] as ("sweep", "batch").
         xs = jax.lax.with_sharding_constraint(xs, batch_sharding)
         carry0 = jax.tree.map(lambda c: jax.lax.with_sharding_constraint(c, batch_sharding), carry0)
-    return measure.point(static, key_data, params, carry0, xs)
+    return measure.point(static, key_data, params, carry0, xs, objective)
 
 
 def mesh_shape(cfg: RunConfig, n_devices: int) -> tuple[int, int]:
@@ -114,21 +122,31 @@ def _to_host(x: jax.Array) -> np.ndarray:
 
 @compile_cache(maxsize=32)
 def sweep_executable(
-    static: RunConfig, devices: tuple[jax.Device, ...], n_points: int, measure: Any = GRADIENTS
+    static: RunConfig,
+    devices: tuple[jax.Device, ...],
+    n_points: int,
+    measure: Any = GRADIENTS,
+    data: DataSpec | None = None,
 ) -> Compiled:
-    """``(keys [N, 2], Values of [N]) -> measure's outputs with a leading [N]`` (for
+    """``(keys [N, 2], Values of [N], data) -> measure's outputs with a leading [N]`` (for
     gradients ``(Scaled [N, C, T+1], [N])``) on a ``("sweep", "batch")`` mesh over
-    ``devices``: N is split over "sweep", each point's batch over "batch"."""
+    ``devices``: N is split over "sweep", each point's batch over "batch"; a data set's
+    arrays (or None) are replicated, and each point draws its batch from them by its seed."""
     n_sweep, n_batch = mesh_shape(static, len(devices))
     mesh = Mesh(np.array(devices).reshape(n_sweep, n_batch), ("sweep", "batch"))
     shard = NamedSharding(mesh, PartitionSpec("sweep"))
     batch = NamedSharding(mesh, PartitionSpec("batch")) if n_batch > 1 else None
-    point = jax.vmap(functools.partial(_point, static, batch, measure), spmd_axis_name="sweep")
-    fn = jax.jit(point, in_shardings=(shard, shard), out_shardings=shard)  # every output split over "sweep"
+    point = jax.vmap(
+        functools.partial(_point, static, batch, measure), in_axes=(0, 0, None), spmd_axis_name="sweep"
+    )
+    replicated = NamedSharding(mesh, PartitionSpec())
+    # every output split over "sweep"
+    fn = jax.jit(point, in_shardings=(shard, shard, replicated), out_shardings=shard)
     keys = jax.ShapeDtypeStruct((n_points, 2), jnp.uint32, sharding=shard)
     vals = Values(*(jax.ShapeDtypeStruct((n_points,), jnp.float32, sharding=shard) for _ in Values._fields))
+    arrays = None if data is None else data.shapes()
     start = time.perf_counter()
-    compiled = compile_lowered(fn.lower(keys, vals), f"the {static.cell} sweep")
+    compiled = compile_lowered(fn.lower(keys, vals, arrays), f"the {static.cell} sweep")
     return Compiled(compiled, time.perf_counter() - start, 0)
 
 
@@ -137,9 +155,12 @@ def _grid(cfg: RunConfig, values: Mapping[str, Sequence[Any]]) -> list[dict[str,
     return [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
 
 
-def evaluate_points(cfg: RunConfig, points: list[dict[str, Any]], measure: Any) -> Any:
+def evaluate_points(
+    cfg: RunConfig, points: list[dict[str, Any]], measure: Any, data: Dataset | None = None
+) -> Any:
     """``measure`` at value-only variations of ``cfg``, in one sharded, vmapped call:
-    its outputs as host arrays with a leading ``[len(points)]`` axis."""
+    its outputs as host arrays with a leading ``[len(points)]`` axis (each point on a batch
+    of ``data`` drawn by its seed, when given)."""
     devices = sweep_devices(cfg)
     n = len(points)
     n_sweep = mesh_shape(cfg, len(devices))[0]
@@ -151,15 +172,23 @@ def evaluate_points(cfg: RunConfig, points: list[dict[str, Any]], measure: Any) 
     }
     keys = np.stack([key_of[c.seed] for c in cfgs])  # one key derivation per distinct seed, not per point
     vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))
-    exe = sweep_executable(static_config(cfg), devices, padded, measure)
+    arrays = spec = None
+    if data is not None:
+        check_data(cfg, data)
+        arrays = data_arrays(data)
+        spec = data_spec(arrays)
+    exe = sweep_executable(static_config(cfg), devices, padded, measure, spec)
     shard = exe.fn.input_shardings[0][0]
-    out = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)))
+    if arrays is not None:
+        replicated = NamedSharding(shard.mesh, PartitionSpec())
+        arrays = jax.tree.map(lambda a: _global(a, replicated), arrays)
+    out = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)), arrays)
     return jax.tree.map(lambda x: _to_host(x)[:n], out)
 
 
-def run_points(cfg: RunConfig, points: list[dict[str, Any]]) -> SweepResult:
+def run_points(cfg: RunConfig, points: list[dict[str, Any]], data: Dataset | None = None) -> SweepResult:
     """Gradient norms at value-only variations of ``cfg`` in one sharded, vmapped call."""
-    norms, loss = evaluate_points(cfg, points, GRADIENTS)
+    norms, loss = evaluate_points(cfg, points, GRADIENTS, data)
     return SweepResult(log10(norms), loss)
 
 
@@ -182,7 +211,7 @@ def validate_over(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> dict[str
     return out
 
 
-def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
+def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]], *, data: Dataset | None = None) -> pd.DataFrame:
     """Gradient norms for every combination of ``over``'s values.
 
     Value fields (seed, gain, forget bias, scales) are evaluated in one vmapped, compiled
@@ -193,6 +222,8 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     Args:
         cfg: the base configuration; each point replaces the swept fields.
         over: ``{field: values}``, e.g. ``{"recurrent_gain": [0.5, 1.5], "seed": [0, 1]}``.
+        data: each point analyses a batch of this data set drawn by its seed, with the
+            data's task loss (:func:`rnnviz.analyze`); ``cfg`` must fit it.
 
     Returns:
         A tidy frame, one row per point × t × component: one column per swept field, then
@@ -201,7 +232,8 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
         log-magnitude pass: finite far below float32's range, −inf only for a true zero).
 
     Raises:
-        ConfigError: an unknown field, a bad value, or a grid over the point limit.
+        ConfigError: an unknown field, a bad value, a grid over the point limit, or a
+            config that does not fit ``data``.
 
     Example:
         >>> from rnnviz import RunConfig, sweep
@@ -214,7 +246,7 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> pd.DataFrame:
     """
     return pd.concat(
         [
-            _tidy(base, shape_point, points, run_points(base, points))
+            _tidy(base, shape_point, points, run_points(base, points, data))
             for base, shape_point, points in grid_points(cfg, over)
         ],
         ignore_index=True,

@@ -5,7 +5,8 @@
 * :mod:`~rnnviz.sources.builtin` — ``digits`` (scikit-learn's 8×8 digits as sequences)
   and ``text`` (the Python documentation or standard-library source, by character);
 * :mod:`~rnnviz.sources.files` — ``.npz``, ``.npy``, ``.csv``, ``.parquet``;
-* :mod:`~rnnviz.sources.record` — :class:`Dataset`, :class:`DataError`.
+* :mod:`~rnnviz.sources.record` — :class:`Dataset`, :class:`DataError`;
+* :mod:`~rnnviz.sources.fit` — :func:`fit_to_data`: a config with the data's shape and loss.
 
 Example:
     >>> from rnnviz import datasets, load_dataset
@@ -23,6 +24,7 @@ from typing import Any
 
 from rnnviz.sources.builtin import BUILTINS
 from rnnviz.sources.files import EXTENSIONS, load_file
+from rnnviz.sources.fit import LOSS_PLACEMENT, check_data, fit_to_data
 from rnnviz.sources.record import KINDS, DataError, Dataset
 
 
@@ -63,4 +65,13 @@ def load_dataset(name_or_path: str | Path, **options: Any) -> Dataset:
     return load_file(key)
 
 
-__all__ = ["KINDS", "DataError", "Dataset", "datasets", "load_dataset"]
+__all__ = [
+    "KINDS",
+    "LOSS_PLACEMENT",
+    "DataError",
+    "Dataset",
+    "check_data",
+    "datasets",
+    "fit_to_data",
+    "load_dataset",
+]

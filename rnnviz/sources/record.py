@@ -85,6 +85,17 @@ class Dataset:
                 a.setflags(write=False)  # loaders cache their data sets: shared, so read-only
 
     @property
+    def label(self) -> str:
+        """A short name with the options that shape it: ``digits pixels``, ``text prose
+        T=100``, or the file's name."""
+        options = dict(self.options)
+        if self.name == "digits":
+            return f"digits {options['order']}"
+        if self.name == "text":
+            return f"text {options['corpus']} T={options['seq_len']}"
+        return self.name
+
+    @property
     def n_sequences(self) -> int:
         """N."""
         return int(self.inputs.shape[0])

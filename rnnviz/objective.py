@@ -1,0 +1,202 @@
+"""The loss of a data set's task, for the analysis: what ∂L/∂carry_t is the gradient of
+when the inputs are real sequences (:class:`rnnviz.sources.Dataset`).
+
+A batch of B sequences is drawn from the data's training split by the seed, inside the
+compiled *prepare* (the split's arrays are an argument, so a new seed never recompiles),
+with a linear readout ``ŷ_t = y_t W + b`` (W ``[O, F]`` ~ N(0, 1/O), b = 0, from the seed).
+The loss per kind, on time-major outputs y ``[T, B, O]`` and the mask m ``[B, T]``:
+
+.. math::
+
+    \\text{classification: } L = -\\frac1B \\sum_b \\log \\operatorname{softmax}(ŷ_{b,ℓ_b})[c_b],
+    \\quad ℓ_b = \\textstyle\\sum_t m_{bt} \\text{ (the last real step)}
+
+    \\text{next-step: } L = -\\frac{\\sum_{b,t} m_{bt} \\log \\operatorname{softmax}(ŷ_{bt})[y_{bt}]}{\\sum m}
+    \\qquad \\text{regression: } L = \\frac{\\sum_{b,t} m_{bt} ‖ŷ_{bt} − y_{bt}‖^2}{F \\sum m}
+
+the same losses :mod:`rnnviz.data_tasks` trains (there the readout is learned). An
+``unlabelled`` data set keeps the synthetic loss on y (``½‖y_ℓ‖²`` at each sequence's last
+real step for ``loss="last"``, the masked mean of ``½‖y_t‖²`` for ``"all"``). Padding
+steps never enter a loss, so their gradients are true zeros.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnviz.sources import LOSS_PLACEMENT, Dataset
+
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["inputs", "mask", "labels", "targets"],
+    meta_fields=["kind", "n_out"],
+)
+@dataclass(frozen=True)
+class DataArrays:
+    """A data set's training split as device arrays (the compiled prepare's argument).
+
+    Attributes:
+        kind: the data's kind (static: it chooses the loss).
+        n_out: the readout's size F (classes, vocabulary or target features; 0 unlabelled).
+        inputs: ``[N, T, I]`` float32.
+        mask: ``[N, T]`` bool, True for real steps.
+        labels: ``[N]`` int32 (classification), else None.
+        targets: ``[N, T]`` int32 tokens (next-step) or ``[N, T, F]`` float32, else None.
+    """
+
+    kind: str
+    n_out: int
+    inputs: Any
+    mask: Any
+    labels: Any = None
+    targets: Any = None
+
+
+@functools.partial(
+    jax.tree_util.register_dataclass,
+    data_fields=["w", "b", "labels", "targets", "mask"],
+    meta_fields=["kind"],
+)
+@dataclass(frozen=True)
+class Objective:
+    """One drawn batch's loss terms (B = batch, 1 when unbatched).
+
+    Attributes:
+        kind: the data's kind.
+        w: ``[O, F]`` the readout's kernel (None unlabelled).
+        b: ``[F]`` its bias.
+        labels: ``[B]`` int32, or None.
+        targets: ``[B, T]`` int32 or ``[B, T, F]`` float32, or None.
+        mask: ``[B, T]`` bool.
+    """
+
+    kind: str
+    w: Any
+    b: Any
+    labels: Any
+    targets: Any
+    mask: Any = field(default=None)
+
+
+class DataSpec(NamedTuple):
+    """Hashable shapes of a :class:`DataArrays` (part of the executables' cache key)."""
+
+    kind: str
+    n_out: int
+    leaves: tuple[tuple[tuple[int, ...], str], ...]
+    treedef: Any
+
+    def shapes(self) -> DataArrays:
+        """ShapeDtypeStruct stand-ins to compile against."""
+        return jax.tree.unflatten(self.treedef, [jax.ShapeDtypeStruct(s, d) for s, d in self.leaves])
+
+
+def data_spec(data: DataArrays) -> DataSpec:
+    leaves, treedef = jax.tree.flatten(data)
+    return DataSpec(data.kind, data.n_out, tuple((tuple(x.shape), str(x.dtype)) for x in leaves), treedef)
+
+
+@functools.lru_cache(maxsize=4)
+def data_arrays(ds: Dataset) -> DataArrays:
+    """The training split of ``ds`` as :class:`DataArrays` (host arrays, cached per data set)."""
+    idx = ds.train if ds.train.size else np.arange(ds.n_sequences)
+    labels = None if ds.labels is None else np.asarray(ds.labels[idx], np.int32)
+    targets = None
+    if ds.kind == "next-step":
+        targets = np.asarray(ds.targets[idx], np.int32)
+    elif ds.kind == "regression":
+        targets = np.asarray(ds.targets[idx], np.float32)
+    n_out = {
+        "classification": ds.n_classes or 0,
+        "next-step": ds.n_classes or 0,
+        "regression": 0 if ds.targets is None else int(ds.targets.shape[-1]),
+    }.get(ds.kind, 0)
+    return DataArrays(
+        ds.kind, int(n_out), np.asarray(ds.inputs[idx], np.float32), np.asarray(ds.mask[idx]), labels, targets
+    )
+
+
+def draw_batch(
+    cfg: RunConfig, out_size: int, key: jax.Array, data: DataArrays
+) -> tuple[jax.Array, Objective]:
+    """B sequences of ``data`` drawn by ``key`` (without replacement when there are enough)
+    and a readout ``[out_size, F]`` from the same key: ``(xs [(B,) T, I], Objective)``."""
+    k_index, k_readout = jax.random.split(key)
+    n = data.inputs.shape[0]
+    b = cfg.batch_size or 1
+    index = jax.random.choice(k_index, n, (b,), replace=n < b)
+    xs = data.inputs[index].astype(jnp.dtype(cfg.dtype))
+    if cfg.batch_size is None:
+        xs = xs[0]
+    take = functools.partial(jax.tree.map, lambda a: a[index])
+    w = bias = None
+    if data.kind in LOSS_PLACEMENT:
+        w = jax.random.normal(k_readout, (out_size, data.n_out), jnp.float32) / math.sqrt(out_size)
+        bias = jnp.zeros((data.n_out,), jnp.float32)
+    return xs, Objective(data.kind, w, bias, take(data.labels), take(data.targets), data.mask[index])
+
+
+def _readout(obj: Objective, y: jax.Array) -> jax.Array:
+    return y @ obj.w + obj.b
+
+
+def _last_real(obj: Objective, y: jax.Array) -> jax.Array:
+    """``[B, O]``: each sequence's output at its last real step (y ``[B, T, O]``)."""
+    last = jnp.maximum(jnp.sum(obj.mask, axis=1) - 1, 0)
+    return jnp.take_along_axis(y, last[:, None, None], axis=1)[:, 0]
+
+
+def _masked_mean(obj: Objective, per_step: jax.Array) -> jax.Array:
+    """Mean of ``per_step [B, T]`` over the real steps."""
+    return jnp.sum(jnp.where(obj.mask, per_step, 0.0)) / jnp.maximum(
+        jnp.sum(obj.mask, dtype=jnp.float32), 1.0
+    )
+
+
+def _classification(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
+    logp = jax.nn.log_softmax(_readout(obj, _last_real(obj, y)), axis=-1)
+    return -jnp.mean(jnp.take_along_axis(logp, obj.labels[:, None], axis=-1))
+
+
+def _next_step(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
+    logp = jax.nn.log_softmax(_readout(obj, y), axis=-1)
+    return -_masked_mean(obj, jnp.take_along_axis(logp, obj.targets[..., None], axis=-1)[..., 0])
+
+
+def _regression(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
+    err = _readout(obj, y) - obj.targets
+    return _masked_mean(obj, jnp.mean(err * err, axis=-1))
+
+
+def _unlabelled(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
+    if cfg.loss == "last":
+        h = _last_real(obj, y)
+        return 0.5 * jnp.sum(h * h)
+    return 0.5 * _masked_mean(obj, jnp.sum(y * y, axis=-1)) * obj.mask.shape[0]
+
+
+#: The loss of each kind, ``(cfg, objective, y [B, T, O] float32) -> L``.
+LOSSES = {
+    "classification": _classification,
+    "next-step": _next_step,
+    "regression": _regression,
+    "unlabelled": _unlabelled,
+}
+
+
+def objective_loss(cfg: RunConfig, obj: Objective, hs: jax.Array) -> jax.Array:
+    """The data's loss of the outputs ``hs`` ``[T, (B,) O]`` (time-major, every step)."""
+    y = hs.astype(jnp.float32)
+    y = y[:, None] if cfg.batch_size is None else y
+    return LOSSES[obj.kind](cfg, obj, jnp.swapaxes(y, 0, 1))

@@ -1,0 +1,48 @@
+"""Fitting a :class:`~rnnviz.config.RunConfig` to a data set: its length, features and
+where its loss reads the outputs (plain data: the CLI and the app fit without JAX)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rnnviz.config import ConfigError
+from rnnviz.sources.record import Dataset
+
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
+
+#: Where each kind's loss reads the outputs (``RunConfig.loss``): the label is read at the
+#: last real step, the next-step and regression targets at every real step.
+LOSS_PLACEMENT = {"classification": "last", "next-step": "all", "regression": "all"}
+
+
+def check_data(cfg: RunConfig, ds: Dataset) -> None:
+    """Raise :class:`~rnnviz.config.ConfigError` unless ``cfg`` has the data's shape and loss
+    placement (:func:`fit_to_data` makes one that has)."""
+    wanted = fit_to_data(cfg, ds)
+    for name in ("seq_len", "input_size", "loss"):
+        if getattr(cfg, name) != getattr(wanted, name):
+            what = {
+                "seq_len": f"the data's {ds.seq_len} steps",
+                "input_size": f"the data's {ds.input_size} features",
+                "loss": f"{wanted.loss!r}, where a {ds.kind} loss reads its outputs",
+            }[name]
+            raise ConfigError(
+                name, getattr(cfg, name), f"{what} for {ds.name} (fit_to_data(cfg, data) sets it)"
+            )
+
+
+def fit_to_data(cfg: RunConfig, ds: Dataset) -> RunConfig:
+    """``cfg`` with the data's sequence length, input size and loss placement
+    (:data:`LOSS_PLACEMENT`; an unlabelled data set keeps ``cfg.loss``).
+
+    Example:
+        >>> from rnnviz import RunConfig, load_dataset
+        >>> from rnnviz import fit_to_data
+        >>> cfg = fit_to_data(RunConfig(), load_dataset("digits", order="rows"))
+        >>> cfg.seq_len, cfg.input_size, cfg.loss
+        (8, 8, 'last')
+    """
+    return cfg.replace(
+        seq_len=ds.seq_len, input_size=ds.input_size, loss=LOSS_PLACEMENT.get(ds.kind, cfg.loss)
+    )
