@@ -148,7 +148,8 @@ def draw_batch(
 
 
 def _readout(obj: Objective, y: jax.Array) -> jax.Array:
-    return y @ obj.w + obj.b
+    out = y @ obj.w
+    return out + jnp.broadcast_to(obj.b, out.shape)
 
 
 def _last_real(obj: Objective, y: jax.Array) -> jax.Array:
