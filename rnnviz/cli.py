@@ -48,6 +48,35 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
     return RunConfig.from_mapping(given)
 
 
+def config_and_data(args: argparse.Namespace):
+    """``(RunConfig, Dataset or None)``: with ``--data`` the data set, and the config fitted
+    to it (its T, I and loss placement) where the flags leave them; a flag that clashes
+    with the data is an error naming both."""
+    if getattr(args, "data", None) is None:
+        return config_from_args(args), None
+    from rnnviz.sources import check_data, fit_to_data, load_dataset
+
+    ds = load_dataset(args.data, **_data_options(args, args.data))
+    given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
+    fitted = fit_to_data(
+        RunConfig.from_mapping({**given, "seq_len": ds.seq_len, "input_size": ds.input_size}), ds
+    )
+    keep = {k: getattr(fitted, k) for k in ("seq_len", "input_size", "loss") if k not in given}
+    cfg = RunConfig.from_mapping({**given, **keep})
+    check_data(cfg, ds)
+    return cfg, ds
+
+
+def add_data_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """``--data NAME|PATH`` and the built-ins' options."""
+    p.add_argument(
+        "--data",
+        metavar="NAME|PATH",
+        help=f"{what} a data set: digits, text, or your .npz/.npy/.csv/.parquet file (T and I follow it)",
+    )
+    _add_data_options(p, with_seq_len=False)
+
+
 def _finite(x: Any) -> Any:
     """JSON has no NaN/Inf: non-finite numbers become null."""
     if isinstance(x, float):
@@ -63,6 +92,7 @@ def analysis_json(a) -> dict[str, Any]:
     return _finite(
         {
             "config": a.config.to_dict(),
+            "data": a.data,
             "loss": a.loss,
             "grad_norms": a.grad_norms.astype(float).tolist(),
             "log10_grad_norms": a.log10_grad_norms.astype(float).tolist(),
@@ -86,6 +116,7 @@ def _summary_text(a) -> str:
     g = a.log10_grad_norms
     lines = [
         f"config: {a.config.to_dict()}",
+        *([] if a.data is None else [f"data: a batch of {a.data} drawn by the seed, with its task loss"]),
         f"loss = {a.loss:.6g}",
         f"‖∂L/∂carry_t‖: t=0 {pow10_text(g[0])}  t=T/2 {pow10_text(g[len(g) // 2])}  t=T "
         f"{pow10_text(g[-1])}  (exact; from {a.log10_source})",
@@ -111,8 +142,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from rnnviz.analysis import analyze  # jax is imported only once a command needs it
     from rnnviz.frames import timestep_frame
 
-    cfg = config_from_args(args)
-    a = analyze(cfg, repeats=args.repeats)
+    cfg, ds = config_and_data(args)
+    a = analyze(cfg, repeats=args.repeats, data=ds)
     if args.csv:
         timestep_frame(a).to_csv(args.csv, index=False)
     if args.json:
@@ -132,6 +163,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--json", action="store_true", help="print the analysis as JSON")
     p.add_argument("--csv", metavar="PATH", help="write the per-timestep table as CSV")
     p.add_argument("--repeats", type=_positive_int, default=10, help="timed runs (1..1000, default 10)")
+    add_data_flag(p, "analyse a batch (B sequences drawn by the seed, with its task loss) of")
     p.set_defaults(func=cmd_analyze)
     _add_sweep(sub)
     _add_lyapunov(sub)
@@ -278,8 +310,8 @@ def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from rnnviz.sweeps import sweep
 
-    cfg = config_from_args(args)
-    df = sweep(cfg, parse_over(args.over))
+    cfg, ds = config_and_data(args)
+    df = sweep(cfg, parse_over(args.over), data=ds)
     if args.csv:
         df.to_csv(args.csv, index=False)
         print(f"wrote {len(df)} rows to {args.csv}")
@@ -304,6 +336,7 @@ def _add_sweep(sub) -> None:
         help="a field and its values: recurrent_gain=0.5:1.5:64 or seed=0,1,2 (repeatable)",
     )
     p.add_argument("--csv", metavar="PATH", help="write the tidy sweep table as CSV")
+    add_data_flag(p, "each point on a batch (drawn by its seed) of")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -328,14 +361,14 @@ def lyapunov_json(ly) -> dict[str, Any]:
 def cmd_lyapunov(args: argparse.Namespace) -> int:
     from rnnviz.exponents import lyapunov
 
-    cfg = config_from_args(args)
-    ly = lyapunov(cfg, k=args.k, warmup=args.warmup, qr_every=args.qr_every)
+    cfg, ds = config_and_data(args)
+    ly = lyapunov(cfg, k=args.k, warmup=args.warmup, qr_every=args.qr_every, data=ds)
     if args.json:
         print(json.dumps(lyapunov_json(ly)))
         return 0
     print(
         f"Lyapunov exponents of the {cfg.cell} cell (H={cfg.hidden_size}, T={cfg.seq_len}, gain "
-        f"{cfg.recurrent_gain:g}), "
+        f"{cfg.recurrent_gain:g}{'' if ds is None else ', on ' + ds.label}), "
         f"natural log per step, mean ± std over {ly.example_exponents.shape[0]} example(s), after "
         f"{ly.warmup} warm-up steps:"
     )
@@ -380,6 +413,7 @@ def _add_lyapunov(sub) -> None:
         help="re-orthonormalise every N steps (default 1: every step)",
     )
     p.add_argument("--json", action="store_true", help="print the exponents as JSON")
+    add_data_flag(p, "trajectories driven by a batch of")
     p.set_defaults(func=cmd_lyapunov)
 
 

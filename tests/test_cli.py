@@ -97,3 +97,29 @@ def test_help_exits_zero(argv):
     with pytest.raises(SystemExit) as e:
         main(argv)
     assert e.value.code == 0
+
+
+def test_analyze_sweep_and_lyapunov_take_data(tmp_path, capsys):
+    from rnnviz import fit_to_data, load_dataset
+
+    digits = load_dataset("digits", order="rows")
+    argv = ["--data", "digits", "--order", "rows", "--cell", "gru", "--hidden-size", "6"]
+    assert main(["analyze", *argv, "--json", "--repeats", "1"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    cfg = RunConfig(**out["config"])
+    assert cfg == fit_to_data(RunConfig(cell="gru", hidden_size=6), digits) and out["data"] == "digits rows"
+    np.testing.assert_allclose(out["grad_norms"], analyze(cfg, data=digits, repeats=1).grad_norms, rtol=1e-6)
+    path = tmp_path / "sweep.csv"
+    assert main(["sweep", *argv, "--over", "seed=0,1", "--csv", str(path)]) == 0
+    df = pd.read_csv(path)
+    assert set(df.seed) == {0, 1} and df.t.max() == 8
+    assert main(["lyapunov", *argv, "--k", "2", "--json"]) == 0
+    capsys.readouterr()
+    # the text's window follows --seq-len; a flag that clashes with the data is named
+    assert main(["analyze", "--data", "text", "--seq-len", "12", "--repeats", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["config"]["seq_len"] == 12 and out["config"]["input_size"] == 97 and out["config"]["loss"] == "all"
+    assert main(["analyze", "--data", "digits", "--seq-len", "10"]) == 2
+    assert "seq_len=10 is not allowed: the data's 64 steps for digits" in capsys.readouterr().err
+    assert main(["analyze", "--data", str(tmp_path / "missing.npz")]) == 2
+    assert "missing.npz" in capsys.readouterr().err
