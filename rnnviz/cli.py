@@ -12,6 +12,7 @@ import json
 import math
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -188,7 +189,14 @@ def _add_bench(sub) -> None:
     p.add_argument(
         "--repeats", type=int, default=20, help="timed runs per measurement after one warm-up (default 20)"
     )
-    p.add_argument("--record", metavar="PATH", help="append one schema-1 JSON line per measurement to PATH")
+    p.add_argument(
+        "--record",
+        metavar="PATH",
+        nargs="?",
+        const="",
+        help="append one schema-1 JSON line per measurement to PATH (without PATH: "
+        "data/runs/SUITE-PLATFORM.jsonl, where the dashboard reads recorded runs)",
+    )
     p.add_argument(
         "--budget",
         type=float,
@@ -265,7 +273,15 @@ def cmd_data(args: argparse.Namespace) -> int:
 def cmd_bench(args: argparse.Namespace) -> int:
     from rnnviz.bench.measure import run_bench  # JAX and the suites load only for this command
 
-    return run_bench(args.suite, args.repeats, args.record, args.budget, args.all_devices, args.steps)
+    record = args.record
+    if record == "":
+        import jax
+
+        from rnnviz.sources import runs_dir
+
+        record = str(runs_dir() / f"{args.suite}-{jax.default_backend()}.jsonl")
+        Path(record).parent.mkdir(parents=True, exist_ok=True)
+    return run_bench(args.suite, args.repeats, record, args.budget, args.all_devices, args.steps)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

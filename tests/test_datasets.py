@@ -276,3 +276,18 @@ def test_cli_data_describes_draws_and_refuses(tmp_path, capsys):
     )
     assert main(["data", "digits", "--index", "1797"]) == 2
     assert "an integer in [0, 1796]" in capsys.readouterr().err
+
+
+def test_files_dropped_in_the_data_folder_are_listed_and_loaded_by_name(tmp_path, monkeypatch):
+    from rnnviz.sources import data_dir, runs_dir
+
+    monkeypatch.setenv("RNNVIZ_DATA_DIR", str(tmp_path))
+    assert datasets() == ("digits", "text") and data_dir() == tmp_path
+    np.savez(tmp_path / "mine.npz", inputs=np.ones((3, 4, 2), np.float32), labels=np.array([0, 1, 0]))
+    (tmp_path / "notes.txt").write_text("not data")
+    assert datasets() == ("digits", "text", "mine.npz")
+    ds = load_dataset("mine.npz")
+    assert ds.inputs.shape == (3, 4, 2) and ds.kind == "classification"
+    assert runs_dir() == tmp_path / "runs"
+    with pytest.raises(DataError, match="other.npz"):
+        load_dataset("other.npz")

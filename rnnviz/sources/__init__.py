@@ -6,11 +6,12 @@
   and ``text`` (the Python documentation or standard-library source, by character);
 * :mod:`~rnnviz.sources.files` — ``.npz``, ``.npy``, ``.csv``, ``.parquet``;
 * :mod:`~rnnviz.sources.record` — :class:`Dataset`, :class:`DataError`;
-* :mod:`~rnnviz.sources.fit` — :func:`fit_to_data`: a config with the data's shape and loss.
+* :mod:`~rnnviz.sources.fit` — :func:`fit_to_data`: a config with the data's shape and loss;
+* :mod:`~rnnviz.sources.place` — the user's data folder (``data/``): dropped files, recorded runs.
 
 Example:
     >>> from rnnviz import datasets, load_dataset
-    >>> datasets()
+    >>> datasets()[:2]  # the built-ins, then any file dropped in data/
     ('digits', 'text')
     >>> ds = load_dataset("digits", order="rows")
     >>> ds.inputs.shape, ds.kind, ds.n_classes  # [N, T, I]
@@ -25,19 +26,22 @@ from typing import Any
 from rnnviz.sources.builtin import BUILTINS
 from rnnviz.sources.files import EXTENSIONS, load_file
 from rnnviz.sources.fit import LOSS_PLACEMENT, check_data, fit_to_data
+from rnnviz.sources.place import data_dir, data_files, resolve, runs_dir
 from rnnviz.sources.record import KINDS, DataError, Dataset
 
 
 def datasets() -> tuple[str, ...]:
-    """The built-in data sets' names (files are loaded by path)."""
-    return tuple(BUILTINS)
+    """The built-in data sets' names, then the data files dropped in the data folder
+    (``data/`` here, or ``$RNNVIZ_DATA_DIR``: :mod:`~rnnviz.sources.place`), by file name."""
+    return tuple(BUILTINS) + data_files()
 
 
 def load_dataset(name_or_path: str | Path, **options: Any) -> Dataset:
     """A built-in data set by name, or a file by path.
 
     Args:
-        name_or_path: ``digits``, ``text``, or a ``.npz``/``.npy``/``.csv``/``.parquet`` file.
+        name_or_path: ``digits``, ``text``, or a ``.npz``/``.npy``/``.csv``/``.parquet`` file:
+            a path, or the name of a file in the data folder.
         **options: the built-in's options (``digits``: ``order``, ``permutation_seed``;
             ``text``: ``corpus``, ``seq_len``, ``max_sequences``); none for files.
 
@@ -62,7 +66,7 @@ def load_dataset(name_or_path: str | Path, **options: Any) -> Dataset:
             Path(key).name,
             f"neither a built-in data set ({', '.join(BUILTINS)}) nor a file ({', '.join(EXTENSIONS)})",
         )
-    return load_file(key)
+    return load_file(resolve(key))
 
 
 __all__ = [
@@ -71,7 +75,10 @@ __all__ = [
     "DataError",
     "Dataset",
     "check_data",
+    "data_dir",
+    "data_files",
     "datasets",
     "fit_to_data",
     "load_dataset",
+    "runs_dir",
 ]

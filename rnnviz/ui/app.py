@@ -4,9 +4,10 @@ runs :func:`main` on every rerun.
 Sections: parameters (sidebar → RunConfig), calculation (cached, one entry point:
 ``rnnviz.analyze``), rendering (rnnviz.ui.views → rnnviz.charts). No JAX maths here.
 
-Recorded runs: the ones shipped in the package (``rnnviz/data/runs``) and, when the
-operator names one, a folder of their own (``RNNVIZ_RUNS_DIR``, or ``rnnviz app
---runs-dir``) — never a folder from a URL or a widget.
+Recorded runs: the ones shipped in the package (``rnnviz/data/runs``), the data folder's
+(``data/runs``, where ``bench --record`` writes) and, when the operator names one, a
+folder of their own (``RNNVIZ_RUNS_DIR``, or ``rnnviz app --runs-dir``) — never a folder
+from a URL or a widget.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.exponents import Lyapunov
 from rnnviz.frames import records_frame
 from rnnviz.records import load_dir
+from rnnviz.sources import runs_dir
 from rnnviz.step_jacobians import Jacobians, carry_dim
 from rnnviz.tasks import TASKS, get_task
 from rnnviz.training import OPTIMIZERS
@@ -306,9 +308,15 @@ def training_panel(cfg: RunConfig) -> None:
 
 
 def runs_folders() -> tuple[str, ...]:
-    """The shipped runs, then the operator's folder (``RNNVIZ_RUNS_DIR``) when set."""
+    """The shipped runs, the data folder's ``runs/`` (``bench --record`` writes there) when
+    it exists, then the operator's folder (``RNNVIZ_RUNS_DIR``) when set."""
     user = os.environ.get("RNNVIZ_RUNS_DIR")
-    return (str(SHIPPED_RUNS),) + ((user,) if user else ())
+    local = runs_dir()
+    return (
+        (str(SHIPPED_RUNS),)
+        + ((str(local.resolve()),) if local.is_dir() else ())
+        + ((user,) if user and Path(user).resolve() != local.resolve() else ())
+    )
 
 
 @st.cache_data(show_spinner=False, ttl=60)
