@@ -324,15 +324,22 @@ def lyapunov_sweep(
 
 
 def lyapunov_phase(
-    cfg: RunConfig, gains: Sequence[float], seeds: Sequence[int], warmup: int | None = None
+    cfg: RunConfig,
+    gains: Sequence[float],
+    seeds: Sequence[int],
+    warmup: int | None = None,
+    *,
+    data: Dataset | None = None,
 ) -> tuple[pd.DataFrame, float | None]:
     """λ₁ against the recurrent gain (all gains × seeds in one compiled call).
 
     Returns ``(frame, edge)``: per gain ``lyapunov`` (mean over seeds and examples),
     ``lo``/``hi`` (range over seeds), and the gain where the mean λ₁ crosses 0 (the
-    edge of chaos), or None when it does not within the range.
+    edge of chaos), or None when it does not within the range. ``data``: trajectories on
+    batches of this data set (each seed draws its own).
     """
-    df = lyapunov_sweep(cfg, {"recurrent_gain": list(gains), "seed": list(seeds)}, k=1, warmup=warmup)
+    over = {"recurrent_gain": list(gains), "seed": list(seeds)}
+    df = lyapunov_sweep(cfg, over, k=1, warmup=warmup, data=data)
     per = df.groupby("recurrent_gain")["lyapunov"].agg(lyapunov="mean", lo="min", hi="max").reset_index()
     return per, zero_crossing(per["recurrent_gain"], per["lyapunov"])
 

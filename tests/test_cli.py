@@ -118,7 +118,11 @@ def test_analyze_sweep_and_lyapunov_take_data(tmp_path, capsys):
     # the text's window follows --seq-len; a flag that clashes with the data is named
     assert main(["analyze", "--data", "text", "--seq-len", "12", "--repeats", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert out["config"]["seq_len"] == 12 and out["config"]["input_size"] == 97 and out["config"]["loss"] == "all"
+    assert (
+        out["config"]["seq_len"] == 12
+        and out["config"]["input_size"] == 97
+        and out["config"]["loss"] == "all"
+    )
     assert main(["analyze", "--data", "digits", "--seq-len", "10"]) == 2
     assert "seq_len=10 is not allowed: the data's 64 steps for digits" in capsys.readouterr().err
     assert main(["analyze", "--data", str(tmp_path / "missing.npz")]) == 2

@@ -8,7 +8,8 @@ frame, never raises on NaN/Inf: non-finite values are left out of lines and mark
 * :mod:`~rnnviz.charts.lines` — per-step series (gradient norms, lines, heatmaps, PCA path);
 * :mod:`~rnnviz.charts.costs` — strategy and device costs;
 * :mod:`~rnnviz.charts.dynamics` — phase diagram, spectra, Lyapunov exponents;
-* :mod:`~rnnviz.charts.training` — training curves.
+* :mod:`~rnnviz.charts.training` — training curves;
+* :mod:`~rnnviz.charts.data` — one sequence of a data set (the digit, the series).
 """
 
 from rnnviz.charts.base import (
@@ -23,6 +24,7 @@ from rnnviz.charts.base import (
     thin,
 )
 from rnnviz.charts.costs import bar_panels, scaling_figure, speedup_figure
+from rnnviz.charts.data import preview_figure
 from rnnviz.charts.dynamics import (
     decay_figure,
     lyapunov_phase_figure,
@@ -51,6 +53,7 @@ __all__ = [
     "lyapunov_phase_figure",
     "phase_figure",
     "pow10_ticks",
+    "preview_figure",
     "projection_figure",
     "running_figure",
     "scaling_figure",

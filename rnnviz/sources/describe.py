@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -82,3 +83,63 @@ def _digit_image(ds: Dataset, x: np.ndarray) -> np.ndarray:
         image[perm] = flat
         flat = image
     return flat.reshape(8, 8)
+
+
+@dataclass(frozen=True)
+class Preview:
+    """One sequence of a data set, ready to draw (what the dashboard's data panel shows).
+
+    Attributes:
+        label: the data set's label (``digits rows``, a file's name).
+        description: :func:`describe`'s two lines.
+        index: which sequence.
+        title: what the sequence is (``digit 3``, ``characters 0–99``, ``sequence 0``).
+        image: ``[8, 8]`` the digit in pixel order (digits), else None.
+        text: the window's characters (a text), else None.
+        series: ``[length, I]`` the real steps (other data), else None.
+        feature_names: ``[I]``.
+        kind, seq_len, input_size, n_sequences: the data set's.
+    """
+
+    label: str
+    description: str
+    index: int
+    title: str
+    image: np.ndarray | None
+    text: str | None
+    series: np.ndarray | None
+    feature_names: tuple[str, ...]
+    kind: str
+    seq_len: int
+    input_size: int
+    n_sequences: int
+
+
+def preview_record(ds: Dataset, index: int = 0) -> Preview:
+    """Sequence ``index`` of ``ds`` as a :class:`Preview`: the digit image, the text, or the
+    series of its real steps."""
+    if not 0 <= index < ds.n_sequences:
+        raise IndexError(f"index {index} is not in [0, {ds.n_sequences - 1}]")
+    x = np.asarray(ds.inputs[index][ds.mask[index]], np.float64)
+    label = f" (label {int(ds.labels[index])})" if ds.labels is not None else ""
+    image = text = series = None
+    if ds.name == "digits":
+        image, title = _digit_image(ds, x), f"sequence {index}: a {int(ds.labels[index])}"
+    elif ds.vocab is not None:
+        text, title = "".join(ds.vocab[i] for i in x.argmax(axis=1)), f"sequence {index}: {len(x)} characters"
+    else:
+        series, title = x, f"sequence {index}{label}: {len(x)} steps"
+    return Preview(
+        ds.label,
+        describe(ds),
+        index,
+        title,
+        image,
+        text,
+        series,
+        ds.feature_names,
+        ds.kind,
+        ds.seq_len,
+        ds.input_size,
+        ds.n_sequences,
+    )

@@ -43,6 +43,9 @@ def fit_to_data(cfg: RunConfig, ds: Dataset) -> RunConfig:
         >>> cfg.seq_len, cfg.input_size, cfg.loss
         (8, 8, 'last')
     """
-    return cfg.replace(
-        seq_len=ds.seq_len, input_size=ds.input_size, loss=LOSS_PLACEMENT.get(ds.kind, cfg.loss)
-    )
+    return fitted_config(cfg, ds.seq_len, ds.input_size, ds.kind)
+
+
+def fitted_config(cfg: RunConfig, seq_len: int, input_size: int, kind: str) -> RunConfig:
+    """:func:`fit_to_data` from a data set's facts alone (T, I and kind)."""
+    return cfg.replace(seq_len=seq_len, input_size=input_size, loss=LOSS_PLACEMENT.get(kind, cfg.loss))

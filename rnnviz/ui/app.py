@@ -16,6 +16,7 @@ import json
 import logging
 import os
 from pathlib import Path
+from typing import NamedTuple
 
 import pandas as pd
 import streamlit as st
@@ -26,10 +27,11 @@ from rnnviz.exponents import Lyapunov
 from rnnviz.frames import records_frame
 from rnnviz.records import load_dir
 from rnnviz.sources import runs_dir
+from rnnviz.sources.fit import fitted_config
 from rnnviz.step_jacobians import Jacobians, carry_dim
 from rnnviz.tasks import TASKS, get_task
 from rnnviz.training import OPTIMIZERS
-from rnnviz.ui import budget, jobs, state, views
+from rnnviz.ui import budget, data_panel, jobs, state, views
 from rnnviz.ui.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
@@ -64,7 +66,19 @@ def _results() -> ResultCache:
 
 
 def _key(cfg: RunConfig) -> str:
-    return json.dumps(cfg.to_dict(), sort_keys=True)
+    """A job's key: the config, and the session's data source when it has one (so every
+    view, pin and training run carries the data it was computed on)."""
+    values = cfg.to_dict()
+    source = st.session_state.get("data_source")
+    if source is not None:
+        values["data"] = source
+    return json.dumps(values, sort_keys=True)
+
+
+def _config_of(cfg_json: str) -> RunConfig:
+    values = json.loads(cfg_json)
+    values.pop("data", None)
+    return RunConfig(**values)
 
 
 def _route(cfg: RunConfig) -> str:
@@ -99,12 +113,12 @@ def _environment() -> jobs.Environment:
 
 
 def _analysis(cfg_json: str) -> Analysis:
-    cfg = RunConfig(**json.loads(cfg_json))
+    cfg = _config_of(cfg_json)
     return compute(f"the analysis of {describe(cfg)}", _route(cfg), jobs.analysis, cfg_json)
 
 
 def _strategies(cfg_json: str, repeats: int) -> pd.DataFrame:
-    cfg = RunConfig(**json.loads(cfg_json))
+    cfg = _config_of(cfg_json)
     return compute(
         f"every strategy on {describe(cfg)} ({repeats} runs each)",
         _route(cfg),
@@ -119,21 +133,21 @@ def _availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
 
 
 def _scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
-    cfg = RunConfig(**json.loads(cfg_json))
+    cfg = _config_of(cfg_json)
     return compute(
         f"every strategy at T ∈ {list(lens)} ({cfg.cell})", _route(cfg), jobs.scaling_table, cfg_json, lens
     )
 
 
 def _devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
-    cfg = RunConfig(**json.loads(cfg_json))
+    cfg = _config_of(cfg_json)
     return compute(
         f"live runs on every device of {describe(cfg)}", _route(cfg), jobs.devices_live, cfg_json, repeats
     )
 
 
 def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
-    cfg = RunConfig(**json.loads(cfg_json))
+    cfg = _config_of(cfg_json)
     return compute(
         f"the phase diagram ({n} gains × {seeds} seeds, {describe(cfg)})",
         _route(cfg),
@@ -149,7 +163,7 @@ def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.
 def _lyapunov_phase(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
-    cfg = RunConfig(**json.loads(cfg_json))
+    cfg = _config_of(cfg_json)
     return compute(
         f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})",
         _route(cfg),
@@ -163,12 +177,12 @@ def _lyapunov_phase(
 
 
 def _lyapunov(cfg_json: str, k: int) -> Lyapunov:
-    cfg = RunConfig(**json.loads(cfg_json))
+    cfg = _config_of(cfg_json)
     return compute(f"{k} Lyapunov exponents of {describe(cfg)}", _route(cfg), jobs.lyapunov, cfg_json, k)
 
 
 def _jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
-    cfg = RunConfig(**json.loads(cfg_json))
+    cfg = _config_of(cfg_json)
     return compute(
         f"the step Jacobians' top {k} singular values ({describe(cfg)})",
         _route(cfg),
@@ -193,16 +207,18 @@ TRAIN_SLICE_S = 0.5
 
 
 def _training_config(cfg: RunConfig, settings: dict) -> RunConfig:
+    if settings["task"] == jobs.DATA_TASK:  # the config is already fitted to the data
+        return cfg.replace(batch_size=settings["batch"])
     return cfg.replace(input_size=get_task(settings["task"]).input_size, batch_size=settings["batch"])
 
 
 def _train_key(cfg: RunConfig, settings: dict) -> str:
-    return json.dumps({"config": cfg.to_dict(), **settings}, sort_keys=True)
+    return json.dumps({"config": json.loads(_key(cfg)), **settings}, sort_keys=True)
 
 
 def _start_training(cfg_json: str, settings: dict) -> None:
     """on_click of Train: the run's Trainer is made (and compiled) in its worker."""
-    key = _train_key(RunConfig(**json.loads(cfg_json)), settings)
+    key = _train_key(_config_of(cfg_json), settings)
     st.session_state["train_error"] = None
     try:
         _pool().call(jobs.train_start, key, cfg_json, settings, route=key, what="compiling the training run")
@@ -233,7 +249,12 @@ def training_panel(cfg: RunConfig) -> None:
         "it learns. "
         "The task fixes the input size; the batch is drawn fresh every step."
     )
-    settings = views.training_controls(cfg, TASKS, OPTIMIZERS)
+    tasks = dict(TASKS)
+    if st.session_state.get("data_source") is not None:
+        tasks = {jobs.DATA_TASK: DataChoice(f"the data set chosen in the sidebar ({describe(cfg)})"), **tasks}
+    elif st.session_state.get("train_task") == jobs.DATA_TASK:
+        st.session_state["train_task"] = next(iter(TASKS))
+    settings = views.training_controls(cfg, tasks, OPTIMIZERS)
     tcfg = _training_config(cfg, settings)
     plan = budget.training_plan(tcfg, settings["log_every"])
     if plan.note:
@@ -349,6 +370,33 @@ def analysis_for(cfg: RunConfig) -> Analysis:
         return a
 
 
+class DataChoice(NamedTuple):
+    """The Training tab's entry for the chosen data set (a task's description)."""
+
+    description: str
+
+
+def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
+    """``cfg`` fitted to the data source (its T, I and loss placement), after loading it in a
+    worker and drawing its preview; a source that cannot be used is one message in the
+    sidebar and the inputs stay synthetic: nothing half-loaded is used."""
+    st.session_state["data_source"] = None
+    if source is None:
+        return cfg
+    source_json = json.dumps(source, sort_keys=True)
+    try:
+        preview = compute("loading the data", "data", jobs.data_preview, source_json)
+    except ConfigError as err:  # DataError: the file and what is wrong
+        st.sidebar.error(f"{err} The inputs stay synthetic.")
+        return cfg
+    data_panel.draw_preview(preview)
+    fitted = fitted_config(cfg, preview.seq_len, preview.input_size, preview.kind)
+    st.session_state["data_source"] = source
+    if (fitted.seq_len, fitted.input_size) != (cfg.seq_len, cfg.input_size):
+        st.sidebar.caption(f"T = {fitted.seq_len} and I = {fitted.input_size} follow the data.")
+    return fitted
+
+
 # ---- pins: per session, stored as config JSON -------------------------------------------
 
 
@@ -384,14 +432,19 @@ def main() -> None:
     gpu_reason = None if env.gpus else "JAX sees no GPU on this machine"
     devices = ("auto", "cpu", "gpu") if env.gpus else ("auto", "cpu")
     values = state.sidebar(env.strategies, devices, gpu_reason)
+    source = data_panel.source_sidebar(values.get("seq_len"))
     views.limits_caption()
 
     st.title("∇ rnnviz — how gradients flow back through time")
     views.url_warnings(st.session_state.get("_url_warnings", []))
     try:
         cfg = state.config_from_widgets(values)
+        cfg = with_data(cfg, source)
     except ConfigError as err:
         st.error(f"This combination cannot run: {err}")
+        return
+    except (ComputationTimeout, WorkerDied) as err:
+        st.error(stopped_message(err))
         return
     state.sync_url(cfg)
     try:

@@ -10,6 +10,7 @@ it, and :func:`train_advance` says so with :class:`LookupError`.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import time
@@ -18,7 +19,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from rnnviz.analysis import Analysis, analyze, executables, resolve_device, static_config
+from rnnviz.analysis import Analysis, analyze
 from rnnviz.analysis import is_compiled as _is_compiled
 from rnnviz.comparisons import (
     available_strategies,
@@ -31,6 +32,8 @@ from rnnviz.comparisons import (
 from rnnviz.config import RunConfig
 from rnnviz.exponents import Lyapunov, lyapunov_phase
 from rnnviz.exponents import lyapunov as _lyapunov
+from rnnviz.sources import Dataset, load_dataset
+from rnnviz.sources.describe import Preview, preview_record
 from rnnviz.step_jacobians import Jacobians
 from rnnviz.step_jacobians import jacobians as _jacobians
 from rnnviz.sweeps import critical_gain, sweep
@@ -40,6 +43,8 @@ from rnnviz.training import Trainer, Training
 
 #: The dashboard times runs until about this much is spent (at least one, at most five).
 TIMING_BUDGET_S = 0.3
+#: The Training tab's task name for "the data set chosen in the sidebar".
+DATA_TASK = "the chosen data"
 #: The dashboard takes J_t at up to this many steps (every ⌈T/400⌉-th); the library, every step.
 JACOBIAN_STEPS = 400
 
@@ -54,7 +59,39 @@ def setup() -> None:
 
 
 def _cfg(cfg_json: str) -> RunConfig:
-    return RunConfig(**json.loads(cfg_json))
+    """The config of a job's key (its ``data`` entry, when there is one, is the data source)."""
+    values = json.loads(cfg_json)
+    values.pop("data", None)
+    return RunConfig(**values)
+
+
+def _data(cfg_json: str) -> Dataset | None:
+    """The data set a job's key names (``{"data": {"name": …, options…}}``), or None."""
+    source = json.loads(cfg_json).get("data")
+    return None if source is None else load_source(json.dumps(source, sort_keys=True))
+
+
+@functools.lru_cache(maxsize=8)
+def _load(source_json: str, stamp: tuple[int, int] | None) -> Dataset:
+    del stamp  # part of the cache key only: a changed file is read again
+    source = json.loads(source_json)
+    options = {k: v for k, v in source.items() if k != "name"}
+    return load_dataset(source["name"], **options)
+
+
+def load_source(source_json: str) -> Dataset:
+    """The data set of a source (a built-in's name and options, or a file's path), loaded
+    once per worker (a file again when its size or time changes)."""
+    name = json.loads(source_json)["name"]
+    path = Path(name)
+    stamp = (path.stat().st_size, path.stat().st_mtime_ns) if path.is_file() else None
+    return _load(source_json, stamp)
+
+
+def data_preview(source_json: str, index: int = 0) -> Preview:
+    """Load a data source (a bad one raises its one :class:`DataError`) and draw one sequence."""
+    ds = load_source(source_json)
+    return preview_record(ds, min(max(index, 0), ds.n_sequences - 1))
 
 
 class Environment(NamedTuple):
@@ -73,19 +110,18 @@ def environment() -> Environment:
 
 
 def is_compiled(cfg_json: str) -> bool:
-    return _is_compiled(_cfg(cfg_json))
+    return _is_compiled(_cfg(cfg_json), data=_data(cfg_json))
 
 
 def analysis(cfg_json: str) -> Analysis:
     cfg = _cfg(cfg_json)
-    executables(static_config(cfg), resolve_device(cfg))
     # Timing bounded by time (≥ 1 run, more while under 0.3 s, ≤ 5): a slow config shows its
     # first chart after one run instead of a warm-up and five more.
-    return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S)
+    return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S, data=_data(cfg_json))
 
 
 def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
-    return compare_strategies(_cfg(cfg_json), repeats=repeats)
+    return compare_strategies(_cfg(cfg_json), repeats=repeats, data=_data(cfg_json))
 
 
 def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -97,12 +133,13 @@ def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str
 
 
 def scaling_table(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
+    # Costs over T at shapes the data do not have: synthetic inputs (costs do not depend on values).
     return scaling(_cfg(cfg_json), lens, repeats=3)
 
 
 def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
     cfg = _cfg(cfg_json)
-    return run_on_devices(cfg, strategies=available_strategies(cfg), repeats=repeats)
+    return run_on_devices(cfg, strategies=available_strategies(cfg), repeats=repeats, data=_data(cfg_json))
 
 
 def _gains(lo: float, hi: float, n: int) -> list[float]:
@@ -111,7 +148,8 @@ def _gains(lo: float, hi: float, n: int) -> list[float]:
 
 def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
     cfg = _cfg(cfg_json)
-    df = sweep(cfg, {"recurrent_gain": _gains(lo, hi, n), "seed": list(range(cfg.seed, cfg.seed + seeds))})
+    over = {"recurrent_gain": _gains(lo, hi, n), "seed": list(range(cfg.seed, cfg.seed + seeds))}
+    df = sweep(cfg, over, data=_data(cfg_json))
     return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
 
 
@@ -119,17 +157,16 @@ def lyapunov_phase_table(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
     cfg = _cfg(cfg_json)
-    return lyapunov_phase(cfg, _gains(lo, hi, n), range(cfg.seed, cfg.seed + seeds))
+    return lyapunov_phase(cfg, _gains(lo, hi, n), range(cfg.seed, cfg.seed + seeds), data=_data(cfg_json))
 
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:
-    return _lyapunov(
-        _cfg(cfg_json), k=k, measure_decay=False
-    )  # the view fits the decay on the analysis it has
+    # the view fits the decay on the analysis it has
+    return _lyapunov(_cfg(cfg_json), k=k, measure_decay=False, data=_data(cfg_json))
 
 
 def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
-    return _jacobians(_cfg(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS)
+    return _jacobians(_cfg(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS, data=_data(cfg_json))
 
 
 # ---- training: the Trainer stays in the worker ---------------------------------------------
@@ -163,7 +200,7 @@ def train_start(key: str, cfg_json: str, settings: dict[str, Any]) -> TrainProgr
     _TRAINERS[key] = trainer = Trainer(
         cfg,
         {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))},
-        task=settings["task"],
+        task=_data(cfg_json) if settings["task"] == DATA_TASK else settings["task"],
         steps=settings["steps"],
         learning_rate=settings["learning_rate"],
         optimizer=settings["optimizer"],
@@ -201,8 +238,11 @@ def train_stop(key: str) -> None:
 __all__ = [
     "Environment",
     "TrainProgress",
+    "DATA_TASK",
     "analysis",
+    "data_preview",
     "devices_live",
+    "load_source",
     "environment",
     "is_compiled",
     "jacobians",

@@ -26,7 +26,7 @@ from rnnviz.tables.cells import cell_names, cell_spec
 from rnnviz.tables.strategies import cell_unavailable
 
 KEY = "cfg_{}".format
-UI_PARAMS = ("tab",)
+UI_PARAMS = ("tab", "data")  # the Data choice keeps its own parameter (rnnviz.ui.data_panel)
 
 
 def _set_widgets(cfg: RunConfig) -> None:

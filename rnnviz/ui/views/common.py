@@ -47,6 +47,11 @@ def header(a: Analysis) -> None:
         st.warning(text)
     else:
         st.markdown(text)
+    if a.data is not None:
+        st.caption(
+            f"Inputs: {a.config.batch_size or 1} sequence(s) of **{a.data}** drawn by the seed from its "
+            "training split; L is the data's task loss through a readout drawn by the seed."
+        )
     t = a.timing
     cols = st.columns(5)
     cols[0].metric("loss", f"{a.loss:.4g}")
