@@ -185,3 +185,48 @@ def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
     for cfg, want, (got, pins) in zip(configs, expected, results):
         np.testing.assert_allclose(np.asarray(got, dtype=np.float64), want, rtol=1e-6, err_msg=str(cfg))
         assert pins == 1, cfg
+
+
+def _idle(page) -> None:
+    """Wait until Streamlit's script run has finished (its run state on the app root)."""
+    page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=90_000)
+
+
+def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, tmp_path):
+    import numpy as np
+
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/?data=digits:rows&hidden_size=8")
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith('digits rows'))",
+        timeout=90_000,
+    )
+    _idle(page)
+    sidebar = page.locator('[data-testid="stSidebar"]')
+    assert sidebar.locator(".st-key-data_preview .js-plotly-plot").count() == 1  # the digit, in the sidebar
+    assert "T = 8 and I = 8 follow the data" in sidebar.inner_text()
+    page.screenshot(path=str(tmp_path / "digits.png"), full_page=True)
+
+    page.goto(f"{server}/?data=text:prose&seq_len=40&hidden_size=8")
+    page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stCode"]', timeout=90_000)
+    _idle(page)
+    text = sidebar.locator('[data-testid="stCode"]').inner_text()
+    assert len(text.strip()) > 20 and "text prose T=40" in page.inner_text("body")
+    assert page.locator('[data-testid="stException"]').count() == 0
+
+    path = tmp_path / "waves.npz"
+    series = np.sin(np.linspace(0, 6, 30, dtype=np.float32)).reshape(1, 30, 1).repeat(4, 0)
+    np.savez(path, inputs=series, targets=series)
+    page.goto(f"{server}/?hidden_size=8")
+    _idle(page)
+    page.locator(".st-key-data_choice").get_by_role("combobox").click()
+    page.get_by_role("option", name="upload a file…", exact=True).click()
+    page.locator('.st-key-data_upload input[type="file"]').set_input_files(str(path))
+    page.wait_for_function(
+        "() => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith('waves.npz'))",
+        timeout=90_000,
+    )
+    _idle(page)
+    assert "T = 30 and I = 1 follow the data" in sidebar.inner_text()
+    page.screenshot(path=str(tmp_path / "upload.png"), full_page=True)
+    page.close()
