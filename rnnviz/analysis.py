@@ -285,9 +285,10 @@ def _log10_of(norms: np.ndarray) -> np.ndarray:
 
 
 @functools.lru_cache(maxsize=4)
-def device_data(ds: Dataset, device: jax.Device) -> DataArrays:
-    """A data set's training split on ``device`` (copied once per data set and device)."""
-    return jax.device_put(data_arrays(ds), device)
+def device_data(ds: Dataset, device: jax.Device) -> tuple[DataArrays, DataSpec]:
+    """A data set's training split on ``device`` and its spec (copied once per data set and device)."""
+    arrays = jax.device_put(data_arrays(ds), device)
+    return arrays, data_spec(arrays)
 
 
 def data_on(
@@ -297,8 +298,7 @@ def data_on(
     if data is None:
         return None, None
     check_data(cfg, data)
-    arrays = device_data(data, device)
-    return arrays, data_spec(arrays)
+    return device_data(data, device)
 
 
 def is_compiled(cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None) -> bool:
@@ -321,7 +321,12 @@ def prepared_batch(cfg: RunConfig, device: jax.Device | None = None, data: Datas
     """:class:`Prepared` for ``cfg``'s seed and values (and a batch of ``data``), from the
     cached *prepare* executables."""
     device = device or resolve_device(cfg)
-    arrays, spec = data_on(cfg, device, data)
+    return _prepared(cfg, device, *data_on(cfg, device, data))
+
+
+def _prepared(
+    cfg: RunConfig, device: jax.Device, arrays: DataArrays | None, spec: DataSpec | None
+) -> Prepared:
     params, inputs = prepare_executables(static_config(cfg), device, spec)
     key, values = jax.device_put((seed_key(cfg.seed), Values.of(cfg)), device)
     if arrays is None:
@@ -473,11 +478,11 @@ def analyze(
     """
     device = device or resolve_device(cfg)
     static = static_config(cfg)
-    spec = data_on(cfg, device, data)[1]
+    arrays, spec = data_on(cfg, device, data)
     hit = executables.cache_info().currsize
     exe = executables(static, device, spec)
     cache_hit = executables.cache_info().currsize == hit
-    params, carry0, xs, objective = prepared_batch(cfg, device, data)
+    params, carry0, xs, objective = _prepared(cfg, device, arrays, spec)
     if budget_s is None:
         (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs, objective), repeats)
     else:

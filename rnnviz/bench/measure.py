@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from rnnviz.analysis import Values, analyze, executables, resolve_device, seed_key, static_config
+from rnnviz.bench.data_cost import data_cost_bench
 from rnnviz.bench.learning import data_bench, train_bench
 from rnnviz.bench.references import (
     gemm_flops_per_s,
@@ -287,7 +288,9 @@ def run_bench(
     if suite == "lyapunov":
         lyapunov_bench(configs[0], repeats=min(repeats, 5))
         return 0
-    if suite == "train":
+    if suite == "data-cost":
+        records = data_cost_bench(repeats)
+    elif suite == "train":
         records = train_bench(configs[0], steps=steps)
     elif suite == "data":
         records = data_bench(configs[0], steps=steps)

@@ -58,6 +58,8 @@ SUITES = {
     ],
     # the real-data learning table: every DATA_LEARNING_CELLS design on the digits' orders
     "data": lambda: [RunConfig(hidden_size=64, input_size=1, seq_len=64, batch_size=64)],
+    # analyze on data against synthetic inputs of the same shape (rnnviz.bench.data_cost.ROWS)
+    "data-cost": lambda: [],
 }
 
 #: The learning table's designs (Le, Jaitly & Hinton 2015): tanh RNN, IRNN (ReLU with an

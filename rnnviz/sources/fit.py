@@ -18,15 +18,17 @@ LOSS_PLACEMENT = {"classification": "last", "next-step": "all", "regression": "a
 
 def check_data(cfg: RunConfig, ds: Dataset) -> None:
     """Raise :class:`~rnnviz.config.ConfigError` unless ``cfg`` has the data's shape and loss
-    placement (:func:`fit_to_data` makes one that has)."""
-    wanted = fit_to_data(cfg, ds)
-    for name in ("seq_len", "input_size", "loss"):
-        if getattr(cfg, name) != getattr(wanted, name):
-            what = {
-                "seq_len": f"the data's {ds.seq_len} steps",
-                "input_size": f"the data's {ds.input_size} features",
-                "loss": f"{wanted.loss!r}, where a {ds.kind} loss reads its outputs",
-            }[name]
+    placement (:func:`fit_to_data` makes one that has). Cheap: no config is built."""
+    wanted = {
+        "seq_len": (ds.seq_len, f"the data's {ds.seq_len} steps"),
+        "input_size": (ds.input_size, f"the data's {ds.input_size} features"),
+        "loss": (
+            LOSS_PLACEMENT.get(ds.kind, cfg.loss),
+            f"{LOSS_PLACEMENT.get(ds.kind, cfg.loss)!r}, where a {ds.kind} loss reads its outputs",
+        ),
+    }
+    for name, (value, what) in wanted.items():
+        if getattr(cfg, name) != value:
             raise ConfigError(
                 name, getattr(cfg, name), f"{what} for {ds.name} (fit_to_data(cfg, data) sets it)"
             )
