@@ -51,6 +51,27 @@ def ragged(tmp_path_factory):
     return load_dataset(path)
 
 
+@pytest.fixture(scope="module")
+def ragged_classes(tmp_path_factory):
+    """Three classes on sequences of lengths 2…7 padded to T = 7."""
+    rng = np.random.default_rng(1)
+    path = tmp_path_factory.mktemp("data") / "classes.npz"
+    np.savez(
+        path,
+        inputs=rng.normal(size=(12, 7, 3)).astype(np.float32),
+        labels=np.arange(12) % 3,
+        lengths=np.array([7, 2, 5, 3, 7, 6, 4, 2, 7, 5, 3, 6]),
+    )
+    return load_dataset(path)
+
+
+@pytest.fixture(scope="module")
+def unlabelled(tmp_path_factory):
+    path = tmp_path_factory.mktemp("data") / "plain.npy"
+    np.save(path, np.random.default_rng(2).normal(size=(9, 5, 2)).astype(np.float32))
+    return load_dataset(path)
+
+
 def _loop_loss(cfg, params, carry0, xs, obj, ds):
     """The data's loss written out step by step: a Python loop over ``cell.apply``, the
     readout and the loss by hand (no rnnviz loss code)."""
@@ -60,8 +81,11 @@ def _loop_loss(cfg, params, carry0, xs, obj, ds):
         carry, y = cell.apply({"params": params}, carry, xs[:, t])
         ys.append(y.astype(jnp.float32))
     y = jnp.stack(ys, axis=1)  # [B, T, O]
-    logits = jnp.einsum("bto,of->btf", y, obj.w) + obj.b[None, None, :]
     real = obj.mask.astype(jnp.float32)
+    if ds.kind == "unlabelled":  # cfg.loss = "last": ½ Σ_b ‖y at the last real step‖²
+        last = real.sum(1).astype(jnp.int32) - 1
+        return 0.5 * jnp.sum(y[jnp.arange(y.shape[0]), last] ** 2)
+    logits = jnp.einsum("bto,of->btf", y, obj.w) + obj.b[None, None, :]
     if ds.kind == "classification":
         last = real.sum(1).astype(jnp.int32) - 1
         at_last = logits[jnp.arange(y.shape[0]), last]
@@ -75,7 +99,15 @@ def _loop_loss(cfg, params, carry0, xs, obj, ds):
 
 
 @pytest.mark.parametrize(
-    ("source", "cell"), [("digits", "lstm"), ("text", "gru"), ("ragged", "simple"), ("digits", "lru")]
+    ("source", "cell"),
+    [
+        ("digits", "lstm"),
+        ("text", "gru"),
+        ("ragged", "simple"),
+        ("digits", "lru"),
+        ("ragged_classes", "lstm"),
+        ("unlabelled", "gru"),
+    ],
 )
 def test_analysis_on_data_equals_plain_grad_of_the_same_batch(source, cell, request):
     ds = request.getfixturevalue(source)
