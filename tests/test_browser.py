@@ -218,9 +218,17 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     series = np.sin(np.linspace(0, 6, 30, dtype=np.float32)).reshape(1, 30, 1).repeat(4, 0)
     np.savez(path, inputs=series, targets=series)
     page.goto(f"{server}/?hidden_size=8")
+    page.wait_for_selector(CHART, timeout=90_000)  # the first run has drawn the page
     _idle(page)
-    page.locator(".st-key-data_choice").get_by_role("combobox").click()
-    page.get_by_role("option", name="upload a file…", exact=True).click()
+    option = page.get_by_role("option", name="upload a file…", exact=True)
+    for _ in range(3):  # a rerun that lands between the click and the list closes the list
+        page.locator(".st-key-data_choice").get_by_role("combobox").click()
+        try:
+            option.wait_for(timeout=10_000)
+            break
+        except Exception:
+            _idle(page)
+    option.click()
     page.locator('.st-key-data_upload input[type="file"]').set_input_files(str(path))
     page.wait_for_function(
         "() => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith('waves.npz'))",

@@ -47,6 +47,7 @@ PUBLIC = [
     "load_dataset",
     "Dataset",
     "DataError",
+    "fit_to_data",
 ]
 
 

@@ -295,10 +295,10 @@ _FAULTS = textwrap.dedent("""
     kept = keep_freed_buffers()
     import jax
     from rnnviz import RunConfig
-    from rnnviz.analysis import executables, prepared_inputs, resolve_device, static_config
+    from rnnviz.analysis import executables, prepared_batch, resolve_device, static_config
     cfg = RunConfig(cell="lstm", batch_size=32, seq_len=200, hidden_size=128, input_size=32)
     exe = executables(static_config(cfg), resolve_device(cfg))
-    args = prepared_inputs(cfg)
+    args = tuple(prepared_batch(cfg))
     for _ in range(25):  # the heap grows to its working size
         jax.block_until_ready(exe.analysis.fn(*args))
     per_call = []
@@ -318,6 +318,7 @@ def _faults_per_call(malloc):
     out = subprocess.run(
         [sys.executable, "-c", _FAULTS], capture_output=True, text=True, env=env, cwd=ROOT, timeout=300
     )
+    assert out.returncode == 0 and len(out.stdout.split()) == 2, out.stdout + out.stderr
     kept, faults = out.stdout.split()
     return kept, float(faults), out.stdout + out.stderr
 
