@@ -173,34 +173,40 @@ def _readout(obj: Objective, y: jax.Array) -> jax.Array:
 
 
 def _last_real(obj: Objective, y: jax.Array) -> jax.Array:
-    """``[B, O]``: each sequence's output at its last real step (y ``[B, T, O]``)."""
+    """``[B, O]``: each sequence's output at its last real step (y ``[T, B, O]``)."""
     if not obj.ragged:
-        return y[:, -1]
+        return y[-1]
     last = jnp.maximum(jnp.sum(obj.mask, axis=1) - 1, 0)
-    return jnp.take_along_axis(y, last[:, None, None], axis=1)[:, 0]
+    at_last = jax.nn.one_hot(last, y.shape[0], dtype=y.dtype)  # [B, T]: a product, not a gather
+    return jnp.einsum("bt,tbo->bo", at_last, y)
 
 
 def _masked_mean(obj: Objective, per_step: jax.Array) -> jax.Array:
-    """Mean of ``per_step [B, T]`` over the real steps."""
+    """Mean of ``per_step [T, B]`` over the real steps."""
     if not obj.ragged:
         return jnp.mean(per_step)
-    return jnp.sum(jnp.where(obj.mask, per_step, 0.0)) / jnp.maximum(
-        jnp.sum(obj.mask, dtype=jnp.float32), 1.0
-    )
+    mask = obj.mask.T
+    return jnp.sum(jnp.where(mask, per_step, 0.0)) / jnp.maximum(jnp.sum(mask, dtype=jnp.float32), 1.0)
+
+
+def _picked(logp: jax.Array, labels: jax.Array) -> jax.Array:
+    """``logp[..., labels]`` as a one-hot product: a fused multiply-add where a gather and
+    its transposed scatter cost more than the whole loss on CPU."""
+    return jnp.sum(logp * jax.nn.one_hot(labels, logp.shape[-1], dtype=logp.dtype), axis=-1)
 
 
 def _classification(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
     logp = jax.nn.log_softmax(_readout(obj, _last_real(obj, y)), axis=-1)
-    return -jnp.mean(jnp.take_along_axis(logp, obj.labels[:, None], axis=-1))
+    return -jnp.mean(_picked(logp, obj.labels))
 
 
 def _next_step(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
     logp = jax.nn.log_softmax(_readout(obj, y), axis=-1)
-    return -_masked_mean(obj, jnp.take_along_axis(logp, obj.targets[..., None], axis=-1)[..., 0])
+    return -_masked_mean(obj, _picked(logp, obj.targets.T))
 
 
 def _regression(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
-    err = _readout(obj, y) - obj.targets
+    err = _readout(obj, y) - jnp.swapaxes(obj.targets, 0, 1)
     return _masked_mean(obj, jnp.mean(err * err, axis=-1))
 
 
@@ -211,7 +217,7 @@ def _unlabelled(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
     return 0.5 * _masked_mean(obj, jnp.sum(y * y, axis=-1)) * obj.mask.shape[0]
 
 
-#: The loss of each kind, ``(cfg, objective, y [B, T, O] float32) -> L``.
+#: The loss of each kind, ``(cfg, objective, y [T, B, O] float32, time-major) -> L``.
 LOSSES = {
     "classification": _classification,
     "next-step": _next_step,
@@ -223,5 +229,4 @@ LOSSES = {
 def objective_loss(cfg: RunConfig, obj: Objective, hs: jax.Array) -> jax.Array:
     """The data's loss of the outputs ``hs`` ``[T, (B,) O]`` (time-major, every step)."""
     y = hs.astype(jnp.float32)
-    y = y[:, None] if cfg.batch_size is None else y
-    return LOSSES[obj.kind](cfg, obj, jnp.swapaxes(y, 0, 1))
+    return LOSSES[obj.kind](cfg, obj, y[:, None] if cfg.batch_size is None else y)

@@ -127,3 +127,19 @@ def test_a_file_dropped_in_the_data_folder_is_offered(tmp_path, monkeypatch):
     fig = figure_by_title(at, "waves.npz — sequence 0")
     np.testing.assert_allclose(decode(fig["data"][0]["y"]), series[0, :, 0], rtol=1e-6)
     assert len(total_gradient(at)) == 41
+
+
+def test_a_dropped_file_replaced_under_the_same_name_is_read_again(tmp_path, monkeypatch):
+    import os
+
+    monkeypatch.setenv("RNNVIZ_DATA_DIR", str(tmp_path))
+    path = tmp_path / "steps.npz"
+    path.write_bytes(_npz(inputs=np.zeros((3, 6, 1), np.float32)))
+    at = run_app({"data": "steps.npz", "hidden_size": "8"})
+    _clean(at)
+    assert len(total_gradient(at)) == 7
+    path.write_bytes(_npz(inputs=np.zeros((3, 9, 1), np.float32)))
+    os.utime(path, ns=(path.stat().st_atime_ns, path.stat().st_mtime_ns + 10**9))
+    at.run()
+    _clean(at)
+    assert len(total_gradient(at)) == 10

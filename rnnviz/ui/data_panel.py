@@ -122,7 +122,10 @@ def source_sidebar(seq_len: Any) -> dict[str, Any] | None:
     elif choice == UPLOAD:
         source = _upload(sb)
     elif choice != SYNTHETIC:
-        source, token = {"name": str((data_dir() / choice).resolve())}, choice
+        path = (data_dir() / choice).resolve()
+        # "_version": a file replaced under the same name is a new source (results are cached by source)
+        version = path.stat().st_mtime_ns if path.exists() else 0
+        source, token = {"name": str(path), "_version": version}, choice
     _sync_url(token)
     return source
 

@@ -75,13 +75,14 @@ def _data(cfg_json: str) -> Dataset | None:
 def _load(source_json: str, stamp: tuple[int, int] | None) -> Dataset:
     del stamp  # part of the cache key only: a changed file is read again
     source = json.loads(source_json)
-    options = {k: v for k, v in source.items() if k != "name"}
+    options = {k: v for k, v in source.items() if k != "name" and not k.startswith("_")}
     return load_dataset(source["name"], **options)
 
 
 def load_source(source_json: str) -> Dataset:
-    """The data set of a source (a built-in's name and options, or a file's path), loaded
-    once per worker (a file again when its size or time changes)."""
+    """The data set of a source (a built-in's name and options, or a file's path; keys
+    starting with ``_`` only tell sources apart), loaded once per worker (a file again when
+    its size or time changes)."""
     name = json.loads(source_json)["name"]
     path = Path(name)
     stamp = (path.stat().st_size, path.stat().st_mtime_ns) if path.is_file() else None
