@@ -3,13 +3,8 @@ where its loss reads the outputs (plain data: the CLI and the app fit without JA
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from rnnviz.config import ConfigError
+from rnnviz.config import ConfigError, RunConfig
 from rnnviz.sources.record import Dataset
-
-if TYPE_CHECKING:
-    from rnnviz.config import RunConfig
 
 #: Where each kind's loss reads the outputs (``RunConfig.loss``): the label is read at the
 #: last real step, the next-step and regression targets at every real step.
