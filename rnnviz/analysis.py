@@ -163,7 +163,7 @@ class Executables(NamedTuple):
 
     def prepare(self, key_data, values, data: DataArrays | None = None):
         """``(params, carry0, xs, objective)`` from the two prepare executables (``data``:
-        the device arrays of a data set, with an executables compiled for its spec)."""
+        the device arrays of a data set, for executables compiled for its spec)."""
         if self.data is None:
             xs = self.inputs.fn(key_data, values)[..., : self.seq_len, :]
             return (*self.params.fn(key_data, values), xs, None)
@@ -211,7 +211,8 @@ def prepare_executables(
     return params, inputs
 
 
-def _objective_shapes(static: RunConfig, inputs: Compiled, data: DataSpec | None):
+def _objective_shapes(inputs: Compiled, data: DataSpec | None):
+    """The objective's shapes from a data batch's compiled prepare (None without data)."""
     return None if data is None else inputs.fn.out_info[1]
 
 
@@ -222,7 +223,7 @@ def executables(static: RunConfig, device: jax.Device, data: DataSpec | None = N
     params, inputs = prepare_executables(static, device, data)
     # The compiled prepares already know their output shapes: no second trace of cell.init.
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
-    args = (*params.fn.out_info, xs, _objective_shapes(static, inputs, data))
+    args = (*params.fn.out_info, xs, _objective_shapes(inputs, data))
     run = compile_for(functools.partial(analysis_outputs, static, make_cell(static)), args, device)
     return Executables(params, inputs, run, static.seq_len, data)
 
@@ -250,7 +251,7 @@ def log_executable(static: RunConfig, device: jax.Device, data: DataSpec | None 
     params_info, _ = exe.params.fn.out_info
     carries_info = exe.analysis.fn.out_info[0].carries
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
-    args = (params_info, carries_info, xs, _objective_shapes(static, exe.inputs, data))
+    args = (params_info, carries_info, xs, _objective_shapes(exe.inputs, data))
     return compile_for(functools.partial(log_outputs, static, make_cell(static)), args, device)
 
 

@@ -75,12 +75,6 @@ def _key(cfg: RunConfig) -> str:
     return json.dumps(values, sort_keys=True)
 
 
-def _config_of(cfg_json: str) -> RunConfig:
-    values = json.loads(cfg_json)
-    values.pop("data", None)
-    return RunConfig(**values)
-
-
 def _route(cfg: RunConfig) -> str:
     """Calls for one shape go to one worker, whose compiled executables then serve every value."""
     return _key(static_config(cfg))
@@ -113,12 +107,12 @@ def _environment() -> jobs.Environment:
 
 
 def _analysis(cfg_json: str) -> Analysis:
-    cfg = _config_of(cfg_json)
+    cfg = jobs.config_of(cfg_json)
     return compute(f"the analysis of {describe(cfg)}", _route(cfg), jobs.analysis, cfg_json)
 
 
 def _strategies(cfg_json: str, repeats: int) -> pd.DataFrame:
-    cfg = _config_of(cfg_json)
+    cfg = jobs.config_of(cfg_json)
     return compute(
         f"every strategy on {describe(cfg)} ({repeats} runs each)",
         _route(cfg),
@@ -133,21 +127,21 @@ def _availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
 
 
 def _scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
-    cfg = _config_of(cfg_json)
+    cfg = jobs.config_of(cfg_json)
     return compute(
         f"every strategy at T ∈ {list(lens)} ({cfg.cell})", _route(cfg), jobs.scaling_table, cfg_json, lens
     )
 
 
 def _devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
-    cfg = _config_of(cfg_json)
+    cfg = jobs.config_of(cfg_json)
     return compute(
         f"live runs on every device of {describe(cfg)}", _route(cfg), jobs.devices_live, cfg_json, repeats
     )
 
 
 def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
-    cfg = _config_of(cfg_json)
+    cfg = jobs.config_of(cfg_json)
     return compute(
         f"the phase diagram ({n} gains × {seeds} seeds, {describe(cfg)})",
         _route(cfg),
@@ -163,7 +157,7 @@ def _phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.
 def _lyapunov_phase(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
-    cfg = _config_of(cfg_json)
+    cfg = jobs.config_of(cfg_json)
     return compute(
         f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})",
         _route(cfg),
@@ -177,12 +171,12 @@ def _lyapunov_phase(
 
 
 def _lyapunov(cfg_json: str, k: int) -> Lyapunov:
-    cfg = _config_of(cfg_json)
+    cfg = jobs.config_of(cfg_json)
     return compute(f"{k} Lyapunov exponents of {describe(cfg)}", _route(cfg), jobs.lyapunov, cfg_json, k)
 
 
 def _jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
-    cfg = _config_of(cfg_json)
+    cfg = jobs.config_of(cfg_json)
     return compute(
         f"the step Jacobians' top {k} singular values ({describe(cfg)})",
         _route(cfg),
@@ -218,7 +212,7 @@ def _train_key(cfg: RunConfig, settings: dict) -> str:
 
 def _start_training(cfg_json: str, settings: dict) -> None:
     """on_click of Train: the run's Trainer is made (and compiled) in its worker."""
-    key = _train_key(_config_of(cfg_json), settings)
+    key = _train_key(jobs.config_of(cfg_json), settings)
     st.session_state["train_error"] = None
     try:
         _pool().call(jobs.train_start, key, cfg_json, settings, route=key, what="compiling the training run")

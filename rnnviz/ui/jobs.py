@@ -58,7 +58,7 @@ def setup() -> None:
     keep_freed_buffers()
 
 
-def _cfg(cfg_json: str) -> RunConfig:
+def config_of(cfg_json: str) -> RunConfig:
     """The config of a job's key (its ``data`` entry, when there is one, is the data source)."""
     values = json.loads(cfg_json)
     values.pop("data", None)
@@ -111,23 +111,23 @@ def environment() -> Environment:
 
 
 def is_compiled(cfg_json: str) -> bool:
-    return _is_compiled(_cfg(cfg_json), data=_data(cfg_json))
+    return _is_compiled(config_of(cfg_json), data=_data(cfg_json))
 
 
 def analysis(cfg_json: str) -> Analysis:
-    cfg = _cfg(cfg_json)
+    cfg = config_of(cfg_json)
     # Timing bounded by time (≥ 1 run, more while under 0.3 s, ≤ 5): a slow config shows its
     # first chart after one run instead of a warm-up and five more.
     return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S, data=_data(cfg_json))
 
 
 def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
-    return compare_strategies(_cfg(cfg_json), repeats=repeats, data=_data(cfg_json))
+    return compare_strategies(config_of(cfg_json), repeats=repeats, data=_data(cfg_json))
 
 
 def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """``(available, {strategy: why not})`` for this config's cell."""
-    cfg = _cfg(cfg_json)
+    cfg = config_of(cfg_json)
     return available_strategies(cfg), {
         s: why for s in strategy_names() if (why := strategy_unavailable(s, cfg))
     }
@@ -135,11 +135,11 @@ def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str
 
 def scaling_table(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
     # Costs over T at shapes the data do not have: synthetic inputs (costs do not depend on values).
-    return scaling(_cfg(cfg_json), lens, repeats=3)
+    return scaling(config_of(cfg_json), lens, repeats=3)
 
 
 def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
-    cfg = _cfg(cfg_json)
+    cfg = config_of(cfg_json)
     return run_on_devices(cfg, strategies=available_strategies(cfg), repeats=repeats, data=_data(cfg_json))
 
 
@@ -148,7 +148,7 @@ def _gains(lo: float, hi: float, n: int) -> list[float]:
 
 
 def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
-    cfg = _cfg(cfg_json)
+    cfg = config_of(cfg_json)
     over = {"recurrent_gain": _gains(lo, hi, n), "seed": list(range(cfg.seed, cfg.seed + seeds))}
     df = sweep(cfg, over, data=_data(cfg_json))
     return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
@@ -157,17 +157,19 @@ def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.D
 def lyapunov_phase_table(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
-    cfg = _cfg(cfg_json)
+    cfg = config_of(cfg_json)
     return lyapunov_phase(cfg, _gains(lo, hi, n), range(cfg.seed, cfg.seed + seeds), data=_data(cfg_json))
 
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:
     # the view fits the decay on the analysis it has
-    return _lyapunov(_cfg(cfg_json), k=k, measure_decay=False, data=_data(cfg_json))
+    return _lyapunov(config_of(cfg_json), k=k, measure_decay=False, data=_data(cfg_json))
 
 
 def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
-    return _jacobians(_cfg(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS, data=_data(cfg_json))
+    return _jacobians(
+        config_of(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS, data=_data(cfg_json)
+    )
 
 
 # ---- training: the Trainer stays in the worker ---------------------------------------------
@@ -197,7 +199,7 @@ def _progress(trainer: Trainer) -> TrainProgress:
 
 def train_start(key: str, cfg_json: str, settings: dict[str, Any]) -> TrainProgress:
     """Compile and set up the runs of ``settings`` (seeds, task, steps, optimiser, …) under ``key``."""
-    cfg = _cfg(cfg_json)
+    cfg = config_of(cfg_json)
     _TRAINERS[key] = trainer = Trainer(
         cfg,
         {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))},
@@ -241,6 +243,7 @@ __all__ = [
     "TrainProgress",
     "DATA_TASK",
     "analysis",
+    "config_of",
     "data_preview",
     "devices_live",
     "load_source",
