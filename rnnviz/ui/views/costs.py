@@ -82,6 +82,11 @@ def strategies_view(
         key="chart_contributions",
     )
     st.subheader("Scaling with sequence length")
+    if a.data is not None:
+        st.caption(
+            f"Measured on synthetic inputs of the same B, I and H: {a.data} fixes T = {a.config.seq_len}, "
+            "and run times do not depend on the input values."
+        )
     top = min(MAX_SEQ_LEN, max_seq_len_within_budget(a.config, strategy="per_step"))
     lens = tuple(t for t in (25, 50, 100, 200, 400, 800) if t <= top)
     if st.button(f"Measure T ∈ {list(lens)} for every strategy", key="run_scaling"):
