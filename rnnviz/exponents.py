@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 import pandas as pd
 
-from rnnviz.analysis import analyze, prepare_executables, prepared_inputs, resolve_device, static_config
+from rnnviz.analysis import analyze
 from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import (
     FLOP_BUDGET,
@@ -42,6 +42,7 @@ from rnnviz.config import (
 )
 from rnnviz.fits import EDGE_TOLERANCE, DecayFit, decay_fit, regime, zero_crossing
 from rnnviz.gradients import full_carry0, time_major
+from rnnviz.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.sources import Dataset
 from rnnviz.step_jacobians import carry_dim, flat_step, initial_directions, pack, unpacker
 from rnnviz.sweeps import evaluate_points, grid_points

@@ -25,7 +25,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.analysis import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.cells import cell_spec, make_cell
 from rnnviz.config import (
     FLOP_BUDGET,
@@ -37,6 +36,7 @@ from rnnviz.config import (
 )
 from rnnviz.gradients import full_carry0, time_major
 from rnnviz.linalg import householder_q
+from rnnviz.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.rollout import rollout
 from rnnviz.sources import Dataset
 from rnnviz.timing import compile_cache, compile_for

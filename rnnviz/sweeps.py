@@ -23,7 +23,6 @@ import numpy as np
 import pandas as pd
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from rnnviz.analysis import Values, prepare, prepared_inputs, resolve_device, static_config
 from rnnviz.cells import make_cell, outputs
 from rnnviz.cells.theory import GAMMA
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce
@@ -31,6 +30,7 @@ from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.logpass import log_carry_gradients
 from rnnviz.norms import combine, log10, log10_combine
 from rnnviz.objective import DataArrays, DataSpec, data_arrays, data_spec
+from rnnviz.prepare import Values, prepare, prepared_inputs, resolve_device, static_config
 from rnnviz.rollout import rollout
 from rnnviz.sources import Dataset, check_data
 from rnnviz.timing import Compiled, compile_cache, compile_lowered

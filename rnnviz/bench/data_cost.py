@@ -55,7 +55,7 @@ def _compiled_analyses(cfg: RunConfig, ds, repeats: int) -> tuple[list[float], l
 
 
 def _prepares(cfg: RunConfig, ds, repeats: int) -> tuple[list[float], list[float]]:
-    """Seconds of :func:`rnnviz.analysis.prepared_batch` (a new seed each call), synthetic
+    """Seconds of :func:`rnnviz.prepare.prepared_batch` (a new seed each call), synthetic
     and on data, alternating."""
     device = resolve_device(cfg)
     seeds = iter(range(10**9))

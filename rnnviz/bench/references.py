@@ -12,10 +12,10 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.analysis import Values, prepared_inputs, seed_key
 from rnnviz.cells import make_cell
 from rnnviz.config import RunConfig
 from rnnviz.gradients import full_carry0
+from rnnviz.prepare import Values, prepared_inputs, seed_key
 from rnnviz.step_jacobians import flat_step, initial_directions, pack, unpacker
 from rnnviz.timing import time_runs
 from rnnviz.training import check_training

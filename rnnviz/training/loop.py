@@ -2,7 +2,7 @@
 argument, the resumable :class:`Trainer` and the drivers :func:`train` and
 :func:`train_many`.
 
-The model is the configured cell exactly as :func:`rnnviz.analysis.prepare_params` builds
+The model is the configured cell exactly as :func:`rnnviz.prepare.prepare_params` builds
 it for :func:`rnnviz.analyze` (gain, forget bias, carry initialisation incl. a learned
 carry, dtype) plus an ``nn.Dense`` readout on the task's last outputs (:mod:`rnnviz.tasks`).
 
@@ -35,7 +35,6 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.analysis import Values, resolve_device, seed_key, static_config
 from rnnviz.config import (
     MEMORY_BUDGET_BYTES,
     REFERENCE_FLOPS_PER_S,
@@ -48,6 +47,7 @@ from rnnviz.config import (
 )
 from rnnviz.data_tasks import data_task
 from rnnviz.norms import Scaled, log10
+from rnnviz.prepare import Values, resolve_device, seed_key, static_config
 from rnnviz.sources import Dataset
 from rnnviz.tasks import Task, check_task, get_task
 from rnnviz.timing import compile_cache, compile_lowered

@@ -1,6 +1,6 @@
 """The trained model and its loss, as pure functions (jitted by :mod:`rnnviz.training.loop`).
 
-The model is the configured cell exactly as :func:`rnnviz.analysis.prepare_params` builds
+The model is the configured cell exactly as :func:`rnnviz.prepare.prepare_params` builds
 it for :func:`rnnviz.analyze` (gain, forget bias, carry initialisation incl. a learned
 carry, dtype) plus an ``nn.Dense`` readout on the task's last outputs (:mod:`rnnviz.tasks`).
 One optimisation step (:func:`step_fn`) draws a fresh batch from
@@ -19,7 +19,6 @@ import jax
 import jax.numpy as jnp
 import optax
 
-from rnnviz.analysis import Values, prepare_params
 from rnnviz.cells import cell_spec, make_cell, outputs
 from rnnviz.config import (
     RunConfig,
@@ -27,6 +26,7 @@ from rnnviz.config import (
 from rnnviz.gradients import full_carry0
 from rnnviz.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.norms import robust_norm
+from rnnviz.prepare import Values, prepare_params
 from rnnviz.rollout import rollout
 from rnnviz.strategies import strategy
 from rnnviz.tasks import Task, get_task
@@ -145,7 +145,7 @@ def task_loss(static: RunConfig, task: Task, params, carry0, inputs, targets, ep
 
 def fixed_carry0(static: RunConfig, key_data: jax.Array, values: Values, batch: int):
     """The configured (not learned) initial carry for ``batch`` examples, from the seed's
-    carry key as in :func:`rnnviz.analysis.prepare_params`."""
+    carry key as in :func:`rnnviz.prepare.prepare_params`."""
     cfg = static.replace(batch_size=batch)
     _, carry0 = prepare_params(cfg, key_data, values)
     return full_carry0(cfg, carry0)
