@@ -95,10 +95,9 @@ class Objective:
 
 
 class DataSpec(NamedTuple):
-    """Hashable shapes of a :class:`DataArrays` (part of the executables' cache key)."""
+    """Hashable shapes of a :class:`DataArrays` (part of the executables' cache key); the
+    tree definition holds its static fields (kind, readout size, whether it is ragged)."""
 
-    kind: str
-    n_out: int
     leaves: tuple[tuple[tuple[int, ...], str], ...]
     treedef: Any
 
@@ -109,7 +108,7 @@ class DataSpec(NamedTuple):
 
 def data_spec(data: DataArrays) -> DataSpec:
     leaves, treedef = jax.tree.flatten(data)
-    return DataSpec(data.kind, data.n_out, tuple((tuple(x.shape), str(x.dtype)) for x in leaves), treedef)
+    return DataSpec(tuple((tuple(x.shape), str(x.dtype)) for x in leaves), treedef)
 
 
 @functools.lru_cache(maxsize=4)
