@@ -17,6 +17,7 @@ The public API, all importable from here::
 | ``lyapunov``, ``Lyapunov``, ``lyapunov_sweep`` | Lyapunov exponents of the trajectory (QR method) |
 | ``jacobians``, ``Jacobians`` | singular values of each step Jacobian |
 | ``train``, ``train_many``, ``Training`` | training on adding / copy / recall with gradient profiles |
+| ``load_run``, ``RunFileError``, ``Weights`` | saved runs (``Training.save``), their weights (``params=``) |
 | ``keep_freed_buffers`` | keep XLA:CPU's per-call buffers in the heap (no page faults per call) |
 | ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
 
@@ -53,6 +54,9 @@ _EXPORTS = {
     "train": "rnnviz.training",
     "train_many": "rnnviz.training",
     "Training": "rnnviz.training",
+    "load_run": "rnnviz.training",
+    "RunFileError": "rnnviz.training",
+    "Weights": "rnnviz.weights",
     "keep_freed_buffers": "rnnviz.timing",
     "datasets": "rnnviz.sources",
     "load_dataset": "rnnviz.sources",
@@ -73,7 +77,8 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.sweeps import sweep
     from rnnviz.tables.cells import CellSpec, cell_names, register_cell
     from rnnviz.timing import keep_freed_buffers
-    from rnnviz.training import Training, train, train_many
+    from rnnviz.training import RunFileError, Training, load_run, train, train_many
+    from rnnviz.weights import Weights
 
 
 def __getattr__(name: str) -> Any:

@@ -45,6 +45,7 @@ from rnnviz.prepare import (
 )
 from rnnviz.sources import Dataset
 from rnnviz.timing import Compiled, Timing, compile_cache, compile_for, time_runs, time_within
+from rnnviz.weights import Weights
 
 
 class Executables(NamedTuple):
@@ -184,6 +185,8 @@ class Analysis:
         timing: compile and run times, peak memory, FLOPs, device.
         data: the data set's label (``digits pixels``, ``text prose T=100``, a file's name)
             when the inputs came from one, else None.
+        weights: the trained weights' label (``Weights.label``) when ``params`` were given,
+            else None (the seed's initialisation).
     """
 
     config: RunConfig
@@ -210,6 +213,7 @@ class Analysis:
     nonfinite_grad_step: int | None
     timing: Timing
     data: str | None = None
+    weights: str | None = None
 
 
 def _nonfinite_steps(series: np.ndarray) -> np.ndarray:
@@ -229,6 +233,7 @@ def analyze(
     cfg: RunConfig,
     *,
     data: Dataset | None = None,
+    params: Weights | None = None,
     repeats: int = 10,
     device: jax.Device | None = None,
     log_pass: bool | None = None,
@@ -254,6 +259,11 @@ def analyze(
             never recompiles), and L is its task loss through a readout drawn by the seed
             (:mod:`rnnviz.objective`). ``cfg`` must have its length, features and loss
             placement (:func:`rnnviz.fit_to_data`).
+        params: trained weights (:class:`rnnviz.weights.Weights`, e.g. ``run.weights()``)
+            instead of the seed's initialisation; the recurrence is scaled by
+            ``cfg.recurrent_gain / params.gain`` (1 with the run's own config), and on data
+            of the run's kind the loss reads the trained readout. The same executables run
+            (the weights are arguments).
         repeats: timed runs of the compiled pass (the median is reported), after one warm-up.
         device: a concrete JAX device, overriding ``cfg.device`` (e.g. the second GPU).
         log_pass: run the log-magnitude pass always (True), never (False: ``log10_*`` are
@@ -285,11 +295,12 @@ def analyze(
     """
     device = device or resolve_device(cfg)
     static = static_config(cfg)
+    weights = params
     arrays, spec = data_on(cfg, device, data)
     hit = executables.cache_info().currsize
     exe = executables(static, device, spec)
     cache_hit = executables.cache_info().currsize == hit
-    params, carry0, xs, objective = prepared_on(cfg, device, arrays, spec)
+    params, carry0, xs, objective = prepared_on(cfg, device, arrays, spec, weights)
     if budget_s is None:
         (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs, objective), repeats)
     else:
@@ -364,6 +375,7 @@ def analyze(
         nonfinite_grad_step=_last_or_none(_nonfinite_steps(grad_norms)),
         timing=timing,
         data=None if data is None else data.label,
+        weights=None if weights is None else weights.label,
     )
 
 

@@ -100,6 +100,11 @@ def _build(ds: Dataset, name: str, stored: np.ndarray, tokens: bool) -> Task:
         idx = jax.random.randint(key, (size,), 0, n_train)
         return Batch(inputs_of(train_x[idx]), jax.tree.map(lambda a: a[idx], train_y))
 
+    def probe(key: jax.Array, size: int, seq_len: int, lag: int = 0) -> Batch:
+        del key, seq_len, lag  # the first `size` training sequences (cycled if fewer)
+        idx = jnp.arange(size) % n_train
+        return Batch(inputs_of(train_x[idx]), jax.tree.map(lambda a: a[idx], train_y))
+
     def held_out(key: jax.Array, size: int, seq_len: int, lag: int = 0) -> Batch:
         del key, size, seq_len, lag
         return Batch(inputs_of(test_x), test_y)
@@ -120,6 +125,7 @@ def _build(ds: Dataset, name: str, stored: np.ndarray, tokens: bool) -> Task:
         baseline_loss=baseline,
         held_out=held_out,
         seq_len=ds.seq_len,
+        probe=probe,
     )
 
 

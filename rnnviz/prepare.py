@@ -8,7 +8,9 @@ config's values, in cached compiled *prepare* executables (:func:`prepared_batch
   cut to T;
 * or, with a data set, ``(key, data) -> (xs, objective)``: B sequences of its training
   split (an argument, on the device once) and a readout, drawn by the seed
-  (:mod:`rnnviz.objective`).
+  (:mod:`rnnviz.objective`);
+* with trained weights (:class:`rnnviz.weights.Weights`, an argument like the data), the
+  trained params replace the initialised ones (:func:`prepare_trained`).
 
 The seed's key is split into named keys for each. Seed, gain, forget bias and scales are
 arguments, so changing them never recompiles.
@@ -16,6 +18,7 @@ arguments, so changing them never recompiles.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 from typing import Any, NamedTuple
 
@@ -23,13 +26,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.cells import adjust_params, final_output, make_cell
+from rnnviz.cells import adjust_params, apply_gain, final_output, make_cell
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.gradients import full_carry0
 from rnnviz.inputs import make_inputs
 from rnnviz.objective import DataArrays, DataSpec, Objective, data_arrays, data_spec, draw_batch
 from rnnviz.sources import Dataset, check_data
 from rnnviz.timing import Compiled, compile_cache, compile_for
+from rnnviz.weights import Weights
 
 
 class Values(NamedTuple):
@@ -107,12 +111,94 @@ def output_size(cfg: RunConfig) -> int:
     return int(y.shape[-1])
 
 
-def prepare(cfg: RunConfig, key_data: jax.Array, values: Values, data: DataArrays | None = None):
+def trained_tree(weights: Weights) -> dict[str, Any]:
+    """The arrays of ``weights`` as the prepare functions read them (the gain a float32 leaf)."""
+    return {**weights.tree(), "gain": np.float32(weights.gain)}
+
+
+def prepare_trained(cfg: RunConfig, key_data: jax.Array, values: Values, trained: dict[str, Any]):
+    """``(params, carry0)`` of a trained network (:func:`trained_tree`): the trained params
+    with the recurrence times ``recurrent_gain / gain`` (the run's own gain: as trained); the
+    trained initial carry if it was learned, else the seed's (as in training)."""
+    _, carry0 = prepare_params(cfg, key_data, values)
+    params = apply_gain(cfg, trained["cell"], values.recurrent_gain / trained["gain"])
+    return params, trained.get("carry", carry0)
+
+
+def with_readout(objective: Objective | None, trained: dict[str, Any] | None) -> Objective | None:
+    """A data set's loss terms through the trained readout, where the weights have one that
+    fits (:func:`check_weights` decided); else the readout drawn by the seed."""
+    readout = None if trained is None else trained.get("readout")
+    if objective is None or readout is None or objective.w is None:
+        return objective
+    if tuple(readout["kernel"].shape) != tuple(objective.w.shape):
+        return objective
+    return dataclasses.replace(objective, w=readout["kernel"], b=readout["bias"])
+
+
+def prepare(
+    cfg: RunConfig,
+    key_data: jax.Array,
+    values: Values,
+    data: DataArrays | None = None,
+    trained: dict[str, Any] | None = None,
+):
     """``(params, carry0, xs, objective)`` for ``cfg`` (see :func:`prepare_params`,
-    :func:`prepare_inputs`, :func:`prepare_data`); objective is None without data."""
+    :func:`prepare_inputs`, :func:`prepare_data`); objective is None without data. With
+    ``trained`` (:func:`trained_tree`), the trained network (:func:`prepare_trained`)."""
+    if trained is None:
+        params, carry0 = prepare_params(cfg, key_data, values)
+    else:
+        params, carry0 = prepare_trained(cfg, key_data, values, trained)
     if data is None:
-        return (*prepare_params(cfg, key_data, values), prepare_inputs(cfg, key_data, values), None)
-    return (*prepare_params(cfg, key_data, values), *prepare_data(cfg, key_data, data))
+        return params, carry0, prepare_inputs(cfg, key_data, values), None
+    xs, objective = prepare_data(cfg, key_data, data)
+    return params, carry0, xs, with_readout(objective, trained)
+
+
+def check_weights(cfg: RunConfig, weights: Weights | None) -> None:
+    """Whether ``weights`` fit ``cfg``: the same params tree with the same shapes and dtypes,
+    and a learned initial carry exactly when ``cfg.carry_init`` is ``learned``.
+
+    Raises:
+        ConfigError: ``params``, naming the first leaf that differs and what ``cfg`` needs.
+    """
+    if weights is None:
+        return
+    if not isinstance(weights, Weights):
+        raise ConfigError("params", type(weights).__name__, "trained weights: a run's run.weights(step)")
+    expected, carry = jax.eval_shape(
+        functools.partial(prepare_params, static_config(cfg)), seed_key(0), Values.of(cfg)
+    )
+    got_paths = {jax.tree_util.keystr(p): v for p, v in jax.tree_util.tree_leaves_with_path(weights.cell)}
+    what = f"{cfg.cell} H={cfg.hidden_size} I={cfg.input_size} {cfg.dtype}"
+    for path, leaf in jax.tree_util.tree_leaves_with_path(expected):
+        name = jax.tree_util.keystr(path)
+        have = got_paths.pop(name, None)
+        if have is None:
+            raise ConfigError("params", weights.label, f"weights for this config ({what}) need {name}")
+        if tuple(np.shape(have)) != tuple(leaf.shape) or np.asarray(have).dtype != leaf.dtype:
+            raise ConfigError(
+                "params",
+                weights.label,
+                f"{name} is {np.asarray(have).dtype}{list(np.shape(have))}, but this config ({what}) "
+                f"needs {leaf.dtype}{list(leaf.shape)}",
+            )
+    if got_paths:
+        raise ConfigError("params", weights.label, f"{', '.join(got_paths)} is not a param of {what}")
+    learned = cfg.carry_init == "learned"
+    if learned != (weights.carry is not None):
+        raise ConfigError(
+            "carry_init",
+            cfg.carry_init,
+            "'learned': the weights hold a trained initial carry"
+            if weights.carry is not None
+            else "the weights hold no trained initial carry: any but 'learned'",
+        )
+    if learned and [c.shape for c in jax.tree.leaves(carry)] != [
+        np.shape(c) for c in jax.tree.leaves(weights.carry)
+    ]:
+        raise ConfigError("params", weights.label, f"the learned carry does not fit {what}")
 
 
 def resolve_device(cfg: RunConfig) -> jax.Device:
@@ -212,23 +298,50 @@ class Prepared(NamedTuple):
     objective: Objective | None
 
 
-def prepared_batch(cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None) -> Prepared:
-    """:class:`Prepared` for ``cfg``'s seed and values (and a batch of ``data``), from the
-    cached *prepare* executables."""
+def prepared_batch(
+    cfg: RunConfig,
+    device: jax.Device | None = None,
+    data: Dataset | None = None,
+    weights: Weights | None = None,
+) -> Prepared:
+    """:class:`Prepared` for ``cfg``'s seed and values (and a batch of ``data``; trained
+    ``weights``), from the cached *prepare* executables."""
     device = device or resolve_device(cfg)
-    return prepared_on(cfg, device, *data_on(cfg, device, data))
+    return prepared_on(cfg, device, *data_on(cfg, device, data), weights)
+
+
+@functools.partial(jax.jit, static_argnums=0)
+def _trained_params(cfg: RunConfig, key_data, values, trained):
+    return prepare_trained(cfg, key_data, values, trained)
 
 
 def prepared_on(
-    cfg: RunConfig, device: jax.Device, arrays: DataArrays | None, spec: DataSpec | None
+    cfg: RunConfig,
+    device: jax.Device,
+    arrays: DataArrays | None,
+    spec: DataSpec | None,
+    weights: Weights | None = None,
 ) -> Prepared:
+    check_weights(cfg, weights)
     params, inputs = prepare_executables(static_config(cfg), device, spec)
     key, values = jax.device_put((seed_key(cfg.seed), Values.of(cfg)), device)
+    if weights is None:
+        p, carry0 = params.fn(key, values)
+        trained = None
+    else:
+        trained = jax.device_put(trained_tree(weights), device)
+        p, carry0 = _trained_params(_params_config(static_config(cfg)), key, values, trained)
     if arrays is None:
-        return Prepared(*params.fn(key, values), inputs.fn(key, values)[..., : cfg.seq_len, :], None)
-    return Prepared(*params.fn(key, values), *inputs.fn(key, arrays))
+        return Prepared(p, carry0, inputs.fn(key, values)[..., : cfg.seq_len, :], None)
+    xs, objective = inputs.fn(key, arrays)
+    return Prepared(p, carry0, xs, with_readout(objective, trained))
 
 
-def prepared_inputs(cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None):
+def prepared_inputs(
+    cfg: RunConfig,
+    device: jax.Device | None = None,
+    data: Dataset | None = None,
+    weights: Weights | None = None,
+):
     """``(params, carry0, xs)`` on the device, from the cached *prepare* executables."""
-    return tuple(prepared_batch(cfg, device, data)[:3])
+    return tuple(prepared_batch(cfg, device, data, weights)[:3])

@@ -126,6 +126,9 @@ class Task(NamedTuple):
         held_out: ``(key, B, T, lag) -> Batch`` evaluated at every profile (a data set's
             test split); None: a fresh batch from its own key.
         seq_len: the one T the task allows (a data set's), or None: any T ≥ ``min_seq_len``.
+        probe: ``(key, B, T, lag) -> Batch``: the fixed batch the gradient profile is taken
+            on (a data set's first B training sequences, so an analysis of those sequences
+            at the kept weights gives the same profile); None: a batch from the probe key.
     """
 
     name: str
@@ -142,6 +145,7 @@ class Task(NamedTuple):
     baseline_loss: float | None = None
     held_out: Callable[..., Batch] | None = None
     seq_len: int | None = None
+    probe: Callable[..., Batch] | None = None
 
     def loss_fn(self, seq_len: int) -> Callable[[jax.Array, Any], jax.Array]:
         if self.loss_of is not None:
@@ -162,6 +166,12 @@ class Task(NamedTuple):
         if self.name == "copy":
             return COPY_LENGTH * math.log(N_SYMBOLS) / seq_len
         return 1.0
+
+    def probe_batch(self, key: jax.Array, batch: int, seq_len: int, lag: int) -> Batch:
+        """The batch the gradient profile is measured on at every log step."""
+        if self.probe is not None:
+            return self.probe(key, batch, seq_len, lag)
+        return self.batch(key, batch, seq_len, lag)
 
     def held_out_batch(self, key: jax.Array, batch: int, seq_len: int, lag: int) -> Batch:
         """The batch the held-out loss and metric are measured on at every profile."""

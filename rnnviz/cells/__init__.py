@@ -77,22 +77,28 @@ def param_group(path: tuple[str, ...], recurrent: Callable[[tuple[str, ...]], bo
 PARAM_GROUPS = ("recurrent", "input", "bias")
 
 
+def apply_gain(cfg: RunConfig, params: Params, gain: jax.Array) -> Params:
+    """Multiply the recurrent part by ``gain`` (``spec.apply_gain``, or every recurrent
+    leaf): at initialisation, or (:mod:`rnnviz.weights`) a trained network's recurrence."""
+    spec = cell_spec(cfg.cell)
+    if spec.apply_gain is not None:
+        return spec.apply_gain(params, gain)
+
+    def scale(path, leaf):
+        names = tuple(k.key for k in path)
+        return (leaf.astype(jnp.float32) * gain).astype(leaf.dtype) if spec.recurrent(names) else leaf
+
+    return jax.tree_util.tree_map_with_path(scale, params)
+
+
 def adjust_params(cfg: RunConfig, params: Params, gain: jax.Array, forget_bias: jax.Array) -> Params:
-    """Apply the gain to the recurrent part (``spec.apply_gain``, or multiply the recurrent
-    leaves) and the forget bias (``spec.forget_bias``; cells without one ignore it).
+    """Apply the gain to the recurrent part (:func:`apply_gain`) and the forget bias
+    (``spec.forget_bias``; cells without one ignore it).
 
     Done after initialisation so that gain and bias are traced values, not static ones.
     """
+    params = apply_gain(cfg, params, gain)
     spec = cell_spec(cfg.cell)
-    if spec.apply_gain is not None:
-        params = spec.apply_gain(params, gain)
-    else:
-
-        def scale(path, leaf):
-            names = tuple(k.key for k in path)
-            return (leaf.astype(jnp.float32) * gain).astype(leaf.dtype) if spec.recurrent(names) else leaf
-
-        params = jax.tree_util.tree_map_with_path(scale, params)
     if spec.forget_bias is not None:
         params = spec.forget_bias(params, forget_bias)
     return params
@@ -134,6 +140,7 @@ __all__ = [
     "FusedForm",
     "Params",
     "adjust_params",
+    "apply_gain",
     "carry_initializer",
     "carry_to_dict",
     "cell_names",

@@ -3,7 +3,10 @@
 * :mod:`rnnviz.training.model` — the model, its loss, one step and one chunk (pure functions);
 * :mod:`rnnviz.training.loop` — the compiled executables, :class:`Trainer`, :func:`train`,
   :func:`train_many`;
-* :mod:`rnnviz.training.records` — the :class:`Training` record and its verdict (NumPy only).
+* :mod:`rnnviz.training.records` — the :class:`Training` record (curves and kept weights)
+  and its verdict;
+* :mod:`rnnviz.training.runfile` — the ``.rnnviz`` file format; :mod:`rnnviz.training.saved`
+  — :func:`load_run`.
 """
 
 from rnnviz.training.loop import (
@@ -19,12 +22,15 @@ from rnnviz.training.loop import (
 )
 from rnnviz.training.model import OPTIMIZERS, PROBE_BATCH, TrainSpec, task_loss
 from rnnviz.training.records import SOLVE_WINDOW, Training, TrainTiming, solved_step, training_verdict
+from rnnviz.training.runfile import RunFileError
+from rnnviz.training.saved import load_run
 
 __all__ = [
     "MAX_RUNS",
     "MAX_STEPS",
     "OPTIMIZERS",
     "PROBE_BATCH",
+    "RunFileError",
     "SOLVE_WINDOW",
     "TRAIN_FLOP_BUDGET",
     "TRAIN_VALUE_FIELDS",
@@ -33,6 +39,7 @@ __all__ = [
     "Trainer",
     "Training",
     "check_training",
+    "load_run",
     "solved_step",
     "task_loss",
     "train",

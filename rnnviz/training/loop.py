@@ -190,6 +190,7 @@ class Trainer:
         device: jax.Device | None = None,
     ):
         points = _points_of(over or {})
+        self.data_source = (task.name, task.options) if isinstance(task, Dataset) else None
         task = resolve_task(task).name  # a data set becomes its task once
         self.cfgs, self.lrs, self.clips = [], [], []
         for p in points:
@@ -267,6 +268,7 @@ class Trainer:
         held_steps = (np.arange(len(outs)) + 1) * chunk  # a chunk past `steps` is cut from the records
         timing = TrainTiming(self.compile_s, self.run_s, taken / self.run_s if self.run_s > 0 else math.inf)
         baseline = self.task.baseline(self.cfg.seq_len)
+        kept = _kept_weights([o.params for o in outs], jax.device_get(self._state.params))
         records = []
         for j, c in enumerate(self.cfgs):
             bad = np.flatnonzero(~np.isfinite(losses[j]) | ~np.isfinite(gnorm[j]))
@@ -274,6 +276,9 @@ class Trainer:
             end = taken if nonfinite is None else nonfinite + 1
             keep = profile_steps < end
             after = held_steps <= end  # held-out evaluations after the chunks this run completed
+            # The weights at each profile step, then the last state (frozen at a non-finite step).
+            last = len(outs) * chunk if nonfinite is None else nonfinite
+            index = _index_kept(keep, profile_steps, last)
             records.append(
                 Training(
                     config=c,
@@ -299,9 +304,37 @@ class Trainer:
                     held_out_loss=held_loss[j][after] if held else None,
                     held_out_metric=held_metric[j][after] if held else None,
                     held_out_steps=held_steps[after] if held else None,
+                    weight_steps=_steps_kept(profile_steps[keep], last),
+                    weight_tree=jax.tree.map(lambda a, j=j, index=index: a[j][index], kept),
+                    data_source=self.data_source,
                 )
             )
         return records
+
+
+def _kept_weights(per_chunk: list[Any], final: Any) -> dict[str, Any]:
+    """The params at each chunk's start and the final ones, stacked: leaves ``[N, chunks+1, …]``;
+    a learned carry stored as ``{"0": …, "1": …}`` (its components in Flax's order)."""
+    stacked = jax.tree.map(lambda *a: np.stack(a, axis=1), *per_chunk, final)
+    if "carry" in stacked:
+        stacked["carry"] = {str(i): leaf for i, leaf in enumerate(jax.tree.leaves(stacked["carry"]))}
+    return stacked
+
+
+def _steps_kept(profile_steps: np.ndarray, last: int) -> np.ndarray:
+    """The profile steps and the last one (once, if a profile was taken there)."""
+    if profile_steps.size and profile_steps[-1] == last:
+        return profile_steps
+    return np.append(profile_steps, last)
+
+
+def _index_kept(keep: np.ndarray, profile_steps: np.ndarray, last: int) -> np.ndarray:
+    """Indices into the stacked weights (chunk starts, then the final state) of
+    :func:`_steps_kept`'s steps."""
+    idx = np.flatnonzero(keep)
+    if idx.size and profile_steps[idx[-1]] == last:
+        return idx
+    return np.append(idx, profile_steps.size)
 
 
 def train_many(

@@ -68,7 +68,8 @@ class TrainState(NamedTuple):
 class ChunkOut(NamedTuple):
     """Per step ``[chunk]``: loss, metric, global grad norm (before clipping), clipped;
     at the chunk's start: the probe profile as log₁₀ ``[T+1]`` and log₁₀ ‖∂L/∂W_h‖; at its
-    end, for a data set's task, the loss and metric on its held-out sequences (else None)."""
+    end, for a data set's task, the loss and metric on its held-out sequences (else None);
+    the params at the chunk's start (the weights kept at each log step)."""
 
     loss: Any
     metric: Any
@@ -78,6 +79,7 @@ class ChunkOut(NamedTuple):
     recurrent_grad: Any
     held_out_loss: Any = None
     held_out_metric: Any = None
+    params: Any = None
 
 
 def optimizer_for(name: str, learning_rate) -> optax.GradientTransformation:
@@ -242,17 +244,18 @@ def run_chunk(
     batch = static.batch_size
     root = jax.random.wrap_key_data(key_data)
     carry0 = fixed_carry0(static, key_data, values, batch)
-    probe = task.batch(jax.random.fold_in(root, PROBE_SALT), PROBE_BATCH, static.seq_len, spec.lag)
+    probe = task.probe_batch(jax.random.fold_in(root, PROBE_SALT), PROBE_BATCH, static.seq_len, spec.lag)
     probe_carry0 = batch_carry0(
         static, state.params, fixed_carry0(static, key_data, values, PROBE_BATCH), PROBE_BATCH
     )
     profile, w_grad = probe_profile(static, task, state.params, probe_carry0, probe)
+    kept = state.params  # the weights the profile was taken at (the state itself is donated)
     step = step_fn(static, spec, key_data, values, hyper, carry0)
     state, (loss, metric, gnorm, clipped) = jax.lax.scan(step, state, start + jnp.arange(spec.chunk))
     held = (None, None)
     if task.held_out is not None:  # a data set: its test split, after this chunk's steps
         held = held_out(static, task, state.params, key_data, values)
-    return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad, *held)
+    return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad, *held, params=kept)
 
 
 def held_out(static: RunConfig, task: Task, params, key_data: jax.Array, values: Values):

@@ -1,16 +1,23 @@
-"""What a training run leaves: the :class:`Training` record, when it solved its task, and a
-one-sentence verdict (NumPy only)."""
+"""What a training run leaves: the :class:`Training` record (its curves and the weights
+kept at every log step, saved as a ``.rnnviz`` file by :meth:`Training.save`), when it
+solved its task, and a one-sentence verdict."""
 
 from __future__ import annotations
 
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import NamedTuple
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from rnnviz.config import RunConfig
+from rnnviz import __version__
+from rnnviz.config import ConfigError, RunConfig
+from rnnviz.training import runfile
+from rnnviz.weights import Weights
 
 
 class TrainTiming(NamedTuple):
@@ -47,6 +54,12 @@ class Training:
             chunk (None for the synthetic tasks, whose every batch is fresh).
         held_out_metric: ``[n_evals]`` the metric there (accuracy, bits/char, MSE).
         held_out_steps: ``[n_evals]`` the steps they were measured after.
+        weight_steps: ``[n_kept]`` the steps whose weights are kept: every profile step and
+            the last step taken (the state a non-finite step froze).
+        weight_tree: ``{"cell", "readout", ("carry")}`` with a leading ``[n_kept]`` axis on
+            every leaf (NumPy); :meth:`weights` picks one step.
+        data_source: ``(name, options)`` of the data set trained on (``load_dataset(name,
+            **dict(options))`` reloads it), or None for the synthetic tasks.
     """
 
     config: RunConfig
@@ -72,6 +85,9 @@ class Training:
     held_out_loss: np.ndarray | None = None
     held_out_metric: np.ndarray | None = None
     held_out_steps: np.ndarray | None = None
+    weight_steps: np.ndarray | None = None
+    weight_tree: dict[str, Any] | None = None
+    data_source: tuple[str, tuple[tuple[str, Any], ...]] | None = None
 
     @property
     def clip_count(self) -> int:
@@ -85,6 +101,121 @@ class Training:
         """Mean loss over the last ``window`` finite steps."""
         finite = self.losses[np.isfinite(self.losses)]
         return float(finite[-window:].mean()) if finite.size else math.nan
+
+    @property
+    def label(self) -> str:
+        """``lstm on digits pixels`` / ``gru on adding T=50``: the cell and what it learned."""
+        task = self.task.split(" #")[0]  # a data task's name ends in its fingerprint
+        return f"{self.config.cell} on {task}" + ("" if self.data_source else f" T={self.config.seq_len}")
+
+    def weights(self, step: int | None = None) -> Weights:
+        """The weights at a kept step (None: the last), for every view's ``params=``.
+
+        Raises:
+            ConfigError: ``step``, naming the kept steps, when it is not one of them (or the
+                run kept no weights).
+        """
+        steps = self.weight_steps
+        if steps is None or self.weight_tree is None or not steps.size:
+            raise ConfigError("step", step, "this run kept no weights")
+        i = steps.size - 1 if step is None else np.flatnonzero(steps == step)
+        if step is not None and not i.size:
+            raise ConfigError("step", step, "a step whose weights were kept: " + _listed(steps))
+        i = int(i if step is None else i[0])
+        tree = {k: _at(v, i) for k, v in self.weight_tree.items()}
+        carry = tree.get("carry")
+        return Weights(
+            cell=tree["cell"],
+            readout=tree.get("readout"),
+            carry=None if carry is None else _carry_of(carry),
+            gain=float(self.config.recurrent_gain),
+            step=int(steps[i]),
+            label=f"{self.label}, step {int(steps[i])}",
+        )
+
+    def save(self, path: str | Path) -> Path:
+        """Write the run (curves, kept weights, config, task or data source, package
+        versions) to a ``.rnnviz`` file; :func:`rnnviz.load_run` reopens it bit for bit.
+
+        Example:
+            >>> import tempfile, pathlib
+            >>> from rnnviz import RunConfig, load_run, train
+            >>> cfg = RunConfig(cell="gru", hidden_size=4, input_size=2, seq_len=6, batch_size=8)
+            >>> run = train(cfg, "adding", steps=4, log_every=2)
+            >>> path = run.save(pathlib.Path(tempfile.mkdtemp()) / "run.rnnviz")
+            >>> again = load_run(path)
+            >>> list(again.weight_steps), bool((again.losses == run.losses).all())
+            ([0, 2, 4], True)
+        """
+        return runfile.write(path, *self.to_file())
+
+    def to_file(self) -> tuple[dict[str, Any], dict[str, Any]]:
+        """``(header, arrays)`` as :mod:`rnnviz.training.runfile` stores them."""
+        header = {
+            "rnnviz": __version__,
+            "versions": {p: _version(p) for p in ("jax", "jaxlib", "flax", "optax", "numpy")},
+            "written": datetime.now(UTC).isoformat(timespec="seconds"),
+            "config": self.config.to_dict(),
+            "data_source": None
+            if self.data_source is None
+            else {"name": self.data_source[0], "options": dict(self.data_source[1])},
+            **{f: getattr(self, f) for f in _SCALARS},
+            "timing": list(self.timing),
+        }
+        arrays = {f: getattr(self, f) for f in _ARRAYS if getattr(self, f) is not None}
+        if self.weight_tree is not None:
+            arrays["weights"] = self.weight_tree
+        return header, arrays
+
+    @classmethod
+    def from_file(cls, header: dict[str, Any], arrays: dict[str, Any]) -> Training:
+        """The record :meth:`to_file` wrote (``KeyError``/``TypeError`` on a malformed one)."""
+        source = header["data_source"]
+        return cls(
+            config=RunConfig.from_mapping(header["config"]),
+            **{f: header[f] for f in _SCALARS},
+            timing=TrainTiming(*header["timing"]),
+            **{f: arrays.get(f) for f in _ARRAYS},
+            weight_tree=arrays.get("weights"),
+            data_source=None
+            if source is None
+            else (source["name"], tuple(sorted(source["options"].items()))),
+        )
+
+
+#: What a run file holds in its header (JSON) and as arrays (raw bytes).
+_SCALARS = (
+    "task", "lag", "optimizer", "learning_rate", "clip", "steps", "metric_name", "baseline",
+    "solved_step", "nonfinite_step", "stopped",
+)  # fmt: skip
+_ARRAYS = (
+    "losses", "metric", "grad_norm", "clipped", "profile_steps", "profiles", "recurrent_grad",
+    "held_out_loss", "held_out_metric", "held_out_steps", "weight_steps",
+)  # fmt: skip
+
+
+def _version(package: str) -> str | None:
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def _at(tree: Any, i: int) -> Any:
+    if isinstance(tree, dict):
+        return {k: _at(v, i) for k, v in tree.items()}
+    return np.asarray(tree)[i]
+
+
+def _carry_of(stored: dict[str, np.ndarray]) -> Any:
+    """A learned carry as the cell makes it: one array, or a tuple of its components."""
+    leaves = [stored[k] for k in sorted(stored, key=int)]
+    return leaves[0] if len(leaves) == 1 else tuple(leaves)
+
+
+def _listed(steps: np.ndarray) -> str:
+    s = [str(int(x)) for x in steps]
+    return ", ".join(s) if len(s) <= 12 else ", ".join(s[:5] + ["…"] + s[-5:])
 
 
 SOLVE_WINDOW = 50

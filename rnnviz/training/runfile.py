@@ -1,0 +1,121 @@
+"""The ``.rnnviz`` run file: a versioned header and the arrays, sealed by a checksum.
+
+Layout (all integers little-endian)::
+
+    b"RNNVIZ-RUN\\n"            11 bytes: what the file is
+    u32 n, header              n bytes of UTF-8 JSON: {"format": FORMAT, versions, config, …}
+    u64 m, body                m bytes: the arrays, Flax's msgpack serialization
+    sha256                     32 bytes over everything before it
+
+Arrays are stored as their raw bytes (``flax.serialization.msgpack_serialize``), so a
+loaded array equals the saved one bit for bit. Reading checks, in this order: the magic
+bytes (not a run file), the lengths (a truncated file), the checksum (a changed file) and
+the format version (a file from another version of rnnviz); each failure is one
+:class:`RunFileError` naming the file and the problem.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from pathlib import Path
+from typing import Any
+
+from flax import serialization
+
+from rnnviz.config import ConfigError
+
+MAGIC = b"RNNVIZ-RUN\n"
+#: The file format's version: a reader refuses any other (the header names the writer's).
+FORMAT = 1
+_DIGEST = 32
+
+
+class RunFileError(ConfigError):
+    """A run file cannot be read; ``str(err)`` names the file and what is wrong.
+
+    Attributes:
+        field: ``"weights"``.
+        value: the file's name.
+        allowed: what is wrong and what is allowed.
+    """
+
+    def __init__(self, path: str, problem: str):
+        super().__init__("weights", path, problem)
+
+    def __str__(self) -> str:
+        return f"{self.value}: {self.allowed}."
+
+    def __reduce__(self):
+        return type(self), (self.value, self.allowed)
+
+
+def encode(header: dict[str, Any], arrays: dict[str, Any]) -> bytes:
+    """The file's bytes for a JSON-able ``header`` (``format`` is added) and a tree of arrays."""
+    head = json.dumps({"format": FORMAT, **header}, sort_keys=True).encode()
+    body = serialization.msgpack_serialize(arrays)
+    data = MAGIC + struct.pack("<I", len(head)) + head + struct.pack("<Q", len(body)) + body
+    return data + hashlib.sha256(data).digest()
+
+
+def decode(data: bytes, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(header, arrays)`` of a run file's bytes.
+
+    Raises:
+        RunFileError: not a run file, truncated, changed after it was written, or of
+            another format version.
+    """
+    if not data.startswith(MAGIC):
+        raise RunFileError(
+            name, "not an rnnviz run file (save one with Training.save or `rnnviz train --save`)"
+        )
+    at = len(MAGIC)
+    try:
+        (n,) = struct.unpack_from("<I", data, at)
+        (m,) = struct.unpack_from("<Q", data, at + 4 + n)
+    except struct.error:
+        raise RunFileError(name, f"truncated: {len(data)} bytes end inside the header") from None
+    end = at + 4 + n + 8 + m
+    if len(data) < end + _DIGEST:
+        raise RunFileError(name, f"truncated: {len(data)} bytes of the {end + _DIGEST} it declares")
+    if len(data) > end + _DIGEST:
+        raise RunFileError(name, f"{len(data) - end - _DIGEST} bytes after the end of the run")
+    if hashlib.sha256(data[:end]).digest() != data[end:]:
+        raise RunFileError(name, "its checksum does not match: the file was changed after it was saved")
+    try:
+        header = json.loads(data[at + 4 : at + 4 + n])
+    except ValueError:
+        raise RunFileError(name, "its header is not JSON") from None
+    version = header.get("format") if isinstance(header, dict) else None
+    if version != FORMAT:
+        writer = header.get("rnnviz", "an unknown version") if isinstance(header, dict) else "?"
+        raise RunFileError(
+            name,
+            f"run file format {version!r} (written by rnnviz {writer}); "
+            f"this rnnviz reads format {FORMAT} only",
+        )
+    try:
+        arrays = serialization.msgpack_restore(data[at + 4 + n + 8 : end])
+    except Exception as err:  # msgpack raises several types on bad bytes
+        raise RunFileError(name, f"its arrays cannot be read ({type(err).__name__})") from None
+    return header, arrays
+
+
+def write(path: str | Path, header: dict[str, Any], arrays: dict[str, Any]) -> Path:
+    """Write atomically (a temporary file renamed), so a reader never sees half a file."""
+    path = Path(path)
+    tmp = path.with_name(path.name + ".part")
+    tmp.write_bytes(encode(header, arrays))
+    tmp.replace(path)
+    return path
+
+
+def read(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
+    """``(header, arrays)`` of the file at ``path`` (see :func:`decode`)."""
+    path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as err:
+        raise RunFileError(path.name, f"cannot be read ({err.strerror or err})") from None
+    return decode(data, path.name)
