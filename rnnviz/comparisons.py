@@ -35,6 +35,7 @@ from rnnviz.sources import Dataset
 from rnnviz.strategies import unavailable
 from rnnviz.tables.strategies import strategy_names
 from rnnviz.timing import Compiled, compile_cache, compile_for, run_stamp, time_runs
+from rnnviz.weights import Weights
 
 
 def available_strategies(cfg: RunConfig | None = None) -> tuple[str, ...]:
@@ -76,6 +77,7 @@ def measure(
     suite: str = "adhoc",
     budget_s: float | None = None,
     data: Dataset | None = None,
+    params: Weights | None = None,
 ) -> dict[str, Any]:
     """Time one compiled function for ``cfg`` and return a schema-1 record.
 
@@ -84,7 +86,8 @@ def measure(
     (:mod:`rnnviz.logpass`, over the trajectory the analysis computed), which ``analyze``
     adds when float32 cannot hold every norm; "grad": the parameter gradient alone, with
     ``strategy`` (``"plain_grad"`` is plain ``jax.value_and_grad``, the yardstick).
-    ``data``: a batch of this data set and its task loss (:func:`rnnviz.analyze`).
+    ``data``: a batch of this data set and its task loss (:func:`rnnviz.analyze`);
+    ``params``: trained weights (the same executables: run times do not depend on values).
     """
     device = device or resolve_device(cfg)
     strategy = strategy or cfg.strategy
@@ -94,7 +97,7 @@ def measure(
     else:
         run_cfg = cfg.replace(strategy=strategy)
         exe = _executable(run_cfg, measure, device, spec)
-    args = tuple(prepared_batch(run_cfg, device, data))
+    args = tuple(prepared_batch(run_cfg, device, data, params))
     if measure == "log_pass":
         params, _, xs, objective = args
         sg, _ = executables(static_config(run_cfg), device, spec).analysis.fn(*args)
@@ -142,6 +145,7 @@ def compare_strategies(
     repeats: int = 10,
     strategies: Sequence[str] | None = None,
     data: Dataset | None = None,
+    params: Weights | None = None,
 ) -> pd.DataFrame:
     """The full analysis of ``cfg`` under each strategy: what it costs, and that it agrees.
 
@@ -150,6 +154,7 @@ def compare_strategies(
         repeats: timed runs per strategy.
         strategies: which (default: every strategy this cell and this JAX can run).
         data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
 
     Returns:
         One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
@@ -167,10 +172,12 @@ def compare_strategies(
     runs = {}
     for s in strategies or available_strategies(cfg):
         try:
-            runs[s] = analyze(cfg.replace(strategy=s), repeats=repeats, data=data)
+            runs[s] = analyze(cfg.replace(strategy=s), repeats=repeats, data=data, params=params)
         except ConfigError:  # e.g. per-step tangents over the memory budget: left out
             continue
-    ref = runs.get("accumulate") or analyze(cfg.replace(strategy="accumulate"), repeats=1, data=data)
+    ref = runs.get("accumulate") or analyze(
+        cfg.replace(strategy="accumulate"), repeats=1, data=data, params=params
+    )
     rows = []
     for s, a in runs.items():
         max_abs, rel = _grad_difference(ref.param_grads, a.param_grads)
@@ -208,6 +215,7 @@ def scaling(
         seq_lens: the lengths T.
         strategies: which (default: every strategy this cell and this JAX can run).
         data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
         repeats: timed runs per measurement.
         measure_kind: ``grad`` (∂L/∂W alone) or ``analyze`` (the full analysis).
 
@@ -253,6 +261,7 @@ def run_on_devices(
     strategies: Sequence[str] | None = None,
     repeats: int = 5,
     data: Dataset | None = None,
+    params: Weights | None = None,
 ) -> pd.DataFrame:
     """The full analysis of ``cfg`` on every device and strategy: CPU against GPU.
 
@@ -262,6 +271,7 @@ def run_on_devices(
         strategies: which (default: ``cfg.strategy``).
         repeats: timed runs per measurement.
         data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
 
     Returns:
         Rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
@@ -270,7 +280,7 @@ def run_on_devices(
     rows, ref = [], None
     for device in devices or present_devices():
         for s in strategies or (cfg.strategy,):
-            a = analyze(cfg.replace(strategy=s), repeats=repeats, device=device, data=data)
+            a = analyze(cfg.replace(strategy=s), repeats=repeats, device=device, data=data, params=params)
             ref = ref or a.param_grads
             rows.append(
                 dict(

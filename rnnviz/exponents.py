@@ -47,6 +47,7 @@ from rnnviz.sources import Dataset
 from rnnviz.step_jacobians import carry_dim, flat_step, initial_directions, pack, unpacker
 from rnnviz.sweeps import evaluate_points, grid_points
 from rnnviz.timing import compile_cache, compile_for, time_runs
+from rnnviz.weights import Weights
 
 
 class LyapunovOptions(NamedTuple):
@@ -205,6 +206,7 @@ def lyapunov(
     repeats: int = 1,
     device: jax.Device | None = None,
     data: Dataset | None = None,
+    params: Weights | None = None,
 ) -> Lyapunov:
     r"""The k leading Lyapunov exponents of ``cfg``'s trajectories, by the QR method.
 
@@ -229,6 +231,7 @@ def lyapunov(
         device: a concrete JAX device, overriding ``cfg.device``.
         data: drive the trajectories with a batch of this data set drawn by the seed (and
             measure the decay of its task loss's gradient), as :func:`rnnviz.analyze`.
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
 
     Returns:
         A :class:`Lyapunov`.
@@ -247,7 +250,8 @@ def lyapunov(
     opts = check_options(cfg, k, warmup, qr_every)
     device = device or resolve_device(cfg)
     exe = lyapunov_executable(static_config(cfg), opts, device)
-    params, carry0, xs = prepared_inputs(cfg, device, data)
+    weights = params
+    params, carry0, xs = prepared_inputs(cfg, device, data, weights)
     key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
     (running, covered), run = time_runs(exe.fn, (params, carry0, xs, key), repeats)
     running, covered = np.asarray(running, np.float64), np.asarray(covered)
@@ -262,7 +266,7 @@ def lyapunov(
     decay = None
     if measure_decay:
         decay = decay_fit(
-            analyze(cfg, repeats=1, device=device, data=data).log10_grad_norms
+            analyze(cfg, repeats=1, device=device, data=data, params=weights).log10_grad_norms
         )  # exact either way (log pass when needed)
     return Lyapunov(
         cfg,
@@ -288,6 +292,7 @@ def lyapunov_sweep(
     qr_every: int = 1,
     *,
     data: Dataset | None = None,
+    params: Weights | None = None,
 ) -> pd.DataFrame:
     """The k leading exponents at every combination of ``over``.
 
@@ -299,6 +304,7 @@ def lyapunov_sweep(
         over: ``{field: values}`` as for :func:`rnnviz.sweep`.
         k, warmup, qr_every: as for :func:`lyapunov`.
         data: each point's trajectories on a batch of this data set drawn by its seed.
+        params: trained weights at every point (a swept gain scales their recurrence).
 
     Returns:
         A tidy frame: one column per swept field, then ``exponent`` (1 = λ₁), ``lyapunov``
@@ -310,7 +316,7 @@ def lyapunov_sweep(
     parts = []
     for base, shape_point, points in grid_points(cfg, over):
         opts = check_options(base, k, warmup, qr_every)
-        exps = np.asarray(evaluate_points(base, points, opts, data), np.float64)  # [N, (B,) k]
+        exps = np.asarray(evaluate_points(base, points, opts, data, params), np.float64)  # [N, (B,) k]
         if base.batch_size is None:
             exps = exps[:, None, :]
         exps = -np.sort(-exps, axis=-1)
@@ -331,16 +337,18 @@ def lyapunov_phase(
     warmup: int | None = None,
     *,
     data: Dataset | None = None,
+    params: Weights | None = None,
 ) -> tuple[pd.DataFrame, float | None]:
     """λ₁ against the recurrent gain (all gains × seeds in one compiled call).
 
     Returns ``(frame, edge)``: per gain ``lyapunov`` (mean over seeds and examples),
     ``lo``/``hi`` (range over seeds), and the gain where the mean λ₁ crosses 0 (the
     edge of chaos), or None when it does not within the range. ``data``: trajectories on
-    batches of this data set (each seed draws its own).
+    batches of this data set (each seed draws its own); ``params``: trained weights, the
+    gains then scaling their recurrence (``gain / params.gain``).
     """
     over = {"recurrent_gain": list(gains), "seed": list(seeds)}
-    df = lyapunov_sweep(cfg, over, k=1, warmup=warmup, data=data)
+    df = lyapunov_sweep(cfg, over, k=1, warmup=warmup, data=data, params=params)
     per = df.groupby("recurrent_gain")["lyapunov"].agg(lyapunov="mean", lo="min", hi="max").reset_index()
     return per, zero_crossing(per["recurrent_gain"], per["lyapunov"])
 

@@ -40,6 +40,7 @@ from rnnviz.prepare import prepare_executables, prepared_inputs, resolve_device,
 from rnnviz.rollout import rollout
 from rnnviz.sources import Dataset
 from rnnviz.timing import compile_cache, compile_for
+from rnnviz.weights import Weights
 
 #: Largest carry size D for which ``method="auto"`` builds each J_t and takes its SVD.
 EXACT_MAX_DIM = 256
@@ -215,6 +216,7 @@ def jacobians(
     max_steps: int | None = None,
     device: jax.Device | None = None,
     data: Dataset | None = None,
+    params: Weights | None = None,
 ) -> Jacobians:
     """Top-k singular values σ_i(J_t) of each step Jacobian J_t = ∂carry_t/∂carry_{t−1}.
 
@@ -230,6 +232,7 @@ def jacobians(
         device: a concrete JAX device, overriding ``cfg.device``.
         data: along the trajectory of a batch of this data set drawn by the seed
             (:func:`rnnviz.analyze`).
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
 
     Returns:
         A :class:`Jacobians`.
@@ -268,7 +271,7 @@ def jacobians(
     exe = jacobian_executable(
         static_config(cfg), method, int(k), int(iterations), stride, int(example), device
     )
-    params, carry0, xs = prepared_inputs(cfg, device, data)
+    params, carry0, xs = prepared_inputs(cfg, device, data, params)
     key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
     start = time.perf_counter()
     sv = np.asarray(jax.block_until_ready(exe.fn(params, carry0, xs, key)), np.float64)

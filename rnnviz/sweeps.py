@@ -30,10 +30,19 @@ from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.logpass import log_carry_gradients
 from rnnviz.norms import combine, log10, log10_combine
 from rnnviz.objective import DataArrays, DataSpec, data_arrays, data_spec
-from rnnviz.prepare import Values, prepare, prepared_inputs, resolve_device, static_config
+from rnnviz.prepare import (
+    Values,
+    check_weights,
+    prepare,
+    prepared_inputs,
+    resolve_device,
+    static_config,
+    trained_tree,
+)
 from rnnviz.rollout import rollout
 from rnnviz.sources import Dataset, check_data
 from rnnviz.timing import Compiled, compile_cache, compile_lowered
+from rnnviz.weights import Weights
 
 MAX_POINTS = 4096
 
@@ -80,8 +89,9 @@ def _point(
     key_data: jax.Array,
     values: Values,
     data: DataArrays | None,
+    trained: dict | None = None,
 ):
-    params, carry0, xs, objective = prepare(static, key_data, values, data)
+    params, carry0, xs, objective = prepare(static, key_data, values, data, trained)
     if batch_sharding is not None:
         # Under vmap(spmd_axis_name="sweep") this shards [N, B, ...] as ("sweep", "batch").
         xs = jax.lax.with_sharding_constraint(xs, batch_sharding)
@@ -127,26 +137,30 @@ def sweep_executable(
     n_points: int,
     measure: Any = GRADIENTS,
     data: DataSpec | None = None,
+    trained: DataSpec | None = None,
 ) -> Compiled:
-    """``(keys [N, 2], Values of [N], data) -> measure's outputs with a leading [N]`` (for
-    gradients ``(Scaled [N, C, T+1], [N])``) on a ``("sweep", "batch")`` mesh over
+    """``(keys [N, 2], Values of [N], data, trained) -> measure's outputs with a leading [N]``
+    (for gradients ``(Scaled [N, C, T+1], [N])``) on a ``("sweep", "batch")`` mesh over
     ``devices``: N is split over "sweep", each point's batch over "batch"; a data set's
-    arrays (or None) are replicated, and each point draws its batch from them by its seed."""
+    arrays (or None) are replicated, and each point draws its batch from them by its seed;
+    trained weights (:func:`rnnviz.prepare.trained_tree`, or None) are replicated, and each
+    point's gain scales their recurrence."""
     n_sweep, n_batch = mesh_shape(static, len(devices))
     mesh = Mesh(np.array(devices).reshape(n_sweep, n_batch), ("sweep", "batch"))
     shard = NamedSharding(mesh, PartitionSpec("sweep"))
     batch = NamedSharding(mesh, PartitionSpec("batch")) if n_batch > 1 else None
     point = jax.vmap(
-        functools.partial(_point, static, batch, measure), in_axes=(0, 0, None), spmd_axis_name="sweep"
+        functools.partial(_point, static, batch, measure), in_axes=(0, 0, None, None), spmd_axis_name="sweep"
     )
     replicated = NamedSharding(mesh, PartitionSpec())
     # every output split over "sweep"
-    fn = jax.jit(point, in_shardings=(shard, shard, replicated), out_shardings=shard)
+    fn = jax.jit(point, in_shardings=(shard, shard, replicated, replicated), out_shardings=shard)
     keys = jax.ShapeDtypeStruct((n_points, 2), jnp.uint32, sharding=shard)
     vals = Values(*(jax.ShapeDtypeStruct((n_points,), jnp.float32, sharding=shard) for _ in Values._fields))
     arrays = None if data is None else data.shapes()
+    weights = None if trained is None else trained.shapes()
     start = time.perf_counter()
-    compiled = compile_lowered(fn.lower(keys, vals, arrays), f"the {static.cell} sweep")
+    compiled = compile_lowered(fn.lower(keys, vals, arrays, weights), f"the {static.cell} sweep")
     return Compiled(compiled, time.perf_counter() - start, 0)
 
 
@@ -156,11 +170,15 @@ def _grid(cfg: RunConfig, values: Mapping[str, Sequence[Any]]) -> list[dict[str,
 
 
 def evaluate_points(
-    cfg: RunConfig, points: list[dict[str, Any]], measure: Any, data: Dataset | None = None
+    cfg: RunConfig,
+    points: list[dict[str, Any]],
+    measure: Any,
+    data: Dataset | None = None,
+    weights: Weights | None = None,
 ) -> Any:
     """``measure`` at value-only variations of ``cfg``, in one sharded, vmapped call:
     its outputs as host arrays with a leading ``[len(points)]`` axis (each point on a batch
-    of ``data`` drawn by its seed, when given)."""
+    of ``data`` drawn by its seed, when given; at trained ``weights``, when given)."""
     devices = sweep_devices(cfg)
     n = len(points)
     n_sweep = mesh_shape(cfg, len(devices))[0]
@@ -177,18 +195,26 @@ def evaluate_points(
         check_data(cfg, data)
         arrays = data_arrays(data)
         spec = data_spec(arrays)
-    exe = sweep_executable(static_config(cfg), devices, padded, measure, spec)
+    check_weights(cfg, weights)
+    trained = None if weights is None else trained_tree(weights)
+    exe = sweep_executable(
+        static_config(cfg), devices, padded, measure, spec, None if trained is None else data_spec(trained)
+    )
     shard = exe.fn.input_shardings[0][0]
-    if arrays is not None:
-        replicated = NamedSharding(shard.mesh, PartitionSpec())
-        arrays = jax.tree.map(lambda a: _global(a, replicated), arrays)
-    out = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)), arrays)
+    replicated = NamedSharding(shard.mesh, PartitionSpec())
+    arrays, trained = jax.tree.map(lambda a: _global(np.asarray(a), replicated), (arrays, trained))
+    out = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)), arrays, trained)
     return jax.tree.map(lambda x: _to_host(x)[:n], out)
 
 
-def run_points(cfg: RunConfig, points: list[dict[str, Any]], data: Dataset | None = None) -> SweepResult:
+def run_points(
+    cfg: RunConfig,
+    points: list[dict[str, Any]],
+    data: Dataset | None = None,
+    weights: Weights | None = None,
+) -> SweepResult:
     """Gradient norms at value-only variations of ``cfg`` in one sharded, vmapped call."""
-    norms, loss = evaluate_points(cfg, points, GRADIENTS, data)
+    norms, loss = evaluate_points(cfg, points, GRADIENTS, data, weights)
     return SweepResult(log10(norms), loss)
 
 
@@ -211,7 +237,13 @@ def validate_over(cfg: RunConfig, over: Mapping[str, Sequence[Any]]) -> dict[str
     return out
 
 
-def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]], *, data: Dataset | None = None) -> pd.DataFrame:
+def sweep(
+    cfg: RunConfig,
+    over: Mapping[str, Sequence[Any]],
+    *,
+    data: Dataset | None = None,
+    params: Weights | None = None,
+) -> pd.DataFrame:
     """Gradient norms for every combination of ``over``'s values.
 
     Value fields (seed, gain, forget bias, scales) are evaluated in one vmapped, compiled
@@ -224,6 +256,9 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]], *, data: Dataset | 
         over: ``{field: values}``, e.g. ``{"recurrent_gain": [0.5, 1.5], "seed": [0, 1]}``.
         data: each point analyses a batch of this data set drawn by its seed, with the
             data's task loss (:func:`rnnviz.analyze`); ``cfg`` must fit it.
+        params: trained weights (``run.weights(step)``): every point runs them, the
+            swept ``recurrent_gain`` scaling the trained recurrence (``gain / params.gain``:
+            the run's own gain is the network as trained).
 
     Returns:
         A tidy frame, one row per point × t × component: one column per swept field, then
@@ -246,7 +281,7 @@ def sweep(cfg: RunConfig, over: Mapping[str, Sequence[Any]], *, data: Dataset | 
     """
     return pd.concat(
         [
-            _tidy(base, shape_point, points, run_points(base, points, data))
+            _tidy(base, shape_point, points, run_points(base, points, data, params))
             for base, shape_point, points in grid_points(cfg, over)
         ],
         ignore_index=True,
