@@ -115,6 +115,46 @@ def log_carry_gradients(
     )
 
 
+def log_input_gradients(
+    cell, params: Params, carries: Carry, xs_tm: jax.Array, direct: Carry, direct_x: jax.Array
+) -> Scaled:
+    """‖∂s/∂x_t‖ per step and example as :class:`Scaled` ``[T, B]`` (B = 1 unbatched) for a
+    scalar s whose direct terms are ``direct`` (carry-shaped ``[T+1, …]``, ∂s/∂carry_t
+    holding the others fixed) and ``direct_x`` (``[T, (B,) I]``, ∂s/∂x_t through the outputs
+    alone): the recursion of :func:`log_carry_gradients`, where step t's VJP also gives
+    x_t's cotangent (∂carry_t/∂x_t)ᵀ δ_t at δ_t's exponent. Exact however small."""
+    leaves, treedef = jax.tree.flatten(carries)
+    d = jax.tree.leaves(direct)
+    start = [normalise(v[-1], _UNITS) for v in d]
+
+    def back(state, inp):
+        hats, exps = state
+        prev, x_t, d_prev, dx_t = inp
+        top = functools.reduce(jnp.maximum, exps)
+        u = [pow2_scale(h, (e - top)[..., None]) for h, e in zip(hats, exps)]
+        _, vjp = jax.vjp(
+            lambda c, x: cell.apply({"params": params}, c, x)[0], jax.tree.unflatten(treedef, prev), x_t
+        )
+        a, gx = vjp(jax.tree.unflatten(treedef, u))
+        gx_hat, egx = normalise(gx, _UNITS)
+        egx = jnp.where(egx == ZERO_EXPONENT, ZERO_EXPONENT, egx + top)
+        x_hat, ex = _add_scaled(gx_hat, egx, *normalise(dx_t, _UNITS))
+        new_hats, new_exps = [], []
+        for a_leaf, d_leaf in zip(jax.tree.leaves(a), d_prev):
+            a_hat, ea = normalise(a_leaf, _UNITS)
+            ea = jnp.where(ea == ZERO_EXPONENT, ZERO_EXPONENT, ea + top)
+            v_hat, ev = _add_scaled(a_hat, ea, *normalise(d_leaf, _UNITS))
+            new_hats.append(v_hat)
+            new_exps.append(ev)
+        return (new_hats, new_exps), scaled_norm(x_hat, ex, _UNITS)
+
+    init = ([s[0] for s in start], [s[1] for s in start])
+    inputs = ([c[:-1] for c in leaves], xs_tm, [v[:-1] for v in d], direct_x)
+    _, norms = jax.lax.scan(back, init, inputs, reverse=True)
+    t = xs_tm.shape[0]
+    return Scaled(norms.mantissa.reshape(t, -1), norms.exponent.reshape(t, -1))
+
+
 def reduce_log_norms(per: Scaled) -> tuple[Scaled, Scaled, Scaled]:
     """From ``[C, T+1, B]``: ``(per component [C, T+1], per example [T+1, B], total [T+1])``."""
     comp = combine(per, 2)
