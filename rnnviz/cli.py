@@ -1,4 +1,4 @@
-"""Command line: ``rnnviz analyze | sweep | lyapunov | train | bench | data | app`` (or
+"""Command line: ``rnnviz analyze | sweep | lyapunov | train | bench | data | connectivity | app`` (or
 ``python -m rnnviz …``).
 
 Every :class:`RunConfig` field is a flag (``--hidden-size``), with its range in
@@ -19,63 +19,18 @@ import numpy as np
 
 from rnnviz.argtypes import bounded_int, finite_nonnegative
 from rnnviz.bench.suites import SUITES
+from rnnviz.cli_inputs import (
+    add_config_flags,
+    add_data_flag,
+    add_data_options,
+    add_weights_flag,
+    config_and_data,
+    data_options,
+)
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 from rnnviz.fits import regime
 from rnnviz.launch import add_parser as add_app
 from rnnviz.text import pow10_text
-
-
-def _flag(name: str) -> str:
-    return "--" + name.replace("_", "-")
-
-
-def add_config_flags(parser: argparse.ArgumentParser) -> None:
-    """One flag per RunConfig field; values stay strings so RunConfig validates them."""
-    defaults = RunConfig()
-    group = parser.add_argument_group("run configuration")
-    for spec in FIELD_SPECS.values():
-        default = getattr(defaults, spec.name)
-        group.add_argument(
-            _flag(spec.name),
-            dest=spec.name,
-            default=None,
-            metavar="|".join(spec.options()) if spec.choices else spec.kind.__name__.upper(),
-            help=f"{spec.help}; {spec.allowed()} (default: {default})",
-        )
-
-
-def config_from_args(args: argparse.Namespace) -> RunConfig:
-    given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
-    return RunConfig.from_mapping(given)
-
-
-def config_and_data(args: argparse.Namespace):
-    """``(RunConfig, Dataset or None)``: with ``--data`` the data set, and the config fitted
-    to it (its T, I and loss placement) where the flags leave them; a flag that clashes
-    with the data is an error naming both."""
-    if getattr(args, "data", None) is None:
-        return config_from_args(args), None
-    from rnnviz.sources import check_data, fit_to_data, load_dataset
-
-    ds = load_dataset(args.data, **_data_options(args, args.data))
-    given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
-    fitted = fit_to_data(
-        RunConfig.from_mapping({**given, "seq_len": ds.seq_len, "input_size": ds.input_size}), ds
-    )
-    keep = {k: getattr(fitted, k) for k in ("seq_len", "input_size", "loss") if k not in given}
-    cfg = RunConfig.from_mapping({**given, **keep})
-    check_data(cfg, ds)
-    return cfg, ds
-
-
-def add_data_flag(p: argparse.ArgumentParser, what: str) -> None:
-    """``--data NAME|PATH`` and the built-ins' options."""
-    p.add_argument(
-        "--data",
-        metavar="NAME|PATH",
-        help=f"{what} a data set: digits, text, or your .npz/.npy/.csv/.parquet file (T and I follow it)",
-    )
-    _add_data_options(p, with_seq_len=False)
 
 
 def _finite(x: Any) -> Any:
@@ -94,6 +49,7 @@ def analysis_json(a) -> dict[str, Any]:
         {
             "config": a.config.to_dict(),
             "data": a.data,
+            "weights": a.weights,
             "loss": a.loss,
             "grad_norms": a.grad_norms.astype(float).tolist(),
             "log10_grad_norms": a.log10_grad_norms.astype(float).tolist(),
@@ -118,6 +74,7 @@ def _summary_text(a) -> str:
     lines = [
         f"config: {a.config.to_dict()}",
         *([] if a.data is None else [f"data: a batch of {a.data} drawn by the seed, with its task loss"]),
+        *([] if a.weights is None else [f"weights: {a.weights}"]),
         f"loss = {a.loss:.6g}",
         f"‖∂L/∂carry_t‖: t=0 {pow10_text(g[0])}  t=T/2 {pow10_text(g[len(g) // 2])}  t=T "
         f"{pow10_text(g[-1])}  (exact; from {a.log10_source})",
@@ -143,8 +100,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     from rnnviz.analysis import analyze  # jax is imported only once a command needs it
     from rnnviz.frames import timestep_frame
 
-    cfg, ds = config_and_data(args)
-    a = analyze(cfg, repeats=args.repeats, data=ds)
+    cfg, ds, weights = config_and_data(args)
+    a = analyze(cfg, repeats=args.repeats, data=ds, params=weights)
     if args.csv:
         timestep_frame(a).to_csv(args.csv, index=False)
     if args.json:
@@ -165,12 +122,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--csv", metavar="PATH", help="write the per-timestep table as CSV")
     p.add_argument("--repeats", type=_positive_int, default=10, help="timed runs (1..1000, default 10)")
     add_data_flag(p, "analyse a batch (B sequences drawn by the seed, with its task loss) of")
+    add_weights_flag(p, "analyse")
     p.set_defaults(func=cmd_analyze)
     _add_sweep(sub)
     _add_lyapunov(sub)
     _add_train(sub)
     _add_bench(sub)
     _add_data(sub)
+    _add_connectivity(sub)
     add_app(sub)
     return parser
 
@@ -216,38 +175,13 @@ def _add_bench(sub) -> None:
     p.set_defaults(func=cmd_bench)
 
 
-DATA_OPTIONS = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
-
-
-def _add_data_options(p: argparse.ArgumentParser, *, with_seq_len: bool = True) -> None:
-    """The built-in data sets' options as flags (a file takes none)."""
-    p.add_argument("--order", help="digits: pixels, rows or permuted")
-    p.add_argument("--permutation-seed", dest="permutation_seed", type=bounded_int(0, 2**31 - 1))
-    p.add_argument("--corpus", help="text: prose or code")
-    if with_seq_len:  # elsewhere --seq-len is the config's, and the text's window follows it
-        p.add_argument(
-            "--seq-len", dest="seq_len", type=bounded_int(2, 10_000), help="text: characters per window"
-        )
-    p.add_argument(
-        "--max-sequences", dest="max_sequences", type=bounded_int(1, 100_000), help="text: most windows"
-    )
-
-
-def _data_options(args: argparse.Namespace, source: str) -> dict[str, Any]:
-    """The data options given on the command line (the config's ``--seq-len`` is the text's window)."""
-    options = {k: getattr(args, k, None) for k in DATA_OPTIONS if k != "seq_len"}
-    if source == "text" and getattr(args, "seq_len", None) is not None:
-        options["seq_len"] = int(args.seq_len)
-    return {k: v for k, v in options.items() if v is not None}
-
-
 def _add_data(sub) -> None:
     p = sub.add_parser(
         "data",
         help="describe a data set (built-in or your file) and draw one sequence; a bad file gets one message",
     )
     p.add_argument("source", help="digits, text, or a .npz/.npy/.csv/.parquet file")
-    _add_data_options(p)
+    add_data_options(p)
     p.add_argument(
         "--index", type=bounded_int(0, 10**9), default=0, help="which sequence to draw (default 0)"
     )
@@ -259,7 +193,7 @@ def cmd_data(args: argparse.Namespace) -> int:
     from rnnviz.sources import load_dataset
     from rnnviz.sources.describe import describe, preview, summary
 
-    ds = load_dataset(args.source, **_data_options(args, args.source))
+    ds = load_dataset(args.source, **data_options(args, args.source))
     if not args.index < ds.n_sequences:
         raise ConfigError("index", args.index, f"an integer in [0, {ds.n_sequences - 1}] ({ds.name})")
     if args.json:
@@ -282,6 +216,71 @@ def cmd_bench(args: argparse.Namespace) -> int:
         record = str(runs_dir() / f"{args.suite}-{jax.default_backend()}.jsonl")
         Path(record).parent.mkdir(parents=True, exist_ok=True)
     return run_bench(args.suite, args.repeats, record, args.budget, args.all_devices, args.steps)
+
+
+def cmd_connectivity(args: argparse.Namespace) -> int:
+    from rnnviz.connectivity import connectivity
+
+    cfg, ds, weights = config_and_data(args)
+    if ds is None:
+        raise ConfigError("data", None, "a data set (--data, or a run trained on one: --weights)")
+    c = connectivity(cfg, ds, args.index, params=weights, step=args.output_step, measure=args.measure)
+    reach = {f: c.reach(f) for f in (0.1, 0.01)}
+    if args.json:
+        out = {
+            "data": c.data,
+            "weights": c.weights,
+            "index": c.index,
+            "step": c.step,
+            "measure": c.measure,
+            "target": c.target,
+            "log_prob": c.log_prob,
+            "log10": c.log10.tolist(),
+            "text": c.text,
+            "reach": {str(k): v for k, v in reach.items()},
+        }
+        print(json.dumps(_finite(out)))
+        return 0
+    what = "∂ log p(target)" if c.measure == "target" else "∂y_τ"
+    print(
+        f"connectivity ‖{what}/∂x_t‖ of sequence {c.index} of {c.data} at τ={c.step} "
+        f"({c.weights or 'initial weights'})"
+    )
+    if c.text is not None:
+        print("text: " + c.text[: c.step].replace("\n", "⏎"))
+    print(
+        f"reaches back {reach[0.1]} steps above 10 % of its maximum, {reach[0.01]} steps above 1 % "
+        f"(max at t={int(np.nanargmax(np.where(np.isfinite(c.log10), c.log10, -np.inf))) + 1})"
+    )
+    for t in range(c.step, 0, -max(1, c.step // 10)):
+        print(f"  t={t:<6} lag {c.step - t:<6} {pow10_text(c.log10[t - 1])}")
+    return 0
+
+
+def _add_connectivity(sub) -> None:
+    p = sub.add_parser(
+        "connectivity",
+        help="how strongly one output depends on every earlier input of a sequence (exact magnitudes)",
+    )
+    add_config_flags(p)
+    add_data_flag(p, "a sequence of")
+    add_weights_flag(p, "at")
+    p.add_argument("--index", type=bounded_int(0, 10**9), default=0, help="which sequence (default 0)")
+    p.add_argument(
+        "--output-step",
+        dest="output_step",
+        type=bounded_int(1, 10**6),
+        default=None,
+        help="τ, the output step (default: the sequence's last real step)",
+    )
+    p.add_argument(
+        "--measure",
+        choices=("target", "output"),
+        default=None,
+        help="log p(target) through the trained readout, or ‖∂y_τ/∂x_t‖ (default: target where it can)",
+    )
+    p.add_argument("--json", action="store_true", help="print it as JSON")
+    p.set_defaults(func=cmd_connectivity)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -326,8 +325,8 @@ def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
 def cmd_sweep(args: argparse.Namespace) -> int:
     from rnnviz.sweeps import sweep
 
-    cfg, ds = config_and_data(args)
-    df = sweep(cfg, parse_over(args.over), data=ds)
+    cfg, ds, weights = config_and_data(args)
+    df = sweep(cfg, parse_over(args.over), data=ds, params=weights)
     if args.csv:
         df.to_csv(args.csv, index=False)
         print(f"wrote {len(df)} rows to {args.csv}")
@@ -353,6 +352,7 @@ def _add_sweep(sub) -> None:
     )
     p.add_argument("--csv", metavar="PATH", help="write the tidy sweep table as CSV")
     add_data_flag(p, "each point on a batch (drawn by its seed) of")
+    add_weights_flag(p, "every point runs (the swept gain scales their recurrence)")
     p.set_defaults(func=cmd_sweep)
 
 
@@ -377,8 +377,8 @@ def lyapunov_json(ly) -> dict[str, Any]:
 def cmd_lyapunov(args: argparse.Namespace) -> int:
     from rnnviz.exponents import lyapunov
 
-    cfg, ds = config_and_data(args)
-    ly = lyapunov(cfg, k=args.k, warmup=args.warmup, qr_every=args.qr_every, data=ds)
+    cfg, ds, weights = config_and_data(args)
+    ly = lyapunov(cfg, k=args.k, warmup=args.warmup, qr_every=args.qr_every, data=ds, params=weights)
     if args.json:
         print(json.dumps(lyapunov_json(ly)))
         return 0
@@ -430,6 +430,7 @@ def _add_lyapunov(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the exponents as JSON")
     add_data_flag(p, "trajectories driven by a batch of")
+    add_weights_flag(p, "the trajectories of")
     p.set_defaults(func=cmd_lyapunov)
 
 
@@ -477,7 +478,7 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.data is not None:
         if args.task is not None:
             raise ConfigError("task", args.task, "give --task or --data, not both")
-        task = load_dataset(args.data, **_data_options(args, args.data))
+        task = load_dataset(args.data, **data_options(args, args.data))
         given.setdefault("seq_len", task.seq_len)  # the data fix T and I; an explicit clash is an error
         given.setdefault("input_size", task.input_size)
     else:
@@ -508,6 +509,11 @@ def cmd_train(args: argparse.Namespace) -> int:
         progress=progress,
     )
     print(file=sys.stderr)
+    if args.save:
+        print(
+            f"saved the run and its weights at {r.weight_steps.size} steps to {r.save(args.save)}",
+            file=sys.stderr,
+        )
     if args.csv:
         pd.DataFrame(
             {
@@ -564,7 +570,7 @@ def _add_train(sub) -> None:
         metavar="SOURCE",
         help="train on a data set instead: digits, text, or your file (T and I follow it)",
     )
-    _add_data_options(p, with_seq_len=False)
+    add_data_options(p, with_seq_len=False)
     p.add_argument(
         "--steps", type=bounded_int(1, MAX_STEPS), default=2000, help="optimisation steps (default 2000)"
     )
@@ -592,4 +598,9 @@ def _add_train(sub) -> None:
     )
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     p.add_argument("--csv", metavar="PATH", help="write loss, metric, grad norm and clipped per step as CSV")
+    p.add_argument(
+        "--save",
+        metavar="RUN.rnnviz",
+        help="save the run with its weights at every log step (reopen: --weights, rnnviz.load_run)",
+    )
     p.set_defaults(func=cmd_train)
