@@ -32,6 +32,7 @@ from rnnviz.objective import DataArrays, DataSpec
 from rnnviz.prepare import (
     Prepared,
     Values,
+    check_weights,
     data_on,
     prepare,
     prepare_executables,
@@ -296,6 +297,7 @@ def analyze(
     device = device or resolve_device(cfg)
     static = static_config(cfg)
     weights = params
+    check_weights(cfg, weights)  # before compiling: weights that do not fit are one message
     arrays, spec = data_on(cfg, device, data)
     hit = executables.cache_info().currsize
     exe = executables(static, device, spec)
