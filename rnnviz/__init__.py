@@ -18,6 +18,8 @@ The public API, all importable from here::
 | ``jacobians``, ``Jacobians`` | singular values of each step Jacobian |
 | ``train``, ``train_many``, ``Training`` | training on adding / copy / recall with gradient profiles |
 | ``load_run``, ``RunFileError``, ``Weights`` | saved runs (``Training.save``), their weights (``params=``) |
+| ``connectivity``, ``Connectivity`` | how strongly an output depends on each earlier input |
+| ``over_training``, ``OverTraining`` | λ and the step-Jacobian spectrum at every kept step of a run |
 | ``keep_freed_buffers`` | keep XLA:CPU's per-call buffers in the heap (no page faults per call) |
 | ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
 
@@ -57,6 +59,10 @@ _EXPORTS = {
     "load_run": "rnnviz.training",
     "RunFileError": "rnnviz.training",
     "Weights": "rnnviz.weights",
+    "connectivity": "rnnviz.input_reach",
+    "Connectivity": "rnnviz.input_reach",
+    "over_training": "rnnviz.training_dynamics",
+    "OverTraining": "rnnviz.training_dynamics",
     "keep_freed_buffers": "rnnviz.timing",
     "datasets": "rnnviz.sources",
     "load_dataset": "rnnviz.sources",
@@ -72,12 +78,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.exponents import Lyapunov, lyapunov, lyapunov_sweep
+    from rnnviz.input_reach import Connectivity, connectivity
     from rnnviz.sources import DataError, Dataset, datasets, fit_to_data, load_dataset
     from rnnviz.step_jacobians import Jacobians, jacobians
     from rnnviz.sweeps import sweep
     from rnnviz.tables.cells import CellSpec, cell_names, register_cell
     from rnnviz.timing import keep_freed_buffers
     from rnnviz.training import RunFileError, Training, load_run, train, train_many
+    from rnnviz.training_dynamics import OverTraining, over_training
     from rnnviz.weights import Weights
 
 

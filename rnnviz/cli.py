@@ -219,7 +219,7 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def cmd_connectivity(args: argparse.Namespace) -> int:
-    from rnnviz.connectivity import connectivity
+    from rnnviz.input_reach import connectivity
 
     cfg, ds, weights = config_and_data(args)
     if ds is None:

@@ -23,6 +23,13 @@ from rnnviz.presets import config_from_params
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = [
     "Analysis",
+    "Connectivity",
+    "OverTraining",
+    "RunFileError",
+    "Weights",
+    "connectivity",
+    "load_run",
+    "over_training",
     "CellSpec",
     "ConfigError",
     "FIELD_SPECS",

@@ -18,6 +18,7 @@ from rnnviz import (
     RunConfig,
     RunFileError,
     analyze,
+    connectivity,
     fit_to_data,
     jacobians,
     load_dataset,
@@ -27,12 +28,11 @@ from rnnviz import (
     train,
 )
 from rnnviz.cells import make_cell
-from rnnviz.connectivity import connectivity
-from rnnviz.over_training import over_training, probe_inputs
 from rnnviz.prepare import seed_key
 from rnnviz.step_jacobians import initial_directions
 from rnnviz.training import runfile
 from rnnviz.training.model import PROBE_BATCH
+from rnnviz.training_dynamics import over_training, probe_inputs
 
 
 @pytest.fixture(scope="module")

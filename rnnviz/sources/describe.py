@@ -85,6 +85,23 @@ def _digit_image(ds: Dataset, x: np.ndarray) -> np.ndarray:
     return flat.reshape(8, 8)
 
 
+def digit_steps(ds: Dataset) -> np.ndarray | None:
+    """``[8, 8]`` the step t (0-based) at which each pixel of a digit enters the sequence, in
+    the data's order (pixels, rows, permuted); None for other data. Per-step values (e.g.
+    the connectivity of each input) are drawn on the image as ``values[digit_steps(ds)]``."""
+    if ds.name != "digits":
+        return None
+    order = dict(ds.options).get("order", "pixels")
+    if order == "rows":
+        return np.repeat(np.arange(8)[:, None], 8, axis=1)
+    steps = np.arange(64)
+    if order == "permuted":
+        perm = np.random.default_rng(int(dict(ds.options)["permutation_seed"])).permutation(64)
+        steps = np.empty(64, int)
+        steps[perm] = np.arange(64)
+    return steps.reshape(8, 8)
+
+
 @dataclass(frozen=True)
 class Preview:
     """One sequence of a data set, ready to draw (what the dashboard's data panel shows).

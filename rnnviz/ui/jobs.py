@@ -29,9 +29,10 @@ from rnnviz.comparisons import (
     scaling,
     strategy_unavailable,
 )
-from rnnviz.config import RunConfig
+from rnnviz.config import ConfigError, RunConfig
 from rnnviz.exponents import Lyapunov, lyapunov_phase
 from rnnviz.exponents import lyapunov as _lyapunov
+from rnnviz.input_reach import Connectivity, connectivity
 from rnnviz.sources import Dataset, load_dataset
 from rnnviz.sources.describe import Preview, preview_record
 from rnnviz.step_jacobians import Jacobians
@@ -39,7 +40,9 @@ from rnnviz.step_jacobians import jacobians as _jacobians
 from rnnviz.sweeps import critical_gain, sweep
 from rnnviz.tables.strategies import strategy_names
 from rnnviz.timing import enable_compilation_cache, keep_freed_buffers
-from rnnviz.training import Trainer, Training
+from rnnviz.training import Trainer, Training, load_run
+from rnnviz.training_dynamics import OverTraining, over_training
+from rnnviz.weights import Weights
 
 #: The dashboard times runs until about this much is spent (at least one, at most five).
 TIMING_BUDGET_S = 0.3
@@ -59,10 +62,67 @@ def setup() -> None:
 
 
 def config_of(cfg_json: str) -> RunConfig:
-    """The config of a job's key (its ``data`` entry, when there is one, is the data source)."""
+    """The config of a job's key (its ``data`` entry, when there is one, is the data source;
+    its ``weights`` entry the trained weights)."""
     values = json.loads(cfg_json)
     values.pop("data", None)
+    values.pop("weights", None)
     return RunConfig(**values)
+
+
+@functools.lru_cache(maxsize=8)
+def _run(path: str, version: int) -> Training:
+    del version  # part of the cache key only: a file written again is read again
+    return load_run(path)
+
+
+def saved_run(path: str) -> Training:
+    """A saved run (``.rnnviz``), loaded once per worker (again when the file changes); a
+    bad file raises its one :class:`~rnnviz.training.RunFileError`."""
+    p = Path(path)
+    return _run(str(p), p.stat().st_mtime_ns if p.is_file() else 0)
+
+
+def _weights(cfg_json: str) -> Weights | None:
+    """The trained weights a job's key names (``{"weights": {"path": …, "step": …}}``), or None."""
+    source = json.loads(cfg_json).get("weights")
+    return None if source is None else saved_run(source["path"]).weights(source["step"])
+
+
+class RunSummary(NamedTuple):
+    """What the sidebar shows of a saved run (no arrays): its label, config, kept steps, data."""
+
+    label: str
+    config: RunConfig
+    weight_steps: tuple[int, ...]
+    data_source: tuple | None
+    final_loss: float
+    metric: str
+
+
+def run_summary(path: str) -> RunSummary:
+    run = saved_run(path)
+    return RunSummary(
+        run.label,
+        run.config,
+        tuple(int(s) for s in run.weight_steps),
+        run.data_source,
+        run.final_loss(),
+        run.metric_name,
+    )
+
+
+def over_training_job(path: str, k: int) -> OverTraining:
+    """λ and the step-Jacobian spectrum at every kept step of a saved run (data reloaded)."""
+    return over_training(saved_run(path), k=k, max_points=32)
+
+
+def connectivity_job(cfg_json: str, index: int, step: int | None, measure: str | None) -> Connectivity:
+    ds = _data(cfg_json)
+    if ds is None:
+        raise ConfigError("data", None, "a data set: choose one in the sidebar's Data")
+    cfg = config_of(cfg_json)
+    return connectivity(cfg, ds, index, params=_weights(cfg_json), step=step, measure=measure)
 
 
 def _data(cfg_json: str) -> Dataset | None:
@@ -111,18 +171,20 @@ def environment() -> Environment:
 
 
 def is_compiled(cfg_json: str) -> bool:
-    return _is_compiled(config_of(cfg_json), data=_data(cfg_json))
+    return _is_compiled(config_of(cfg_json), data=_data(cfg_json))  # weights: the same executables
 
 
 def analysis(cfg_json: str) -> Analysis:
     cfg = config_of(cfg_json)
     # Timing bounded by time (≥ 1 run, more while under 0.3 s, ≤ 5): a slow config shows its
     # first chart after one run instead of a warm-up and five more.
-    return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S, data=_data(cfg_json))
+    return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S, data=_data(cfg_json), params=_weights(cfg_json))
 
 
 def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
-    return compare_strategies(config_of(cfg_json), repeats=repeats, data=_data(cfg_json))
+    return compare_strategies(
+        config_of(cfg_json), repeats=repeats, data=_data(cfg_json), params=_weights(cfg_json)
+    )
 
 
 def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -140,7 +202,13 @@ def scaling_table(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
 
 def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
     cfg = config_of(cfg_json)
-    return run_on_devices(cfg, strategies=available_strategies(cfg), repeats=repeats, data=_data(cfg_json))
+    return run_on_devices(
+        cfg,
+        strategies=available_strategies(cfg),
+        repeats=repeats,
+        data=_data(cfg_json),
+        params=_weights(cfg_json),
+    )
 
 
 def _gains(lo: float, hi: float, n: int) -> list[float]:
@@ -150,25 +218,40 @@ def _gains(lo: float, hi: float, n: int) -> list[float]:
 def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
     cfg = config_of(cfg_json)
     over = {"recurrent_gain": _gains(lo, hi, n), "seed": list(range(cfg.seed, cfg.seed + seeds))}
-    df = sweep(cfg, over, data=_data(cfg_json))
-    return df, critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
+    weights = _weights(cfg_json)
+    df = sweep(cfg, over, data=_data(cfg_json), params=weights)
+    # The closed-form critical gain is the initialisation's; trained weights have none.
+    return df, None if weights is not None else critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
 
 
 def lyapunov_phase_table(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
     cfg = config_of(cfg_json)
-    return lyapunov_phase(cfg, _gains(lo, hi, n), range(cfg.seed, cfg.seed + seeds), data=_data(cfg_json))
+    return lyapunov_phase(
+        cfg,
+        _gains(lo, hi, n),
+        range(cfg.seed, cfg.seed + seeds),
+        data=_data(cfg_json),
+        params=_weights(cfg_json),
+    )
 
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:
     # the view fits the decay on the analysis it has
-    return _lyapunov(config_of(cfg_json), k=k, measure_decay=False, data=_data(cfg_json))
+    return _lyapunov(
+        config_of(cfg_json), k=k, measure_decay=False, data=_data(cfg_json), params=_weights(cfg_json)
+    )
 
 
 def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
     return _jacobians(
-        config_of(cfg_json), k=k, example=example, max_steps=JACOBIAN_STEPS, data=_data(cfg_json)
+        config_of(cfg_json),
+        k=k,
+        example=example,
+        max_steps=JACOBIAN_STEPS,
+        data=_data(cfg_json),
+        params=_weights(cfg_json),
     )
 
 
@@ -240,10 +323,15 @@ def train_stop(key: str) -> None:
 
 __all__ = [
     "Environment",
+    "RunSummary",
     "TrainProgress",
     "DATA_TASK",
     "analysis",
     "config_of",
+    "connectivity_job",
+    "over_training_job",
+    "run_summary",
+    "saved_run",
     "data_preview",
     "devices_live",
     "load_source",

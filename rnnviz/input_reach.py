@@ -35,6 +35,7 @@ from rnnviz.norms import Scaled, combine, log10
 from rnnviz.prepare import check_weights, output_size, prepared_inputs, static_config
 from rnnviz.rollout import rollout
 from rnnviz.sources import Dataset, check_data
+from rnnviz.sources.describe import digit_steps, preview_record
 from rnnviz.weights import Weights
 
 #: What the connectivity differentiates (see the module docstring).
@@ -58,6 +59,9 @@ class Connectivity:
         carries: ``{component: [T+1, H]}`` the trajectory.
         params: the cell's params (for the gates: :func:`rnnviz.diagnostics.gate_means`).
         text: the sequence's characters for a text (``vocab``), else None.
+        image: ``[8, 8]`` the digit for the digits, else None.
+        pixel_steps: ``[8, 8]`` the step whose input each pixel is (draw per-step values
+            on the digit as ``values[pixel_steps]``), else None.
         data: the data set's label; weights: the weights' label (None: initial).
     """
 
@@ -73,6 +77,8 @@ class Connectivity:
     carries: dict[str, np.ndarray]
     params: Any
     text: str | None
+    image: np.ndarray | None
+    pixel_steps: np.ndarray | None
     data: str
     weights: str | None
 
@@ -150,7 +156,7 @@ def connectivity(
 
     Example:
         >>> from rnnviz import RunConfig, fit_to_data, load_dataset
-        >>> from rnnviz.connectivity import connectivity
+        >>> from rnnviz.input_reach import connectivity
         >>> digits = load_dataset("digits", order="rows")
         >>> c = connectivity(fit_to_data(RunConfig(cell="gru", hidden_size=8), digits), digits, 3)
         >>> c.measure, c.log10.shape, c.step  # no trained readout: ‖∂y_τ/∂x_t‖_F
@@ -202,6 +208,8 @@ def connectivity(
         carries=carry_to_dict(one, host[1]),
         params=host[0],
         text=None if data.vocab is None else "".join(data.vocab[i] for i in data.inputs[index].argmax(-1)),
+        image=preview_record(data, int(index)).image,
+        pixel_steps=digit_steps(data),
         data=data.label,
         weights=None if params is None else params.label,
     )
