@@ -188,6 +188,9 @@ class Analysis:
             when the inputs came from one, else None.
         weights: the trained weights' label (``Weights.label``) when ``params`` were given,
             else None (the seed's initialisation).
+        readout: on data, whose readout the loss reads the outputs through: ``"trained"``
+            (the weights' own, when it fits the data) or ``"seed"`` (drawn by the seed);
+            None without data.
     """
 
     config: RunConfig
@@ -215,6 +218,7 @@ class Analysis:
     timing: Timing
     data: str | None = None
     weights: str | None = None
+    readout: str | None = None
 
 
 def _nonfinite_steps(series: np.ndarray) -> np.ndarray:
@@ -378,7 +382,16 @@ def analyze(
         timing=timing,
         data=None if data is None else data.label,
         weights=None if weights is None else weights.label,
+        readout=_readout_kind(objective, weights),
     )
+
+
+def _readout_kind(objective, weights: Weights | None) -> str | None:
+    if objective is None or objective.w is None:
+        return None
+    trained = weights is not None and weights.readout is not None
+    fits = trained and tuple(weights.readout["kernel"].shape) == tuple(objective.w.shape)
+    return "trained" if fits else "seed"
 
 
 #: Re-exported from :mod:`rnnviz.prepare` (their long-standing import path).

@@ -13,6 +13,8 @@ from rnnviz.cells import cell_spec
 from rnnviz.cells.theory import theory_overlay
 from rnnviz.diagnostics import gate_means, pca_path
 from rnnviz.fits import decay_fit
+from rnnviz.input_reach import Connectivity
+from rnnviz.training_dynamics import OverTraining
 
 
 def config_label(a: Analysis) -> str:
@@ -381,3 +383,50 @@ def profile_matrix(r) -> pd.DataFrame:
         index=pd.Index(r.profile_steps, name="training step"),
         columns=pd.Index(np.arange(r.profiles.shape[1]), name="t"),
     )
+
+
+# ---- trained networks (rnnviz.connectivity, rnnviz.over_training) ------------------------------
+
+
+def connectivity_frame(runs: list[tuple[str, Connectivity]]) -> pd.DataFrame:
+    """``label, t, lag, log10, shade``: each labelled connectivity up to its output step
+    (``shade``: the opacity the charts give it, 1 at the maximum, over three decades)."""
+    parts = []
+    for label, c in runs:
+        t = np.arange(1, c.step + 1)
+        logs = c.log10[: c.step]
+        parts.append(
+            pd.DataFrame(
+                {
+                    "label": label,
+                    "t": t,
+                    "lag": c.step - t,
+                    "log10": logs,
+                    "relative": c.relative()[: c.step],
+                }
+            )
+        )
+    if not parts:
+        return pd.DataFrame(columns=["label", "t", "lag", "log10", "relative"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def sequence_gates_frame(c: Connectivity) -> pd.DataFrame:
+    """``t, series, value``: the mean gate activations along the connectivity's sequence."""
+    return gates_frame(c)  # the record has what gate_means reads: config, params, carries, inputs
+
+
+def over_training_frame(ot: OverTraining) -> pd.DataFrame:
+    """``step, series, value``: λ1 … λk and the loss at every analysed kept step, and the
+    median σ_i(J_t) over t (series ``σ1 (median)`` …)."""
+    parts = [
+        pd.DataFrame({"step": ot.steps, "series": f"λ{i + 1}", "value": ot.exponents[:, i]})
+        for i in range(ot.exponents.shape[1])
+    ]
+    parts.append(pd.DataFrame({"step": ot.steps, "series": "loss", "value": ot.loss}))
+    median = np.median(ot.singular_values, axis=1)
+    parts += [
+        pd.DataFrame({"step": ot.steps, "series": f"σ{i + 1} (median over t)", "value": median[:, i]})
+        for i in range(median.shape[1])
+    ]
+    return pd.concat(parts, ignore_index=True)

@@ -17,6 +17,8 @@ os.environ.setdefault("RNNVIZ_WORKERS", "0")
 # shrink or wait for its button: AppTest checks views as drawn in full. test_budget.py sets
 # budgets explicitly; the browser and soak servers run with the real one (15 s).
 os.environ.setdefault("RNNVIZ_VIEW_BUDGET_S", "600")
+# Trained runs the dashboard keeps go to a folder of this test process, never the user's.
+os.environ.setdefault("RNNVIZ_TRAINED_DIR", tempfile.mkdtemp(prefix="rnnviz-test-trained-"))
 
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")

@@ -176,7 +176,8 @@ def test_every_view_runs_at_trained_weights(digits_run, digits):
     cfg, w = digits_run.config, digits_run.weights()
     a = analyze(cfg, data=digits, params=w, repeats=1)
     # the trained readout is read: the loss is far below the untrained ln 10
-    assert a.loss < 0.8 * np.log(10) and a.data == "digits rows"
+    assert a.loss < 0.8 * np.log(10) and a.data == "digits rows" and a.readout == "trained"
+    assert analyze(cfg, data=digits, repeats=1).readout == "seed"
     df = sweep(cfg, {"recurrent_gain": [1.0, 0.5]}, data=digits, params=w)
     total = df[df["component"] == "total"]
     np.testing.assert_allclose(

@@ -9,7 +9,8 @@ frame, never raises on NaN/Inf: non-finite values are left out of lines and mark
 * :mod:`~rnnviz.charts.costs` — strategy and device costs;
 * :mod:`~rnnviz.charts.dynamics` — phase diagram, spectra, Lyapunov exponents;
 * :mod:`~rnnviz.charts.training` — training curves;
-* :mod:`~rnnviz.charts.data` — one sequence of a data set (the digit, the series).
+* :mod:`~rnnviz.charts.data` — one sequence of a data set (the digit, the series);
+* :mod:`~rnnviz.charts.memory` — connectivity drawn on the input, λ over training.
 """
 
 from rnnviz.charts.base import (
@@ -33,10 +34,24 @@ from rnnviz.charts.dynamics import (
     spectrum_figure,
 )
 from rnnviz.charts.lines import gradient_figure, heatmap_figure, line_figure, projection_figure
+from rnnviz.charts.memory import (
+    connectivity_figure,
+    digit_connectivity_figure,
+    over_training_figure,
+    series_connectivity_figure,
+    shade,
+    shaded_text_html,
+)
 from rnnviz.charts.training import clipping_figure, training_figure
 from rnnviz.text import superscript
 
 __all__ = [
+    "connectivity_figure",
+    "digit_connectivity_figure",
+    "over_training_figure",
+    "series_connectivity_figure",
+    "shade",
+    "shaded_text_html",
     "HEATMAP_SCALE",
     "MAX_COLUMNS",
     "MAX_POINTS",

@@ -161,6 +161,10 @@ class Training:
             else {"name": self.data_source[0], "options": dict(self.data_source[1])},
             **{f: getattr(self, f) for f in _SCALARS},
             "timing": list(self.timing),
+            # for listing runs from the header alone (the arrays hold the same steps)
+            "kept_steps": None if self.weight_steps is None else [int(x) for x in self.weight_steps],
+            "label": self.label,
+            "final_loss": self.final_loss(),
         }
         arrays = {f: getattr(self, f) for f in _ARRAYS if getattr(self, f) is not None}
         if self.weight_tree is not None:

@@ -102,6 +102,32 @@ def decode(data: bytes, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
     return header, arrays
 
 
+def read_header(path: str | Path) -> dict[str, Any]:
+    """The header alone, for listing runs (the arrays and the checksum are not read: only
+    :func:`read` vouches for a file).
+
+    Raises:
+        RunFileError: not a run file, or its header is cut or not JSON.
+    """
+    path = Path(path)
+    try:
+        with path.open("rb") as f:
+            head = f.read(len(MAGIC) + 4)
+            if not head.startswith(MAGIC) or len(head) < len(MAGIC) + 4:
+                raise RunFileError(path.name, "not an rnnviz run file")
+            (n,) = struct.unpack_from("<I", head, len(MAGIC))
+            raw = f.read(n)
+    except OSError as err:
+        raise RunFileError(path.name, f"cannot be read ({err.strerror or err})") from None
+    try:
+        header = json.loads(raw)
+    except ValueError:
+        raise RunFileError(path.name, "its header is cut or not JSON") from None
+    if not isinstance(header, dict):
+        raise RunFileError(path.name, "its header is not a JSON object")
+    return header
+
+
 def write(path: str | Path, header: dict[str, Any], arrays: dict[str, Any]) -> Path:
     """Write atomically (a temporary file renamed), so a reader never sees half a file."""
     path = Path(path)

@@ -31,7 +31,7 @@ from rnnviz.sources.fit import fitted_config
 from rnnviz.step_jacobians import Jacobians, carry_dim
 from rnnviz.tasks import TASKS, get_task
 from rnnviz.training import OPTIMIZERS
-from rnnviz.ui import budget, data_panel, jobs, state, views
+from rnnviz.ui import budget, data_panel, jobs, runs_panel, state, views
 from rnnviz.ui.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
@@ -42,6 +42,7 @@ TABS = (
     "Phase diagram",
     "Jacobians",
     "Training",
+    "Memory",
     "Devices",
     "Compare",
     "Learn",
@@ -65,19 +66,27 @@ def _results() -> ResultCache:
     return ResultCache(max_entries=128)
 
 
-def _key(cfg: RunConfig) -> str:
-    """A job's key: the config, and the session's data source when it has one (so every
-    view, pin and training run carries the data it was computed on)."""
+def _key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:
+    """A job's key: the config, and the session's data source and trained weights when it
+    has them (so every view and pin carries the data and weights it was computed on);
+    ``weights`` names other weights than the session's; ``trained=False`` leaves them out
+    (training always starts from the seed's initialisation)."""
     values = cfg.to_dict()
     source = st.session_state.get("data_source")
     if source is not None:
         values["data"] = source
+    weights = weights or st.session_state.get("weights_source")
+    if weights is not None and trained:
+        values["weights"] = weights
     return json.dumps(values, sort_keys=True)
 
 
 def _route(cfg: RunConfig) -> str:
-    """Calls for one shape go to one worker, whose compiled executables then serve every value."""
-    return _key(static_config(cfg))
+    """Calls for one shape go to one worker, whose compiled executables then serve every value
+    (trained weights are values too)."""
+    values = json.loads(_key(static_config(cfg)))
+    values.pop("weights", None)
+    return json.dumps(values, sort_keys=True)
 
 
 def describe(cfg: RunConfig) -> str:
@@ -187,6 +196,84 @@ def _jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
     )
 
 
+def _connectivity(cfg: RunConfig, run: str | None, index: int, step: int | None, measure: str | None):
+    """The connectivity at the session's weights (``run`` None) or at the last kept step of a
+    saved run (its cell and sizes)."""
+    weights = None
+    if run is not None:
+        run_cfg = runs_panel.run_config(run)
+        if run_cfg is None:
+            raise ConfigError("run", Path(run).name, "a readable saved run")
+        cfg = cfg.replace(**{f: getattr(run_cfg, f) for f in runs_panel.FOLLOWS_RUN})
+        steps = runs_panel.saved_runs().get(run, {}).get("kept_steps") or [0]
+        weights = {"path": run, "step": steps[-1], "_version": Path(run).stat().st_mtime_ns}
+    key = _key(cfg, weights)
+    return compute(
+        f"the connectivity of sequence {index} ({cfg.cell})",
+        _route(cfg),
+        jobs.connectivity_job,
+        key,
+        index,
+        step,
+        measure,
+    )
+
+
+def _comparable_runs(cfg: RunConfig) -> dict[str, str]:
+    """Saved runs trained on the session's data (same source and input size), other than
+    the one whose weights are chosen: the Memory tab's side-by-side choices."""
+    source = st.session_state.get("data_source") or {}
+    chosen = (st.session_state.get("weights_source") or {}).get("path")
+    out = {}
+    for path, header in runs_panel.saved_runs().items():
+        trained_on = header.get("data_source") or {}
+        if path == chosen or trained_on.get("name") != source.get("name"):
+            continue
+        if header["config"].get("input_size") == cfg.input_size:
+            out[path] = runs_panel.run_label(header)
+    return out
+
+
+def _over_training(path: str, k: int):
+    return compute(f"λ over training ({Path(path).name})", path, jobs.over_training_job, path, k)
+
+
+def _check_run(path: str) -> object:
+    return compute("reading the run file", "runs", jobs.run_summary, path)
+
+
+def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
+    """``cfg`` with the cell, sizes and dtype of the chosen trained run (its weights fit only
+    those); a run whose inputs do not fit the chosen data is one sidebar message, and the
+    weights stay initial."""
+    st.session_state["weights_source"] = None
+    if source is None:
+        return cfg
+    run_cfg = runs_panel.run_config(source["path"])
+    if run_cfg is None:
+        st.sidebar.error(f"{Path(source['path']).name} cannot be read; the weights stay initial.")
+        return cfg
+    if st.session_state.get("data_source") is not None and run_cfg.input_size != cfg.input_size:
+        st.sidebar.error(
+            f"The run reads {run_cfg.input_size} input features and these data have {cfg.input_size}: "
+            "choose the data it was trained on (or synthetic inputs). The weights stay initial."
+        )
+        return cfg
+    fixed = {f: getattr(run_cfg, f) for f in runs_panel.FOLLOWS_RUN}
+    out = cfg.replace(**fixed)
+    st.session_state["weights_source"] = source
+    notes = [
+        f"the cell, its sizes and dtype follow the trained run ({run_cfg.cell}, H={run_cfg.hidden_size})"
+    ]
+    if cfg.recurrent_gain != run_cfg.recurrent_gain:
+        notes.append(
+            f"the gain {cfg.recurrent_gain:g} scales its trained recurrence by "
+            f"{cfg.recurrent_gain / run_cfg.recurrent_gain:.3g} (as trained at {run_cfg.recurrent_gain:g})"
+        )
+    st.sidebar.caption("; ".join(notes) + ".")
+    return out
+
+
 # ---- training: a few compiled chunks per rerun (in the run's worker), so progress shows and Stop works
 
 
@@ -207,7 +294,7 @@ def _training_config(cfg: RunConfig, settings: dict) -> RunConfig:
 
 
 def _train_key(cfg: RunConfig, settings: dict) -> str:
-    return json.dumps({"config": json.loads(_key(cfg)), **settings}, sort_keys=True)
+    return json.dumps({"config": json.loads(_key(cfg, trained=False)), **settings}, sort_keys=True)
 
 
 def _start_training(cfg_json: str, settings: dict) -> None:
@@ -270,7 +357,7 @@ def training_panel(cfg: RunConfig) -> None:
         type="primary",
         disabled=running,
         on_click=_start_training,
-        args=(_key(tcfg), settings),
+        args=(_key(tcfg, trained=False), settings),
     )
     c2.button(
         "Stop",
@@ -320,6 +407,42 @@ def training_panel(cfg: RunConfig) -> None:
     c3.button("Pin these runs", key="train_pin", on_click=_pin_training, args=(key, label))
     pinned = [(lab, store[k]) for k, lab in st.session_state.get("train_pins", []) if k != key and k in store]
     views.training_results(records, pinned, running=False)
+    trained_weights_panel(records, key, tcfg)
+
+
+def trained_weights_panel(records: list, key: str, cfg: RunConfig) -> None:
+    """The finished runs' weights: kept as files (every tab can open them, after reloads too),
+    downloadable, and λ over training."""
+    paths = runs_panel.save_runs(records, key)
+    st.subheader("The trained weights")
+    st.caption(
+        f"Kept at every profile step ({len(records[0].weight_steps)} steps) and saved on this machine: the "
+        "sidebar's *Weights* opens them in every tab, also after a reload."
+    )
+    cols = st.columns(min(len(records), 4))
+    for i, (r, path) in enumerate(zip(records, paths)):
+        col = cols[i % len(cols)]
+        col.button(
+            f"Open seed {r.config.seed} in every tab",
+            key=f"train_use_{i}",
+            on_click=runs_panel.use_run,
+            args=(str(path),),
+        )
+        col.download_button(
+            f"Download seed {r.config.seed} (.rnnviz)",
+            path.read_bytes(),
+            file_name=f"{r.label.replace(' ', '_')}_seed{r.config.seed}.rnnviz",
+            key=f"train_download_{i}",
+            on_click="ignore",
+        )
+    if st.toggle(
+        "λ₁ and the step-Jacobian spectrum at every kept step",
+        key="train_dynamics",
+        help="does training move the network toward λ₁ = 0? One vmapped call over the kept weights, on the "
+        "run's probe sequences",
+    ):
+        k = min(4, carry_dim(cfg))
+        views.over_training_view(_over_training(str(paths[0]), k))
 
 
 def runs_folders() -> tuple[str, ...]:
@@ -418,6 +541,7 @@ def _clear() -> None:
 def main() -> None:
     st.set_page_config(page_title="rnnviz — gradients through time", page_icon="∇", layout="wide")
     state.init_from_url()
+    runs_panel.apply_pending()  # an uploaded run sets the sidebar before it is drawn
     try:
         env = _environment()
     except (ComputationTimeout, WorkerDied) as err:
@@ -427,6 +551,7 @@ def main() -> None:
     devices = ("auto", "cpu", "gpu") if env.gpus else ("auto", "cpu")
     values = state.sidebar(env.strategies, devices, gpu_reason)
     source = data_panel.source_sidebar(values.get("seq_len"))
+    weights = runs_panel.weights_sidebar(_check_run)
     views.limits_caption()
 
     st.title("∇ rnnviz — how gradients flow back through time")
@@ -434,6 +559,7 @@ def main() -> None:
     try:
         cfg = state.config_from_widgets(values)
         cfg = with_data(cfg, source)
+        cfg = with_weights(cfg, weights)
     except ConfigError as err:
         st.error(f"This combination cannot run: {err}")
         return
@@ -478,6 +604,12 @@ def main() -> None:
             a, lambda c, k: _lyapunov(_key(c), k), lambda c, k, e: _jacobians(_key(c), k, e), carry_dim(cfg)
         ),
         "Training": lambda: training_panel(cfg),
+        "Memory": lambda: views.memory_view(
+            st.session_state.get("data_source") is not None,
+            a.weights or "initial weights (from the seed)",
+            _comparable_runs(cfg),
+            lambda run, i, s, m: _connectivity(cfg, run, i, s, m),
+        ),
         "Devices": lambda: views.devices_view(
             lambda r: _devices_live(_key(cfg), r),
             (1 + len(env.gpus)) * len(_availability(cfg)[0]),

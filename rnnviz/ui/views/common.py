@@ -50,7 +50,13 @@ def header(a: Analysis) -> None:
     if a.data is not None:
         st.caption(
             f"Inputs: {a.config.batch_size or 1} sequence(s) of **{a.data}** drawn by the seed from its "
-            "training split; L is the data's task loss through a readout drawn by the seed."
+            "training split; L is the data's task loss through "
+            + ("the trained readout." if a.readout == "trained" else "a readout drawn by the seed.")
+        )
+    if a.weights is not None:
+        st.caption(
+            f"Weights: **{a.weights}** (trained), in every tab; a gain g (the Phase diagram's too) runs "
+            "its recurrent kernels × g / the run's gain."
         )
     t = a.timing
     cols = st.columns(5)

@@ -153,3 +153,31 @@ def training_results(records: list, pinned: list[tuple[str, list]], running: boo
         "steps where the marked inputs sit — to stay within reach of the loss."
     )
     csv_button(df, "rnnviz_training.csv", "csv_training", "Download the training curves (CSV)")
+
+
+def over_training_view(ot) -> None:
+    """λ₁ … λ_k and the loss against the training step, and the step-Jacobian spectrum."""
+    df = frames.over_training_frame(ot)
+    lam = ot.lambda1
+    st.plotly_chart(
+        charts.over_training_figure(
+            df, f"Lyapunov exponents over training ({ot.run.label}, seed {ot.run.config.seed})"
+        ),
+        key="chart_train_lyapunov",
+    )
+    st.caption(
+        f"λ₁ went from {lam[0]:+.4f} at step {int(ot.steps[0])} to {lam[-1]:+.4f} at step "
+        f"{int(ot.steps[-1])} "
+        f"(per step, on the run's {ot.probe} probe sequences): "
+        + ("toward" if abs(lam[-1]) < abs(lam[0]) else "away from")
+        + " λ = 0, the edge of chaos, where gradients neither vanish nor explode."
+    )
+    sigma = df[df["series"].str.startswith("σ")]
+    st.plotly_chart(
+        charts.line_figure(
+            sigma, "Step-Jacobian spectrum over training: median σ_i(J_t) over t", "σ", x="step",
+            x_title="training step",
+        ),
+        key="chart_train_spectrum",
+    )  # fmt: skip
+    csv_button(df, "rnnviz_over_training.csv", "csv_over_training", "Download λ and σ over training (CSV)")
