@@ -284,7 +284,9 @@ def test_stop_button_stops_a_run_in_progress():
     from apptest_helpers import decode, figure_by_title, run_app
 
     from rnnviz.ui import jobs
-    from rnnviz.ui.app import _key, _pool, _train_key, _training_config
+    from rnnviz.ui.calls import job_key as _key
+    from rnnviz.ui.calls import pool as _pool
+    from rnnviz.ui.training_panel import _train_key, _training_config
     from rnnviz.ui.views import TRAIN_DEFAULTS
 
     at = run_app({"tab": "Training", "seq_len": "10", "hidden_size": "8"})
@@ -303,7 +305,7 @@ def test_stop_button_stops_a_run_in_progress():
     cfg = _training_config(RunConfig(seq_len=10, hidden_size=8), settings)
     key = _train_key(cfg, settings)
     # A run in progress in its worker, one chunk done (as if Train had been pressed a moment ago).
-    _pool().call(jobs.train_start, key, _key(cfg), settings, route=key, what="test")
+    _pool().call(jobs.train_start, key, _key(cfg, trained=False), settings, route=key, what="test")
     assert _pool().call(jobs.train_advance, key, 0.0, route=key, what="test").steps_done == 20
     at.session_state["trainer"] = key
     at.button(key="train_stop").click().run()

@@ -121,10 +121,10 @@ def test_the_result_cache_computes_a_key_once_while_others_wait_and_forgets_fail
 def test_the_dashboard_says_what_was_stopped_and_keeps_pins_and_url(monkeypatch):
     from apptest_helpers import run_app
 
-    from rnnviz.ui import app
+    from rnnviz.ui import calls
 
     real = WorkerPool(size=1, setup="rnnviz.ui.jobs:setup", time_limit_s=60)
-    monkeypatch.setattr(app, "_pool", lambda: real)  # this test needs real worker processes
+    monkeypatch.setattr(calls, "pool", lambda: real)  # this test needs real worker processes
     try:
         at = run_app({"tab": "Compare", "seq_len": "21", "hidden_size": "5"})
         at.button(key="pin").click().run()

@@ -1,0 +1,211 @@
+"""The dashboard's calls into its worker processes (:mod:`rnnviz.ui.worker`): one pool and one
+result cache shared by every session, the key every job carries (config, data source,
+trained weights), and one function per computation a view asks for.
+
+No JAX maths here: each function names a job in :mod:`rnnviz.ui.jobs` and waits for it,
+with a line on the page while it runs.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from rnnviz.analysis import Analysis, static_config
+from rnnviz.config import ConfigError, RunConfig
+from rnnviz.exponents import Lyapunov
+from rnnviz.step_jacobians import Jacobians
+from rnnviz.ui import jobs, runs_panel
+from rnnviz.ui.worker import InlinePool, ResultCache, WorkerPool, make_pool
+
+
+@st.cache_resource(show_spinner=False)
+def pool() -> WorkerPool | InlinePool:
+    """The worker processes, shared by every session: no JAX computation runs in this process,
+    so a stuck one can be killed without taking a session with it (``RNNVIZ_WORKERS``)."""
+    return make_pool(setup="rnnviz.ui.jobs:setup")
+
+
+@st.cache_resource(show_spinner=False)
+def results() -> ResultCache:
+    """Finished results by (computation, arguments), shared by every session."""
+    return ResultCache(max_entries=128)
+
+
+def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:
+    """A job's key: the config, and the session's data source and trained weights when it
+    has them (so every view and pin carries the data and weights it was computed on);
+    ``weights`` names other weights than the session's; ``trained=False`` leaves them out
+    (training always starts from the seed's initialisation)."""
+    values = cfg.to_dict()
+    source = st.session_state.get("data_source")
+    if source is not None:
+        values["data"] = source
+    weights = weights or st.session_state.get("weights_source")
+    if weights is not None and trained:
+        values["weights"] = weights
+    return json.dumps(values, sort_keys=True)
+
+
+def route(cfg: RunConfig) -> str:
+    """Calls for one shape go to one worker, whose compiled executables then serve every value
+    (trained weights are values too)."""
+    values = json.loads(job_key(static_config(cfg)))
+    values.pop("weights", None)
+    return json.dumps(values, sort_keys=True)
+
+
+def describe(cfg: RunConfig) -> str:
+    return f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
+
+
+def compute(what: str, route: str, fn, *args):
+    """``fn(*args)`` in the route's worker, through the result cache; while it runs, a line says
+    so (and gives Streamlit the chance to stop this run when the user changes something)."""
+    note = st.empty()
+    limit = pool().time_limit_s
+
+    def waiting(elapsed: float, running: bool) -> None:
+        if elapsed >= 1.0:
+            doing = "computing" if running else "waiting for another session's computation"
+            note.caption(f"⏳ {what}: {doing}… {elapsed:.0f} s (stopped at {limit:g} s)")
+
+    call = lambda: pool().call(fn, *args, route=route, what=what, on_wait=waiting)  # noqa: E731
+    try:
+        return results().get((fn.__name__,) + args, call, on_wait=waiting)
+    finally:
+        note.empty()
+
+
+def environment() -> jobs.Environment:
+    return compute("looking at this machine's devices", "environment", jobs.environment)
+
+
+def analysis(cfg_json: str) -> Analysis:
+    cfg = jobs.config_of(cfg_json)
+    return compute(f"the analysis of {describe(cfg)}", route(cfg), jobs.analysis, cfg_json)
+
+
+def strategies(cfg_json: str, repeats: int) -> pd.DataFrame:
+    cfg = jobs.config_of(cfg_json)
+    return compute(
+        f"every strategy on {describe(cfg)} ({repeats} runs each)",
+        route(cfg),
+        jobs.strategies_table,
+        cfg_json,
+        repeats,
+    )
+
+
+def availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
+    return compute("which strategies apply", route(cfg), jobs.strategy_availability, job_key(cfg))
+
+
+def scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
+    cfg = jobs.config_of(cfg_json)
+    return compute(
+        f"every strategy at T ∈ {list(lens)} ({cfg.cell})", route(cfg), jobs.scaling_table, cfg_json, lens
+    )
+
+
+def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
+    cfg = jobs.config_of(cfg_json)
+    return compute(
+        f"live runs on every device of {describe(cfg)}", route(cfg), jobs.devices_live, cfg_json, repeats
+    )
+
+
+def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+    cfg = jobs.config_of(cfg_json)
+    return compute(
+        f"the phase diagram ({n} gains × {seeds} seeds, {describe(cfg)})",
+        route(cfg),
+        jobs.phase,
+        cfg_json,
+        lo,
+        hi,
+        n,
+        seeds,
+    )
+
+
+def lyapunov_phase(
+    cfg_json: str, lo: float, hi: float, n: int, seeds: int
+) -> tuple[pd.DataFrame, float | None]:
+    cfg = jobs.config_of(cfg_json)
+    return compute(
+        f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})",
+        route(cfg),
+        jobs.lyapunov_phase_table,
+        cfg_json,
+        lo,
+        hi,
+        n,
+        seeds,
+    )
+
+
+def lyapunov(cfg_json: str, k: int) -> Lyapunov:
+    cfg = jobs.config_of(cfg_json)
+    return compute(f"{k} Lyapunov exponents of {describe(cfg)}", route(cfg), jobs.lyapunov, cfg_json, k)
+
+
+def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
+    cfg = jobs.config_of(cfg_json)
+    return compute(
+        f"the step Jacobians' top {k} singular values ({describe(cfg)})",
+        route(cfg),
+        jobs.jacobians,
+        cfg_json,
+        k,
+        example,
+    )
+
+
+def connectivity(cfg: RunConfig, run: str | None, index: int, step: int | None, measure: str | None):
+    """The connectivity at the session's weights (``run`` None) or at the last kept step of a
+    saved run (its cell and sizes)."""
+    weights = None
+    if run is not None:
+        run_cfg = runs_panel.run_config(run)
+        if run_cfg is None:
+            raise ConfigError("run", Path(run).name, "a readable saved run")
+        cfg = cfg.replace(**{f: getattr(run_cfg, f) for f in runs_panel.FOLLOWS_RUN})
+        steps = runs_panel.saved_runs().get(run, {}).get("kept_steps") or [0]
+        weights = {"path": run, "step": steps[-1], "_version": Path(run).stat().st_mtime_ns}
+    key = job_key(cfg, weights)
+    return compute(
+        f"the connectivity of sequence {index} ({cfg.cell})",
+        route(cfg),
+        jobs.connectivity_job,
+        key,
+        index,
+        step,
+        measure,
+    )
+
+
+def comparable_runs(cfg: RunConfig) -> dict[str, str]:
+    """Saved runs trained on the session's data (same source and input size), other than
+    the one whose weights are chosen: the Memory tab's side-by-side choices."""
+    source = st.session_state.get("data_source") or {}
+    chosen = (st.session_state.get("weights_source") or {}).get("path")
+    out = {}
+    for path, header in runs_panel.saved_runs().items():
+        trained_on = header.get("data_source") or {}
+        if path == chosen or trained_on.get("name") != source.get("name"):
+            continue
+        if header["config"].get("input_size") == cfg.input_size:
+            out[path] = runs_panel.run_label(header)
+    return out
+
+
+def over_training(path: str, k: int):
+    return compute(f"λ over training ({Path(path).name})", path, jobs.over_training_job, path, k)
+
+
+def check_run(path: str) -> object:
+    return compute("reading the run file", "runs", jobs.run_summary, path)
