@@ -42,8 +42,10 @@ def server(tmp_path_factory):
         "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")),
         "RNNVIZ_WORKERS": "2",
         "RNNVIZ_VIEW_BUDGET_S": "15",
+        "RNNVIZ_TRAINED_DIR": str(tmp_path_factory.mktemp("trained")),
     }
     proc, url = start_server(env, tmp_path_factory.mktemp("server") / "streamlit.log")
+    os.environ["RNNVIZ_BROWSER_TRAINED_DIR"] = env["RNNVIZ_TRAINED_DIR"]  # where a test leaves runs
     yield url
     proc.terminate()
     proc.wait(timeout=20)
@@ -237,4 +239,42 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     _idle(page)
     assert "T = 30 and I = 1 follow the data" in sidebar.inner_text()
     page.screenshot(path=str(tmp_path / "upload.png"), full_page=True)
+    page.close()
+
+
+def test_memory_shades_the_text_by_what_a_trained_lstm_remembers(server, browser, tmp_path):
+    from rnnviz import RunConfig, fit_to_data, load_dataset, train
+
+    text = load_dataset("text", seq_len=40, max_sequences=96)
+    cfg = fit_to_data(RunConfig(cell="lstm", hidden_size=8, batch_size=8, forget_bias=1.0), text)
+    train(cfg, text, steps=10, log_every=10).save(
+        Path(os.environ["RNNVIZ_BROWSER_TRAINED_DIR"]) / "lstm.rnnviz"
+    )
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.goto(f"{server}/?tab=Memory&seq_len=40&hidden_size=8")
+    page.wait_for_selector(".st-key-weights_choice", timeout=90_000)
+    _idle(page)
+    option = page.get_by_role("option", name="lstm on text prose T=40", exact=False)
+    for _ in range(3):  # a rerun that lands between the click and the list closes the list
+        page.locator(".st-key-weights_choice").get_by_role("combobox").click()
+        try:
+            option.first.wait_for(timeout=10_000)
+            break
+        except Exception:
+            _idle(page)
+    option.first.click()
+    page.wait_for_selector(".rnnviz-char", timeout=90_000)
+    _idle(page)
+    chars = page.locator(".rnnviz-char")
+    assert chars.count() == 40
+    shades = [float(x) for x in chars.evaluate_all("els => els.map(e => e.dataset.shade)")]
+    colours = chars.evaluate_all("els => els.map(e => getComputedStyle(e).backgroundColor)")
+    assert max(shades) == 1.0 and min(shades) < 0.9  # shaded by how much the output depends on each
+    assert len(set(colours)) > 5  # drawn, not stripped: the browser computed each background
+    assert all(
+        c.startswith(("rgba(0, 114, 178", "rgb(0, 114, 178")) for c in colours if c != "rgba(0, 0, 0, 0)"
+    )
+    assert page.locator('[data-testid="stException"]').count() == 0
+    assert "lstm on text prose T=40, step 10" in page.inner_text("body")
+    page.screenshot(path=str(tmp_path / "memory.png"), full_page=True)
     page.close()
