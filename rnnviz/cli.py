@@ -27,25 +27,15 @@ from rnnviz.cli_inputs import (
     config_and_data,
     data_options,
 )
+from rnnviz.cli_trained import add_connectivity, cmd_over_training
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 from rnnviz.fits import regime
 from rnnviz.launch import add_parser as add_app
-from rnnviz.text import pow10_text
-
-
-def _finite(x: Any) -> Any:
-    """JSON has no NaN/Inf: non-finite numbers become null."""
-    if isinstance(x, float):
-        return x if math.isfinite(x) else None
-    if isinstance(x, dict):
-        return {k: _finite(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_finite(v) for v in x]
-    return x
+from rnnviz.text import finite_json, pow10_text
 
 
 def analysis_json(a) -> dict[str, Any]:
-    return _finite(
+    return finite_json(
         {
             "config": a.config.to_dict(),
             "data": a.data,
@@ -129,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_train(sub)
     _add_bench(sub)
     _add_data(sub)
-    _add_connectivity(sub)
+    add_connectivity(sub)
     add_app(sub)
     return parser
 
@@ -218,71 +208,6 @@ def cmd_bench(args: argparse.Namespace) -> int:
     return run_bench(args.suite, args.repeats, record, args.budget, args.all_devices, args.steps)
 
 
-def cmd_connectivity(args: argparse.Namespace) -> int:
-    from rnnviz.input_reach import connectivity
-
-    cfg, ds, weights = config_and_data(args)
-    if ds is None:
-        raise ConfigError("data", None, "a data set (--data, or a run trained on one: --weights)")
-    c = connectivity(cfg, ds, args.index, params=weights, step=args.output_step, measure=args.measure)
-    reach = {f: c.reach(f) for f in (0.1, 0.01)}
-    if args.json:
-        out = {
-            "data": c.data,
-            "weights": c.weights,
-            "index": c.index,
-            "step": c.step,
-            "measure": c.measure,
-            "target": c.target,
-            "log_prob": c.log_prob,
-            "log10": c.log10.tolist(),
-            "text": c.text,
-            "reach": {str(k): v for k, v in reach.items()},
-        }
-        print(json.dumps(_finite(out)))
-        return 0
-    what = "∂ log p(target)" if c.measure == "target" else "∂y_τ"
-    print(
-        f"connectivity ‖{what}/∂x_t‖ of sequence {c.index} of {c.data} at τ={c.step} "
-        f"({c.weights or 'initial weights'})"
-    )
-    if c.text is not None:
-        print("text: " + c.text[: c.step].replace("\n", "⏎"))
-    print(
-        f"reaches back {reach[0.1]} steps above 10 % of its maximum, {reach[0.01]} steps above 1 % "
-        f"(max at t={int(np.nanargmax(np.where(np.isfinite(c.log10), c.log10, -np.inf))) + 1})"
-    )
-    for t in range(c.step, 0, -max(1, c.step // 10)):
-        print(f"  t={t:<6} lag {c.step - t:<6} {pow10_text(c.log10[t - 1])}")
-    return 0
-
-
-def _add_connectivity(sub) -> None:
-    p = sub.add_parser(
-        "connectivity",
-        help="how strongly one output depends on every earlier input of a sequence (exact magnitudes)",
-    )
-    add_config_flags(p)
-    add_data_flag(p, "a sequence of")
-    add_weights_flag(p, "at")
-    p.add_argument("--index", type=bounded_int(0, 10**9), default=0, help="which sequence (default 0)")
-    p.add_argument(
-        "--output-step",
-        dest="output_step",
-        type=bounded_int(1, 10**6),
-        default=None,
-        help="τ, the output step (default: the sequence's last real step)",
-    )
-    p.add_argument(
-        "--measure",
-        choices=("target", "output"),
-        default=None,
-        help="log p(target) through the trained readout, or ‖∂y_τ/∂x_t‖ (default: target where it can)",
-    )
-    p.add_argument("--json", action="store_true", help="print it as JSON")
-    p.set_defaults(func=cmd_connectivity)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     from rnnviz.timing import keep_freed_buffers
 
@@ -358,7 +283,7 @@ def _add_sweep(sub) -> None:
 
 def lyapunov_json(ly) -> dict[str, Any]:
     decay = None if ly.decay is None else ly.decay._asdict()
-    return _finite(
+    return finite_json(
         {
             "config": ly.config.to_dict(),
             "k": ly.k,
@@ -377,6 +302,8 @@ def lyapunov_json(ly) -> dict[str, Any]:
 def cmd_lyapunov(args: argparse.Namespace) -> int:
     from rnnviz.exponents import lyapunov
 
+    if args.over_training:
+        return cmd_over_training(args)
     cfg, ds, weights = config_and_data(args)
     ly = lyapunov(cfg, k=args.k, warmup=args.warmup, qr_every=args.qr_every, data=ds, params=weights)
     if args.json:
@@ -431,11 +358,17 @@ def _add_lyapunov(sub) -> None:
     p.add_argument("--json", action="store_true", help="print the exponents as JSON")
     add_data_flag(p, "trajectories driven by a batch of")
     add_weights_flag(p, "the trajectories of")
+    p.add_argument(
+        "--over-training",
+        dest="over_training",
+        action="store_true",
+        help="with --weights: the exponents and step-Jacobian spectrum at every kept step of the run",
+    )
     p.set_defaults(func=cmd_lyapunov)
 
 
 def training_json(r) -> dict[str, Any]:
-    return _finite(
+    return finite_json(
         {
             "config": r.config.to_dict(),
             "task": r.task,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 
@@ -26,3 +27,14 @@ def pow10_text(log10_value: float, digits: int = 3) -> str:
     if round(m, digits - 1) >= 10:
         m, e = m / 10, e + 1
     return f"{m:.{digits - 1}f}×10{superscript(e)}"
+
+
+def finite_json(x: Any) -> Any:
+    """JSON has no NaN/Inf: non-finite numbers become null."""
+    if isinstance(x, float):
+        return x if math.isfinite(x) else None
+    if isinstance(x, dict):
+        return {k: finite_json(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [finite_json(v) for v in x]
+    return x

@@ -357,6 +357,14 @@ def test_cli_saves_a_run_and_every_command_reopens_it(tmp_path, capsys):
     np.testing.assert_allclose([np.nan if v is None else v for v in out["log10"]], c.log10, atol=1e-6)
     assert main(["connectivity", "--weights", str(path), "--index", "3"]) == 0
     assert "reaches back" in capsys.readouterr().out
+    assert main(["connectivity", "--weights", str(path), "--index", "2", "--count", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["indices"] == [2, 3, 4] and out["reach"]["0.01"][1] == c.reach(0.01)
+    assert main(["lyapunov", "--weights", str(path), "--over-training", "--k", "1", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ot = over_training(run, k=1)
+    assert out["steps"] == [0, 10, 20]
+    np.testing.assert_allclose(np.asarray(out["exponents"]), ot.exponents, rtol=1e-6)
     assert main(["analyze", "--weights", str(path), "--hidden-size", "9"]) == 2
     assert "needs float32[9]" in capsys.readouterr().err
     (tmp_path / "cut.rnnviz").write_bytes(path.read_bytes()[:100])
