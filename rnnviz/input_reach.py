@@ -32,10 +32,12 @@ from rnnviz.cells import carry_to_dict, make_cell, outputs
 from rnnviz.config import ConfigError, RunConfig, check_number
 from rnnviz.logpass import log_input_gradients
 from rnnviz.norms import Scaled, combine, log10
+from rnnviz.objective import DataSpec
 from rnnviz.prepare import check_weights, output_size, prepared_inputs, static_config
 from rnnviz.rollout import rollout
 from rnnviz.sources import Dataset, check_data
 from rnnviz.sources.describe import digit_steps, preview_record
+from rnnviz.timing import Compiled, compile_cache, compile_for
 from rnnviz.weights import Weights
 
 #: What the connectivity differentiates (see the module docstring).
@@ -102,7 +104,6 @@ def _target_scalar(cfg: RunConfig, params, step, w, b, target):
     return s
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
 def connectivity_pass(cfg: RunConfig, measure: str, params, carry0, xs, step, w, b, target):
     """``(Scaled [T], log p or 0, carries)`` for one unbatched sequence ``xs [T, I]``
     (``step`` τ, the readout ``w [O, F]``, ``b [F]`` and ``target`` are traced: a new
@@ -125,6 +126,13 @@ def connectivity_pass(cfg: RunConfig, measure: str, params, carry0, xs, step, w,
 
     per_unit = jax.vmap(unit)(jnp.arange(output_size(cfg)))  # [O, T]
     return combine(per_unit, 0), jnp.float32(0), carries
+
+
+@compile_cache(maxsize=32)
+def connectivity_executable(static: RunConfig, measure: str, args: DataSpec, device: jax.Device) -> Compiled:
+    """:func:`connectivity_pass` compiled for one shape (a new sequence, step, target or
+    weights of the same shapes reuse it)."""
+    return compile_for(functools.partial(connectivity_pass, static, measure), args.shapes(), device)
 
 
 def connectivity(

@@ -310,9 +310,15 @@ def prepared_batch(
     return prepared_on(cfg, device, *data_on(cfg, device, data), weights)
 
 
-@functools.partial(jax.jit, static_argnums=0)
-def _trained_params(cfg: RunConfig, key_data, values, trained):
-    return prepare_trained(cfg, key_data, values, trained)
+@compile_cache(maxsize=64)
+def trained_executable(params_static: RunConfig, trained: DataSpec, device: jax.Device) -> Compiled:
+    """``(key, values, trained) -> (params, carry0)`` for weights of the spec ``trained``
+    (:func:`prepare_trained`): new weights of the same shapes reuse it."""
+    return compile_for(
+        functools.partial(prepare_trained, params_static),
+        (seed_key(0), Values.of(params_static), trained.shapes()),
+        device,
+    )
 
 
 def prepared_on(
@@ -330,7 +336,8 @@ def prepared_on(
         trained = None
     else:
         trained = jax.device_put(trained_tree(weights), device)
-        p, carry0 = _trained_params(_params_config(static_config(cfg)), key, values, trained)
+        exe = trained_executable(_params_config(static_config(cfg)), data_spec(trained), device)
+        p, carry0 = exe.fn(key, values, trained)
     if arrays is None:
         return Prepared(p, carry0, inputs.fn(key, values)[..., : cfg.seq_len, :], None)
     xs, objective = inputs.fn(key, arrays)

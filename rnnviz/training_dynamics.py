@@ -28,10 +28,12 @@ import numpy as np
 from rnnviz.config import FLOP_BUDGET, BudgetError, ConfigError, RunConfig, check_number
 from rnnviz.data_tasks import data_task
 from rnnviz.exponents import LyapunovOptions, check_options, lyapunov_flops, qr_pass
-from rnnviz.prepare import Values, prepare_params, seed_key
+from rnnviz.objective import DataSpec, data_spec
+from rnnviz.prepare import Values, prepare_params, resolve_device, seed_key, static_config
 from rnnviz.sources import DataError, Dataset, load_dataset
 from rnnviz.step_jacobians import EXACT_MAX_DIM, carry_dim, jacobian_flops, jacobian_pass
 from rnnviz.tasks import get_task
+from rnnviz.timing import Compiled, compile_cache, compile_for
 from rnnviz.training.model import PROBE_BATCH, PROBE_SALT
 from rnnviz.training.records import Training
 
@@ -95,8 +97,9 @@ def probe_inputs(run: Training, data: Dataset | None = None) -> jax.Array:
     return probe.inputs.astype(jnp.dtype(cfg.dtype))
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1))
 def _exponents(cfg: RunConfig, opts: LyapunovOptions, cells, carries, xs, key_data):
+    """``[S, B, k]``: the QR method at each of S stacked weights (one vmapped pass)."""
+
     def one(params, carry0):
         running, covered = qr_pass(cfg, opts, params, carry0, xs, key_data)
         return running[-1] / covered[-1].astype(running.dtype)  # [B, k]
@@ -104,10 +107,24 @@ def _exponents(cfg: RunConfig, opts: LyapunovOptions, cells, carries, xs, key_da
     return jax.vmap(one)(cells, carries)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))
 def _spectra(cfg: RunConfig, method: str, k: int, iterations: int, stride: int, cells, carries, xs, key_data):
+    """``[S, n, k]``: σ_i(J_t) along the first example at each of S stacked weights."""
     fn = functools.partial(jacobian_pass, cfg, method, k, iterations, stride, 0)
     return jax.vmap(lambda p, c: fn(p, c, xs, key_data))(cells, carries)
+
+
+@compile_cache(maxsize=16)
+def exponents_executable(
+    cfg: RunConfig, opts: LyapunovOptions, args: DataSpec, device: jax.Device
+) -> Compiled:
+    return compile_for(functools.partial(_exponents, cfg, opts), args.shapes(), device)
+
+
+@compile_cache(maxsize=16)
+def spectra_executable(
+    cfg: RunConfig, method: str, k: int, stride: int, args: DataSpec, device: jax.Device
+) -> Compiled:
+    return compile_for(functools.partial(_spectra, cfg, method, k, 12, stride), args.shapes(), device)
 
 
 def _pick(steps: np.ndarray, max_points: int) -> np.ndarray:
@@ -197,9 +214,13 @@ def over_training(
         carries = jax.tree.map(lambda *a: jnp.stack(a), *[w.carry for w in weights])
     else:
         carries = jax.tree.map(lambda c: jnp.broadcast_to(c, (idx.size,) + c.shape), fixed)
-    exps = np.asarray(_exponents(cfg, opts, cells, carries, xs, key), np.float64)  # [S, B, k]
+    args = (cells, carries, xs, key)
+    device = resolve_device(cfg)
+    exe = exponents_executable(static_config(cfg), opts, data_spec(args), device)
+    exps = np.asarray(exe.fn(*args), np.float64)  # [S, B, k]
     exps = -np.sort(-exps, axis=-1)
-    sv = np.asarray(_spectra(cfg, method, opts.k, 12, stride, cells, carries, xs, key), np.float64)
+    exe = spectra_executable(static_config(cfg), method, opts.k, stride, data_spec(args), device)
+    sv = np.asarray(exe.fn(*args), np.float64)  # [S, n, k]
     steps = run.weight_steps[idx]
     return OverTraining(
         run=run,

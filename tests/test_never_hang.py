@@ -123,6 +123,52 @@ def test_every_vmapped_executable_is_free_of_concurrent_lapack(cell, batch):
         assert lapack_calls(init.as_text()) == [] and lapack_calls(chunk.as_text()) == []
 
 
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_the_trained_network_executables_hold_one_kind_of_factorisation_each(cell):
+    """λ over training (QR over the kept weights), the spectrum over training (SVD) and the
+    connectivity pass: each compiled as rnnviz compiles it, every LAPACK call ordered."""
+    import functools
+
+    from rnnviz import fit_to_data, load_dataset, train
+    from rnnviz.input_reach import connectivity_pass
+    from rnnviz.training_dynamics import _exponents, _spectra
+
+    cfg = RunConfig(cell=cell, hidden_size=4, input_size=2, seq_len=6, batch_size=4)
+    run = train(cfg, "adding", steps=4, log_every=1)  # 5 kept weights
+    cells = jax.tree.map(jnp.asarray, run.weight_tree["cell"])
+    n = run.weight_steps.size
+    carries = jax.tree.map(
+        lambda c: jnp.zeros((n, 32) + c.shape, c.dtype),
+        (jnp.zeros(4), jnp.zeros(4)) if cell == "lstm" else jnp.zeros(4),
+    )
+    xs = jnp.zeros((32, 6, 2))
+    key = jnp.zeros(2, jnp.uint32)
+    probe = cfg.replace(batch_size=32)
+    qr = compile_for(
+        functools.partial(_exponents, probe, LyapunovOptions(k=2, warmup=0)),
+        (cells, carries, xs, key),
+        resolve_device(cfg),
+    )
+    assert {c.target for c in lapack_calls(qr.fn.as_text())} <= {"lapack_sgeqrf_ffi", "lapack_sorgqr_ffi"}
+    assert concurrent_lapack(qr.fn.as_text()) == []
+    svd = compile_for(
+        functools.partial(_spectra, probe, "exact", 2, 12, 1), (cells, carries, xs, key), resolve_device(cfg)
+    )
+    assert {c.target for c in lapack_calls(svd.fn.as_text())} <= {"lapack_sgesdd_ffi"}
+    assert concurrent_lapack(svd.fn.as_text()) == []
+    text = load_dataset("text", seq_len=8, max_sequences=16)
+    one = fit_to_data(RunConfig(cell=cell, hidden_size=4), text).replace(batch_size=None)
+    from rnnviz.prepare import prepared_inputs
+
+    p, c0, _ = prepared_inputs(one)
+    for measure in ("target", "output"):
+        args = (p, c0, jnp.zeros((8, 97)), np.int32(8), jnp.zeros((4, 97)), jnp.zeros(97), np.int32(0))
+        conn = compile_for(
+            functools.partial(connectivity_pass, static_config(one), measure), args, resolve_device(one)
+        )
+        assert lapack_calls(conn.fn.as_text()) == []
+
+
 # ---- fresh processes, the vmapped paths, again and again -----------------------------------------
 
 #: Calls per process. Before the fix, with 10 calls a process the LSTM and GRU paths hung in
