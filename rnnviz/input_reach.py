@@ -32,8 +32,8 @@ from rnnviz.cells import carry_to_dict, make_cell, outputs
 from rnnviz.config import ConfigError, RunConfig, check_number
 from rnnviz.logpass import log_input_gradients
 from rnnviz.norms import Scaled, combine, log10
-from rnnviz.objective import DataSpec
-from rnnviz.prepare import check_weights, output_size, prepared_inputs, static_config
+from rnnviz.objective import DataSpec, data_spec
+from rnnviz.prepare import check_weights, output_size, prepared_inputs, resolve_device, static_config
 from rnnviz.rollout import rollout
 from rnnviz.sources import Dataset, check_data
 from rnnviz.sources.describe import digit_steps, preview_record
@@ -199,9 +199,9 @@ def connectivity(
     w = jnp.zeros((1, 1), jnp.float32) if not fits else jnp.asarray(readout["kernel"])
     b = jnp.zeros((1,), jnp.float32) if not fits else jnp.asarray(readout["bias"])
     target = 0 if targets is None else targets
-    norms, log_prob, carries = connectivity_pass(
-        static_config(one), measure, p, carry0, xs, step, w, b, target
-    )
+    args = (p, carry0, xs, np.int32(step), w, b, np.int32(target))
+    exe = connectivity_executable(static_config(one), measure, data_spec(args), resolve_device(one))
+    norms, log_prob, carries = exe.fn(*args)
     host = jax.device_get((p, carries))
     return Connectivity(
         config=one,

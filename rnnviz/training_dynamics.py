@@ -184,7 +184,7 @@ def over_training(
         >>> from rnnviz.training_dynamics import over_training
         >>> cfg = RunConfig(cell="gru", hidden_size=8, input_size=2, seq_len=20, batch_size=16)
         >>> ot = over_training(train(cfg, "adding", steps=40, log_every=20), k=2)
-        >>> list(ot.steps), ot.exponents.shape, ot.singular_values.shape  # [S, k], [S, n, k]
+        >>> [int(s) for s in ot.steps], ot.exponents.shape, ot.singular_values.shape  # [S, k], [S, n, k]
         ([0, 20, 40], (3, 2), (3, 20, 2))
     """
     if run.weight_steps is None or run.weight_tree is None or not run.weight_steps.size:

@@ -144,7 +144,7 @@ class Training:
             >>> run = train(cfg, "adding", steps=4, log_every=2)
             >>> path = run.save(pathlib.Path(tempfile.mkdtemp()) / "run.rnnviz")
             >>> again = load_run(path)
-            >>> list(again.weight_steps), bool((again.losses == run.losses).all())
+            >>> [int(s) for s in again.weight_steps], bool((again.losses == run.losses).all())
             ([0, 2, 4], True)
         """
         return runfile.write(path, *self.to_file())
