@@ -8,6 +8,8 @@ from typing import Any
 
 from rnnviz.argtypes import bounded_int
 from rnnviz.config import FIELD_SPECS, RunConfig
+from rnnviz.sources import check_data, fit_to_data, load_dataset
+from rnnviz.training import load_run
 
 DATA_OPTIONS = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
 
@@ -70,16 +72,12 @@ def config_and_data(args: argparse.Namespace):
     base: dict[str, Any] = {}
     weights = source = None
     if getattr(args, "weights", None) is not None:
-        from rnnviz.training import load_run  # JAX: imported once a command needs it
-
         run = load_run(args.weights)
         weights = run.weights(args.step)
         base = {k: v for k, v in run.config.to_dict().items() if v is not None}
         source = run.data_source
     if getattr(args, "data", None) is None and source is None:
         return RunConfig.from_mapping({**base, **given}), None, weights
-    from rnnviz.sources import check_data, fit_to_data, load_dataset
-
     if getattr(args, "data", None) is not None:
         ds = load_dataset(args.data, **data_options(args, args.data))
     else:

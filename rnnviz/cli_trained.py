@@ -12,12 +12,13 @@ import numpy as np
 from rnnviz.argtypes import bounded_int
 from rnnviz.cli_inputs import add_config_flags, add_data_flag, add_weights_flag, config_and_data
 from rnnviz.config import ConfigError
+from rnnviz.input_reach import connectivity
 from rnnviz.text import finite_json, pow10_text
+from rnnviz.training import load_run
+from rnnviz.training_dynamics import over_training
 
 
 def cmd_connectivity(args: argparse.Namespace) -> int:
-    from rnnviz.input_reach import connectivity
-
     cfg, ds, weights = config_and_data(args)
     if ds is None:
         raise ConfigError("data", None, "a data set (--data, or a run trained on one: --weights)")
@@ -58,8 +59,6 @@ def cmd_connectivity(args: argparse.Namespace) -> int:
 
 def _reach_summary(args: argparse.Namespace, cfg, ds, weights) -> int:
     """How far back the connectivity reaches over ``--count`` sequences from ``--index``."""
-    from rnnviz.input_reach import connectivity
-
     last = min(ds.n_sequences, args.index + args.count)
     runs = [
         connectivity(cfg, ds, i, params=weights, step=args.output_step, measure=args.measure)
@@ -122,8 +121,6 @@ def add_connectivity(sub) -> None:
 
 
 def cmd_over_training(args: argparse.Namespace) -> int:
-    from rnnviz.training import load_run
-    from rnnviz.training_dynamics import over_training
 
     if args.weights is None:
         raise ConfigError("over_training", True, "a saved run to look at: --weights RUN.rnnviz")

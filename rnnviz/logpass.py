@@ -58,6 +58,31 @@ def _add_scaled(a_hat, ea, b_hat, eb):
     return v_hat, jnp.where(ev == ZERO_EXPONENT, ZERO_EXPONENT, top + ev)
 
 
+def _step_back(cell, params: Params, treedef, state, prev, x_t, d_prev, with_input: bool = False):
+    """One step of the reverse recursion: ``((δ̂_{t−1}, e_{t−1}), top, g_x)`` from
+    ``state = (δ̂_t, e_t)`` per carry leaf: δ_{t−1} = J_tᵀ δ_t + d_{t−1}, by the step's VJP at
+    ``carry_{t−1}`` (``prev``) and x_t, at one exponent ``top`` (J_tᵀ mixes the components);
+    with ``with_input`` also x_t's cotangent (∂carry_t/∂x_t)ᵀ δ̂_t, at that exponent."""
+    hats, exps = state
+    top = functools.reduce(jnp.maximum, exps)
+    u = jax.tree.unflatten(treedef, [pow2_scale(h, (e - top)[..., None]) for h, e in zip(hats, exps)])
+    carry_prev = jax.tree.unflatten(treedef, prev)
+    if with_input:
+        _, vjp = jax.vjp(lambda c, x: cell.apply({"params": params}, c, x)[0], carry_prev, x_t)
+        a, gx = vjp(u)
+    else:
+        _, vjp = jax.vjp(lambda c: cell.apply({"params": params}, c, x_t)[0], carry_prev)
+        (a,), gx = vjp(u), None
+    new_hats, new_exps = [], []
+    for a_leaf, d_leaf in zip(jax.tree.leaves(a), d_prev):
+        a_hat, ea = normalise(a_leaf, _UNITS)
+        ea = jnp.where(ea == ZERO_EXPONENT, ZERO_EXPONENT, ea + top)
+        v_hat, ev = _add_scaled(a_hat, ea, *normalise(d_leaf, _UNITS))
+        new_hats.append(v_hat)
+        new_exps.append(ev)
+    return (new_hats, new_exps), top, gx
+
+
 def log_carry_gradients(
     cfg: RunConfig,
     cell,
@@ -79,23 +104,9 @@ def log_carry_gradients(
     start = [normalise(v[-1], _UNITS) for v in d]
 
     def back(state, inp):
-        hats, exps = state
         prev, x_t, d_prev = inp
-        # One exponent for the VJP's input: J_tᵀ mixes the components.
-        top = functools.reduce(jnp.maximum, exps)
-        u = [pow2_scale(h, (e - top)[..., None]) for h, e in zip(hats, exps)]
-        _, vjp = jax.vjp(
-            lambda c: cell.apply({"params": params}, c, x_t)[0], jax.tree.unflatten(treedef, prev)
-        )
-        (a,) = vjp(jax.tree.unflatten(treedef, u))
-        new_hats, new_exps = [], []
-        for a_leaf, d_leaf in zip(jax.tree.leaves(a), d_prev):
-            a_hat, ea = normalise(a_leaf, _UNITS)
-            ea = jnp.where(ea == ZERO_EXPONENT, ZERO_EXPONENT, ea + top)
-            v_hat, ev = _add_scaled(a_hat, ea, *normalise(d_leaf, _UNITS))
-            new_hats.append(v_hat)
-            new_exps.append(ev)
-        return (new_hats, new_exps), _norms(new_hats, new_exps)
+        new, _, _ = _step_back(cell, params, treedef, state, prev, x_t, d_prev)
+        return new, _norms(*new)
 
     def _norms(hats, exps):
         return [scaled_norm(h, e, _UNITS) for h, e in zip(hats, exps)]
@@ -128,25 +139,12 @@ def log_input_gradients(
     start = [normalise(v[-1], _UNITS) for v in d]
 
     def back(state, inp):
-        hats, exps = state
         prev, x_t, d_prev, dx_t = inp
-        top = functools.reduce(jnp.maximum, exps)
-        u = [pow2_scale(h, (e - top)[..., None]) for h, e in zip(hats, exps)]
-        _, vjp = jax.vjp(
-            lambda c, x: cell.apply({"params": params}, c, x)[0], jax.tree.unflatten(treedef, prev), x_t
-        )
-        a, gx = vjp(jax.tree.unflatten(treedef, u))
+        new, top, gx = _step_back(cell, params, treedef, state, prev, x_t, d_prev, with_input=True)
         gx_hat, egx = normalise(gx, _UNITS)
         egx = jnp.where(egx == ZERO_EXPONENT, ZERO_EXPONENT, egx + top)
         x_hat, ex = _add_scaled(gx_hat, egx, *normalise(dx_t, _UNITS))
-        new_hats, new_exps = [], []
-        for a_leaf, d_leaf in zip(jax.tree.leaves(a), d_prev):
-            a_hat, ea = normalise(a_leaf, _UNITS)
-            ea = jnp.where(ea == ZERO_EXPONENT, ZERO_EXPONENT, ea + top)
-            v_hat, ev = _add_scaled(a_hat, ea, *normalise(d_leaf, _UNITS))
-            new_hats.append(v_hat)
-            new_exps.append(ev)
-        return (new_hats, new_exps), scaled_norm(x_hat, ex, _UNITS)
+        return new, scaled_norm(x_hat, ex, _UNITS)
 
     init = ([s[0] for s in start], [s[1] for s in start])
     inputs = ([c[:-1] for c in leaves], xs_tm, [v[:-1] for v in d], direct_x)
