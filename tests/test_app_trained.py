@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from apptest_helpers import decode, figure_by_title, run_app, total_gradient
 
-from rnnviz import RunConfig, analyze, connectivity, fit_to_data, load_dataset, train
+from rnnviz import RunConfig, analyze, connectivity, fit_to_data, load_dataset, load_run, train
 from rnnviz.ui.runs_panel import saved_runs
 
 
@@ -110,8 +110,8 @@ def test_the_memory_tab_draws_the_connectivity_on_the_digit_and_matches_the_libr
 def test_the_memory_tab_shades_text_and_compares_cells_side_by_side(trained_dir):
     text = load_dataset("text", seq_len=16, max_sequences=96)
     paths = []
-    for cell in ("lstm", "simple"):
-        cfg = fit_to_data(RunConfig(cell=cell, hidden_size=8, batch_size=8), text)
+    for cell, forget_bias in (("lstm", 1.0), ("simple", 0.0)):  # each at its own forget bias
+        cfg = fit_to_data(RunConfig(cell=cell, hidden_size=8, batch_size=8, forget_bias=forget_bias), text)
         paths.append(str(train(cfg, text, steps=10, log_every=10).save(trained_dir / f"{cell}.rnnviz")))
     at = run_app({"tab": "Memory", "seq_len": "16"})
     at.sidebar.selectbox(key="weights_choice").set_value(paths[0]).run()
@@ -123,10 +123,14 @@ def test_the_memory_tab_shades_text_and_compares_cells_side_by_side(trained_dir)
     assert len(shaded) == 2  # the LSTM and the tanh RNN on the same sequence
     assert shaded[0].count("rnnviz-char") == 16
     fig = figure_by_title(at, "‖∂ log p(target) / ∂x_t‖")
-    assert [t["name"] for t in fig["data"]] == [
-        "lstm on text prose T=16, step 10",
-        "simple on text prose T=16, step 10",
-    ] or len(fig["data"]) == 2
+    names = [t["name"] for t in fig["data"]]
+    assert names[0] == "lstm on text prose T=16, step 10" and names[1].startswith(
+        "simple on text prose T=16 · H=8"
+    )
+    # the compared run is its own network (its cell and forget bias), at its last kept step
+    simple = load_run(paths[1])
+    want = connectivity(fit_to_data(simple.config, text), text, 0, params=simple.weights())
+    np.testing.assert_allclose(decode(fig["data"][1]["y"]), want.log10[: want.step], atol=1e-6)
 
 
 def test_without_data_the_memory_tab_asks_for_a_data_set():

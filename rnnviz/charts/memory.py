@@ -49,7 +49,7 @@ def shaded_text_html(text: str, log10: np.ndarray, step: int, colour: str = "0, 
     alpha = shade(log10)
     parts = []
     for t, ch in enumerate(text):
-        shown = {"\n": "⏎", " ": "\u00a0", "\t": "⇥"}.get(ch, ch)
+        shown = {"\n": "↵", " ": "\u00a0", "\t": "→"}.get(ch, ch)
         mag = log10[t]
         tip = f"t={t + 1}, lag {step - 1 - t}: " + (
             f"10^{mag:.2f}" if np.isfinite(mag) else "exactly 0" if t < step else "after τ"

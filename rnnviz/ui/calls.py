@@ -173,7 +173,9 @@ def connectivity(cfg: RunConfig, run: str | None, index: int, step: int | None, 
         run_cfg = runs_panel.run_config(run)
         if run_cfg is None:
             raise ConfigError("run", Path(run).name, "a readable saved run")
-        cfg = cfg.replace(**{f: getattr(run_cfg, f) for f in runs_panel.FOLLOWS_RUN})
+        # the run's own network: its cell and sizes, and the gain and forget bias it was trained at
+        own = (*runs_panel.FOLLOWS_RUN, "recurrent_gain", "forget_bias")
+        cfg = cfg.replace(**{f: getattr(run_cfg, f) for f in own})
         steps = runs_panel.saved_runs().get(run, {}).get("kept_steps") or [0]
         weights = {"path": run, "step": steps[-1], "_version": Path(run).stat().st_mtime_ns}
     key = job_key(cfg, weights)
