@@ -85,6 +85,18 @@ def test_weights_are_kept_at_every_profile_step_and_the_last(adding_run, digits_
         adding_run.weights(15)
 
 
+def test_long_runs_keep_every_kth_step_within_the_memory_cap(adding_run, monkeypatch):
+    from rnnviz.training import loop
+
+    per_copy = sum(np.asarray(leaf[0]).nbytes for leaf in jax.tree.leaves(adding_run.weight_tree))
+    monkeypatch.setattr(loop, "MAX_KEPT_BYTES", 2 * per_copy)  # 3 chunks: every 2nd start is kept
+    capped = train(adding_run.config, "adding", steps=30, learning_rate=1e-2, log_every=10)
+    assert list(capped.weight_steps) == [0, 20, 30]
+    for step in (0, 20, 30):  # the same weights as the uncapped run's, bit for bit
+        assert _leaves_equal(capped.weights(step).cell, adding_run.weights(step).cell)
+    assert np.array_equal(capped.profiles, adding_run.profiles)
+
+
 def test_a_diverged_run_keeps_the_weights_it_froze_at():
     cfg = RunConfig(
         cell="simple", activation="identity", recurrent_gain=3.0, hidden_size=8, input_size=2, seq_len=60,

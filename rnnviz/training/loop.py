@@ -64,6 +64,11 @@ MAX_STEPS = 100_000
 MAX_RUNS = 64
 
 
+#: The weights a training call keeps (all its runs, every kept step) stay under this many
+#: bytes: past it, every k-th log step is kept (k as small as fits), and always the last.
+MAX_KEPT_BYTES = 256 * 2**20
+
+
 TRAIN_VALUE_FIELDS = RunConfig.VALUE_FIELDS + ("learning_rate", "clip")
 
 
@@ -221,6 +226,10 @@ class Trainer:
         self.run_s = 0.0
         self.stopped = False
         self._all_dead = False
+        chunks = -(-self.steps // self.spec.chunk)
+        per_copy = sum(leaf.nbytes for leaf in jax.tree.leaves(self._state.params))
+        #: keep the params of every ``keep_every``-th chunk start (and the last state)
+        self.keep_every = max(1, math.ceil(chunks * per_copy / MAX_KEPT_BYTES))
 
     @property
     def steps_done(self) -> int:
@@ -238,7 +247,10 @@ class Trainer:
             self._state, out = self._chunk(
                 self._state, keys, vals, hyper, np.int32(len(self._outs) * self.spec.chunk)
             )
-            self._outs.append(jax.device_get(out))
+            out = jax.device_get(out)
+            if len(self._outs) % self.keep_every:  # a log step whose weights are not kept
+                out = out._replace(params=None)
+            self._outs.append(out)
             self._all_dead = not bool(np.asarray(jax.device_get(self._state.alive)).any())
             self.run_s += time.perf_counter() - start
         return self.steps_done
@@ -268,7 +280,9 @@ class Trainer:
         held_steps = (np.arange(len(outs)) + 1) * chunk  # a chunk past `steps` is cut from the records
         timing = TrainTiming(self.compile_s, self.run_s, taken / self.run_s if self.run_s > 0 else math.inf)
         baseline = self.task.baseline(self.cfg.seq_len)
-        kept = _kept_weights([o.params for o in outs], jax.device_get(self._state.params))
+        chunks_kept = np.asarray([i for i, o in enumerate(outs) if o.params is not None], int)
+        kept = _kept_weights([outs[i].params for i in chunks_kept], jax.device_get(self._state.params))
+        kept_steps = profile_steps[chunks_kept]
         records = []
         for j, c in enumerate(self.cfgs):
             bad = np.flatnonzero(~np.isfinite(losses[j]) | ~np.isfinite(gnorm[j]))
@@ -278,7 +292,8 @@ class Trainer:
             after = held_steps <= end  # held-out evaluations after the chunks this run completed
             # The weights at each profile step, then the last state (frozen at a non-finite step).
             last = len(outs) * chunk if nonfinite is None else nonfinite
-            index = _index_kept(keep, profile_steps, last)
+            keep_w = kept_steps < end
+            index = _index_kept(keep_w, kept_steps, last)
             records.append(
                 Training(
                     config=c,
@@ -304,7 +319,7 @@ class Trainer:
                     held_out_loss=held_loss[j][after] if held else None,
                     held_out_metric=held_metric[j][after] if held else None,
                     held_out_steps=held_steps[after] if held else None,
-                    weight_steps=_steps_kept(profile_steps[keep], last),
+                    weight_steps=_steps_kept(kept_steps[keep_w], last),
                     weight_tree=jax.tree.map(lambda a, j=j, index=index: a[j][index], kept),
                     data_source=self.data_source,
                 )
@@ -313,7 +328,7 @@ class Trainer:
 
 
 def _kept_weights(per_chunk: list[Any], final: Any) -> dict[str, Any]:
-    """The params at each chunk's start and the final ones, stacked: leaves ``[N, chunks+1, …]``;
+    """The params at the kept chunks' starts and the final ones, stacked: leaves ``[N, kept+1, …]``;
     a learned carry stored as ``{"0": …, "1": …}`` (its components in Flax's order)."""
     stacked = jax.tree.map(lambda *a: np.stack(a, axis=1), *per_chunk, final)
     if "carry" in stacked:
@@ -328,13 +343,13 @@ def _steps_kept(profile_steps: np.ndarray, last: int) -> np.ndarray:
     return np.append(profile_steps, last)
 
 
-def _index_kept(keep: np.ndarray, profile_steps: np.ndarray, last: int) -> np.ndarray:
-    """Indices into the stacked weights (chunk starts, then the final state) of
+def _index_kept(keep: np.ndarray, kept_steps: np.ndarray, last: int) -> np.ndarray:
+    """Indices into the stacked weights (kept chunk starts, then the final state) of
     :func:`_steps_kept`'s steps."""
     idx = np.flatnonzero(keep)
-    if idx.size and profile_steps[idx[-1]] == last:
+    if idx.size and kept_steps[idx[-1]] == last:
         return idx
-    return np.append(idx, profile_steps.size)
+    return np.append(idx, kept_steps.size)
 
 
 def train_many(

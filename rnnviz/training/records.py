@@ -54,7 +54,8 @@ class Training:
             chunk (None for the synthetic tasks, whose every batch is fresh).
         held_out_metric: ``[n_evals]`` the metric there (accuracy, bits/char, MSE).
         held_out_steps: ``[n_evals]`` the steps they were measured after.
-        weight_steps: ``[n_kept]`` the steps whose weights are kept: every profile step and
+        weight_steps: ``[n_kept]`` the steps whose weights are kept: every profile step (every
+            k-th when all of them would pass ``MAX_KEPT_BYTES``, 256 MiB a training call) and
             the last step taken (the state a non-finite step froze).
         weight_tree: ``{"cell", "readout", ("carry")}`` with a leading ``[n_kept]`` axis on
             every leaf (NumPy); :meth:`weights` picks one step.
