@@ -156,6 +156,12 @@ def prepare(
     return params, carry0, xs, with_readout(objective, trained)
 
 
+@functools.lru_cache(maxsize=64)
+def _param_shapes(static: RunConfig):
+    """``(params, carry0)`` shape stand-ins of ``static`` (traced once per shape)."""
+    return jax.eval_shape(functools.partial(prepare_params, static), seed_key(0), Values.of(static))
+
+
 def check_weights(cfg: RunConfig, weights: Weights | None) -> None:
     """Whether ``weights`` fit ``cfg``: the same params tree with the same shapes and dtypes,
     and a learned initial carry exactly when ``cfg.carry_init`` is ``learned``.
@@ -167,9 +173,7 @@ def check_weights(cfg: RunConfig, weights: Weights | None) -> None:
         return
     if not isinstance(weights, Weights):
         raise ConfigError("params", type(weights).__name__, "trained weights: a run's run.weights(step)")
-    expected, carry = jax.eval_shape(
-        functools.partial(prepare_params, static_config(cfg)), seed_key(0), Values.of(cfg)
-    )
+    expected, carry = _param_shapes(static_config(cfg))
     got_paths = {jax.tree_util.keystr(p): v for p, v in jax.tree_util.tree_leaves_with_path(weights.cell)}
     what = f"{cfg.cell} H={cfg.hidden_size} I={cfg.input_size} {cfg.dtype}"
     for path, leaf in jax.tree_util.tree_leaves_with_path(expected):
