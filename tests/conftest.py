@@ -6,8 +6,12 @@ import tempfile
 import jax
 import pytest
 
-# The app turns on JAX's persistent compilation cache; keep tests off the user's cache.
-os.environ.setdefault("RNNVIZ_JAX_CACHE", tempfile.mkdtemp(prefix="rnnviz-test-jax-"))
+# The app's workers turn on JAX's persistent compilation cache. AppTest runs the views in
+# this process (below), which would turn it on here too: jaxlib 0.10.2 segfaulted twice in
+# such a test process while serialising an executable into the cache (`executable.serialize()`
+# in compilation_cache.put_executable_and_time), never reproduced alone. The test processes
+# keep it off; the browser and soak servers run with their own cache folders.
+os.environ.setdefault("RNNVIZ_JAX_CACHE", "off")
 # AppTest drives the views in this process: computing them here too (no worker processes)
 # shares this process's compiled executables instead of compiling each twice. The worker
 # processes are tested on their own (test_worker.py) and behind the real browser, whose

@@ -54,10 +54,11 @@ JACOBIAN_STEPS = 400
 
 def setup() -> None:
     """Run once in each new worker: JAX's persistent compilation cache (so a replaced worker
-    recompiles from disk) and buffers kept in the heap."""
-    enable_compilation_cache(
-        os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax"))
-    )
+    recompiles from disk; ``RNNVIZ_JAX_CACHE`` names its folder, ``off`` turns it off) and
+    buffers kept in the heap."""
+    folder = os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax"))
+    if folder != "off":
+        enable_compilation_cache(folder)
     keep_freed_buffers()
 
 
