@@ -24,8 +24,13 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
 
+# The trained-network tests run in processes of their own: in three full runs, two XLA:CPU
+# worker processes that had already compiled the rest of the suite failed natively inside
+# jaxlib 0.10.2 (a segfault serialising an executable, "Failed to materialize symbols")
+# while running them; never in fresh processes (see the #23 closing note).
 test: lint browser
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q --deselect tests/test_trained.py
+	$(PY) -m pytest -q tests/test_trained.py
 
 NB_STAMP := $(VENV)/.notebook-stamp
 $(NB_STAMP): $(STAMP)
