@@ -176,7 +176,7 @@ def weights_sidebar(check: Callable[[str], Any]) -> dict[str, Any] | None:
     step = sb.select_slider("at training step", steps, key=step_key, help="the steps whose weights were kept")
     sb.download_button(
         "Download this run (.rnnviz)",
-        Path(choice).read_bytes(),
+        Path(choice).read_bytes,  # read when clicked, not on every rerun (a run is MBs)
         file_name=f"{runs[choice].get('label', 'run').replace(' ', '_')}.rnnviz",
         key="weights_download",
     )

@@ -175,7 +175,7 @@ def trained_weights_panel(records: list, key: str, cfg: RunConfig) -> None:
         )
         col.download_button(
             f"Download seed {r.config.seed} (.rnnviz)",
-            path.read_bytes(),
+            path.read_bytes,  # read when clicked, not on every rerun
             file_name=f"{r.label.replace(' ', '_')}_seed{r.config.seed}.rnnviz",
             key=f"train_download_{i}",
             on_click="ignore",
