@@ -33,7 +33,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rnnviz.base import moved as _moved
+
 __version__ = "0.2.0"
+
+_moved.install()  # the module paths from before the house move still import, with a warning
 
 _EXPORTS = {
     "Analysis": "rnnviz.analysis",
@@ -41,52 +45,52 @@ _EXPORTS = {
     "ConfigError": "rnnviz.config",
     "FIELD_SPECS": "rnnviz.config",
     "RunConfig": "rnnviz.config",
-    "sweep": "rnnviz.sweeps",
-    "compare_strategies": "rnnviz.comparisons",
-    "scaling": "rnnviz.comparisons",
-    "run_on_devices": "rnnviz.comparisons",
+    "sweep": "rnnviz.studies.sweep",
+    "compare_strategies": "rnnviz.studies.comparisons",
+    "scaling": "rnnviz.studies.comparisons",
+    "run_on_devices": "rnnviz.studies.comparisons",
     "register_cell": "rnnviz.tables.cells",
     "CellSpec": "rnnviz.tables.cells",
     "cell_names": "rnnviz.tables.cells",
-    "lyapunov": "rnnviz.exponents",
-    "Lyapunov": "rnnviz.exponents",
-    "jacobians": "rnnviz.step_jacobians",
-    "Jacobians": "rnnviz.step_jacobians",
-    "lyapunov_sweep": "rnnviz.exponents",
-    "train": "rnnviz.training",
-    "train_many": "rnnviz.training",
-    "Training": "rnnviz.training",
-    "load_run": "rnnviz.training",
-    "RunFileError": "rnnviz.training",
-    "Weights": "rnnviz.weights",
-    "connectivity": "rnnviz.input_reach",
-    "Connectivity": "rnnviz.input_reach",
-    "over_training": "rnnviz.training_dynamics",
-    "OverTraining": "rnnviz.training_dynamics",
-    "keep_freed_buffers": "rnnviz.timing",
-    "datasets": "rnnviz.sources",
-    "load_dataset": "rnnviz.sources",
-    "Dataset": "rnnviz.sources",
-    "DataError": "rnnviz.sources",
-    "fit_to_data": "rnnviz.sources",
+    "lyapunov": "rnnviz.studies.lyapunov",
+    "Lyapunov": "rnnviz.studies.lyapunov",
+    "jacobians": "rnnviz.studies.jacobians",
+    "Jacobians": "rnnviz.studies.jacobians",
+    "lyapunov_sweep": "rnnviz.studies.lyapunov",
+    "train": "rnnviz.studies.training",
+    "train_many": "rnnviz.studies.training",
+    "Training": "rnnviz.studies.training",
+    "load_run": "rnnviz.studies.training",
+    "RunFileError": "rnnviz.studies.training",
+    "Weights": "rnnviz.base.weights",
+    "connectivity": "rnnviz.studies.connectivity",
+    "Connectivity": "rnnviz.studies.connectivity",
+    "over_training": "rnnviz.studies.over_training",
+    "OverTraining": "rnnviz.studies.over_training",
+    "keep_freed_buffers": "rnnviz.engine.timing",
+    "datasets": "rnnviz.dataset",
+    "load_dataset": "rnnviz.dataset",
+    "Dataset": "rnnviz.dataset",
+    "DataError": "rnnviz.dataset",
+    "fit_to_data": "rnnviz.dataset",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.analysis import Analysis, analyze
-    from rnnviz.comparisons import compare_strategies, run_on_devices, scaling
+    from rnnviz.base.weights import Weights
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
-    from rnnviz.exponents import Lyapunov, lyapunov, lyapunov_sweep
-    from rnnviz.input_reach import Connectivity, connectivity
-    from rnnviz.sources import DataError, Dataset, datasets, fit_to_data, load_dataset
-    from rnnviz.step_jacobians import Jacobians, jacobians
-    from rnnviz.sweeps import sweep
+    from rnnviz.dataset import DataError, Dataset, datasets, fit_to_data, load_dataset
+    from rnnviz.engine.timing import keep_freed_buffers
+    from rnnviz.studies.comparisons import compare_strategies, run_on_devices, scaling
+    from rnnviz.studies.connectivity import Connectivity, connectivity
+    from rnnviz.studies.jacobians import Jacobians, jacobians
+    from rnnviz.studies.lyapunov import Lyapunov, lyapunov, lyapunov_sweep
+    from rnnviz.studies.over_training import OverTraining, over_training
+    from rnnviz.studies.sweep import sweep
+    from rnnviz.studies.training import RunFileError, Training, load_run, train, train_many
     from rnnviz.tables.cells import CellSpec, cell_names, register_cell
-    from rnnviz.timing import keep_freed_buffers
-    from rnnviz.training import RunFileError, Training, load_run, train, train_many
-    from rnnviz.training_dynamics import OverTraining, over_training
-    from rnnviz.weights import Weights
 
 
 def __getattr__(name: str) -> Any:

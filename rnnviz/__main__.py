@@ -1,5 +1,5 @@
 import sys
 
-from rnnviz.cli import main
+from rnnviz.cli.main import main
 
 sys.exit(main())

@@ -2,15 +2,15 @@
 
 Two compiled functions per shape (cached by :meth:`RunConfig.shape_key` and device):
 
-* *prepare* (:mod:`rnnviz.prepare`) ``(key, values) -> (params, carry0, xs, objective)``:
+* *prepare* (:mod:`rnnviz.engine.prepare`) ``(key, values) -> (params, carry0, xs, objective)``:
   params, the initial carry and the inputs (or a batch of a data set and its loss terms)
   from the seed;
 * *analysis* ``(params, carry0, xs, objective) -> (StepGrads, Summary)``: one forward and
-  one reverse pass (:func:`rnnviz.gradients.analysis_outputs`).
+  one reverse pass (:func:`rnnviz.engine.gradients.analysis_outputs`).
 
 Seed, gain, forget bias and scales are arguments of *prepare*, so changing them
 reuses both executables. With a data set the executables' cache key adds the data's
-shapes (:class:`~rnnviz.objective.DataSpec`), never its values.
+shapes (:class:`~rnnviz.engine.losses.DataSpec`), never its values.
 """
 
 from __future__ import annotations
@@ -23,13 +23,15 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.cells import PARAM_GROUPS, carry_to_dict, make_cell
+from rnnviz.base.weights import Weights
 from rnnviz.config import RunConfig, estimate_flops
-from rnnviz.gradients import analysis_outputs, plain_grad, time_major
-from rnnviz.logpass import log_carry_gradients, reduce_log_norms
-from rnnviz.norms import log10, log10_combine, robust_norm
-from rnnviz.objective import DataArrays, DataSpec
-from rnnviz.prepare import (
+from rnnviz.dataset import Dataset
+from rnnviz.engine.cells import PARAM_GROUPS, carry_to_dict, make_cell
+from rnnviz.engine.gradients import analysis_outputs, plain_grad, time_major
+from rnnviz.engine.logpass import log_carry_gradients, reduce_log_norms
+from rnnviz.engine.losses import DataArrays, DataSpec
+from rnnviz.engine.norms import log10, log10_combine, robust_norm
+from rnnviz.engine.prepare import (
     Prepared,
     Values,
     check_weights,
@@ -44,9 +46,7 @@ from rnnviz.prepare import (
     seed_key,
     static_config,
 )
-from rnnviz.sources import Dataset
-from rnnviz.timing import Compiled, Timing, compile_cache, compile_for, time_runs, time_within
-from rnnviz.weights import Weights
+from rnnviz.engine.timing import Compiled, Timing, compile_cache, compile_for, time_runs, time_within
 
 
 class Executables(NamedTuple):
@@ -95,7 +95,7 @@ def baseline_executable(static: RunConfig, device: jax.Device, data: DataSpec | 
 
 def log_outputs(cfg: RunConfig, cell, params, carries, xs, objective=None):
     """The log-magnitude pass over a trajectory the analysis already computed:
-    :class:`rnnviz.norms.Scaled` ``(per component [C, T+1], per example [T+1, B], total [T+1])``."""
+    :class:`rnnviz.engine.norms.Scaled` ``(per component [C, T+1], per example [T+1, B], total [T+1])``."""
     return reduce_log_norms(
         log_carry_gradients(cfg, cell, params, carries, time_major(cfg, xs), objective=objective)
     )
@@ -179,7 +179,7 @@ class Analysis:
         log10_component_grad_norms: ``{component: [T+1]}`` the same per component.
         log10_example_grad_norms: ``[T+1, B]`` the same per example.
         log10_source: ``"float32"`` (the float32 norms were in range and exact) or
-            ``"log pass"`` (:mod:`rnnviz.logpass` computed them).
+            ``"log pass"`` (:mod:`rnnviz.engine.logpass` computed them).
         nonfinite_carry_step: the first t (forward in time) whose carry holds NaN/Inf, or None.
         nonfinite_grad_step: the last t whose ∂L/∂carry_t holds NaN/Inf (where the reverse
             pass, walking back from T, first produced one), or None.
@@ -262,9 +262,9 @@ def analyze(
         data: a data set (:func:`rnnviz.load_dataset`): the inputs are ``cfg.batch_size``
             of its training sequences drawn by the seed (changing the seed draws others and
             never recompiles), and L is its task loss through a readout drawn by the seed
-            (:mod:`rnnviz.objective`). ``cfg`` must have its length, features and loss
+            (:mod:`rnnviz.engine.losses`). ``cfg`` must have its length, features and loss
             placement (:func:`rnnviz.fit_to_data`).
-        params: trained weights (:class:`rnnviz.weights.Weights`, e.g. ``run.weights()``)
+        params: trained weights (:class:`rnnviz.base.weights.Weights`, e.g. ``run.weights()``)
             instead of the seed's initialisation; the recurrence is scaled by
             ``cfg.recurrent_gain / params.gain`` (1 with the run's own config), and on data
             of the run's kind the loss reads the trained readout. The same executables run
@@ -394,7 +394,7 @@ def _readout_kind(objective, weights: Weights | None) -> str | None:
     return "trained" if fits else "seed"
 
 
-#: Re-exported from :mod:`rnnviz.prepare` (their long-standing import path).
+#: Re-exported from :mod:`rnnviz.engine.prepare` (their long-standing import path).
 __all__ = [
     "Analysis",
     "Executables",

@@ -124,7 +124,7 @@ class RunConfig:
         input_scale: multiplies the inputs.
         loss: ``last`` or ``all`` (above).
         seed: the root PRNG seed of params, carry and inputs.
-        strategy: how ∂L/∂W is gathered through time (:mod:`rnnviz.strategies`).
+        strategy: how ∂L/∂W is gathered through time (:mod:`rnnviz.engine.strategies.registry`).
         device: ``auto`` (a GPU when present), ``cpu`` or ``gpu``.
 
     Raises:

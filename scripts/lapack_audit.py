@@ -15,8 +15,8 @@ from __future__ import annotations
 import collections
 import time
 
-import rnnviz.timing as timing
-from rnnviz.hlo import concurrent_lapack, lapack_calls
+import rnnviz.engine.timing as timing
+from rnnviz.base.hlo import concurrent_lapack, lapack_calls
 
 calls: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 compiled: collections.Counter = collections.Counter()
@@ -39,11 +39,11 @@ def main() -> None:
     timing.check_serial_lapack = _spy
     from rnnviz import RunConfig, analyze, cell_names
     from rnnviz.analysis import baseline_executable, resolve_device, static_config
-    from rnnviz.comparisons import available_strategies, compare_strategies, strategy_executable
-    from rnnviz.exponents import lyapunov, lyapunov_sweep
-    from rnnviz.step_jacobians import jacobians
-    from rnnviz.sweeps import sweep
-    from rnnviz.training import train_many
+    from rnnviz.studies.comparisons import available_strategies, compare_strategies, strategy_executable
+    from rnnviz.studies.jacobians import jacobians
+    from rnnviz.studies.lyapunov import lyapunov, lyapunov_sweep
+    from rnnviz.studies.sweep import sweep
+    from rnnviz.studies.training import train_many
 
     start = time.time()
     for cell in cell_names():

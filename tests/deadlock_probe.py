@@ -19,17 +19,17 @@ def main() -> None:
 
     gains = [0.5 + i / points for i in range(points)]
     if path == "sweep":
-        from rnnviz.sweeps import sweep
+        from rnnviz.studies.sweep import sweep
 
         cfg = RunConfig(cell=cell, hidden_size=128, input_size=4, seq_len=8, batch_size=2)
         run = lambda: sweep(cfg, {"recurrent_gain": gains})  # noqa: E731
     elif path == "lyapunov":
-        from rnnviz.exponents import lyapunov_phase
+        from rnnviz.studies.lyapunov import lyapunov_phase
 
         cfg = RunConfig(cell=cell, hidden_size=128, input_size=4, seq_len=8, batch_size=2)
         run = lambda: lyapunov_phase(cfg, gains, [0])  # noqa: E731
     elif path == "train_many":
-        from rnnviz.training import train_many
+        from rnnviz.studies.training import train_many
 
         cfg = RunConfig(cell=cell, hidden_size=128, input_size=2, seq_len=8, batch_size=2)
         run = lambda: train_many(cfg, {"seed": list(range(points))}, steps=1, log_every=1)  # noqa: E731

@@ -22,7 +22,7 @@ def main() -> None:
     import numpy as np
 
     from rnnviz import RunConfig
-    from rnnviz.sweeps import sweep
+    from rnnviz.studies.sweep import sweep
 
     assert jax.process_count() == 2 and len(jax.devices()) == 2, jax.devices()
     df = sweep(

@@ -5,7 +5,7 @@ import pytest
 from apptest_helpers import decode, figure_by_title, figures, run_app, total_gradient, trace
 
 from rnnviz import RunConfig, analyze
-from rnnviz.presets import PRESETS, config_to_params
+from rnnviz.base.presets import PRESETS, config_to_params
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 

@@ -144,7 +144,7 @@ def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
     from playwright.async_api import async_playwright
 
     from rnnviz import RunConfig, analyze
-    from rnnviz.presets import config_to_params
+    from rnnviz.base.presets import config_to_params
 
     configs = [
         RunConfig(

@@ -15,8 +15,8 @@ import pytest
 from apptest_helpers import figure_by_title, run_app, total_gradient
 
 from rnnviz import CellSpec, ConfigError, RunConfig, analyze, cell_names, frames, register_cell
-from rnnviz.cells.registry import cell_spec, unregister_cell
-from rnnviz.presets import config_from_params
+from rnnviz.base.presets import config_from_params
+from rnnviz.tables.cells import cell_spec, unregister_cell
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -76,9 +76,9 @@ def test_registered_cell_matches_a_python_loop_and_finite_differences(scaled):
     )
     a = analyze(cfg, repeats=1)
     from rnnviz.analysis import prepared_inputs
-    from rnnviz.cells import make_cell
-    from rnnviz.gradients import loss_from_outputs, time_major
-    from rnnviz.rollout import reference_loop, rollout
+    from rnnviz.engine.cells import make_cell
+    from rnnviz.engine.gradients import loss_from_outputs, time_major
+    from rnnviz.engine.rollout import reference_loop, rollout
 
     params, carry0, xs = prepared_inputs(cfg)
     cell = make_cell(cfg)
@@ -131,7 +131,7 @@ def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
     )
     code = textwrap.dedent("""
         from rnnviz import RunConfig, analyze, cell_names
-        from rnnviz.cells.registry import cell_spec
+        from rnnviz.tables.cells import cell_spec
         assert "leaky" in cell_names(), cell_names()
         assert cell_spec("leaky").group == "plugin"
         a = analyze(RunConfig(cell="leaky", seq_len=30), repeats=1)
@@ -241,7 +241,7 @@ def test_parallel_equals_the_sequential_scan(cell, batch):
 def test_parallel_is_refused_for_nonlinear_cells_and_hidden_in_the_app():
     with pytest.raises(ConfigError, match="not linear in its carry"):
         RunConfig(cell="gru", strategy="parallel")
-    from rnnviz.comparisons import available_strategies
+    from rnnviz.studies.comparisons import available_strategies
 
     assert "parallel" not in available_strategies(RunConfig(cell="lstm"))
     assert "parallel" in available_strategies(RunConfig(cell="lru"))

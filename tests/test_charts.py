@@ -7,8 +7,8 @@ import pandas as pd
 import pytest
 
 from rnnviz import RunConfig, analyze, charts, frames
-from rnnviz.cells.theory import simple_cell_theory
-from rnnviz.diagnostics import gate_means, pca_path, verdict
+from rnnviz.engine.cells.theory import simple_cell_theory
+from rnnviz.frames.verdicts import gate_means, pca_path, verdict
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import pandas as pd
 import pytest
 
 from rnnviz import RunConfig, analyze
-from rnnviz.cli import build_parser, main
+from rnnviz.cli.main import build_parser, main
 from rnnviz.config import FIELD_SPECS
 
 

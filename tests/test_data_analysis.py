@@ -22,8 +22,8 @@ from rnnviz import (
     sweep,
 )
 from rnnviz.analysis import executables, is_compiled, prepared_batch
-from rnnviz.cells import make_cell
-from rnnviz.objective import data_arrays
+from rnnviz.engine.cells import make_cell
+from rnnviz.engine.losses import data_arrays
 
 
 @pytest.fixture(scope="module")

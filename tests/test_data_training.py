@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from rnnviz import ConfigError, DataError, RunConfig, load_dataset, train
-from rnnviz.data_tasks import data_task
-from rnnviz.training import training_verdict
+from rnnviz.studies.tasks.data import data_task
+from rnnviz.studies.training import training_verdict
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_the_same_data_is_one_task_and_one_compile(rows):
 
 
 def test_cli_trains_on_data(capsys):
-    from rnnviz.cli import main
+    from rnnviz.cli.main import main
 
     args = ["train", "--data", "digits", "--order", "rows", "--cell", "gru", "--hidden-size", "16"]
     assert main([*args, "--steps", "40", "--log-every", "20", "--batch-size", "16", "--json"]) == 0

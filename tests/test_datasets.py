@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from rnnviz.config import ConfigError
-from rnnviz.sources import DataError, datasets, load_dataset
-from rnnviz.sources import files as files_module
+from rnnviz.dataset import DataError, datasets, load_dataset
+from rnnviz.dataset import files as files_module
 
 
 def test_the_builtins_are_listed():
@@ -239,7 +239,7 @@ def test_data_errors_are_config_errors_and_cross_processes():
 
 
 def test_a_permuted_digit_is_drawn_as_the_same_image():
-    from rnnviz.sources.describe import preview
+    from rnnviz.dataset.describe import preview
 
     plain = preview(load_dataset("digits", order="pixels"), 7)
     assert preview(load_dataset("digits", order="permuted", permutation_seed=11), 7) == plain
@@ -249,8 +249,8 @@ def test_a_permuted_digit_is_drawn_as_the_same_image():
 
 
 def test_a_text_window_is_drawn_as_its_characters():
-    from rnnviz.sources.builtin import corpus_text
-    from rnnviz.sources.describe import preview
+    from rnnviz.dataset.builtin import corpus_text
+    from rnnviz.dataset.describe import preview
 
     ds = load_dataset("text", seq_len=30, max_sequences=10)
     assert preview(ds, 2) == "sequence 2: " + repr(corpus_text("prose")[60:90])
@@ -259,7 +259,7 @@ def test_a_text_window_is_drawn_as_its_characters():
 def test_cli_data_describes_draws_and_refuses(tmp_path, capsys):
     import json
 
-    from rnnviz.cli import main
+    from rnnviz.cli.main import main
 
     assert main(["data", "digits", "--order", "rows", "--index", "3"]) == 0
     out = capsys.readouterr().out
@@ -279,7 +279,7 @@ def test_cli_data_describes_draws_and_refuses(tmp_path, capsys):
 
 
 def test_files_dropped_in_the_data_folder_are_listed_and_loaded_by_name(tmp_path, monkeypatch):
-    from rnnviz.sources import data_dir, runs_dir
+    from rnnviz.dataset import data_dir, runs_dir
 
     monkeypatch.setenv("RNNVIZ_DATA_DIR", str(tmp_path))
     assert datasets() == ("digits", "text") and data_dir() == tmp_path

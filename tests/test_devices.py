@@ -12,9 +12,9 @@ import pytest
 from apptest_helpers import decode, figure_by_title, run_app
 
 from rnnviz import RunConfig
-from rnnviz.comparisons import measure, present_devices, run_on_devices
+from rnnviz.base.measurements import append_records
 from rnnviz.frames import records_frame, speedup_frame
-from rnnviz.records import append_records
+from rnnviz.studies.comparisons import measure, present_devices, run_on_devices
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -23,7 +23,7 @@ def test_two_forced_cpu_devices_give_one_row_each_with_identical_gradients():
     script = textwrap.dedent("""
         import json, jax
         from rnnviz import RunConfig, analyze
-        from rnnviz.comparisons import run_on_devices
+        from rnnviz.studies.comparisons import run_on_devices
         devs = jax.devices("cpu")
         assert len(devs) == 2, devs
         cfg = RunConfig(cell="gru", seq_len=12, hidden_size=6)
@@ -88,7 +88,7 @@ def _records(tmp_path, with_gpu: bool) -> Path:
 
 
 def test_speedup_frame_finds_the_crossover(tmp_path):
-    from rnnviz.records import load_dir
+    from rnnviz.base.measurements import load_dir
 
     df = records_frame(load_dir(_records(tmp_path, with_gpu=True)).records)
     sp = speedup_frame(df, "seq_len")

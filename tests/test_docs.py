@@ -34,13 +34,13 @@ def test_examples_run(name):
     "qualname",
     [
         "rnnviz.analysis.analyze",
-        "rnnviz.sweeps.sweep",
-        "rnnviz.training.loop.train",
-        "rnnviz.exponents.lyapunov",
-        "rnnviz.step_jacobians.jacobians",
+        "rnnviz.studies.sweep.sweep",
+        "rnnviz.studies.training.loop.train",
+        "rnnviz.studies.lyapunov.lyapunov",
+        "rnnviz.studies.jacobians.jacobians",
         "rnnviz.tables.cells.register_cell",
         "rnnviz.config.RunConfig",
-        "rnnviz.comparisons.compare_strategies",
+        "rnnviz.studies.comparisons.compare_strategies",
     ],
 )
 def test_the_public_api_has_a_runnable_example(qualname):

@@ -11,9 +11,9 @@ from conftest import CELLS
 
 from rnnviz import ConfigError, RunConfig, analyze
 from rnnviz.analysis import executables, prepared_inputs
-from rnnviz.cells import final_output, make_cell, outputs
-from rnnviz.gradients import loss_from_outputs, step_gradients, time_major
-from rnnviz.rollout import reference_loop, rollout
+from rnnviz.engine.cells import final_output, make_cell, outputs
+from rnnviz.engine.gradients import loss_from_outputs, step_gradients, time_major
+from rnnviz.engine.rollout import reference_loop, rollout
 
 
 def _setup(cfg):
@@ -304,7 +304,7 @@ def test_gradient_overflow_without_carry_overflow_is_located_and_measured_exactl
 
 
 def test_timing_bounded_by_time_runs_once_then_while_under_budget():
-    from rnnviz.timing import time_within
+    from rnnviz.engine.timing import time_within
 
     calls = []
 

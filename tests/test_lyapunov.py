@@ -11,13 +11,13 @@ from conftest import CELLS
 
 from rnnviz import ConfigError, RunConfig
 from rnnviz.analysis import prepared_inputs
-from rnnviz.cells import make_cell
+from rnnviz.base.readings import decay_fit, regime, zero_crossing
 from rnnviz.config import BudgetError
-from rnnviz.exponents import lyapunov, lyapunov_phase, lyapunov_sweep
-from rnnviz.fits import decay_fit, regime, zero_crossing
-from rnnviz.gradients import full_carry0, time_major
-from rnnviz.rollout import reference_loop
-from rnnviz.step_jacobians import choose_method, initial_directions, jacobians, step_jacobian
+from rnnviz.engine.cells import make_cell
+from rnnviz.engine.gradients import full_carry0, time_major
+from rnnviz.engine.rollout import reference_loop
+from rnnviz.studies.jacobians import choose_method, initial_directions, jacobians, step_jacobian
+from rnnviz.studies.lyapunov import lyapunov, lyapunov_phase, lyapunov_sweep
 
 
 @pytest.mark.parametrize("gain", [0.7, 1.25])
@@ -239,7 +239,7 @@ def test_low_precision_cells_run_in_their_dtype():
 def test_cli_lyapunov_json_and_bad_flags(capsys):
     import json
 
-    from rnnviz.cli import main
+    from rnnviz.cli.main import main
 
     assert (
         main(

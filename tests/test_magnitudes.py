@@ -14,10 +14,10 @@ import pytest
 
 from rnnviz import RunConfig, analyze, charts, frames
 from rnnviz.analysis import needs_log_pass
-from rnnviz.cli import analysis_json
-from rnnviz.diagnostics import verdict
-from rnnviz.norms import Scaled, combine, log10, log10_combine, robust_norm
-from rnnviz.sweeps import sweep
+from rnnviz.cli.main import analysis_json
+from rnnviz.engine.norms import Scaled, combine, log10, log10_combine, robust_norm
+from rnnviz.frames.verdicts import verdict
+from rnnviz.studies.sweep import sweep
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -111,10 +111,10 @@ _REFERENCE = textwrap.dedent("""
     jax.config.update("jax_enable_x64", True)
     import jax.numpy as jnp, numpy as np
     from rnnviz import RunConfig
-    from rnnviz.cells import make_cell, output_of
-    from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
-    from rnnviz.norms import robust_norm
-    from rnnviz.rollout import rollout
+    from rnnviz.engine.cells import make_cell, output_of
+    from rnnviz.engine.gradients import full_carry0, loss_from_outputs, time_major
+    from rnnviz.engine.norms import robust_norm
+    from rnnviz.engine.rollout import rollout
 
     cfg = RunConfig(**json.loads(sys.argv[1]))
     saved = np.load(sys.argv[2], allow_pickle=True)

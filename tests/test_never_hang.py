@@ -16,12 +16,12 @@ from conftest import CELLS
 
 from rnnviz import RunConfig
 from rnnviz.analysis import resolve_device, static_config
-from rnnviz.exponents import LyapunovOptions
-from rnnviz.hlo import ConcurrentLapackError, concurrent_lapack, lapack_calls
-from rnnviz.linalg import householder_q, orthogonal
-from rnnviz.sweeps import GRADIENTS, sweep_devices, sweep_executable
-from rnnviz.timing import compile_for
-from rnnviz.training import TrainSpec, train_executables
+from rnnviz.base.hlo import ConcurrentLapackError, concurrent_lapack, lapack_calls
+from rnnviz.engine.linalg import householder_q, orthogonal
+from rnnviz.engine.timing import compile_for
+from rnnviz.studies.lyapunov import LyapunovOptions
+from rnnviz.studies.sweep import GRADIENTS, sweep_devices, sweep_executable
+from rnnviz.studies.training import TrainSpec, train_executables
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -130,8 +130,8 @@ def test_the_trained_network_executables_hold_one_kind_of_factorisation_each(cel
     import functools
 
     from rnnviz import fit_to_data, load_dataset, train
-    from rnnviz.input_reach import connectivity_pass
-    from rnnviz.training_dynamics import _exponents, _spectra
+    from rnnviz.studies.connectivity import connectivity_pass
+    from rnnviz.studies.over_training import _exponents, _spectra
 
     cfg = RunConfig(cell=cell, hidden_size=4, input_size=2, seq_len=6, batch_size=4)
     run = train(cfg, "adding", steps=4, log_every=1)  # 5 kept weights
@@ -158,7 +158,7 @@ def test_the_trained_network_executables_hold_one_kind_of_factorisation_each(cel
     assert concurrent_lapack(svd.fn.as_text()) == []
     text = load_dataset("text", seq_len=8, max_sequences=16)
     one = fit_to_data(RunConfig(cell=cell, hidden_size=4), text).replace(batch_size=None)
-    from rnnviz.prepare import prepared_inputs
+    from rnnviz.engine.prepare import prepared_inputs
 
     p, c0, _ = prepared_inputs(one)
     for measure in ("target", "output"):

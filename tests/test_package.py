@@ -16,9 +16,9 @@ import pytest
 from apptest_helpers import run_app, total_gradient
 
 import rnnviz
-from rnnviz import launch
+from rnnviz.base.presets import config_from_params
+from rnnviz.cli.main import launch
 from rnnviz.config import BudgetError, RunConfig, fit_to_budget
-from rnnviz.presets import config_from_params
 
 ROOT = Path(__file__).resolve().parent.parent
 PUBLIC = [
@@ -62,8 +62,8 @@ def test_public_api_in_one_place():
     assert sorted(rnnviz.__all__) == sorted(PUBLIC + ["__version__"])
     for name in PUBLIC:
         assert getattr(rnnviz, name) is not None, name
-    from rnnviz.comparisons import compare_strategies
-    from rnnviz.sweeps import sweep
+    from rnnviz.studies.comparisons import compare_strategies
+    from rnnviz.studies.sweep import sweep
 
     assert rnnviz.sweep is sweep and rnnviz.compare_strategies is compare_strategies
     with pytest.raises(AttributeError):
@@ -74,7 +74,7 @@ def test_public_api_in_one_place():
 def test_charts_and_the_package_import_without_jax():
     # Lazy exports: drawing from saved frames must not pay for (or need) JAX.
     code = (
-        "import sys, rnnviz, rnnviz.charts, rnnviz.text; assert 'jax' not in sys.modules, 'jax "
+        "import sys, rnnviz, rnnviz.charts, rnnviz.base.formatting; assert 'jax' not in sys.modules, 'jax "
         "imported'; print(rnnviz.__version__)"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
@@ -118,7 +118,7 @@ def test_wheel_holds_every_module_and_the_package_data(wheel):
     text = zipfile.ZipFile(wheel).read(meta).decode()
     assert f"Version: {rnnviz.__version__}" in text and "Provides-Extra: notebook" in text
     entry = next(n for n in names if n.endswith(".dist-info/entry_points.txt"))
-    assert "rnnviz = rnnviz.cli:main" in zipfile.ZipFile(wheel).read(entry).decode()
+    assert "rnnviz = rnnviz.cli.main:main" in zipfile.ZipFile(wheel).read(entry).decode()
 
 
 def test_app_command_passes_the_locked_down_settings():

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rnnviz import ConfigError, RunConfig, analyze
+from rnnviz.base.measurements import load_records
+from rnnviz.base.presets import PRESETS
 from rnnviz.charts import gradient_figure
-from rnnviz.diagnostics import verdict
 from rnnviz.frames import gradient_long_frame
-from rnnviz.presets import PRESETS
-from rnnviz.records import load_records
+from rnnviz.frames.verdicts import verdict
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -291,7 +291,7 @@ def test_streamlit_config_is_locked_down():
 
 _FAULTS = textwrap.dedent("""
     import resource, statistics, sys
-    from rnnviz.timing import keep_freed_buffers
+    from rnnviz.engine.timing import keep_freed_buffers
     kept = keep_freed_buffers()
     import jax
     from rnnviz import RunConfig

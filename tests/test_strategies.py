@@ -11,14 +11,14 @@ from conftest import CELLS
 
 from rnnviz import RunConfig, analyze
 from rnnviz.analysis import prepared_inputs
-from rnnviz.cells import PARAM_GROUPS, cell_spec, make_cell, param_group
-from rnnviz.comparisons import available_strategies, compare_strategies, measure, scaling
+from rnnviz.base.measurements import SCHEMA, append_records, load_records, validate
 from rnnviz.config import BudgetError, ConfigError
-from rnnviz.fused import fused_rollout, outer_norms
-from rnnviz.gradients import full_carry0, loss_from_outputs, time_major
-from rnnviz.records import SCHEMA, append_records, load_records, validate
-from rnnviz.rollout import rollout
-from rnnviz.strategies import lift_params
+from rnnviz.engine.cells import PARAM_GROUPS, cell_spec, make_cell, param_group
+from rnnviz.engine.gradients import full_carry0, loss_from_outputs, time_major
+from rnnviz.engine.rollout import rollout
+from rnnviz.engine.strategies.fused import fused_rollout, outer_norms
+from rnnviz.engine.strategies.registry import lift_params
+from rnnviz.studies.comparisons import available_strategies, compare_strategies, measure, scaling
 
 
 def _flat(tree):
@@ -249,7 +249,7 @@ def test_a_fused_form_without_a_hand_written_reverse_uses_the_pointwise_vjp():
     # saved z^h. Same gradients as the hand-written reverse and as the accumulator.
     import dataclasses
 
-    from rnnviz.cells.registry import register_cell, unregister_cell
+    from rnnviz.tables.cells import register_cell, unregister_cell
 
     spec = cell_spec("gru")
     generic = dataclasses.replace(
@@ -271,7 +271,7 @@ def test_a_fused_form_without_a_hand_written_reverse_uses_the_pointwise_vjp():
 
 @pytest.mark.parametrize("t_len", [1, 7, 16, 50])
 def test_blocked_scan_equals_the_associative_scan_and_a_loop(t_len):
-    from rnnviz.parallel import _compose, blocked_scan
+    from rnnviz.engine.strategies.parallel import _compose, blocked_scan
 
     k1, k2 = jax.random.split(jax.random.key(t_len))
     rotation = jnp.complex64(np.exp(1j * 0.3))

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from rnnviz import ConfigError, RunConfig, analyze, charts, frames
-from rnnviz.cli import main as cli_main
-from rnnviz.sweeps import critical_gain, sweep, sweep_executable
+from rnnviz.cli.main import main as cli_main
+from rnnviz.studies.sweep import critical_gain, sweep, sweep_executable
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -75,7 +75,7 @@ def test_sharded_sweep_on_two_forced_cpu_devices_equals_single_device(tmp_path):
     script = textwrap.dedent("""
         import json, sys, jax
         from rnnviz import RunConfig
-        from rnnviz.sweeps import mesh_shape, sweep, sweep_devices
+        from rnnviz.studies.sweep import mesh_shape, sweep, sweep_devices
         out = {}
         configs = {
             "batched": RunConfig(cell="gru", seq_len=10, hidden_size=6, batch_size=4),

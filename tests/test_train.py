@@ -17,8 +17,8 @@ import pytest
 
 from rnnviz import ConfigError, RunConfig, analyze
 from rnnviz.config import BudgetError
-from rnnviz.tasks import TASKS, adding_batch, copy_batch, recall_batch
-from rnnviz.training import Trainer, solved_step, task_loss, train, train_many
+from rnnviz.studies.tasks.synthetic import TASKS, adding_batch, copy_batch, recall_batch
+from rnnviz.studies.training import Trainer, solved_step, task_loss, train, train_many
 
 ROOT = Path(__file__).resolve().parent.parent
 KEY = jax.random.key(0)
@@ -78,7 +78,7 @@ def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
     assert r.timing.steps_per_s > 0 and r.metric_name == "MSE"
     # Log step 0: the same zero-perturbation gradient, by hand, on analyze's weights.
     from rnnviz.analysis import Values, seed_key
-    from rnnviz.training.model import PROBE_BATCH, PROBE_SALT, TrainSpec, fixed_carry0, init_state
+    from rnnviz.studies.training.model import PROBE_BATCH, PROBE_SALT, TrainSpec, fixed_carry0, init_state
 
     state = init_state(cfg, TrainSpec("recall", 0, "adam", 100), seed_key(0), Values.of(cfg))
     a = analyze(cfg, repeats=1, log_pass=False)
@@ -108,7 +108,7 @@ def test_vmapped_runs_equal_individual_runs_and_curves_repeat_across_processes()
     assert not np.allclose(runs[1].losses, one.losses)
     script = textwrap.dedent("""
         from rnnviz import RunConfig
-        from rnnviz.training import train
+        from rnnviz.studies.training import train
         cfg = RunConfig(hidden_size=8, input_size=1, seq_len=6, batch_size=16, seed=1)
         r = train(cfg, "recall", steps=20, learning_rate=3e-3, log_every=10)
         print(r.losses.tobytes().hex())
@@ -138,7 +138,7 @@ def test_clipping_counts_match_a_direct_computation():
     assert r.clip_count == int((r.grad_norm > 0.5).sum()) and 0 < r.clip_count
     # Step 0's gradient norm, by hand from the same params and the same batch.
     from rnnviz.analysis import Values, seed_key
-    from rnnviz.training.model import TRAIN_SALT, TrainSpec, fixed_carry0, init_state
+    from rnnviz.studies.training.model import TRAIN_SALT, TrainSpec, fixed_carry0, init_state
 
     state = init_state(cfg, TrainSpec("adding", 0, "adam", 20), seed_key(0), Values.of(cfg))
     data = adding_batch(jax.random.fold_in(jax.random.fold_in(jax.random.key(0), TRAIN_SALT), 0), 8, 30)
@@ -197,7 +197,7 @@ def test_bad_training_arguments_are_config_errors_naming_the_field():
 
 
 def test_cli_train_json_and_bad_flags(capsys):
-    from rnnviz.cli import main
+    from rnnviz.cli.main import main
 
     assert (
         main(
@@ -317,9 +317,9 @@ def test_stop_button_stops_a_run_in_progress():
 
 
 def test_training_records_are_schema_one_of_kind_train_and_stay_out_of_the_devices_view(tmp_path):
+    from rnnviz.base.measurements import append_records, load_dir, validate
     from rnnviz.bench.learning import train_record
     from rnnviz.frames import records_frame
-    from rnnviz.records import append_records, load_dir, validate
 
     r = train(TINY, "recall", steps=20, log_every=10)
     rec = train_record(r, "chunked")

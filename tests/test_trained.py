@@ -27,12 +27,12 @@ from rnnviz import (
     sweep,
     train,
 )
-from rnnviz.cells import make_cell
-from rnnviz.prepare import seed_key
-from rnnviz.step_jacobians import initial_directions
-from rnnviz.training import runfile
-from rnnviz.training.model import PROBE_BATCH
-from rnnviz.training_dynamics import over_training, probe_inputs
+from rnnviz.engine.cells import make_cell
+from rnnviz.engine.prepare import seed_key
+from rnnviz.studies.jacobians import initial_directions
+from rnnviz.studies.over_training import over_training, probe_inputs
+from rnnviz.studies.training import runfile
+from rnnviz.studies.training.model import PROBE_BATCH
 
 
 @pytest.fixture(scope="module")
@@ -86,7 +86,7 @@ def test_weights_are_kept_at_every_profile_step_and_the_last(adding_run, digits_
 
 
 def test_long_runs_keep_every_kth_step_within_the_memory_cap(adding_run, monkeypatch):
-    from rnnviz.training import loop
+    from rnnviz.studies.training import loop
 
     per_copy = sum(np.asarray(leaf[0]).nbytes for leaf in jax.tree.leaves(adding_run.weight_tree))
     monkeypatch.setattr(loop, "MAX_KEPT_BYTES", 2 * per_copy)  # 3 chunks: every 2nd start is kept
@@ -346,7 +346,7 @@ def test_lyapunov_exponents_over_training_equal_the_qr_method_by_hand(adding_run
 
 
 def test_cli_saves_a_run_and_every_command_reopens_it(tmp_path, capsys):
-    from rnnviz.cli import main
+    from rnnviz.cli.main import main
 
     path = tmp_path / "text.rnnviz"
     common = ["--cell", "gru", "--hidden-size", "8", "--batch-size", "8"]

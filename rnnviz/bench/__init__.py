@@ -11,5 +11,5 @@ adds, only when float32 cannot hold every gradient norm).
 
 Every ratio's baseline is measured in the same process, right before, on the same
 inputs: absolute times vary across machines, ratios much less. Not a test: nothing here
-asserts a time. The command line (``--suite`` and the rest) is in :mod:`rnnviz.cli`.
+asserts a time. The command line (``--suite`` and the rest) is in :mod:`rnnviz.cli.main`.
 """

@@ -18,9 +18,9 @@ import time
 import jax
 
 from rnnviz.analysis import analyze, data_on, executables, prepared_batch, resolve_device, static_config
-from rnnviz.comparisons import measure
 from rnnviz.config import RunConfig
-from rnnviz.sources import fit_to_data, load_dataset
+from rnnviz.dataset import fit_to_data, load_dataset
+from rnnviz.studies.comparisons import measure
 
 #: ``(source, options, config)`` rows: the digits pixel by pixel and by rows, a text window.
 ROWS = (
@@ -55,7 +55,7 @@ def _compiled_analyses(cfg: RunConfig, ds, repeats: int) -> tuple[list[float], l
 
 
 def _prepares(cfg: RunConfig, ds, repeats: int) -> tuple[list[float], list[float]]:
-    """Seconds of :func:`rnnviz.prepare.prepared_batch` (a new seed each call), synthetic
+    """Seconds of :func:`rnnviz.engine.prepare.prepared_batch` (a new seed each call), synthetic
     and on data, alternating."""
     device = resolve_device(cfg)
     seeds = iter(range(10**9))

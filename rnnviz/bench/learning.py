@@ -10,6 +10,7 @@ import sys
 import jax
 import numpy as np
 
+from rnnviz.base.measurements import SCHEMA
 from rnnviz.bench.references import (
     loop_steps_per_s,
     xla_lstm_floor,
@@ -20,12 +21,11 @@ from rnnviz.bench.suites import (
     LEARNING_CELLS,
     TEXT_CELLS,
 )
-from rnnviz.comparisons import label
 from rnnviz.config import RunConfig
-from rnnviz.records import SCHEMA
-from rnnviz.sources import load_dataset
-from rnnviz.timing import run_stamp
-from rnnviz.training import train, train_many
+from rnnviz.dataset import load_dataset
+from rnnviz.engine.timing import run_stamp
+from rnnviz.studies.comparisons import label
+from rnnviz.studies.training import train, train_many
 
 
 def train_record(r, mode: str, suite: str = "train") -> dict:

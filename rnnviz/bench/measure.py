@@ -1,5 +1,5 @@
 """The benchmark's measurements: each suite run, printed as a table and returned as
-schema-1 records (:mod:`rnnviz.records`). Ratios are to a baseline measured in the same
+schema-1 records (:mod:`rnnviz.base.measurements`). Ratios are to a baseline measured in the same
 process, right before, on the same inputs; nothing here asserts a time."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ import jax
 import numpy as np
 
 from rnnviz.analysis import Values, analyze, executables, resolve_device, seed_key, static_config
+from rnnviz.base.measurements import append_records
 from rnnviz.bench.data_cost import data_cost_bench
 from rnnviz.bench.learning import data_bench, train_bench
 from rnnviz.bench.references import (
@@ -25,11 +26,10 @@ from rnnviz.bench.suites import (
     LONG_LENGTHS,
     SUITES,
 )
-from rnnviz.comparisons import available_strategies, label, measure
 from rnnviz.config import ConfigError, RunConfig
-from rnnviz.exponents import lyapunov
-from rnnviz.records import append_records
-from rnnviz.sweeps import run_points, sweep_devices
+from rnnviz.studies.comparisons import available_strategies, label, measure
+from rnnviz.studies.lyapunov import lyapunov
+from rnnviz.studies.sweep import run_points, sweep_devices
 
 
 def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout) -> dict[str, float]:
@@ -43,7 +43,8 @@ def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout
     diff = float(np.max(np.abs(np.sort(ref)[::-1] - fast.exponents)))
     print(f"Lyapunov spectrum, k={k}, {label(cfg)}", file=out)
     print(
-        f"  compiled scan (rnnviz.exponents): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; compile "
+        f"  compiled scan (rnnviz.studies.lyapunov): {fast.run_s * 1e3:9.1f} ms  (median of {repeats}; "
+        f"compile "
         f"{fast.compile_s:.2f} s)",
         file=out,
     )

@@ -12,14 +12,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.cells import make_cell
 from rnnviz.config import RunConfig
-from rnnviz.gradients import full_carry0
-from rnnviz.prepare import Values, prepared_inputs, seed_key
-from rnnviz.step_jacobians import flat_step, initial_directions, pack, unpacker
-from rnnviz.timing import time_runs
-from rnnviz.training import check_training
-from rnnviz.training.model import Hyper, init_state, step_fn
+from rnnviz.engine.cells import make_cell
+from rnnviz.engine.gradients import full_carry0
+from rnnviz.engine.prepare import Values, prepared_inputs, seed_key
+from rnnviz.engine.timing import time_runs
+from rnnviz.studies.jacobians import flat_step, initial_directions, pack, unpacker
+from rnnviz.studies.training import check_training
+from rnnviz.studies.training.model import Hyper, init_state, step_fn
 
 
 def loop_steps_per_s(cfg: RunConfig, steps: int, task: str = "adding", log_every: int = 100) -> float:
@@ -42,7 +42,7 @@ def loop_steps_per_s(cfg: RunConfig, steps: int, task: str = "adding", log_every
 def reference_lyapunov(cfg: RunConfig, k: int):
     """The straightforward way: a Python loop over steps, the explicit J_t from a jitted
     ``jax.jacfwd`` of one step, NumPy's QR. Same trajectory and start directions as
-    :func:`rnnviz.exponents.lyapunov` (warm-up 0). Returns the k exponents, unsorted."""
+    :func:`rnnviz.studies.lyapunov.lyapunov` (warm-up 0). Returns the k exponents, unsorted."""
 
     params, carry0, xs = prepared_inputs(cfg)
     carry0 = full_carry0(cfg, carry0)

@@ -10,9 +10,10 @@ frame, never raises on NaN/Inf: non-finite values are left out of lines and mark
 * :mod:`~rnnviz.charts.dynamics` — phase diagram, spectra, Lyapunov exponents;
 * :mod:`~rnnviz.charts.training` — training curves;
 * :mod:`~rnnviz.charts.data` — one sequence of a data set (the digit, the series);
-* :mod:`~rnnviz.charts.memory` — connectivity drawn on the input, λ over training.
+* :mod:`~rnnviz.charts.connectivity` — connectivity drawn on the input, λ over training.
 """
 
+from rnnviz.base.formatting import superscript
 from rnnviz.charts.base import (
     HEATMAP_SCALE,
     MAX_COLUMNS,
@@ -24,6 +25,14 @@ from rnnviz.charts.base import (
     pow10_ticks,
     thin,
 )
+from rnnviz.charts.connectivity import (
+    connectivity_figure,
+    digit_connectivity_figure,
+    over_training_figure,
+    series_connectivity_figure,
+    shade,
+    shaded_text_html,
+)
 from rnnviz.charts.costs import bar_panels, scaling_figure, speedup_figure
 from rnnviz.charts.data import preview_figure
 from rnnviz.charts.dynamics import (
@@ -34,16 +43,7 @@ from rnnviz.charts.dynamics import (
     spectrum_figure,
 )
 from rnnviz.charts.lines import gradient_figure, heatmap_figure, line_figure, projection_figure
-from rnnviz.charts.memory import (
-    connectivity_figure,
-    digit_connectivity_figure,
-    over_training_figure,
-    series_connectivity_figure,
-    shade,
-    shaded_text_html,
-)
 from rnnviz.charts.training import clipping_figure, training_figure
-from rnnviz.text import superscript
 
 __all__ = [
     "connectivity_figure",

@@ -1,4 +1,4 @@
-"""One sequence of a data set, drawn (:class:`rnnviz.sources.describe.Preview`): a digit as
+"""One sequence of a data set, drawn (:class:`rnnviz.dataset.describe.Preview`): a digit as
 its 8×8 image in grey, other data as one line per feature over its real steps. A text is
 shown as its characters (no figure)."""
 
@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 from rnnviz.charts.base import OKABE_ITO, base_layout, empty_figure, new_figure, thin
 
 if TYPE_CHECKING:  # a record of plain arrays: charts read its fields, never import the data layer
-    from rnnviz.sources.describe import Preview
+    from rnnviz.dataset.describe import Preview
 
 #: Features drawn as lines in a series preview (the first ones).
 MAX_FEATURES = 8

@@ -7,9 +7,9 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
+from rnnviz.base.formatting import pow10_text
 from rnnviz.charts.base import OKABE_ITO, band, drawable, new_figure, pow10_ticks
 from rnnviz.charts.lines import heatmap_figure
-from rnnviz.text import pow10_text
 
 
 def phase_figure(

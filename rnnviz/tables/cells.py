@@ -65,7 +65,7 @@ class FusedGate:
 
 @dataclass(frozen=True)
 class FusedForm:
-    """How a cell factors for the ``fused`` strategy (:mod:`rnnviz.fused`).
+    """How a cell factors for the ``fused`` strategy (:mod:`rnnviz.engine.strategies.fused`).
 
     .. math::
 
@@ -145,7 +145,7 @@ class CellSpec:
         vectors: ``[H]`` parameter vectors (biases, u) (estimates only).
         residuals: ``[H]`` arrays the reverse pass keeps per step (estimates only).
         theory: optional ``Analysis -> Overlay | None``: a closed form of ‖∂L/∂carry_t‖
-            drawn next to the measured one (:mod:`rnnviz.cells.theory`).
+            drawn next to the measured one (:mod:`rnnviz.engine.cells.theory`).
         gates: sigmoid gates whose mean activation the Carry view plots (modules ``i<g>``
             and, when present, ``h<g>``).
         linear_form: optional ``(params, xs [T, (B,) I]) -> (A, B)`` with A, B
@@ -217,7 +217,7 @@ def register_cell(name: str, spec: CellSpec, *, replace: bool = False) -> CellSp
     Example:
         >>> import flax.linen as nn
         >>> from rnnviz import CellSpec, RunConfig, analyze, register_cell
-        >>> from rnnviz.cells.registry import unregister_cell
+        >>> from rnnviz.tables.cells import unregister_cell
         >>> spec = CellSpec(build=lambda cfg, options: nn.SimpleCell(**options),
         ...                 activations=("tanh", "relu"), description="Flax's SimpleCell again")
         >>> _ = register_cell("elman", spec)
@@ -274,7 +274,7 @@ def _ensure() -> None:
     # layer above that register themselves here when imported, exactly as plugins do through
     # their entry points. The table must hold them before it answers, so it imports them on
     # first use. pyproject.toml's layers contract names this one import as its exception.
-    import rnnviz.cells  # noqa: F401
+    import rnnviz.engine.cells  # noqa: F401
 
     load_plugins()
 

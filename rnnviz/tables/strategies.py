@@ -2,7 +2,7 @@
 strategy, in plain data (no JAX).
 
 Each strategy's implementation (its rollout, lift and collapse) is registered under the
-same name in :mod:`rnnviz.strategies`; this table is what a :class:`~rnnviz.config.RunConfig`
+same name in :mod:`rnnviz.engine.strategies.registry`; this table is what a :class:`~rnnviz.config.RunConfig`
 is checked against: the names, which cells each strategy can run, and how much memory it
 holds.
 """
@@ -84,7 +84,7 @@ _TABLE: dict[str, StrategyRules] = {}
 
 
 def register_rules(rules: StrategyRules) -> StrategyRules:
-    """Add (or replace) one strategy's rules; :func:`rnnviz.strategies.register_strategy`
+    """Add (or replace) one strategy's rules; :func:`rnnviz.engine.strategies.registry.register_strategy`
     calls this with the rules of every strategy it registers."""
     _TABLE[rules.name] = rules
     return rules

@@ -23,12 +23,12 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz.analysis import Analysis
+from rnnviz.base.measurements import load_dir
 from rnnviz.config import ConfigError, RunConfig
+from rnnviz.dataset import runs_dir
+from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames import records_frame
-from rnnviz.records import load_dir
-from rnnviz.sources import runs_dir
-from rnnviz.sources.fit import fitted_config
-from rnnviz.step_jacobians import carry_dim
+from rnnviz.studies.jacobians import carry_dim
 from rnnviz.ui import calls, data_panel, jobs, runs_panel, state, training_panel, views
 from rnnviz.ui.worker import ComputationTimeout, WorkerDied
 

@@ -18,7 +18,7 @@ import os
 from typing import NamedTuple
 
 from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
-from rnnviz.exponents import lyapunov_flops
+from rnnviz.studies.lyapunov import lyapunov_flops
 
 #: Seconds one view may take (``RNNVIZ_VIEW_BUDGET_S``).
 VIEW_BUDGET_S = float(os.environ.get("RNNVIZ_VIEW_BUDGET_S", "15"))

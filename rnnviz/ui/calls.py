@@ -16,8 +16,8 @@ import streamlit as st
 
 from rnnviz.analysis import Analysis, static_config
 from rnnviz.config import ConfigError, RunConfig
-from rnnviz.exponents import Lyapunov
-from rnnviz.step_jacobians import Jacobians
+from rnnviz.studies.jacobians import Jacobians
+from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import jobs, runs_panel
 from rnnviz.ui.worker import InlinePool, ResultCache, WorkerPool, make_pool
 

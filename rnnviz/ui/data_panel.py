@@ -20,9 +20,9 @@ from typing import Any
 import streamlit as st
 
 from rnnviz.charts import preview_figure
-from rnnviz.sources import data_dir, data_files
-from rnnviz.sources.describe import Preview
-from rnnviz.sources.files import EXTENSIONS
+from rnnviz.dataset import data_dir, data_files
+from rnnviz.dataset.describe import Preview
+from rnnviz.dataset.files import EXTENSIONS
 
 SYNTHETIC = "synthetic"
 UPLOAD = "upload a file…"

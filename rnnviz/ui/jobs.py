@@ -3,7 +3,7 @@ computation, taking the config as JSON and returning plain records, so every cal
 answer pickles. Nothing here imports Streamlit; the server process imports this module
 only to name the functions it sends.
 
-Training keeps its :class:`~rnnviz.training.Trainer` in the worker between calls (the pool
+Training keeps its :class:`~rnnviz.studies.training.Trainer` in the worker between calls (the pool
 routes every call of one run to the same worker); a worker that was replaced has lost
 it, and :func:`train_advance` says so with :class:`LookupError`.
 """
@@ -21,7 +21,12 @@ import pandas as pd
 
 from rnnviz.analysis import Analysis, analyze
 from rnnviz.analysis import is_compiled as _is_compiled
-from rnnviz.comparisons import (
+from rnnviz.base.weights import Weights
+from rnnviz.config import ConfigError, RunConfig
+from rnnviz.dataset import Dataset, load_dataset
+from rnnviz.dataset.describe import Preview, preview_record
+from rnnviz.engine.timing import enable_compilation_cache, keep_freed_buffers
+from rnnviz.studies.comparisons import (
     available_strategies,
     compare_strategies,
     present_devices,
@@ -29,20 +34,15 @@ from rnnviz.comparisons import (
     scaling,
     strategy_unavailable,
 )
-from rnnviz.config import ConfigError, RunConfig
-from rnnviz.exponents import Lyapunov, lyapunov_phase
-from rnnviz.exponents import lyapunov as _lyapunov
-from rnnviz.input_reach import Connectivity, connectivity
-from rnnviz.sources import Dataset, load_dataset
-from rnnviz.sources.describe import Preview, preview_record
-from rnnviz.step_jacobians import Jacobians
-from rnnviz.step_jacobians import jacobians as _jacobians
-from rnnviz.sweeps import critical_gain, sweep
+from rnnviz.studies.connectivity import Connectivity, connectivity
+from rnnviz.studies.jacobians import Jacobians
+from rnnviz.studies.jacobians import jacobians as _jacobians
+from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
+from rnnviz.studies.lyapunov import lyapunov as _lyapunov
+from rnnviz.studies.over_training import OverTraining, over_training
+from rnnviz.studies.sweep import critical_gain, sweep
+from rnnviz.studies.training import Trainer, Training, load_run
 from rnnviz.tables.strategies import strategy_names
-from rnnviz.timing import enable_compilation_cache, keep_freed_buffers
-from rnnviz.training import Trainer, Training, load_run
-from rnnviz.training_dynamics import OverTraining, over_training
-from rnnviz.weights import Weights
 
 #: The dashboard times runs until about this much is spent (at least one, at most five).
 TIMING_BUDGET_S = 0.3
@@ -79,7 +79,7 @@ def _run(path: str, version: int) -> Training:
 
 def saved_run(path: str) -> Training:
     """A saved run (``.rnnviz``), loaded once per worker (again when the file changes); a
-    bad file raises its one :class:`~rnnviz.training.RunFileError`."""
+    bad file raises its one :class:`~rnnviz.studies.training.RunFileError`."""
     p = Path(path)
     return _run(str(p), p.stat().st_mtime_ns if p.is_file() else 0)
 

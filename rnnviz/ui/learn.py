@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from rnnviz.presets import PRESETS
+from rnnviz.base.presets import PRESETS
 from rnnviz.ui.state import apply_preset
 
 _PRESET_LINE = "Show me: "
@@ -26,7 +26,7 @@ class Lesson(NamedTuple):
         title: its heading.
         text: Markdown prose.
         formula: LaTeX for ``st.latex``, or None.
-        presets: names of :data:`rnnviz.presets.PRESETS` it offers to load.
+        presets: names of :data:`rnnviz.base.presets.PRESETS` it offers to load.
     """
 
     title: str

@@ -22,8 +22,8 @@ from typing import Any
 import streamlit as st
 
 from rnnviz.config import ConfigError, RunConfig
-from rnnviz.training import Training
-from rnnviz.training.runfile import RunFileError, read_header
+from rnnviz.studies.training import Training
+from rnnviz.studies.training.runfile import RunFileError, read_header
 from rnnviz.ui import state
 
 INITIAL = "initial"

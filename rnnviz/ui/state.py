@@ -10,6 +10,7 @@ from typing import Any
 
 import streamlit as st
 
+from rnnviz.base.presets import PRESETS, config_from_params, config_to_params
 from rnnviz.config import (
     ACTIVATIONS,
     CARRY_INITS,
@@ -21,7 +22,6 @@ from rnnviz.config import (
     ConfigError,
     RunConfig,
 )
-from rnnviz.presets import PRESETS, config_from_params, config_to_params
 from rnnviz.tables.cells import cell_names, cell_spec
 from rnnviz.tables.strategies import cell_unavailable
 
@@ -209,8 +209,9 @@ def _cell_label(name: str) -> str:
 
 def _cell_help(names: tuple[str, ...]) -> str:
     lines = [f"{n} ({cell_spec(n).group}): {cell_spec(n).description}" for n in names]
-    return "Registered cells (plugins register through the rnnviz.cells entry point):\n\n" + "\n\n".join(
-        lines
+    return (
+        "Registered cells (plugins register through the rnnviz.engine.cells entry point):\n\n"
+        + "\n\n".join(lines)
     )
 
 

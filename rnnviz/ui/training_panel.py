@@ -10,9 +10,9 @@ from typing import NamedTuple
 import streamlit as st
 
 from rnnviz.config import ConfigError, RunConfig
-from rnnviz.step_jacobians import carry_dim
-from rnnviz.tasks import TASKS, get_task
-from rnnviz.training import OPTIMIZERS
+from rnnviz.studies.jacobians import carry_dim
+from rnnviz.studies.tasks.synthetic import TASKS, get_task
+from rnnviz.studies.training import OPTIMIZERS
 from rnnviz.ui import budget, calls, jobs, runs_panel, views
 from rnnviz.ui.worker import ComputationTimeout, WorkerDied
 

@@ -1,7 +1,7 @@
 """The dashboard's computations, in worker processes that can be abandoned.
 
 Streamlit runs each session's script in a thread of one server process. A computation
-that never returns (a deadlock inside XLA, see :mod:`rnnviz.hlo`) cannot be stopped from
+that never returns (a deadlock inside XLA, see :mod:`rnnviz.base.hlo`) cannot be stopped from
 Python: the thread, and with it the session, would stay stuck until the server restarts.
 So no JAX computation runs in the server process. :class:`WorkerPool` keeps a few worker
 processes (fresh ones: each has its own JAX runtime and thread pool); a call sends a function

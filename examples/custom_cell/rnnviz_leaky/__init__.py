@@ -15,7 +15,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from rnnviz.cells.registry import CellSpec
+from rnnviz import CellSpec
 
 
 class LeakyCell(nn.RNNCellBase):

@@ -6,10 +6,10 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz.analysis import Analysis
+from rnnviz.base.formatting import pow10_text
 from rnnviz.config import FIELD_SPECS
-from rnnviz.diagnostics import verdict
+from rnnviz.frames.verdicts import verdict
 from rnnviz.tables.strategies import strategy_rules
-from rnnviz.text import pow10_text
 from rnnviz.ui import budget
 
 

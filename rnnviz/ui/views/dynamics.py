@@ -11,8 +11,8 @@ import streamlit as st
 
 from rnnviz import charts, frames
 from rnnviz.analysis import Analysis
+from rnnviz.base.readings import decay_fit, regime
 from rnnviz.config import RunConfig
-from rnnviz.fits import decay_fit, regime
 from rnnviz.ui import budget
 from rnnviz.ui.views.common import cost_of, csv_button, within_budget
 

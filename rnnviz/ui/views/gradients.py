@@ -10,9 +10,9 @@ import streamlit as st
 
 from rnnviz import charts, frames
 from rnnviz.analysis import Analysis
-from rnnviz.cells import cell_spec
-from rnnviz.cells.theory import simple_cell_theory
-from rnnviz.diagnostics import verdict
+from rnnviz.engine.cells import cell_spec
+from rnnviz.engine.cells.theory import simple_cell_theory
+from rnnviz.frames.verdicts import verdict
 from rnnviz.ui.views.common import csv_button
 
 

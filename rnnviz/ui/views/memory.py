@@ -10,7 +10,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from rnnviz import charts, frames
-from rnnviz.input_reach import Connectivity
+from rnnviz.studies.connectivity import Connectivity
 from rnnviz.ui.views.common import csv_button
 
 MEASURES = {

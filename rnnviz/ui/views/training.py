@@ -8,7 +8,7 @@ import streamlit as st
 
 from rnnviz import charts, frames
 from rnnviz.config import RunConfig
-from rnnviz.training import training_verdict
+from rnnviz.studies.training import training_verdict
 from rnnviz.ui.views.common import csv_button
 
 TRAIN_DEFAULTS = dict(

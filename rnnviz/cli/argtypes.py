@@ -1,0 +1,43 @@
+"""argparse ``type`` functions shared by the command line (:mod:`rnnviz.cli.main`) and the app
+launcher (:mod:`rnnviz.cli.launch`): each turns one string into a value or says, in one line,
+what was wrong with it."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from collections.abc import Callable
+
+
+def bounded_int(lo: int, hi: int, what: str = "an integer") -> Callable[[str], int]:
+    """An argparse ``type``: an integer in ``[lo, hi]``, with a one-line message otherwise.
+
+    Args:
+        lo, hi: the allowed range, both ends included.
+        what: how the message names the value (``"a port number"``).
+
+    Returns:
+        A function ``str -> int`` raising ``argparse.ArgumentTypeError``.
+    """
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {what} in [{lo}, {hi}]") from None
+        if not lo <= value <= hi:
+            raise argparse.ArgumentTypeError(f"{value} is not in [{lo}, {hi}]")
+        return value
+
+    return parse
+
+
+def finite_nonnegative(text: str) -> float:
+    """An argparse ``type``: a finite number ≥ 0."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number ≥ 0")
+    return value

@@ -1,0 +1,117 @@
+"""What a command runs on: the config flags, ``--data`` and ``--weights`` (a saved run),
+turned into ``(RunConfig, Dataset or None, Weights or None)`` by :func:`config_and_data`."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from rnnviz.cli.argtypes import bounded_int
+from rnnviz.config import FIELD_SPECS, RunConfig
+from rnnviz.dataset import check_data, fit_to_data, load_dataset
+from rnnviz.studies.training import load_run
+
+DATA_OPTIONS = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
+
+
+def add_data_options(p: argparse.ArgumentParser, *, with_seq_len: bool = True) -> None:
+    """The built-in data sets' options as flags (a file takes none)."""
+    p.add_argument("--order", help="digits: pixels, rows or permuted")
+    p.add_argument("--permutation-seed", dest="permutation_seed", type=bounded_int(0, 2**31 - 1))
+    p.add_argument("--corpus", help="text: prose or code")
+    if with_seq_len:  # elsewhere --seq-len is the config's, and the text's window follows it
+        p.add_argument(
+            "--seq-len", dest="seq_len", type=bounded_int(2, 10_000), help="text: characters per window"
+        )
+    p.add_argument(
+        "--max-sequences", dest="max_sequences", type=bounded_int(1, 100_000), help="text: most windows"
+    )
+
+
+def data_options(args: argparse.Namespace, source: str) -> dict[str, Any]:
+    """The data options given on the command line (the config's ``--seq-len`` is the text's window)."""
+    options = {k: getattr(args, k, None) for k in DATA_OPTIONS if k != "seq_len"}
+    if source == "text" and getattr(args, "seq_len", None) is not None:
+        options["seq_len"] = int(args.seq_len)
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def _flag(name: str) -> str:
+    return "--" + name.replace("_", "-")
+
+
+def add_config_flags(parser: argparse.ArgumentParser) -> None:
+    """One flag per RunConfig field; values stay strings so RunConfig validates them."""
+    defaults = RunConfig()
+    group = parser.add_argument_group("run configuration")
+    for spec in FIELD_SPECS.values():
+        default = getattr(defaults, spec.name)
+        group.add_argument(
+            _flag(spec.name),
+            dest=spec.name,
+            default=None,
+            metavar="|".join(spec.options()) if spec.choices else spec.kind.__name__.upper(),
+            help=f"{spec.help}; {spec.allowed()} (default: {default})",
+        )
+
+
+def config_from_args(args: argparse.Namespace) -> RunConfig:
+    given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
+    return RunConfig.from_mapping(given)
+
+
+def config_and_data(args: argparse.Namespace):
+    """``(RunConfig, Dataset or None, Weights or None)``.
+
+    With ``--weights`` the saved run's config is the base (flags override it), its weights
+    at ``--step`` (default the last kept) are returned, and its data set is reloaded unless
+    ``--data`` names one. With data, the config is fitted to it (its T, I and loss
+    placement) where the flags leave them; a flag that clashes with the data is an error
+    naming both."""
+    given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
+    base: dict[str, Any] = {}
+    weights = source = None
+    if getattr(args, "weights", None) is not None:
+        run = load_run(args.weights)
+        weights = run.weights(args.step)
+        base = {k: v for k, v in run.config.to_dict().items() if v is not None}
+        source = run.data_source
+    if getattr(args, "data", None) is None and source is None:
+        return RunConfig.from_mapping({**base, **given}), None, weights
+    if getattr(args, "data", None) is not None:
+        ds = load_dataset(args.data, **data_options(args, args.data))
+    else:
+        ds = load_dataset(source[0], **dict(source[1]))
+    fitted = fit_to_data(
+        RunConfig.from_mapping({**base, **given, "seq_len": ds.seq_len, "input_size": ds.input_size}), ds
+    )
+    keep = {k: getattr(fitted, k) for k in ("seq_len", "input_size", "loss") if k not in given}
+    cfg = RunConfig.from_mapping({**base, **given, **keep})
+    check_data(cfg, ds)
+    return cfg, ds, weights
+
+
+def add_weights_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """``--weights RUN.rnnviz`` and ``--step S``."""
+    p.add_argument(
+        "--weights",
+        metavar="RUN.rnnviz",
+        help=f"{what} a saved run's trained weights (`rnnviz train --save`); its config, data and "
+        "weights are the base, flags override",
+    )
+    p.add_argument(
+        "--step",
+        type=bounded_int(0, 10**9),
+        default=None,
+        help="with --weights: a kept step (default: the last)",
+    )
+
+
+def add_data_flag(p: argparse.ArgumentParser, what: str) -> None:
+    """``--data NAME|PATH`` and the built-ins' options."""
+    p.add_argument(
+        "--data",
+        metavar="NAME|PATH",
+        help=f"{what} a data set: digits, text, or your .npz/.npy/.csv/.parquet file (T and I follow it)",
+    )
+    add_data_options(p, with_seq_len=False)

@@ -1,0 +1,264 @@
+"""How parameter gradients are gathered through time: one :class:`Strategy` per name, in a table.
+
+* ``accumulate`` — params are closed over by the scanned step; the reverse scan sums
+  their cotangents into one buffer as it walks back (Zygote's accumulator). O(P) memory.
+* ``per_step`` — params are broadcast to one copy per step ``[T, ...]`` and scanned as
+  inputs; the gradient with respect to the copies is one tangent per step, summed
+  afterwards (a ChainRules ``rrule`` for Flux's ``Recur``). O(T·P) memory, and it shows
+  each step's contribution to ∂L/∂W.
+* ``split_transpose`` — like ``accumulate`` but with ``lax.scan(..., _split_transpose=True)``
+  (experimental in JAX): the reverse scan is split so the parameter-gradient part of
+  the transpose runs outside the loop.
+* ``parallel`` — cells whose recurrence is linear in the carry: an associative scan over
+  time, forward and reverse (:mod:`rnnviz.engine.strategies.parallel`).
+* ``fused`` — cells with a :class:`~rnnviz.tables.cells.FusedForm`: the input GEMM
+  hoisted out of the scan, a custom VJP whose reverse scan only propagates the carry
+  cotangent, and the weight gradients as one GEMM each afterwards (:mod:`rnnviz.engine.strategies.fused`).
+  Per-step contributions to ∂L/∂W from the stored gate cotangents in O(T·B²).
+* ``checkpoint`` — ``jax.checkpoint`` over blocks of ⌈√T⌉ steps: the reverse pass
+  recomputes each block's forward, so the per-step residuals are kept for one block
+  only — what makes T = 100 000 fit (:func:`rnnviz.engine.rollout.checkpoint_rollout`).
+
+What validation needs (names, which cells, memory) is plain data in
+:mod:`rnnviz.tables.strategies`; this module keys the implementations by the same names.
+Adding a strategy is one :func:`register_strategy` call; validation, the CLI, the
+dashboard and the comparisons read the table.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+
+from rnnviz.engine.cells import PARAM_GROUPS, Params, cell_spec, param_group
+from rnnviz.engine.norms import robust_norm
+from rnnviz.engine.rollout import Carry, checkpoint_rollout, rollout
+from rnnviz.engine.strategies import fused
+from rnnviz.engine.strategies.parallel import parallel_rollout
+from rnnviz.tables import strategies as rules
+from rnnviz.tables.strategies import StrategyRules, block_length, cell_unavailable, strategy_names
+
+__all__ = [
+    "Strategy",
+    "block_length",
+    "cell_unavailable",
+    "group_norms_by_step",
+    "lift_params",
+    "register_strategy",
+    "split_transpose_available",
+    "strategy",
+    "strategy_names",
+    "unavailable",
+]
+
+
+@functools.lru_cache(maxsize=1)
+def split_transpose_available() -> bool:
+    """Whether this JAX can differentiate ``lax.scan(..., _split_transpose=True)``."""
+    try:
+
+        def f(w, xs):
+            return jax.lax.scan(
+                lambda c, x: (jnp.tanh(w * c + x), None), jnp.float32(0), xs, _split_transpose=True
+            )[0]
+
+        jax.jit(jax.grad(f))(jnp.float32(0.5), jnp.ones(3, jnp.float32)).block_until_ready()
+        return True
+    except Exception:  # an experimental flag: any failure means "not here"
+        return False
+
+
+def _split_transpose_here() -> str | None:
+    return (
+        None
+        if split_transpose_available()
+        else "this JAX cannot differentiate lax.scan(_split_transpose=True)"
+    )
+
+
+def _same(params: Params, seq_len: int) -> Params:
+    return params
+
+
+def _stack(params: Params, seq_len: int) -> Params:
+    return jax.tree.map(lambda p: jnp.broadcast_to(p, (seq_len,) + p.shape), params)
+
+
+def _kept(grads: Params) -> Params:
+    return grads
+
+
+def _summed(grads: Params) -> Params:
+    return jax.tree.map(lambda g: jnp.sum(g, axis=0, dtype=jnp.float32).astype(g.dtype), grads)
+
+
+def _no_taps(cfg: Any, xs: jax.Array) -> None:
+    return None
+
+
+def _no_by_step(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> None:
+    return None
+
+
+def _tangent_norms(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> jax.Array:
+    return group_norms_by_step(grads, cell_spec(cfg.cell).recurrent)
+
+
+def _gram_norms(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> jax.Array:
+    return fused.group_norms(cfg, carries, xs, taps.zx, taps.zh)
+
+
+def _scan_rollout(**flags: bool) -> Callable:
+    def run(cfg, cell, params, carry0, xs, eps, taps):
+        return rollout(cell, params, carry0, xs, eps, **flags)
+
+    return run
+
+
+def _parallel_rollout(cfg, cell, params, carry0, xs, eps, taps):
+    return parallel_rollout(cfg, params, carry0, xs, eps)
+
+
+def _fused_rollout(cfg, cell, params, carry0, xs, eps, taps):
+    return fused.fused_rollout(cfg, params, carry0, xs, eps, taps)
+
+
+def _checkpoint_rollout(cfg, cell, params, carry0, xs, eps, taps):
+    return checkpoint_rollout(cell, params, carry0, xs, eps, block_length(xs.shape[0]))
+
+
+def _everywhere() -> str | None:
+    return None
+
+
+@dataclass(frozen=True)
+class Strategy:
+    """One way of gathering ∂L/∂W through time: its plain-data rules and its implementation.
+
+    Attributes:
+        rules: the :class:`~rnnviz.tables.strategies.StrategyRules` validation reads (name,
+            summary, which cells, memory model).
+        rollout: ``(cfg, cell, params, carry0, xs [T, (B,) I], eps, taps) -> carries [T+1, …]``
+            (:func:`rnnviz.engine.rollout.rollout`'s contract; ``eps`` the zero perturbations).
+        lift: ``(params, T) -> what is differentiated`` (``per_step``: ``[T, …]`` copies).
+        collapse: that gradient → ∂L/∂W.
+        taps: ``(cfg, xs) -> pytree | None``: extra zero inputs whose cotangents
+            ``by_step_of`` reads.
+        by_step_of: ``(cfg, carries, xs, raw grads, tap cotangents) -> [T, G] | None``.
+        stacked_params: the differentiated params carry a leading ``[T]`` axis.
+        jax_reason: ``() -> str | None``: why this JAX cannot run it (None: it can).
+    """
+
+    rules: StrategyRules
+    rollout: Callable[..., Carry]
+    lift: Callable[[Params, int], Params] = _same
+    collapse: Callable[[Params], Params] = _kept
+    taps: Callable[[Any, jax.Array], Any] = _no_taps
+    by_step_of: Callable[..., jax.Array | None] = _no_by_step
+    stacked_params: bool = False
+    jax_reason: Callable[[], str | None] = _everywhere
+
+    @property
+    def name(self) -> str:
+        return self.rules.name
+
+    @property
+    def summary(self) -> str:
+        return self.rules.summary
+
+    def cell_reason(self, spec: Any) -> str | None:
+        """Why the cell ``spec`` cannot use this strategy (None: it can)."""
+        return self.rules.cell_reason(spec)
+
+    def residual_steps(self, t: int) -> int:
+        return self.rules.residual_steps(t)
+
+    def param_copies(self, t: int) -> int:
+        return self.rules.param_copies(t)
+
+    @property
+    def by_step(self) -> bool:
+        """Whether it yields ``param_grad_by_step`` ``[T, G]``."""
+        return self.by_step_of is not _no_by_step
+
+
+_TABLE: dict[str, Strategy] = {}
+
+
+def register_strategy(strategy: Strategy) -> Strategy:
+    """Add a strategy: its rules to the plain-data table, its implementation here.
+
+    Args:
+        strategy: the rules and implementation; its name may replace an existing one.
+
+    Returns:
+        ``strategy``.
+    """
+    rules.register_rules(strategy.rules)
+    _TABLE[strategy.name] = strategy
+    return strategy
+
+
+register_strategy(Strategy(rules=rules.ACCUMULATE, rollout=_scan_rollout()))
+register_strategy(
+    Strategy(
+        rules=rules.PER_STEP,
+        rollout=_scan_rollout(per_step_params=True),
+        lift=_stack,
+        collapse=_summed,
+        by_step_of=_tangent_norms,
+        stacked_params=True,
+    )
+)
+register_strategy(
+    Strategy(
+        rules=rules.SPLIT_TRANSPOSE,
+        rollout=_scan_rollout(split_transpose=True),
+        jax_reason=_split_transpose_here,
+    )
+)
+register_strategy(Strategy(rules=rules.PARALLEL, rollout=_parallel_rollout))
+register_strategy(
+    Strategy(
+        rules=rules.FUSED,
+        rollout=_fused_rollout,
+        taps=fused.taps,
+        by_step_of=_gram_norms,
+    )
+)
+register_strategy(Strategy(rules=rules.CHECKPOINT, rollout=_checkpoint_rollout))
+
+
+def strategy(name: str) -> Strategy:
+    """The registered strategy ``name`` (KeyError when there is none)."""
+    return _TABLE[name]
+
+
+def unavailable(name: str, spec: Any | None = None) -> str | None:
+    """Why strategy ``name`` cannot run here (for the cell ``spec``), or None."""
+    s = _TABLE[name]
+    return s.jax_reason() or (s.cell_reason(spec) if spec is not None else None)
+
+
+def lift_params(params: Params, name: str, seq_len: int) -> Params:
+    """What the scan differentiates for strategy ``name``: the params, or ``[T, ...]`` copies."""
+    return _TABLE[name].lift(params, seq_len)
+
+
+def group_norms_by_step(stacked: Params, recurrent: Callable[[tuple[str, ...]], bool]) -> jax.Array:
+    """``[T, G]``: ‖contribution of step t to group g‖ for stacked per-step grads ``[T, ...]``
+    (robust norms: per leaf, then over the group's leaves)."""
+    per_group: dict[str, list[jax.Array]] = {g: [] for g in PARAM_GROUPS}
+    for path, leaf in jax.tree_util.tree_flatten_with_path(stacked)[0]:
+        names = tuple(k.key for k in path)
+        per_group[param_group(names, recurrent)].append(robust_norm(leaf.reshape(leaf.shape[0], -1), 1))
+    t_len = jax.tree.leaves(stacked)[0].shape[0]
+    cols = [
+        robust_norm(jnp.stack(n), 0) if n else jnp.zeros((t_len,), jnp.float32) for n in per_group.values()
+    ]
+    return jnp.stack(cols, axis=1)

@@ -1,0 +1,298 @@
+"""Strategy comparisons and scaling studies as tidy tables, and measurement records.
+
+``measure`` is the one place that times a compiled function and turns it into a
+schema-1 record (:mod:`rnnviz.base.measurements`); ``compare_strategies``, ``scaling`` and the
+benchmark build on it.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import jax
+import numpy as np
+import pandas as pd
+
+from rnnviz.analysis import (
+    analyze,
+    baseline_executable,
+    data_on,
+    executables,
+    log_executable,
+    prepared_batch,
+    prepared_shapes,
+    resolve_device,
+    static_config,
+)
+from rnnviz.base.measurements import SCHEMA
+from rnnviz.base.weights import Weights
+from rnnviz.config import ConfigError, RunConfig, estimate_flops
+from rnnviz.dataset import Dataset
+from rnnviz.engine.cells import cell_spec, make_cell
+from rnnviz.engine.gradients import strategy_grad
+from rnnviz.engine.losses import DataSpec
+from rnnviz.engine.strategies.registry import unavailable
+from rnnviz.engine.timing import Compiled, compile_cache, compile_for, run_stamp, time_runs
+from rnnviz.tables.strategies import strategy_names
+
+
+def available_strategies(cfg: RunConfig | None = None) -> tuple[str, ...]:
+    """Strategies this JAX supports and, given a config, that its cell can use."""
+    return tuple(s for s in strategy_names() if not strategy_unavailable(s, cfg))
+
+
+def strategy_unavailable(strategy: str, cfg: RunConfig | None = None) -> str | None:
+    """Why ``strategy`` cannot run here (for ``cfg``'s cell), or None when it can."""
+    here = unavailable(strategy)
+    if here is not None or cfg is None:
+        return here
+    reason = unavailable(strategy, cell_spec(cfg.cell))
+    return None if reason is None else f"the {cfg.cell} cell cannot: {reason}"
+
+
+@compile_cache(maxsize=64)
+def strategy_executable(static: RunConfig, device: jax.Device, data: DataSpec | None = None) -> Compiled:
+    """Parameter gradient only, with ``static.strategy`` (cached per shape, data spec and device)."""
+    return compile_for(
+        functools.partial(strategy_grad, static, make_cell(static)), prepared_shapes(static, data), device
+    )
+
+
+def _executable(cfg: RunConfig, measure: str, device: jax.Device, data: DataSpec | None) -> Compiled:
+    static = static_config(cfg)
+    if measure == "analyze":
+        return executables(static, device, data).analysis
+    return strategy_executable(static, device, data)
+
+
+def measure(
+    cfg: RunConfig,
+    *,
+    measure: str = "analyze",
+    strategy: str | None = None,
+    repeats: int = 10,
+    device: jax.Device | None = None,
+    suite: str = "adhoc",
+    budget_s: float | None = None,
+    data: Dataset | None = None,
+    params: Weights | None = None,
+) -> dict[str, Any]:
+    """Time one compiled function for ``cfg`` and return a schema-1 record.
+
+    measure="analyze": the full analysis (per-step carry gradients + param gradients +
+    trajectory) with ``cfg.strategy``; "log_pass": the log-magnitude reverse pass alone
+    (:mod:`rnnviz.engine.logpass`, over the trajectory the analysis computed), which ``analyze``
+    adds when float32 cannot hold every norm; "grad": the parameter gradient alone, with
+    ``strategy`` (``"plain_grad"`` is plain ``jax.value_and_grad``, the yardstick).
+    ``data``: a batch of this data set and its task loss (:func:`rnnviz.analyze`);
+    ``params``: trained weights (the same executables: run times do not depend on values).
+    """
+    device = device or resolve_device(cfg)
+    strategy = strategy or cfg.strategy
+    spec = data_on(cfg, device, data)[1]
+    if strategy == "plain_grad":
+        run_cfg, exe = cfg, baseline_executable(static_config(cfg), device, spec)
+    else:
+        run_cfg = cfg.replace(strategy=strategy)
+        exe = _executable(run_cfg, measure, device, spec)
+    args = tuple(prepared_batch(run_cfg, device, data, params))
+    if measure == "log_pass":
+        params, _, xs, objective = args
+        sg, _ = executables(static_config(run_cfg), device, spec).analysis.fn(*args)
+        exe = log_executable(static_config(run_cfg), device, spec)
+        args = (params, sg.carries, xs, objective)
+    _, t = time_runs(exe.fn, args, repeats, budget_s=budget_s)
+    flops = estimate_flops(run_cfg)
+    return {
+        "schema": SCHEMA,
+        "kind": "bench",
+        "suite": suite,
+        "label": label(cfg) if data is None else f"{label(cfg)} on {data.label}",
+        "config": run_cfg.to_dict(),
+        "strategy": strategy,
+        "measure": measure,
+        **run_stamp(device),
+        "compile_s": exe.compile_s,
+        "run_s": t.median_s,
+        "run_min_s": t.min_s,
+        "run_max_s": t.max_s,
+        "repeats": t.repeats,
+        "peak_bytes": int(exe.peak_bytes),
+        "flops": flops,
+        "flops_per_s": flops / t.median_s if t.median_s > 0 else 0.0,
+        "ratio_to_plain_grad": None,
+    }
+
+
+def label(cfg: RunConfig) -> str:
+    b = "unbatched" if cfg.batch_size is None else f"B={cfg.batch_size}"
+    return f"{cfg.cell} {b} T={cfg.seq_len} I={cfg.input_size} H={cfg.hidden_size} {cfg.dtype}"
+
+
+def _grad_difference(ref: dict, other: dict) -> tuple[float, float]:
+    """(max |Δ|, ‖Δ‖/‖ref‖) between two params trees, in float64."""
+    a = np.concatenate([np.ravel(x).astype(np.float64) for x in jax.tree.leaves(ref)])
+    b = np.concatenate([np.ravel(x).astype(np.float64) for x in jax.tree.leaves(other)])
+    diff = a - b
+    return float(np.max(np.abs(diff))), float(np.linalg.norm(diff) / max(np.linalg.norm(a), 1e-300))
+
+
+def compare_strategies(
+    cfg: RunConfig,
+    *,
+    repeats: int = 10,
+    strategies: Sequence[str] | None = None,
+    data: Dataset | None = None,
+    params: Weights | None = None,
+) -> pd.DataFrame:
+    """The full analysis of ``cfg`` under each strategy: what it costs, and that it agrees.
+
+    Args:
+        cfg: the configuration.
+        repeats: timed runs per strategy.
+        strategies: which (default: every strategy this cell and this JAX can run).
+        data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
+
+    Returns:
+        One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
+        peak_bytes, flops, max_abs_diff, rel_diff`` (differences of ∂L/∂W against the
+        accumulator). Strategies whose config is over budget (per-step tangents at large
+        T·P) are left out.
+
+    Example:
+        >>> from rnnviz import RunConfig, compare_strategies
+        >>> df = compare_strategies(RunConfig(cell="gru", hidden_size=8, seq_len=10), repeats=1,
+        ...                         strategies=["accumulate", "per_step", "fused"])
+        >>> list(df["strategy"]), bool((df["rel_diff"] < 1e-5).all())
+        (['accumulate', 'per_step', 'fused'], True)
+    """
+    runs = {}
+    for s in strategies or available_strategies(cfg):
+        try:
+            runs[s] = analyze(cfg.replace(strategy=s), repeats=repeats, data=data, params=params)
+        except ConfigError:  # e.g. per-step tangents over the memory budget: left out
+            continue
+    ref = runs.get("accumulate") or analyze(
+        cfg.replace(strategy="accumulate"), repeats=1, data=data, params=params
+    )
+    rows = []
+    for s, a in runs.items():
+        max_abs, rel = _grad_difference(ref.param_grads, a.param_grads)
+        t = a.timing
+        rows.append(
+            dict(
+                strategy=s,
+                compile_s=t.compile_s,
+                run_s=t.run_s,
+                run_min_s=t.run_min_s,
+                run_max_s=t.run_max_s,
+                peak_bytes=t.peak_bytes,
+                flops=t.flops,
+                max_abs_diff=max_abs,
+                rel_diff=rel,
+                device=t.device,
+            )
+        )
+    return pd.DataFrame(rows)
+
+
+def scaling(
+    cfg: RunConfig,
+    seq_lens: Iterable[int],
+    *,
+    strategies: Sequence[str] | None = None,
+    repeats: int = 5,
+    measure_kind: str = "grad",
+) -> pd.DataFrame:
+    """Time and memory per strategy over sequence lengths (one compile per length and
+    strategy, cached).
+
+    Args:
+        cfg: the configuration; its ``seq_len`` is replaced by each of ``seq_lens``.
+        seq_lens: the lengths T.
+        strategies: which (default: every strategy this cell and this JAX can run).
+        data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
+        repeats: timed runs per measurement.
+        measure_kind: ``grad`` (∂L/∂W alone) or ``analyze`` (the full analysis).
+
+    Returns:
+        Rows ``strategy, seq_len, compile_s, run_s, peak_bytes``.
+    """
+    rows = []
+    for t_len in seq_lens:
+        for s in strategies or available_strategies(cfg):
+            rec = measure(
+                cfg.replace(seq_len=int(t_len), strategy=s),
+                measure=measure_kind,
+                repeats=repeats,
+                suite="scaling",
+            )
+            rows.append(
+                dict(
+                    strategy=s,
+                    seq_len=int(t_len),
+                    compile_s=rec["compile_s"],
+                    run_s=rec["run_s"],
+                    peak_bytes=rec["peak_bytes"],
+                )
+            )
+    return pd.DataFrame(rows)
+
+
+def present_devices() -> list[jax.Device]:
+    """The first device of each platform JAX sees (CPU always; GPU when present)."""
+    out = []
+    for platform in ("cpu", "gpu"):
+        try:
+            out.extend(jax.devices(platform))
+        except RuntimeError:
+            continue
+    return out
+
+
+def run_on_devices(
+    cfg: RunConfig,
+    *,
+    devices: Sequence[jax.Device] | None = None,
+    strategies: Sequence[str] | None = None,
+    repeats: int = 5,
+    data: Dataset | None = None,
+    params: Weights | None = None,
+) -> pd.DataFrame:
+    """The full analysis of ``cfg`` on every device and strategy: CPU against GPU.
+
+    Args:
+        cfg: the configuration.
+        devices: JAX devices (default: every one JAX sees).
+        strategies: which (default: ``cfg.strategy``).
+        repeats: timed runs per measurement.
+        data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
+
+    Returns:
+        Rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
+        peak_bytes, loss, max_grad_diff`` (∂L/∂W's difference against the first row).
+    """
+    rows, ref = [], None
+    for device in devices or present_devices():
+        for s in strategies or (cfg.strategy,):
+            a = analyze(cfg.replace(strategy=s), repeats=repeats, device=device, data=data, params=params)
+            ref = ref or a.param_grads
+            rows.append(
+                dict(
+                    device_kind=device.platform,
+                    device_name=str(device.device_kind),
+                    device_id=device.id,
+                    strategy=s,
+                    compile_s=a.timing.compile_s,
+                    run_s=a.timing.run_s,
+                    peak_bytes=a.timing.peak_bytes,
+                    loss=a.loss,
+                    max_grad_diff=_grad_difference(ref, a.param_grads)[0],
+                )
+            )
+    return pd.DataFrame(rows)

@@ -1,0 +1,302 @@
+"""The step Jacobians of a trajectory and their singular values.
+
+By the chain rule ∂L/∂carry_t = J_{t+1}ᵀ ⋯ J_Tᵀ ∂L/∂carry_T with the step Jacobians
+J_t = ∂carry_t/∂carry_{t−1} ``[D, D]`` (D = C·H: every carry component, packed in the
+cell spec's order, LSTM ``(c, h)``).
+
+* :func:`jacobians`: the top-k singular values σ_i(J_t) of each step, for one example.
+  ``method="exact"`` builds J_t with ``jax.jacfwd`` (D forward tangents) and takes its
+  SVD; ``"subspace"`` never builds J_t: block power iteration on J_tᵀJ_t with
+  Jacobian-vector and vector-Jacobian products (``m = min(D, 2k)`` columns,
+  ``iterations`` rounds, then the SVD of the small ``[D, m]`` J_t·V). ``"auto"`` picks
+  exact for D ≤ :data:`EXACT_MAX_DIM` (an SVD of a 256×256 matrix costs about as much
+  as 256 tangents) and subspace above.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnviz.base.weights import Weights
+from rnnviz.config import (
+    FLOP_BUDGET,
+    MAX_SEQ_LEN,
+    BudgetError,
+    ConfigError,
+    RunConfig,
+    check_number,
+)
+from rnnviz.dataset import Dataset
+from rnnviz.engine.cells import cell_spec, make_cell
+from rnnviz.engine.gradients import full_carry0, time_major
+from rnnviz.engine.linalg import householder_q
+from rnnviz.engine.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
+from rnnviz.engine.rollout import rollout
+from rnnviz.engine.timing import compile_cache, compile_for
+
+#: Largest carry size D for which ``method="auto"`` builds each J_t and takes its SVD.
+EXACT_MAX_DIM = 256
+JACOBIAN_METHODS = ("auto", "exact", "subspace")
+#: Salt folded into the seed's key for the initial tangent directions (independent of
+#: the params, carry and input keys).
+_TANGENT_SALT = 0x1A9
+# ---- the carry as one vector ------------------------------------------------------------
+
+
+def carry_dim(cfg: RunConfig) -> int:
+    """D = C·H: the size of the packed carry (LSTM and LRU: 2H, the others H)."""
+    return len(cfg.carry_components) * cfg.hidden_size
+
+
+def pack(carry: Any) -> jax.Array:
+    """Carry components ``[(B,) H]`` each → one vector ``[(B,) C·H]``, in the spec's order."""
+    return jnp.concatenate(jax.tree.leaves(carry), axis=-1)
+
+
+def unpacker(carry0: Any) -> Callable[[jax.Array], Any]:
+    """The inverse of :func:`pack` for carries shaped like ``carry0``."""
+    leaves, treedef = jax.tree.flatten(carry0)
+    cuts = list(np.cumsum([leaf.shape[-1] for leaf in leaves])[:-1])
+    return lambda v: jax.tree.unflatten(treedef, jnp.split(v, cuts, axis=-1))
+
+
+def flat_step(cell, params, unpack: Callable) -> Callable[[jax.Array, jax.Array], jax.Array]:
+    """``(v [(B,) D], x [(B,) I]) -> v'``: one step of ``cell`` on the packed carry."""
+
+    def step(v, x):
+        new, _ = cell.apply({"params": params}, unpack(v), x)
+        return pack(new).astype(v.dtype)
+
+    return step
+
+
+def step_jacobian(cfg: RunConfig, params, carry: Any, x: jax.Array) -> jax.Array:
+    """J = ∂carry'/∂carry ``[D, D]`` of one step of ``cfg``'s cell at one example's
+    ``carry`` (components ``[H]``) and input ``x`` ``[I]`` (rows: outputs, columns: inputs)."""
+    step = flat_step(make_cell(cfg), params, unpacker(carry))
+    return jax.jacfwd(step)(pack(carry), x)
+
+
+# ---- Lyapunov exponents: the QR method inside the forward scan --------------------------
+
+
+def initial_directions(key_data: jax.Array, dim: int, k: int) -> jax.Array:
+    """k orthonormal directions ``[D, k]`` drawn from the seed's key (a generic start: not
+    aligned with any unit, so every exponent is reached)."""
+    key = jax.random.fold_in(jax.random.wrap_key_data(key_data), _TANGENT_SALT)
+    # No LAPACK here: this QR would sit beside the scan's with no order between them.
+    return householder_q(jax.random.normal(key, (dim, k), jnp.float32))
+
+
+@dataclass(frozen=True, eq=False)
+class Jacobians:
+    """Top-k singular values of the step Jacobians of one example.
+
+    Attributes:
+        config: the configuration.
+        example: which example of the batch.
+        method: ``"exact"`` (jacfwd + SVD) or ``"subspace"`` (matrix-free power iteration).
+        stride: J_t was taken at every ``stride``-th step.
+        steps: ``[S]`` the steps t (1..T) at which J_t = ∂carry_t/∂carry_{t−1} was taken.
+        singular_values: ``[S, k]`` largest first.
+        compile_s, run_s: seconds to compile, seconds to run.
+    """
+
+    config: RunConfig
+    example: int
+    method: str
+    stride: int
+    steps: np.ndarray
+    singular_values: np.ndarray
+    compile_s: float
+    run_s: float
+
+
+def _top_singular_exact(step, v, x, k: int):
+    return jnp.linalg.svd(jax.jacfwd(step)(v, x), compute_uv=False)[:k]
+
+
+def _top_singular_subspace(step, v, x, k: int, iterations: int, v0):
+    """Block power iteration on JᵀJ with JVPs and VJPs only: J is never formed."""
+    _, tangent = jax.linearize(lambda u: step(u, x), v)
+    transpose = jax.linear_transpose(tangent, v)
+    apply = jax.vmap(tangent, in_axes=-1, out_axes=-1)
+    apply_t = jax.vmap(lambda w: transpose(w)[0], in_axes=-1, out_axes=-1)
+
+    def round_(q, _):
+        q, _ = jnp.linalg.qr(apply_t(apply(q.astype(v.dtype))).astype(jnp.float32))
+        return q, None
+
+    q, _ = jax.lax.scan(round_, v0, None, length=iterations)
+    return jnp.linalg.svd(apply(q.astype(v.dtype)).astype(jnp.float32), compute_uv=False)[:k]
+
+
+def jacobian_pass(
+    cfg: RunConfig,
+    method: str,
+    k: int,
+    iterations: int,
+    stride: int,
+    example: int,
+    params,
+    carry0,
+    xs,
+    key_data,
+) -> jax.Array:
+    """``[S, k]`` top singular values of J_t at t = stride, 2·stride, … ≤ T for one example."""
+    cell = make_cell(cfg)
+    xs_tm = time_major(cfg, xs)
+    carries = rollout(cell, params, full_carry0(cfg, carry0), xs_tm)
+    if cfg.batch_size is not None:
+        carries = jax.tree.map(lambda c: c[:, example], carries)
+        xs_tm = xs_tm[:, example]
+    vs = pack(carries)  # [T+1, D]
+    step = flat_step(cell, params, unpacker(jax.tree.map(lambda c: c[0], carries)))
+    ts = jnp.arange(stride, cfg.seq_len + 1, stride)
+    if method == "exact":
+        one = lambda t: _top_singular_exact(step, vs[t - 1], xs_tm[t - 1], k)  # noqa: E731
+    else:
+        m = min(vs.shape[-1], 2 * k)
+        v0 = initial_directions(key_data, vs.shape[-1], m)
+        one = lambda t: _top_singular_subspace(step, vs[t - 1], xs_tm[t - 1], k, iterations, v0)  # noqa: E731
+    # Whole batches of 8 only: lax.map would do a remainder in a separate call beside the
+    # loop, two factorisations with no order between them (see rnnviz.base.hlo); the few padded
+    # steps repeat the last one and are dropped.
+    n = ts.shape[0]
+    padded = jnp.concatenate([ts, jnp.full((-n % 8,), ts[-1], ts.dtype)])
+    return jax.lax.map(one, padded, batch_size=8)[:n]
+
+
+@compile_cache(maxsize=32)
+def jacobian_executable(
+    static: RunConfig, method: str, k: int, iterations: int, stride: int, example: int, device: jax.Device
+):
+    params, _ = prepare_executables(static, device)
+    xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
+    key = jax.ShapeDtypeStruct((2,), jnp.uint32)
+    fn = functools.partial(jacobian_pass, static, method, k, iterations, stride, example)
+    return compile_for(fn, (*params.fn.out_info, xs, key), device)
+
+
+def jacobian_flops(cfg: RunConfig, method: str, k: int, iterations: int, n_steps: int) -> float:
+    """Per analysed step: exact ≈ D tangents + a D×D SVD (≈ 10·D³); subspace ≈
+    (2·iterations + 1)·2k tangents + their QRs."""
+    d, h, g = carry_dim(cfg), cfg.hidden_size, cell_spec(cfg.cell).matmuls
+    tangent = 2.0 * (cfg.input_size + h) * g * h
+    if method == "exact":
+        per = d * tangent + 10.0 * d**3
+    else:
+        m = min(d, 2 * k)
+        per = (2 * iterations + 1) * m * tangent + iterations * 4.0 * d * m * m
+    return per * n_steps
+
+
+def choose_method(dim: int, method: str = "auto") -> str:
+    """``"auto"`` → exact for D ≤ :data:`EXACT_MAX_DIM`, subspace above; others unchanged."""
+    if method == "auto":
+        return "exact" if dim <= EXACT_MAX_DIM else "subspace"
+    return method
+
+
+def jacobians(
+    cfg: RunConfig,
+    k: int = 8,
+    *,
+    example: int = 0,
+    method: str = "auto",
+    iterations: int = 12,
+    max_steps: int | None = None,
+    device: jax.Device | None = None,
+    data: Dataset | None = None,
+    params: Weights | None = None,
+) -> Jacobians:
+    """Top-k singular values σ_i(J_t) of each step Jacobian J_t = ∂carry_t/∂carry_{t−1}.
+
+    Args:
+        cfg: the configuration.
+        k: how many singular values per step, 1 ≤ k ≤ D (the carry's size).
+        example: which example of the batch.
+        method: ``"exact"`` (``jax.jacfwd`` + SVD), ``"subspace"`` (matrix-free block
+            power iteration, ``iterations`` rounds) or ``"auto"`` (exact when D ≤ 256).
+        iterations: power-iteration rounds of ``"subspace"`` (1..100).
+        max_steps: take J_t at every ``ceil(T / max_steps)``-th step only (the
+            dashboard's cap); None: every step.
+        device: a concrete JAX device, overriding ``cfg.device``.
+        data: along the trajectory of a batch of this data set drawn by the seed
+            (:func:`rnnviz.analyze`).
+        params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
+
+    Returns:
+        A :class:`Jacobians`.
+
+    Raises:
+        ConfigError: a bad argument (``BudgetError`` when the steps are over the FLOP
+            budget, naming how many fit).
+
+    Example:
+        >>> from rnnviz import RunConfig, jacobians
+        >>> j = jacobians(RunConfig(cell="lstm", hidden_size=8, seq_len=12), k=3)
+        >>> j.method, j.singular_values.shape  # D = 16 (c and h): exact; [T, k]
+        ('exact', (12, 3))
+    """
+    dim = carry_dim(cfg)
+    if method not in JACOBIAN_METHODS:
+        raise ConfigError("method", method, "one of " + ", ".join(JACOBIAN_METHODS))
+    k = check_number("k", k, 1, dim, integer=True, note=f"the carry has D = {dim} dimensions")
+    n_examples = cfg.batch_size or 1
+    example = check_number("example", example, 0, n_examples - 1, integer=True)
+    iterations = check_number("iterations", iterations, 1, 100, integer=True)
+    max_steps = check_number("max_steps", max_steps, 1, MAX_SEQ_LEN, integer=True, optional=True)
+    method = choose_method(dim, method)
+    stride = 1 if max_steps is None else max(1, -(-cfg.seq_len // max_steps))
+    n_steps = cfg.seq_len // stride
+    flops = jacobian_flops(cfg, method, int(k), int(iterations), n_steps)
+    if flops > FLOP_BUDGET:
+        per = flops / n_steps
+        raise BudgetError(
+            "max_steps",
+            max_steps,
+            f"J_t at {n_steps} steps ({method}) needs about {flops / 1e12:.1f} TFLOP, over the "
+            f"{FLOP_BUDGET / 1e12:g} TFLOP budget; at most {int(FLOP_BUDGET // per)} steps fit",
+        )
+    device = device or resolve_device(cfg)
+    exe = jacobian_executable(
+        static_config(cfg), method, int(k), int(iterations), stride, int(example), device
+    )
+    params, carry0, xs = prepared_inputs(cfg, device, data, params)
+    key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
+    start = time.perf_counter()
+    sv = np.asarray(jax.block_until_ready(exe.fn(params, carry0, xs, key)), np.float64)
+    return Jacobians(
+        cfg,
+        int(example),
+        method,
+        stride,
+        np.arange(stride, cfg.seq_len + 1, stride),
+        sv,
+        exe.compile_s,
+        time.perf_counter() - start,
+    )
+
+
+__all__ = [
+    "EXACT_MAX_DIM",
+    "JACOBIAN_METHODS",
+    "Jacobians",
+    "carry_dim",
+    "choose_method",
+    "flat_step",
+    "initial_directions",
+    "jacobians",
+    "pack",
+    "step_jacobian",
+    "unpacker",
+]

@@ -1,0 +1,474 @@
+"""Training runs: the compiled executables (vmapped over runs), the checks of every
+argument, the resumable :class:`Trainer` and the drivers :func:`train` and
+:func:`train_many`.
+
+The model is the configured cell exactly as :func:`rnnviz.engine.prepare.prepare_params` builds
+it for :func:`rnnviz.analyze` (gain, forget bias, carry initialisation incl. a learned
+carry, dtype) plus an ``nn.Dense`` readout on the task's last outputs (:mod:`rnnviz.studies.tasks.synthetic`).
+
+Compiled, chunked: one compiled call runs ``log_every`` optimisation steps inside a
+``lax.scan`` (state buffers donated) and, before them, records the profile
+‖∂L/∂carry_t‖ ``[T+1]`` of the task loss on a fixed probe batch — the zero-perturbation
+definition of :mod:`rnnviz.engine.gradients`, with exact log magnitudes from
+:mod:`rnnviz.engine.logpass` — and ‖∂L/∂W_h‖. Between calls the caller sees progress and may
+stop. The learning rate, clip threshold, seed, gain, forget bias and scales are
+arguments, so changing them never recompiles; several runs (seeds × values) are one
+``jax.vmap``-ed call.
+
+Each step draws a fresh batch from ``fold_in(key(seed), step)``, so a config gives
+bit-identical curves in any process. Global-norm clipping (Pascanu et al. 2013):
+g ← g · min(1, c/‖g‖). A non-finite loss or gradient freezes the run at that step (the
+state keeps its last finite values) and is reported, never raised.
+
+"""
+
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnviz.config import (
+    MEMORY_BUDGET_BYTES,
+    REFERENCE_FLOPS_PER_S,
+    BudgetError,
+    ConfigError,
+    RunConfig,
+    check_number,
+    estimate_flops,
+    estimate_memory_bytes,
+)
+from rnnviz.dataset import Dataset
+from rnnviz.engine.norms import Scaled, log10
+from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_config
+from rnnviz.engine.timing import compile_cache, compile_lowered
+from rnnviz.studies.tasks.data import data_task
+from rnnviz.studies.tasks.synthetic import Task, check_task, get_task
+from rnnviz.studies.training.model import OPTIMIZERS, ChunkOut, Hyper, TrainSpec, init_state, run_chunk
+from rnnviz.studies.training.result import Training, TrainTiming, solved_step
+
+#: Training's FLOP budget: about 200 s at the ~50 GFLOP/s of this project's 2-core CPU.
+TRAIN_FLOP_BUDGET = 1e13
+
+
+MAX_STEPS = 100_000
+
+
+MAX_RUNS = 64
+
+
+#: The weights a training call keeps (all its runs, every kept step) stay under this many
+#: bytes: past it, every k-th log step is kept (k as small as fits), and always the last.
+MAX_KEPT_BYTES = 256 * 2**20
+
+
+TRAIN_VALUE_FIELDS = RunConfig.VALUE_FIELDS + ("learning_rate", "clip")
+
+
+@compile_cache(maxsize=16)
+def train_executables(static: RunConfig, spec: TrainSpec, n_runs: int, device: jax.Device):
+    """``(init, chunk, compile_s)`` for ``n_runs`` runs at once: init ``(keys [N, 2], Values of
+    [N]) -> TrainState`` and chunk ``(state, keys, values, hyper, start) -> (state, ChunkOut)``
+    (the state donated), both vmapped over runs and compiled for ``device``."""
+    keys = jax.ShapeDtypeStruct((n_runs, 2), jnp.uint32)
+    vals = Values(*(jax.ShapeDtypeStruct((n_runs,), jnp.float32) for _ in Values._fields))
+    hyper = Hyper(*(jax.ShapeDtypeStruct((n_runs,), jnp.float32) for _ in Hyper._fields))
+    start_s = time.perf_counter()
+    init_fn = jax.vmap(functools.partial(init_state, static, spec))
+    chunk_fn = jax.vmap(functools.partial(run_chunk, static, spec), in_axes=(0, 0, 0, 0, None))
+    if n_runs == 1:  # one run: the same function without vmap's batched ops (≈ 15 % faster on CPU)
+        init_fn = _with_run_axis(functools.partial(init_state, static, spec), n_in=2)
+        chunk_fn = _with_run_axis(functools.partial(run_chunk, static, spec), n_in=4)
+    with jax.default_device(device):
+        init = compile_lowered(jax.jit(init_fn).lower(keys, vals), f"the {static.cell} training init")
+        chunk = compile_lowered(
+            jax.jit(chunk_fn, donate_argnums=(0,)).lower(
+                init.out_info, keys, vals, hyper, jax.ShapeDtypeStruct((), jnp.int32)
+            ),
+            f"the {static.cell} training chunk",
+        )
+    return init, chunk, time.perf_counter() - start_s
+
+
+def _with_run_axis(fn: Callable, n_in: int) -> Callable:
+    """``fn`` on one run, called with (and returning) a leading run axis of size 1; the
+    first ``n_in`` arguments carry that axis, the rest do not."""
+
+    def wrapped(*args):
+        inner = [jax.tree.map(lambda a: a[0], x) for x in args[:n_in]] + list(args[n_in:])
+        return jax.tree.map(lambda a: a[None], fn(*inner))
+
+    return wrapped
+
+
+def resolve_task(task: str | Dataset) -> Task:
+    """A task by name (``adding``, ``copy``, ``recall``) or a data set's task."""
+    return data_task(task) if isinstance(task, Dataset) else get_task(task)
+
+
+def check_training(
+    cfg: RunConfig,
+    task: str | Dataset,
+    steps: int,
+    learning_rate: float,
+    optimizer: str,
+    clip: float | None,
+    log_every: int,
+    lag: int,
+    n_runs: int = 1,
+) -> tuple[Task, TrainSpec]:
+    """Every training argument checked; a bad one is a :class:`ConfigError` naming it, an
+    over-budget request a :class:`BudgetError` naming the largest number of steps that fits."""
+    t = resolve_task(task)
+    if cfg.batch_size is None:
+        raise ConfigError("batch_size", None, "training draws a batch per step; give a batch size (e.g. 64)")
+    check_task(t, cfg.seq_len, cfg.input_size, lag)
+    check_number("steps", steps, 1, MAX_STEPS, integer=True)
+    check_number("learning_rate", learning_rate, 0.0, 10.0, lo_open=True)
+    if optimizer not in OPTIMIZERS:
+        raise ConfigError("optimizer", optimizer, "one of " + ", ".join(OPTIMIZERS))
+    if clip is not None:
+        check_number("clip", clip, 0.0, 1e6, lo_open=True)
+    check_number("log_every", log_every, 1, max(1, int(steps)), integer=True)
+    per_step = estimate_flops(cfg) * n_runs
+    flops = per_step * steps
+    if flops > TRAIN_FLOP_BUDGET:
+        raise BudgetError(
+            "steps",
+            steps,
+            f"{n_runs} run(s) × {int(steps)} steps need about {flops / 1e12:.1f} TFLOP (≈ "
+            f"{flops / REFERENCE_FLOPS_PER_S:.0f} s on a 2-core CPU), over the {TRAIN_FLOP_BUDGET / 1e12:g} "
+            f"TFLOP training budget; the most steps that fit is {int(TRAIN_FLOP_BUDGET // per_step)}",
+        )
+    memory = (
+        estimate_memory_bytes(cfg) * n_runs * 2
+    )  # params, grads and optimiser moments on top of the working set
+    if memory > MEMORY_BUDGET_BYTES:
+        raise BudgetError(
+            "batch_size",
+            cfg.batch_size,
+            f"{n_runs} run(s) need about {memory / 2**30:.1f} GiB, over the "
+            f"{MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; use fewer runs, a smaller batch or a shorter T",
+        )
+    return t, TrainSpec(t.name, int(lag), optimizer, int(log_every))
+
+
+def _points_of(over: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
+    for name in over:
+        if name not in TRAIN_VALUE_FIELDS:
+            raise ConfigError("over", name, "vmapped training runs vary " + ", ".join(TRAIN_VALUE_FIELDS))
+    names = list(over)
+    points = [dict(zip(names, combo)) for combo in itertools.product(*(over[n] for n in names))]
+    if not 1 <= len(points) <= MAX_RUNS:
+        raise ConfigError("over", f"{len(points)} runs", f"between 1 and {MAX_RUNS} runs in one call")
+    return points
+
+
+ProgressFn = Callable[[int, int, float], bool | None]
+
+
+class Trainer:
+    """A resumable training call: :meth:`advance` runs one compiled chunk of ``log_every``
+    steps for every run; :meth:`records` returns what has been trained so far. Used by
+    :func:`train_many` (all chunks at once) and by the dashboard (a few chunks per rerun,
+    so it can show progress and stop). Arguments as :func:`train_many`."""
+
+    def __init__(
+        self,
+        cfg: RunConfig,
+        over: Mapping[str, Sequence[Any]] | None = None,
+        *,
+        task: str | Dataset = "adding",
+        steps: int = 2000,
+        learning_rate: float = 1e-3,
+        optimizer: str = "adam",
+        clip: float | None = 1.0,
+        log_every: int = 50,
+        lag: int = 0,
+        device: jax.Device | None = None,
+    ):
+        points = _points_of(over or {})
+        self.data_source = (task.name, task.options) if isinstance(task, Dataset) else None
+        task = resolve_task(task).name  # a data set becomes its task once
+        self.cfgs, self.lrs, self.clips = [], [], []
+        for p in points:
+            self.cfgs.append(cfg.replace(**{k: v for k, v in p.items() if k in RunConfig.VALUE_FIELDS}))
+            self.lrs.append(p.get("learning_rate", learning_rate))
+            self.clips.append(p.get("clip", clip))
+        self.task, self.spec = check_training(
+            cfg, task, steps, learning_rate, optimizer, clip, log_every, lag, n_runs=len(points)
+        )
+        for c, lr, cl in zip(self.cfgs, self.lrs, self.clips):
+            check_training(c, task, steps, lr, optimizer, cl, log_every, lag)
+        self.cfg, self.steps, self.optimizer = cfg, int(steps), optimizer
+        device = device or resolve_device(cfg)
+        static = static_config(cfg)
+        key = (static, self.spec, len(points), device)
+        hit = key in train_executables
+        self._init, self._chunk, compile_s = train_executables(*key)
+        self.compile_s = 0.0 if hit else compile_s
+        keys = np.stack([np.asarray(seed_key(c.seed), np.uint32) for c in self.cfgs])
+        vals = Values(*(np.asarray([getattr(c, f) for c in self.cfgs], np.float32) for f in Values._fields))
+        hyper = Hyper(
+            np.asarray(self.lrs, np.float32),
+            np.asarray([np.inf if c is None else c for c in self.clips], np.float32),
+        )
+        self._args = jax.device_put((keys, vals, hyper), device)
+        self._state = self._init(*self._args[:2])
+        self._outs: list[ChunkOut] = []
+        self.run_s = 0.0
+        self.stopped = False
+        self._all_dead = False
+        chunks = -(-self.steps // self.spec.chunk)
+        per_copy = sum(leaf.nbytes for leaf in jax.tree.leaves(self._state.params))
+        #: keep the params of every ``keep_every``-th chunk start (and the last state)
+        self.keep_every = max(1, math.ceil(chunks * per_copy / MAX_KEPT_BYTES))
+
+    @property
+    def steps_done(self) -> int:
+        return min(self.steps, len(self._outs) * self.spec.chunk)
+
+    @property
+    def done(self) -> bool:
+        return self.stopped or self._all_dead or self.steps_done >= self.steps
+
+    def advance(self) -> int:
+        """Run one chunk (unless done); returns the steps done so far."""
+        if not self.done:
+            start = time.perf_counter()
+            keys, vals, hyper = self._args
+            self._state, out = self._chunk(
+                self._state, keys, vals, hyper, np.int32(len(self._outs) * self.spec.chunk)
+            )
+            out = jax.device_get(out)
+            if len(self._outs) % self.keep_every:  # a log step whose weights are not kept
+                out = out._replace(params=None)
+            self._outs.append(out)
+            self._all_dead = not bool(np.asarray(jax.device_get(self._state.alive)).any())
+            self.run_s += time.perf_counter() - start
+        return self.steps_done
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def records(self) -> list[Training]:
+        """One :class:`Training` per run, over the steps taken so far."""
+        outs, taken, chunk = self._outs, self.steps_done, self.spec.chunk
+        if not outs:
+            raise ConfigError("steps", 0, "at least one chunk must run before there are records")
+        cat = lambda field: np.concatenate([getattr(o, field) for o in outs], axis=1)[:, :taken]  # noqa: E731
+        losses, metric, gnorm, clipped = cat("loss"), cat("metric"), cat("grad_norm"), cat("clipped")
+        profiles = log10(
+            Scaled(
+                np.stack([o.profile.mantissa for o in outs], axis=1),
+                np.stack([o.profile.exponent for o in outs], axis=1),
+            )
+        )
+        with np.errstate(divide="ignore"):
+            wgrad = np.log10(np.stack([o.recurrent_grad for o in outs], axis=1).astype(np.float64))
+        held = outs[0].held_out_loss is not None
+        held_loss = np.stack([o.held_out_loss for o in outs], axis=1).astype(np.float64) if held else None
+        held_metric = np.stack([o.held_out_metric for o in outs], axis=1).astype(np.float64) if held else None
+        profile_steps = np.arange(len(outs)) * chunk
+        held_steps = (np.arange(len(outs)) + 1) * chunk  # a chunk past `steps` is cut from the records
+        timing = TrainTiming(self.compile_s, self.run_s, taken / self.run_s if self.run_s > 0 else math.inf)
+        baseline = self.task.baseline(self.cfg.seq_len)
+        chunks_kept = np.asarray([i for i, o in enumerate(outs) if o.params is not None], int)
+        kept = _kept_weights([outs[i].params for i in chunks_kept], jax.device_get(self._state.params))
+        kept_steps = profile_steps[chunks_kept]
+        records = []
+        for j, c in enumerate(self.cfgs):
+            bad = np.flatnonzero(~np.isfinite(losses[j]) | ~np.isfinite(gnorm[j]))
+            nonfinite = int(bad[0]) if bad.size else None
+            end = taken if nonfinite is None else nonfinite + 1
+            keep = profile_steps < end
+            after = held_steps <= end  # held-out evaluations after the chunks this run completed
+            # The weights at each profile step, then the last state (frozen at a non-finite step).
+            last = len(outs) * chunk if nonfinite is None else nonfinite
+            keep_w = kept_steps < end
+            index = _index_kept(keep_w, kept_steps, last)
+            records.append(
+                Training(
+                    config=c,
+                    task=self.task.name,
+                    lag=self.spec.lag,
+                    optimizer=self.optimizer,
+                    learning_rate=float(self.lrs[j]),
+                    clip=None if self.clips[j] is None else float(self.clips[j]),
+                    steps=self.steps,
+                    losses=losses[j, :end].astype(np.float64),
+                    metric=metric[j, :end].astype(np.float64),
+                    metric_name=self.task.metric_name,
+                    grad_norm=gnorm[j, :end].astype(np.float64),
+                    clipped=clipped[j, :end].astype(bool),
+                    profile_steps=profile_steps[keep],
+                    profiles=profiles[j][keep],
+                    recurrent_grad=wgrad[j][keep],
+                    baseline=baseline,
+                    solved_step=solved_step(losses[j, :end], baseline),
+                    nonfinite_step=nonfinite,
+                    stopped=self.stopped and taken < self.steps,
+                    timing=timing,
+                    held_out_loss=held_loss[j][after] if held else None,
+                    held_out_metric=held_metric[j][after] if held else None,
+                    held_out_steps=held_steps[after] if held else None,
+                    weight_steps=_steps_kept(kept_steps[keep_w], last),
+                    weight_tree=jax.tree.map(lambda a, j=j, index=index: a[j][index], kept),
+                    data_source=self.data_source,
+                )
+            )
+        return records
+
+
+def _kept_weights(per_chunk: list[Any], final: Any) -> dict[str, Any]:
+    """The params at the kept chunks' starts and the final ones, stacked: leaves ``[N, kept+1, …]``;
+    a learned carry stored as ``{"0": …, "1": …}`` (its components in Flax's order)."""
+    stacked = jax.tree.map(lambda *a: np.stack(a, axis=1), *per_chunk, final)
+    if "carry" in stacked:
+        stacked["carry"] = {str(i): leaf for i, leaf in enumerate(jax.tree.leaves(stacked["carry"]))}
+    return stacked
+
+
+def _steps_kept(profile_steps: np.ndarray, last: int) -> np.ndarray:
+    """The profile steps and the last one (once, if a profile was taken there)."""
+    if profile_steps.size and profile_steps[-1] == last:
+        return profile_steps
+    return np.append(profile_steps, last)
+
+
+def _index_kept(keep: np.ndarray, kept_steps: np.ndarray, last: int) -> np.ndarray:
+    """Indices into the stacked weights (kept chunk starts, then the final state) of
+    :func:`_steps_kept`'s steps."""
+    idx = np.flatnonzero(keep)
+    if idx.size and kept_steps[idx[-1]] == last:
+        return idx
+    return np.append(idx, kept_steps.size)
+
+
+def train_many(
+    cfg: RunConfig,
+    over: Mapping[str, Sequence[Any]] | None = None,
+    *,
+    task: str | Dataset = "adding",
+    steps: int = 2000,
+    learning_rate: float = 1e-3,
+    optimizer: str = "adam",
+    clip: float | None = 1.0,
+    log_every: int = 50,
+    lag: int = 0,
+    progress: ProgressFn | None = None,
+    device: jax.Device | None = None,
+) -> list[Training]:
+    """Train every combination of ``over`` in one vmapped, compiled call per chunk.
+
+    One compile per shape, whatever the values; each run draws its own batches from its
+    seed, so a run equals the same run trained alone.
+
+    Args:
+        cfg: the base configuration.
+        over: ``{field: values}`` over the seed and value fields (seed, recurrent_gain,
+            forget_bias, carry_scale, input_scale, learning_rate, clip); None: one run.
+        task, steps, learning_rate, optimizer, clip, log_every, lag, device: as for
+            :func:`train`.
+        progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk;
+            returning True stops training there (the records then hold the steps taken).
+
+    Returns:
+        One :class:`~rnnviz.studies.training.result.Training` per combination, in
+        ``itertools.product`` order.
+
+    Raises:
+        ConfigError: as :func:`train`, or an ``over`` field that is not a value field, or
+            more than ``MAX_RUNS`` runs.
+    """
+    trainer = Trainer(
+        cfg,
+        over,
+        task=task,
+        steps=steps,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        clip=clip,
+        log_every=log_every,
+        lag=lag,
+        device=device,
+    )
+    while not trainer.done:
+        done = trainer.advance()
+        if progress is not None and progress(done, steps, trainer.run_s) and not trainer.done:
+            trainer.stop()
+    return trainer.records()
+
+
+def train(
+    cfg: RunConfig,
+    task: str | Dataset = "adding",
+    steps: int = 2000,
+    learning_rate: float = 1e-3,
+    optimizer: str = "adam",
+    clip: float | None = 1.0,
+    log_every: int = 50,
+    lag: int = 0,
+    *,
+    progress: ProgressFn | None = None,
+    device: jax.Device | None = None,
+) -> Training:
+    r"""Train ``cfg``'s cell with a Dense readout on ``task`` and record the gradient
+    profile ‖∂L/∂carry_t‖ as it learns.
+
+    Every ``log_every`` steps run in one compiled call (state donated), after the profile
+    of the task loss on a fixed probe batch; gradients are clipped by global norm
+    (Pascanu et al. 2013):
+
+    .. math::
+
+        g \leftarrow g \cdot \min\Big(1, \frac{c}{\|g\|}\Big)
+
+    Args:
+        cfg: the cell and its initialisation; ``cfg.input_size`` must be the task's
+            (adding 2, copy 10, recall 1) and ``cfg.batch_size`` is the training batch.
+        task: ``adding``, ``copy`` or ``recall`` (:mod:`rnnviz.studies.tasks.synthetic`).
+        steps: optimisation steps (rounded up to whole chunks; the records are cut back).
+        learning_rate: the optimiser's step size.
+        optimizer: ``adam`` or ``sgd`` (momentum 0.9).
+        clip: the global-norm threshold c; None for no clipping.
+        log_every: steps per compiled chunk and between gradient profiles.
+        lag: the recall task's k (the target is x_{T−k}).
+        progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk.
+        device: a concrete JAX device, overriding ``cfg.device``.
+
+    Returns:
+        A :class:`~rnnviz.studies.training.result.Training`.
+
+    Raises:
+        ConfigError: a bad argument or a config that does not fit the task (``BudgetError``
+            when the run is over the FLOP or memory budget, naming what fits).
+
+    Example:
+        >>> from rnnviz import RunConfig, train
+        >>> cfg = RunConfig(cell="lstm", forget_bias=1.0, hidden_size=8, input_size=2,
+        ...                 seq_len=10, batch_size=16)
+        >>> run = train(cfg, "adding", steps=20, log_every=10)
+        >>> run.losses.shape, run.profiles.shape  # [steps], [profiles, T+1]
+        ((20,), (2, 11))
+    """
+    return train_many(
+        cfg,
+        None,
+        task=task,
+        steps=steps,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        clip=clip,
+        log_every=log_every,
+        lag=lag,
+        progress=progress,
+        device=device,
+    )[0]

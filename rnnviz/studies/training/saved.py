@@ -1,0 +1,68 @@
+"""Reopen a saved run: :func:`load_run` reads a ``.rnnviz`` file
+(:mod:`rnnviz.studies.training.runfile`) and checks that its weights fit its config."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from rnnviz.config import ConfigError
+from rnnviz.engine.prepare import check_weights
+from rnnviz.studies.training.result import Training
+from rnnviz.studies.training.runfile import RunFileError, read
+
+
+def load_run(path: str | Path) -> Training:
+    """The :class:`~rnnviz.studies.training.result.Training` saved at ``path`` by
+    :meth:`Training.save`, its arrays bit for bit as they were saved.
+
+    Args:
+        path: a ``.rnnviz`` file.
+
+    Returns:
+        The run: its curves, its config and task (or data source), and the weights kept
+        at each log step (``run.weights(step)``).
+
+    Raises:
+        RunFileError: the file is not a run, is truncated, was changed after it was saved,
+            is of another format version, holds a config that is not valid, or weights
+            that do not fit that config (the message names the file and the problem).
+
+    Example:
+        >>> from rnnviz import load_run
+        >>> load_run("missing.rnnviz")
+        Traceback (most recent call last):
+        ...
+        rnnviz.studies.training.runfile.RunFileError: missing.rnnviz: cannot be read (No such file or
+        directory).
+    """
+    name = Path(path).name
+    header, arrays = read(path)
+    try:
+        run = Training.from_file(header, arrays)
+    except ConfigError as err:
+        raise RunFileError(name, f"its config is not valid ({err})") from None
+    except (KeyError, TypeError, ValueError) as err:
+        raise RunFileError(
+            name, f"its header or arrays are incomplete ({type(err).__name__}: {err})"
+        ) from None
+    n = 0 if run.weight_steps is None else run.weight_steps.size
+    try:
+        if n and run.weight_tree is not None:
+            lengths = {np.shape(leaf)[0] for leaf in _leaves(run.weight_tree)}
+            if lengths != {n}:
+                raise ConfigError("weights", sorted(lengths), f"{n} kept steps per leaf")
+            for step in (int(run.weight_steps[0]), int(run.weight_steps[-1])):
+                check_weights(run.config, run.weights(step))
+    except ConfigError as err:
+        raise RunFileError(name, f"its weights do not fit its config ({err})") from None
+    return run
+
+
+def _leaves(tree):
+    if isinstance(tree, dict):
+        for v in tree.values():
+            yield from _leaves(v)
+    else:
+        yield tree
