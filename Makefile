@@ -29,8 +29,8 @@ lint: $(STAMP)
 # jaxlib 0.10.2 (a segfault serialising an executable, "Failed to materialize symbols")
 # while running them; never in fresh processes (see the #23 closing note).
 test: lint browser
-	$(PY) -m pytest -q --deselect tests/test_trained.py
-	$(PY) -m pytest -q tests/test_trained.py
+	$(PY) -m pytest -q --deselect tests/studies/test_trained.py
+	$(PY) -m pytest -q tests/studies/test_trained.py
 
 NB_STAMP := $(VENV)/.notebook-stamp
 $(NB_STAMP): $(STAMP)

@@ -48,7 +48,7 @@ MGU, f = σ(·), n = tanh(zx_n + f⊙zh_n), h' = (1 − f)⊙n + f⊙h:
     \frac{\partial L}{\partial h} = g \odot f, \quad dz^h_n = dn \odot f
 
 (∂L/∂h through W_h, ``dz^h · W_hᵀ``, is added by :mod:`rnnviz.engine.strategies.fused`.) The equality of
-each pair with ``jax.vjp`` of its pointwise form is tested in ``tests/test_strategies.py``.
+each pair with ``jax.vjp`` of its pointwise form is tested in ``tests/engine/test_strategies.py``.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ from rnnviz.config import BudgetError
 from rnnviz.studies.tasks.synthetic import TASKS, adding_batch, copy_batch, recall_batch
 from rnnviz.studies.training import Trainer, solved_step, task_loss, train, train_many
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 KEY = jax.random.key(0)
 TINY = RunConfig(hidden_size=8, input_size=1, seq_len=6, batch_size=16)  # recall, lag 0
 

@@ -23,7 +23,7 @@ from rnnviz.studies.lyapunov import LyapunovOptions
 from rnnviz.studies.sweep import GRADIENTS, sweep_devices, sweep_executable
 from rnnviz.studies.training import TrainSpec, train_executables
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ---- the LAPACK-free factorisation ---------------------------------------------------------

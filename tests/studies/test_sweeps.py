@@ -14,7 +14,7 @@ from rnnviz import ConfigError, RunConfig, analyze, charts, frames
 from rnnviz.cli.main import main as cli_main
 from rnnviz.studies.sweep import critical_gain, sweep, sweep_executable
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_sweep_equals_individual_analyses_at_sampled_points():

@@ -21,7 +21,7 @@ from rnnviz.charts import gradient_figure
 from rnnviz.frames import gradient_long_frame
 from rnnviz.frames.verdicts import verdict
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 # ---- bad input, table-driven, on four surfaces ------------------------------------------
 

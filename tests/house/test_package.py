@@ -17,10 +17,10 @@ from apptest_helpers import run_app, total_gradient
 
 import rnnviz
 from rnnviz.base.presets import config_from_params
-from rnnviz.cli.main import launch
+from rnnviz.cli import launch
 from rnnviz.config import BudgetError, RunConfig, fit_to_budget
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = [
     "Analysis",
     "Connectivity",

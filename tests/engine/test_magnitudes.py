@@ -19,7 +19,7 @@ from rnnviz.engine.norms import Scaled, combine, log10, log10_combine, robust_no
 from rnnviz.frames.verdicts import verdict
 from rnnviz.studies.sweep import sweep
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("size", [1e-30, 1e-24, 1e24, 1e30])

@@ -18,7 +18,7 @@ from rnnviz import CellSpec, ConfigError, RunConfig, analyze, cell_names, frames
 from rnnviz.base.presets import config_from_params
 from rnnviz.tables.cells import cell_spec, unregister_cell
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class ScaledCell(nn.RNNCellBase):

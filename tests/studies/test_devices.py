@@ -16,7 +16,7 @@ from rnnviz.base.measurements import append_records
 from rnnviz.frames import records_frame, speedup_frame
 from rnnviz.studies.comparisons import measure, present_devices, run_on_devices
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_two_forced_cpu_devices_give_one_row_each_with_identical_gradients():
