@@ -17,7 +17,8 @@ import hashlib
 import re
 
 from rnnviz import ConfigError, RunConfig
-from rnnviz.analysis import executables, resolve_device, static_config
+from rnnviz.analysis import executables
+from rnnviz.engine.prepare import resolve_device, static_config
 
 CELLS = ("simple", "lstm", "gru", "mingru", "lru")
 STRATEGIES = ("accumulate", "per_step", "fused", "checkpoint", "parallel")

@@ -38,7 +38,8 @@ def _spy(executable, what: str) -> None:
 def main() -> None:
     timing.check_serial_lapack = _spy
     from rnnviz import RunConfig, analyze, cell_names
-    from rnnviz.analysis import baseline_executable, resolve_device, static_config
+    from rnnviz.analysis import baseline_executable
+    from rnnviz.engine.prepare import resolve_device, static_config
     from rnnviz.studies.comparisons import available_strategies, compare_strategies, strategy_executable
     from rnnviz.studies.jacobians import jacobians
     from rnnviz.studies.lyapunov import lyapunov, lyapunov_sweep

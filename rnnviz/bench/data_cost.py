@@ -17,9 +17,10 @@ import time
 
 import jax
 
-from rnnviz.analysis import analyze, data_on, executables, prepared_batch, resolve_device, static_config
+from rnnviz.analysis import analyze, executables
 from rnnviz.config import RunConfig
 from rnnviz.dataset import fit_to_data, load_dataset
+from rnnviz.engine.prepare import data_on, prepared_batch, resolve_device, static_config
 from rnnviz.studies.comparisons import measure
 
 #: ``(source, options, config)`` rows: the digits pixel by pixel and by rows, a text window.

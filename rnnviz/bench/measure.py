@@ -11,7 +11,7 @@ from collections.abc import Iterable
 import jax
 import numpy as np
 
-from rnnviz.analysis import Values, analyze, executables, resolve_device, seed_key, static_config
+from rnnviz.analysis import analyze, executables
 from rnnviz.base.measurements import append_records
 from rnnviz.bench.data_cost import data_cost_bench
 from rnnviz.bench.learning import data_bench, train_bench
@@ -27,6 +27,7 @@ from rnnviz.bench.suites import (
     SUITES,
 )
 from rnnviz.config import ConfigError, RunConfig
+from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_config
 from rnnviz.studies.comparisons import available_strategies, label, measure
 from rnnviz.studies.lyapunov import lyapunov
 from rnnviz.studies.sweep import run_points, sweep_devices

@@ -35,6 +35,7 @@ from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 
 
 def analysis_json(a) -> dict[str, Any]:
+    """The :class:`~rnnviz.analysis.Analysis` ``a`` as JSON values (arrays as lists, NaN/Inf as null)."""
     return finite_json(
         {
             "config": a.config.to_dict(),
@@ -87,8 +88,13 @@ def _summary_text(a) -> str:
 
 
 def cmd_analyze(args: argparse.Namespace) -> int:
+    """``rnnviz analyze``: print the summary (or ``--json``), and write ``--csv`` per-timestep rows.
+
+    Returns:
+        0.
+    """
     from rnnviz.analysis import analyze  # jax is imported only once a command needs it
-    from rnnviz.frames import timestep_frame
+    from rnnviz.frames.gradients import timestep_frame
 
     cfg, ds, weights = config_and_data(args)
     a = analyze(cfg, repeats=args.repeats, data=ds, params=weights)
@@ -102,6 +108,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The ``rnnviz`` parser: one subcommand each, its handler in the ``func`` default."""
     parser = argparse.ArgumentParser(
         prog="rnnviz", description="Gradient flow through time in recurrent networks."
     )
@@ -180,6 +187,14 @@ def _add_data(sub) -> None:
 
 
 def cmd_data(args: argparse.Namespace) -> int:
+    """``rnnviz data``: describe a data set and preview sequence ``--index`` (or its facts as ``--json``).
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: ``--index`` is not below the number of sequences.
+    """
     from rnnviz.dataset import load_dataset
     from rnnviz.dataset.describe import describe, preview, summary
 
@@ -195,6 +210,12 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 
 def cmd_bench(args: argparse.Namespace) -> int:
+    """``rnnviz bench``: run a suite (:func:`~rnnviz.bench.measure.run_bench`); a bare ``--record``
+    appends to ``runs_dir()/SUITE-BACKEND.jsonl``.
+
+    Returns:
+        :func:`~rnnviz.bench.measure.run_bench`'s exit status.
+    """
     from rnnviz.bench.measure import run_bench  # JAX and the suites load only for this command
 
     record = args.record
@@ -209,6 +230,14 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default ``sys.argv[1:]``) and run the subcommand.
+
+    Args:
+        argv: the arguments after the program name; unknown ones only where the command takes them (``app``).
+
+    Returns:
+        The command's exit status; 2 after printing ``error: …`` for a ConfigError.
+    """
     from rnnviz.engine.timing import keep_freed_buffers
 
     keep_freed_buffers()  # once per process, before the first executable runs
@@ -248,6 +277,12 @@ def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
+    """``rnnviz sweep``: write the tidy sweep frame to ``--csv``, or print log₁₀ ‖∂L/∂carry‖ by lag
+    (about ten rows) against the swept values.
+
+    Returns:
+        0.
+    """
     from rnnviz.studies.sweep import sweep
 
     cfg, ds, weights = config_and_data(args)
@@ -282,6 +317,7 @@ def _add_sweep(sub) -> None:
 
 
 def lyapunov_json(ly) -> dict[str, Any]:
+    """The :class:`~rnnviz.studies.lyapunov.Lyapunov` ``ly`` as plain JSON values (NaN/Inf as null)."""
     decay = None if ly.decay is None else ly.decay._asdict()
     return finite_json(
         {
@@ -300,6 +336,12 @@ def lyapunov_json(ly) -> dict[str, Any]:
 
 
 def cmd_lyapunov(args: argparse.Namespace) -> int:
+    """``rnnviz lyapunov``: print the exponents (mean ± std), λ₁'s regime and the measured gradient decay,
+    or ``--json``; ``--over-training`` hands over to :func:`~rnnviz.cli.trained.cmd_over_training`.
+
+    Returns:
+        0.
+    """
     from rnnviz.studies.lyapunov import lyapunov
 
     if args.over_training:
@@ -368,6 +410,7 @@ def _add_lyapunov(sub) -> None:
 
 
 def training_json(r) -> dict[str, Any]:
+    """The :class:`~rnnviz.studies.training.Training` ``r`` as plain JSON values (NaN/Inf as null)."""
     return finite_json(
         {
             "config": r.config.to_dict(),
@@ -401,6 +444,15 @@ def training_json(r) -> dict[str, Any]:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    """``rnnviz train``: train on ``--task`` (default adding) or ``--data``, showing progress on stderr;
+    then ``--save`` the run, write ``--csv`` per-step rows, and print a summary (or ``--json``).
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: both ``--task`` and ``--data`` are given, or a config flag is not allowed.
+    """
     import pandas as pd
 
     from rnnviz.dataset import load_dataset

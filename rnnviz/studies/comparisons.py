@@ -15,17 +15,7 @@ import jax
 import numpy as np
 import pandas as pd
 
-from rnnviz.analysis import (
-    analyze,
-    baseline_executable,
-    data_on,
-    executables,
-    log_executable,
-    prepared_batch,
-    prepared_shapes,
-    resolve_device,
-    static_config,
-)
+from rnnviz.analysis import analyze, baseline_executable, executables, log_executable
 from rnnviz.base.measurements import SCHEMA
 from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig, estimate_flops
@@ -33,6 +23,7 @@ from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import cell_spec, make_cell
 from rnnviz.engine.gradients import strategy_grad
 from rnnviz.engine.losses import DataSpec
+from rnnviz.engine.prepare import data_on, prepared_batch, prepared_shapes, resolve_device, static_config
 from rnnviz.engine.strategies.registry import unavailable
 from rnnviz.engine.timing import Compiled, compile_cache, compile_for, run_stamp, time_runs
 from rnnviz.tables.strategies import strategy_names

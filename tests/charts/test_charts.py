@@ -6,8 +6,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from rnnviz import RunConfig, analyze, charts, frames
+from rnnviz import RunConfig, analyze, charts
 from rnnviz.engine.cells.theory import simple_cell_theory
+from rnnviz.frames.gradients import (
+    bound_frame,
+    carry_heatmap_frame,
+    contributions_frame,
+    gates_frame,
+    gradient_long_frame,
+    projection_frame,
+)
 from rnnviz.frames.verdicts import gate_means, pca_path, verdict
 
 
@@ -22,8 +30,8 @@ def lstm():
 
 
 def test_gradient_figure_traces_axes_and_bound(simple):
-    df = frames.gradient_long_frame(simple, "run A")
-    fig = charts.gradient_figure(df, frames.bound_frame(simple))
+    df = gradient_long_frame(simple, "run A")
+    fig = charts.gradient_figure(df, bound_frame(simple))
     names = [t.name for t in fig.data]
     assert names[0] == "total" and names.count("per example") == 3
     assert sum(t.showlegend for t in fig.data if t.name == "per example") == 1
@@ -55,7 +63,7 @@ def test_gradient_figure_gaps_zeros_and_marks_nonfinite():
 
 
 def test_multiple_runs_are_prefixed_and_coloured_apart(simple, lstm):
-    df = pd.concat([frames.gradient_long_frame(simple, "A"), frames.gradient_long_frame(lstm, "B")])
+    df = pd.concat([gradient_long_frame(simple, "A"), gradient_long_frame(lstm, "B")])
     fig = charts.gradient_figure(df[df.series == "total"])
     assert [t.name for t in fig.data] == ["A: total", "B: total"]
     assert fig.data[0].line.color != fig.data[1].line.color
@@ -73,7 +81,7 @@ def test_empty_frames_give_titled_empty_figures():
 
 
 def test_heatmap_log_and_contributions(lstm):
-    contrib = frames.contributions_frame(lstm)
+    contrib = contributions_frame(lstm)
     assert list(contrib.index) == ["recurrent", "input", "bias"] and contrib.shape == (3, 20)
     fig = charts.heatmap_figure(contrib, "C", log10=True, colorbar="x")
     z = np.asarray(fig.data[0].z, dtype=float)
@@ -86,13 +94,13 @@ def test_heatmap_log_and_contributions(lstm):
 
 
 def test_carry_frames_projection_and_gates(lstm):
-    heat = frames.carry_heatmap_frame(lstm, "c", example=1)
+    heat = carry_heatmap_frame(lstm, "c", example=1)
     np.testing.assert_array_equal(heat.to_numpy(), lstm.carries["c"][:, 1].T)
-    proj, explained = frames.projection_frame(lstm)
+    proj, explained = projection_frame(lstm)
     assert proj.shape == (21, 4) and 0 < explained.sum() <= 1 + 1e-9 and explained[0] >= explained[1]
     fig = charts.projection_figure(proj)
     np.testing.assert_array_equal(fig.data[0].marker.color, np.arange(21))
-    g = frames.gates_frame(lstm)
+    g = gates_frame(lstm)
     assert set(g.series) == {"gate i", "gate f", "gate o"} and g.value.between(0, 1).all()
 
 

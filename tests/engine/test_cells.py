@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 from apptest_helpers import figure_by_title, run_app, total_gradient
 
-from rnnviz import CellSpec, ConfigError, RunConfig, analyze, cell_names, frames, register_cell
+from rnnviz import CellSpec, ConfigError, RunConfig, analyze, cell_names, register_cell
 from rnnviz.base.presets import config_from_params
+from rnnviz.frames.gradients import bound_frame
 from rnnviz.tables.cells import cell_spec, unregister_cell
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -75,9 +76,9 @@ def test_registered_cell_matches_a_python_loop_and_finite_differences(scaled):
         cell=scaled, seq_len=6, hidden_size=4, input_size=3, batch_size=2, carry_init="normal", loss="all"
     )
     a = analyze(cfg, repeats=1)
-    from rnnviz.analysis import prepared_inputs
     from rnnviz.engine.cells import make_cell
     from rnnviz.engine.gradients import loss_from_outputs, time_major
+    from rnnviz.engine.prepare import prepared_inputs
     from rnnviz.engine.rollout import reference_loop, rollout
 
     params, carry0, xs = prepared_inputs(cfg)
@@ -166,7 +167,7 @@ def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
 )
 def test_diagonal_cells_follow_their_closed_form(cfg):
     a = analyze(cfg, repeats=1)
-    bound = frames.bound_frame(a)
+    bound = bound_frame(a)
     assert bound is not None and "closed form" in bound["label"].iloc[0]
     finite = np.isfinite(a.log10_grad_norms)
     np.testing.assert_allclose(bound["log10_value"].to_numpy()[finite], a.log10_grad_norms[finite], atol=1e-4)

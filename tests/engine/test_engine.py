@@ -10,9 +10,10 @@ import pytest
 from conftest import CELLS
 
 from rnnviz import ConfigError, RunConfig, analyze
-from rnnviz.analysis import executables, prepared_inputs
+from rnnviz.analysis import executables
 from rnnviz.engine.cells import final_output, make_cell, outputs
 from rnnviz.engine.gradients import loss_from_outputs, step_gradients, time_major
+from rnnviz.engine.prepare import prepared_inputs
 from rnnviz.engine.rollout import reference_loop, rollout
 
 

@@ -12,10 +12,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from rnnviz import RunConfig, analyze, charts, frames
+from rnnviz import RunConfig, analyze, charts
 from rnnviz.analysis import needs_log_pass
 from rnnviz.cli.main import analysis_json
 from rnnviz.engine.norms import Scaled, combine, log10, log10_combine, robust_norm
+from rnnviz.frames.dynamics import phase_frames
+from rnnviz.frames.gradients import bound_frame, gradient_long_frame, timestep_frame
 from rnnviz.frames.verdicts import verdict
 from rnnviz.studies.sweep import sweep
 
@@ -142,7 +144,7 @@ _REFERENCE = textwrap.dedent("""
 def test_lstm_and_gru_at_T1000_match_a_float64_reference(cell, tmp_path):
     cfg = RunConfig(cell=cell, hidden_size=32, input_size=8, seq_len=1000, batch_size=2, recurrent_gain=0.5)
     a = analyze(cfg, repeats=1)
-    from rnnviz.analysis import prepared_inputs
+    from rnnviz.engine.prepare import prepared_inputs
 
     params, carry0, xs = prepared_inputs(cfg)
     to_np = lambda t: __import__("jax").tree.map(np.asarray, t)  # noqa: E731
@@ -191,7 +193,7 @@ def test_verdict_wording_for_each_case():
 
 def test_chart_axis_spans_the_real_range_with_power_ticks():
     a = analyze(_linear(0.9, 5000, None), repeats=1)
-    fig = charts.gradient_figure(frames.gradient_long_frame(a), frames.bound_frame(a))
+    fig = charts.gradient_figure(gradient_long_frame(a), bound_frame(a))
     y = np.asarray(fig.data[0].y, np.float64)
     assert np.isfinite(y).all() and y.min() == pytest.approx(a.log10_grad_norms[0])
     ticks = list(fig.layout.yaxis.ticktext)
@@ -209,7 +211,7 @@ def test_chart_axis_spans_the_real_range_with_power_ticks():
 
 def test_exports_carry_log10_next_to_float32_values():
     a = analyze(_linear(0.5, 100, 3), repeats=1)
-    df = frames.timestep_frame(a)
+    df = timestep_frame(a)
     assert {"grad_norm", "log10_grad_norm", "log10_grad_norm_h"} <= set(df.columns)
     assert df["grad_norm"].iloc[0] == pytest.approx(7.6e-30, rel=0.1) and df["log10_grad_norm"].iloc[
         0
@@ -226,7 +228,7 @@ def test_phase_diagram_values_below_float32():
     t_len = 200
     gains = [0.3, 0.4, 0.5]
     df = sweep(RunConfig(activation="identity", hidden_size=8, seq_len=t_len), {"recurrent_gain": gains})
-    matrix, _ = frames.phase_frames(df)
+    matrix, _ = phase_frames(df)
     assert np.isfinite(matrix.to_numpy()).all()
     for g in gains:  # closed form: log₁₀ ratio = lag·log₁₀ g, to −104 at g = 0.3
         np.testing.assert_allclose(matrix[g].to_numpy(), matrix.index.to_numpy() * np.log10(g), atol=1e-3)

@@ -15,9 +15,9 @@ import pytest
 from conftest import CELLS
 
 from rnnviz import RunConfig
-from rnnviz.analysis import resolve_device, static_config
 from rnnviz.base.hlo import ConcurrentLapackError, concurrent_lapack, lapack_calls
 from rnnviz.engine.linalg import householder_q, orthogonal
+from rnnviz.engine.prepare import resolve_device, static_config
 from rnnviz.engine.timing import compile_for
 from rnnviz.studies.lyapunov import LyapunovOptions
 from rnnviz.studies.sweep import GRADIENTS, sweep_devices, sweep_executable

@@ -10,11 +10,11 @@ import pytest
 from conftest import CELLS
 
 from rnnviz import RunConfig, analyze
-from rnnviz.analysis import prepared_inputs
 from rnnviz.base.measurements import SCHEMA, append_records, load_records, validate
 from rnnviz.config import BudgetError, ConfigError
 from rnnviz.engine.cells import PARAM_GROUPS, cell_spec, make_cell, param_group
 from rnnviz.engine.gradients import full_carry0, loss_from_outputs, time_major
+from rnnviz.engine.prepare import prepared_inputs
 from rnnviz.engine.rollout import rollout
 from rnnviz.engine.strategies.fused import fused_rollout, outer_norms
 from rnnviz.engine.strategies.registry import lift_params

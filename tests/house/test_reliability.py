@@ -18,7 +18,7 @@ from rnnviz import ConfigError, RunConfig, analyze
 from rnnviz.base.measurements import load_records
 from rnnviz.base.presets import PRESETS
 from rnnviz.charts import gradient_figure
-from rnnviz.frames import gradient_long_frame
+from rnnviz.frames.gradients import gradient_long_frame
 from rnnviz.frames.verdicts import verdict
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -295,7 +295,8 @@ _FAULTS = textwrap.dedent("""
     kept = keep_freed_buffers()
     import jax
     from rnnviz import RunConfig
-    from rnnviz.analysis import executables, prepared_batch, resolve_device, static_config
+    from rnnviz.analysis import executables
+    from rnnviz.engine.prepare import prepared_batch, resolve_device, static_config
     cfg = RunConfig(cell="lstm", batch_size=32, seq_len=200, hidden_size=128, input_size=32)
     exe = executables(static_config(cfg), resolve_device(cfg))
     args = tuple(prepared_batch(cfg))

@@ -21,9 +21,10 @@ from rnnviz import (
     lyapunov,
     sweep,
 )
-from rnnviz.analysis import executables, is_compiled, prepared_batch
+from rnnviz.analysis import executables, is_compiled
 from rnnviz.engine.cells import make_cell
 from rnnviz.engine.losses import data_arrays
+from rnnviz.engine.prepare import prepared_batch
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ from apptest_helpers import decode, figure_by_title, run_app
 
 from rnnviz import RunConfig
 from rnnviz.base.measurements import append_records
-from rnnviz.frames import records_frame, speedup_frame
+from rnnviz.frames.costs import records_frame, speedup_frame
 from rnnviz.studies.comparisons import measure, present_devices, run_on_devices
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -10,11 +10,11 @@ import pytest
 from conftest import CELLS
 
 from rnnviz import ConfigError, RunConfig
-from rnnviz.analysis import prepared_inputs
 from rnnviz.base.readings import decay_fit, regime, zero_crossing
 from rnnviz.config import BudgetError
 from rnnviz.engine.cells import make_cell
 from rnnviz.engine.gradients import full_carry0, time_major
+from rnnviz.engine.prepare import prepared_inputs
 from rnnviz.engine.rollout import reference_loop
 from rnnviz.studies.jacobians import choose_method, initial_directions, jacobians, step_jacobian
 from rnnviz.studies.lyapunov import lyapunov, lyapunov_phase, lyapunov_sweep

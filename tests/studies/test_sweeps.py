@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnnviz import ConfigError, RunConfig, analyze, charts, frames
+from rnnviz import ConfigError, RunConfig, analyze, charts
 from rnnviz.cli.main import main as cli_main
+from rnnviz.frames.dynamics import phase_frames
 from rnnviz.studies.sweep import critical_gain, sweep, sweep_executable
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -108,7 +109,7 @@ def test_phase_diagram_axes_boundary_and_survival():
     cfg = RunConfig(activation="identity", seq_len=20)
     gains = [0.5, 0.75, 1.0, 1.25]
     df = sweep(cfg, {"recurrent_gain": gains, "seed": [0, 1]})
-    matrix, survival = frames.phase_frames(df)
+    matrix, survival = phase_frames(df)
     assert list(matrix.columns) == gains and list(matrix.index) == list(range(21))
     # Linear RNN with W = g·Q: log10 ratio at lag k is exactly k·log10 g.
     np.testing.assert_allclose(matrix.loc[10].to_numpy(), 10 * np.log10(gains), atol=1e-4)

@@ -77,7 +77,7 @@ def test_loss_decreases_and_the_profile_starts_on_analyzes_weights():
     assert r.final_loss() < 0.1 * r.baseline and r.solved_step is not None and r.nonfinite_step is None
     assert r.timing.steps_per_s > 0 and r.metric_name == "MSE"
     # Log step 0: the same zero-perturbation gradient, by hand, on analyze's weights.
-    from rnnviz.analysis import Values, seed_key
+    from rnnviz.engine.prepare import Values, seed_key
     from rnnviz.studies.training.model import PROBE_BATCH, PROBE_SALT, TrainSpec, fixed_carry0, init_state
 
     state = init_state(cfg, TrainSpec("recall", 0, "adam", 100), seed_key(0), Values.of(cfg))
@@ -137,7 +137,7 @@ def test_clipping_counts_match_a_direct_computation():
     r = train(cfg, "adding", steps=40, learning_rate=1e-3, clip=0.5, log_every=20)
     assert r.clip_count == int((r.grad_norm > 0.5).sum()) and 0 < r.clip_count
     # Step 0's gradient norm, by hand from the same params and the same batch.
-    from rnnviz.analysis import Values, seed_key
+    from rnnviz.engine.prepare import Values, seed_key
     from rnnviz.studies.training.model import TRAIN_SALT, TrainSpec, fixed_carry0, init_state
 
     state = init_state(cfg, TrainSpec("adding", 0, "adam", 20), seed_key(0), Values.of(cfg))
@@ -319,7 +319,7 @@ def test_stop_button_stops_a_run_in_progress():
 def test_training_records_are_schema_one_of_kind_train_and_stay_out_of_the_devices_view(tmp_path):
     from rnnviz.base.measurements import append_records, load_dir, validate
     from rnnviz.bench.learning import train_record
-    from rnnviz.frames import records_frame
+    from rnnviz.frames.costs import records_frame
 
     r = train(TINY, "recall", steps=20, log_every=10)
     rec = train_record(r, "chunked")
