@@ -82,6 +82,7 @@ class FieldSpec:
         return self.choices() if callable(self.choices) else self.choices
 
     def allowed(self) -> str:
+        """What the field accepts, in words: ``one of a, b`` or ``an integer in [1, 2048]`` (+ note)."""
         if self.choices is not None:
             return "one of " + ", ".join(self.options())
         what = "an integer" if self.kind is int else "a number"
@@ -188,9 +189,11 @@ class RunConfig:
         return batch + (self.seq_len, self.input_size)
 
     def replace(self, **changes: Any) -> RunConfig:
+        """A copy with ``changes`` applied, validated again (ConfigError when not allowed)."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict[str, Any]:
+        """``{field: value}`` for every field, in declaration order (:meth:`from_mapping` reads it back)."""
         return dataclasses.asdict(self)
 
     @classmethod

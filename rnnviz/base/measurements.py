@@ -106,6 +106,7 @@ KINDS: dict[str, dict[str, tuple[type, ...]]] = {"bench": FIELDS, "train": TRAIN
 
 
 def now_utc() -> str:
+    """Now in UTC as ISO-8601 to the second (``2026-01-02T03:04:05+00:00``): a record's timestamp."""
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 

@@ -10,6 +10,15 @@ from rnnviz.config import FIELD_SPECS, BudgetError, ConfigError, RunConfig, chec
 
 
 class Preset(NamedTuple):
+    """One teaching preset: a config to load and the lesson it shows.
+
+    Attributes:
+        title: the name shown in the list of presets (and the key of :data:`PRESETS`).
+        lesson: what to look at, one or two sentences.
+        changes: the :class:`~rnnviz.config.RunConfig` fields it sets (the others keep their defaults).
+        training: the Training tab's settings (``train_<name>`` widgets) when the lesson trains, else None.
+    """
+
     title: str
     lesson: str  # what to look at, one or two sentences
     changes: dict[str, Any]
@@ -18,6 +27,7 @@ class Preset(NamedTuple):
     )
 
     def config(self) -> RunConfig:
+        """The validated :class:`~rnnviz.config.RunConfig` of ``changes`` (raises ConfigError if invalid)."""
         return RunConfig(**self.changes)
 
 

@@ -88,6 +88,7 @@ class Floor(NamedTuple):
 
     @property
     def total(self) -> float:
+        """Milliseconds of the whole floor: ``forward + reverse + weight_gemm``."""
         return self.forward + self.reverse + self.weight_gemm
 
 

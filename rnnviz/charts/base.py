@@ -61,6 +61,7 @@ def thin(
 
 
 def thinned_title(title: str, k: int) -> str:
+    """``title``, plus "— drawn: min/max of every k steps" when :func:`thin` thinned (``k > 1``)."""
     return title if k == 1 else f"{title} — drawn: min/max of every {k} steps"
 
 
@@ -74,6 +75,17 @@ def base_layout() -> dict:
 
 
 def new_figure(title: str, x_title: str, y_title: str, *, log_y: bool = False) -> go.Figure:
+    """An empty figure in the house theme (:func:`base_layout`) with its title and axis titles.
+
+    Args:
+        title: the figure's title.
+        x_title: the x axis title.
+        y_title: the y axis title.
+        log_y: a log y axis with ``10⁻²`` tick labels (else a linear or categorical one, "auto").
+
+    Returns:
+        The unvalidated ``go.Figure``, no traces.
+    """
     # Unvalidated: this module builds every property itself (the chart tests read them back).
     fig = go.Figure(layout={**base_layout(), "title": {"text": title}}, _validate=False)
     fig.update_xaxes(title_text=x_title)
@@ -151,6 +163,7 @@ def pow10_ticks(lo: float, hi: float, max_ticks: int = 8) -> tuple[list[float], 
 
 
 def empty_figure(title: str, message: str) -> go.Figure:
+    """A figure with no traces and ``message`` written in its middle: what empty input draws."""
     fig = new_figure(title, "", "")
     fig.add_annotation(text=message, showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
     return fig

@@ -56,6 +56,11 @@ def add_config_flags(parser: argparse.ArgumentParser) -> None:
 
 
 def config_from_args(args: argparse.Namespace) -> RunConfig:
+    """The :class:`RunConfig` of the config flags given (the others keep their defaults).
+
+    Raises:
+        ConfigError: a flag's value is not allowed for its field.
+    """
     given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
     return RunConfig.from_mapping(given)
 

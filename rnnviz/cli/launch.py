@@ -42,6 +42,14 @@ def streamlit_command(port: int | None, extra: list[str]) -> list[str]:
 
 
 def cmd_app(args: argparse.Namespace) -> int:
+    """``rnnviz app``: run Streamlit on the packaged dashboard (on POSIX the process becomes it).
+
+    Args:
+        args: ``port``, ``runs_dir`` (exported as ``RNNVIZ_RUNS_DIR``) and ``extra`` Streamlit flags.
+
+    Returns:
+        The exit status: 2 when ``--runs-dir`` is not a folder, else Streamlit's (0 on Ctrl-C).
+    """
     env = dict(os.environ)
     if args.runs_dir:
         folder = Path(args.runs_dir).expanduser().resolve()
@@ -63,6 +71,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
 
 def add_parser(sub) -> None:
+    """Add the ``app`` subcommand (``--port``, ``--runs-dir``; further flags go to Streamlit) to ``sub``."""
     p = sub.add_parser(
         "app",
         help="start the dashboard (Streamlit) on http://127.0.0.1:8501",

@@ -19,6 +19,15 @@ from rnnviz.studies.training import load_run
 
 
 def cmd_connectivity(args: argparse.Namespace) -> int:
+    """``rnnviz connectivity``: print ‖∂(output at τ)/∂x_t‖ of one sequence and how far back it reaches
+    (10 %, 1 % of its maximum), or with ``--count`` > 1 the reach over that many sequences.
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: there is no data set (neither ``--data`` nor a run trained on one).
+    """
     cfg, ds, weights = config_and_data(args)
     if ds is None:
         raise ConfigError("data", None, "a data set (--data, or a run trained on one: --weights)")
@@ -89,6 +98,7 @@ def _reach_summary(args: argparse.Namespace, cfg, ds, weights) -> int:
 
 
 def add_connectivity(sub) -> None:
+    """Add the ``connectivity`` subcommand (config, data, weights and its own flags) to ``sub``."""
     p = sub.add_parser(
         "connectivity",
         help="how strongly one output depends on every earlier input of a sequence (exact magnitudes)",
@@ -121,7 +131,15 @@ def add_connectivity(sub) -> None:
 
 
 def cmd_over_training(args: argparse.Namespace) -> int:
+    """``rnnviz lyapunov --over-training``: print loss, λ₁ and the median σ₁ of the step Jacobians at every
+    kept step of the saved run (or ``--json``).
 
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: no ``--weights`` run was given.
+    """
     if args.weights is None:
         raise ConfigError("over_training", True, "a saved run to look at: --weights RUN.rnnviz")
     run = load_run(args.weights)

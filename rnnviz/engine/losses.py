@@ -107,6 +107,7 @@ class DataSpec(NamedTuple):
 
 
 def data_spec(data: DataArrays) -> DataSpec:
+    """The :class:`DataSpec` of ``data``: each leaf's ``(shape, dtype name)`` and the tree definition."""
     leaves, treedef = jax.tree.flatten(data)
     return DataSpec(tuple((tuple(x.shape), str(x.dtype)) for x in leaves), treedef)
 

@@ -18,6 +18,7 @@ Carry = Any
 
 
 def tree_add(a: Any, b: Any) -> Any:
+    """``a + b`` leaf by leaf for two pytrees of one structure (carry + perturbation, two cotangents)."""
     return jax.tree.map(jnp.add, a, b)
 
 

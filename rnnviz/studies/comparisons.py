@@ -118,6 +118,7 @@ def measure(
 
 
 def label(cfg: RunConfig) -> str:
+    """A row's label of the shape it ran: ``"lstm B=4 T=100 I=8 H=32 float32"`` (or ``unbatched``)."""
     b = "unbatched" if cfg.batch_size is None else f"B={cfg.batch_size}"
     return f"{cfg.cell} {b} T={cfg.seq_len} I={cfg.input_size} H={cfg.hidden_size} {cfg.dtype}"
 

@@ -179,6 +179,20 @@ def jacobian_pass(
 def jacobian_executable(
     static: RunConfig, method: str, k: int, iterations: int, stride: int, example: int, device: jax.Device
 ):
+    """The compiled :func:`jacobian_pass` for one shape (cached per argument tuple, 32 kept).
+
+    Args:
+        static: the shape-deciding config (:func:`~rnnviz.engine.prepare.static_config`).
+        method: ``"exact"`` or ``"subspace"`` (already chosen, not ``"auto"``).
+        k: how many singular values per step.
+        iterations: power-iteration rounds (subspace only).
+        stride: J_t at every ``stride``-th step.
+        example: which example of the batch.
+        device: where it runs.
+
+    Returns:
+        A :class:`~rnnviz.engine.timing.Compiled` ``(params, carry0, xs, key data [2] uint32) -> [S, k]``.
+    """
     params, _ = prepare_executables(static, device)
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)

@@ -193,6 +193,7 @@ class Lyapunov:
 
     @property
     def lambda1(self) -> float:
+        """λ₁, the largest exponent (natural log per step): < 0 ordered, ≈ 0 the edge, > 0 chaotic."""
         return float(self.exponents[0])
 
 

@@ -117,6 +117,17 @@ def _spectra(cfg: RunConfig, method: str, k: int, iterations: int, stride: int, 
 def exponents_executable(
     cfg: RunConfig, opts: LyapunovOptions, args: DataSpec, device: jax.Device
 ) -> Compiled:
+    """The compiled vmapped QR pass: ``(cells [S, …], carries [S, …], xs, key data) -> [S, B, k]``.
+
+    Args:
+        cfg: the shape-deciding config (probe batch size).
+        opts: the checked Lyapunov options.
+        args: the spec of ``(cells, carries, xs, key data)`` to compile against (the cache key).
+        device: where it runs.
+
+    Returns:
+        The :class:`~rnnviz.engine.timing.Compiled` pass (cached per argument tuple, 16 kept).
+    """
     return compile_for(functools.partial(_exponents, cfg, opts), args.shapes(), device)
 
 
@@ -124,6 +135,19 @@ def exponents_executable(
 def spectra_executable(
     cfg: RunConfig, method: str, k: int, stride: int, args: DataSpec, device: jax.Device
 ) -> Compiled:
+    """The compiled vmapped Jacobian pass: ``(cells, carries, xs, key data) -> [S, n, k]`` σ_i(J_t).
+
+    Args:
+        cfg: the shape-deciding config (probe batch size).
+        method: ``"exact"`` or ``"subspace"`` (12 power-iteration rounds).
+        k: singular values per analysed step.
+        stride: J_t at every ``stride``-th step of the first probe example.
+        args: the spec of ``(cells, carries, xs, key data)`` to compile against (the cache key).
+        device: where it runs.
+
+    Returns:
+        The :class:`~rnnviz.engine.timing.Compiled` pass (cached per argument tuple, 16 kept).
+    """
     return compile_for(functools.partial(_spectra, cfg, method, k, 12, stride), args.shapes(), device)
 
 

@@ -70,6 +70,19 @@ class GradientMeasure(NamedTuple):
     (:class:`rnnviz.studies.lyapunov.LyapunovOptions` is the other one)."""
 
     def point(self, static: RunConfig, key_data: jax.Array, params, carry0, xs, objective=None):
+        """One point: the rollout, its loss, and ‖∂L/∂carry_t‖ by the log pass (never underflows).
+
+        Args:
+            static: the shape-deciding config.
+            key_data: the point's seed key (unused here; other measures draw from it).
+            params: the cell's params.
+            carry0: the initial carry, each component ``[(B,) H]``.
+            xs: the inputs ``[(B,) T, I]``, batch-first.
+            objective: a data set's loss terms, or None for ``static.loss``.
+
+        Returns:
+            ``(Scaled [C, T+1], loss)``: the norms combined over the batch, and the scalar loss.
+        """
         cell = make_cell(static)
         xs_tm = time_major(static, xs)
         carries = rollout(cell, params, full_carry0(static, carry0), xs_tm)

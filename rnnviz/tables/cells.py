@@ -106,14 +106,17 @@ class FusedForm:
 
     @property
     def input_bias(self) -> tuple[bool, ...]:
+        """Per gate, in column order: whether module ``i<name>`` has a bias (b_x)."""
         return tuple(g.input_bias for g in self.gates)
 
     @property
     def hidden_bias(self) -> tuple[bool, ...]:
+        """Per gate, in column order: whether module ``h<name>`` has a bias (b_h)."""
         return tuple(g.hidden_bias for g in self.gates)
 
     @property
     def additive(self) -> tuple[bool, ...]:
+        """Per gate, in column order: whether ``pointwise`` reads it only as ``zx + zh``."""
         return tuple(g.additive for g in self.gates)
 
 

@@ -317,9 +317,11 @@ def lru_linear(params: dict[str, Any], xs: jax.Array) -> tuple[jax.Array, jax.Ar
 
 
 def lru_pack(carry: tuple[jax.Array, jax.Array]) -> jax.Array:
+    """The LRU carry ``(re, im)`` as one complex64 ``h = re + i·im`` ``[(B,) H]``, for the parallel scan."""
     re, im = carry
     return jax.lax.complex(re.astype(jnp.float32), im.astype(jnp.float32))
 
 
 def lru_unpack(h: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """The inverse of :func:`lru_pack`: ``(Re h, Im h)``, float32, each of ``h``'s shape."""
     return jnp.real(h), jnp.imag(h)

@@ -40,10 +40,12 @@ class Theory(NamedTuple):
 
     @property
     def product(self) -> float:
+        """``σ₁·γ``: below 1 the gradient surely vanishes; above 1 it may explode."""
         return self.sigma1 * self.gamma
 
     @property
     def bound(self) -> np.ndarray | None:
+        """``[T+1]`` ``10**log10_bound`` in linear units (0 where it underflows float64), or None."""
         if self.log10_bound is None:
             return None
         with np.errstate(over="ignore", under="ignore"):
@@ -82,15 +84,18 @@ def pascanu_curve(a: Analysis) -> Overlay | None:
 
 
 def time_major(a: Analysis, x: np.ndarray) -> np.ndarray:
+    """``x`` as ``[T, (B,) …]``: batched ``[B, T, …]`` has its first two axes swapped, unbatched is as is."""
     return x if a.config.batch_size is None else np.swapaxes(x, 0, 1)
 
 
 def dense(p: dict, name: str, inp: np.ndarray) -> np.ndarray:
+    """``inp @ kernel + bias`` in float64 with the Dense layer ``p[name]`` (no bias when it has none)."""
     out = inp @ np.asarray(p[name]["kernel"], np.float64)
     return out + np.asarray(p[name]["bias"], np.float64) if "bias" in p[name] else out
 
 
 def sigmoid(z: np.ndarray) -> np.ndarray:
+    """σ(z) = 1 / (1 + e^{−z}) elementwise (large negative z overflow quietly to 0)."""
     with np.errstate(over="ignore"):
         return 1.0 / (1.0 + np.exp(-z))
 

@@ -165,10 +165,12 @@ class Strategy:
 
     @property
     def name(self) -> str:
+        """The name users pass (``RunConfig.strategy``), from its rules."""
         return self.rules.name
 
     @property
     def summary(self) -> str:
+        """Its one-line summary, from its rules."""
         return self.rules.summary
 
     def cell_reason(self, spec: Any) -> str | None:
@@ -176,9 +178,11 @@ class Strategy:
         return self.rules.cell_reason(spec)
 
     def residual_steps(self, t: int) -> int:
+        """Steps of per-step residuals the reverse pass holds at once for ``T = t`` (its rules' model)."""
         return self.rules.residual_steps(t)
 
     def param_copies(self, t: int) -> int:
+        """Parameter-sized buffers held for ``T = t`` (params, grads, tangents; its rules' model)."""
         return self.rules.param_copies(t)
 
     @property

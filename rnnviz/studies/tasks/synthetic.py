@@ -88,6 +88,7 @@ def mse_loss(pred: jax.Array, targets: jax.Array) -> jax.Array:
 
 
 def mse_metric(pred: jax.Array, targets: jax.Array) -> jax.Array:
+    """The MSE tasks' metric: the loss itself (:func:`mse_loss`), a float32 scalar."""
     return mse_loss(pred, targets)
 
 
@@ -148,11 +149,13 @@ class Task(NamedTuple):
     probe: Callable[..., Batch] | None = None
 
     def loss_fn(self, seq_len: int) -> Callable[[jax.Array, Any], jax.Array]:
+        """``(pred, targets) -> L`` at T = ``seq_len``: ``loss_of(T)``, else copy's cross-entropy or MSE."""
         if self.loss_of is not None:
             return self.loss_of(seq_len)
         return copy_loss_of(seq_len) if self.name == "copy" else mse_loss
 
     def metric_fn(self) -> Callable[[jax.Array, Any], jax.Array]:
+        """``(pred, targets) -> metric``: ``metric``, else copy's accuracy or the MSE."""
         if self.metric is not None:
             return self.metric
         return copy_accuracy if self.name == "copy" else mse_metric
@@ -225,6 +228,11 @@ DATA_TASKS: dict[str, Task] = {}
 
 
 def get_task(name: str) -> Task:
+    """The task ``name``: a synthetic one (:data:`TASKS`) or one built from a data set (:data:`DATA_TASKS`).
+
+    Raises:
+        ConfigError: there is no task of that name.
+    """
     task = TASKS.get(name) or DATA_TASKS.get(name)
     if task is None:
         raise ConfigError("task", name, "one of " + ", ".join(TASKS) + ", or a data set")

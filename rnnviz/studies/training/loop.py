@@ -233,10 +233,12 @@ class Trainer:
 
     @property
     def steps_done(self) -> int:
+        """Optimisation steps run so far: chunks run × ``log_every``, at most ``steps``."""
         return min(self.steps, len(self._outs) * self.spec.chunk)
 
     @property
     def done(self) -> bool:
+        """Whether no chunk is left to run: stopped, every run non-finite, or all ``steps`` run."""
         return self.stopped or self._all_dead or self.steps_done >= self.steps
 
     def advance(self) -> int:
@@ -256,6 +258,8 @@ class Trainer:
         return self.steps_done
 
     def stop(self) -> None:
+        """Stop before the next chunk: :meth:`advance` runs no more, and the records say ``stopped``
+        when steps were left."""
         self.stopped = True
 
     def records(self) -> list[Training]:

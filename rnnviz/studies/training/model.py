@@ -60,6 +60,14 @@ class Hyper(NamedTuple):
 
 
 class TrainState(NamedTuple):
+    """What one run carries from step to step (vmapped over N runs, every leaf gains a leading ``[N]``).
+
+    Attributes:
+        params: ``{"cell": …, "readout": …}``, plus ``"carry"`` for a learned initial carry.
+        opt_state: the optimiser's state (:func:`optimizer_for`).
+        alive: bool: no non-finite loss or gradient seen yet (the run is frozen once it is False).
+    """
+
     params: Any  # {"cell": …, "readout": …, ("carry": learned initial carry)}
     opt_state: Any
     alive: Any  # bool: no non-finite value seen yet
@@ -83,12 +91,14 @@ class ChunkOut(NamedTuple):
 
 
 def optimizer_for(name: str, learning_rate) -> optax.GradientTransformation:
+    """``optax.adam(learning_rate)`` for ``"adam"``, else SGD with momentum :data:`SGD_MOMENTUM`."""
     if name == "adam":
         return optax.adam(learning_rate)
     return optax.sgd(learning_rate, momentum=SGD_MOMENTUM)
 
 
 def readout_for(task: Task) -> nn.Dense:
+    """The task's readout: a float32 ``nn.Dense`` to ``task.out_features`` per output read."""
     return nn.Dense(task.out_features, dtype=jnp.float32, param_dtype=jnp.float32)
 
 

@@ -92,10 +92,12 @@ class Training:
 
     @property
     def clip_count(self) -> int:
+        """How many steps clipped their gradient (global norm over ``clip``)."""
         return int(self.clipped.sum())
 
     @property
     def steps_run(self) -> int:
+        """Steps recorded: ``steps``, fewer when stopped early or cut at the first non-finite step."""
         return int(self.losses.size)
 
     def final_loss(self, window: int = 50) -> float:
