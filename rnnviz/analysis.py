@@ -32,18 +32,12 @@ from rnnviz.engine.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.engine.losses import DataArrays, DataSpec
 from rnnviz.engine.norms import log10, log10_combine, robust_norm
 from rnnviz.engine.prepare import (
-    Prepared,
-    Values,
     check_weights,
     data_on,
-    prepare,
     prepare_executables,
-    prepared_batch,
-    prepared_inputs,
     prepared_on,
     prepared_shapes,
     resolve_device,
-    seed_key,
     static_config,
 )
 from rnnviz.engine.timing import Compiled, Timing, compile_cache, compile_for, time_runs, time_within
@@ -307,76 +301,119 @@ def analyze(
     exe = executables(static, device, spec)
     cache_hit = executables.cache_info().currsize == hit
     params, carry0, xs, objective = prepared_on(cfg, device, arrays, spec, weights)
-    if budget_s is None:
-        (sg, summary), run = time_runs(exe.analysis.fn, (params, carry0, xs, objective), repeats)
-    else:
-        (sg, summary), run = time_within(exe.analysis.fn, (params, carry0, xs, objective), budget_s, repeats)
+    (sg, summary), run = _timed(exe.analysis.fn, (params, carry0, xs, objective), repeats, budget_s)
     log_args = (params, sg.carries, xs, objective)  # on device: what the log pass reads, if it runs
-    host = jax.device_get((sg, summary, params, carry0, xs))
-    sg, summary, params, carry0, xs = host
+    sg, summary, params, carry0, xs = jax.device_get((sg, summary, params, carry0, xs))
+    if log_pass is None:
+        log_pass = needs_log_pass(cfg.dtype, summary.component_grad_norms, summary.example_grad_norms)
+    if log_pass:
+        logs = _log_pass(log_executable(static, device, spec), log_args, repeats, budget_s)
+    else:
+        logs = _float32_logs(summary)
+    timing = Timing(
+        compile_s=exe.analysis.compile_s,
+        run_s=run.median_s,
+        run_min_s=run.min_s,
+        run_max_s=run.max_s,
+        repeats=run.repeats,
+        peak_bytes=exe.analysis.peak_bytes,
+        flops=estimate_flops(cfg),
+        device=f"{device.platform}:{device.id} {device.device_kind}",
+        backend=device.platform,
+        cache_hit=cache_hit,
+        log_pass_s=logs.run_s,
+        log_pass_compile_s=logs.compile_s,
+    )
+    return _assemble(
+        cfg,
+        sg,
+        summary,
+        logs,
+        params=params,
+        xs=xs,
+        timing=timing,
+        objective=objective,
+        data=data,
+        weights=weights,
+    )
+
+
+def _timed(fn, args: tuple, repeats: int, budget_s: float | None):
+    """``(outputs, RunTiming)``: ``repeats`` timed runs, or as many as ``budget_s`` allows."""
+    if budget_s is None:
+        return time_runs(fn, args, repeats)
+    return time_within(fn, args, budget_s, repeats)
+
+
+class _Logs(NamedTuple):
+    """The exact log₁₀ norms (per component ``[C, T+1]``, per example ``[B, T+1]``, total
+    ``[T+1]``) and what computing them cost (0 s when float32's own norms were exact)."""
+
+    component: np.ndarray
+    example: np.ndarray
+    total: np.ndarray
+    source: str
+    run_s: float = 0.0
+    compile_s: float = 0.0
+
+
+def _log_pass(log_exe: Compiled, log_args: tuple, repeats: int, budget_s: float | None) -> _Logs:
+    """The log-magnitude pass (:mod:`rnnviz.engine.logpass`), timed on half the runs (half
+    the budget): exact where float32's norms underflowed."""
+    budget = None if budget_s is None else budget_s / 2
+    (comp_s, example_s, total_s), log_run = _timed(log_exe.fn, log_args, max(1, repeats // 2), budget)
+    return _Logs(
+        log10(comp_s), log10(example_s), log10(total_s), "log pass", log_run.median_s, log_exe.compile_s
+    )
+
+
+def _float32_logs(summary) -> _Logs:
+    """log₁₀ of float32's own norms (−inf where they underflowed): no pass needed."""
+    log_comp = _log10_of(summary.component_grad_norms)
+    return _Logs(log_comp, _log10_of(summary.example_grad_norms), log10_combine(log_comp, 0), "float32")
+
+
+def _assemble(
+    cfg: RunConfig,
+    sg,
+    summary,
+    logs: _Logs,
+    *,
+    params,
+    xs,
+    timing: Timing,
+    objective,
+    data: Dataset | None,
+    weights: Weights | None,
+) -> Analysis:
+    """The host-side :class:`Analysis` of one run: per-component dicts, robust totals, the
+    carries by name, and where the trajectory or the gradient stopped being finite."""
     comps = cfg.carry_components
-    comp_grads = {c: summary.component_grad_norms[i] for i, c in enumerate(comps)}
-    comp_carry = {c: summary.component_carry_norms[i] for i, c in enumerate(comps)}
     grad_norms = robust_norm(summary.component_grad_norms, 0).astype(np.float32)
     carry_norms = robust_norm(summary.component_carry_norms, 0).astype(np.float32)
     carries = carry_to_dict(cfg, sg.carries)
-    run_log = (
-        needs_log_pass(cfg.dtype, summary.component_grad_norms, summary.example_grad_norms)
-        if log_pass is None
-        else log_pass
-    )
-    log_s = log_compile_s = 0.0
-    if run_log:
-        log_exe = log_executable(static, device, spec)
-        if budget_s is None:
-            (comp_s, example_s, total_s), log_run = time_runs(log_exe.fn, log_args, max(1, repeats // 2))
-        else:
-            (comp_s, example_s, total_s), log_run = time_within(
-                log_exe.fn, log_args, budget_s / 2, max(1, repeats // 2)
-            )
-        log_comp, log_example, log_total = log10(comp_s), log10(example_s), log10(total_s)
-        log_s, log_compile_s = log_run.median_s, log_exe.compile_s
-    else:
-        log_comp = _log10_of(summary.component_grad_norms)
-        log_example = _log10_of(summary.example_grad_norms)
-        log_total = log10_combine(log_comp, 0)
-    timing = Timing(
-        exe.analysis.compile_s,
-        run.median_s,
-        run.min_s,
-        run.max_s,
-        run.repeats,
-        exe.analysis.peak_bytes,
-        estimate_flops(cfg),
-        f"{device.platform}:{device.id} {device.device_kind}",
-        device.platform,
-        cache_hit,
-        log_s,
-        log_compile_s,
-    )
+    learned = sg.learned_carry_grads
     return Analysis(
         config=cfg,
         loss=float(sg.loss),
         grad_norms=grad_norms,
-        component_grad_norms=comp_grads,
+        component_grad_norms={c: summary.component_grad_norms[i] for i, c in enumerate(comps)},
         example_grad_norms=summary.example_grad_norms,
         input_grad_norms=summary.input_grad_norms,
         carries=carries,
         carry_norms=carry_norms,
-        component_carry_norms=comp_carry,
+        component_carry_norms={c: summary.component_carry_norms[i] for i, c in enumerate(comps)},
         params=params,
         param_grads=sg.param_grads,
-        learned_carry_grad=None
-        if sg.learned_carry_grads is None
-        else carry_to_dict(cfg, sg.learned_carry_grads),
+        learned_carry_grad=None if learned is None else carry_to_dict(cfg, learned),
         param_grad_by_step=sg.by_step,
         param_groups=PARAM_GROUPS,
         inputs=xs,
         final_carry={k: v[-1] for k, v in carries.items()},
-        log10_grad_norms=log_total,
-        log10_component_grad_norms={c: log_comp[i] for i, c in enumerate(comps)},
-        log10_example_grad_norms=log_example,
-        log10_source="log pass" if run_log else "float32",
+        log10_grad_norms=logs.total,
+        log10_component_grad_norms={c: logs.component[i] for i, c in enumerate(comps)},
+        log10_example_grad_norms=logs.example,
+        log10_source=logs.source,
         nonfinite_carry_step=_first_or_none(_nonfinite_steps(carry_norms)),
         nonfinite_grad_step=_last_or_none(_nonfinite_steps(grad_norms)),
         timing=timing,
@@ -394,25 +431,13 @@ def _readout_kind(objective, weights: Weights | None) -> str | None:
     return "trained" if fits else "seed"
 
 
-#: Re-exported from :mod:`rnnviz.engine.prepare` (their long-standing import path).
 __all__ = [
     "Analysis",
     "Executables",
-    "Prepared",
-    "Values",
     "analyze",
     "baseline_executable",
-    "data_on",
     "executables",
     "is_compiled",
     "log_executable",
     "needs_log_pass",
-    "prepare",
-    "prepare_executables",
-    "prepared_batch",
-    "prepared_inputs",
-    "prepared_shapes",
-    "resolve_device",
-    "seed_key",
-    "static_config",
 ]
