@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -382,3 +383,32 @@ def test_cli_saves_a_run_and_every_command_reopens_it(tmp_path, capsys):
     (tmp_path / "cut.rnnviz").write_bytes(path.read_bytes()[:100])
     assert main(["connectivity", "--weights", str(tmp_path / "cut.rnnviz")]) == 2
     assert "cut.rnnviz: truncated" in capsys.readouterr().err
+
+
+# ---- run files saved before the house move (0.2.0, flat layout) still open ------------------
+
+PRE_MOVE = Path(__file__).with_name("data")
+
+
+@pytest.mark.parametrize("name", ["lstm-adding-v0.2", "gru-digits-v0.2"])
+def test_a_run_file_saved_before_the_move_opens_with_the_same_weights_and_numbers(name):
+    # written by 0.2.0's rnnviz.training.saved (tests/studies/data/pre-move.json records what
+    # that code read back from them: every leaf's shape and sum, the analysis at the weights)
+    recorded = json.loads((PRE_MOVE / "pre-move.json").read_text())[name]
+    run = load_run(PRE_MOVE / f"{name}.rnnviz")
+    assert run.config.to_dict() == recorded["config"]
+    weights = run.weights()
+    assert weights.label == recorded["label"]
+    leaves = jax.tree_util.tree_flatten_with_path(weights.tree())[0]
+    got = {
+        jax.tree_util.keystr(p): [list(np.shape(v)), float(np.asarray(v, np.float64).sum())]
+        for p, v in leaves
+    }
+    assert got.keys() == recorded["leaves"].keys()
+    for path, (shape, total) in recorded["leaves"].items():
+        assert got[path][0] == shape, path
+        assert got[path][1] == pytest.approx(total, rel=0, abs=1e-12), path  # bit for bit
+    data = load_dataset("digits", order="rows") if "digits" in name else None
+    a = analyze(run.config, params=weights, data=data, repeats=1)
+    assert float(a.loss) == pytest.approx(recorded["loss_at_trained_weights"], rel=1e-6)
+    assert float(a.log10_grad_norms[0]) == pytest.approx(recorded["log10_grad_norm_0"], abs=1e-5)
