@@ -67,7 +67,7 @@ _EXPORTS = {
     "Connectivity": "rnnviz.studies.connectivity",
     "over_training": "rnnviz.studies.over_training",
     "OverTraining": "rnnviz.studies.over_training",
-    "keep_freed_buffers": "rnnviz.engine.timing",
+    "keep_freed_buffers": "rnnviz.engine.allocator",
     "datasets": "rnnviz.dataset",
     "load_dataset": "rnnviz.dataset",
     "Dataset": "rnnviz.dataset",
@@ -82,7 +82,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.base.weights import Weights
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.dataset import DataError, Dataset, datasets, fit_to_data, load_dataset
-    from rnnviz.engine.timing import keep_freed_buffers
+    from rnnviz.engine.allocator import keep_freed_buffers
     from rnnviz.studies.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.studies.connectivity import Connectivity, connectivity
     from rnnviz.studies.jacobians import Jacobians, jacobians

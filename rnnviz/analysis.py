@@ -27,6 +27,7 @@ from rnnviz.base.weights import Weights
 from rnnviz.config import RunConfig, estimate_flops
 from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import PARAM_GROUPS, carry_to_dict, make_cell
+from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.gradients import analysis_outputs, plain_grad, time_major
 from rnnviz.engine.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.engine.losses import DataArrays, DataSpec
@@ -40,7 +41,7 @@ from rnnviz.engine.prepare import (
     resolve_device,
     static_config,
 )
-from rnnviz.engine.timing import Compiled, Timing, compile_cache, compile_for, time_runs, time_within
+from rnnviz.engine.timing import Timing, time_runs, time_within
 
 
 class Executables(NamedTuple):

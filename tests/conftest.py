@@ -28,7 +28,7 @@ jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
 from rnnviz import RunConfig  # noqa: E402
-from rnnviz.engine.timing import keep_freed_buffers  # noqa: E402
+from rnnviz.engine.allocator import keep_freed_buffers  # noqa: E402
 
 keep_freed_buffers()  # as the app and the CLI do: buffers stay in the heap between calls
 

@@ -23,7 +23,7 @@ from rnnviz.bench.suites import (
 )
 from rnnviz.config import RunConfig
 from rnnviz.dataset import load_dataset
-from rnnviz.engine.timing import run_stamp
+from rnnviz.engine.environment import run_stamp
 from rnnviz.studies.comparisons import label
 from rnnviz.studies.training import train, train_many
 

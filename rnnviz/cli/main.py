@@ -238,7 +238,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns:
         The command's exit status; 2 after printing ``error: …`` for a ConfigError.
     """
-    from rnnviz.engine.timing import keep_freed_buffers
+    from rnnviz.engine.allocator import keep_freed_buffers
 
     keep_freed_buffers()  # once per process, before the first executable runs
     parser = build_parser()

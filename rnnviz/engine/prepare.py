@@ -30,10 +30,10 @@ from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import Dataset, check_data
 from rnnviz.engine.cells import adjust_params, apply_gain, final_output, make_cell
+from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.gradients import full_carry0
 from rnnviz.engine.inputs import make_inputs
 from rnnviz.engine.losses import DataArrays, DataSpec, Objective, data_arrays, data_spec, draw_batch
-from rnnviz.engine.timing import Compiled, compile_cache, compile_for
 
 
 class Values(NamedTuple):

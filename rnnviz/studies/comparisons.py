@@ -21,11 +21,13 @@ from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig, estimate_flops
 from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import cell_spec, make_cell
+from rnnviz.engine.compile import Compiled, compile_cache, compile_for
+from rnnviz.engine.environment import run_stamp
 from rnnviz.engine.gradients import strategy_grad
 from rnnviz.engine.losses import DataSpec
 from rnnviz.engine.prepare import data_on, prepared_batch, prepared_shapes, resolve_device, static_config
 from rnnviz.engine.strategies.registry import unavailable
-from rnnviz.engine.timing import Compiled, compile_cache, compile_for, run_stamp, time_runs
+from rnnviz.engine.timing import time_runs
 from rnnviz.tables.strategies import strategy_names
 
 

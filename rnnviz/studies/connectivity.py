@@ -33,12 +33,12 @@ from rnnviz.config import ConfigError, RunConfig, check_number
 from rnnviz.dataset import Dataset, check_data
 from rnnviz.dataset.describe import digit_steps, preview_record
 from rnnviz.engine.cells import carry_to_dict, make_cell, outputs
+from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.logpass import log_input_gradients
 from rnnviz.engine.losses import DataSpec, data_spec
 from rnnviz.engine.norms import Scaled, combine, log10
 from rnnviz.engine.prepare import check_weights, output_size, prepared_inputs, resolve_device, static_config
 from rnnviz.engine.rollout import rollout
-from rnnviz.engine.timing import Compiled, compile_cache, compile_for
 
 #: What the connectivity differentiates (see the module docstring).
 MEASURES = ("target", "output")

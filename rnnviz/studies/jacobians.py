@@ -36,11 +36,11 @@ from rnnviz.config import (
 )
 from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import cell_spec, make_cell
+from rnnviz.engine.compile import compile_cache, compile_for
 from rnnviz.engine.gradients import full_carry0, time_major
 from rnnviz.engine.linalg import householder_q
 from rnnviz.engine.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.engine.rollout import rollout
-from rnnviz.engine.timing import compile_cache, compile_for
 
 #: Largest carry size D for which ``method="auto"`` builds each J_t and takes its SVD.
 EXACT_MAX_DIM = 256
@@ -191,7 +191,7 @@ def jacobian_executable(
         device: where it runs.
 
     Returns:
-        A :class:`~rnnviz.engine.timing.Compiled` ``(params, carry0, xs, key data [2] uint32) -> [S, k]``.
+        A :class:`~rnnviz.engine.compile.Compiled` ``(params, carry0, xs, key data [2] uint32) -> [S, k]``.
     """
     params, _ = prepare_executables(static, device)
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))

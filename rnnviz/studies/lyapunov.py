@@ -43,9 +43,10 @@ from rnnviz.config import (
 )
 from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import cell_spec, make_cell
+from rnnviz.engine.compile import compile_cache, compile_for
 from rnnviz.engine.gradients import full_carry0, time_major
 from rnnviz.engine.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
-from rnnviz.engine.timing import compile_cache, compile_for, time_runs
+from rnnviz.engine.timing import time_runs
 from rnnviz.studies.jacobians import carry_dim, flat_step, initial_directions, pack, unpacker
 from rnnviz.studies.sweep import evaluate_points, grid_points
 

@@ -27,9 +27,9 @@ import numpy as np
 
 from rnnviz.config import FLOP_BUDGET, BudgetError, ConfigError, RunConfig, check_number
 from rnnviz.dataset import DataError, Dataset, load_dataset
+from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.losses import DataSpec, data_spec
 from rnnviz.engine.prepare import Values, prepare_params, resolve_device, seed_key, static_config
-from rnnviz.engine.timing import Compiled, compile_cache, compile_for
 from rnnviz.studies.jacobians import EXACT_MAX_DIM, carry_dim, jacobian_flops, jacobian_pass
 from rnnviz.studies.lyapunov import LyapunovOptions, check_options, lyapunov_flops, qr_pass
 from rnnviz.studies.tasks.data import data_task
@@ -126,7 +126,7 @@ def exponents_executable(
         device: where it runs.
 
     Returns:
-        The :class:`~rnnviz.engine.timing.Compiled` pass (cached per argument tuple, 16 kept).
+        The :class:`~rnnviz.engine.compile.Compiled` pass (cached per argument tuple, 16 kept).
     """
     return compile_for(functools.partial(_exponents, cfg, opts), args.shapes(), device)
 
@@ -146,7 +146,7 @@ def spectra_executable(
         device: where it runs.
 
     Returns:
-        The :class:`~rnnviz.engine.timing.Compiled` pass (cached per argument tuple, 16 kept).
+        The :class:`~rnnviz.engine.compile.Compiled` pass (cached per argument tuple, 16 kept).
     """
     return compile_for(functools.partial(_spectra, cfg, method, k, 12, stride), args.shapes(), device)
 

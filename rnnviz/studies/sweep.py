@@ -28,6 +28,7 @@ from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coer
 from rnnviz.dataset import Dataset, check_data
 from rnnviz.engine.cells import make_cell, outputs
 from rnnviz.engine.cells.theory import GAMMA
+from rnnviz.engine.compile import Compiled, compile_cache, compile_lowered
 from rnnviz.engine.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.engine.logpass import log_carry_gradients
 from rnnviz.engine.losses import DataArrays, DataSpec, data_arrays, data_spec
@@ -42,7 +43,6 @@ from rnnviz.engine.prepare import (
     trained_tree,
 )
 from rnnviz.engine.rollout import rollout
-from rnnviz.engine.timing import Compiled, compile_cache, compile_lowered
 
 MAX_POINTS = 4096
 

@@ -25,7 +25,8 @@ from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import Dataset, load_dataset
 from rnnviz.dataset.describe import Preview, preview_record
-from rnnviz.engine.timing import enable_compilation_cache, keep_freed_buffers
+from rnnviz.engine.allocator import keep_freed_buffers
+from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.studies.comparisons import (
     available_strategies,
     compare_strategies,

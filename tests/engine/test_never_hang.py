@@ -16,9 +16,9 @@ from conftest import CELLS
 
 from rnnviz import RunConfig
 from rnnviz.base.hlo import ConcurrentLapackError, concurrent_lapack, lapack_calls
+from rnnviz.engine.compile import compile_for
 from rnnviz.engine.linalg import householder_q, orthogonal
 from rnnviz.engine.prepare import resolve_device, static_config
-from rnnviz.engine.timing import compile_for
 from rnnviz.studies.lyapunov import LyapunovOptions
 from rnnviz.studies.sweep import GRADIENTS, sweep_devices, sweep_executable
 from rnnviz.studies.training import TrainSpec, train_executables

@@ -46,9 +46,9 @@ from rnnviz.config import (
     estimate_memory_bytes,
 )
 from rnnviz.dataset import Dataset
+from rnnviz.engine.compile import compile_cache, compile_lowered
 from rnnviz.engine.norms import Scaled, log10
 from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_config
-from rnnviz.engine.timing import compile_cache, compile_lowered
 from rnnviz.studies.tasks.data import data_task
 from rnnviz.studies.tasks.synthetic import Task, check_task, get_task
 from rnnviz.studies.training.model import OPTIMIZERS, ChunkOut, Hyper, TrainSpec, init_state, run_chunk

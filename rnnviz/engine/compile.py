@@ -1,0 +1,126 @@
+"""Ahead-of-time compilation: :func:`compile_for` (with the concurrent-LAPACK check on every
+executable), the per-shape :func:`compile_cache`, peak memory, and JAX's persistent cache.
+"""
+
+from __future__ import annotations
+
+import collections
+import functools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, NamedTuple
+
+import jax
+
+from rnnviz.base.hlo import check_serial_lapack
+
+
+class Compiled(NamedTuple):
+    """An ahead-of-time compiled function and what compiling it told us.
+
+    peak_bytes: temp + argument + output − aliased bytes from ``memory_analysis()``
+    (on CPU its ``peak_memory_in_bytes`` leaves temp buffers out, so it is only used when
+    larger). FLOPs come from :func:`rnnviz.config.estimate_flops`: XLA's cost analysis
+    counts a scan body once, not T times.
+    """
+
+    fn: Callable
+    compile_s: float
+    peak_bytes: int
+
+
+def abstract(tree: Any, device: jax.Device) -> Any:
+    """Shape/dtype stand-ins of ``tree`` committed to ``device``, for ``.lower``."""
+    sharding = jax.sharding.SingleDeviceSharding(device)
+    return jax.tree.map(lambda a: jax.ShapeDtypeStruct(a.shape, a.dtype, sharding=sharding), tree)
+
+
+def compile_for(fn: Callable, args: tuple, device: jax.Device) -> Compiled:
+    """``jax.jit(fn)`` lowered for ``args`` (arrays or stand-ins) on ``device`` and compiled."""
+    start = time.perf_counter()
+    compiled = compile_lowered(
+        jax.jit(fn).lower(*abstract(args, device)),
+        getattr(getattr(fn, "func", fn), "__name__", "an executable"),
+    )
+    elapsed = time.perf_counter() - start
+    return Compiled(compiled, elapsed, peak_bytes(compiled))
+
+
+def compile_lowered(lowered: Any, what: str) -> Any:
+    """``lowered.compile()``, refused when it could deadlock: every executable rnnviz builds
+    comes through here, and on the CPU none may hold two LAPACK calls that XLA may run at
+    once (:func:`rnnviz.base.hlo.check_serial_lapack`, raising ``ConcurrentLapackError``)."""
+    compiled = lowered.compile()
+    check_serial_lapack(
+        compiled, what
+    )  # GPU executables call cuSOLVER, never lapack_*: nothing to find there
+    return compiled
+
+
+def peak_bytes(compiled: Any) -> int:
+    try:
+        ma = compiled.memory_analysis()
+    except Exception:  # some backends do not implement it
+        return 0
+    if ma is None:
+        return 0
+    total = (
+        ma.temp_size_in_bytes + ma.argument_size_in_bytes + ma.output_size_in_bytes - ma.alias_size_in_bytes
+    )
+    return int(max(total, getattr(ma, "peak_memory_in_bytes", 0) or 0))
+
+
+class CacheInfo(NamedTuple):
+    hits: int
+    misses: int
+    currsize: int
+
+
+class _CompileCache:
+    """A least-recently-used cache of compiled executables, safe across threads (the
+    app's sessions): one lock, so two sessions asking for a new shape compile it once.
+    Supports ``key in cache`` so callers can say "compiling…" before they wait."""
+
+    def __init__(self, build: Callable, maxsize: int):
+        self._build, self._maxsize = build, maxsize
+        self._items: collections.OrderedDict = collections.OrderedDict()
+        self._lock = threading.RLock()
+        self._hits = self._misses = 0
+        functools.update_wrapper(self, build)
+
+    def __call__(self, *key: Any) -> Any:
+        with self._lock:
+            if key in self._items:
+                self._hits += 1
+                self._items.move_to_end(key)
+                return self._items[key]
+            self._misses += 1
+            value = self._build(*key)
+            self._items[key] = value
+            if len(self._items) > self._maxsize:
+                self._items.popitem(last=False)
+            return value
+
+    def __contains__(self, key: Any) -> bool:
+        with self._lock:
+            return key in self._items
+
+    def cache_info(self) -> CacheInfo:
+        with self._lock:
+            return CacheInfo(self._hits, self._misses, len(self._items))
+
+
+def compile_cache(maxsize: int) -> Callable[[Callable], _CompileCache]:
+    """Decorator: cache a ``(static_config, device) -> executable`` builder."""
+    return lambda build: _CompileCache(build, maxsize)
+
+
+def enable_compilation_cache(folder: str) -> None:
+    """Turn on JAX's persistent compilation cache in ``folder`` for this process.
+
+    Its default skips compiles under 1 s — all of ours — so the thresholds go to 0.
+    """
+    jax.config.update("jax_compilation_cache_dir", folder)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)

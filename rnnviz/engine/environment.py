@@ -1,0 +1,102 @@
+"""Where rnnviz runs, as one record: the versions and host facts every recorded measurement
+carries, the GPUs JAX sees, and which strategies this JAX can run (:func:`environment`), plus
+the fields of a record's stamp (:func:`run_stamp`).
+
+The dashboard asks a worker process for it (the page itself never imports JAX) and the
+benchmarks stamp every line with it, so both read the same facts.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+from typing import Any, NamedTuple
+
+import flax
+import jax
+import jaxlib
+
+from rnnviz.base.measurements import now_utc
+from rnnviz.engine.allocator import allocator
+from rnnviz.engine.strategies.registry import unavailable
+from rnnviz.tables.strategies import strategy_names
+
+#: the facts of :class:`Environment` that every recorded measurement carries
+STAMPED = ("jax_version", "jaxlib_version", "flax_version", "cpu_count", "allocator")
+
+
+class Environment(NamedTuple):
+    """This process's JAX and host.
+
+    Attributes:
+        jax_version: ``jax.__version__``.
+        jaxlib_version: ``jaxlib.__version__``.
+        flax_version: ``flax.__version__``.
+        python: the Python version, e.g. ``"3.11.7"``.
+        cpu_count: logical CPUs (0 when unknown).
+        allocator: ``"heap"`` once :func:`rnnviz.engine.allocator.keep_freed_buffers` took
+            effect, else ``"default"``.
+        gpus: the GPUs JAX sees, as ``"gpu:0 NVIDIA H200"``.
+        strategies: the strategies this JAX can run, in table order.
+        hidden: why each other strategy cannot run here (strategy → reason).
+    """
+
+    jax_version: str
+    jaxlib_version: str
+    flax_version: str
+    python: str
+    cpu_count: int
+    allocator: str
+    gpus: tuple[str, ...]
+    strategies: tuple[str, ...]
+    hidden: dict[str, str]
+
+    @property
+    def gpu_reason(self) -> str | None:
+        """Why there is no GPU to choose, or None when there is one."""
+        return None if self.gpus else "JAX sees no GPU on this machine"
+
+
+def _gpus() -> tuple[str, ...]:
+    try:
+        devices = jax.devices("gpu")
+    except RuntimeError:  # no GPU backend in this jaxlib
+        return ()
+    return tuple(f"{d.platform}:{d.id} {d.device_kind}" for d in devices)
+
+
+def environment() -> Environment:
+    """The :class:`Environment` of this process (cheap: no compilation).
+
+    Example:
+        >>> from rnnviz.engine.environment import environment
+        >>> env = environment()
+        >>> "accumulate" in env.strategies, env.cpu_count > 0
+        (True, True)
+    """
+    hidden = {s: why for s in strategy_names() if (why := unavailable(s))}
+    return Environment(
+        jax_version=jax.__version__,
+        jaxlib_version=jaxlib.__version__,
+        flax_version=flax.__version__,
+        python=platform.python_version(),
+        cpu_count=os.cpu_count() or 0,
+        allocator=allocator(),
+        gpus=_gpus(),
+        strategies=tuple(s for s in strategy_names() if s not in hidden),
+        hidden=hidden,
+    )
+
+
+def run_stamp(device: jax.Device) -> dict[str, Any]:
+    """The fields every schema-1 record carries about where and when it was measured:
+    the device, the backend, the versions and host facts of :func:`environment`
+    (:data:`STAMPED`), and the UTC time."""
+    env = environment()
+    return {
+        "device_kind": device.platform,
+        "device_name": str(device.device_kind),
+        "backend": jax.default_backend(),
+        **{k: getattr(env, k) for k in STAMPED},
+        "timestamp": now_utc(),
+    }
