@@ -59,6 +59,9 @@ def compile_lowered(lowered: Any, what: str) -> Any:
 
 
 def peak_bytes(compiled: Any) -> int:
+    """Bytes one call of ``compiled`` holds at its peak: temp + arguments + outputs − aliased
+    (``memory_analysis()``), or its ``peak_memory_in_bytes`` where that is larger; 0 where
+    the backend does not say."""
     try:
         ma = compiled.memory_analysis()
     except Exception:  # some backends do not implement it
@@ -72,6 +75,9 @@ def peak_bytes(compiled: Any) -> int:
 
 
 class CacheInfo(NamedTuple):
+    """What a :func:`compile_cache` holds, as ``functools.lru_cache`` reports it: ``hits``,
+    ``misses`` and ``currsize`` (executables kept)."""
+
     hits: int
     misses: int
     currsize: int

@@ -46,6 +46,7 @@ class Values(NamedTuple):
 
     @classmethod
     def of(cls, cfg: RunConfig) -> Values:
+        """The values of ``cfg`` as float32 scalars (arguments: changing them never recompiles)."""
         return cls(*(np.float32(getattr(cfg, f)) for f in cls._fields))
 
 
@@ -242,6 +243,7 @@ def _params_config(static: RunConfig) -> RunConfig:
 
 @compile_cache(maxsize=64)
 def params_executable(params_static: RunConfig, device: jax.Device) -> Compiled:
+    """``(key, values) -> (params, carry0)``: the seed's initialisation (see :func:`prepare_params`)."""
     return compile_for(
         functools.partial(prepare_params, params_static), (seed_key(0), Values.of(params_static)), device
     )
@@ -249,6 +251,7 @@ def params_executable(params_static: RunConfig, device: jax.Device) -> Compiled:
 
 @compile_cache(maxsize=64)
 def inputs_executable(inputs_static: RunConfig, length: int, device: jax.Device) -> Compiled:
+    """``(key, values) -> xs [(B,) length, I]``: the seed's inputs (see :func:`draw_inputs`)."""
     return compile_for(
         functools.partial(draw_inputs, inputs_static, length), (seed_key(0), Values.of(inputs_static)), device
     )
@@ -332,6 +335,14 @@ def prepared_on(
     spec: DataSpec | None,
     weights: Weights | None = None,
 ) -> Prepared:
+    """What one analysis of ``cfg`` reads, on ``device``: params (the seed's, or ``weights``
+    with the recurrence scaled by the gain), the initial carry, and the inputs — the seed's
+    ``[(B,) T, I]``, or a batch of the data set (``arrays``, compiled for ``spec``) with its
+    loss terms and readout.
+
+    Raises:
+        ConfigError: ``weights`` do not fit ``cfg`` (before anything is compiled).
+    """
     check_weights(cfg, weights)
     params, inputs = prepare_executables(static_config(cfg), device, spec)
     key, values = jax.device_put((seed_key(cfg.seed), Values.of(cfg)), device)

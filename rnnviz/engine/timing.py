@@ -13,6 +13,8 @@ import jax
 
 
 class RunTiming(NamedTuple):
+    """Seconds of the timed runs of one compiled call: median, fastest, slowest, and how many."""
+
     median_s: float
     min_s: float
     max_s: float

@@ -11,6 +11,8 @@ from rnnviz.analysis import Analysis
 
 
 def timing_frame(a: Analysis) -> pd.DataFrame:
+    """One row of the analysis's cost: strategy, device, compile seconds, run milliseconds
+    (median, min, max, repeats), peak MB and achieved GFLOP/s (from the analytic FLOPs)."""
     t = a.timing
     return pd.DataFrame(
         [

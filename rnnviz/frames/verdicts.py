@@ -16,6 +16,9 @@ from rnnviz.tables.cells import cell_spec
 
 
 class Verdict(NamedTuple):
+    """What the gradient does over the sequence: ``kind``, the exact ``log10_ratio`` of the
+    first step's gradient to the last's, and the one-line ``text`` shown above the chart."""
+
     kind: str  # "vanishing" | "exploding" | "stable" | "overflow"
     log10_ratio: float  # log10 ‖∂L/∂carry_0‖ / ‖∂L/∂carry_T‖ (exact magnitudes)
     text: str
