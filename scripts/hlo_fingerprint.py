@@ -15,17 +15,28 @@ from __future__ import annotations
 
 import hashlib
 import re
+import tempfile
+from pathlib import Path
 
-from rnnviz import ConfigError, RunConfig
+import numpy as np
+
+import rnnviz
+from rnnviz import ConfigError, RunConfig, fit_to_data, load_dataset
 from rnnviz.analysis import executables
-from rnnviz.engine.prepare import resolve_device, static_config
+
+if (Path(rnnviz.__file__).parent / "engine").is_dir():
+    from rnnviz.engine.prepare import data_on, resolve_device, static_config
+else:  # a 0.2 checkout (flat layout), to fingerprint the code from before the house move
+    from rnnviz.analysis import data_on, resolve_device, static_config
 
 CELLS = ("simple", "lstm", "gru", "mingru", "lru")
 STRATEGIES = ("accumulate", "per_step", "fused", "checkpoint", "parallel")
 
 
-def fingerprint(cfg: RunConfig) -> tuple[str, int]:
-    exe = executables(static_config(cfg), resolve_device(cfg))
+def fingerprint(cfg: RunConfig, data=None) -> tuple[str, int]:
+    device = resolve_device(cfg)
+    spec = None if data is None else data_on(cfg, device, data)[1]
+    exe = executables(static_config(cfg), device, spec)
     text = exe.analysis.fn.as_text()
     text = re.sub(r", metadata=\{[^}]*\}", "", text)  # op metadata: source file and line
     source_table = re.compile(r'^\d+ ("[^"]*"|\{file_name_id=[^}]*\})$')  # source files and locations
@@ -43,6 +54,28 @@ def main() -> None:
                 continue
             digest, size = fingerprint(cfg)
             print(f"{cell:8s} {strategy:11s} {digest} {size}")
+    # on data: each kind's loss (classification, next-step, regression with padding, unlabelled)
+    for name, ds in _data_sets().items():
+        for cell in ("lstm", "gru"):
+            cfg = fit_to_data(RunConfig(cell=cell, hidden_size=16, batch_size=4), ds)
+            digest, size = fingerprint(cfg, ds)
+            print(f"{cell:8s} {name:11s} {digest} {size}")
+
+
+def _data_sets() -> dict:
+    """A set of each kind, the regression and unlabelled ones ragged (written here, seeded)."""
+    rng = np.random.default_rng(0)
+    folder = tempfile.mkdtemp(prefix="rnnviz-hlo-")
+    x = rng.normal(size=(12, 9, 3)).astype(np.float32)
+    lengths = rng.integers(3, 10, size=12)
+    np.savez(f"{folder}/r.npz", inputs=x, targets=x[..., :2] * 0.5, lengths=lengths)
+    np.savez(f"{folder}/u.npz", inputs=x, lengths=lengths)
+    return {
+        "digits": load_dataset("digits", order="rows"),
+        "text": load_dataset("text"),
+        "regression": load_dataset(f"{folder}/r.npz"),
+        "unlabelled": load_dataset(f"{folder}/u.npz"),
+    }
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ The loss per kind, on time-major outputs y ``[T, B, O]`` and the mask m ``[B, T]
     \\text{next-step: } L = -\\frac{\\sum_{b,t} m_{bt} \\log \\operatorname{softmax}(ŷ_{bt})[y_{bt}]}{\\sum m}
     \\qquad \\text{regression: } L = \\frac{\\sum_{b,t} m_{bt} ‖ŷ_{bt} − y_{bt}‖^2}{F \\sum m}
 
-the same losses :mod:`rnnviz.studies.tasks.data` trains (there the readout is learned). An
+the same functions :mod:`rnnviz.studies.tasks.data` trains with (there the readout is learned,
+and the layout batch-first): :func:`class_nll`, :func:`token_nll` and :func:`squared_error`. An
 ``unlabelled`` data set keeps the synthetic loss on y (``½‖y_ℓ‖²`` at each sequence's last
 real step for ``loss="last"``, the masked mean of ``½‖y_t‖²`` for ``"all"``). Padding
 steps never enter a loss, so their gradients are true zeros.
@@ -172,49 +173,85 @@ def _readout(obj: Objective, y: jax.Array) -> jax.Array:
     return out + jnp.broadcast_to(obj.b, out.shape)
 
 
-def _last_real(obj: Objective, y: jax.Array) -> jax.Array:
-    """``[B, O]``: each sequence's output at its last real step (y ``[T, B, O]``)."""
-    if not obj.ragged:
-        return y[-1]
-    last = jnp.maximum(jnp.sum(obj.mask, axis=1) - 1, 0)
-    at_last = jax.nn.one_hot(last, y.shape[0], dtype=y.dtype)  # [B, T]: a product, not a gather
-    return jnp.einsum("bt,tbo->bo", at_last, y)
+# ---- the losses of a data set's kind: one implementation for the analysis and for training ----
+# Each takes the readout's outputs in either layout (time-major [T, B, F] here, batch-first
+# [B, T, F] in rnnviz.studies.tasks.data) with the mask in the same layout.
 
 
-def _masked_mean(obj: Objective, per_step: jax.Array) -> jax.Array:
-    """Mean of ``per_step [T, B]`` over the real steps."""
-    if not obj.ragged:
-        return jnp.mean(per_step)
-    mask = obj.mask.T
-    return jnp.sum(jnp.where(mask, per_step, 0.0)) / jnp.maximum(jnp.sum(mask, dtype=jnp.float32), 1.0)
+def at_step(y: jax.Array, step: jax.Array, time_axis: int) -> jax.Array:
+    """``[B, F]``: each sequence's output at its own step (``step`` ``[B]`` int), as a one-hot
+    product (a gather and its transposed scatter cost more than the whole loss on CPU).
+
+    Args:
+        y: ``[T, B, F]`` (``time_axis=0``) or ``[B, T, F]`` (``time_axis=1``).
+        step: ``[B]`` the step of each sequence.
+        time_axis: where T sits in ``y``.
+    """
+    at = jax.nn.one_hot(step, y.shape[time_axis], dtype=y.dtype)  # [B, T]
+    return jnp.einsum("bt,tbo->bo" if time_axis == 0 else "bt,bto->bo", at, y)
 
 
-def _picked(logp: jax.Array, labels: jax.Array) -> jax.Array:
+def picked(logp: jax.Array, labels: jax.Array) -> jax.Array:
     """``logp[..., labels]`` as a one-hot product: a fused multiply-add where a gather and
     its transposed scatter cost more than the whole loss on CPU."""
     return jnp.sum(logp * jax.nn.one_hot(labels, logp.shape[-1], dtype=logp.dtype), axis=-1)
 
 
+def masked_mean(values: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Mean of ``values`` over the real steps (``mask`` of the same shape; None: all real)."""
+    if mask is None:
+        return jnp.mean(values)
+    return jnp.sum(jnp.where(mask, values, 0.0)) / jnp.maximum(jnp.sum(mask, dtype=jnp.float32), 1.0)
+
+
+def class_nll(logits: jax.Array, labels: jax.Array) -> jax.Array:
+    """Cross-entropy of ``logits`` ``[B, C]`` against ``labels`` ``[B]``:
+    L = −mean_b log softmax(ŷ_b)[c_b]."""
+    return -jnp.mean(picked(jax.nn.log_softmax(logits, axis=-1), labels))
+
+
+def token_nll(logits: jax.Array, tokens: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Cross-entropy of the next token at every real step, in nats:
+    L = −Σ m log softmax(ŷ)[y] / Σ m (``logits`` ``[..., V]``, ``tokens`` and ``mask`` ``[...]``)."""
+    return -masked_mean(picked(jax.nn.log_softmax(logits, axis=-1), tokens), mask)
+
+
+def squared_error(pred: jax.Array, target: jax.Array, mask: jax.Array | None) -> jax.Array:
+    """Squared error averaged over outputs, then over the real steps:
+    L = Σ m ‖ŷ − y‖² / (F Σ m) (``pred``, ``target`` ``[..., F]``, ``mask`` ``[...]``)."""
+    err = pred - target
+    return masked_mean(jnp.mean(err * err, axis=-1), mask)
+
+
+def _last_real(obj: Objective, y: jax.Array) -> jax.Array:
+    """``[B, O]``: each sequence's output at its last real step (y ``[T, B, O]``)."""
+    if not obj.ragged:
+        return y[-1]
+    return at_step(y, jnp.maximum(jnp.sum(obj.mask, axis=1) - 1, 0), time_axis=0)
+
+
+def _step_mask(obj: Objective) -> jax.Array | None:
+    """The mask in the outputs' time-major layout ``[T, B]``; None without padding."""
+    return obj.mask.T if obj.ragged else None
+
+
 def _classification(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
-    logp = jax.nn.log_softmax(_readout(obj, _last_real(obj, y)), axis=-1)
-    return -jnp.mean(_picked(logp, obj.labels))
+    return class_nll(_readout(obj, _last_real(obj, y)), obj.labels)
 
 
 def _next_step(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
-    logp = jax.nn.log_softmax(_readout(obj, y), axis=-1)
-    return -_masked_mean(obj, _picked(logp, obj.targets.T))
+    return token_nll(_readout(obj, y), obj.targets.T, _step_mask(obj))
 
 
 def _regression(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
-    err = _readout(obj, y) - jnp.swapaxes(obj.targets, 0, 1)
-    return _masked_mean(obj, jnp.mean(err * err, axis=-1))
+    return squared_error(_readout(obj, y), jnp.swapaxes(obj.targets, 0, 1), _step_mask(obj))
 
 
 def _unlabelled(cfg: RunConfig, obj: Objective, y: jax.Array) -> jax.Array:
     if cfg.loss == "last":
         h = _last_real(obj, y)
         return 0.5 * jnp.sum(h * h)
-    return 0.5 * _masked_mean(obj, jnp.sum(y * y, axis=-1)) * obj.mask.shape[0]
+    return 0.5 * masked_mean(jnp.sum(y * y, axis=-1), _step_mask(obj)) * obj.mask.shape[0]
 
 
 #: The loss of each kind, ``(cfg, objective, y [T, B, O] float32, time-major) -> L``.

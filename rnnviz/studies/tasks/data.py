@@ -12,6 +12,10 @@ The readout sees every output (``outputs_read = T``), so each loss reads the ste
 * ``regression`` — squared error at every real step, averaged over steps and outputs;
   baseline: the targets' variance (predicting their mean).
 
+The formulas are the analysis's own (:mod:`rnnviz.engine.losses`: :func:`class_nll`,
+:func:`token_nll`, :func:`squared_error`, on batch-first predictions here), so what training
+lowers is what the analysis differentiates.
+
 The data live in the compiled step as constants (a text as its tokens, one-hot inside the
 step), so a run is one compiled call per chunk like the synthetic tasks; that caps a data
 set used for training at :data:`MAX_TRAIN_BYTES`. Each data set becomes one task, named by
@@ -30,6 +34,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rnnviz.dataset import DataError, Dataset
+from rnnviz.engine.losses import at_step, class_nll, squared_error, token_nll
 from rnnviz.studies.tasks.synthetic import DATA_TASKS, Batch, Task
 
 #: Largest data set (train and test arrays as the step holds them) a run may train on.
@@ -135,15 +140,15 @@ def _per_step(pred: jax.Array) -> jax.Array:
 
 
 def _objective(ds: Dataset) -> tuple[Callable, Callable, str, bool, float, int]:
-    """``(loss, metric, metric name, higher is better, baseline, readout size)``."""
+    """``(loss, metric, metric name, higher is better, baseline, readout size)``: the losses of
+    :mod:`rnnviz.engine.losses` (the analysis's own) on batch-first predictions ``[B, T, F]``."""
     if ds.kind == "classification":
 
         def logits(pred, targets):
-            return jnp.take_along_axis(_per_step(pred), targets[1][:, None, None], axis=1)[:, 0]
+            return at_step(_per_step(pred), targets[1], time_axis=1)  # each sequence's last real step
 
         def ce(pred, targets):
-            logp = jax.nn.log_softmax(logits(pred, targets).astype(jnp.float32), axis=-1)
-            return -jnp.mean(jnp.take_along_axis(logp, targets[0][:, None], axis=-1))
+            return class_nll(logits(pred, targets).astype(jnp.float32), targets[0])
 
         def accuracy(pred, targets):
             return jnp.mean((jnp.argmax(logits(pred, targets), axis=-1) == targets[0]).astype(jnp.float32))
@@ -153,9 +158,7 @@ def _objective(ds: Dataset) -> tuple[Callable, Callable, str, bool, float, int]:
 
         def nats(pred, targets):
             tok, mask = targets
-            logp = jax.nn.log_softmax(_per_step(pred).astype(jnp.float32), axis=-1)
-            picked = jnp.take_along_axis(logp, tok[..., None], axis=-1)[..., 0]
-            return -jnp.sum(jnp.where(mask, picked, 0.0)) / jnp.maximum(jnp.sum(mask, dtype=jnp.float32), 1.0)
+            return token_nll(_per_step(pred).astype(jnp.float32), tok, mask)
 
         def bits(pred, targets):
             return nats(pred, targets) / math.log(2.0)
@@ -166,8 +169,7 @@ def _objective(ds: Dataset) -> tuple[Callable, Callable, str, bool, float, int]:
 
     def mse(pred, targets):
         y, mask = targets
-        err = jnp.where(mask[..., None], _per_step(pred).astype(jnp.float32) - y, 0.0)
-        return jnp.sum(err * err) / jnp.maximum(jnp.sum(mask, dtype=jnp.float32) * y.shape[-1], 1.0)
+        return squared_error(_per_step(pred).astype(jnp.float32), y, mask)
 
     real = ds.targets[ds.train][ds.mask[ds.train]]
     return mse, mse, "MSE", False, float(real.var(axis=0).mean()) if real.size else 1.0, ds.targets.shape[-1]
