@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench browser notebook clean
+.PHONY: run test lint bench browser notebook docs clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,6 +42,10 @@ notebook: $(NB_STAMP)
 
 bench: $(STAMP)
 	$(PY) -m rnnviz bench
+
+# The documentation (MkDocs + mkdocstrings, mkdocs.yml) on http://127.0.0.1:8000.
+docs: $(STAMP)
+	$(VENV)/bin/mkdocs serve
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
