@@ -97,3 +97,46 @@ def trace(fig: dict, name: str) -> dict:
 def total_gradient(at: AppTest) -> np.ndarray:
     """The drawn total: log₁₀ ‖∂L/∂carry_t‖ (the chart's y is log₁₀ on a powers-of-ten axis)."""
     return decode(trace(figure_by_title(at, "‖∂L/∂carry_t‖"), "total")["y"])
+
+
+def _unexpected(name: str):
+    def call(*args, **kwargs):
+        raise AssertionError(f"the tab called {name}{args} and the test gave it no fake")
+
+    return call
+
+
+def fake_context(analysis, *, config=None, gpus=(), data_source=None, pins=(), **calls):
+    """A :class:`~rnnviz.ui.tabs.context.TabContext` for calling a tab's ``render`` without
+    worker processes: each compute call is the fake given by its field name
+    (``devices_live=…``, ``phase=…``, ``analysis=…``), and any other raises AssertionError.
+
+    ``analysis`` is the session's analysis (anything with the attributes the tab reads);
+    ``config`` defaults to its config; ``pins`` are pinned analyses."""
+    from rnnviz.ui.jobs import Environment
+    from rnnviz.ui.tabs.context import (
+        Compute,
+        ConnectivityCalls,
+        CostCalls,
+        DynamicsCalls,
+        Pins,
+        TabContext,
+        TrainingCalls,
+    )
+
+    def group(record):
+        return record(**{f: calls.pop(f, None) or _unexpected(f) for f in record._fields})
+
+    config = analysis.config if config is None else config
+    compute = Compute(
+        analysis=calls.pop("analysis", None) or _unexpected("analysis"),
+        costs=group(CostCalls),
+        dynamics=group(DynamicsCalls),
+        connectivity=group(ConnectivityCalls),
+        training=group(TrainingCalls),
+    )
+    assert not calls, f"no compute call is named {sorted(calls)}"
+    overlays = tuple(p for p in pins if p.config != config)
+    pinned = Pins(tuple(pins), overlays, add=lambda: None, remove=lambda i: None, clear=lambda: None)
+    env = Environment(tuple(gpus), ("accumulate",), {})
+    return TabContext(config, analysis, pinned, env, data_source, compute)

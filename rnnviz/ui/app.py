@@ -1,10 +1,11 @@
 """rnnviz dashboard, packaged: ``rnnviz app`` (or ``streamlit run app.py`` in a checkout)
 runs :func:`main` on every rerun.
 
-Sections: parameters (sidebar → RunConfig: the data and the trained weights too),
-calculation (in worker processes, cached: :mod:`rnnviz.ui.calls`), rendering
-(rnnviz.ui.views → rnnviz.charts; the Training tab is :mod:`rnnviz.ui.training_panel`).
-No JAX maths here.
+Sections: parameters (the sidebar's sections, :mod:`rnnviz.ui.sidebar` → RunConfig: the
+data and the trained weights too), calculation (in worker processes, cached:
+:mod:`rnnviz.ui.calls`, bound into the tabs' :class:`~rnnviz.ui.tabs.context.Compute`
+here), rendering (the header, :mod:`rnnviz.ui.page`, then every tab of
+:data:`rnnviz.ui.tabs.TABS`). No JAX maths here.
 
 Recorded runs: the ones shipped in the package (``rnnviz/data/runs``), the data folder's
 (``data/runs``, where ``bench --record`` writes) and, when the operator names one, a
@@ -17,6 +18,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 
 import pandas as pd
@@ -27,24 +29,22 @@ from rnnviz.base.measurements import load_dir
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
-from rnnviz.frames import records_frame
-from rnnviz.studies.jacobians import carry_dim
-from rnnviz.ui import calls, data_panel, jobs, runs_panel, state, training_panel, views
+from rnnviz.frames.costs import records_frame
+from rnnviz.ui import calls, jobs, page, tabs
+from rnnviz.ui.sidebar import configuration, data, weights
+from rnnviz.ui.tabs.context import (
+    Compute,
+    ConnectivityCalls,
+    CostCalls,
+    DynamicsCalls,
+    Pins,
+    TabContext,
+    TrainingCalls,
+)
+from rnnviz.ui.trained_runs import FOLLOWS_RUN, run_config
 from rnnviz.ui.worker import ComputationTimeout, WorkerDied
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
-TABS = (
-    "Gradients",
-    "Carry",
-    "Strategies",
-    "Phase diagram",
-    "Jacobians",
-    "Training",
-    "Memory",
-    "Devices",
-    "Compare",
-    "Learn",
-)
 log = logging.getLogger("rnnviz.app")
 
 
@@ -55,7 +55,7 @@ def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
     st.session_state["weights_source"] = None
     if source is None:
         return cfg
-    run_cfg = runs_panel.run_config(source["path"])
+    run_cfg = run_config(source["path"])
     if run_cfg is None:
         st.sidebar.error(f"{Path(source['path']).name} cannot be read; the weights stay initial.")
         return cfg
@@ -65,7 +65,7 @@ def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
             "choose the data it was trained on (or synthetic inputs). The weights stay initial."
         )
         return cfg
-    fixed = {f: getattr(run_cfg, f) for f in runs_panel.FOLLOWS_RUN}
+    fixed = {f: getattr(run_cfg, f) for f in FOLLOWS_RUN}
     out = cfg.replace(**fixed)
     st.session_state["weights_source"] = source
     notes = [
@@ -135,7 +135,7 @@ def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
     except ConfigError as err:  # DataError: the file and what is wrong
         st.sidebar.error(f"{err} The inputs stay synthetic.")
         return cfg
-    data_panel.draw_preview(preview)
+    data.draw_preview(preview)
     fitted = fitted_config(cfg, preview.seq_len, preview.input_size, preview.kind)
     st.session_state["data_source"] = source
     if (fitted.seq_len, fitted.input_size) != (cfg.seq_len, cfg.input_size):
@@ -167,35 +167,85 @@ def _clear() -> None:
 # ---- rendering ----------------------------------------------------------------------------
 
 
+def compute_calls() -> Compute:
+    """The tabs' compute calls, bound to the worker processes (:mod:`rnnviz.ui.calls`): each
+    takes a config and sends its job key (the session's data and weights with it)."""
+    key = calls.job_key
+    return Compute(
+        analysis=lambda c: calls.analysis(key(c)),
+        costs=CostCalls(
+            availability=calls.availability,
+            strategies=lambda c, repeats: calls.strategies(key(c), repeats),
+            scaling=lambda c, lens: calls.scaling(key(c), lens),
+            devices_live=lambda c, repeats: calls.devices_live(key(c), repeats),
+            recorded=lambda: _recorded(runs_folders()),
+        ),
+        dynamics=DynamicsCalls(
+            # one executable for every gain: the sweep sets it, so the key holds g = 1
+            phase=lambda c, lo, hi, n, k: calls.phase(key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
+            lyapunov_phase=lambda c, lo, hi, n, k: calls.lyapunov_phase(
+                key(c.replace(recurrent_gain=1.0)), lo, hi, n, k
+            ),
+            lyapunov=lambda c, k: calls.lyapunov(key(c), k),
+            jacobians=lambda c, k, e: calls.jacobians(key(c), k, e),
+        ),
+        connectivity=ConnectivityCalls(
+            connectivity=calls.connectivity,
+            comparable_runs=calls.comparable_runs,
+        ),
+        training=TrainingCalls(
+            key=calls.train_key,
+            start=calls.train_start,
+            advance=calls.train_advance,
+            stop=calls.train_stop,
+            over_training=calls.over_training,
+        ),
+    )
+
+
+def pins_for(cfg: RunConfig) -> Pins:
+    """The session's pins as analyses, and the buttons' callbacks."""
+    keys = list(_pins())
+    analyses = tuple(calls.analysis(k) for k in keys)
+    current = calls.job_key(cfg)
+    return Pins(
+        analyses=analyses,
+        overlays=tuple(a for a, k in zip(analyses, keys) if k != current),  # the current run is drawn anyway
+        add=lambda: _pin(current),
+        remove=_unpin,
+        clear=_clear,
+    )
+
+
 def main() -> None:
+    """One run of the page: the sidebar, the config, its analysis and header, then the open tab."""
     st.set_page_config(page_title="rnnviz — gradients through time", page_icon="∇", layout="wide")
-    state.init_from_url()
-    runs_panel.apply_pending()  # an uploaded run sets the sidebar before it is drawn
+    configuration.init_from_url()
+    weights.apply_pending()  # an uploaded run sets the sidebar before it is drawn
     try:
         env = calls.environment()
     except (ComputationTimeout, WorkerDied) as err:
         st.error(f"The computing process could not start: {err}. Reload the page to try again.")
         return
-    gpu_reason = None if env.gpus else "JAX sees no GPU on this machine"
     devices = ("auto", "cpu", "gpu") if env.gpus else ("auto", "cpu")
-    values = state.sidebar(env.strategies, devices, gpu_reason)
-    source = data_panel.source_sidebar(values.get("seq_len"))
-    weights = runs_panel.weights_sidebar(calls.check_run)
-    views.limits_caption()
+    values = configuration.sidebar(env.strategies, devices, env.gpu_reason)
+    source = data.source_sidebar(values.get("seq_len"))
+    chosen_weights = weights.weights_sidebar(calls.check_run)
+    configuration.limits_caption()
 
     st.title("∇ rnnviz — how gradients flow back through time")
-    views.url_warnings(st.session_state.get("_url_warnings", []))
+    page.url_warnings(st.session_state.get("_url_warnings", []))
     try:
-        cfg = state.config_from_widgets(values)
+        cfg = configuration.config_from_widgets(values)
         cfg = with_data(cfg, source)
-        cfg = with_weights(cfg, weights)
+        cfg = with_weights(cfg, chosen_weights)
     except ConfigError as err:
         st.error(f"This combination cannot run: {err}")
         return
     except (ComputationTimeout, WorkerDied) as err:
         st.error(stopped_message(err))
         return
-    state.sync_url(cfg)
+    configuration.sync_url(cfg)
     try:
         a = analysis_for(cfg)
     except ConfigError as err:
@@ -208,64 +258,25 @@ def main() -> None:
         log.exception("analysis failed for %s", cfg)
         st.error(f"The analysis failed ({type(err).__name__}: {err}). Try a smaller size or another dtype.")
         return
-    views.header(a)
-    pins = [calls.analysis(p) for p in _pins()]
-    pinned = [
-        p for p, k in zip(pins, _pins()) if k != calls.job_key(cfg)
-    ]  # overlays: the current run is drawn anyway
-
-    tabs = st.tabs(TABS, key="tab", on_change="rerun", bind="query-params")
-    renderers = {
-        "Gradients": lambda: views.gradients_view(a, pinned),
-        "Carry": lambda: views.carry_view(a, pinned),
-        "Strategies": lambda: views.strategies_view(
-            a,
-            lambda c, r: calls.strategies(calls.job_key(c), r),
-            lambda c: calls.analysis(calls.job_key(c)),
-            lambda c, lens: calls.scaling(calls.job_key(c), lens),
-            *calls.availability(cfg),
-        ),
-        "Phase diagram": lambda: views.phase_view(
-            cfg,
-            lambda c, lo, hi, n, k: calls.phase(calls.job_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
-            lambda c, lo, hi, n, k: calls.lyapunov_phase(
-                calls.job_key(c.replace(recurrent_gain=1.0)), lo, hi, n, k
-            ),
-            views.cost_of(a),
-        ),
-        "Jacobians": lambda: views.jacobians_view(
-            a,
-            lambda c, k: calls.lyapunov(calls.job_key(c), k),
-            lambda c, k, e: calls.jacobians(calls.job_key(c), k, e),
-            carry_dim(cfg),
-        ),
-        "Training": lambda: training_panel.training_panel(cfg),
-        "Memory": lambda: views.memory_view(
-            st.session_state.get("data_source") is not None,
-            a.weights or "initial weights (from the seed)",
-            calls.comparable_runs(cfg),
-            lambda run, i, s, m: calls.connectivity(cfg, run, i, s, m),
-        ),
-        "Devices": lambda: views.devices_view(
-            lambda r: calls.devices_live(calls.job_key(cfg), r),
-            (1 + len(env.gpus)) * len(calls.availability(cfg)[0]),
-            views.cost_of(a),
-            *_recorded(runs_folders()),
-            gpu_reason,
-        ),
-        "Compare": lambda: views.compare_view(
-            a, pins, pinned, lambda: _pin(calls.job_key(cfg)), _unpin, _clear
-        ),
-        "Learn": views.learn_view,
-    }
-    for name, panel in zip(TABS, tabs):
+    page.header(a)
+    ctx = TabContext(
+        config=cfg,
+        analysis=a,
+        pins=pins_for(cfg),
+        environment=env,
+        data_source=st.session_state.get("data_source"),
+        compute=compute_calls(),
+    )
+    shown = tabs.TABS
+    panels = st.tabs([t.TITLE for t in shown], key="tab", on_change="rerun", bind="query-params")
+    for tab, panel in zip(shown, panels):
         if panel.open:  # lazy: only the open tab computes
             with panel:
-                _guarded(name, renderers[name], cfg)
+                _guarded(tab.TITLE, lambda tab=tab: tab.render(ctx), cfg)
 
 
-def _guarded(name: str, render, cfg: RunConfig) -> None:
-    """Run one view; its errors become plain messages in that tab, never a traceback."""
+def _guarded(name: str, render: Callable[[], None], cfg: RunConfig) -> None:
+    """Run one tab; its errors become plain messages in that tab, never a traceback."""
     try:
         render()
     except ConfigError as err:

@@ -1,9 +1,9 @@
-"""What each dashboard view may compute, decided before it starts.
+"""What each dashboard tab may compute, decided before it starts.
 
-A view's work is estimated from what this machine measured for the configuration itself,
+A tab's work is estimated from what this machine measured for the configuration itself,
 already timed when the page drew its first chart: :class:`Cost` holds the median run of
 its analysis (one forward and reverse pass with every norm) and what compiling it took.
-Each view counts its work in those units, and when the total is over
+Each tab counts its work in those units, and when the total is over
 :data:`VIEW_BUDGET_S` it shrinks what it
 computes (fewer repeats, seeds, gains or exponents) and says so in one message. When even
 the smallest version is over, it computes nothing until the user asks for it, with the
@@ -20,7 +20,7 @@ from typing import NamedTuple
 from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
 from rnnviz.studies.lyapunov import lyapunov_flops
 
-#: Seconds one view may take (``RNNVIZ_VIEW_BUDGET_S``).
+#: Seconds one tab may take (``RNNVIZ_VIEW_BUDGET_S``).
 VIEW_BUDGET_S = float(os.environ.get("RNNVIZ_VIEW_BUDGET_S", "15"))
 #: The least seconds counted per executable to compile (a cached one costs nothing, so
 #: counting every one is an upper bound).
@@ -38,7 +38,7 @@ PHASE_RUN, PHASE_COMPILE = 1.6, 2.0
 
 class Cost(NamedTuple):
     """What one analysis of the configuration cost here: ``run_s`` (median run) and
-    ``compile_s`` (compiling it; each view's executables are counted at this, at least
+    ``compile_s`` (compiling it; each tab's executables are counted at this, at least
     :data:`MIN_COMPILE_S`)."""
 
     run_s: float
@@ -50,7 +50,7 @@ class Cost(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """What a view will compute.
+    """What a tab will compute.
 
     Attributes:
       settings: the sizes it runs with (``{"repeats": 2}``, ``{"gains": 13, "seeds": 1}``, …).
@@ -80,8 +80,8 @@ def _plan(
     """Shrink the settings in ``shrink_order`` (each to its floor, by the largest value that
     fits) until ``work(settings)`` fits what the budget leaves after the ``fixed`` seconds
     (compiling: no setting changes them), but never less than a third of the budget, so a
-    slow compile does not starve a small view. ``budget`` defaults to :data:`VIEW_BUDGET_S`,
-    read when called. The view is refused (``fits`` False) only when the work itself, at
+    slow compile does not starve a small tab. ``budget`` defaults to :data:`VIEW_BUDGET_S`,
+    read when called. The tab is refused (``fits`` False) only when the work itself, at
     its smallest, is over that share."""
     budget = VIEW_BUDGET_S if budget is None else budget
     room = max(budget - fixed, budget / 3)

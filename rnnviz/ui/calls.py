@@ -1,6 +1,7 @@
 """The dashboard's calls into its worker processes (:mod:`rnnviz.ui.worker`): one pool and one
 result cache shared by every session, the key every job carries (config, data source,
-trained weights), and one function per computation a view asks for.
+trained weights), and one function per computation a tab asks for (app.py binds them into
+the tabs' :class:`~rnnviz.ui.tabs.context.Compute`).
 
 No JAX maths here: each function names a job in :mod:`rnnviz.ui.jobs` and waits for it,
 with a line on the page while it runs.
@@ -18,7 +19,7 @@ from rnnviz.analysis import Analysis, static_config
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.lyapunov import Lyapunov
-from rnnviz.ui import jobs, runs_panel
+from rnnviz.ui import jobs, trained_runs
 from rnnviz.ui.worker import InlinePool, ResultCache, WorkerPool, make_pool
 
 
@@ -37,7 +38,7 @@ def results() -> ResultCache:
 
 def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:
     """A job's key: the config, and the session's data source and trained weights when it
-    has them (so every view and pin carries the data and weights it was computed on);
+    has them (so every tab and pin carries the data and weights it was computed on);
     ``weights`` names other weights than the session's; ``trained=False`` leaves them out
     (training always starts from the seed's initialisation)."""
     values = cfg.to_dict()
@@ -170,13 +171,13 @@ def connectivity(cfg: RunConfig, run: str | None, index: int, step: int | None, 
     saved run (its cell and sizes)."""
     weights = None
     if run is not None:
-        run_cfg = runs_panel.run_config(run)
+        run_cfg = trained_runs.run_config(run)
         if run_cfg is None:
             raise ConfigError("run", Path(run).name, "a readable saved run")
         # the run's own network: its cell and sizes, and the gain and forget bias it was trained at
-        own = (*runs_panel.FOLLOWS_RUN, "recurrent_gain", "forget_bias")
+        own = (*trained_runs.FOLLOWS_RUN, "recurrent_gain", "forget_bias")
         cfg = cfg.replace(**{f: getattr(run_cfg, f) for f in own})
-        steps = runs_panel.saved_runs().get(run, {}).get("kept_steps") or [0]
+        steps = trained_runs.saved_runs().get(run, {}).get("kept_steps") or [0]
         weights = {"path": run, "step": steps[-1], "_version": Path(run).stat().st_mtime_ns}
     key = job_key(cfg, weights)
     return compute(
@@ -196,13 +197,43 @@ def comparable_runs(cfg: RunConfig) -> dict[str, str]:
     source = st.session_state.get("data_source") or {}
     chosen = (st.session_state.get("weights_source") or {}).get("path")
     out = {}
-    for path, header in runs_panel.saved_runs().items():
+    for path, header in trained_runs.saved_runs().items():
         trained_on = header.get("data_source") or {}
         if path == chosen or trained_on.get("name") != source.get("name"):
             continue
         if header["config"].get("input_size") == cfg.input_size:
-            out[path] = runs_panel.run_label(header)
+            out[path] = trained_runs.run_label(header)
     return out
+
+
+def train_key(cfg: RunConfig, settings: dict) -> str:
+    """A training run's key: the config and data it trains on (never the session's trained
+    weights: training starts from the seed's initialisation) and its settings."""
+    return json.dumps({"config": json.loads(job_key(cfg, trained=False)), **settings}, sort_keys=True)
+
+
+def train_start(cfg: RunConfig, settings: dict) -> str:
+    """Make (and compile) a training run in its worker; its key."""
+    key = train_key(cfg, settings)
+    pool().call(
+        jobs.train_start,
+        key,
+        job_key(cfg, trained=False),
+        settings,
+        route=key,
+        what="compiling the training run",
+    )
+    return key
+
+
+def train_advance(key: str, budget_s: float) -> jobs.TrainProgress:
+    """Train the run about ``budget_s`` seconds more (whole chunks); how far it got."""
+    return pool().call(jobs.train_advance, key, budget_s, route=key, what="training")
+
+
+def train_stop(key: str) -> None:
+    """Stop the run after its current chunk."""
+    pool().call(jobs.train_stop, key, route=key, what="stopping the training run")
 
 
 def over_training(path: str, k: int):

@@ -165,6 +165,11 @@ class Environment(NamedTuple):
     strategies: tuple[str, ...]
     hidden: dict[str, str]
 
+    @property
+    def gpu_reason(self) -> str | None:
+        """Why no GPU is offered (None when JAX sees one)."""
+        return None if self.gpus else "JAX sees no GPU on this machine"
+
 
 def environment() -> Environment:
     gpus = tuple(f"{d.platform}:{d.id} {d.device_kind}" for d in present_devices() if d.platform == "gpu")
@@ -240,7 +245,7 @@ def lyapunov_phase_table(
 
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:
-    # the view fits the decay on the analysis it has
+    # the tab fits the decay on the analysis it has
     return _lyapunov(
         config_of(cfg_json), k=k, measure_decay=False, data=_data(cfg_json), params=_weights(cfg_json)
     )

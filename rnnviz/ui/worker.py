@@ -248,7 +248,7 @@ class WorkerPool:
 
 class InlinePool:
     """The same :meth:`call` in this process, without isolation or time limits
-    (``RNNVIZ_WORKERS=0``): for profiling and for tests that drive the views (AppTest),
+    (``RNNVIZ_WORKERS=0``): for profiling and for tests that drive the tabs (AppTest),
     where a second process would only compile everything twice."""
 
     time_limit_s = math.inf

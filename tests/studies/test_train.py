@@ -286,8 +286,9 @@ def test_stop_button_stops_a_run_in_progress():
     from rnnviz.ui import jobs
     from rnnviz.ui.calls import job_key as _key
     from rnnviz.ui.calls import pool as _pool
-    from rnnviz.ui.training_panel import _train_key, _training_config
-    from rnnviz.ui.views import TRAIN_DEFAULTS
+    from rnnviz.ui.calls import train_key as _train_key
+    from rnnviz.ui.tabs.training import TRAIN_DEFAULTS
+    from rnnviz.ui.tabs.training import training_config as _training_config
 
     at = run_app({"tab": "Training", "seq_len": "10", "hidden_size": "8"})
     at = _set_training(at, task="recall", steps=500, batch=16, log_every=20)

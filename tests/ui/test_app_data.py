@@ -11,7 +11,7 @@ import pytest
 from apptest_helpers import decode, figure_by_title, run_app, total_gradient
 
 from rnnviz import RunConfig, analyze, fit_to_data, load_dataset
-from rnnviz.ui.data_panel import UPLOAD
+from rnnviz.ui.sidebar.data import UPLOAD
 
 
 def _clean(at):

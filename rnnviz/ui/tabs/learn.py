@@ -14,8 +14,10 @@ from typing import NamedTuple
 import streamlit as st
 
 from rnnviz.base.presets import PRESETS
-from rnnviz.ui.state import apply_preset
+from rnnviz.ui.sidebar.configuration import apply_preset
+from rnnviz.ui.tabs.context import TabContext
 
+TITLE = "Learn"
 _PRESET_LINE = "Show me: "
 
 
@@ -71,11 +73,13 @@ def parse(markdown: str) -> list[Lesson]:
 @functools.cache
 def lessons() -> tuple[Lesson, ...]:
     """The Learn tab's lessons, read from the package's ``learn.md`` once."""
-    return tuple(parse(resources.files("rnnviz.ui").joinpath("learn.md").read_text(encoding="utf-8")))
+    return tuple(parse(resources.files("rnnviz.ui.tabs").joinpath("learn.md").read_text(encoding="utf-8")))
 
 
-def learn_view() -> None:
-    """Every lesson: heading, prose, formula and one button per preset."""
+def render(ctx: TabContext) -> None:
+    """Every lesson: heading, prose, formula and one button per preset (``ctx`` is not read:
+    the lessons are the same for every config)."""
+    del ctx
     for i, lesson in enumerate(lessons()):
         st.subheader(lesson.title)
         st.markdown(lesson.text)

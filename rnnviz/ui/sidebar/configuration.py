@@ -1,4 +1,5 @@
-"""Sidebar widgets ↔ :class:`RunConfig` ↔ ``st.query_params``.
+"""The sidebar's *Configuration* section: its widgets ↔ :class:`RunConfig` ↔ ``st.query_params``;
+the teaching presets, and the limits.
 
 Every widget is keyed ``cfg_<field>``; the URL holds the non-default fields, so a copied
 URL reopens the same view. Session state is the only UI state.
@@ -26,7 +27,7 @@ from rnnviz.tables.cells import cell_names, cell_spec
 from rnnviz.tables.strategies import cell_unavailable
 
 KEY = "cfg_{}".format
-UI_PARAMS = ("tab", "data")  # the Data choice keeps its own parameter (rnnviz.ui.data_panel)
+UI_PARAMS = ("tab", "data")  # the Data choice keeps its own parameter (rnnviz.ui.sidebar.data)
 
 
 def _set_widgets(cfg: RunConfig) -> None:
@@ -215,6 +216,15 @@ def _cell_help(names: tuple[str, ...]) -> str:
     )
 
 
+def limits_caption() -> None:
+    """The sizes the dashboard accepts, under the sidebar."""
+    st.sidebar.caption(
+        f"Limits: T ≤ {FIELD_SPECS['seq_len'].hi:g}, H ≤ {FIELD_SPECS['hidden_size'].hi:g}, B ≤ "
+        f"{FIELD_SPECS['batch_size'].hi:g}, "
+        "and an estimated working set ≤ 4 GiB."
+    )
+
+
 def config_from_widgets(values: dict[str, Any]) -> RunConfig:
     """Raises :class:`ConfigError` with a plain-words message."""
     return RunConfig.from_mapping(values)
@@ -232,4 +242,12 @@ def sync_url(cfg: RunConfig) -> None:
             st.query_params[key] = value
 
 
-__all__ = ["ConfigError", "apply_preset", "config_from_widgets", "init_from_url", "sidebar", "sync_url"]
+__all__ = [
+    "ConfigError",
+    "apply_preset",
+    "config_from_widgets",
+    "init_from_url",
+    "limits_caption",
+    "sidebar",
+    "sync_url",
+]

@@ -5,14 +5,15 @@ runs on the same data; its exact magnitude against the lag; and the gates along 
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 import streamlit as st
 
-from rnnviz import charts, frames
+from rnnviz import charts
+from rnnviz.frames.connectivity import connectivity_frame, sequence_gates_frame
 from rnnviz.studies.connectivity import Connectivity
-from rnnviz.ui.views.common import csv_button
+from rnnviz.ui.tabs.common import csv_button, prose
+from rnnviz.ui.tabs.context import TabContext
 
+TITLE = "Memory"
 MEASURES = {
     "auto": None,
     "log p(target)": "target",
@@ -22,7 +23,32 @@ MEASURES = {
 MAX_SIDE_BY_SIDE = 3
 
 
-def memory_controls(n_compare: dict[str, str]) -> tuple[int, int | None, str | None, list[str]]:
+def render(ctx: TabContext) -> None:
+    """The connectivity of the chosen sequence for the session's weights and the runs chosen
+    beside them, against the lag, and the gates along the sequence."""
+    st.markdown(prose(__name__, "intro"))
+    if ctx.data_source is None:
+        st.info(
+            "Connectivity is read on a real sequence: choose digits, text or a file under *Data* in the "
+            "sidebar."
+        )
+        return
+    calls, cfg = ctx.compute.connectivity, ctx.config
+    current = ctx.analysis.weights or "initial weights (from the seed)"
+    compare_with = calls.comparable_runs(cfg)
+    index, step, measure, compare = controls(compare_with)
+    runs = [(None, current)] + [(k, compare_with[k]) for k in compare]
+    shown: list[tuple[str, Connectivity]] = []
+    cols = st.columns(len(runs))
+    for i, ((run, label), col) in enumerate(zip(runs, cols)):
+        with col:
+            c = calls.connectivity(cfg, run, index, step, measure)
+            _draw_on_input(c, label, str(i))
+            shown.append((label, c))
+    _along_the_sequence(shown, current)
+
+
+def controls(n_compare: dict[str, str]) -> tuple[int, int | None, str | None, list[str]]:
     """``(index, τ or None for the last real step, measure or None, runs to compare)``."""
     c1, c2, c3 = st.columns(3)
     index = int(
@@ -73,35 +99,9 @@ def _draw_on_input(c: Connectivity, label: str, key: str) -> None:
         )
 
 
-def memory_view(
-    has_data: bool,
-    current: str,
-    compare_with: dict[str, str],
-    connectivity_of: Callable[[str | None, int, int | None, str | None], Connectivity],
-) -> None:
-    """``connectivity_of(run or None for the current weights, index, τ, measure)``."""
-    st.markdown(
-        "How strongly does the output at step τ depend on each earlier input? The connectivity "
-        "‖∂ log p(target_τ)/∂x_t‖ (Madsen 2019, *Visualizing memorization in RNNs*) is drawn on the input "
-        "itself: the darker, the more the output still depends on it (log shading over three decades). "
-        "Magnitudes are exact however small (a log-magnitude reverse pass)."
-    )
-    if not has_data:
-        st.info(
-            "Connectivity is read on a real sequence: choose digits, text or a file under *Data* in the "
-            "sidebar."
-        )
-        return
-    index, step, measure, compare = memory_controls(compare_with)
-    runs = [(None, current)] + [(k, compare_with[k]) for k in compare]
-    shown: list[tuple[str, Connectivity]] = []
-    cols = st.columns(len(runs))
-    for i, ((run, label), col) in enumerate(zip(runs, cols)):
-        with col:
-            c = connectivity_of(run, index, step, measure)
-            _draw_on_input(c, label, str(i))
-            shown.append((label, c))
-    df = frames.connectivity_frame(shown)
+def _along_the_sequence(shown: list[tuple[str, Connectivity]], current: str) -> None:
+    """The connectivity of every shown run against the lag, and the first run's gates."""
+    df = connectivity_frame(shown)
     c0 = shown[0][1]
     what = "log p(target)" if c0.measure == "target" else "y_τ"
     st.plotly_chart(
@@ -110,7 +110,7 @@ def memory_view(
     )
     if c0.log_prob is not None:
         st.caption(f"log p(target) at τ = {c0.log_prob:.3f} (target {c0.target}).")
-    gates = frames.sequence_gates_frame(c0)
+    gates = sequence_gates_frame(c0)
     if not gates.empty:
         st.plotly_chart(
             charts.line_figure(gates, f"Mean gate activations along sequence {c0.index} ({current})", "mean"),

@@ -1,4 +1,4 @@
-"""The sidebar's *Data* choice: synthetic inputs, a built-in data set, a file dropped in the
+"""The sidebar's *Data* section: synthetic inputs, a built-in data set, a file dropped in the
 data folder, or an uploaded file; and the preview of one of its sequences.
 
 A choice becomes a *source*, a small JSON-ready dict (``{"name": "digits", "order":

@@ -1,46 +1,18 @@
-"""What every view shares: the header with the verdict, the budget gate, CSV buttons, captions."""
+"""What the page draws above its tabs: the verdict and the analysis's numbers (the header),
+and the warnings a URL left."""
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from rnnviz.analysis import Analysis
 from rnnviz.base.formatting import pow10_text
-from rnnviz.config import FIELD_SPECS
 from rnnviz.frames.verdicts import verdict
 from rnnviz.tables.strategies import strategy_rules
-from rnnviz.ui import budget
-
-
-def cost_of(a: Analysis) -> budget.Cost:
-    """What the analysis of ``a.config`` cost here: the unit every view's budget counts in."""
-    return budget.Cost(a.timing.run_s, a.timing.compile_s)
-
-
-def within_budget(plan: budget.Plan, key: str) -> bool:
-    """Show the plan's note; True when the view may compute (it fits, or the user asked for
-    the over-budget version with the button, which names the estimate)."""
-    if plan.note:
-        st.info(plan.note)
-    if plan.fits:
-        return True
-    return st.button(f"Run anyway (≈ {plan.estimate_s:.0f} s)", key=f"anyway_{key}")
-
-
-def csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:
-    keep_index = not isinstance(df.index, pd.RangeIndex)  # e.g. a units × time matrix
-    st.download_button(
-        label,
-        df.to_csv(index=keep_index).encode(),
-        file_name=name,
-        mime="text/csv",
-        key=key,
-        on_click="ignore",
-    )
 
 
 def header(a: Analysis) -> None:
+    """The verdict, what the inputs and weights are, and the loss, ‖∂L/∂carry₀‖ and costs."""
     v = verdict(a)
     text = f"**Verdict:** {v.text}"
     if v.kind == "overflow":
@@ -58,6 +30,10 @@ def header(a: Analysis) -> None:
             f"Weights: **{a.weights}** (trained), in every tab; a gain g (the Phase diagram's too) runs "
             "its recurrent kernels × g / the run's gain."
         )
+    _metrics(a)
+
+
+def _metrics(a: Analysis) -> None:
     t = a.timing
     cols = st.columns(5)
     cols[0].metric("loss", f"{a.loss:.4g}")
@@ -89,13 +65,6 @@ def header(a: Analysis) -> None:
 
 
 def url_warnings(warnings: list[str]) -> None:
+    """One warning per URL parameter that could not be used."""
     for w in warnings:
         st.warning(w)
-
-
-def limits_caption() -> None:
-    st.sidebar.caption(
-        f"Limits: T ≤ {FIELD_SPECS['seq_len'].hi:g}, H ≤ {FIELD_SPECS['hidden_size'].hi:g}, B ≤ "
-        f"{FIELD_SPECS['batch_size'].hi:g}, "
-        "and an estimated working set ≤ 4 GiB."
-    )

@@ -1,0 +1,59 @@
+"""The Carry tab: the carry's norm over time (pinned runs overlaid), one component as a
+units × time heatmap, its path in two principal components, and the gates."""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from rnnviz import charts
+from rnnviz.engine.cells import cell_spec
+from rnnviz.frames.gradients import carry_heatmap_frame, carry_norm_frame, gates_frame, projection_frame
+from rnnviz.ui.tabs.common import csv_button
+from rnnviz.ui.tabs.context import TabContext
+
+TITLE = "Carry"
+
+
+def render(ctx: TabContext) -> None:
+    """The norm chart, the chosen component's heatmap and PCA path, and the mean gates."""
+    a = ctx.analysis
+    norms = pd.concat(
+        [carry_norm_frame(a)] + [carry_norm_frame(o) for o in ctx.pins.overlays], ignore_index=True
+    )
+    spans = charts.decades(norms["value"].tolist())
+    st.plotly_chart(
+        charts.line_figure(norms, "Carry norm over time", "‖carry_t‖", log_y=spans > 2),
+        key="chart_carry_norms",
+    )
+    comps = a.config.carry_components
+    c1, c2 = st.columns(2)
+    comp = c1.radio("Component", comps, index=len(comps) - 1, horizontal=True, key="carry_component")
+    n_ex = a.config.batch_size or 1
+    example = c2.number_input("Example", 0, n_ex - 1, 0, key="carry_example", disabled=n_ex == 1)
+    heat = carry_heatmap_frame(a, comp, int(min(example, n_ex - 1)))
+    st.plotly_chart(
+        charts.heatmap_figure(heat, f"{comp}_t: units × time (example {example})", colorbar=comp),
+        key="chart_carry_heatmap",
+    )
+    proj, explained = projection_frame(a, component=comp)
+    st.plotly_chart(
+        charts.projection_figure(
+            proj,
+            f"Path of {comp}_t in its top two principal components ({explained[0]:.0%} + "
+            f"{explained[1]:.0%} of variance)",
+        ),
+        key="chart_projection",
+    )
+    gates = gates_frame(a)
+    if not gates.empty:
+        st.plotly_chart(
+            charts.line_figure(gates, "Mean gate activation over time", "mean activation"), key="chart_gates"
+        )
+        if "f" in cell_spec(a.config.cell).gates:
+            f = gates[gates["series"] == "gate f"]["value"]
+            st.caption(
+                f"Forget gate mean {f.mean():.3f} (range {f.min():.3f}–{f.max():.3f}); a gate near 1 lets "
+                "∂L/∂c pass almost unchanged."
+            )
+    csv_button(norms, "rnnviz_carry_norms.csv", "csv_carry")

@@ -1,0 +1,83 @@
+"""What several tabs share: the budget gate, the cost unit it counts in, CSV buttons, and the
+tabs' prose (a markdown file beside each tab's module)."""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import pandas as pd
+import streamlit as st
+
+from rnnviz.analysis import Analysis
+from rnnviz.ui import budget
+
+
+def cost_of(a: Analysis) -> budget.Cost:
+    """What the analysis of ``a.config`` cost here: the unit every tab's budget counts in."""
+    return budget.Cost(a.timing.run_s, a.timing.compile_s)
+
+
+def within_budget(plan: budget.Plan, key: str) -> bool:
+    """Show the plan's note; True when the tab may compute (it fits, or the user asked for
+    the over-budget version with the button, which names the estimate)."""
+    if plan.note:
+        st.info(plan.note)
+    if plan.fits:
+        return True
+    return st.button(f"Run anyway (≈ {plan.estimate_s:.0f} s)", key=f"anyway_{key}")
+
+
+def csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:
+    """A download button for ``df`` as CSV (its index too when it is not a plain range)."""
+    keep_index = not isinstance(df.index, pd.RangeIndex)  # e.g. a units × time matrix
+    st.download_button(
+        label,
+        df.to_csv(index=keep_index).encode(),
+        file_name=name,
+        mime="text/csv",
+        key=key,
+        on_click="ignore",
+    )
+
+
+def parse_sections(markdown: str) -> dict[str, str]:
+    """The ``## name`` sections of a tab's markdown file, by name.
+
+    A section's lines are joined into paragraphs (one line each, as Streamlit draws them);
+    a blank line separates paragraphs. Text before the first section (a title, a note to
+    the editor) is left out.
+
+    Args:
+        markdown: the file's text.
+
+    Returns:
+        ``{name: text}`` in the file's order.
+    """
+    sections = {}
+    for section in markdown.split("\n## ")[1:]:
+        name, _, body = section.partition("\n")
+        paragraphs = [" ".join(p.split("\n")) for p in body.strip().split("\n\n")]
+        sections[name.strip()] = "\n\n".join(p.strip() for p in paragraphs if p.strip())
+    return sections
+
+
+@functools.cache
+def _sections(module: str) -> dict[str, str]:
+    package, _, name = module.rpartition(".")
+    return parse_sections(resources.files(package).joinpath(f"{name}.md").read_text(encoding="utf-8"))
+
+
+def prose(module: str, section: str, **values: object) -> str:
+    """A section of the markdown file beside a tab's module, with ``{name}`` fields filled.
+
+    Args:
+        module: the tab module's ``__name__`` (``rnnviz.ui.tabs.phase`` reads ``phase.md``).
+        section: the ``## `` heading's text.
+        **values: fields to fill (the text is used as written when none are given).
+
+    Returns:
+        The section's text.
+    """
+    text = _sections(module)[section]
+    return text.format(**values) if values else text

@@ -1,0 +1,123 @@
+"""The Devices tab: the current configuration run live on every device JAX sees, next to the
+recorded runs (shipped in ``rnnviz/data/runs/``, the data folder's ``runs/``, and
+``RNNVIZ_RUNS_DIR`` when set).
+
+The worked example of ``docs/dev/adding-a-tab.md``: a title, a ``render(ctx)`` that sizes
+its work to the budget, asks ``ctx.compute`` for the numbers, and draws frames
+(:mod:`rnnviz.frames.costs`) with charts (:mod:`rnnviz.charts.costs`).
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from rnnviz import charts
+from rnnviz.frames.costs import speedup_frame
+from rnnviz.ui import budget
+from rnnviz.ui.tabs.common import cost_of, csv_button, within_budget
+from rnnviz.ui.tabs.context import TabContext
+
+TITLE = "Devices"
+
+
+def render(ctx: TabContext) -> None:
+    """Live runs (device × strategy pairs, sized to the budget from the analysis's cost)
+    next to the recorded ones."""
+    costs, env = ctx.compute.costs, ctx.environment
+    st.markdown(
+        "Live runs of the current configuration on every device JAX sees, next to recorded runs (shipped "
+        "in `rnnviz/data/runs/`, plus `RNNVIZ_RUNS_DIR` when set)."
+    )
+    if env.gpu_reason:
+        st.info(f"No GPU here ({env.gpu_reason}); the GPU numbers below, if any, are recorded runs.")
+    n_runs = (1 + len(env.gpus)) * len(costs.availability(ctx.config)[0])
+    plan = budget.devices_plan(cost_of(ctx.analysis), n_runs)
+    if within_budget(plan, "devices"):
+        _live_runs(costs.devices_live(ctx.config, plan.settings["repeats"]))
+    _recorded_runs(*costs.recorded())
+
+
+def _live_runs(live: pd.DataFrame) -> None:
+    live = live.assign(
+        run_ms=live["run_s"] * 1e3, device=live["device_kind"] + " · " + live["device_name"] + " (live)"
+    )
+    st.plotly_chart(
+        charts.bar_panels(
+            live,
+            "device",
+            [("compile_s", "compile (s)"), ("run_ms", "run (ms)")],
+            "This configuration, live",
+            color="strategy",
+        ),
+        key="chart_devices_live",
+    )
+    st.dataframe(live, hide_index=True, key="table_devices_live")
+
+
+def _recorded_runs(recorded: pd.DataFrame, skipped: list[tuple[str, str]]) -> None:
+    if skipped:
+        st.warning(
+            f"Skipped {len(skipped)} unreadable record lines: "
+            + "; ".join(f"{w}: {r}" for w, r in skipped[:5])
+        )
+    if recorded.empty:
+        st.info("No recorded runs (shipped or in RNNVIZ_RUNS_DIR).")
+        return
+    st.subheader("Recorded runs")
+    st.caption("Sources: " + ", ".join(sorted(set(recorded["device"] + " — " + recorded["source"]))))
+    suites = sorted(set(recorded["suite"]))
+    suite = st.selectbox(
+        "Suite", suites, index=suites.index("devices") if "devices" in suites else 0, key="devices_suite"
+    )
+    rec = recorded[(recorded["suite"] == suite) & (recorded["strategy"] != "plain_grad")]
+    for over in ("seq_len", "hidden_size"):
+        sp = speedup_frame(rec, over)
+        if not sp.empty:
+            st.plotly_chart(
+                charts.speedup_figure(sp, over, f"GPU speed-up over CPU vs {over} (above 1: GPU faster)"),
+                key=f"chart_speedup_{over}",
+            )
+    measure = st.radio(
+        "Measure",
+        ["analyze", "grad"],
+        horizontal=True,
+        key="devices_measure",
+        help="analyze: the full analysis (accumulator); grad: the parameter gradient alone",
+    )
+    strategy = (
+        st.selectbox("Strategy", sorted(set(rec["strategy"])), key="devices_strategy")
+        if measure == "grad"
+        else "accumulate"
+    )
+    _recorded_times(rec[(rec["measure"] == measure) & (rec["strategy"] == strategy)], measure, strategy)
+    csv_button(recorded, "rnnviz_recorded_runs.csv", "csv_recorded")
+
+
+def _recorded_times(sel: pd.DataFrame, measure: str, strategy: str) -> None:
+    """The median recorded run time against T, one line per device and size."""
+    agg = sel.groupby(["device", "hidden_size", "batch_size", "seq_len"], as_index=False, dropna=False)[
+        "run_s"
+    ].median()
+    lines = pd.DataFrame(
+        {
+            "seq_len": agg["seq_len"],
+            "value": agg["run_s"] * 1e3,
+            "series": agg["device"]
+            + " · H="
+            + agg["hidden_size"].astype(str)
+            + " B="
+            + agg["batch_size"].astype(str),
+        }
+    )
+    st.plotly_chart(
+        charts.line_figure(
+            lines,
+            f"Recorded run time vs sequence length ({measure}, {strategy})",
+            "run, median (ms, log)",
+            log_y=True,
+            x="seq_len",
+            x_title="seq_len T",
+        ),
+        key="chart_devices_recorded",
+    )

@@ -1,0 +1,53 @@
+"""The Phase diagram tab: how much of the gradient survives each lag at every recurrent gain
+(one vmapped call over the grid), and λ₁ against the gain."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from rnnviz import charts
+from rnnviz.frames.dynamics import phase_frames
+from rnnviz.ui import budget
+from rnnviz.ui.tabs.common import cost_of, csv_button, prose, within_budget
+from rnnviz.ui.tabs.context import TabContext
+
+TITLE = "Phase diagram"
+
+
+def render(ctx: TabContext) -> None:
+    """The gain × lag phase diagram and λ₁ over the gain, sized to the tab's budget from
+    what the config's analysis took here."""
+    cfg, dynamics = ctx.config, ctx.compute.dynamics
+    st.markdown(prose(__name__, "intro"))
+    c1, c2, c3, c4 = st.columns(4)
+    lo = c1.number_input("gain from", 0.0, 10.0, 0.5, 0.05, key="phase_lo")
+    hi = c2.number_input("gain to", 0.0, 10.0, 1.5, 0.05, key="phase_hi")
+    n = c3.number_input("gains", 2, 256, 41, 1, key="phase_n")
+    seeds = c4.number_input("seeds", 1, 16, 3, 1, key="phase_seeds")
+    if hi <= lo:
+        st.error(f"'gain to' ({hi:g}) must be larger than 'gain from' ({lo:g}).")
+        return
+    plan = budget.phase_plan(cfg, cost_of(ctx.analysis), int(n), int(seeds))
+    if not within_budget(plan, "phase"):
+        return
+    n, seeds = plan.settings["gains"], plan.settings["seeds"]
+    df, boundary = dynamics.phase(cfg, float(lo), float(hi), int(n), int(seeds))
+    matrix, survival = phase_frames(df)
+    st.plotly_chart(charts.phase_figure(matrix, survival, boundary), key="chart_phase")
+    if boundary is not None:
+        st.caption(
+            f"Dashed: the Pascanu boundary σ₁(W_h)·γ = 1 at g = {boundary:.3f}; left of it vanishing is "
+            "guaranteed."
+        )
+    csv_button(df, "rnnviz_sweep.csv", "csv_sweep")
+    lam, edge = dynamics.lyapunov_phase(cfg, float(lo), float(hi), int(n), int(seeds))
+    st.plotly_chart(charts.lyapunov_phase_figure(lam, edge), key="chart_lyapunov_phase")
+    where = (
+        f"λ₁ crosses 0 at g ≈ {edge:.3f}: below it the trajectory is ordered and gradients vanish, above "
+        "it nearby trajectories separate (chaos) and gradients explode."
+        if edge is not None
+        else "λ₁ does not cross 0 in this range"
+        + (" (it stays below 0: ordered everywhere)." if (lam["lyapunov"] < 0).all() else ".")
+    )
+    st.caption(prose(__name__, "lyapunov", where=where))
+    csv_button(lam, "rnnviz_lyapunov_phase.csv", "csv_lyapunov_phase", "Download λ₁ vs gain (CSV)")

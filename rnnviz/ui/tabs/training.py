@@ -1,0 +1,373 @@
+"""The Training tab: train the configured cell on a task (or the chosen data set) a few
+compiled chunks per rerun, in the run's worker, so progress shows and Stop works; the loss,
+the metric, the gradient profile as it learns and the verdict; finished runs are kept (all
+sessions) and saved as run files the sidebar's *Weights* section opens in every tab; λ over
+training."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import pandas as pd
+import streamlit as st
+
+from rnnviz import charts
+from rnnviz.config import ConfigError, RunConfig
+from rnnviz.frames.training import SMOOTH_STEPS, over_training_frame, profile_matrix, training_frame
+from rnnviz.studies.jacobians import carry_dim
+from rnnviz.studies.tasks.synthetic import TASKS, get_task
+from rnnviz.studies.training import OPTIMIZERS, training_verdict
+from rnnviz.ui import budget
+from rnnviz.ui.jobs import DATA_TASK
+from rnnviz.ui.sidebar.weights import use_run
+from rnnviz.ui.tabs.common import csv_button, prose
+from rnnviz.ui.tabs.context import TabContext, TrainingCalls
+from rnnviz.ui.trained_runs import save_runs
+from rnnviz.ui.worker import ComputationTimeout, WorkerDied
+
+TITLE = "Training"
+TRAIN_DEFAULTS = dict(
+    task="adding",
+    steps=1000,
+    log_every=50,
+    batch=64,
+    optimizer="adam",
+    lr=1e-3,
+    clip_on=True,
+    clip=1.0,
+    seeds=1,
+    lag=0,
+)
+#: Seconds of training per script run before the page redraws and continues.
+TRAIN_SLICE_S = 0.5
+
+
+class DataChoice(NamedTuple):
+    """The Training tab's entry for the chosen data set (a task's description)."""
+
+    description: str
+
+
+@st.cache_resource(show_spinner=False)
+def _trained_store() -> dict:
+    """Finished training runs by settings (all sessions): re-opening a setting never retrains."""
+    return {}
+
+
+def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
+    """The config a run trains: the sidebar's, with the task's input size (the data's, for
+    the chosen data set) and the tab's batch."""
+    if settings["task"] == DATA_TASK:  # the config is already fitted to the data
+        return cfg.replace(batch_size=settings["batch"])
+    return cfg.replace(input_size=get_task(settings["task"]).input_size, batch_size=settings["batch"])
+
+
+def render(ctx: TabContext) -> None:
+    """The controls, Train / Stop / Pin, the run in progress, and the finished runs'
+    results and weights."""
+    cfg, calls = ctx.config, ctx.compute.training
+    st.markdown(prose(__name__, "intro"))
+    tasks = dict(TASKS)
+    if ctx.data_source is not None:
+        tasks = {DATA_TASK: DataChoice(f"the data set chosen in the sidebar ({_describe(cfg)})"), **tasks}
+    elif st.session_state.get("train_task") == DATA_TASK:
+        st.session_state["train_task"] = next(iter(TASKS))
+    settings = controls(cfg, tasks, OPTIMIZERS)
+    tcfg = training_config(cfg, settings)
+    plan = budget.training_plan(tcfg, settings["log_every"])
+    if plan.note:
+        st.info(plan.note.replace("steps per chunk", "steps per chunk (one compiled call between redraws)"))
+    settings = {**settings, "log_every": plan.settings["chunk"]}
+    if (tcfg.input_size, tcfg.batch_size) != (cfg.input_size, cfg.batch_size):
+        st.caption(
+            f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch "
+            f"{tcfg.batch_size}; "
+            "every other field as in the sidebar."
+        )
+    key = calls.key(tcfg, settings)
+    running = st.session_state.get("trainer") == key
+    c1, c2, c3 = st.columns(3)
+    c1.button(
+        "Train",
+        key="train_start",
+        type="primary",
+        disabled=running,
+        on_click=_start,
+        args=(calls, tcfg, settings),
+    )
+    c2.button(
+        "Stop",
+        key="train_stop",
+        on_click=_stop,
+        args=(calls,),
+        help="stops the run in progress after its current chunk",
+    )
+    if st.session_state.get("train_error"):
+        st.error(f"Training cannot run: {st.session_state['train_error']}")
+    if running and not _advance(calls, key):
+        return
+    records = _trained_store().get(key)
+    if records is None:
+        st.info(
+            "Press Train: the settings above have not been trained yet (finished runs are kept, so coming "
+            "back does not retrain)."
+        )
+        return
+    label = (
+        f"{tcfg.cell} T={tcfg.seq_len} g={tcfg.recurrent_gain:g} {settings['task']} "
+        f"lr={settings['learning_rate']:g}"
+    )
+    c3.button("Pin these runs", key="train_pin", on_click=_pin, args=(key, label))
+    store = _trained_store()
+    pinned = [(lab, store[k]) for k, lab in st.session_state.get("train_pins", []) if k != key and k in store]
+    results(records, pinned, running=False)
+    trained_weights(records, key, tcfg, calls)
+
+
+def _describe(cfg: RunConfig) -> str:
+    return f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
+
+
+def _start(calls: TrainingCalls, cfg: RunConfig, settings: dict) -> None:
+    """on_click of Train: the run's Trainer is made (and compiled) in its worker."""
+    st.session_state["train_error"] = None
+    try:
+        key = calls.start(cfg, settings)
+    except ConfigError as err:
+        st.session_state["train_error"] = str(err)
+        return
+    except (ComputationTimeout, WorkerDied) as err:
+        st.session_state["train_error"] = f"{err}. Shrink T, H, the batch or the seeds."
+        return
+    st.session_state["trainer"] = key
+
+
+def _stop(calls: TrainingCalls) -> None:
+    key = st.session_state.get("trainer")
+    if key is not None:
+        calls.stop(key)
+
+
+def _pin(key: str, label: str) -> None:
+    pins = st.session_state.setdefault("train_pins", [])
+    if key not in [k for k, _ in pins]:
+        pins.append((key, label))
+
+
+def _advance(calls: TrainingCalls, key: str) -> bool:
+    """One slice of the run in progress, with its progress bar; True when it is done (its
+    records are in the store) and the finished results may be drawn."""
+    bar = st.progress(0.0, text="compiling and training…")
+    try:
+        progress = calls.advance(key, TRAIN_SLICE_S)
+    except (LookupError, ComputationTimeout, WorkerDied) as err:
+        st.session_state["trainer"] = None
+        st.error(f"Training stopped: {err}")
+        return False
+    rate = progress.steps_done / progress.run_s if progress.run_s > 0 else 0.0
+    eta = (progress.steps - progress.steps_done) / rate if rate > 0 else 0.0
+    bar.progress(
+        progress.steps_done / progress.steps,
+        text=f"{progress.steps_done}/{progress.steps} steps · {rate:.0f} steps/s per run · ETA {eta:.0f} s",
+    )
+    if progress.done:
+        st.session_state["trainer"] = None
+        if progress.records is not None:
+            _trained_store()[key] = progress.records
+        if progress.stopped:
+            st.info(f"Stopped at step {progress.steps_done}; shown below as far as it got.")
+        return True
+    if progress.records is not None:
+        results(progress.records, [], running=True)
+    st.rerun()
+    return False
+
+
+def controls(cfg: RunConfig, tasks: dict, optimizers: tuple[str, ...]) -> dict:
+    """The tab's settings (widgets keyed ``train_*``, defaults :data:`TRAIN_DEFAULTS`, set by
+    presets through session state); the config's cell is trained."""
+    for name, value in TRAIN_DEFAULTS.items():
+        st.session_state.setdefault(f"train_{name}", value)
+    c1, c2, c3, c4 = st.columns(4)
+    task = c1.selectbox(
+        "Task",
+        list(tasks),
+        key="train_task",
+        help="\n\n".join(f"{n}: {t.description}" for n, t in tasks.items()),
+    )
+    steps = int(c2.number_input("Steps", 10, 100_000, step=50, key="train_steps"))
+    log_every = int(
+        c3.number_input(
+            "Steps per chunk (and per profile)",
+            1,
+            1000,
+            step=10,
+            key="train_log_every",
+            help="one compiled call trains this many steps; the gradient profile is taken at the start of "
+            "each",
+        )
+    )
+    batch = int(
+        c4.number_input(
+            "Batch per step",
+            1,
+            1024,
+            step=8,
+            key="train_batch",
+            help="a fresh batch every step, drawn from the seed",
+        )
+    )
+    c1, c2, c3, c4 = st.columns(4)
+    optimizer = c1.selectbox(
+        "Optimizer", optimizers, key="train_optimizer", help="adam, or sgd with momentum 0.9"
+    )
+    lr = float(c2.number_input("Learning rate", 1e-6, 10.0, format="%.5f", key="train_lr"))
+    clip_on = c3.toggle(
+        "Clip the global norm", key="train_clip_on", help="g ← g·min(1, c/‖g‖) (Pascanu et al. 2013)"
+    )
+    clip = (
+        float(c3.number_input("clip c", 1e-3, 1e6, key="train_clip", disabled=not clip_on))
+        if clip_on
+        else None
+    )
+    seeds = int(c4.number_input("Seeds (one vmapped call)", 1, 8, step=1, key="train_seeds"))
+    lag = 0
+    if task == "recall":
+        if st.session_state["train_lag"] > cfg.seq_len - 1:
+            st.session_state["train_lag"] = 0
+        lag = int(st.slider("Lag k (target x_(T−k))", 0, max(1, cfg.seq_len - 1), key="train_lag"))
+    return dict(
+        task=task,
+        steps=steps,
+        log_every=min(log_every, steps),
+        batch=batch,
+        optimizer=optimizer,
+        learning_rate=lr,
+        clip=clip,
+        seeds=seeds,
+        lag=lag,
+    )
+
+
+def results(records: list, pinned: list[tuple[str, list]], running: bool) -> None:
+    """Charts and verdict of one set of runs (all seeds), with pinned runs overlaid."""
+    r0 = records[0]
+    text = (
+        f"**Training:** {training_verdict(records)}"
+        if not running
+        else f"Training… {r0.steps_run} of {r0.steps} steps so far."
+    )
+    (st.warning if any(r.nonfinite_step is not None for r in records) and not running else st.markdown)(text)
+    df = training_frame(records)
+    over = pd.concat([df] + [training_frame(recs, label) for label, recs in pinned], ignore_index=True)
+    st.plotly_chart(
+        charts.training_figure(
+            over,
+            "loss_smooth",
+            f"Loss ({r0.task}, mean of the last {SMOOTH_STEPS} steps)",
+            "loss (log)",
+            baseline=r0.baseline,
+        ),
+        key="chart_train_loss",
+    )
+    c1, c2 = st.columns(2)
+    with c1:
+        st.plotly_chart(
+            charts.training_figure(
+                over,
+                "metric",
+                f"Task metric: {r0.metric_name}",
+                r0.metric_name,
+                log_y=r0.metric_name == "MSE",
+            ),
+            key="chart_train_metric",
+        )
+    with c2:
+        st.plotly_chart(charts.clipping_figure(df, r0.clip), key="chart_train_clip")
+    _profile(records)
+    csv_button(df, "rnnviz_training.csv", "csv_training", "Download the training curves (CSV)")
+
+
+def _profile(records: list) -> None:
+    """The gradient profile of one run (its seed chosen when there are several) as it learns."""
+    which = 0
+    if len(records) > 1:
+        which = st.selectbox(
+            "Profile of run",
+            range(len(records)),
+            format_func=lambda i: f"seed {records[i].config.seed}",
+            key="train_profile_run",
+        )
+    st.plotly_chart(
+        charts.heatmap_figure(
+            profile_matrix(records[which]),
+            "log₁₀ ‖∂L/∂carry_t‖ on a fixed probe batch, as training goes on",
+            x_title="timestep t",
+            y_title="training step",
+            colorbar="log₁₀ ‖∂L/∂carry_t‖",
+        ),
+        key="chart_train_profile",
+    )
+    st.caption(prose(__name__, "profile"))
+
+
+def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCalls) -> None:
+    """The finished runs' weights: kept as files (every tab can open them, after reloads too),
+    downloadable, and λ over training."""
+    paths = save_runs(records, key)
+    st.subheader("The trained weights")
+    st.caption(
+        f"Kept at every profile step ({len(records[0].weight_steps)} steps) and saved on this machine: the "
+        "sidebar's *Weights* opens them in every tab, also after a reload."
+    )
+    cols = st.columns(min(len(records), 4))
+    for i, (r, path) in enumerate(zip(records, paths)):
+        col = cols[i % len(cols)]
+        col.button(
+            f"Open seed {r.config.seed} in every tab",
+            key=f"train_use_{i}",
+            on_click=use_run,
+            args=(str(path),),
+        )
+        col.download_button(
+            f"Download seed {r.config.seed} (.rnnviz)",
+            path.read_bytes,  # read when clicked, not on every rerun
+            file_name=f"{r.label.replace(' ', '_')}_seed{r.config.seed}.rnnviz",
+            key=f"train_download_{i}",
+            on_click="ignore",
+        )
+    if st.toggle(
+        "λ₁ and the step-Jacobian spectrum at every kept step",
+        key="train_dynamics",
+        help="does training move the network toward λ₁ = 0? One vmapped call over the kept weights, on the "
+        "run's probe sequences",
+    ):
+        over_training(calls.over_training(str(paths[0]), min(4, carry_dim(cfg))))
+
+
+def over_training(ot) -> None:
+    """λ₁ … λ_k and the loss against the training step, and the step-Jacobian spectrum."""
+    df = over_training_frame(ot)
+    lam = ot.lambda1
+    st.plotly_chart(
+        charts.over_training_figure(
+            df, f"Lyapunov exponents over training ({ot.run.label}, seed {ot.run.config.seed})"
+        ),
+        key="chart_train_lyapunov",
+    )
+    st.caption(
+        f"λ₁ went from {lam[0]:+.4f} at step {int(ot.steps[0])} to {lam[-1]:+.4f} at step "
+        f"{int(ot.steps[-1])} "
+        f"(per step, on the run's {ot.probe} probe sequences): "
+        + ("toward" if abs(lam[-1]) < abs(lam[0]) else "away from")
+        + " λ = 0, the edge of chaos, where gradients neither vanish nor explode."
+    )
+    sigma = df[df["series"].str.startswith("σ")]
+    st.plotly_chart(
+        charts.line_figure(
+            sigma, "Step-Jacobian spectrum over training: median σ_i(J_t) over t", "σ", x="step",
+            x_title="training step",
+        ),
+        key="chart_train_spectrum",
+    )  # fmt: skip
+    csv_button(df, "rnnviz_over_training.csv", "csv_over_training", "Download λ and σ over training (CSV)")

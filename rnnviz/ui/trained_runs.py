@@ -1,0 +1,83 @@
+"""The dashboard's folder of trained runs: the Training tab writes every finished run there as
+a ``.rnnviz`` file (:meth:`rnnviz.Training.save`), and the sidebar's *Weights* section lists
+them from their headers alone.
+
+The folder is under the system's temporary folder (``RNNVIZ_TRAINED_DIR`` names another),
+so runs outlive page reloads and sessions for as long as the machine keeps it. The server
+only reads headers; the worker processes load the weights (:func:`rnnviz.ui.jobs.saved_run`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from rnnviz.config import ConfigError, RunConfig
+from rnnviz.studies.training import Training
+from rnnviz.studies.training.runfile import RunFileError, read_header
+
+#: The fields a trained run fixes (its weights only fit these); the rest stay the sidebar's.
+FOLLOWS_RUN = ("cell", "activation", "hidden_size", "input_size", "dtype", "carry_init", "recurrent_init")
+
+
+def runs_folder() -> Path:
+    """Where the dashboard keeps trained runs (``RNNVIZ_TRAINED_DIR`` names another)."""
+    return Path(os.environ.get("RNNVIZ_TRAINED_DIR") or Path(tempfile.gettempdir()) / "rnnviz-trained")
+
+
+def save_runs(records: list[Training], key: str) -> list[Path]:
+    """Write each run of one training call once (named by its settings and seed)."""
+    folder = runs_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = hashlib.sha256(key.encode()).hexdigest()[:12]
+    paths = []
+    for r in records:
+        path = folder / f"{stem}-seed{r.config.seed}.rnnviz"
+        if not path.exists():
+            r.save(path)
+        paths.append(path)
+    return paths
+
+
+def header(path: str) -> dict[str, Any] | None:
+    """A run file's header, or None when it cannot be read."""
+    try:
+        return read_header(path)
+    except RunFileError:
+        return None
+
+
+def saved_runs() -> dict[str, dict[str, Any]]:
+    """``{path: header}`` of the runs in the folder, newest first (unreadable files left out)."""
+    folder = runs_folder()
+    if not folder.is_dir():
+        return {}
+    files = sorted(folder.glob("*.rnnviz"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    headers = {str(p): header(str(p)) for p in files}
+    return {p: h for p, h in headers.items() if h is not None and h.get("kept_steps")}
+
+
+def run_label(header: dict[str, Any]) -> str:
+    """One line naming a run: its label, size, seed, steps and final loss."""
+    cfg = header["config"]
+    return (
+        f"{header.get('label', cfg['cell'])} · H={cfg['hidden_size']} seed {cfg['seed']} · "
+        f"{header['kept_steps'][-1]} steps · loss {header.get('final_loss', float('nan')):.3g}"
+    )
+
+
+def run_config(path: str) -> RunConfig | None:
+    """A saved run's config from its header (None when it cannot be read)."""
+    found = header(path)
+    if found is None:
+        return None
+    try:
+        return RunConfig.from_mapping({k: v for k, v in found["config"].items() if v is not None})
+    except ConfigError:
+        return None
+
+
+__all__ = ["FOLLOWS_RUN", "header", "run_config", "run_label", "runs_folder", "save_runs", "saved_runs"]

@@ -1,0 +1,196 @@
+"""A tab is one module: the page shows exactly ``rnnviz.ui.tabs.TABS``, each tab exposes
+``TITLE`` and ``render(ctx)``, a tab renders from a fake context with no worker process,
+and a module added to the tuple appears on the page (its errors stay inside it)."""
+
+from __future__ import annotations
+
+import inspect
+import re
+import types
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from apptest_helpers import decode, fake_context, figure_by_title, run_app, total_gradient, trace
+from streamlit.testing.v1 import AppTest
+
+from rnnviz import RunConfig, analyze
+from rnnviz.ui import tabs
+from rnnviz.ui.tabs import TABS
+from rnnviz.ui.tabs.common import _sections, parse_sections
+
+pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+TITLES = [t.TITLE for t in TABS]
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _clean(at):
+    assert not at.exception, [e.value for e in at.exception]
+    assert not at.error, [e.value for e in at.error]
+
+
+def _render(tab, ctx):
+    """The script AppTest runs: one tab's render, nothing else of the page."""
+    tab.render(ctx)
+
+
+def _render_tab(tab, ctx) -> AppTest:
+    return AppTest.from_function(_render, args=(tab, ctx), default_timeout=120).run()
+
+
+# ---- the list of tabs --------------------------------------------------------------------
+
+
+def test_the_page_shows_exactly_the_tabs_of_the_tuple_in_order():
+    at = run_app()
+    _clean(at)
+    assert [t.label for t in at.tabs] == TITLES
+    # the titles are the dashboard's URL values (?tab=…): they must not change
+    assert TITLES == [
+        "Gradients",
+        "Carry",
+        "Strategies",
+        "Phase diagram",
+        "Jacobians",
+        "Training",
+        "Memory",
+        "Devices",
+        "Compare",
+        "Learn",
+    ]
+
+
+@pytest.mark.parametrize("tab", TABS, ids=TITLES)
+def test_each_tab_module_exposes_a_title_and_render_of_one_context(tab):
+    assert isinstance(tab.TITLE, str) and tab.TITLE.strip() == tab.TITLE != ""
+    params = list(inspect.signature(tab.render).parameters.values())
+    assert [p.name for p in params] == ["ctx"]
+    assert params[0].annotation in ("TabContext", tabs.context.TabContext)
+    assert tab.__name__.startswith("rnnviz.ui.tabs.") and tab.__doc__
+
+
+def test_titles_are_unique_and_every_tab_module_is_in_the_tuple():
+    assert len(set(TITLES)) == len(TITLES)
+    shared = {"__init__", "common", "context"}
+    modules = {p.stem for p in (ROOT / "rnnviz" / "ui" / "tabs").glob("*.py")} - shared
+    assert modules == {t.__name__.rpartition(".")[2] for t in TABS}  # no tab module left out of the page
+
+
+@pytest.mark.parametrize("tab", TABS, ids=TITLES)
+def test_every_text_a_tab_reads_from_its_markdown_file_is_there(tab):
+    names = re.findall(r'prose\(__name__, "([^"]+)"', inspect.getsource(tab))
+    for name in names:
+        assert name in _sections(tab.__name__), (tab.__name__, name)
+
+
+def test_every_markdown_file_of_the_tabs_ships_with_the_package():
+    import fnmatch
+    import tomllib
+
+    shipped = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"]
+    files = sorted((ROOT / "rnnviz" / "ui" / "tabs").glob("*.md"))
+    assert {p.stem for p in files} >= {"learn", "phase", "jacobians", "memory", "training"}
+    for md in files:
+        rel = md.relative_to(ROOT / "rnnviz").as_posix()
+        assert any(fnmatch.fnmatch(rel, pattern) for pattern in shipped["rnnviz"]), rel
+
+
+def test_markdown_sections_are_joined_into_paragraphs():
+    text = "# title\n\nnote\n\n## intro\n\nOne line\nand the next.\n\nA second {x}.\n\n## other\nB\n"
+    assert parse_sections(text) == {"intro": "One line and the next.\n\nA second {x}.", "other": "B"}
+
+
+# ---- a tab from a fake context ------------------------------------------------------------
+
+
+def _live(cfg_seen: list):
+    def devices_live(cfg, repeats):
+        cfg_seen.append((cfg, repeats))
+        return pd.DataFrame(
+            {
+                "device_kind": ["cpu", "cpu"],
+                "device_name": ["TFRT_CPU_0", "TFRT_CPU_0"],
+                "strategy": ["accumulate", "per_step"],
+                "compile_s": [0.25, 0.5],
+                "run_s": [0.002, 0.004],
+            }
+        )
+
+    return devices_live
+
+
+def test_the_devices_tab_draws_what_its_compute_calls_return():
+    cfg = RunConfig(seq_len=9, hidden_size=4)
+    a = types.SimpleNamespace(config=cfg, timing=types.SimpleNamespace(run_s=1e-3, compile_s=0.1))
+    seen: list = []
+    ctx = fake_context(
+        a,
+        availability=lambda c: (("accumulate", "per_step"), {}),
+        devices_live=_live(seen),
+        recorded=lambda: (pd.DataFrame(), [("runs.jsonl:3", "not JSON")]),
+    )
+    at = _render_tab(TABS[TITLES.index("Devices")], ctx)
+    assert not at.exception, [e.value for e in at.exception]
+    assert seen and seen[0][0] == cfg and seen[0][1] >= 1  # repeats: the budget's plan
+    fig = figure_by_title(at, "This configuration, live")
+    run_panel = [t for t in fig["data"] if t.get("xaxis") == "x2"]  # the second panel: run (ms)
+    assert [t["name"] for t in run_panel] == ["accumulate", "per_step"]
+    np.testing.assert_allclose(decode(trace({"data": run_panel}, "per_step")["y"]), [4.0])
+    assert list(trace({"data": run_panel}, "accumulate")["x"]) == ["cpu · TFRT_CPU_0 (live)"]
+    assert any("No GPU here (JAX sees no GPU on this machine)" in i.value for i in at.info)
+    assert any("Skipped 1 unreadable record lines: runs.jsonl:3: not JSON" in w.value for w in at.warning)
+    assert any(i.value.startswith("No recorded runs") for i in at.info)
+
+
+def test_the_gradients_tab_draws_the_analysis_and_a_pinned_run_over_it():
+    a = analyze(RunConfig(seq_len=12, hidden_size=4, batch_size=2), repeats=1)
+    pinned = analyze(RunConfig(seq_len=12, hidden_size=4, batch_size=2, recurrent_gain=0.5), repeats=1)
+    at = _render_tab(TABS[TITLES.index("Gradients")], fake_context(a))
+    _clean(at)
+    np.testing.assert_allclose(total_gradient(at), a.log10_grad_norms, rtol=1e-6)
+    assert any(t["name"].startswith("bound") for t in figure_by_title(at, "‖∂L/∂carry_t‖")["data"])
+    over = _render_tab(TABS[TITLES.index("Gradients")], fake_context(a, pins=(a, pinned)))
+    _clean(over)
+    fig = figure_by_title(over, "‖∂L/∂carry_t‖")
+    assert not any(t["name"].startswith("bound") for t in fig["data"])  # no bound with overlays
+    totals = [decode(t["y"]) for t in fig["data"] if t["name"].endswith("total") or t["name"] == "total"]
+    assert len(totals) == 2 and not np.allclose(totals[0], totals[1])  # the current run and the pin
+
+
+# ---- a tab added to the tuple -------------------------------------------------------------
+
+
+def _tab(title: str, render) -> types.ModuleType:
+    module = types.ModuleType(f"rnnviz.ui.tabs.{title.lower()}", f"The {title} tab (a test's).")
+    module.TITLE, module.render = title, render
+    return module
+
+
+def _scratch(ctx):
+    import streamlit as st
+
+    st.markdown(f"scratch tab at T={ctx.config.seq_len}, {len(ctx.pins.analyses)} pins")
+
+
+def _broken(ctx):
+    raise RuntimeError("this tab is broken")
+
+
+def test_a_module_added_to_the_tuple_appears_on_the_page_and_renders(monkeypatch):
+    monkeypatch.setattr(tabs, "TABS", TABS + (_tab("Scratch", _scratch),))
+    at = run_app({"tab": "Scratch", "seq_len": "11"})
+    _clean(at)
+    assert [t.label for t in at.tabs] == [*TITLES, "Scratch"]
+    assert any(m.value == "scratch tab at T=11, 0 pins" for m in at.markdown)
+    assert at.query_params["tab"] == "Scratch"
+
+
+def test_a_failing_tab_shows_its_error_in_itself_and_the_page_stays(monkeypatch):
+    monkeypatch.setattr(tabs, "TABS", TABS + (_tab("Broken", _broken),))
+    at = run_app({"tab": "Broken", "seq_len": "11"})
+    assert not at.exception
+    assert [e.value for e in at.error] == ["The Broken view failed (RuntimeError: this tab is broken)."]
+    assert any("Verdict" in m.value for m in at.markdown)  # the header above the tabs is drawn
+    assert [m.label for m in at.metric][:1] == ["loss"] and [t.label for t in at.tabs][-1] == "Broken"
