@@ -113,7 +113,7 @@ def fake_context(analysis, *, config=None, gpus=(), data_source=None, pins=(), *
 
     ``analysis`` is the session's analysis (anything with the attributes the tab reads);
     ``config`` defaults to its config; ``pins`` are pinned analyses."""
-    from rnnviz.ui.jobs import Environment
+    from rnnviz.engine.environment import environment
     from rnnviz.ui.tabs.context import (
         Compute,
         ConnectivityCalls,
@@ -138,5 +138,5 @@ def fake_context(analysis, *, config=None, gpus=(), data_source=None, pins=(), *
     assert not calls, f"no compute call is named {sorted(calls)}"
     overlays = tuple(p for p in pins if p.config != config)
     pinned = Pins(tuple(pins), overlays, add=lambda: None, remove=lambda i: None, clear=lambda: None)
-    env = Environment(tuple(gpus), ("accumulate",), {})
+    env = environment()._replace(gpus=tuple(gpus), strategies=("accumulate",), hidden={})
     return TabContext(config, analysis, pinned, env, data_source, compute)

@@ -2,7 +2,7 @@
 carries, the GPUs JAX sees, and which strategies this JAX can run (:func:`environment`), plus
 the fields of a record's stamp (:func:`run_stamp`).
 
-The dashboard asks a worker process for it (the page itself never imports JAX) and the
+The dashboard asks its worker processes for it (their JAX is the one that computes) and the
 benchmarks stamp every line with it, so both read the same facts.
 """
 

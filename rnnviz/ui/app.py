@@ -104,6 +104,11 @@ def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, s
 
 
 def analysis_for(cfg: RunConfig) -> Analysis:
+    """The analysis of ``cfg`` on the session's data and weights (:func:`rnnviz.ui.calls.analysis`).
+
+    When it is neither cached nor compiled in its worker, a collapsed status box says it is
+    compiling and then how long compiling took.
+    """
     key = calls.job_key(cfg)
     if calls.results().peek(("analysis", key)) or calls.pool().call(
         jobs.is_compiled, key, route=calls.route(cfg), what="a cache look-up"
@@ -223,7 +228,7 @@ def main() -> None:
     configuration.init_from_url()
     weights.apply_pending()  # an uploaded run sets the sidebar before it is drawn
     try:
-        env = calls.environment()
+        env = calls.this_machine()
     except (ComputationTimeout, WorkerDied) as err:
         st.error(f"The computing process could not start: {err}. Reload the page to try again.")
         return

@@ -15,8 +15,10 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from rnnviz.analysis import Analysis, static_config
+from rnnviz.analysis import Analysis
 from rnnviz.config import ConfigError, RunConfig
+from rnnviz.engine.environment import Environment, environment
+from rnnviz.engine.prepare import static_config
 from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import jobs, trained_runs
@@ -60,6 +62,8 @@ def route(cfg: RunConfig) -> str:
 
 
 def describe(cfg: RunConfig) -> str:
+    """A config in a few words, for the waiting line: ``"simple T=50 H=32 B=4 float32"``
+    (``B=unbatched`` without a batch)."""
     return f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
 
 
@@ -81,16 +85,21 @@ def compute(what: str, route: str, fn, *args):
         note.empty()
 
 
-def environment() -> jobs.Environment:
-    return compute("looking at this machine's devices", "environment", jobs.environment)
+def this_machine() -> Environment:
+    """The workers' :class:`~rnnviz.engine.environment.Environment` (GPUs, strategies), once."""
+    return compute("looking at this machine's devices", "environment", environment)
 
 
 def analysis(cfg_json: str) -> Analysis:
+    """The :class:`~rnnviz.analysis.Analysis` of a job's key, on its data and weights
+    (:func:`rnnviz.ui.jobs.analysis`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(f"the analysis of {describe(cfg)}", route(cfg), jobs.analysis, cfg_json)
 
 
 def strategies(cfg_json: str, repeats: int) -> pd.DataFrame:
+    """Every strategy's cost and agreement on a job's key, ``repeats`` timed runs each: one row
+    per strategy (:func:`rnnviz.ui.jobs.strategies_table`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(
         f"every strategy on {describe(cfg)} ({repeats} runs each)",
@@ -102,10 +111,15 @@ def strategies(cfg_json: str, repeats: int) -> pd.DataFrame:
 
 
 def availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
+    """``(available, {strategy: why not})`` for ``cfg``'s cell, as its worker's JAX sees it
+    (:func:`rnnviz.ui.jobs.strategy_availability`)."""
     return compute("which strategies apply", route(cfg), jobs.strategy_availability, job_key(cfg))
 
 
 def scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
+    """Time and memory of every available strategy at each sequence length of ``lens``, on
+    synthetic inputs: rows ``strategy, seq_len, compile_s, run_s, peak_bytes``
+    (:func:`rnnviz.ui.jobs.scaling_table`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(
         f"every strategy at T ∈ {list(lens)} ({cfg.cell})", route(cfg), jobs.scaling_table, cfg_json, lens
@@ -113,6 +127,8 @@ def scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
 
 
 def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
+    """The analysis of a job's key on every device the worker sees, under every available
+    strategy, ``repeats`` timed runs each (:func:`rnnviz.ui.jobs.devices_live`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(
         f"live runs on every device of {describe(cfg)}", route(cfg), jobs.devices_live, cfg_json, repeats
@@ -120,6 +136,19 @@ def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
 
 
 def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+    """The phase diagram: gradient norms over ``n`` gains × ``seeds`` seeds (:func:`rnnviz.ui.jobs.phase`).
+
+    Args:
+      cfg_json: a job's key (:func:`job_key`).
+      lo: the smallest recurrent gain.
+      hi: the largest recurrent gain.
+      n: how many gains, evenly spaced from ``lo`` to ``hi`` (at least 2).
+      seeds: how many seeds, from the config's seed on.
+
+    Returns:
+      ``(frame, critical gain)``: the sweep's tidy frame, and the simple cell's closed-form
+      critical gain (None for other cells and for trained weights).
+    """
     cfg = jobs.config_of(cfg_json)
     return compute(
         f"the phase diagram ({n} gains × {seeds} seeds, {describe(cfg)})",
@@ -136,6 +165,19 @@ def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.D
 def lyapunov_phase(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
+    """λ₁ over ``n`` gains × ``seeds`` seeds (:func:`rnnviz.ui.jobs.lyapunov_phase_table`).
+
+    Args:
+      cfg_json: a job's key (:func:`job_key`).
+      lo: the smallest recurrent gain.
+      hi: the largest recurrent gain.
+      n: how many gains, evenly spaced from ``lo`` to ``hi`` (at least 2).
+      seeds: how many seeds, from the config's seed on.
+
+    Returns:
+      ``(frame, edge)``: per gain ``lyapunov`` (the mean λ₁) and ``lo``/``hi`` (its range over
+      seeds), and the gain where the mean crosses 0 (None when it does not in the range).
+    """
     cfg = jobs.config_of(cfg_json)
     return compute(
         f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})",
@@ -150,11 +192,16 @@ def lyapunov_phase(
 
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:
+    """The ``k`` leading Lyapunov exponents of a job's key, without the decay fit
+    (:func:`rnnviz.ui.jobs.lyapunov`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(f"{k} Lyapunov exponents of {describe(cfg)}", route(cfg), jobs.lyapunov, cfg_json, k)
 
 
 def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
+    """The top ``k`` singular values of each step Jacobian J_t = ∂carry_t/∂carry_{t−1} of the
+    batch's example ``example``, at up to :data:`~rnnviz.ui.jobs.JACOBIAN_STEPS` steps
+    (:func:`rnnviz.ui.jobs.jacobians`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(
         f"the step Jacobians' top {k} singular values ({describe(cfg)})",
@@ -237,8 +284,13 @@ def train_stop(key: str) -> None:
 
 
 def over_training(path: str, k: int):
+    """λ₁ … λ_k and the step-Jacobian spectrum at every kept step of the saved run at ``path``,
+    in that run's worker: an :class:`~rnnviz.studies.over_training.OverTraining`
+    (:func:`rnnviz.ui.jobs.over_training_job`)."""
     return compute(f"λ over training ({Path(path).name})", path, jobs.over_training_job, path, k)
 
 
 def check_run(path: str) -> object:
+    """The :class:`~rnnviz.ui.jobs.RunSummary` of the saved run at ``path``; a bad file raises
+    its :class:`~rnnviz.studies.training.RunFileError` (:func:`rnnviz.ui.jobs.run_summary`)."""
     return compute("reading the run file", "runs", jobs.run_summary, path)

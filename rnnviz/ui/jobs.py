@@ -30,7 +30,6 @@ from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.studies.comparisons import (
     available_strategies,
     compare_strategies,
-    present_devices,
     run_on_devices,
     scaling,
     strategy_unavailable,
@@ -103,6 +102,8 @@ class RunSummary(NamedTuple):
 
 
 def run_summary(path: str) -> RunSummary:
+    """The :class:`RunSummary` of the saved run at ``path``; a bad file raises its
+    :class:`~rnnviz.studies.training.RunFileError`."""
     run = saved_run(path)
     return RunSummary(
         run.label,
@@ -120,6 +121,14 @@ def over_training_job(path: str, k: int) -> OverTraining:
 
 
 def connectivity_job(cfg_json: str, index: int, step: int | None, measure: str | None) -> Connectivity:
+    """How strongly the output at step ``step`` (None: the last real one) of sequence ``index``
+    of the key's data set depends on each input, at the key's weights or the seed's
+    initialisation (:func:`~rnnviz.studies.connectivity.connectivity`).
+
+    Raises:
+      ConfigError: the key names no data set; a bad index, step or measure; or weights that
+        do not fit the config.
+    """
     ds = _data(cfg_json)
     if ds is None:
         raise ConfigError("data", None, "a data set: choose one in the sidebar's Data")
@@ -157,31 +166,14 @@ def data_preview(source_json: str, index: int = 0) -> Preview:
     return preview_record(ds, min(max(index, 0), ds.n_sequences - 1))
 
 
-class Environment(NamedTuple):
-    """What the worker's JAX offers: ``gpus`` (device names), the ``strategies`` this JAX
-    runs and why the others cannot (``hidden``)."""
-
-    gpus: tuple[str, ...]
-    strategies: tuple[str, ...]
-    hidden: dict[str, str]
-
-    @property
-    def gpu_reason(self) -> str | None:
-        """Why no GPU is offered (None when JAX sees one)."""
-        return None if self.gpus else "JAX sees no GPU on this machine"
-
-
-def environment() -> Environment:
-    gpus = tuple(f"{d.platform}:{d.id} {d.device_kind}" for d in present_devices() if d.platform == "gpu")
-    hidden = {s: why for s in strategy_names() if (why := strategy_unavailable(s))}
-    return Environment(gpus, available_strategies(), hidden)
-
-
 def is_compiled(cfg_json: str) -> bool:
+    """Whether the key's analysis would reuse this worker's executables (no compile)."""
     return _is_compiled(config_of(cfg_json), data=_data(cfg_json))  # weights: the same executables
 
 
 def analysis(cfg_json: str) -> Analysis:
+    """The full analysis of a job's key, on its data set and weights, its timing bounded by
+    time: at least one run, more while under :data:`TIMING_BUDGET_S`, at most five."""
     cfg = config_of(cfg_json)
     # Timing bounded by time (≥ 1 run, more while under 0.3 s, ≤ 5): a slow config shows its
     # first chart after one run instead of a warm-up and five more.
@@ -189,6 +181,9 @@ def analysis(cfg_json: str) -> Analysis:
 
 
 def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
+    """The analysis of a job's key under each strategy, ``repeats`` timed runs each: one row per
+    strategy, its cost and ∂L/∂W's difference against the accumulator's
+    (:func:`~rnnviz.studies.comparisons.compare_strategies`)."""
     return compare_strategies(
         config_of(cfg_json), repeats=repeats, data=_data(cfg_json), params=_weights(cfg_json)
     )
@@ -203,11 +198,18 @@ def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str
 
 
 def scaling_table(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
+    """Time and memory of ∂L/∂W per available strategy at each length T of ``lens``, 3 timed
+    runs each: rows ``strategy, seq_len, compile_s, run_s, peak_bytes``
+    (:func:`~rnnviz.studies.comparisons.scaling`; the key's data and weights are not used)."""
     # Costs over T at shapes the data do not have: synthetic inputs (costs do not depend on values).
     return scaling(config_of(cfg_json), lens, repeats=3)
 
 
 def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
+    """The analysis of a job's key on every device JAX sees here, under every strategy its
+    cell can run, ``repeats`` timed runs each: rows ``device_kind, device_name, device_id,
+    strategy, compile_s, run_s, peak_bytes, loss, max_grad_diff``
+    (:func:`~rnnviz.studies.comparisons.run_on_devices`)."""
     cfg = config_of(cfg_json)
     return run_on_devices(
         cfg,
@@ -223,6 +225,20 @@ def _gains(lo: float, hi: float, n: int) -> list[float]:
 
 
 def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
+    """Gradient norms over ``n`` recurrent gains × ``seeds`` seeds, in one sweep.
+
+    Args:
+      cfg_json: a job's key (its config, data and weights).
+      lo: the smallest gain.
+      hi: the largest gain.
+      n: how many gains, evenly spaced from ``lo`` to ``hi`` (at least 2).
+      seeds: how many seeds, ``cfg.seed`` … ``cfg.seed + seeds − 1``.
+
+    Returns:
+      ``(frame, critical gain)``: :func:`~rnnviz.studies.sweep.sweep`'s tidy frame, and
+      :func:`~rnnviz.studies.sweep.critical_gain` over those seeds (None for trained weights,
+      whose gain has no closed form, and for cells other than simple).
+    """
     cfg = config_of(cfg_json)
     over = {"recurrent_gain": _gains(lo, hi, n), "seed": list(range(cfg.seed, cfg.seed + seeds))}
     weights = _weights(cfg_json)
@@ -234,6 +250,19 @@ def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.D
 def lyapunov_phase_table(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
+    """λ₁ over ``n`` recurrent gains × ``seeds`` seeds (:func:`~rnnviz.studies.lyapunov.lyapunov_phase`).
+
+    Args:
+      cfg_json: a job's key (its config, data and weights).
+      lo: the smallest gain.
+      hi: the largest gain.
+      n: how many gains, evenly spaced from ``lo`` to ``hi`` (at least 2).
+      seeds: how many seeds, ``cfg.seed`` … ``cfg.seed + seeds − 1``.
+
+    Returns:
+      ``(frame, edge)``: per gain ``lyapunov`` (the mean λ₁) and ``lo``/``hi`` (its range over
+      seeds), and the gain where the mean crosses 0 (None when it does not in the range).
+    """
     cfg = config_of(cfg_json)
     return lyapunov_phase(
         cfg,
@@ -245,6 +274,8 @@ def lyapunov_phase_table(
 
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:
+    """The ``k`` leading Lyapunov exponents of a job's key, on its data and weights, without
+    the measured decay."""
     # the tab fits the decay on the analysis it has
     return _lyapunov(
         config_of(cfg_json), k=k, measure_decay=False, data=_data(cfg_json), params=_weights(cfg_json)
@@ -252,6 +283,8 @@ def lyapunov(cfg_json: str, k: int) -> Lyapunov:
 
 
 def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
+    """Top-``k`` singular values of each step Jacobian J_t = ∂carry_t/∂carry_{t−1} for the batch's
+    example ``example``, at every ⌈T / :data:`JACOBIAN_STEPS`⌉-th step."""
     return _jacobians(
         config_of(cfg_json),
         k=k,
@@ -323,13 +356,14 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
 
 
 def train_stop(key: str) -> None:
+    """Mark ``key``'s runs stopped: no chunk after the current one (nothing if this worker has
+    no run under ``key``)."""
     trainer = _TRAINERS.get(key)
     if trainer is not None:
         trainer.stop()
 
 
 __all__ = [
-    "Environment",
     "RunSummary",
     "TrainProgress",
     "DATA_TASK",
@@ -342,7 +376,6 @@ __all__ = [
     "data_preview",
     "devices_live",
     "load_source",
-    "environment",
     "is_compiled",
     "jacobians",
     "lyapunov",

@@ -15,11 +15,12 @@ if TYPE_CHECKING:
 
     from rnnviz.analysis import Analysis
     from rnnviz.config import RunConfig
+    from rnnviz.engine.environment import Environment
     from rnnviz.studies.connectivity import Connectivity
     from rnnviz.studies.jacobians import Jacobians
     from rnnviz.studies.lyapunov import Lyapunov
     from rnnviz.studies.over_training import OverTraining
-    from rnnviz.ui.jobs import Environment, TrainProgress
+    from rnnviz.ui.jobs import TrainProgress
 
 
 class CostCalls(NamedTuple):
