@@ -46,6 +46,7 @@ class Cost(NamedTuple):
 
     @property
     def compile(self) -> float:
+        """``compile_s``, at least :data:`MIN_COMPILE_S`: the seconds counted per executable to compile."""
         return max(self.compile_s, MIN_COMPILE_S)
 
 

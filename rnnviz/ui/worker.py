@@ -263,9 +263,11 @@ class InlinePool:
         on_wait: Callable[[float, bool], None] | None = None,
         time_limit_s: float | None = None,
     ) -> Any:
+        """``fn(*args)``, here and now; the other arguments are :meth:`WorkerPool.call`'s, ignored."""
         return fn(*args)
 
     def shutdown(self) -> None:
+        """Nothing to stop: there are no workers."""
         return None
 
 
@@ -333,6 +335,7 @@ class ResultCache:
             return key in self._values
 
     def clear(self) -> None:
+        """Drop every cached value (a computation in progress still stores its own)."""
         with self._lock:
             self._values.clear()
 

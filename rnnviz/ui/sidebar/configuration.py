@@ -60,6 +60,8 @@ def apply_preset(title: str) -> None:
 
 
 def reset_defaults() -> None:
+    """Set every config field's widget to :class:`~rnnviz.config.RunConfig`'s default and forget
+    the chosen preset (the *Reset to defaults* button)."""
     _set_widgets(RunConfig())
     st.session_state["_preset"] = None
 

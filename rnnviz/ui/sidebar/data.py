@@ -35,6 +35,8 @@ UPLOADS = Path(tempfile.gettempdir()) / "rnnviz-uploads"
 
 
 def choices() -> list[str]:
+    """The Data section's choices, in order: synthetic, the built-ins (digits, text), each file in
+    the data folder, then upload."""
     return [SYNTHETIC, "digits", "text", *data_files(), UPLOAD]
 
 
@@ -70,6 +72,7 @@ def _sync_url(token: str | None) -> None:
 
 
 def upload_limit_bytes() -> int:
+    """The largest upload Streamlit accepts, in bytes (``server.maxUploadSize`` is in MiB)."""
     return int(st.get_option("server.maxUploadSize")) * 2**20
 
 
