@@ -180,7 +180,7 @@ class RunConfig:
     def carry_components(self) -> tuple[str, ...]:
         """Names of the carry's leaves in the cell's order (its :class:`CellSpec`): LSTM
         ``(c, h)``, the other built-ins ``(h,)``."""
-        return cell_spec(self.cell).components
+        return cell_spec(self.cell).carry.components
 
     @property
     def input_shape(self) -> tuple[int, ...]:
@@ -356,11 +356,11 @@ def _validate(cfg: RunConfig) -> None:
     for spec in FIELD_SPECS.values():
         check_field(spec, getattr(cfg, spec.name))
     spec = cell_spec(cfg.cell)
-    if cfg.activation not in spec.activations:
-        if spec.activations == ("tanh",):
+    if cfg.activation not in spec.display.activations:
+        if spec.display.activations == ("tanh",):
             allowed = f"the {cfg.cell} cell fixes its activations; use 'tanh'"
         else:
-            allowed = f"the {cfg.cell} cell takes " + ", ".join(repr(a) for a in spec.activations)
+            allowed = f"the {cfg.cell} cell takes " + ", ".join(repr(a) for a in spec.display.activations)
         raise ConfigError("activation", cfg.activation, allowed)
     reason = strategy_rules(cfg.strategy).cell_reason(spec)
     if reason is not None:
@@ -370,8 +370,8 @@ def _validate(cfg: RunConfig) -> None:
         raise ConfigError(
             "strategy", cfg.strategy, f"the {cfg.cell} cell cannot use it: {reason}; cells that can: {able}"
         )
-    if spec.forget_bias is None and cfg.forget_bias != 0.0:
-        with_bias = ", ".join(n for n in cell_names() if cell_spec(n).forget_bias is not None)
+    if spec.params.forget_bias is None and cfg.forget_bias != 0.0:
+        with_bias = ", ".join(n for n in cell_names() if cell_spec(n).params.forget_bias is not None)
         raise ConfigError(
             "forget_bias",
             cfg.forget_bias,
@@ -411,8 +411,8 @@ def param_count(cfg: RunConfig) -> int:
     """Number of scalars in the cell's parameters from its spec: ``G·(H² + I·H) + V·H``
     (G matmuls, V vectors; exact for Flax's cells, an upper bound for the others)."""
     h, i = cfg.hidden_size, cfg.input_size
-    spec = cell_spec(cfg.cell)
-    return spec.matmuls * (h * h + i * h) + spec.vectors * h
+    cost = cell_spec(cfg.cell).cost
+    return cost.matmuls * (h * h + i * h) + cost.vectors * h
 
 
 def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
@@ -422,7 +422,7 @@ def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
     matmuls once and the reverse pass about twice. XLA's own ``cost_analysis`` counts a
     ``scan`` body once, not T times, so it is not used for this.
     """
-    gates = cell_spec(cfg.cell).matmuls
+    gates = cell_spec(cfg.cell).cost.matmuls
     b, t = cfg.batch_size or 1, seq_len or cfg.seq_len
     return 3.0 * 2.0 * b * t * (cfg.input_size + cfg.hidden_size) * gates * cfg.hidden_size
 
@@ -441,7 +441,7 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: 
     strat = strategy_rules(strategy or cfg.strategy)
     p = param_count(cfg)
     comps = len(cfg.carry_components)
-    residual = strat.residual_steps(t) * b * cell_spec(cfg.cell).residuals * h
+    residual = strat.residual_steps(t) * b * cell_spec(cfg.cell).cost.residuals * h
     scalars = t * b * cfg.input_size + residual + 2 * (t + 1) * b * h * comps + p * strat.param_copies(t)
     return int(scalars * max(_ITEMSIZE[cfg.dtype], 4))
 

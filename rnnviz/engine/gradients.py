@@ -19,7 +19,7 @@ from rnnviz.engine.cells import Params, final_output, outputs
 from rnnviz.engine.losses import Objective, objective_loss
 from rnnviz.engine.norms import robust_norm
 from rnnviz.engine.rollout import Carry
-from rnnviz.engine.strategies.registry import strategy
+from rnnviz.engine.strategies.registry import ForwardPass, ReversePass, strategy
 
 if TYPE_CHECKING:
     from rnnviz.config import RunConfig
@@ -87,16 +87,18 @@ def step_gradients(
     eps = jax.tree.map(lambda c: jnp.zeros((t_len + 1,) + c.shape, c.dtype), full_carry0(cfg, carry0))
 
     def forward(p, c0, e, x, tap):
-        carries = strat.rollout(cfg, cell, p, full_carry0(cfg, c0), x, e, tap)
-        hs = outputs(cfg, p, carries, x, per_step=strat.stacked_params)
+        carries = strat.rollout(ForwardPass(cfg, cell, p, full_carry0(cfg, c0), x, e, tap))
+        hs = outputs(cfg, p, carries, x, per_step=lift.stacked)
         return loss_from_outputs(cfg, hs, objective), carries
 
-    primals = (strat.lift(params, t_len), carry0, eps, xs_tm, strat.taps(cfg, xs_tm))
+    lift, contrib = strat.param_lift, strat.contributions
+    taps = None if contrib is None else contrib.taps(cfg, xs_tm)
+    primals = (lift.lift(params, t_len), carry0, eps, xs_tm, taps)
     loss, vjp, carries = jax.vjp(forward, *primals, has_aux=True)
     g_params, g_carry0, g_eps, g_xs, g_taps = vjp(jnp.ones((), loss.dtype))
-    by_step = strat.by_step_of(cfg, carries, xs_tm, g_params, g_taps)
+    by_step = None if contrib is None else contrib.norms(ReversePass(cfg, carries, xs_tm, g_params, g_taps))
     return StepGrads(
-        loss, carries, g_eps, g_xs, strat.collapse(g_params), g_carry0 if learned else None, by_step
+        loss, carries, g_eps, g_xs, lift.collapse(g_params), g_carry0 if learned else None, by_step
     )
 
 
@@ -126,15 +128,16 @@ def strategy_grad(
     """Loss and parameter gradient only, gathered with ``cfg.strategy`` (no per-step carry
     gradients kept, no norms): what each strategy costs on its own."""
     strat = strategy(cfg.strategy)
+    lift = strat.param_lift
     xs_tm = time_major(cfg, xs)
 
     def loss_fn(p):
-        carries = strat.rollout(cfg, cell, p, full_carry0(cfg, carry0), xs_tm, None, None)
-        hs = outputs(cfg, p, carries, xs_tm, per_step=strat.stacked_params)
+        carries = strat.rollout(ForwardPass(cfg, cell, p, full_carry0(cfg, carry0), xs_tm))
+        hs = outputs(cfg, p, carries, xs_tm, per_step=lift.stacked)
         return loss_from_outputs(cfg, hs, objective)
 
-    loss, grads = jax.value_and_grad(loss_fn)(strat.lift(params, cfg.seq_len))
-    return loss, strat.collapse(grads)
+    loss, grads = jax.value_and_grad(loss_fn)(lift.lift(params, cfg.seq_len))
+    return loss, lift.collapse(grads)
 
 
 class Summary(NamedTuple):

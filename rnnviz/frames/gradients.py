@@ -17,7 +17,7 @@ from rnnviz.frames.verdicts import gate_means, pca_path
 def config_label(a: Analysis) -> str:
     """Short human label of a run's config, for legends and tables."""
     c = a.config
-    cell = f"{c.cell}/{c.activation}" if len(cell_spec(c.cell).activations) > 1 else c.cell
+    cell = f"{c.cell}/{c.activation}" if len(cell_spec(c.cell).display.activations) > 1 else c.cell
     extra = f" fb={c.forget_bias:g}" if c.forget_bias else ""
     return f"{cell} H={c.hidden_size} T={c.seq_len} g={c.recurrent_gain:g}{extra} {c.dtype} seed={c.seed}"
 

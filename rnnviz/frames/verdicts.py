@@ -76,11 +76,11 @@ def gate_means(a: Analysis) -> dict[str, np.ndarray]:
     z; MGU f; minGRU z; minLSTM f, i): σ of module ``i<g>`` on x_t plus ``h<g>`` on h_{t−1}
     when the cell has one. Empty for cells without gates."""
     cfg = a.config
-    gates = cell_spec(cfg.cell).gates
+    gates = cell_spec(cfg.cell).display.gates
     if not gates:
         return {}
     p = a.params
-    h_prev = np.asarray(a.carries[cell_spec(cfg.cell).output][:-1], dtype=np.float64)  # [T, (B,) H]
+    h_prev = np.asarray(a.carries[cell_spec(cfg.cell).carry.output][:-1], dtype=np.float64)  # [T, (B,) H]
     x = time_major(a, np.asarray(a.inputs, dtype=np.float64))  # [T, (B,) I]
     out = {}
     for g in gates:

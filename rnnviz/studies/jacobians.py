@@ -203,7 +203,7 @@ def jacobian_executable(
 def jacobian_flops(cfg: RunConfig, method: str, k: int, iterations: int, n_steps: int) -> float:
     """Per analysed step: exact ≈ D tangents + a D×D SVD (≈ 10·D³); subspace ≈
     (2·iterations + 1)·2k tangents + their QRs."""
-    d, h, g = carry_dim(cfg), cfg.hidden_size, cell_spec(cfg.cell).matmuls
+    d, h, g = carry_dim(cfg), cfg.hidden_size, cell_spec(cfg.cell).cost.matmuls
     tangent = 2.0 * (cfg.input_size + h) * g * h
     if method == "exact":
         per = d * tangent + 10.0 * d**3

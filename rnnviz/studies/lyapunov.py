@@ -124,7 +124,7 @@ def lyapunov_flops(cfg: RunConfig, k: int) -> float:
     """FLOPs of the QR method: the forward step plus k tangents through its matmuls
     (``2·B·T·(I + (1 + k)·H)·G·H``, G the spec's matmuls) and a ``[D, k]`` QR per step
     (``4·B·T·D·k²``)."""
-    b, t, h, g = cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size, cell_spec(cfg.cell).matmuls
+    b, t, h, g = cfg.batch_size or 1, cfg.seq_len, cfg.hidden_size, cell_spec(cfg.cell).cost.matmuls
     return 2.0 * b * t * (cfg.input_size + (1 + k) * h) * g * h + 4.0 * b * t * carry_dim(cfg) * k * k
 
 

@@ -8,9 +8,11 @@ A cell is any Flax module honouring ``RNNCellBase``'s contract::
     carry, y = cell(carry, x)                          # x: [(B,) I]; each carry leaf: [(B,) H]
 
 and a :class:`CellSpec` says how rnnviz builds it from a :class:`~rnnviz.config.RunConfig`
-and how to read it: the names of the carry's leaves (in ``jax.tree.leaves`` order), which
-leaf is the output y, which parameters are recurrent (the gain scales them, the Jacobian
-views and param groups use them), which config fields apply, and optional hooks.
+and how to read it, in five small records: its :class:`CarryLayout` (the carry's leaves in
+``jax.tree.leaves`` order, which is the output y), its :class:`ParamRules` (which parameters
+are recurrent: the gain scales them, the Jacobian views and param groups use them; which
+config fields apply), its :class:`CostModel`, its :class:`Display` (what the dashboard
+shows) and its :class:`SpecialForms` (what the ``parallel`` and ``fused`` strategies need).
 
 Register in code with :func:`register_cell`, or from an installed package through the
 ``rnnviz.cells`` entry-point group: the entry point names the cell and points at a
@@ -28,6 +30,7 @@ import dataclasses
 import importlib.metadata
 import logging
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -84,7 +87,7 @@ class FusedForm:
             through W_h, dzx, dzh)``; give both ``step`` and ``backward`` or neither. Without
             them the reverse recomputes pointwise's VJP from the saved z^h (about 2× slower).
 
-    The hidden kernels must be exactly the spec's ``recurrent`` parameters.
+    The hidden kernels must be exactly the spec's ``params.recurrent`` parameters.
     """
 
     gates: tuple[FusedGate, ...]
@@ -121,8 +124,156 @@ class FusedForm:
 
 
 @dataclass(frozen=True)
+class CarryLayout:
+    """How to read a cell's carry: its leaves, which one is the output, and its state h.
+
+    Attributes:
+        components: the carry's leaves in ``jax.tree.leaves`` order (LSTM ``("c", "h")``).
+        output: the leaf that equals the cell's output y (the losses read it), unless
+            ``readout`` is given.
+        readout: optional ``(params, carry_t, x_t) -> y_t`` for cells whose output is a
+            function of the new carry and the input (LRU: Re(C h) + D x).
+        pack: optional carry → the state h (default: the single leaf; the LRU packs
+            ``(re, im)`` into a complex array); give ``unpack`` with it.
+        unpack: optional h → carry, the inverse of ``pack``.
+    """
+
+    components: tuple[str, ...] = ("h",)
+    output: str = "h"
+    readout: Callable[[Any, Any, Any], Any] | None = None
+    pack: Callable[[Any], Any] | None = None
+    unpack: Callable[[Any], Any] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.components or self.output not in self.components:
+            raise ValueError(
+                f"CarryLayout.output {self.output!r} must be one of its components {self.components}"
+            )
+        if (self.pack is None) != (self.unpack is None):
+            raise ValueError("CarryLayout: give both pack and unpack, or neither")
+
+
+@dataclass(frozen=True)
+class ParamRules:
+    """Which parameters are recurrent, and how the gain and the forget bias change them.
+
+    Attributes:
+        recurrent: ``path -> bool`` on parameter paths: the recurrent part (the Jacobian
+            views and param groups read it). The gain multiplies these leaves, unless
+            ``apply_gain`` says otherwise.
+        apply_gain: optional ``(params, gain) -> params`` for cells whose gain is not a
+            plain multiplication of the recurrent leaves (documented by the cell).
+        forget_bias: optional ``(params, bias) -> params``; None: the field does not apply.
+    """
+
+    recurrent: Callable[[tuple[str, ...]], bool] = hidden_kernels
+    apply_gain: Callable[[Any, Any], Any] | None = None
+    forget_bias: Callable[[Any, Any], Any] | None = None
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """What one step costs, for the cost and memory estimates only (never for the maths).
+
+    Attributes:
+        matmuls: ``[(I+H) × H]`` products per step.
+        vectors: ``[H]`` parameter vectors (biases, u).
+        residuals: ``[H]`` arrays the reverse pass keeps per step.
+    """
+
+    matmuls: int = 1
+    vectors: int = 1
+    residuals: int = 4
+
+
+@dataclass(frozen=True)
+class Display:
+    """What the dashboard, the CLI and validation show and offer for the cell.
+
+    Attributes:
+        group: ``classic``, ``linear-recurrent`` or ``plugin`` (how the cell list groups it).
+        activations: the ``activation`` values the cell takes (the first is its default);
+            ``("tanh",)`` for cells with fixed activations.
+        gates: sigmoid gates whose mean activation the Carry tab plots (modules ``i<g>``
+            and, when present, ``h<g>``).
+        theory: optional ``Analysis -> Overlay | None``: a closed form of ‖∂L/∂carry_t‖
+            drawn next to the measured one (:mod:`rnnviz.engine.cells.theory`).
+        description: one line with the maths and the paper.
+    """
+
+    group: str = "plugin"
+    activations: tuple[str, ...] = ("tanh",)
+    gates: tuple[str, ...] = ()
+    theory: Callable[[Any], Any] | None = None
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.group not in GROUPS:
+            raise ValueError(f"Display.group must be one of {GROUPS}")
+        if not self.activations:
+            raise ValueError("Display.activations needs at least one activation")
+
+
+@dataclass(frozen=True)
+class SpecialForms:
+    """The shapes of recurrence a faster strategy needs; None where the cell has none.
+
+    Attributes:
+        linear_form: optional ``(params, xs [T, (B,) I]) -> (A, B)`` with A, B
+            ``[T, (B,) H]`` (complex allowed) such that h_t = A_t ⊙ h_{t−1} + B_t: the
+            recurrence is linear in the carry and the ``parallel`` strategy applies.
+        fused: optional :class:`FusedForm`: the cell factors into an input GEMM, one
+            recurrent matrix product and element-wise maths; the ``fused`` strategy applies.
+    """
+
+    linear_form: Callable[[Any, Any], tuple[Any, Any]] | None = None
+    fused: FusedForm | None = None
+
+
+#: The parts of a :class:`CellSpec`: its field name → the record it holds.
+PARTS: dict[str, type] = {
+    "carry": CarryLayout,
+    "params": ParamRules,
+    "cost": CostModel,
+    "display": Display,
+    "forms": SpecialForms,
+}
+#: The flat keywords of 0.2 → the part that holds each now (``components`` → ``carry``).
+FLAT_NAMES: dict[str, str] = {f.name: part for part, rec in PARTS.items() for f in dataclasses.fields(rec)}
+
+
+def _regroup(parts: dict[str, Any], flat: dict[str, Any]) -> dict[str, Any]:
+    """Fold 0.2's flat keywords into the parts, with a DeprecationWarning naming the grouped form."""
+    unknown = sorted(set(flat) - set(FLAT_NAMES))
+    if unknown:
+        raise TypeError(f"CellSpec() got unexpected keyword arguments: {', '.join(unknown)}")
+    by_part: dict[str, dict[str, Any]] = {}
+    for name, value in flat.items():
+        by_part.setdefault(FLAT_NAMES[name], {})[name] = value
+    grouped = ", ".join(
+        f"{part}={PARTS[part].__name__}({', '.join(f'{n}=…' for n in names)})"
+        for part, names in by_part.items()
+    )
+    warnings.warn(
+        f"CellSpec's flat keywords ({', '.join(flat)}) are the form of rnnviz 0.2 and deprecated: "
+        f"group them, CellSpec(build, {grouped}) (records in rnnviz.tables.cells)",
+        DeprecationWarning,
+        stacklevel=3,
+    )
+    return {
+        part: dataclasses.replace(parts[part], **kw) if kw else parts[part] for part, kw in by_part.items()
+    }
+
+
+@dataclass(frozen=True, init=False)
 class CellSpec:
-    """How rnnviz builds and reads one recurrent cell.
+    """How rnnviz builds and reads one recurrent cell: a builder and five small records.
+
+    Construct it as ``CellSpec(build, carry=CarryLayout(...), cost=CostModel(...), ...)``;
+    every part has defaults (one carry leaf ``h``, Flax's recurrent kernels, tanh, a plugin).
+    The flat keywords of 0.2 (``CellSpec(build, components=("c", "h"), matmuls=4, ...)``,
+    the names in :data:`FLAT_NAMES`) still work, each overriding its field of the part,
+    with a :class:`DeprecationWarning` that names the grouped form.
 
     Attributes:
         build: ``(cfg, options) -> cell``. ``options`` holds what rnnviz decides for every
@@ -131,70 +282,91 @@ class CellSpec:
             (from ``cfg.carry_init``/``carry_scale``: pass it to the cell so
             ``initialize_carry`` uses it) and ``activation_fn`` (from ``cfg.activation``).
             Flax's own cells take them as keywords.
-        components: the carry's leaves in ``jax.tree.leaves`` order (LSTM ``("c", "h")``).
-        output: the leaf that equals the cell's output y (the losses read it), unless
-            ``readout`` is given.
-        readout: optional ``(params, carry_t, x_t) -> y_t`` for cells whose output is a
-            function of the new carry and the input (LRU: Re(C h) + D x).
-        recurrent: ``path -> bool`` on parameter paths: the recurrent part. The gain
-            multiplies these leaves, unless ``apply_gain`` says otherwise.
-        apply_gain: optional ``(params, gain) -> params`` for cells whose gain is not a
-            plain multiplication of the recurrent leaves (documented by the cell).
-        forget_bias: optional ``(params, bias) -> params``; None: the field does not apply.
-        activations: the ``activation`` values the cell takes (the first is its default);
-            ``("tanh",)`` for cells with fixed activations.
-        group: ``classic``, ``linear-recurrent`` or ``plugin`` (how the dashboard lists it).
-        matmuls: ``[(I+H) × H]`` products per step (cost and memory estimates only).
-        vectors: ``[H]`` parameter vectors (biases, u) (estimates only).
-        residuals: ``[H]`` arrays the reverse pass keeps per step (estimates only).
-        theory: optional ``Analysis -> Overlay | None``: a closed form of ‖∂L/∂carry_t‖
-            drawn next to the measured one (:mod:`rnnviz.engine.cells.theory`).
-        gates: sigmoid gates whose mean activation the Carry view plots (modules ``i<g>``
-            and, when present, ``h<g>``).
-        linear_form: optional ``(params, xs [T, (B,) I]) -> (A, B)`` with A, B
-            ``[T, (B,) H]`` (complex allowed) such that h_t = A_t ⊙ h_{t−1} + B_t: the
-            recurrence is linear in the carry and the ``parallel`` strategy applies.
-        pack: optional carry → that state h (default: the single leaf; the LRU packs
-            ``(re, im)`` into a complex array); give ``unpack`` with it.
-        unpack: optional h → carry, the inverse of ``pack``.
-        fused: optional :class:`FusedForm`: the cell factors into an input GEMM, one
-            recurrent matrix product and element-wise maths; the ``fused`` strategy applies.
-        description: one line with the maths and the paper.
+        carry: the :class:`CarryLayout`: leaves, output, readout, pack/unpack.
+        params: the :class:`ParamRules`: recurrent part, gain and forget-bias hooks.
+        cost: the :class:`CostModel`: matmuls, vectors, residuals per step.
+        display: the :class:`Display`: group, activations, gates, theory, description.
+        forms: the :class:`SpecialForms`: linear form (``parallel``), fused form (``fused``).
+
+    Example:
+        >>> import flax.linen as nn
+        >>> spec = CellSpec(
+        ...     lambda cfg, options: nn.SimpleCell(**options),
+        ...     cost=CostModel(matmuls=1, residuals=3),
+        ...     display=Display(activations=("tanh", "relu"), description="Flax's SimpleCell"),
+        ... )
+        >>> spec.carry.components, spec.cost.matmuls, spec.display.group
+        (('h',), 1, 'plugin')
     """
 
     build: Callable[[Any, dict[str, Any]], Any]
-    components: tuple[str, ...] = ("h",)
-    output: str = "h"
-    readout: Callable[[Any, Any, Any], Any] | None = None
-    recurrent: Callable[[tuple[str, ...]], bool] = hidden_kernels
-    apply_gain: Callable[[Any, Any], Any] | None = None
-    forget_bias: Callable[[Any, Any], Any] | None = None
-    activations: tuple[str, ...] = ("tanh",)
-    group: str = "plugin"
-    matmuls: int = 1
-    vectors: int = 1
-    residuals: int = 4
-    theory: Callable[[Any], Any] | None = None
-    gates: tuple[str, ...] = ()
-    linear_form: Callable[[Any, Any], tuple[Any, Any]] | None = None
-    pack: Callable[[Any], Any] | None = None
-    unpack: Callable[[Any], Any] | None = None
-    fused: FusedForm | None = None
-    description: str = ""
+    carry: CarryLayout = CarryLayout()
+    params: ParamRules = ParamRules()
+    cost: CostModel = CostModel()
+    display: Display = Display()
+    forms: SpecialForms = SpecialForms()
+
+    def __init__(
+        self,
+        build: Callable[[Any, dict[str, Any]], Any],
+        *,
+        carry: CarryLayout = CarryLayout(),
+        params: ParamRules = ParamRules(),
+        cost: CostModel = CostModel(),
+        display: Display = Display(),
+        forms: SpecialForms = SpecialForms(),
+        **flat: Any,
+    ) -> None:
+        parts = {"carry": carry, "params": params, "cost": cost, "display": display, "forms": forms}
+        if flat:
+            parts.update(_regroup(parts, flat))
+        object.__setattr__(self, "build", build)
+        for name, value in parts.items():
+            object.__setattr__(self, name, value)
+        self.__post_init__()
 
     def __post_init__(self) -> None:
         if not callable(self.build):
             raise TypeError("CellSpec.build must be callable: (cfg, options) -> Flax cell")
-        if not self.components or self.output not in self.components:
-            raise ValueError(
-                f"CellSpec.output {self.output!r} must be one of its components {self.components}"
-            )
-        if self.group not in GROUPS:
-            raise ValueError(f"CellSpec.group must be one of {GROUPS}")
-        if not self.activations:
-            raise ValueError("CellSpec.activations needs at least one activation")
-        if (self.pack is None) != (self.unpack is None):
-            raise ValueError("CellSpec: give both pack and unpack, or neither")
+        for name, record in PARTS.items():
+            if not isinstance(getattr(self, name), record):
+                raise TypeError(f"CellSpec.{name} must be a {record.__name__}")
+
+    # Read-only flat names, for callers that read them before the regrouping.
+    @property
+    def components(self) -> tuple[str, ...]:
+        """``carry.components``: the flat name from 0.2, for plugins and older callers."""
+        return self.carry.components
+
+    @property
+    def output(self) -> str:
+        """``carry.output``: the flat name from 0.2, for plugins and older callers."""
+        return self.carry.output
+
+    @property
+    def forget_bias(self) -> Callable[[Any, Any], Any] | None:
+        """``params.forget_bias``: the flat name from 0.2, for plugins and older callers."""
+        return self.params.forget_bias
+
+    @property
+    def group(self) -> str:
+        """``display.group``: the flat name from 0.2, for plugins and older callers."""
+        return self.display.group
+
+    @property
+    def activations(self) -> tuple[str, ...]:
+        """``display.activations``: the flat name from 0.2, for plugins and older callers."""
+        return self.display.activations
+
+    @property
+    def gates(self) -> tuple[str, ...]:
+        """``display.gates``: the flat name from 0.2, for plugins and older callers."""
+        return self.display.gates
+
+    @property
+    def description(self) -> str:
+        """``display.description``: the flat name from 0.2, for plugins and older callers."""
+        return self.display.description
 
 
 _TABLE: dict[str, CellSpec] = {}
@@ -220,9 +392,11 @@ def register_cell(name: str, spec: CellSpec, *, replace: bool = False) -> CellSp
     Example:
         >>> import flax.linen as nn
         >>> from rnnviz import CellSpec, RunConfig, analyze, register_cell
-        >>> from rnnviz.tables.cells import unregister_cell
-        >>> spec = CellSpec(build=lambda cfg, options: nn.SimpleCell(**options),
-        ...                 activations=("tanh", "relu"), description="Flax's SimpleCell again")
+        >>> from rnnviz.tables.cells import Display, unregister_cell
+        >>> spec = CellSpec(
+        ...     lambda cfg, options: nn.SimpleCell(**options),
+        ...     display=Display(activations=("tanh", "relu"), description="Flax's SimpleCell again"),
+        ... )
         >>> _ = register_cell("elman", spec)
         >>> a = analyze(RunConfig(cell="elman", activation="relu", hidden_size=8, seq_len=5), repeats=1)
         >>> a.grad_norms.shape
@@ -260,7 +434,7 @@ def load_plugins() -> list[tuple[str, str]]:
             spec = obj() if callable(obj) and not isinstance(obj, CellSpec) else obj
             if ep.name in _TABLE and _TABLE[ep.name] is not spec:
                 raise ValueError(f"the name {ep.name!r} is already taken")
-            register_cell(ep.name, spec if spec.group == "plugin" else _as_plugin(spec))
+            register_cell(ep.name, spec if spec.display.group == "plugin" else _as_plugin(spec))
         except Exception as err:  # a broken plugin must not take the app down
             log.warning("cell plugin %s (%s) skipped: %s", ep.name, ep.value, err)
             _plugin_errors.append((ep.name, f"{type(err).__name__}: {err}"))
@@ -268,7 +442,7 @@ def load_plugins() -> list[tuple[str, str]]:
 
 
 def _as_plugin(spec: CellSpec) -> CellSpec:
-    return dataclasses.replace(spec, group="plugin")
+    return dataclasses.replace(spec, display=dataclasses.replace(spec.display, group="plugin"))
 
 
 def _ensure() -> None:
@@ -290,7 +464,9 @@ def cell_names() -> tuple[str, ...]:
         within a group.
     """
     _ensure()
-    return tuple(sorted(_TABLE, key=lambda n: GROUPS.index(_TABLE[n].group)))  # stable: keeps insertion order
+    return tuple(
+        sorted(_TABLE, key=lambda n: GROUPS.index(_TABLE[n].display.group))
+    )  # stable: keeps insertion order
 
 
 def cell_spec(name: str) -> CellSpec:

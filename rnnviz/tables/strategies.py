@@ -1,10 +1,10 @@
 """The strategy table: what validation and the memory model need to know about each
 strategy, in plain data (no JAX).
 
-Each strategy's implementation (its rollout, lift and collapse) is registered under the
-same name in :mod:`rnnviz.engine.strategies.registry`; this table is what a :class:`~rnnviz.config.RunConfig`
-is checked against: the names, which cells each strategy can run, and how much memory it
-holds.
+Each strategy's implementation (its rollout, param lift and per-step contributions) is
+registered under the same name in :mod:`rnnviz.engine.strategies.registry`; this table is
+what a :class:`~rnnviz.config.RunConfig` is checked against: the names, which cells each
+strategy can run, and how much memory it holds.
 """
 
 from __future__ import annotations
@@ -32,13 +32,13 @@ def _any_cell(spec: Any) -> str | None:
 
 
 def _linear(spec: Any) -> str | None:
-    if spec.linear_form is not None:
+    if spec.forms.linear_form is not None:
         return None
     return "its recurrence is not linear in its carry (h_t = A_t⊙h_{t−1} + B_t)"
 
 
 def _fusable(spec: Any) -> str | None:
-    if spec.fused is not None:
+    if spec.forms.fused is not None:
         return None
     return "it has no fused form (an input GEMM, one recurrent matrix product, element-wise gates)"
 

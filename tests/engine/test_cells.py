@@ -17,7 +17,7 @@ from apptest_helpers import figure_by_title, run_app, total_gradient
 from rnnviz import CellSpec, ConfigError, RunConfig, analyze, cell_names, register_cell
 from rnnviz.base.presets import config_from_params
 from rnnviz.frames.gradients import bound_frame
-from rnnviz.tables.cells import cell_spec, unregister_cell
+from rnnviz.tables.cells import CarryLayout, CostModel, Display, ParamRules, cell_spec, unregister_cell
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -47,12 +47,20 @@ class ScaledCell(nn.RNNCellBase):
         return 1
 
 
+def _build_scaled(cfg, o):
+    return ScaledCell(o["features"], o["dtype"], o["param_dtype"], o["carry_init"])
+
+
+def _only_a(path):
+    return path == ("a",)
+
+
 @pytest.fixture
 def scaled():
     spec = CellSpec(
-        lambda cfg, o: ScaledCell(o["features"], o["dtype"], o["param_dtype"], o["carry_init"]),
-        recurrent=lambda path: path == ("a",),
-        description="h' = a·h + W x (test)",
+        _build_scaled,
+        params=ParamRules(recurrent=_only_a),
+        display=Display(description="h' = a·h + W x (test)"),
     )
     register_cell("scaled_test", spec)
     yield "scaled_test"
@@ -104,11 +112,72 @@ def test_registry_rejects_bad_registrations_and_unknown_cells(scaled):
         register_cell(scaled, CellSpec(lambda c, o: None))
     with pytest.raises(ValueError, match="lower-case"):
         register_cell("Bad Name", CellSpec(lambda c, o: None))
-    with pytest.raises(ValueError, match="output"):
-        CellSpec(lambda c, o: None, components=("c",), output="h")
+    with pytest.raises(ValueError, match="CarryLayout.output 'h' must be one of its components"):
+        CarryLayout(components=("c",), output="h")
+    with pytest.raises(ValueError, match="CarryLayout: give both pack and unpack"):
+        CarryLayout(pack=lambda carry: carry)
+    with pytest.raises(ValueError, match="Display.group must be one of"):
+        Display(group="modern")
+    with pytest.raises(ValueError, match="Display.activations needs at least one"):
+        Display(activations=())
+    with pytest.raises(TypeError, match="CellSpec.carry must be a CarryLayout"):
+        CellSpec(lambda c, o: None, carry=("c", "h"))
+    with pytest.raises(TypeError, match="CellSpec.build must be callable"):
+        CellSpec(None)
     with pytest.raises(ConfigError, match="one of simple, lstm"):
         RunConfig(cell="not_a_cell")
     assert scaled in cell_names() and cell_names()[:4] == ("simple", "lstm", "gru", "mgu")
+
+
+def test_a_flat_cellspec_of_0_2_still_registers_analyses_and_warns():
+    # A 0.2 plugin passes every field flat; it must build the same spec as the grouped form,
+    # say which grouped form to write, register, and analyse with its rules applied.
+    with pytest.warns(DeprecationWarning) as caught:
+        flat = CellSpec(
+            _build_scaled,
+            components=("h",),
+            output="h",
+            recurrent=_only_a,
+            matmuls=1,
+            residuals=3,
+            description="h' = a·h + W x (0.2 form)",
+        )
+    (message,) = [str(w.message) for w in caught]
+    for grouped_form in (
+        "carry=CarryLayout(components=…, output=…)",
+        "params=ParamRules(recurrent=…)",
+        "cost=CostModel(matmuls=…, residuals=…)",
+        "display=Display(description=…)",
+    ):
+        assert grouped_form in message
+    assert caught[0].filename == __file__  # the warning points at the plugin's line
+    assert flat == CellSpec(
+        _build_scaled,
+        carry=CarryLayout(components=("h",), output="h"),
+        params=ParamRules(recurrent=_only_a),
+        cost=CostModel(matmuls=1, residuals=3),
+        display=Display(description="h' = a·h + W x (0.2 form)"),
+    )
+    assert (flat.components, flat.output, flat.group, flat.description) == (
+        ("h",),
+        "h",
+        "plugin",
+        "h' = a·h + W x (0.2 form)",
+    )  # the flat names still read, for the callers of 0.2
+    register_cell("flat_test", flat)
+    try:
+        a = analyze(
+            RunConfig(cell="flat_test", seq_len=20, carry_init="normal", recurrent_gain=0.5), repeats=1
+        )
+        np.testing.assert_allclose(np.diff(a.log10_grad_norms), -np.log10(0.7 * 0.5), atol=1e-4)
+        assert float(a.params["a"]) == pytest.approx(0.35)  # its flat `recurrent` rule took the gain
+    finally:
+        unregister_cell("flat_test")
+    with pytest.warns(DeprecationWarning, match="cost=CostModel"):  # a flat keyword overrides its part
+        mixed = CellSpec(_build_scaled, cost=CostModel(matmuls=4, vectors=2), matmuls=2)
+    assert mixed.cost == CostModel(matmuls=2, vectors=2)
+    with pytest.raises(TypeError, match="componets"):
+        CellSpec(_build_scaled, componets=("h",))
 
 
 def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
@@ -134,7 +203,7 @@ def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
         from rnnviz import RunConfig, analyze, cell_names
         from rnnviz.tables.cells import cell_spec
         assert "leaky" in cell_names(), cell_names()
-        assert cell_spec("leaky").group == "plugin"
+        assert cell_spec("leaky").display.group == "plugin"
         a = analyze(RunConfig(cell="leaky", seq_len=30), repeats=1)
         print(a.log10_grad_norms[0] - a.log10_grad_norms[-1])
     """)
@@ -193,7 +262,9 @@ def test_lru_gain_scales_the_modulus_and_its_ring():
 
 
 def test_new_cells_fields_apply_as_documented():
-    assert cell_spec("minlstm").forget_bias is not None and cell_spec("mingru").forget_bias is None
+    assert (
+        cell_spec("minlstm").params.forget_bias is not None and cell_spec("mingru").params.forget_bias is None
+    )
     with pytest.raises(ConfigError, match="forget_bias"):
         RunConfig(cell="mingru", forget_bias=1.0)
     with pytest.raises(ConfigError, match="activation"):
@@ -207,7 +278,9 @@ def test_new_cells_fields_apply_as_documented():
 
 def test_app_lists_every_registered_cell_and_renders_every_tab_for_a_new_one():
     at = run_app()
-    assert list(at.selectbox(key="cfg_cell").options) == [f"{n} · {cell_spec(n).group}" for n in cell_names()]
+    assert list(at.selectbox(key="cfg_cell").options) == [
+        f"{n} · {cell_spec(n).display.group}" for n in cell_names()
+    ]
     for tab in ("Gradients", "Carry", "Strategies", "Phase diagram", "Compare"):
         at = run_app({"cell": "mingru", "seq_len": "40", "tab": tab})
         assert not at.exception and not at.error, (tab, [e.value for e in at.error])

@@ -47,7 +47,7 @@ def test_every_strategy_gives_the_same_param_grads(cell, batch):
     # kind (one leaf, two leaves, complex), and per_step wherever it checks fused's
     # contribution norms. The ones with their own carry handling (fused, checkpoint,
     # parallel) run for every cell, batched and unbatched.
-    fusable = cell_spec(cell).fused is not None
+    fusable = cell_spec(cell).forms.fused is not None
     rearranging = batch is not None and cell in ("simple", "lstm", "lru")
     wanted = [
         s
@@ -152,7 +152,7 @@ def test_per_step_tangents_sum_to_the_accumulated_gradient(cell):
     a = analyze(cfg, repeats=1)
     want = np.zeros((9, len(PARAM_GROUPS)))
     for path, leaf in jax.tree_util.tree_flatten_with_path(tangents)[0]:
-        g = PARAM_GROUPS.index(param_group(tuple(k.key for k in path), cell_spec(cfg.cell).recurrent))
+        g = PARAM_GROUPS.index(param_group(tuple(k.key for k in path), cell_spec(cfg.cell).params.recurrent))
         want[:, g] += np.sum(np.asarray(leaf).reshape(9, -1) ** 2, axis=1)
     np.testing.assert_allclose(a.param_grad_by_step, np.sqrt(want), rtol=1e-5)
 
@@ -253,7 +253,11 @@ def test_a_fused_form_without_a_hand_written_reverse_uses_the_pointwise_vjp():
 
     spec = cell_spec("gru")
     generic = dataclasses.replace(
-        spec, group="plugin", fused=dataclasses.replace(spec.fused, step=None, backward=None)
+        spec,
+        display=dataclasses.replace(spec.display, group="plugin"),
+        forms=dataclasses.replace(
+            spec.forms, fused=dataclasses.replace(spec.forms.fused, step=None, backward=None)
+        ),
     )
     register_cell("gru_generic_fused", generic)
     try:

@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz import CellSpec
+from rnnviz.tables.cells import CostModel, Display
 
 
 class LeakyCell(nn.RNNCellBase):
@@ -63,12 +64,13 @@ def build(cfg: Any, options: dict[str, Any]) -> LeakyCell:
     return LeakyCell(**{k: options[k] for k in keep})
 
 
-# The recurrent part is the W_h kernel (module "h"): the default `recurrent` predicate of
-# CellSpec already says so, and the gain multiplies it.
+# The carry is one leaf h, which is also the output: CellSpec's default CarryLayout. The
+# recurrent part is the W_h kernel (module "h"): the default ParamRules already say so, and
+# the gain multiplies it. What is left: the cost model and what the dashboard shows.
 SPEC = CellSpec(
     build,
-    matmuls=1,
-    vectors=1,
-    residuals=4,
-    description="h' = (1 − α)h + α·tanh(W_i x + W_h h + b), α = 0.1 (leaky integrator; example plugin)",
+    cost=CostModel(matmuls=1, vectors=1, residuals=4),
+    display=Display(
+        description="h' = (1 − α)h + α·tanh(W_i x + W_h h + b), α = 0.1 (leaky integrator; example plugin)"
+    ),
 )

@@ -20,7 +20,7 @@ Carry layouts and step maths (x: ``[(B,) I]``, h, c: ``[(B,) H]``; σ the sigmoi
 * ``indrnn``, ``mingru``, ``minlstm``: see :mod:`rnnviz.engine.cells.modern` (maths and papers).
 
 In every built-in cell the output ``y`` equals the ``h`` part of the new carry.
-Recurrent parameters are what each spec's ``recurrent`` says (Flax's cells: the kernels of
+Recurrent parameters are what each spec's ``params.recurrent`` says (Flax's cells: the kernels of
 modules whose name starts with ``h``).
 """
 
@@ -64,7 +64,7 @@ def make_cell(cfg: RunConfig, carry_scale: jax.Array | float = 1.0) -> nn.RNNCel
 
 def is_recurrent(cfg: RunConfig, path: tuple[str, ...]) -> bool:
     """Whether the parameter at ``path`` is part of ``cfg.cell``'s recurrence."""
-    return cell_spec(cfg.cell).recurrent(path)
+    return cell_spec(cfg.cell).params.recurrent(path)
 
 
 def param_group(path: tuple[str, ...], recurrent: Callable[[tuple[str, ...]], bool] = hidden_kernels) -> str:
@@ -78,29 +78,29 @@ PARAM_GROUPS = ("recurrent", "input", "bias")
 
 
 def apply_gain(cfg: RunConfig, params: Params, gain: jax.Array) -> Params:
-    """Multiply the recurrent part by ``gain`` (``spec.apply_gain``, or every recurrent
+    """Multiply the recurrent part by ``gain`` (``spec.params.apply_gain``, or every recurrent
     leaf): at initialisation, or (:mod:`rnnviz.base.weights`) a trained network's recurrence."""
-    spec = cell_spec(cfg.cell)
-    if spec.apply_gain is not None:
-        return spec.apply_gain(params, gain)
+    rules = cell_spec(cfg.cell).params
+    if rules.apply_gain is not None:
+        return rules.apply_gain(params, gain)
 
     def scale(path, leaf):
         names = tuple(k.key for k in path)
-        return (leaf.astype(jnp.float32) * gain).astype(leaf.dtype) if spec.recurrent(names) else leaf
+        return (leaf.astype(jnp.float32) * gain).astype(leaf.dtype) if rules.recurrent(names) else leaf
 
     return jax.tree_util.tree_map_with_path(scale, params)
 
 
 def adjust_params(cfg: RunConfig, params: Params, gain: jax.Array, forget_bias: jax.Array) -> Params:
     """Apply the gain to the recurrent part (:func:`apply_gain`) and the forget bias
-    (``spec.forget_bias``; cells without one ignore it).
+    (``spec.params.forget_bias``; cells without one ignore it).
 
     Done after initialisation so that gain and bias are traced values, not static ones.
     """
     params = apply_gain(cfg, params, gain)
-    spec = cell_spec(cfg.cell)
-    if spec.forget_bias is not None:
-        params = spec.forget_bias(params, forget_bias)
+    rules = cell_spec(cfg.cell).params
+    if rules.forget_bias is not None:
+        params = rules.forget_bias(params, forget_bias)
     return params
 
 
@@ -111,7 +111,7 @@ def carry_to_dict(cfg: RunConfig, carry: Any) -> dict[str, Any]:
 
 def output_of(cfg: RunConfig, carry: Any) -> jax.Array:
     """The carry leaf the spec names as output (y itself unless the spec has a ``readout``)."""
-    return jax.tree.leaves(carry)[cfg.carry_components.index(cell_spec(cfg.cell).output)]
+    return jax.tree.leaves(carry)[cfg.carry_components.index(cell_spec(cfg.cell).carry.output)]
 
 
 def outputs(
@@ -119,8 +119,8 @@ def outputs(
 ) -> jax.Array:
     """The outputs y_1 … y_T ``[T, (B,) O]`` of a trajectory (carries ``[T+1, …]`` with
     carry_0 at index 0, time-major xs ``[T, (B,) I]``): the output leaf, or the spec's
-    ``readout`` at every step (params with a leading ``[T]`` axis when ``per_step``)."""
-    readout = cell_spec(cfg.cell).readout
+    ``carry.readout`` at every step (params with a leading ``[T]`` axis when ``per_step``)."""
+    readout = cell_spec(cfg.cell).carry.readout
     if readout is None:
         return output_of(cfg, carries)[1:]
     later = jax.tree.map(lambda c: c[1:], carries)
@@ -129,7 +129,7 @@ def outputs(
 
 def final_output(cfg: RunConfig, params: Params, carry: Any, x_last: jax.Array) -> jax.Array:
     """y_T from the final carry and the last input (for losses that read only y_T)."""
-    readout = cell_spec(cfg.cell).readout
+    readout = cell_spec(cfg.cell).carry.readout
     return output_of(cfg, carry) if readout is None else readout(params, carry, x_last)
 
 

@@ -1,8 +1,9 @@
 """The built-in cells, registered in the cell table (:mod:`rnnviz.tables.cells`) on import.
 
 Each registration is one :class:`~rnnviz.tables.cells.CellSpec`: how to build the Flax
-cell from the options rnnviz decides, how to read its carry, its cost model, and its
-optional theory curve, linear form (``parallel``) and fused form (``fused``).
+cell from the options rnnviz decides, then its parts: how to read its carry, its parameter
+rules, its cost model, what the dashboard shows (with the optional theory curve), and its
+special forms: linear (``parallel``) and fused (``fused``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,17 @@ from rnnviz.engine.cells.theory import (
     minlstm_jacobians,
     pascanu_curve,
 )
-from rnnviz.tables.cells import CellSpec, FusedForm, FusedGate, register_cell
+from rnnviz.tables.cells import (
+    CarryLayout,
+    CellSpec,
+    CostModel,
+    Display,
+    FusedForm,
+    FusedGate,
+    ParamRules,
+    SpecialForms,
+    register_cell,
+)
 
 if TYPE_CHECKING:
     from rnnviz.config import RunConfig
@@ -106,132 +117,140 @@ register_cell(
     "simple",
     CellSpec(
         build=_flax_cell(nn.SimpleCell, takes_activation=True),
-        activations=("tanh", "relu", "identity"),
-        group="classic",
-        matmuls=1,
-        residuals=3,
-        theory=pascanu_curve,
-        fused=FusedForm(
-            gates=(FusedGate("", input_bias=True, hidden_bias=False),),
-            pointwise=simple_pointwise,
-            step=simple_step,
-            backward=simple_backward,
+        cost=CostModel(matmuls=1, residuals=3),
+        display=Display(
+            group="classic",
+            activations=("tanh", "relu", "identity"),
+            theory=pascanu_curve,
+            description="h' = φ(W_i x + b + W_h h) (Elman 1990); Flax SimpleCell",
         ),
-        description="h' = φ(W_i x + b + W_h h) (Elman 1990); Flax SimpleCell",
+        forms=SpecialForms(
+            fused=FusedForm(
+                gates=(FusedGate("", input_bias=True, hidden_bias=False),),
+                pointwise=simple_pointwise,
+                step=simple_step,
+                backward=simple_backward,
+            )
+        ),
     ),
 )
 register_cell(
     "lstm",
     CellSpec(
         build=_flax_cell(nn.OptimizedLSTMCell),
-        components=("c", "h"),
-        forget_bias=_add_to(("hf", "bias")),
-        group="classic",
-        matmuls=4,
-        vectors=4,
-        residuals=14,
-        gates=("i", "f", "o"),
-        fused=FusedForm(
-            gates=(
-                FusedGate("i", input_bias=False, hidden_bias=True),
-                FusedGate("f", input_bias=False, hidden_bias=True),
-                FusedGate("g", input_bias=False, hidden_bias=True),
-                FusedGate("o", input_bias=False, hidden_bias=True),
-            ),
-            pointwise=lstm_pointwise,
-            step=lstm_step,
-            backward=lstm_backward,
+        carry=CarryLayout(components=("c", "h")),
+        params=ParamRules(forget_bias=_add_to(("hf", "bias"))),
+        cost=CostModel(matmuls=4, vectors=4, residuals=14),
+        display=Display(
+            group="classic",
+            gates=("i", "f", "o"),
+            description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax "
+            "OptimizedLSTMCell, carry (c, h)",
         ),
-        description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax "
-        "OptimizedLSTMCell, carry (c, h)",
+        forms=SpecialForms(
+            fused=FusedForm(
+                gates=(
+                    FusedGate("i", input_bias=False, hidden_bias=True),
+                    FusedGate("f", input_bias=False, hidden_bias=True),
+                    FusedGate("g", input_bias=False, hidden_bias=True),
+                    FusedGate("o", input_bias=False, hidden_bias=True),
+                ),
+                pointwise=lstm_pointwise,
+                step=lstm_step,
+                backward=lstm_backward,
+            )
+        ),
     ),
 )
 register_cell(
     "gru",
     CellSpec(
         build=_flax_cell(nn.GRUCell),
-        group="classic",
-        matmuls=3,
-        vectors=4,
-        residuals=9,
-        gates=("r", "z"),
-        fused=FusedForm(
-            gates=(
-                FusedGate("r", input_bias=True, hidden_bias=False),
-                FusedGate("z", input_bias=True, hidden_bias=False),
-                FusedGate("n", input_bias=True, hidden_bias=True, additive=False),
-            ),
-            pointwise=gru_pointwise,
-            step=gru_step,
-            backward=gru_backward,
+        cost=CostModel(matmuls=3, vectors=4, residuals=9),
+        display=Display(
+            group="classic",
+            gates=("r", "z"),
+            description="h' = (1 − z)⊙n + z⊙h (Cho et al. 2014); Flax GRUCell",
         ),
-        description="h' = (1 − z)⊙n + z⊙h (Cho et al. 2014); Flax GRUCell",
+        forms=SpecialForms(
+            fused=FusedForm(
+                gates=(
+                    FusedGate("r", input_bias=True, hidden_bias=False),
+                    FusedGate("z", input_bias=True, hidden_bias=False),
+                    FusedGate("n", input_bias=True, hidden_bias=True, additive=False),
+                ),
+                pointwise=gru_pointwise,
+                step=gru_step,
+                backward=gru_backward,
+            )
+        ),
     ),
 )
 register_cell(
     "mgu",
     CellSpec(
         build=_flax_cell(nn.MGUCell),
-        group="classic",
-        matmuls=2,
-        vectors=3,
-        residuals=7,
-        gates=("f",),
-        fused=FusedForm(
-            gates=(
-                FusedGate("f", input_bias=True, hidden_bias=False),
-                FusedGate("n", input_bias=True, hidden_bias=True, additive=False),
-            ),
-            pointwise=mgu_pointwise,
-            step=mgu_step,
-            backward=mgu_backward,
+        cost=CostModel(matmuls=2, vectors=3, residuals=7),
+        display=Display(
+            group="classic",
+            gates=("f",),
+            description="h' = (1 − f)⊙n + f⊙h (Zhou et al. 2016); Flax MGUCell",
         ),
-        description="h' = (1 − f)⊙n + f⊙h (Zhou et al. 2016); Flax MGUCell",
+        forms=SpecialForms(
+            fused=FusedForm(
+                gates=(
+                    FusedGate("f", input_bias=True, hidden_bias=False),
+                    FusedGate("n", input_bias=True, hidden_bias=True, additive=False),
+                ),
+                pointwise=mgu_pointwise,
+                step=mgu_step,
+                backward=mgu_backward,
+            )
+        ),
     ),
 )
 register_cell(
     "indrnn",
     CellSpec(
         build=_indrnn,
-        recurrent=_named("u"),
-        activations=("relu", "tanh", "identity"),
-        group="linear-recurrent",
-        matmuls=1,
-        vectors=2,
-        residuals=3,
-        theory=diagonal_theory(indrnn_jacobians),
-        description="h' = φ(W x + u⊙h + b), element-wise recurrence (Li et al. 2018); gain scales u",
+        params=ParamRules(recurrent=_named("u")),
+        cost=CostModel(matmuls=1, vectors=2, residuals=3),
+        display=Display(
+            group="linear-recurrent",
+            activations=("relu", "tanh", "identity"),
+            theory=diagonal_theory(indrnn_jacobians),
+            description="h' = φ(W x + u⊙h + b), element-wise recurrence (Li et al. 2018); gain scales u",
+        ),
     ),
 )
 register_cell(
     "mingru",
     CellSpec(
         build=_minimal(MinGRUCell),
-        recurrent=_named("a"),
-        group="linear-recurrent",
-        matmuls=2,
-        vectors=3,
-        residuals=4,
-        gates=("z",),
-        theory=diagonal_theory(mingru_jacobians),
-        linear_form=mingru_linear,
-        description="h' = a(1 − z)⊙h + z⊙h̃, gates from x only (Feng et al. 2024); gain scales a",
+        params=ParamRules(recurrent=_named("a")),
+        cost=CostModel(matmuls=2, vectors=3, residuals=4),
+        display=Display(
+            group="linear-recurrent",
+            gates=("z",),
+            theory=diagonal_theory(mingru_jacobians),
+            description="h' = a(1 − z)⊙h + z⊙h̃, gates from x only (Feng et al. 2024); gain scales a",
+        ),
+        forms=SpecialForms(linear_form=mingru_linear),
     ),
 )
 register_cell(
     "minlstm",
     CellSpec(
         build=_minimal(MinLSTMCell),
-        recurrent=_named("a"),
-        forget_bias=_add_to(("if", "bias")),
-        group="linear-recurrent",
-        matmuls=3,
-        vectors=4,
-        residuals=6,
-        gates=("f", "i"),
-        theory=diagonal_theory(minlstm_jacobians),
-        linear_form=minlstm_linear,
-        description="h' = a·f'⊙h + i'⊙h̃, f' = f/(f+i) from x only (Feng et al. 2024); gain scales a",
+        params=ParamRules(recurrent=_named("a"), forget_bias=_add_to(("if", "bias"))),
+        cost=CostModel(matmuls=3, vectors=4, residuals=6),
+        display=Display(
+            group="linear-recurrent",
+            gates=("f", "i"),
+            theory=diagonal_theory(minlstm_jacobians),
+            description="h' = a·f'⊙h + i'⊙h̃, f' = f/(f+i) from x only (Feng et al. 2024); gain scales a",
+        ),
+        forms=SpecialForms(linear_form=minlstm_linear),
     ),
 )
 
@@ -255,20 +274,17 @@ register_cell(
     "lru",
     CellSpec(
         build=_lru,
-        components=("re", "im"),
-        output="re",
-        readout=lru_readout,
-        recurrent=_named("nu_log", "theta_log", "a"),
-        apply_gain=_scale_leaf("a"),
-        group="linear-recurrent",
-        matmuls=5,
-        vectors=3,
-        residuals=6,
-        theory=diagonal_theory(lru_jacobians, lru_cotangent),
-        linear_form=lru_linear,
-        pack=lru_pack,
-        unpack=lru_unpack,
-        description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry (re, im); "
-        "gain scales |λ|",
+        carry=CarryLayout(
+            components=("re", "im"), output="re", readout=lru_readout, pack=lru_pack, unpack=lru_unpack
+        ),
+        params=ParamRules(recurrent=_named("nu_log", "theta_log", "a"), apply_gain=_scale_leaf("a")),
+        cost=CostModel(matmuls=5, vectors=3, residuals=6),
+        display=Display(
+            group="linear-recurrent",
+            theory=diagonal_theory(lru_jacobians, lru_cotangent),
+            description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry "
+            "(re, im); gain scales |λ|",
+        ),
+        forms=SpecialForms(linear_form=lru_linear),
     ),
 )

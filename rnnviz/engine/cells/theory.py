@@ -1,6 +1,6 @@
 """Closed forms of ‖∂L/∂carry_t‖ drawn next to the measured curve (NumPy, float64).
 
-A cell's :class:`~rnnviz.tables.cells.CellSpec` names its curve in ``theory``: the simple
+A cell's :class:`~rnnviz.tables.cells.CellSpec` names its curve in ``display.theory``: the simple
 cell's Pascanu bound (:func:`pascanu_curve`), or for cells whose step Jacobian is diagonal
 the exact product (:func:`diagonal_theory` of the cell's ``*_jacobians``). Each reads an
 :class:`~rnnviz.analysis.Analysis` (params, inputs, trajectory) and needs no JAX.
@@ -136,7 +136,7 @@ def lru_jacobians(a: Analysis) -> np.ndarray:
 
 def output_cotangent(a: Analysis) -> np.ndarray:
     """|∂L/∂h_T| per unit for loss last ``[(B,) H]``: |h_T| (the output leaf)."""
-    return np.abs(np.asarray(a.carries[cell_spec(a.config.cell).output][-1], np.float64))
+    return np.abs(np.asarray(a.carries[cell_spec(a.config.cell).carry.output][-1], np.float64))
 
 
 def lru_cotangent(a: Analysis) -> np.ndarray:
@@ -174,7 +174,7 @@ def diagonal_theory(
     jacobians: Callable[[Analysis], np.ndarray],
     end: Callable[[Analysis], np.ndarray] = output_cotangent,
 ) -> Callable[[Analysis], Overlay | None]:
-    """A ``CellSpec.theory`` hook: :func:`diagonal_curve` with this cell's Jacobians and
+    """A ``CellSpec.display.theory`` hook: :func:`diagonal_curve` with this cell's Jacobians and
     final cotangent."""
 
     def hook(a: Analysis) -> Overlay | None:
@@ -185,5 +185,5 @@ def diagonal_theory(
 
 def theory_overlay(a: Analysis) -> Overlay | None:
     """The cell's closed form of ‖∂L/∂carry_t‖ (its spec's ``theory`` hook), or None."""
-    hook = cell_spec(a.config.cell).theory
+    hook = cell_spec(a.config.cell).display.theory
     return None if hook is None else hook(a)

@@ -184,7 +184,7 @@ class Taps(NamedTuple):
 
 def taps(cfg: RunConfig, xs: jax.Array) -> Taps:
     """Zeros shaped like the gate pre-activations of time-major ``xs`` ``[T, (B,) I]``."""
-    form = cell_spec(cfg.cell).fused
+    form = cell_spec(cfg.cell).forms.fused
     z = jnp.zeros(xs.shape[:-1] + (cfg.hidden_size,), xs.dtype)
     return Taps((z,) * len(form.gates), (z,) * len(form.gates))
 
@@ -199,7 +199,7 @@ def fused_rollout(
 ) -> Carry:
     """Like :func:`rnnviz.engine.rollout.rollout` (carries ``[T+1, (B,) H]`` per leaf, ``eps`` added to
     the carry handed on at every step), with the input GEMM hoisted and the custom VJP."""
-    form = cell_spec(cfg.cell).fused
+    form = cell_spec(cfg.cell).forms.fused
     h = cfg.hidden_size
     w_x, b_x = weights(params, "i", form.names, form.input_bias, h)
     w_h, b_h = weights(params, "h", form.names, form.hidden_bias, h)
@@ -250,7 +250,7 @@ def group_norms(
     """``[T, 3]``: the norm of step t's contribution to the recurrent kernels (W_h), the input
     kernels (W_x) and the biases — the columns of :data:`rnnviz.engine.cells.PARAM_GROUPS` —
     from the gate cotangents the fused reverse pass stored."""
-    form = cell_spec(cfg.cell).fused
+    form = cell_spec(cfg.cell).forms.fused
     h_prev = jax.tree.leaves(carries)[cfg.carry_components.index(form.hidden)][:-1]
     rec = outer_norms(h_prev, jnp.concatenate(dzh, -1))
     inp = outer_norms(xs, jnp.concatenate(dzx, -1))

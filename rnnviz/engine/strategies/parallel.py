@@ -81,7 +81,7 @@ def blocked_scan(a: jax.Array, b: jax.Array) -> jax.Array:
 
 
 def _single_leaf(carry: Carry) -> jax.Array:
-    """The state h of a cell whose carry is one leaf (a ``CellSpec`` without ``pack``)."""
+    """The state h of a cell whose carry is one leaf (a ``CellSpec`` whose carry has no ``pack``)."""
     (leaf,) = jax.tree.leaves(carry)
     return leaf
 
@@ -96,10 +96,10 @@ def parallel_rollout(
     """Like :func:`rnnviz.engine.rollout.rollout` (carries ``[T+1, (B,) H]`` per leaf, carry_0 at
     index 0, ``eps`` added to the carry handed on at every step) by an associative scan."""
     spec = cell_spec(cfg.cell)
-    pack = spec.pack or _single_leaf
-    unpack = spec.unpack or _same
+    pack = spec.carry.pack or _single_leaf
+    unpack = spec.carry.unpack or _same
     first, rest = split_eps(carry0, eps)
-    a, b = spec.linear_form(params, xs)  # [T, (B,) H]
+    a, b = spec.forms.linear_form(params, xs)  # [T, (B,) H]
     if rest is not None:
         b = b + pack(rest)
     b = b.at[0].add(a[0] * pack(first))  # fold h_0 into the first step

@@ -21,8 +21,12 @@
 
 What validation needs (names, which cells, memory) is plain data in
 :mod:`rnnviz.tables.strategies`; this module keys the implementations by the same names.
-Adding a strategy is one :func:`register_strategy` call; validation, the CLI, the
-dashboard and the comparisons read the table.
+An implementation is a few pure functions with narrow interfaces (as an Optax transform is
+``init``/``update``): a ``rollout`` that reads a :class:`ForwardPass`, a :class:`ParamLift`
+(params into the rollout, their gradient back) and, for the strategies that show each
+step's contribution to ∂L/∂W, :class:`Contributions` (zero taps in, norms out of a
+:class:`ReversePass`). Adding a strategy is one :func:`register_strategy` call; validation,
+the CLI, the dashboard and the comparisons read the table.
 """
 
 from __future__ import annotations
@@ -30,7 +34,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -43,7 +47,16 @@ from rnnviz.engine.strategies.parallel import parallel_rollout
 from rnnviz.tables import strategies as rules
 from rnnviz.tables.strategies import StrategyRules, block_length, cell_unavailable, strategy_names
 
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
+
 __all__ = [
+    "PER_STEP_COPIES",
+    "SHARED",
+    "Contributions",
+    "ForwardPass",
+    "ParamLift",
+    "ReversePass",
     "Strategy",
     "block_length",
     "cell_unavailable",
@@ -81,6 +94,74 @@ def _split_transpose_here() -> str | None:
     )
 
 
+class ForwardPass(NamedTuple):
+    """What a strategy's rollout reads: one forward pass's inputs (each rollout takes what it needs).
+
+    Attributes:
+        cfg: the static :class:`~rnnviz.config.RunConfig` (the cell's table entry, H, activation).
+        cell: the Flax cell (:func:`rnnviz.engine.cells.make_cell`).
+        params: the params as the strategy lifted them (:class:`ParamLift`).
+        carry0: the initial carry, each leaf ``[(B,) H]``.
+        xs: time-major inputs ``[T, (B,) I]``.
+        eps: optional zero perturbations, carry-shaped ``[T+1, (B,) H]``: their cotangents are
+            every ∂L/∂carry_t.
+        taps: optional extra zero inputs (:attr:`Contributions.taps`), or None.
+    """
+
+    cfg: RunConfig
+    cell: Any
+    params: Params
+    carry0: Carry
+    xs: jax.Array
+    eps: Carry | None = None
+    taps: Any = None
+
+
+class ReversePass(NamedTuple):
+    """What the per-step contribution norms read once the reverse pass has run.
+
+    Attributes:
+        cfg: the static :class:`~rnnviz.config.RunConfig`.
+        carries: the trajectory, each leaf ``[T+1, (B,) H]``.
+        xs: time-major inputs ``[T, (B,) I]``.
+        param_grads: the gradient with respect to the lifted params (``per_step``: ``[T, …]``).
+        tap_grads: the cotangents of :attr:`ForwardPass.taps` (None without taps).
+    """
+
+    cfg: RunConfig
+    carries: Carry
+    xs: jax.Array
+    param_grads: Params
+    tap_grads: Any
+
+
+class ParamLift(NamedTuple):
+    """How params enter the differentiated rollout, and how their gradient comes back.
+
+    Attributes:
+        lift: ``(params, T) -> what is differentiated`` (the params, or ``[T, …]`` copies).
+        collapse: that gradient → ∂L/∂W (like params).
+        stacked: whether ``lift`` adds a leading ``[T]`` axis (readouts are then vmapped over it).
+    """
+
+    lift: Callable[[Params, int], Params]
+    collapse: Callable[[Params], Params]
+    stacked: bool = False
+
+
+class Contributions(NamedTuple):
+    """How a strategy yields each step's contribution to ∂L/∂W, ``[T, G]``.
+
+    Attributes:
+        taps: ``(cfg, xs [T, (B,) I]) -> pytree | None``: extra zero inputs of the forward pass
+            whose cotangents ``norms`` reads.
+        norms: ``ReversePass -> [T, G]``, G the groups of :data:`rnnviz.engine.cells.PARAM_GROUPS`.
+    """
+
+    taps: Callable[[RunConfig, jax.Array], Any]
+    norms: Callable[[ReversePass], jax.Array]
+
+
 def _same(params: Params, seq_len: int) -> Params:
     return params
 
@@ -97,39 +178,41 @@ def _summed(grads: Params) -> Params:
     return jax.tree.map(lambda g: jnp.sum(g, axis=0, dtype=jnp.float32).astype(g.dtype), grads)
 
 
-def _no_taps(cfg: Any, xs: jax.Array) -> None:
+#: The params themselves: the scan closes over them and sums their cotangents as it goes.
+SHARED = ParamLift(_same, _kept)
+#: One copy per step ``[T, …]``: one tangent per step, summed afterwards.
+PER_STEP_COPIES = ParamLift(_stack, _summed, stacked=True)
+
+
+def _no_taps(cfg: RunConfig, xs: jax.Array) -> None:
     return None
 
 
-def _no_by_step(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> None:
-    return None
+def _tangent_norms(r: ReversePass) -> jax.Array:
+    return group_norms_by_step(r.param_grads, cell_spec(r.cfg.cell).params.recurrent)
 
 
-def _tangent_norms(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> jax.Array:
-    return group_norms_by_step(grads, cell_spec(cfg.cell).recurrent)
+def _gram_norms(r: ReversePass) -> jax.Array:
+    return fused.group_norms(r.cfg, r.carries, r.xs, r.tap_grads.zx, r.tap_grads.zh)
 
 
-def _gram_norms(cfg: Any, carries: Carry, xs: jax.Array, grads: Params, taps: Any) -> jax.Array:
-    return fused.group_norms(cfg, carries, xs, taps.zx, taps.zh)
-
-
-def _scan_rollout(**flags: bool) -> Callable:
-    def run(cfg, cell, params, carry0, xs, eps, taps):
-        return rollout(cell, params, carry0, xs, eps, **flags)
+def _scan_rollout(**flags: bool) -> Callable[[ForwardPass], Carry]:
+    def run(f: ForwardPass) -> Carry:
+        return rollout(f.cell, f.params, f.carry0, f.xs, f.eps, **flags)
 
     return run
 
 
-def _parallel_rollout(cfg, cell, params, carry0, xs, eps, taps):
-    return parallel_rollout(cfg, params, carry0, xs, eps)
+def _parallel_rollout(f: ForwardPass) -> Carry:
+    return parallel_rollout(f.cfg, f.params, f.carry0, f.xs, f.eps)
 
 
-def _fused_rollout(cfg, cell, params, carry0, xs, eps, taps):
-    return fused.fused_rollout(cfg, params, carry0, xs, eps, taps)
+def _fused_rollout(f: ForwardPass) -> Carry:
+    return fused.fused_rollout(f.cfg, f.params, f.carry0, f.xs, f.eps, f.taps)
 
 
-def _checkpoint_rollout(cfg, cell, params, carry0, xs, eps, taps):
-    return checkpoint_rollout(cell, params, carry0, xs, eps, block_length(xs.shape[0]))
+def _checkpoint_rollout(f: ForwardPass) -> Carry:
+    return checkpoint_rollout(f.cell, f.params, f.carry0, f.xs, f.eps, block_length(f.xs.shape[0]))
 
 
 def _everywhere() -> str | None:
@@ -138,29 +221,23 @@ def _everywhere() -> str | None:
 
 @dataclass(frozen=True)
 class Strategy:
-    """One way of gathering ∂L/∂W through time: its plain-data rules and its implementation.
+    """One way of gathering ∂L/∂W through time: its plain-data rules and a few pure functions.
 
     Attributes:
         rules: the :class:`~rnnviz.tables.strategies.StrategyRules` validation reads (name,
             summary, which cells, memory model).
-        rollout: ``(cfg, cell, params, carry0, xs [T, (B,) I], eps, taps) -> carries [T+1, …]``
-            (:func:`rnnviz.engine.rollout.rollout`'s contract; ``eps`` the zero perturbations).
-        lift: ``(params, T) -> what is differentiated`` (``per_step``: ``[T, …]`` copies).
-        collapse: that gradient → ∂L/∂W.
-        taps: ``(cfg, xs) -> pytree | None``: extra zero inputs whose cotangents
-            ``by_step_of`` reads.
-        by_step_of: ``(cfg, carries, xs, raw grads, tap cotangents) -> [T, G] | None``.
-        stacked_params: the differentiated params carry a leading ``[T]`` axis.
+        rollout: ``ForwardPass -> carries [T+1, …]`` (:func:`rnnviz.engine.rollout.rollout`'s
+            contract: carry_0 at index 0, ``eps`` added to the carry handed on at every step).
+        param_lift: the :class:`ParamLift`: how params are lifted for the rollout and the
+            gradient summed back (default :data:`SHARED`).
+        contributions: optional :class:`Contributions`: the per-step contributions to ∂L/∂W.
         jax_reason: ``() -> str | None``: why this JAX cannot run it (None: it can).
     """
 
     rules: StrategyRules
-    rollout: Callable[..., Carry]
-    lift: Callable[[Params, int], Params] = _same
-    collapse: Callable[[Params], Params] = _kept
-    taps: Callable[[Any, jax.Array], Any] = _no_taps
-    by_step_of: Callable[..., jax.Array | None] = _no_by_step
-    stacked_params: bool = False
+    rollout: Callable[[ForwardPass], Carry]
+    param_lift: ParamLift = SHARED
+    contributions: Contributions | None = None
     jax_reason: Callable[[], str | None] = _everywhere
 
     @property
@@ -188,7 +265,7 @@ class Strategy:
     @property
     def by_step(self) -> bool:
         """Whether it yields ``param_grad_by_step`` ``[T, G]``."""
-        return self.by_step_of is not _no_by_step
+        return self.contributions is not None
 
 
 _TABLE: dict[str, Strategy] = {}
@@ -213,10 +290,8 @@ register_strategy(
     Strategy(
         rules=rules.PER_STEP,
         rollout=_scan_rollout(per_step_params=True),
-        lift=_stack,
-        collapse=_summed,
-        by_step_of=_tangent_norms,
-        stacked_params=True,
+        param_lift=PER_STEP_COPIES,
+        contributions=Contributions(taps=_no_taps, norms=_tangent_norms),
     )
 )
 register_strategy(
@@ -231,8 +306,7 @@ register_strategy(
     Strategy(
         rules=rules.FUSED,
         rollout=_fused_rollout,
-        taps=fused.taps,
-        by_step_of=_gram_norms,
+        contributions=Contributions(taps=fused.taps, norms=_gram_norms),
     )
 )
 register_strategy(Strategy(rules=rules.CHECKPOINT, rollout=_checkpoint_rollout))
@@ -251,7 +325,7 @@ def unavailable(name: str, spec: Any | None = None) -> str | None:
 
 def lift_params(params: Params, name: str, seq_len: int) -> Params:
     """What the scan differentiates for strategy ``name``: the params, or ``[T, ...]`` copies."""
-    return _TABLE[name].lift(params, seq_len)
+    return _TABLE[name].param_lift.lift(params, seq_len)
 
 
 def group_norms_by_step(stacked: Params, recurrent: Callable[[tuple[str, ...]], bool]) -> jax.Array:

@@ -28,7 +28,7 @@ from rnnviz.engine.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.engine.norms import robust_norm
 from rnnviz.engine.prepare import Values, prepare_params
 from rnnviz.engine.rollout import rollout
-from rnnviz.engine.strategies.registry import strategy
+from rnnviz.engine.strategies.registry import ForwardPass, strategy
 from rnnviz.studies.tasks.synthetic import Task, get_task
 
 OPTIMIZERS = ("adam", "sgd")
@@ -128,9 +128,9 @@ def task_outputs(static: RunConfig, params, carry0, xs, eps=None):
     cell = make_cell(static)
     xs_tm = jnp.swapaxes(xs, 0, 1)
     strat = strategy(static.strategy)
-    if eps is not None or strat.stacked_params:
+    if eps is not None or strat.param_lift.stacked:
         return outputs(static, params["cell"], rollout(cell, params["cell"], carry0, xs_tm, eps), xs_tm)
-    carries = strat.rollout(static, cell, params["cell"], carry0, xs_tm, None, None)
+    carries = strat.rollout(ForwardPass(static, cell, params["cell"], carry0, xs_tm))
     return outputs(static, params["cell"], carries, xs_tm)
 
 
@@ -182,7 +182,7 @@ def probe_profile(static: RunConfig, task: Task, params, carry0, probe):
     recurrent = [
         leaf
         for path, leaf in jax.tree_util.tree_leaves_with_path(grads["cell"])
-        if cell_spec(static.cell).recurrent(tuple(k.key for k in path))
+        if cell_spec(static.cell).params.recurrent(tuple(k.key for k in path))
     ]
     w_norm = (
         robust_norm(jnp.concatenate([r.astype(jnp.float32).reshape(-1) for r in recurrent]), 0)
