@@ -15,25 +15,34 @@ Formats:
 
 Ragged sequences are padded, never cut: the mask marks the real steps, and the losses and
 per-step norms respect it.
+
+A file is judged by its headers before its bytes: each array's ``.npy`` header
+(:mod:`~rnnviz.dataset.npyfile`), a ``.parquet`` file's metadata and a table's running row
+count (:mod:`~rnnviz.dataset.longform`) are checked against :data:`MAX_DATA_BYTES` before
+the data are allocated, and the data are then converted chunk by chunk into float32 arrays
+allocated once (an accepted file peaks near its float32 size, plus a few chunks). Any other
+failure while reading (a corrupt zip, a truncated array, a parser's error, the memory
+running out) is the same one :class:`DataError`.
 """
 
 from __future__ import annotations
 
-import zipfile
 from pathlib import Path
 
 import numpy as np
-import pandas as pd
 
-from rnnviz.config import MAX_INPUT, MAX_SEQ_LEN
-from rnnviz.dataset.record import DataError, Dataset, split
+from rnnviz.dataset.budget import Budget
+from rnnviz.dataset.longform import read_table
+from rnnviz.dataset.npyfile import read_npy, read_npz
+from rnnviz.dataset.record import DataError, Dataset, reason, split
 
 EXTENSIONS = (".npz", ".npy", ".csv", ".parquet")
 #: Largest data set loaded, in bytes of float32 inputs (the dashboard's uploads are smaller:
 #: its server's ``maxUploadSize``).
 MAX_DATA_BYTES = 1024**3
 MAX_SEQUENCES = 1_000_000
-ID_COLUMN, TIME_COLUMN, LABEL_COLUMN, TARGET_COLUMN = "sequence", "t", "label", "target"
+#: Sequences checked for NaN at a time (bounds the check's scratch memory).
+_CHECK_BYTES = 16 * 2**20
 
 
 def load_file(path: str | Path) -> Dataset:
@@ -46,8 +55,9 @@ def load_file(path: str | Path) -> Dataset:
         A :class:`Dataset` named after the file, with a fixed 80/20 split.
 
     Raises:
-        DataError: the file is missing, of an unknown kind, unreadable, or its contents
-            are not allowed (each message names the file and the problem).
+        DataError: the file is missing, of an unknown kind, unreadable, claims more than
+            :data:`MAX_DATA_BYTES` as float32, or its contents are not allowed (each message
+            names the file and the problem; no other exception escapes).
     """
     path = Path(path)
     name = path.name
@@ -55,120 +65,23 @@ def load_file(path: str | Path) -> Dataset:
         raise DataError(
             name, f"unknown extension {path.suffix or '(none)'!r}; allowed: {', '.join(EXTENSIONS)}"
         )
-    if not path.is_file():
-        raise DataError(name, f"no such file ({path})")
-    reader = {".npz": _read_npz, ".npy": _read_npy, ".csv": _read_table, ".parquet": _read_table}
-    arrays = reader[path.suffix.lower()](path, name)
-    return _dataset(name, str(path), *arrays)
-
-
-def _read_npy(path: Path, name: str) -> tuple:
+    reader = {".npz": read_npz, ".npy": read_npy, ".csv": read_table, ".parquet": read_table}
     try:
-        inputs = np.load(path, allow_pickle=False)
-    except (ValueError, OSError, EOFError) as err:
-        raise DataError(name, f"not a readable .npy array ({_reason(err)})") from None
-    return inputs, None, None, None
+        if not path.is_file():
+            raise DataError(name, f"no such file ({path})")
+        arrays = reader[path.suffix.lower()](path, name, Budget(MAX_DATA_BYTES, MAX_SEQUENCES))
+        return _dataset(name, str(path), *arrays, Budget(MAX_DATA_BYTES, MAX_SEQUENCES))
+    except DataError:
+        raise
+    except MemoryError:
+        raise DataError(name, "ran out of memory while reading it") from None
+    except Exception as err:  # whatever a reader meets on a hostile file: still one message
+        raise DataError(name, f"cannot be read ({reason(err)})") from None
 
 
-def _read_npz(path: Path, name: str) -> tuple:
-    try:
-        with np.load(path, allow_pickle=False) as z:
-            arrays = {k: z[k] for k in z.files}
-    except (ValueError, OSError, EOFError, zipfile.BadZipFile) as err:
-        raise DataError(name, f"not a readable .npz archive ({_reason(err)})") from None
-    if "inputs" not in arrays:
-        raise DataError(name, f"no 'inputs' array (it holds: {', '.join(sorted(arrays)) or 'nothing'})")
-    if "labels" in arrays and "targets" in arrays:
-        raise DataError(name, "give 'labels' (one class per sequence) or 'targets' (per step), not both")
-    if "mask" in arrays and "lengths" in arrays:
-        raise DataError(name, "give 'mask' or 'lengths', not both")
-    inputs = arrays["inputs"]
-    mask = arrays.get("mask")
-    if "lengths" in arrays:
-        mask = _mask_of_lengths(name, arrays["lengths"], inputs)
-    return inputs, arrays.get("labels"), arrays.get("targets"), mask
-
-
-def _mask_of_lengths(name: str, lengths: np.ndarray, inputs: np.ndarray) -> np.ndarray:
-    n, t = (inputs.shape[0], inputs.shape[1]) if inputs.ndim == 3 else (1, inputs.shape[0])
-    lengths = np.asarray(lengths).reshape(-1)
-    if lengths.shape != (n,) or not np.issubdtype(lengths.dtype, np.integer):
-        raise DataError(name, f"'lengths' must be {n} integers, one per sequence")
-    if lengths.min(initial=1) < 1 or lengths.max(initial=1) > t:
-        raise DataError(name, f"'lengths' must be in [1, {t}] (T)")
-    return np.arange(t)[None, :] < lengths[:, None]
-
-
-def _read_table(path: Path, name: str) -> tuple:
-    try:
-        frame = pd.read_csv(path) if path.suffix.lower() == ".csv" else pd.read_parquet(path)
-    except ImportError as err:
-        raise DataError(name, f"reading .parquet needs pyarrow (pip install pyarrow): {err}") from None
-    except Exception as err:  # pandas raises many kinds for a malformed file
-        raise DataError(name, f"not a readable table ({_reason(err)})") from None
-    missing = [c for c in (ID_COLUMN, TIME_COLUMN) if c not in frame.columns]
-    if missing:
-        raise DataError(
-            name,
-            f"long form needs the columns {ID_COLUMN!r} and {TIME_COLUMN!r} (missing: {', '.join(missing)}); "
-            f"then one column per feature, optionally {LABEL_COLUMN!r} or {TARGET_COLUMN!r}",
-        )
-    if LABEL_COLUMN in frame.columns and TARGET_COLUMN in frame.columns:
-        raise DataError(name, f"give {LABEL_COLUMN!r} or {TARGET_COLUMN!r}, not both")
-    special = (ID_COLUMN, TIME_COLUMN, LABEL_COLUMN, TARGET_COLUMN)
-    features = [c for c in frame.columns if c not in special]
-    if not features:
-        raise DataError(name, "no feature columns besides the sequence id and time")
-    for c in features + [c for c in (LABEL_COLUMN, TARGET_COLUMN, TIME_COLUMN) if c in frame.columns]:
-        if not pd.api.types.is_numeric_dtype(frame[c]) or pd.api.types.is_bool_dtype(frame[c]):
-            raise DataError(name, f"column {c!r} is not numeric (e.g. {frame[c].iloc[0]!r})")
-    times = frame[TIME_COLUMN].to_numpy()
-    if not np.all(np.isfinite(times)) or np.any(times != np.round(times)) or times.min() < 0:
-        raise DataError(name, f"column {TIME_COLUMN!r} must hold whole steps 0, 1, 2, …")
-    twice = frame.duplicated([ID_COLUMN, TIME_COLUMN])
-    if twice.any():
-        seq, step = frame.loc[twice, ID_COLUMN].iloc[0], frame.loc[twice, TIME_COLUMN].iloc[0]
-        raise DataError(name, f"sequence {_plain(seq)!r} has step {int(step)} twice")
-    ids, seq_index = np.unique(frame[ID_COLUMN].to_numpy(), return_inverse=True)
-    step = times.astype(np.int64)
-    n, t = len(ids), int(step.max()) + 1
-    _check_size(name, n, t, len(features))
-    inputs = np.zeros((n, t, len(features)), np.float32)
-    mask = np.zeros((n, t), bool)
-    inputs[seq_index, step] = frame[features].to_numpy(np.float64)
-    mask[seq_index, step] = True
-    lengths = mask.sum(axis=1)
-    if not np.array_equal(mask, np.arange(t)[None, :] < lengths[:, None]):
-        s = int(np.flatnonzero((mask != (np.arange(t)[None, :] < lengths[:, None])).any(axis=1))[0])
-        raise DataError(name, f"sequence {_plain(ids[s])!r} skips a step: steps must run 0, 1, …, length − 1")
-    labels = targets = None
-    if LABEL_COLUMN in frame.columns:
-        per = frame.groupby(seq_index)[LABEL_COLUMN]
-        if (per.nunique() > 1).any():
-            s = int(np.flatnonzero((per.nunique() > 1).to_numpy())[0])
-            raise DataError(name, f"sequence {_plain(ids[s])!r} has more than one {LABEL_COLUMN!r}")
-        labels = per.first().to_numpy()
-    if TARGET_COLUMN in frame.columns:
-        targets = np.zeros((n, t, 1), np.float64)
-        targets[seq_index, step, 0] = frame[TARGET_COLUMN].to_numpy(np.float64)
-    return inputs, labels, targets, mask
-
-
-def _check_size(name: str, n: int, t: int, i: int) -> None:
-    if not 1 <= n <= MAX_SEQUENCES:
-        raise DataError(name, f"{n} sequences; allowed: 1 to {MAX_SEQUENCES}")
-    if not 1 <= t <= MAX_SEQ_LEN:
-        raise DataError(name, f"sequences of {t} steps; allowed: 1 to {MAX_SEQ_LEN}")
-    if not 1 <= i <= MAX_INPUT:
-        raise DataError(name, f"{i} features per step; allowed: 1 to {MAX_INPUT}")
-    if 4 * n * t * i > MAX_DATA_BYTES:
-        raise DataError(
-            name,
-            f"{4 * n * t * i / 2**30:.1f} GiB as float32, over the {MAX_DATA_BYTES / 2**30:.0f} GiB limit",
-        )
-
-
-def _dataset(name: str, where: str, inputs, labels, targets, mask) -> Dataset:
+def _dataset(name: str, where: str, inputs, labels, targets, mask, budget: Budget) -> Dataset:
+    """The record of a reader's arrays, checked; ``inputs`` (float32, the reader's own) are
+    zeroed at the padding in place, so nothing the size of the inputs is copied."""
     inputs = np.asarray(inputs)
     if inputs.ndim == 2:  # one sequence [T, I]
         inputs = inputs[None]
@@ -182,12 +95,12 @@ def _dataset(name: str, where: str, inputs, labels, targets, mask) -> Dataset:
     if not (np.issubdtype(inputs.dtype, np.number) and not np.issubdtype(inputs.dtype, np.complexfloating)):
         raise DataError(name, f"'inputs' holds {inputs.dtype} values; allowed: real numbers")
     n, t, i = inputs.shape
-    _check_size(name, n, t, i)
+    budget.check(name, n, t, i)
     mask = np.ones((n, t), bool) if mask is None else _checked_mask(name, mask, n, t)
-    bad = ~np.isfinite(inputs.astype(np.float64)).all(axis=2) & mask
-    if bad.any():
-        s, step = (int(v) for v in np.argwhere(bad)[0])
-        raise DataError(name, f"'inputs' is NaN or infinite at sequence {s}, step {step}")
+    inputs = inputs.astype(np.float32, copy=False)
+    bad = _first_nonfinite(inputs, mask)
+    if bad is not None:
+        raise DataError(name, f"'inputs' is NaN or infinite at sequence {bad[0]}, step {bad[1]}")
     kind, n_classes = "unlabelled", None
     if labels is not None:
         labels = _checked_labels(name, labels, n)
@@ -198,23 +111,26 @@ def _dataset(name: str, where: str, inputs, labels, targets, mask) -> Dataset:
             if targets[mask].min(initial=0) < 0:
                 raise DataError(name, "integer 'targets' are token indices: they must be ≥ 0")
             kind, n_classes = "next-step", int(targets[mask].max(initial=0)) + 1
-            targets = targets.astype(np.int64)
+            targets = targets.astype(np.int64, copy=False)
         elif targets.ndim == 3 and targets.shape[:2] == (n, t) and np.issubdtype(targets.dtype, np.number):
-            bad = ~np.isfinite(targets.astype(np.float64)).all(axis=2) & mask
-            if bad.any():
-                s, step = (int(v) for v in np.argwhere(bad)[0])
-                raise DataError(name, f"'targets' is NaN or infinite at sequence {s}, step {step}")
-            kind, targets = "regression", targets.astype(np.float32)
+            targets = targets.astype(np.float32, copy=False)
+            bad = _first_nonfinite(targets, mask)
+            if bad is not None:
+                raise DataError(name, f"'targets' is NaN or infinite at sequence {bad[0]}, step {bad[1]}")
+            kind = "regression"
         else:
             raise DataError(
                 name,
                 f"'targets' has shape {targets.shape}; allowed: [{n}, {t}] integers or [{n}, {t}, O] numbers",
             )
     train, test = split(n, 0.2, seed=0)
+    if not mask.all():
+        inputs = inputs if inputs.flags.writeable else inputs.copy()
+        inputs[~mask] = 0  # the padding may hold anything (NaN): zero it in place
     return Dataset(
         name=name,
         kind=kind,
-        inputs=np.where(mask[..., None], inputs, 0).astype(np.float32),
+        inputs=inputs,
         mask=mask,
         labels=labels,
         targets=targets,
@@ -226,6 +142,21 @@ def _dataset(name: str, where: str, inputs, labels, targets, mask) -> Dataset:
         source=f"the file {where}",
         licence="the file owner's",
     )
+
+
+def _first_nonfinite(values: np.ndarray, mask: np.ndarray) -> tuple[int, int] | None:
+    """``(sequence, step)`` of the first real step of ``values`` ``[N, T, K]`` holding a NaN
+    or an infinity, or None; checked a block of sequences at a time."""
+    block = max(1, _CHECK_BYTES // max(values[:1].nbytes, 1))
+    for a in range(0, values.shape[0], block):
+        finite = np.isfinite(values[a : a + block])
+        if finite.all():  # the common case, and much faster than the reduction over features
+            continue
+        bad = ~finite.all(axis=2) & mask[a : a + block]
+        if bad.any():
+            s, step = (int(v) for v in np.argwhere(bad)[0])
+            return a + s, step
+    return None
 
 
 def _checked_mask(name: str, mask, n: int, t: int) -> np.ndarray:
@@ -255,13 +186,3 @@ def _checked_labels(name: str, labels, n: int) -> np.ndarray:
     if labels.max() >= 10_000:
         raise DataError(name, "'labels' go up to 10 000 classes")
     return labels.astype(np.int64)
-
-
-def _plain(value: object) -> object:
-    """A NumPy scalar as the Python value it holds (so messages read ``0``, not ``np.int64(0)``)."""
-    return value.item() if isinstance(value, np.generic) else value
-
-
-def _reason(err: Exception) -> str:
-    text = str(err).strip().splitlines()
-    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__

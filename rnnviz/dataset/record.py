@@ -1,4 +1,5 @@
-"""The :class:`Dataset` record every source loads into, and :class:`DataError`."""
+"""The :class:`Dataset` record every source loads into, :class:`DataError`, and :func:`reason`
+(an exception in the few words a message quotes)."""
 
 from __future__ import annotations
 
@@ -131,3 +132,10 @@ def split(n: int, test_fraction: float = 0.2, seed: int = 0) -> tuple[np.ndarray
     order = np.random.default_rng(seed).permutation(n)
     n_test = min(max(1, round(test_fraction * n)), n - 1) if n >= 2 else 0
     return np.sort(order[: n - n_test]).astype(np.int64), np.sort(order[n - n_test :]).astype(np.int64)
+
+
+def reason(err: BaseException) -> str:
+    """An exception in a few words for a :class:`DataError` message: its type and the first
+    line of its text (``BadZipFile: File is not a zip file``)."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0]}" if text else type(err).__name__

@@ -11,13 +11,16 @@ Arrays are stored as their raw bytes (``flax.serialization.msgpack_serialize``),
 loaded array equals the saved one bit for bit. Reading checks, in this order: the magic
 bytes (not a run file), the lengths (a truncated file), the checksum (a changed file) and
 the format version (a file from another version of rnnviz); each failure is one
-:class:`RunFileError` naming the file and the problem.
+:class:`RunFileError` naming the file and the problem. A file is judged by its headers before
+its bytes: :func:`read` checks the declared lengths against the file's size before it reads
+the file, and :func:`read_header` reads no more than the file holds.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 import struct
 from pathlib import Path
 from typing import Any
@@ -85,7 +88,7 @@ def decode(data: bytes, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
         raise RunFileError(name, "its checksum does not match: the file was changed after it was saved")
     try:
         header = json.loads(data[at + 4 : at + 4 + n])
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: JSON nested too deep
         raise RunFileError(name, "its header is not JSON") from None
     version = header.get("format") if isinstance(header, dict) else None
     if version != FORMAT:
@@ -112,16 +115,19 @@ def read_header(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     try:
         with path.open("rb") as f:
+            size = os.fstat(f.fileno()).st_size
             head = f.read(len(MAGIC) + 4)
             if not head.startswith(MAGIC) or len(head) < len(MAGIC) + 4:
                 raise RunFileError(path.name, "not an rnnviz run file")
             (n,) = struct.unpack_from("<I", head, len(MAGIC))
+            if len(head) + n > size:  # a claim past the end of the file: nothing to read
+                raise RunFileError(path.name, f"its header is cut: {n} bytes declared, {size} in the file")
             raw = f.read(n)
     except OSError as err:
         raise RunFileError(path.name, f"cannot be read ({err.strerror or err})") from None
     try:
         header = json.loads(raw)
-    except ValueError:
+    except (ValueError, RecursionError):
         raise RunFileError(path.name, "its header is cut or not JSON") from None
     if not isinstance(header, dict):
         raise RunFileError(path.name, "its header is not a JSON object")
@@ -138,10 +144,37 @@ def write(path: str | Path, header: dict[str, Any], arrays: dict[str, Any]) -> P
 
 
 def read(path: str | Path) -> tuple[dict[str, Any], dict[str, Any]]:
-    """``(header, arrays)`` of the file at ``path`` (see :func:`decode`)."""
+    """``(header, arrays)`` of the file at ``path`` (see :func:`decode`): the lengths it
+    declares are checked against its size before the file is read.
+
+    Raises:
+        RunFileError: as :func:`decode`, or the file cannot be opened.
+    """
     path = Path(path)
     try:
-        data = path.read_bytes()
+        with path.open("rb") as f:
+            _check_lengths(f, os.fstat(f.fileno()).st_size, path.name)
+            f.seek(0)
+            data = f.read()
     except OSError as err:
         raise RunFileError(path.name, f"cannot be read ({err.strerror or err})") from None
     return decode(data, path.name)
+
+
+def _check_lengths(f: Any, size: int, name: str) -> None:
+    """:func:`decode`'s checks of the magic bytes and the two declared lengths, with its
+    words, on a file of ``size`` bytes, reading only those fields."""
+    at = len(MAGIC)
+    if f.read(at) != MAGIC:
+        raise RunFileError(
+            name, "not an rnnviz run file (save one with Training.save or `rnnviz train --save`)"
+        )
+    raw = f.read(4)
+    n = struct.unpack("<I", raw)[0] if len(raw) == 4 else size
+    if at + 4 + n + 8 > size:
+        raise RunFileError(name, f"truncated: {size} bytes end inside the header")
+    f.seek(at + 4 + n)
+    raw = f.read(8)
+    m = struct.unpack("<Q", raw)[0] if len(raw) == 8 else size
+    if at + 4 + n + 8 + m + _DIGEST > size:
+        raise RunFileError(name, f"truncated: {size} bytes of the {at + 4 + n + 8 + m + _DIGEST} it declares")

@@ -43,12 +43,12 @@ def load_run(path: str | Path) -> Training:
         run = Training.from_file(header, arrays)
     except ConfigError as err:
         raise RunFileError(name, f"its config is not valid ({err})") from None
-    except (KeyError, TypeError, ValueError) as err:
+    except Exception as err:  # KeyError, TypeError, ValueError, AttributeError… on a malformed run
         raise RunFileError(
-            name, f"its header or arrays are incomplete ({type(err).__name__}: {err})"
+            name, f"its header or arrays are incomplete ({type(err).__name__}: {_first_line(err)})"
         ) from None
-    n = 0 if run.weight_steps is None else run.weight_steps.size
     try:
+        n = 0 if run.weight_steps is None else run.weight_steps.size
         if n and run.weight_tree is not None:
             lengths = {np.shape(leaf)[0] for leaf in _leaves(run.weight_tree)}
             if lengths != {n}:
@@ -57,7 +57,16 @@ def load_run(path: str | Path) -> Training:
                 check_weights(run.config, run.weights(step))
     except ConfigError as err:
         raise RunFileError(name, f"its weights do not fit its config ({err})") from None
+    except Exception as err:  # weights that are not arrays of the kept steps
+        raise RunFileError(
+            name, f"its weights cannot be read ({type(err).__name__}: {_first_line(err)})"
+        ) from None
     return run
+
+
+def _first_line(err: Exception) -> str:
+    text = str(err).strip().splitlines()
+    return text[0] if text else ""
 
 
 def _leaves(tree):

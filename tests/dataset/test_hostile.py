@@ -1,0 +1,357 @@
+"""Hostile files: each is judged by its headers before its bytes, and refused with one message
+naming the file, what it claims and the limit before its data are allocated; an accepted
+file peaks at most twice its float32 size.
+
+Each file is small on disk (a 6 GiB deflate bomb is 6 MiB) and is loaded in a subprocess that
+reports its peak RSS (``VmHWM``, or ``ru_maxrss``) before and after the load, and the
+exception, as JSON.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+import os
+import struct
+import subprocess
+import sys
+import zipfile
+import zlib
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from numpy.lib import format as npy_format
+
+from rnnviz.dataset import DataError, load_dataset
+from rnnviz.studies.training import runfile
+
+MiB = 2**20
+#: What a refusal may cost, peak RSS of the whole process (the interpreter, NumPy, pandas
+#: and pyarrow are about 150 MiB of it).
+REFUSAL_PEAK = 400 * MiB
+
+_LOADER = r"""
+import json, resource, sys
+import numpy, pandas, pyarrow.parquet  # what a load imports: part of the baseline
+import rnnviz
+from rnnviz.dataset import files, longform, npyfile
+
+kind, path, limit, chunk = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
+if limit:
+    files.MAX_DATA_BYTES = limit
+if chunk:
+    longform.CHUNK_BYTES = npyfile.CHUNK_BYTES = chunk
+if kind == "run":
+    from rnnviz import load_run
+    import rnnviz.studies.training.saved  # JAX, Flax: part of the baseline
+
+
+def peak():
+    # VmHWM: this program's own peak. ru_maxrss (KiB) would do, but Linux carries the parent's
+    # peak across fork and exec into it, so a test process of 1 GiB would read as 1 GiB here.
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) * 1024 for line in status if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+
+
+base = peak()
+try:
+    if kind == "run":
+        load_run(path)
+        out = {"ok": True}
+    else:
+        ds = rnnviz.load_dataset(path)
+        x = ds.inputs
+        out = {"ok": True, "shape": list(x.shape), "nbytes": int(x.nbytes), "min": float(x.min()),
+               "max": float(x.max()), "real_steps": int(ds.mask.sum())}
+except BaseException as err:
+    out = {"type": type(err).__module__ + "." + type(err).__qualname__, "message": str(err)}
+out.update(base=base, peak=peak())
+print(json.dumps(out))
+"""
+
+
+def _load(path: Path, *, limit: int = 0, chunk: int = 0, kind: str = "data") -> dict:
+    """Load ``path`` in a fresh interpreter; its report (``peak``, ``base`` in bytes)."""
+    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+    done = subprocess.run(
+        [sys.executable, "-c", _LOADER, kind, str(path), str(limit), str(chunk)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _refused(report: dict, path: Path, *words: str, error: str = "rnnviz.dataset.record.DataError") -> str:
+    assert report.get("type") == error, report
+    message = report["message"]
+    assert message.startswith(f"{path.name}: ") and "\n" not in message, message
+    for w in words:
+        assert w in message, message
+    assert report["peak"] < REFUSAL_PEAK, f"refusing cost {report['peak'] / MiB:.0f} MiB: {message}"
+    return message
+
+
+# ---- building the files, small on disk ----------------------------------------------------------
+
+
+def _npy_header(shape: tuple[int, ...], descr: str = "<f4", fortran_order: bool = False) -> bytes:
+    out = io.BytesIO()
+    npy_format.write_array_header_1_0(out, {"descr": descr, "fortran_order": fortran_order, "shape": shape})
+    return out.getvalue()
+
+
+def _crc_of_zeros(crc: int, n: int) -> int:
+    """``zlib.crc32(bytes(n), crc)`` without the bytes: the CRC register's map for one zero
+    byte is linear over GF(2), applied ``n`` times by repeated squaring."""
+
+    def apply(op: list[int], v: int) -> int:
+        out, k = 0, 0
+        while v:
+            if v & 1:
+                out ^= op[k]
+            v, k = v >> 1, k + 1
+        return out
+
+    def one_byte(v: int) -> int:
+        for _ in range(8):
+            v = (v >> 1) ^ (0xEDB88320 if v & 1 else 0)
+        return v
+
+    op, state = [one_byte(1 << k) for k in range(32)], crc ^ 0xFFFFFFFF
+    while n:
+        if n & 1:
+            state = apply(op, state)
+        op = [apply(op, c) for c in op]
+        n >>= 1
+    return state ^ 0xFFFFFFFF
+
+
+def _zeros_npz(path: Path, shape: tuple[int, ...], block: int = MiB) -> Path:
+    """An ``.npz`` whose ``inputs.npy`` inflates to ``shape`` float32 zeros, written as a
+    ZIP64 archive by hand: one deflated block of zeros (each block flushed, so blocks
+    concatenate) repeated, so a 6 GiB member costs 6 MiB and no 6 GiB of anything."""
+    head, zeros = _npy_header(shape), 4 * math.prod(shape)
+
+    def deflate(data: bytes) -> bytes:
+        c = zlib.compressobj(9, zlib.DEFLATED, -15)
+        return c.compress(data) + c.flush(zlib.Z_FULL_FLUSH)
+
+    full, rest = divmod(zeros, block)
+    body = b"".join(
+        [
+            deflate(head),
+            deflate(bytes(block)) * full,
+            deflate(bytes(rest)),
+            zlib.compressobj(9, 8, -15).flush(),
+        ]
+    )
+    size, crc, name = len(head) + zeros, _crc_of_zeros(zlib.crc32(head), zeros), b"inputs.npy"
+    zip64 = struct.pack("<HHQQ", 1, 16, size, len(body))
+    local = struct.pack(
+        "<IHHHHHIIIHH", 0x04034B50, 45, 0, 8, 0, 0x21, crc, 2**32 - 1, 2**32 - 1, len(name), 20
+    )
+    central = struct.pack(
+        "<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 8, 0, 0x21, crc, 2**32 - 1, 2**32 - 1, len(name), 20,
+        0, 0, 0, 0, 0,
+    )  # fmt: skip
+    first = local + name + zip64 + body
+    directory = central + name + zip64
+    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(directory), len(first), 0)
+    path.write_bytes(first + directory + end)
+    return path
+
+
+def _constant_parquet(path: Path, sequences: int, steps: int, features: int = 4) -> Path:
+    """A long-form ``.parquet`` (zstd) of ``sequences × steps`` rows whose features are a
+    constant 0.5, written row group by row group (about 1 M rows each)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    per = max(1, 2**20 // steps)
+    t = pa.array(np.tile(np.arange(steps, dtype=np.int64), per))
+    x = pa.array(np.full(per * steps, 0.5))
+    names = ["sequence", "t"] + [f"x{k}" for k in range(features)]
+    schema = pa.schema([(c, pa.int64() if c in ("sequence", "t") else pa.float64()) for c in names])
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for a in range(0, sequences, per):
+            k = min(per, sequences - a)
+            seq = pa.array(np.repeat(np.arange(a, a + k, dtype=np.int64), steps))
+            writer.write_table(pa.table([seq, t[: k * steps]] + [x[: k * steps]] * features, schema=schema))
+    return path
+
+
+# ---- the four files of the issue ----------------------------------------------------------------
+
+
+def test_the_zeros_npz_builder_writes_a_valid_archive(tmp_path):
+    path = _zeros_npz(tmp_path / "small.npz", (3, 1000, 700))  # 8 MiB of zeros: several blocks
+    with zipfile.ZipFile(path) as z:
+        assert z.testzip() is None  # every CRC checks
+    with np.load(path) as z:
+        x = z["inputs"]
+    assert x.shape == (3, 1000, 700) and x.dtype == np.float32 and not x.any()
+    assert load_dataset(path).inputs.shape == (3, 1000, 700)
+
+
+def test_an_npz_inflating_to_6_gib_is_refused_by_its_header(tmp_path):
+    path = _zeros_npz(tmp_path / "bomb.npz", (1536, 1024, 1024))  # 6 GiB of float32 zeros
+    assert path.stat().st_size < 8 * MiB
+    _refused(
+        _load(path),
+        path,
+        "6.0 GiB as float32, over the 1 GiB limit",
+        "'inputs' claims [1536, 1024, 1024] float32",
+    )
+
+
+def test_an_npy_header_claiming_24_gib_over_4_kb_is_refused_by_its_header(tmp_path):
+    path = tmp_path / "claims.npy"
+    path.write_bytes(_npy_header((10000, 10000, 64)) + bytes(4000))
+    _refused(
+        _load(path),
+        path,
+        "23.8 GiB as float32, over the 1 GiB limit",
+        "its header claims [10000, 10000, 64] float32",
+    )
+
+
+@pytest.mark.slow
+def test_a_parquet_of_40_m_rows_loads_within_twice_its_float32_size(tmp_path):
+    sequences, steps, features = 40_000, 1000, 4  # 40 M rows: 640 MB as float32, inside 1 GiB
+    path = _constant_parquet(tmp_path / "long.parquet", sequences, steps, features)
+    assert path.stat().st_size < 16 * MiB
+    report = _load(path)
+    assert report.get("ok"), report
+    assert report["shape"] == [sequences, steps, features] and report["real_steps"] == sequences * steps
+    assert report["min"] == report["max"] == 0.5
+    float32 = 4 * sequences * steps * features
+    assert report["nbytes"] == float32
+    assert report["peak"] - report["base"] <= 2 * float32, f"peaked {report['peak'] / MiB:.0f} MiB"
+
+
+def test_an_npy_of_python_objects_is_refused_unread(tmp_path):
+    path = tmp_path / "objects.npy"
+    np.save(path, np.array([{"a": 1}, print], dtype=object), allow_pickle=True)
+    _refused(_load(path), path, "holds Python objects (object)", "unpickle, refused")
+
+
+# ---- the other hostile files ----------------------------------------------------------------------
+
+
+def test_a_truncated_npy_is_refused_before_its_data(tmp_path):
+    path = tmp_path / "cut.npy"
+    np.save(path, np.ones((20, 10, 3)))
+    path.write_bytes(path.read_bytes()[:1000])
+    with pytest.raises(
+        DataError, match=r"^cut\.npy: truncated: its header claims \[20, 10, 3\] float64, 4800 "
+    ):
+        load_dataset(path)
+
+
+def test_a_corrupt_zip_is_one_message(tmp_path):
+    good = tmp_path / "good.npz"
+    np.savez_compressed(good, inputs=np.random.default_rng(0).normal(size=(50, 40, 3)))
+    data = bytearray(good.read_bytes())
+    cases = {  # name: (the change, the words)
+        "deflate.npz": (
+            lambda d: d[:200] + bytes(b ^ 0x5A for b in d[200:400]) + d[400:],
+            "not a readable .npz",
+        ),
+        "directory.npz": (lambda d: d.replace(b"PK\x01\x02", b"XX\x01\x02"), "not a readable .npz archive"),
+        "empty.npz": (lambda d: b"PK\x05\x06" + b"\0" * 18, "no 'inputs' array (it holds: nothing)"),
+        "members.npz": (
+            lambda d: d[:-12] + struct.pack("<H", 60000) + d[-10:],  # the end record's member count
+            "its zip directory claims 60000 members; allowed: at most 1024",
+        ),
+    }
+    for name, (change, words) in cases.items():
+        path = tmp_path / name
+        path.write_bytes(bytes(change(data)))
+        with pytest.raises(DataError) as err:
+            load_dataset(path)
+        message = str(err.value)
+        assert message.startswith(f"{name}: ") and words in message and "\n" not in message, message
+
+
+def test_an_npz_member_whose_header_lies_about_its_size_is_refused_before_its_data(tmp_path):
+    path = tmp_path / "lies.npz"
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("inputs.npy", _npy_header((100, 10, 3)) + bytes(10))  # claims 12 000 bytes, holds 10
+    with pytest.raises(DataError) as err:
+        load_dataset(path)
+    assert str(err.value) == (
+        "lies.npz: truncated: 'inputs' claims [100, 10, 3] float32, 12000 bytes, "
+        "but only 10 bytes follow its header."
+    )
+    # a member claiming more than fits the budget is refused before its data, whatever it holds
+    with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("inputs.npy", _npy_header((4, 3, 1)) + bytes(48))
+        z.writestr("targets.npy", _npy_header((4, 3, 10**8)) + bytes(10))
+    with pytest.raises(
+        DataError, match=r"^lies\.npz: 4\.5 GiB as float32, over the 1 GiB limit \('targets' claims"
+    ):
+        load_dataset(path)
+    # and labels of a shape that cannot be right are refused with the same words as ever
+    with zipfile.ZipFile(path, "w") as z:
+        z.writestr("inputs.npy", _npy_header((4, 3, 1)) + bytes(48))
+        z.writestr("labels.npy", _npy_header((10**9,), "<i8"))
+    with pytest.raises(DataError, match=r"'labels' must be \[4\]: one class per sequence"):
+        load_dataset(path)
+
+
+def test_a_csv_larger_than_the_budget_is_refused_chunk_by_chunk(tmp_path):
+    path = tmp_path / "big.csv"
+    rows = 200_000  # 1.6 MB of float32 features, against a 1 MiB budget
+    frame = pd.DataFrame({"sequence": np.arange(rows) // 100, "t": np.arange(rows) % 100, "x": 0.5, "y": 1.5})
+    frame.to_csv(path, index=False)
+    # chunks of 64 KiB (a few thousand rows): the count passes the budget long before the end
+    message = _refused(
+        _load(path, limit=MiB, chunk=64 * 2**10), path, "over the 1 MiB limit", "counted while reading"
+    )
+    counted = int(message.split("reading: ")[1].split(" rows")[0])
+    assert MiB // 8 < counted < rows
+    # the same file within the budget loads, and holds what was written
+    ds = load_dataset(path)
+    assert ds.inputs.shape == (2000, 100, 2) and ds.mask.all()
+    assert np.array_equal(np.unique(ds.inputs.reshape(-1, 2), axis=0), [[0.5, 1.5]])
+
+
+def test_a_parquet_whose_metadata_claim_too_many_rows_is_refused_unread(tmp_path, monkeypatch):
+    from rnnviz.dataset import files
+
+    path = _constant_parquet(tmp_path / "rows.parquet", 300, 100)
+    monkeypatch.setattr(files, "MAX_DATA_BYTES", 100_000)  # 30 000 rows × 4 features = 480 000 bytes
+    with pytest.raises(
+        DataError, match=r"over the 97\.7 KiB limit \(its metadata claim 30000 rows of 4 features"
+    ):
+        load_dataset(path)
+
+
+def test_a_run_file_declaring_more_than_it_holds_is_refused_unread(tmp_path):
+    head = json.dumps({"format": runfile.FORMAT}).encode()
+    cases = {
+        "arrays.rnnviz": runfile.MAGIC
+        + struct.pack("<I", len(head))
+        + head
+        + struct.pack("<Q", 2**62)
+        + bytes(64),
+        "header.rnnviz": runfile.MAGIC + struct.pack("<I", 2**32 - 1) + head,
+    }
+    for name, data in cases.items():
+        path = tmp_path / name
+        path.write_bytes(data)
+        report = _load(path, kind="run")
+        assert report.get("type") == "rnnviz.studies.training.runfile.RunFileError", report
+        assert report["message"].startswith(f"{name}: truncated: {len(data)} bytes "), report
+        assert report["peak"] - report["base"] < 64 * MiB, report
+        with pytest.raises(runfile.RunFileError, match=f"^{name}: "):
+            runfile.read_header(path) if name == "header.rnnviz" else runfile.read(path)
