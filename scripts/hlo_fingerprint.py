@@ -8,7 +8,8 @@ compared for "the same programs run" after a refactoring.
 
 (PYTHONPATH picks the checkout: a script's own folder, not the working directory, heads
 ``sys.path``, so without it an editable install's rnnviz is measured both times.) Blank
-lines and the source tables are dropped before hashing, so only the computations count.
+lines and the source tables (file and function names, locations, Python stack frames) are
+dropped before hashing, so only the computations count.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ if (Path(rnnviz.__file__).parent / "engine").is_dir():
 else:  # a 0.2 checkout (flat layout), to fingerprint the code from before the house move
     from rnnviz.analysis import data_on, resolve_device, static_config
 
+#: The blocks of the optimised HLO text that say where in the Python source each op came from.
+SOURCE_TABLES = ("FileNames", "FunctionNames", "FileLocations", "StackFrames")
 CELLS = ("simple", "lstm", "gru", "mingru", "lru")
 STRATEGIES = ("accumulate", "per_step", "fused", "checkpoint", "parallel")
 
@@ -39,9 +42,15 @@ def fingerprint(cfg: RunConfig, data=None) -> tuple[str, int]:
     exe = executables(static_config(cfg), device, spec)
     text = exe.analysis.fn.as_text()
     text = re.sub(r", metadata=\{[^}]*\}", "", text)  # op metadata: source file and line
-    source_table = re.compile(r'^\d+ ("[^"]*"|\{file_name_id=[^}]*\})$')  # source files and locations
-    keep = [line for line in text.splitlines() if line.strip() and not source_table.match(line)]
-    text = "\n".join(line for line in keep if not line.startswith("HloModule "))
+    keep, skipping = [], False
+    for line in text.splitlines():
+        if line.strip() in SOURCE_TABLES:  # the source tables: file and function names, their
+            skipping = True  # locations and the Python stack frames (one block each, to a blank line)
+        elif not line.strip():
+            skipping = False
+        elif not skipping and not line.startswith("HloModule "):
+            keep.append(line)
+    text = "\n".join(keep)
     return hashlib.sha256(text.encode()).hexdigest()[:16], len(text)
 
 
