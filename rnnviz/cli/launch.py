@@ -18,7 +18,7 @@ from pathlib import Path
 
 from rnnviz.cli.argtypes import bounded_int
 
-UI = Path(__file__).resolve().parent / "ui"
+UI = Path(__file__).resolve().parents[1] / "ui"  # rnnviz/ui/, beside rnnviz/cli/
 ENTRY = UI / "entry.py"
 CONFIG = UI / "config.toml"
 

@@ -291,7 +291,7 @@ def test_streamlit_config_is_locked_down():
 
 _FAULTS = textwrap.dedent("""
     import resource, statistics, sys
-    from rnnviz.engine.timing import keep_freed_buffers
+    from rnnviz.engine.allocator import keep_freed_buffers
     kept = keep_freed_buffers()
     import jax
     from rnnviz import RunConfig
