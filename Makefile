@@ -45,7 +45,7 @@ bench: $(STAMP)
 
 # The documentation (MkDocs + mkdocstrings, mkdocs.yml) on http://127.0.0.1:8000.
 docs: $(STAMP)
-	$(VENV)/bin/mkdocs serve
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve  # the theme's end-of-life banner is not a docs warning
 
 clean:
 	rm -rf $(VENV) *.egg-info .pytest_cache
