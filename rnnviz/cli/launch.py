@@ -17,6 +17,7 @@ import tomllib
 from pathlib import Path
 
 from rnnviz.cli.argtypes import bounded_int
+from rnnviz.ui.settings import SETTINGS, ServerSettings, SettingsError, flag_name, kind, parse
 
 UI = Path(__file__).resolve().parents[1] / "ui"  # rnnviz/ui/, beside rnnviz/cli/
 ENTRY = UI / "entry.py"
@@ -45,12 +46,24 @@ def cmd_app(args: argparse.Namespace) -> int:
     """``rnnviz app``: run Streamlit on the packaged dashboard (on POSIX the process becomes it).
 
     Args:
-        args: ``port``, ``runs_dir`` (exported as ``RNNVIZ_RUNS_DIR``) and ``extra`` Streamlit flags.
+        args: ``port``, ``runs_dir`` (exported as ``RNNVIZ_RUNS_DIR``), the server's limits
+            (:mod:`rnnviz.ui.settings`, exported as their ``RNNVIZ_*`` variables) and ``extra``
+            Streamlit flags.
 
     Returns:
-        The exit status: 2 when ``--runs-dir`` is not a folder, else Streamlit's (0 on Ctrl-C).
+        The exit status: 2 when ``--runs-dir`` is not a folder or a limit is out of its bounds,
+        else Streamlit's (0 on Ctrl-C).
     """
     env = dict(os.environ)
+    for f in SETTINGS:  # the limits given as flags go to the server's environment
+        value = getattr(args, f.name, None)
+        if value is not None:
+            env[f.metadata["env"]] = str(value)
+    try:
+        ServerSettings.from_env(env)  # a bad RNNVIZ_* variable is refused here, not in the browser
+    except SettingsError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     if args.runs_dir:
         folder = Path(args.runs_dir).expanduser().resolve()
         if not folder.is_dir():
@@ -91,4 +104,33 @@ def add_parser(sub) -> None:
         help="a folder of your own recorded runs (*.jsonl) shown next to the shipped ones; "
         "default: $RNNVIZ_RUNS_DIR when set",
     )
+    limits = p.add_argument_group(
+        "the server's limits",
+        "each also read from its environment variable (shown in brackets); see the docs' "
+        "'Running it for a team' page",
+    )
+    for f in SETTINGS:
+        default = f.default if kind(f) != "folder" else "a folder under the temporary folder"
+        if f.name == "jax_cache":
+            default = "~/.cache/rnnviz/jax"
+        limits.add_argument(
+            f"--{flag_name(f)}",
+            dest=f.name,
+            metavar=kind(f).upper().replace("FOLDER", "DIR"),
+            type=_setting_type(f),
+            default=None,
+            help=f"{f.metadata['what']} [{f.metadata['env']}; default {default}]",
+        )
     p.set_defaults(func=cmd_app, takes_extra=True)
+
+
+def _setting_type(f):
+    """argparse's ``type`` for one setting: its value checked as the server will check it."""
+
+    def check(raw: str):
+        try:
+            return parse(f, raw, given_as=f"--{flag_name(f)}")
+        except SettingsError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
+
+    return check

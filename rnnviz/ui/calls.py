@@ -22,6 +22,7 @@ from rnnviz.engine.prepare import static_config
 from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import jobs, trained_runs
+from rnnviz.ui.settings import settings
 from rnnviz.ui.worker import InlinePool, ResultCache, WorkerPool, make_pool
 
 
@@ -34,8 +35,9 @@ def pool() -> WorkerPool | InlinePool:
 
 @st.cache_resource(show_spinner=False)
 def results() -> ResultCache:
-    """Finished results by (computation, arguments), shared by every session."""
-    return ResultCache(max_entries=128)
+    """Finished results by (computation, arguments), shared by every session, held to the
+    server's ``result_cache_mb`` (``RNNVIZ_RESULT_CACHE_MB``) of their pickled size."""
+    return ResultCache(max_bytes=settings().result_cache_mb * 2**20)
 
 
 def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:

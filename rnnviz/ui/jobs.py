@@ -10,13 +10,14 @@ it, and :func:`train_advance` says so with :class:`LookupError`.
 
 from __future__ import annotations
 
+import collections
 import functools
 import json
-import os
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import jax
 import pandas as pd
 
 from rnnviz.analysis import Analysis, analyze
@@ -43,6 +44,7 @@ from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import critical_gain, sweep
 from rnnviz.studies.training import Trainer, Training, load_run
 from rnnviz.tables.strategies import strategy_names
+from rnnviz.ui.settings import settings
 
 #: The dashboard times runs until about this much is spent (at least one, at most five).
 TIMING_BUDGET_S = 0.3
@@ -53,13 +55,30 @@ JACOBIAN_STEPS = 400
 
 
 def setup() -> None:
-    """Run once in each new worker: JAX's persistent compilation cache (so a replaced worker
-    recompiles from disk; ``RNNVIZ_JAX_CACHE`` names its folder, ``off`` turns it off) and
-    buffers kept in the heap."""
-    folder = os.environ.get("RNNVIZ_JAX_CACHE", str(Path.home() / ".cache" / "rnnviz" / "jax"))
-    if folder != "off":
-        enable_compilation_cache(folder)
+    """Run once in each new worker: JAX's persistent compilation cache (so a replaced or
+    retired worker recompiles from disk), held to its cap, and buffers kept in the heap.
+    The folder and cap are the server's settings (``RNNVIZ_JAX_CACHE``, ``off`` turns it
+    off; ``RNNVIZ_JAX_CACHE_MB``: :mod:`rnnviz.ui.settings`)."""
+    limits = settings()
+    if limits.jax_cache != "off":
+        enable_compilation_cache(limits.jax_cache, max_bytes=limits.jax_cache_mb * 2**20)
+        jax.monitoring.register_event_listener(_count_cache_event)
     keep_freed_buffers()
+
+
+#: This worker's persistent-cache events (``cache_hits``, ``compile_requests_use_cache``).
+_CACHE_EVENTS: collections.Counter[str] = collections.Counter()
+
+
+def _count_cache_event(event: str, **_: Any) -> None:
+    if event.startswith("/jax/compilation_cache/"):
+        _CACHE_EVENTS[event.rsplit("/", 1)[1]] += 1
+
+
+def compilation_cache_stats() -> dict[str, int]:
+    """How often this worker's compiles asked the persistent cache and found the executable
+    there (a retired worker's successor finds its routes' executables: hits)."""
+    return dict(_CACHE_EVENTS)
 
 
 def config_of(cfg_json: str) -> RunConfig:

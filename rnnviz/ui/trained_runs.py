@@ -3,42 +3,62 @@ a ``.rnnviz`` file (:meth:`rnnviz.Training.save`), and the sidebar's *Weights* s
 them from their headers alone.
 
 The folder is under the system's temporary folder (``RNNVIZ_TRAINED_DIR`` names another),
-so runs outlive page reloads and sessions for as long as the machine keeps it. The server
+so runs outlive page reloads and sessions for as long as the machine keeps it, held to its
+caps (``RNNVIZ_TRAINED_MB``, ``RNNVIZ_TRAINED_FILES``; the least recently used run no open
+session uses goes first: :func:`rnnviz.ui.folders.admit`). The server
 only reads headers; the worker processes load the weights (:func:`rnnviz.ui.jobs.saved_run`).
 """
 
 from __future__ import annotations
 
 import hashlib
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.studies.training import Training
 from rnnviz.studies.training.runfile import RunFileError, read_header
+from rnnviz.ui.folders import admit, touch
+from rnnviz.ui.settings import settings
 
 #: The fields a trained run fixes (its weights only fit these); the rest stay the sidebar's.
 FOLLOWS_RUN = ("cell", "activation", "hidden_size", "input_size", "dtype", "carry_init", "recurrent_init")
 
 
 def runs_folder() -> Path:
-    """Where the dashboard keeps trained runs (``RNNVIZ_TRAINED_DIR`` names another)."""
-    return Path(os.environ.get("RNNVIZ_TRAINED_DIR") or Path(tempfile.gettempdir()) / "rnnviz-trained")
+    """Where the dashboard keeps trained runs (the server's ``trained_dir`` setting)."""
+    return Path(settings().trained_dir)
+
+
+def keep_run(path: Path, keep: tuple[Path, ...] = ()) -> None:
+    """Hold the folder to its caps now that ``path`` is in it, never evicting ``keep`` (see
+    :func:`rnnviz.ui.folders.admit`).
+
+    Raises:
+      FolderFull: the run is over the folder's cap, or open sessions use all of it.
+    """
+    limits = settings()
+    admit(
+        runs_folder(), path, limits.trained_mb * 2**20, limits.trained_files, "the trained-runs folder", keep
+    )
 
 
 def save_runs(records: list[Training], key: str) -> list[Path]:
-    """Write each run of one training call once (named by its settings and seed)."""
+    """Write each run of one training call once (named by its settings and seed), the runs
+    of this call kept together when the folder makes room.
+
+    Raises:
+      FolderFull: see :func:`keep_run`.
+    """
     folder = runs_folder()
     folder.mkdir(parents=True, exist_ok=True)
     stem = hashlib.sha256(key.encode()).hexdigest()[:12]
-    paths = []
-    for r in records:
-        path = folder / f"{stem}-seed{r.config.seed}.rnnviz"
+    paths = [folder / f"{stem}-seed{r.config.seed}.rnnviz" for r in records]
+    for r, path in zip(records, paths):
         if not path.exists():
             r.save(path)
-        paths.append(path)
+            keep_run(path, keep=tuple(paths))  # its siblings are not evicted to make room for it
+        touch(path)
     return paths
 
 
@@ -80,4 +100,13 @@ def run_config(path: str) -> RunConfig | None:
         return None
 
 
-__all__ = ["FOLLOWS_RUN", "header", "run_config", "run_label", "runs_folder", "save_runs", "saved_runs"]
+__all__ = [
+    "FOLLOWS_RUN",
+    "header",
+    "keep_run",
+    "run_config",
+    "run_label",
+    "runs_folder",
+    "save_runs",
+    "saved_runs",
+]

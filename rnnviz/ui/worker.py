@@ -27,6 +27,7 @@ import importlib
 import logging
 import math
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -36,6 +37,8 @@ import zlib
 from collections.abc import Callable, Hashable
 from multiprocessing.connection import Connection
 from typing import Any
+
+from rnnviz.ui.settings import ServerSettings, settings
 
 log = logging.getLogger("rnnviz.worker")
 
@@ -84,18 +87,68 @@ def serve(conn: Any, setup: str | None) -> None:
             conn.send(("error", RuntimeError(f"{type(err).__name__} while sending the result back: {err}")))
 
 
+def rss_bytes(pid: int) -> int | None:
+    """A process's resident memory in bytes (None where it cannot be read: not Linux, or gone)."""
+    try:
+        resident = int(open(f"/proc/{pid}/statm").read().split()[1])
+    except (OSError, ValueError, IndexError):
+        return None
+    return resident * os.sysconf("SC_PAGE_SIZE")
+
+
+def _ready() -> int:
+    """A successor's first job: answered once its setup has run (its pid)."""
+    return os.getpid()
+
+
+def _start(setup: str | None) -> tuple[subprocess.Popen, Any]:
+    """A worker process and our end of its pipe (``python -m rnnviz.ui.worker FD SETUP``)."""
+    ours, theirs = socket.socketpair()
+    # The child sees the modules this process sees (as multiprocessing's spawn would).
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "rnnviz.ui.worker", str(theirs.fileno()), setup or ""],
+        pass_fds=(theirs.fileno(),),
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    theirs.close()
+    return process, Connection(ours.detach())
+
+
+def _stop(process: subprocess.Popen | None, conn: Any, grace_s: float = 0.0) -> None:
+    """End a worker: close its pipe (it exits between jobs), then kill it after ``grace_s``."""
+    if conn is not None:
+        conn.close()
+    if process is None:
+        return
+    if grace_s > 0:
+        try:
+            process.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            pass
+    process.kill()
+    process.wait(timeout=30)
+
+
 class _Worker:
     """One worker process, started on first use; ``lock`` gives one caller at a time.
 
     Started with ``subprocess`` (``python -m rnnviz.ui.worker FD SETUP``) and a socket pair,
     not with multiprocessing's spawn: Streamlit runs the app as ``__main__``, and spawn would
-    import that module again in the child (starting a dashboard inside the worker)."""
+    import that module again in the child (starting a dashboard inside the worker).
+
+    ``successor`` is the process that takes over when this one retires: started (and sent
+    :func:`_ready`) while this one still serves, swapped in once it has answered."""
 
     def __init__(self, index: int, setup: str | None):
         self.index, self.setup = index, setup
         self.lock = threading.Lock()
         self.process: subprocess.Popen | None = None
         self.conn: Any = None
+        self.jobs = 0
+        self.successor: tuple[subprocess.Popen, Any] | None = None
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -104,37 +157,64 @@ class _Worker:
         if self.alive():
             return
         self.kill()
-        ours, theirs = socket.socketpair()
-        # The child sees the modules this process sees (as multiprocessing's spawn would).
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "rnnviz.ui.worker", str(theirs.fileno()), self.setup or ""],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-            env=env,
-        )
-        theirs.close()
-        self.conn = Connection(ours.detach())
+        self.process, self.conn = _start(self.setup)
+        self.jobs = 0
 
     def exitcode(self) -> int | None:
         return None if self.process is None else self.process.poll()
 
+    def start_successor(self) -> None:
+        """Start the process that will replace this one (it sets up while this one serves)."""
+        process, conn = _start(self.setup)
+        conn.send((_ready, ()))
+        self.successor = (process, conn)
+
+    def take_over(self) -> bool:
+        """Swap in the successor if it is ready (True when it was); the old process is let go
+        in the background (it exits when its pipe closes, or is killed after a while)."""
+        if self.successor is None:
+            return False
+        process, conn = self.successor
+        if process.poll() is not None:  # it died starting: try again after the next job
+            _stop(None, conn)
+            self.successor = None
+            return False
+        try:
+            if not conn.poll():
+                return False
+            conn.recv()
+        except (EOFError, OSError):
+            _stop(process, conn)
+            self.successor = None
+            return False
+        old = (self.process, self.conn)
+        self.process, self.conn, self.jobs, self.successor = process, conn, 0, None
+        threading.Thread(target=_stop, args=(*old, 30.0), daemon=True, name="retired-worker").start()
+        return True
+
     def kill(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait(timeout=30)
-        if self.conn is not None:
-            self.conn.close()
+        _stop(self.process, self.conn)
         self.process = self.conn = None
+        if self.successor is not None:
+            _stop(*self.successor)
+            self.successor = None
 
 
 class WorkerPool:
     """Worker processes for the dashboard's computations (see the module doc).
 
+    A worker *retires* after ``max_jobs`` jobs, or once its resident memory passes
+    ``max_rss_bytes`` (checked after each job), as gunicorn's ``max_requests`` or Celery's
+    ``max_tasks_per_child`` do: it keeps serving while its successor starts, and the
+    successor takes over between two jobs, so nobody waits for a process to start (the
+    executables of its routes come back from the persistent compilation cache).
+
     Args:
       size: how many workers (each holds its own compiled executables).
       setup: ``"module:function"`` run once in each new worker (compilation cache, allocator settings).
       time_limit_s: default limit of one call, in seconds of the worker's time.
+      max_jobs: jobs after which a worker retires (None: never).
+      max_rss_bytes: resident bytes past which a worker retires (None: never).
 
     >>> pool = WorkerPool(size=1)
     >>> pool.call(divmod, 7, 2, route="example", what="a division")
@@ -142,12 +222,21 @@ class WorkerPool:
     >>> pool.shutdown()
     """
 
-    def __init__(self, size: int = 2, setup: str | None = None, time_limit_s: float = 90.0):
+    def __init__(
+        self,
+        size: int = 2,
+        setup: str | None = None,
+        time_limit_s: float = 90.0,
+        max_jobs: int | None = None,
+        max_rss_bytes: int | None = None,
+    ):
         if size < 1:
             raise ValueError(f"WorkerPool needs at least one worker, got size={size}")
         self.workers = [_Worker(i, setup) for i in range(size)]
         self.time_limit_s = time_limit_s
+        self.max_jobs, self.max_rss_bytes = max_jobs, max_rss_bytes
         self.restarts = 0
+        self.retirements = 0
         atexit.register(self.shutdown)  # the server exits: its workers too
 
     def worker_for(self, route: str) -> _Worker:
@@ -186,6 +275,8 @@ class WorkerPool:
                 on_wait(time.perf_counter() - start, False)
         handed_off = False
         try:
+            if worker.take_over():
+                log.info("worker %d: its successor took over", worker.index)
             worker.ensure()
             worker.conn.send((fn, args))
             began = time.perf_counter()
@@ -207,10 +298,29 @@ class WorkerPool:
                             target=self._drain, args=(worker, began, limit, what), daemon=True
                         ).start()
                         raise
-            return self._receive(worker, what)
+            try:
+                return self._receive(worker, what)
+            finally:
+                self._after_job(worker)
         finally:
             if not handed_off:
                 worker.lock.release()
+
+    def _after_job(self, worker: _Worker) -> None:
+        """Count the job; start the worker's successor when it has done enough or grown too big."""
+        if not worker.alive():
+            return
+        worker.jobs += 1
+        if worker.successor is not None:
+            return
+        rss = rss_bytes(worker.process.pid) if self.max_rss_bytes is not None else None
+        too_many = self.max_jobs is not None and worker.jobs >= self.max_jobs
+        too_big = rss is not None and rss > self.max_rss_bytes
+        if too_many or too_big:
+            why = f"{worker.jobs} jobs" if too_many else f"RSS {rss / 2**20:.0f} MB"
+            log.warning("retiring worker %d after %s: its successor is starting", worker.index, why)
+            worker.start_successor()
+            self.retirements += 1
 
     def _receive(self, worker: _Worker, what: str) -> Any:
         try:
@@ -230,6 +340,7 @@ class WorkerPool:
                 self._replace(worker, f"{what}: abandoned and past its limit")
             else:
                 worker.conn.recv()
+                self._after_job(worker)
         except Exception:  # the pipe broke: a new worker on the next call
             self._replace(worker, f"{what}: abandoned, pipe broke")
         finally:
@@ -239,6 +350,11 @@ class WorkerPool:
         log.warning("replacing worker %d (%s)", worker.index, why)
         worker.kill()
         self.restarts += 1
+
+    def pids(self) -> list[int]:
+        """The process ids of the running workers (and of successors being started)."""
+        found = [w.process.pid for w in self.workers if w.alive()]
+        return found + [w.successor[0].pid for w in self.workers if w.successor is not None]
 
     def shutdown(self) -> None:
         """Stop every worker (waiting for none)."""
@@ -271,32 +387,59 @@ class InlinePool:
         return None
 
 
-def make_pool(setup: str | None = None) -> WorkerPool | InlinePool:
-    """The pool the environment asks for: ``RNNVIZ_WORKERS`` workers (default 2; 0: inline,
-    in this process) with ``RNNVIZ_TIME_LIMIT_S`` as the limit (default 90 s)."""
-    size = int(os.environ.get("RNNVIZ_WORKERS", "2"))
-    if size <= 0:
+def make_pool(setup: str | None = None, limits: ServerSettings | None = None) -> WorkerPool | InlinePool:
+    """The pool the settings ask for (:mod:`rnnviz.ui.settings`, default: this process's
+    environment): ``workers`` workers (0: inline, in this process) with ``time_limit_s`` as
+    the limit, retiring after ``worker_max_jobs`` jobs or past ``worker_max_rss_mb``."""
+    limits = limits or settings()
+    if limits.workers <= 0:
         if setup:
             module, name = setup.split(":")
             getattr(importlib.import_module(module), name)()
         return InlinePool()
-    return WorkerPool(size=size, setup=setup, time_limit_s=float(os.environ.get("RNNVIZ_TIME_LIMIT_S", "90")))
+    return WorkerPool(
+        size=limits.workers,
+        setup=setup,
+        time_limit_s=limits.time_limit_s,
+        max_jobs=limits.worker_max_jobs,
+        max_rss_bytes=limits.worker_max_rss_mb * 2**20,
+    )
+
+
+def pickled_bytes(value: Any) -> int:
+    """About what ``value`` costs to keep: its pickled size, with array buffers counted
+    without being copied (protocol 5's out-of-band buffers). A value that does not pickle
+    counts as 0 (only the InlinePool of the tests makes such values)."""
+    buffers: list[pickle.PickleBuffer] = []
+    try:
+        head = pickle.dumps(value, protocol=5, buffer_callback=buffers.append)
+    except Exception:
+        return 0
+    return len(head) + sum(b.raw().nbytes for b in buffers)
 
 
 class ResultCache:
-    """Results by key in the server, least recently used dropped past ``max_entries``; a key
-    being computed is waited for by the others who ask for it (one computation, not two).
+    """Results by key in the server, least recently used dropped past ``max_bytes`` (of
+    :func:`pickled_bytes`) or ``max_entries``; a key being computed is waited for by the
+    others who ask for it (one computation, not two). A result larger than the whole
+    budget is returned but not kept.
 
     >>> cache = ResultCache(max_entries=2)
     >>> cache.get(("square", 3), lambda: 9)
     9
     >>> cache.get(("square", 3), lambda: 0)  # cached: not called again
     9
+    >>> small = ResultCache(max_bytes=1000)
+    >>> _ = small.get("big", lambda: bytes(5000))
+    >>> small.peek("big"), small.bytes
+    (False, 0)
     """
 
-    def __init__(self, max_entries: int = 64):
+    def __init__(self, max_entries: int = 4096, max_bytes: int | None = None):
         self.max_entries = max_entries
-        self._values: collections.OrderedDict[Hashable, Any] = collections.OrderedDict()
+        self.max_bytes = math.inf if max_bytes is None else max_bytes
+        self.bytes = 0
+        self._values: collections.OrderedDict[Hashable, tuple[Any, int]] = collections.OrderedDict()
         self._pending: dict[Hashable, threading.Event] = {}
         self._lock = threading.Lock()
 
@@ -309,7 +452,7 @@ class ResultCache:
             with self._lock:
                 if key in self._values:
                     self._values.move_to_end(key)
-                    return self._values[key]
+                    return self._values[key][0]
                 event = self._pending.get(key)
                 if event is None:
                     event = self._pending[key] = threading.Event()
@@ -319,10 +462,15 @@ class ResultCache:
                     on_wait(time.perf_counter() - start, False)
         try:
             value = compute()
+            size = pickled_bytes(value)  # outside the lock: it takes time on a large result
             with self._lock:
-                self._values[key] = value
-                while len(self._values) > self.max_entries:
-                    self._values.popitem(last=False)
+                if key in self._values:  # stored after a clear() by a computation still running
+                    self.bytes -= self._values.pop(key)[1]
+                if size <= self.max_bytes:
+                    self._values[key] = (value, size)
+                    self.bytes += size
+                while self._values and (len(self._values) > self.max_entries or self.bytes > self.max_bytes):
+                    self.bytes -= self._values.popitem(last=False)[1][1]
             return value
         finally:
             with self._lock:
@@ -338,6 +486,7 @@ class ResultCache:
         """Drop every cached value (a computation in progress still stores its own)."""
         with self._lock:
             self._values.clear()
+            self.bytes = 0
 
 
 __all__ = [
@@ -347,6 +496,8 @@ __all__ = [
     "WorkerDied",
     "WorkerPool",
     "make_pool",
+    "pickled_bytes",
+    "rss_bytes",
     "serve",
 ]
 

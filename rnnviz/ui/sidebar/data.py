@@ -5,7 +5,9 @@ A choice becomes a *source*, a small JSON-ready dict (``{"name": "digits", "orde
 "rows"}``, ``{"name": "/path/file.npz"}``) that travels with the config to the worker
 processes, which load it (:func:`rnnviz.ui.jobs.load_source`); the server never parses a
 data file. An upload is written once, by the hash of its bytes, under the system's
-temporary folder, keeping its file name for the messages. Built-ins and dropped files are
+temporary folder (``RNNVIZ_UPLOADS_DIR``), keeping its file name for the messages; the
+folder is held to its caps (:func:`rnnviz.ui.folders.admit`: the least recently used
+upload no open session uses goes first). Built-ins and dropped files are
 in the URL (``?data=digits:rows``); an upload is not.
 """
 
@@ -13,7 +15,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,8 @@ from rnnviz.charts import preview_figure
 from rnnviz.dataset import data_dir, data_files
 from rnnviz.dataset.describe import Preview
 from rnnviz.dataset.files import EXTENSIONS
+from rnnviz.ui.folders import FolderFull, admit, touch
+from rnnviz.ui.settings import settings
 
 SYNTHETIC = "synthetic"
 UPLOAD = "upload a file…"
@@ -31,7 +34,6 @@ CORPORA = ("prose", "code")
 URL_PARAM = "data"
 #: A text's one-hot windows in the dashboard stay under this many bytes (fewer windows at large T).
 TEXT_BYTES = 32 * 2**20
-UPLOADS = Path(tempfile.gettempdir()) / "rnnviz-uploads"
 
 
 def choices() -> list[str]:
@@ -81,15 +83,28 @@ def _safe_name(name: str) -> str:
     return stem or "upload"
 
 
+def uploads_folder() -> Path:
+    """Where uploads are kept (the server's ``uploads_dir`` setting)."""
+    return Path(settings().uploads_dir)
+
+
 def save_upload(name: str, data: bytes) -> Path:
-    """Write an upload once, by the hash of its bytes, keeping its (sanitised) name."""
-    folder = UPLOADS / hashlib.sha256(data).hexdigest()[:16]
+    """Write an upload once, by the hash of its bytes, keeping its (sanitised) name, and hold
+    the folder to its caps.
+
+    Raises:
+      FolderFull: the upload is over the folder's cap, or open sessions use all of it.
+    """
+    limits, uploads = settings(), uploads_folder()
+    folder = uploads / hashlib.sha256(data).hexdigest()[:16]
     path = folder / _safe_name(name)
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(path.suffix + ".part")
         tmp.write_bytes(data)
         tmp.replace(path)  # never a half-written file under the real name
+        admit(uploads, path, limits.uploads_mb * 2**20, limits.uploads_files, "the upload folder")
+    touch(path)
     return path
 
 
@@ -148,7 +163,11 @@ def _upload(sb) -> dict[str, Any] | None:
     if f.size > limit:  # Streamlit refuses these itself; a second line of defence
         sb.error(f"{f.name}: {f.size / 2**20:.0f} MB is over the {limit // 2**20} MB upload limit.")
         return None
-    return {"name": str(save_upload(f.name, f.getvalue()))}
+    try:
+        return {"name": str(save_upload(f.name, f.getvalue()))}
+    except FolderFull as err:
+        sb.error(f"{f.name} is not kept: {err}.")
+        return None
 
 
 def draw_preview(p: Preview) -> None:
@@ -162,4 +181,12 @@ def draw_preview(p: Preview) -> None:
         sb.plotly_chart(preview_figure(p), key="data_preview", config={"displayModeBar": False})
 
 
-__all__ = ["SYNTHETIC", "UPLOAD", "choices", "draw_preview", "save_upload", "source_sidebar"]
+__all__ = [
+    "SYNTHETIC",
+    "UPLOAD",
+    "choices",
+    "draw_preview",
+    "save_upload",
+    "source_sidebar",
+    "uploads_folder",
+]

@@ -17,8 +17,9 @@ from typing import Any
 import streamlit as st
 
 from rnnviz.config import ConfigError, RunConfig
+from rnnviz.ui.folders import FolderFull
 from rnnviz.ui.sidebar.configuration import KEY
-from rnnviz.ui.trained_runs import FOLLOWS_RUN, header, run_label, runs_folder, saved_runs
+from rnnviz.ui.trained_runs import FOLLOWS_RUN, header, keep_run, run_label, runs_folder, saved_runs
 
 INITIAL = "initial"
 
@@ -79,6 +80,11 @@ def _upload(sb, check: Callable[[str], Any]) -> None:
         sb.error(str(err).replace(tmp.name, f.name))
         return
     tmp.replace(path)
+    try:
+        keep_run(path)
+    except FolderFull as err:
+        sb.error(f"{f.name} is not kept: {err}.")
+        return
     st.session_state["_weights_uploaded"] = str(path)
     st.session_state["_weights_pending"] = str(path)  # the sidebar is drawn already: next run
     st.rerun()

@@ -18,6 +18,7 @@ from rnnviz.studies.jacobians import carry_dim
 from rnnviz.studies.tasks.synthetic import TASKS, get_task
 from rnnviz.studies.training import OPTIMIZERS, training_verdict
 from rnnviz.ui import budget
+from rnnviz.ui.folders import FolderFull
 from rnnviz.ui.jobs import DATA_TASK
 from rnnviz.ui.sidebar.weights import use_run
 from rnnviz.ui.tabs.common import csv_button, prose
@@ -314,7 +315,11 @@ def _profile(records: list) -> None:
 def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCalls) -> None:
     """The finished runs' weights: kept as files (every tab can open them, after reloads too),
     downloadable, and λ over training."""
-    paths = save_runs(records, key)
+    try:
+        paths = save_runs(records, key)
+    except FolderFull as err:  # the folder's caps, and every run in it open in some session
+        st.warning(f"These runs are not kept as files, so other tabs cannot open them: {err}.")
+        return
     st.subheader("The trained weights")
     st.caption(
         f"Kept at every profile step ({len(records[0].weight_steps)} steps) and saved on this machine: the "

@@ -1,0 +1,229 @@
+"""The server's folders that users fill (uploads, trained runs), held to their caps.
+
+A folder holds *entries* (a file, or a folder of one upload); its cap is a total size and a
+count (:mod:`rnnviz.ui.settings`). After each write, :func:`enforce` evicts the least
+recently used entries until both fit, never one a live session is using: each session marks
+what it uses (:meth:`InUse.mark`, every run of its script), and a mark counts while its
+session is active (Streamlit's runtime says which are). Using an entry also touches it, so
+"least recently used" is the order of last use, not of upload.
+
+>>> import tempfile, pathlib
+>>> folder = pathlib.Path(tempfile.mkdtemp())
+>>> for i in range(3):
+...     _ = (folder / f"f{i}").write_bytes(b"x" * 10)
+...     os.utime(folder / f"f{i}", (i, i))
+>>> enforce(folder, max_bytes=25, max_files=10, in_use={str(folder / "f0")}).evicted
+('f1',)
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterable, Mapping
+from pathlib import Path
+from typing import Any, NamedTuple
+
+log = logging.getLogger("rnnviz.folders")
+
+
+class Entry(NamedTuple):
+    """One entry of a folder: its path, its bytes (a folder's, summed) and its last use."""
+
+    path: Path
+    bytes: int
+    last_used_ns: int
+
+
+class Usage(NamedTuple):
+    """A folder's use after :func:`enforce`.
+
+    Attributes:
+      evicted: the names of the entries it removed, least recently used first.
+      bytes: bytes the folder holds now.
+      files: entries the folder holds now.
+      fits: whether both are within the caps (False only when what is in use is over them).
+    """
+
+    evicted: tuple[str, ...]
+    bytes: int
+    files: int
+    fits: bool
+
+
+def _size(path: Path) -> int:
+    if path.is_dir():
+        return sum(p.stat().st_size for p in path.rglob("*") if p.is_file())
+    return path.stat().st_size
+
+
+def entries(folder: Path) -> list[Entry]:
+    """The folder's entries, least recently used first (half-written ``*.part`` files are
+    entries too: they take space)."""
+    if not folder.is_dir():
+        return []
+    found = []
+    for p in folder.iterdir():
+        try:
+            found.append(Entry(p, _size(p), p.stat().st_mtime_ns))
+        except FileNotFoundError:  # removed meanwhile by another session's eviction
+            continue
+    return sorted(found, key=lambda e: e.last_used_ns)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir():
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        path.unlink(missing_ok=True)
+
+
+_lock = threading.Lock()  # one eviction at a time in this server
+
+
+def enforce(folder: Path, max_bytes: int, max_files: int, in_use: Iterable[str] = ()) -> Usage:
+    """Evict the least recently used entries of ``folder`` not in ``in_use`` (paths of
+    entries, or of files inside them) until it holds at most ``max_bytes`` and ``max_files``."""
+    keep = {Path(p) for p in in_use}
+    with _lock:
+        found = entries(folder)
+        total, count = sum(e.bytes for e in found), len(found)
+        evicted = []
+        for e in found:
+            if total <= max_bytes and count <= max_files:
+                break
+            if any(k == e.path or e.path in k.parents for k in keep):
+                continue
+            _remove(e.path)
+            evicted.append(e.path.name)
+            total, count = total - e.bytes, count - 1
+    if evicted:
+        log.info("evicted %d entries from %s (%s)", len(evicted), folder, ", ".join(evicted))
+    return Usage(tuple(evicted), total, count, total <= max_bytes and count <= max_files)
+
+
+def touch(path: str | Path) -> None:
+    """Mark ``path`` (and the entry folder holding it) as just used."""
+    p = Path(path)
+    for q in (p, p.parent):
+        try:
+            os.utime(q)
+        except OSError:
+            pass
+
+
+class InUse:
+    """What each live session uses, across the server's sessions (thread-safe).
+
+    Args:
+      active: whether a session id is still live (default: Streamlit's runtime, when it runs).
+    """
+
+    def __init__(self, active: Callable[[str], bool] | None = None):
+        self._by_session: dict[str, set[str]] = {}
+        self._lock = threading.Lock()
+        self._active = active
+
+    def mark(self, session: str, paths: Iterable[str]) -> None:
+        """``session`` now uses ``paths`` (replacing what it used before) and touches them."""
+        paths = {str(p) for p in paths if p}
+        for p in paths:
+            touch(p)
+        with self._lock:
+            if paths:
+                self._by_session[session] = paths
+            else:
+                self._by_session.pop(session, None)
+
+    def paths(self) -> set[str]:
+        """Every path a live session uses (sessions that ended are forgotten here)."""
+        active = self._active or _streamlit_active
+        with self._lock:
+            for sid in [s for s in self._by_session if not active(s)]:
+                del self._by_session[sid]
+            return set().union(*self._by_session.values()) if self._by_session else set()
+
+
+#: The server's one registry of what its sessions use.
+IN_USE = InUse()
+
+
+class FolderFull(RuntimeError):
+    """A new entry cannot be kept: alone it is over the folder's cap, or what live sessions
+    use fills the folder; the message says which, with the caps."""
+
+
+def admit(
+    folder: Path, new: Path, max_bytes: int, max_files: int, what: str, keep: Iterable[str | Path] = ()
+) -> Usage:
+    """Make room for ``new`` (just written under ``folder``) by evicting the least recently
+    used entries that no live session uses and ``keep`` does not name; when that cannot make
+    it fit, ``new`` is removed again.
+
+    Raises:
+      FolderFull: with a message naming the folder's caps (``what``: "the upload folder").
+    """
+    entry = folder / new.relative_to(folder).parts[0]
+    size = _size(entry)
+    if size > max_bytes:
+        _remove(entry)
+        raise FolderFull(f"{size / 2**20:.1f} MB is more than {what} holds ({max_bytes / 2**20:.0f} MB)")
+    usage = enforce(folder, max_bytes, max_files, IN_USE.paths() | {str(entry)} | {str(k) for k in keep})
+    if not usage.fits:
+        _remove(entry)
+        raise FolderFull(
+            f"{what} is full ({usage.files} files, {usage.bytes / 2**20:.0f} MB of its "
+            f"{max_bytes / 2**20:.0f} MB and {max_files} files) with files that open sessions are using; "
+            "try again when one has closed"
+        )
+    return usage
+
+
+def session_paths(state: Mapping[str, Any]) -> set[str]:
+    """The files a session's state refers to: its data source, its trained weights and those
+    of every pin (a pin is recomputed from them when its result has left the cache)."""
+    import json
+
+    found = set()
+
+    def add(values: Mapping[str, Any] | None) -> None:
+        if not values:
+            return
+        data, weights = values.get("data") or {}, values.get("weights") or {}
+        found.update(str(v) for v in (data.get("name"), weights.get("path")) if v)
+
+    add({"data": state.get("data_source"), "weights": state.get("weights_source")})
+    choice = state.get("weights_choice")
+    if choice and choice != "initial":
+        found.add(str(choice))
+    for pin in state.get("pins", ()):
+        try:
+            add(json.loads(pin))
+        except (TypeError, ValueError):
+            continue
+    return {p for p in found if "/" in p or os.sep in p}  # paths only, not "digits" or "text"
+
+
+def _streamlit_active(session: str) -> bool:
+    try:
+        from streamlit.runtime import Runtime
+
+        return Runtime.instance().is_active_session(session)
+    except Exception:  # no runtime (AppTest, a script): every marking session counts as live
+        return True
+
+
+__all__ = [
+    "IN_USE",
+    "Entry",
+    "FolderFull",
+    "InUse",
+    "Usage",
+    "admit",
+    "enforce",
+    "entries",
+    "session_paths",
+    "touch",
+]
