@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: run test lint bench browser notebook docs clean
+.PHONY: run test lint bench browser notebook docs soak clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -31,6 +31,13 @@ lint: $(STAMP)
 test: lint browser
 	$(PY) -m pytest -q --deselect tests/studies/test_trained.py
 	$(PY) -m pytest -q tests/studies/test_trained.py
+
+# The long soak (#30): four browser sessions × 30 minutes of seeded random interactions on two
+# workers with faults injected (kill -9, SIGSTOP, a damaged compilation-cache entry, a full
+# upload folder, hostile files); a report of latencies, errors by kind, RSS over time and
+# disk against the caps. Not part of `make test`, which runs a 3-minute version.
+soak: $(STAMP) browser
+	$(PY) scripts/soak.py --sessions 4 --minutes 30 --workers 2 --report soak-report.json --markdown soak-report.md
 
 NB_STAMP := $(VENV)/.notebook-stamp
 $(NB_STAMP): $(STAMP)

@@ -243,6 +243,7 @@ def main() -> None:
     devices = ("auto", "cpu", "gpu") if env.gpus else ("auto", "cpu")
     values = configuration.sidebar(env.strategies, devices, env.gpu_reason)
     source = data.source_sidebar(values.get("seq_len"))
+    _mark_in_use(source)
     chosen_weights = weights.weights_sidebar(calls.check_run)
     configuration.limits_caption()
 
@@ -259,7 +260,7 @@ def main() -> None:
         st.error(stopped_message(err))
         return
     configuration.sync_url(cfg)
-    _mark_in_use()
+    _mark_in_use(source)
     try:
         a = analysis_for(cfg)
     except ConfigError as err:
@@ -289,12 +290,14 @@ def main() -> None:
                 _guarded(tab.TITLE, lambda tab=tab: tab.render(ctx), cfg)
 
 
-def _mark_in_use() -> None:
-    """Tell the folders' caps which files this session uses (its data, weights and pins'),
-    so that no eviction takes them while it is open."""
+def _mark_in_use(source: dict | None = None) -> None:
+    """Tell the folders' caps which files this session uses (its data, weights and pins', and
+    ``source``, the data it is about to load: loading a large upload takes a while, and
+    another session's upload must not evict it meanwhile), so that no eviction takes them."""
     ctx = get_script_run_ctx()
     if ctx is not None:
-        folders.IN_USE.mark(ctx.session_id, folders.session_paths(st.session_state))
+        paths = folders.session_paths(st.session_state) | folders.session_paths({"data_source": source})
+        folders.IN_USE.mark(ctx.session_id, paths)
 
 
 def _guarded(name: str, render: Callable[[], None], cfg: RunConfig) -> None:

@@ -9,21 +9,18 @@ exception, as JSON.
 
 from __future__ import annotations
 
-import io
 import json
-import math
 import os
 import struct
 import subprocess
 import sys
 import zipfile
-import zlib
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-from numpy.lib import format as npy_format
+from hostile_files import constant_parquet, npy_header, zeros_npz
 
 from rnnviz.dataset import DataError, load_dataset
 from rnnviz.studies.training import runfile
@@ -101,99 +98,19 @@ def _refused(report: dict, path: Path, *words: str, error: str = "rnnviz.dataset
     return message
 
 
-# ---- building the files, small on disk ----------------------------------------------------------
-
-
-def _npy_header(shape: tuple[int, ...], descr: str = "<f4", fortran_order: bool = False) -> bytes:
-    out = io.BytesIO()
-    npy_format.write_array_header_1_0(out, {"descr": descr, "fortran_order": fortran_order, "shape": shape})
-    return out.getvalue()
-
-
-def _crc_of_zeros(crc: int, n: int) -> int:
-    """``zlib.crc32(bytes(n), crc)`` without the bytes: the CRC register's map for one zero
-    byte is linear over GF(2), applied ``n`` times by repeated squaring."""
-
-    def apply(op: list[int], v: int) -> int:
-        out, k = 0, 0
-        while v:
-            if v & 1:
-                out ^= op[k]
-            v, k = v >> 1, k + 1
-        return out
-
-    def one_byte(v: int) -> int:
-        for _ in range(8):
-            v = (v >> 1) ^ (0xEDB88320 if v & 1 else 0)
-        return v
-
-    op, state = [one_byte(1 << k) for k in range(32)], crc ^ 0xFFFFFFFF
-    while n:
-        if n & 1:
-            state = apply(op, state)
-        op = [apply(op, c) for c in op]
-        n >>= 1
-    return state ^ 0xFFFFFFFF
-
-
-def _zeros_npz(path: Path, shape: tuple[int, ...], block: int = MiB) -> Path:
-    """An ``.npz`` whose ``inputs.npy`` inflates to ``shape`` float32 zeros, written as a
-    ZIP64 archive by hand: one deflated block of zeros (each block flushed, so blocks
-    concatenate) repeated, so a 6 GiB member costs 6 MiB and no 6 GiB of anything."""
-    head, zeros = _npy_header(shape), 4 * math.prod(shape)
-
-    def deflate(data: bytes) -> bytes:
-        c = zlib.compressobj(9, zlib.DEFLATED, -15)
-        return c.compress(data) + c.flush(zlib.Z_FULL_FLUSH)
-
-    full, rest = divmod(zeros, block)
-    body = b"".join(
-        [
-            deflate(head),
-            deflate(bytes(block)) * full,
-            deflate(bytes(rest)),
-            zlib.compressobj(9, 8, -15).flush(),
-        ]
-    )
-    size, crc, name = len(head) + zeros, _crc_of_zeros(zlib.crc32(head), zeros), b"inputs.npy"
-    zip64 = struct.pack("<HHQQ", 1, 16, size, len(body))
-    local = struct.pack(
-        "<IHHHHHIIIHH", 0x04034B50, 45, 0, 8, 0, 0x21, crc, 2**32 - 1, 2**32 - 1, len(name), 20
-    )
-    central = struct.pack(
-        "<IHHHHHHIIIHHHHHII", 0x02014B50, 45, 45, 0, 8, 0, 0x21, crc, 2**32 - 1, 2**32 - 1, len(name), 20,
-        0, 0, 0, 0, 0,
-    )  # fmt: skip
-    first = local + name + zip64 + body
-    directory = central + name + zip64
-    end = struct.pack("<IHHHHIIH", 0x06054B50, 0, 0, 1, 1, len(directory), len(first), 0)
-    path.write_bytes(first + directory + end)
-    return path
+# ---- building the files, small on disk (tests/hostile_files.py, shared with the browser soak) ----
 
 
 def _constant_parquet(path: Path, sequences: int, steps: int, features: int = 4) -> Path:
-    """A long-form ``.parquet`` (zstd) of ``sequences × steps`` rows whose features are a
-    constant 0.5, written row group by row group (about 1 M rows each)."""
-    pa = pytest.importorskip("pyarrow")
-    pq = pytest.importorskip("pyarrow.parquet")
-    per = max(1, 2**20 // steps)
-    t = pa.array(np.tile(np.arange(steps, dtype=np.int64), per))
-    x = pa.array(np.full(per * steps, 0.5))
-    names = ["sequence", "t"] + [f"x{k}" for k in range(features)]
-    schema = pa.schema([(c, pa.int64() if c in ("sequence", "t") else pa.float64()) for c in names])
-    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
-        for a in range(0, sequences, per):
-            k = min(per, sequences - a)
-            seq = pa.array(np.repeat(np.arange(a, a + k, dtype=np.int64), steps))
-            writer.write_table(pa.table([seq, t[: k * steps]] + [x[: k * steps]] * features, schema=schema))
-    return path
+    pytest.importorskip("pyarrow.parquet")  # .parquet is an optional extra
+    return constant_parquet(path, sequences, steps, features)
 
 
 # ---- the four files of the issue ----------------------------------------------------------------
 
 
 def test_the_zeros_npz_builder_writes_a_valid_archive(tmp_path):
-    path = _zeros_npz(tmp_path / "small.npz", (3, 1000, 700))  # 8 MiB of zeros: several blocks
+    path = zeros_npz(tmp_path / "small.npz", (3, 1000, 700))  # 8 MiB of zeros: several blocks
     with zipfile.ZipFile(path) as z:
         assert z.testzip() is None  # every CRC checks
     with np.load(path) as z:
@@ -203,7 +120,7 @@ def test_the_zeros_npz_builder_writes_a_valid_archive(tmp_path):
 
 
 def test_an_npz_inflating_to_6_gib_is_refused_by_its_header(tmp_path):
-    path = _zeros_npz(tmp_path / "bomb.npz", (1536, 1024, 1024))  # 6 GiB of float32 zeros
+    path = zeros_npz(tmp_path / "bomb.npz", (1536, 1024, 1024))  # 6 GiB of float32 zeros
     assert path.stat().st_size < 8 * MiB
     _refused(
         _load(path),
@@ -215,7 +132,7 @@ def test_an_npz_inflating_to_6_gib_is_refused_by_its_header(tmp_path):
 
 def test_an_npy_header_claiming_24_gib_over_4_kb_is_refused_by_its_header(tmp_path):
     path = tmp_path / "claims.npy"
-    path.write_bytes(_npy_header((10000, 10000, 64)) + bytes(4000))
+    path.write_bytes(npy_header((10000, 10000, 64)) + bytes(4000))
     _refused(
         _load(path),
         path,
@@ -285,7 +202,7 @@ def test_a_corrupt_zip_is_one_message(tmp_path):
 def test_an_npz_member_whose_header_lies_about_its_size_is_refused_before_its_data(tmp_path):
     path = tmp_path / "lies.npz"
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("inputs.npy", _npy_header((100, 10, 3)) + bytes(10))  # claims 12 000 bytes, holds 10
+        z.writestr("inputs.npy", npy_header((100, 10, 3)) + bytes(10))  # claims 12 000 bytes, holds 10
     with pytest.raises(DataError) as err:
         load_dataset(path)
     assert str(err.value) == (
@@ -294,16 +211,16 @@ def test_an_npz_member_whose_header_lies_about_its_size_is_refused_before_its_da
     )
     # a member claiming more than fits the budget is refused before its data, whatever it holds
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as z:
-        z.writestr("inputs.npy", _npy_header((4, 3, 1)) + bytes(48))
-        z.writestr("targets.npy", _npy_header((4, 3, 10**8)) + bytes(10))
+        z.writestr("inputs.npy", npy_header((4, 3, 1)) + bytes(48))
+        z.writestr("targets.npy", npy_header((4, 3, 10**8)) + bytes(10))
     with pytest.raises(
         DataError, match=r"^lies\.npz: 4\.5 GiB as float32, over the 1 GiB limit \('targets' claims"
     ):
         load_dataset(path)
     # and labels of a shape that cannot be right are refused with the same words as ever
     with zipfile.ZipFile(path, "w") as z:
-        z.writestr("inputs.npy", _npy_header((4, 3, 1)) + bytes(48))
-        z.writestr("labels.npy", _npy_header((10**9,), "<i8"))
+        z.writestr("inputs.npy", npy_header((4, 3, 1)) + bytes(48))
+        z.writestr("labels.npy", npy_header((10**9,), "<i8"))
     with pytest.raises(DataError, match=r"'labels' must be \[4\]: one class per sequence"):
         load_dataset(path)
 
