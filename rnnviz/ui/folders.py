@@ -22,6 +22,7 @@ import logging
 import os
 import shutil
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -83,9 +84,19 @@ def _remove(path: Path) -> None:
 _lock = threading.Lock()  # one eviction at a time in this server
 
 
+#: Seconds a file being written (a name starting with ".") is left alone: after that it is one a
+#: crash left behind, and evicted like any other.
+WRITING_S = 600
+
+
+def _being_written(entry: Entry) -> bool:
+    return entry.path.name.startswith(".") and time.time_ns() - entry.last_used_ns < WRITING_S * 1e9
+
+
 def enforce(folder: Path, max_bytes: int, max_files: int, in_use: Iterable[str] = ()) -> Usage:
     """Evict the least recently used entries of ``folder`` not in ``in_use`` (paths of
-    entries, or of files inside them) until it holds at most ``max_bytes`` and ``max_files``."""
+    entries, or of files inside them) until it holds at most ``max_bytes`` and ``max_files``;
+    a file being written (a hidden ``.*.part`` younger than :data:`WRITING_S`) is never evicted."""
     keep = {Path(p) for p in in_use}
     with _lock:
         found = entries(folder)
@@ -94,7 +105,7 @@ def enforce(folder: Path, max_bytes: int, max_files: int, in_use: Iterable[str] 
         for e in found:
             if total <= max_bytes and count <= max_files:
                 break
-            if any(k == e.path or e.path in k.parents for k in keep):
+            if _being_written(e) or any(k == e.path or e.path in k.parents for k in keep):
                 continue
             _remove(e.path)
             evicted.append(e.path.name)

@@ -60,12 +60,21 @@ def test_rnnviz_app_hands_its_limits_to_the_server_and_refuses_bad_ones(monkeypa
     from rnnviz.cli import launch
 
     seen = {}
-    monkeypatch.setattr(launch.os, "execve", lambda path, cmd, env: seen.update(env=env, cmd=cmd))
+
+    class Execed(Exception):
+        """What stands for os.execve here: like the real one, it does not return."""
+
+    def execve(path, cmd, env):
+        seen.update(env=env, cmd=cmd)
+        raise Execed
+
+    monkeypatch.setattr(launch.os, "execve", execve)
     parser = argparse.ArgumentParser()
     launch.add_parser(parser.add_subparsers())
     args = parser.parse_args(["app", "--workers", "3", "--uploads-mb", "64", "--jax-cache", "off"])
     args.extra = []
-    assert launch.cmd_app(args) is None or seen
+    with pytest.raises(Execed):
+        launch.cmd_app(args)
     assert seen["env"]["RNNVIZ_WORKERS"] == "3" and seen["env"]["RNNVIZ_UPLOADS_MB"] == "64"
     assert seen["env"]["RNNVIZ_JAX_CACHE"] == "off"
     with pytest.raises(SystemExit):
@@ -97,6 +106,14 @@ def test_a_folder_over_its_caps_evicts_the_least_recently_used_entries_nobody_us
     folders.touch(files[3])  # used now: the newest
     usage = folders.enforce(tmp_path, max_bytes=10**6, max_files=2, in_use=())
     assert usage.evicted == ("e0", "e4") and sorted(p.name for p in tmp_path.iterdir()) == ["e3", "e5"]
+    # a file being written (hidden, young) is left alone; one a crash left long ago is not
+    (tmp_path / ".e9.npz.1234.part").write_bytes(b"x" * 100)
+    (tmp_path / ".e8.npz.5678.part").write_bytes(b"x" * 100)
+    os.utime(tmp_path / ".e8.npz.5678.part", (1, 1))
+    usage = folders.enforce(tmp_path, max_bytes=10**6, max_files=2, in_use=())
+    assert set(usage.evicted) == {".e8.npz.5678.part", "e5"} and (tmp_path / ".e9.npz.1234.part").exists()
+    (tmp_path / ".e9.npz.1234.part").unlink()
+    _entry(tmp_path, "e5", 100, used_at=2000)
     # everything in use: nothing is evicted, and the caller is told it does not fit
     kept = {str(p / "data.npz") for p in tmp_path.iterdir()}
     assert folders.enforce(tmp_path, 1, 1, kept) == folders.Usage((), 200, 2, False)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import re
+import secrets
 from pathlib import Path
 from typing import Any
 
@@ -100,7 +101,8 @@ def save_upload(name: str, data: bytes) -> Path:
     path = folder / _safe_name(name)
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(path.suffix + ".part")
+        # a name of its own: two sessions uploading the same bytes must not share one half-written file
+        tmp = folder / f".{path.name}.{secrets.token_hex(4)}.part"
         tmp.write_bytes(data)
         tmp.replace(path)  # never a half-written file under the real name
         admit(uploads, path, limits.uploads_mb * 2**20, limits.uploads_files, "the upload folder")

@@ -10,6 +10,7 @@ the sidebar to its cell, sizes, dtype, gain and data.
 from __future__ import annotations
 
 import hashlib
+import secrets
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -66,18 +67,25 @@ def _upload(sb, check: Callable[[str], Any]) -> None:
     if f is None:
         return
     data = f.getvalue()
+    digest = hashlib.sha256(data).hexdigest()[:16]
+    refused = st.session_state.setdefault("_weights_refused", {})
+    if digest in refused:  # the uploader still holds a file already refused: say so, check nothing
+        sb.error(refused[digest])
+        return
     folder = runs_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    path = folder / f"upload-{hashlib.sha256(data).hexdigest()[:16]}.rnnviz"
+    path = folder / f"upload-{digest}.rnnviz"
     if st.session_state.get("_weights_uploaded") == str(path):
         return
-    tmp = folder / f".{path.name}.part"
+    # A name of its own: two sessions uploading the same bytes must not share (and delete) one file.
+    tmp = folder / f".{path.name}.{secrets.token_hex(4)}.part"
     tmp.write_bytes(data)
     try:
         check(str(tmp))
     except ConfigError as err:  # RunFileError: the file and what is wrong
         tmp.unlink(missing_ok=True)
-        sb.error(str(err).replace(tmp.name, f.name))
+        refused[digest] = str(err).replace(tmp.name, f.name)
+        sb.error(refused[digest])
         return
     tmp.replace(path)
     try:
