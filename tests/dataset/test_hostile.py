@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
-from hostile_files import constant_parquet, npy_header, zeros_npz
+from hostile_files import constant_parquet, lying_run_files, npy_header, zeros_npz
 
 from rnnviz.dataset import DataError, load_dataset
 from rnnviz.studies.training import runfile
@@ -254,18 +254,8 @@ def test_a_parquet_whose_metadata_claim_too_many_rows_is_refused_unread(tmp_path
 
 
 def test_a_run_file_declaring_more_than_it_holds_is_refused_unread(tmp_path):
-    head = json.dumps({"format": runfile.FORMAT}).encode()
-    cases = {
-        "arrays.rnnviz": runfile.MAGIC
-        + struct.pack("<I", len(head))
-        + head
-        + struct.pack("<Q", 2**62)
-        + bytes(64),
-        "header.rnnviz": runfile.MAGIC + struct.pack("<I", 2**32 - 1) + head,
-    }
-    for name, data in cases.items():
-        path = tmp_path / name
-        path.write_bytes(data)
+    for path in lying_run_files(tmp_path):  # arrays.rnnviz (2⁶² bytes), header.rnnviz (4 GiB)
+        name, data = path.name, path.read_bytes()
         report = _load(path, kind="run")
         assert report.get("type") == "rnnviz.studies.training.runfile.RunFileError", report
         assert report["message"].startswith(f"{name}: truncated: {len(data)} bytes "), report
