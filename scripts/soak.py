@@ -51,6 +51,7 @@ from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
+PROBE_DIR = ROOT / "scripts" / "soak_probe"
 CHROMIUM = "/usr/bin/chromium"
 FLAGS = [
     "--no-sandbox",
@@ -1360,6 +1361,10 @@ def server_env(opts: argparse.Namespace, tmp: Path) -> dict[str, str]:
         "RNNVIZ_TIME_LIMIT_S": str(opts.time_limit),
         "TMPDIR": str(tmp / "tmp"),
         "PYTHONUNBUFFERED": "1",
+        # the heap probe (scripts/soak_probe/sitecustomize.py), in the server process only
+        "PYTHONPATH": os.pathsep.join(p for p in (str(PROBE_DIR), inherited.get("PYTHONPATH", "")) if p),
+        "SOAK_HEAP_PROBE": str(tmp / "heap.jsonl"),
+        "SOAK_HEAP_PROBE_S": "20",
     }
     for item in opts.set:
         name, _, value = item.partition("=")
@@ -1545,6 +1550,7 @@ def report(soak: Soak) -> dict[str, Any]:
         "timeline": soak.steps,
         "all_errors": soak.errors,
         "memory": memory,
+        "heap": heap_report(soak),
         "disk": disk,
         "workers": {
             "replacing": sum("replacing worker" in line for line in worker_lines),
@@ -1605,6 +1611,47 @@ def memory_report(soak: Soak) -> dict[str, Any]:
         "server_peak_mb": max((v for _, v in server), default=None),
         "worker_peak_mb": peak_worker,
         "samples": [[s["t"], s["server_mb"], s["workers_mb"]] for s in soak.samples],
+    }
+
+
+def heap_report(soak: Soak) -> dict[str, Any] | None:
+    """What the server's memory is made of, from the heap probe's lines: at the end of the
+    warm-up and at the end, the RSS, Python's allocated blocks, glibc's bytes in use and free
+    inside its arenas, threads and sessions, and the object types that grew most. A leak
+    grows the Python heap or the bytes in use; fragmentation grows the free bytes in the
+    arenas while those in use stay."""
+    path = soak.tmp / "heap.jsonl"
+    if not path.exists():
+        return None
+    lines = [json.loads(x) for x in path.read_text().splitlines() if x.strip()]
+    warmup = min(300.0, max(60.0, soak.opts.minutes * 60 / 2))
+    after = [x for x in lines if x["t"] >= warmup] or lines[-1:]
+    if not after:
+        return None
+    first, last = after[0], after[-1]
+    fields = (
+        "rss_mb",
+        "py_blocks",
+        "malloc_in_use_mb",
+        "malloc_free_mb",
+        "mmapped_mb",
+        "threads",
+        "sessions",
+    )
+    typed = [x for x in after if "types" in x]
+    grew: dict[str, int] = {}
+    if len(typed) >= 2:
+        a, b = typed[0]["types"], typed[-1]["types"]
+        grew = dict(
+            sorted(((k, b.get(k, 0) - a.get(k, 0)) for k in set(a) | set(b)), key=lambda kv: -kv[1])[:8]
+        )
+    return {
+        "from_s": first["t"],
+        "to_s": last["t"],
+        "start": {f: first.get(f) for f in fields},
+        "end": {f: last.get(f) for f in fields},
+        "types_grown": grew,
+        "path": str(path),
     }
 
 
@@ -1712,6 +1759,20 @@ def markdown(result: dict[str, Any]) -> str:
     for name, m in [*mem["judged"].items(), ("workers (total)", mem["workers_total"])]:
         upward = m.get("not_judged") and f"not judged: {m['not_judged']}" or m["upward"]
         lines.append(f"| {name} | {_num(m['mean_mb'])} | {_num(m['slope_mb_per_min'], 2)} | {upward} |")
+    heap = result.get("heap")
+    if heap:
+        lines += [
+            "",
+            f"The server's heap from {heap['from_s']:.0f} s to {heap['to_s']:.0f} s (scripts/soak_probe):",
+            "",
+            "| | " + " | ".join(heap["start"]) + " |",
+            "|---|" + "---:|" * len(heap["start"]),
+            "| start | " + " | ".join(str(v) for v in heap["start"].values()) + " |",
+            "| end | " + " | ".join(str(v) for v in heap["end"].values()) + " |",
+            "",
+            "Object types grown most: "
+            + (", ".join(f"{k} {v:+d}" for k, v in heap["types_grown"].items()) or "–"),
+        ]
     lines += ["", "## Disk", "", "| folder | MB | entries | max MB seen | cap MB | cap files | within |"]
     lines.append("|---|---:|---:|---:|---:|---:|---|")
     for name, d in result["disk"].items():

@@ -205,6 +205,8 @@ def compute_calls() -> Compute:
             start=calls.train_start,
             advance=calls.train_advance,
             stop=calls.train_stop,
+            keep=calls.keep_trained,
+            finished=calls.trained,
             over_training=calls.over_training,
         ),
     )

@@ -280,6 +280,32 @@ def train_advance(key: str, budget_s: float) -> jobs.TrainProgress:
     return pool().call(jobs.train_advance, key, budget_s, route=key, what="training")
 
 
+def keep_trained(key: str, progress: jobs.TrainProgress) -> None:
+    """A finished training call: its run files (written by its worker) admitted to the trained
+    folder's caps, and its curves kept in the result cache, where :func:`trained` finds them.
+
+    Raises:
+      FolderFull: the folder's caps, with every run in it open in some session (the curves
+        are kept all the same).
+    """
+    try:
+        if progress.paths:
+            trained_runs.admit_runs([Path(p) for p in progress.paths])
+    finally:  # under the files that stayed (a refused one is removed): what trained() looks for
+        kept = tuple(str(p) for p in trained_runs.kept_paths(key))
+        results().put(("trained_curves", key, kept), progress.records)
+
+
+def trained(key: str) -> list | None:
+    """A finished training call's runs (curves, no weights), or None when it has not been
+    trained or its files are gone. They are kept in the result cache, held to its bytes, and
+    reopened from their run files by a worker once dropped from it (or after a restart)."""
+    paths = tuple(str(p) for p in trained_runs.kept_paths(key))
+    if not paths and not results().peek(("trained_curves", key, paths)):  # (kept unwritten: a full disk)
+        return None
+    return compute("reopening the trained runs", key, jobs.trained_curves, key, paths) or None
+
+
 def train_stop(key: str) -> None:
     """Stop the run after its current chunk."""
     pool().call(jobs.train_stop, key, route=key, what="stopping the training run")

@@ -194,7 +194,8 @@ def admit(
 
 def session_paths(state: Mapping[str, Any]) -> set[str]:
     """The files a session's state refers to: its data source, its trained weights and those
-    of every pin (a pin is recomputed from them when its result has left the cache)."""
+    of every pin (a pin is recomputed from them when its result has left the cache), and
+    the run files of its pinned training runs."""
     import json
 
     found = set()
@@ -214,6 +215,7 @@ def session_paths(state: Mapping[str, Any]) -> set[str]:
             add(json.loads(pin))
         except (TypeError, ValueError):
             continue
+    found.update(str(p) for p in state.get("train_pinned_files", ()))
     return {p for p in found if "/" in p or os.sep in p}  # paths only, not "digits" or "text"
 
 

@@ -11,6 +11,7 @@ it, and :func:`train_advance` says so with :class:`LookupError`.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import json
 import time
@@ -44,6 +45,7 @@ from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import critical_gain, sweep
 from rnnviz.studies.training import Trainer, Training, load_run
 from rnnviz.tables.strategies import strategy_names
+from rnnviz.ui import trained_runs
 from rnnviz.ui.settings import settings
 
 #: The dashboard times runs until about this much is spent (at least one, at most five).
@@ -319,7 +321,10 @@ def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
 
 class TrainProgress(NamedTuple):
     """Where a run stands: steps done of ``steps``, seconds of training, whether it is done
-    (finished, stopped or diverged everywhere) or was stopped, and its records so far."""
+    (finished, stopped or diverged everywhere) or was stopped, and its records so far
+    without their weights (:func:`light`). Once done, ``paths`` are the run files the
+    worker wrote, weights and all (:func:`rnnviz.ui.trained_runs.write_runs`), or
+    ``write_error`` says why there are none."""
 
     steps_done: int
     steps: int
@@ -327,16 +332,45 @@ class TrainProgress(NamedTuple):
     done: bool
     stopped: bool
     records: list[Training] | None
+    paths: tuple[str, ...] = ()
+    write_error: str | None = None
 
 
 _TRAINERS: dict[str, Trainer] = {}
 
 
-def _progress(trainer: Trainer) -> TrainProgress:
+def light(records: list[Training]) -> list[Training]:
+    """The runs without their kept weights (up to 256 MiB a call): what the server keeps and
+    draws; the weights stay in the run files, which the workers open."""
+    return [dataclasses.replace(r, weight_tree=None) for r in records]
+
+
+def _progress(trainer: Trainer, key: str) -> TrainProgress:
     records = trainer.records() if trainer.steps_done > 0 or trainer.done else None
+    paths, error = (), None
+    if trainer.done and records is not None:
+        try:
+            paths = tuple(str(p) for p in trained_runs.write_runs(records, key))
+        except OSError as err:  # a full disk or a folder that is not writable: the curves still show
+            error = f"the run files could not be written ({err.strerror or err})"
     return TrainProgress(
-        trainer.steps_done, trainer.steps, trainer.run_s, trainer.done, trainer.stopped, records
+        trainer.steps_done,
+        trainer.steps,
+        trainer.run_s,
+        trainer.done,
+        trainer.stopped,
+        None if records is None else light(records),
+        paths,
+        error,
     )
+
+
+def trained_curves(key: str, paths: tuple[str, ...]) -> list[Training]:
+    """The runs of the training call ``key`` saved at ``paths``, without their weights
+    (:func:`light`): a finished call reopened from its files (after the server dropped it
+    from memory, or restarted)."""
+    del key  # part of the cache key only
+    return light([saved_run(p) for p in paths])
 
 
 def train_start(key: str, cfg_json: str, settings: dict[str, Any]) -> TrainProgress:
@@ -368,7 +402,7 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
     trainer.advance()  # at least one chunk (none once done)
     while not trainer.done and time.perf_counter() - start < budget_s:
         trainer.advance()
-    progress = _progress(trainer)
+    progress = _progress(trainer, key)
     if trainer.done:
         del _TRAINERS[key]
     return progress
@@ -392,6 +426,8 @@ __all__ = [
     "over_training_job",
     "run_summary",
     "saved_run",
+    "light",
+    "trained_curves",
     "data_preview",
     "devices_live",
     "load_source",

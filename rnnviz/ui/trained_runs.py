@@ -12,6 +12,7 @@ only reads headers; the worker processes load the weights (:func:`rnnviz.ui.jobs
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any
 
@@ -43,23 +44,69 @@ def keep_run(path: Path, keep: tuple[Path, ...] = ()) -> None:
     )
 
 
-def save_runs(records: list[Training], key: str) -> list[Path]:
-    """Write each run of one training call once (named by its settings and seed), the runs
-    of this call kept together when the folder makes room.
+def run_paths(key: str, seeds: list[int] | tuple[int, ...]) -> list[Path]:
+    """Where the runs of one training call (its key and seeds) are kept."""
+    return [runs_folder() / f"{_stem(key)}-seed{seed}.rnnviz" for seed in seeds]
+
+
+def kept_paths(key: str) -> list[Path]:
+    """The run files of one training call still in the folder (by seed), or none."""
+    folder = runs_folder()
+    if not folder.is_dir():
+        return []
+    return sorted(folder.glob(f"{_stem(key)}-seed*.rnnviz"), key=lambda p: _seed_of(p.name))
+
+
+def write_runs(records: list[Training], key: str) -> list[Path]:
+    """Write each run of one training call once (named by its settings and seed), each to a
+    hidden name first and then renamed, so nobody ever reads half a file. The worker that
+    trained the runs writes them (the weights never cross to the server); the server then
+    admits them to the folder's caps (:func:`admit_runs`).
+
+    Raises:
+      OSError: the folder cannot be written.
+    """
+    folder = runs_folder()
+    folder.mkdir(parents=True, exist_ok=True)
+    paths = run_paths(key, [r.config.seed for r in records])
+    for r, path in zip(records, paths):
+        if not path.exists():
+            part = folder / f".{path.name}.{os.getpid()}.part"
+            r.save(part)
+            os.replace(part, path)
+    return paths
+
+
+def admit_runs(paths: list[Path]) -> None:
+    """Hold the folder to its caps now that ``paths`` (one training call's runs) are in it,
+    evicting none of them to make room for another.
 
     Raises:
       FolderFull: see :func:`keep_run`.
     """
-    folder = runs_folder()
-    folder.mkdir(parents=True, exist_ok=True)
-    stem = hashlib.sha256(key.encode()).hexdigest()[:12]
-    paths = [folder / f"{stem}-seed{r.config.seed}.rnnviz" for r in records]
-    for r, path in zip(records, paths):
-        if not path.exists():
-            r.save(path)
-            keep_run(path, keep=tuple(paths))  # its siblings are not evicted to make room for it
+    for path in paths:
+        keep_run(path, keep=tuple(paths))
         touch(path)
+
+
+def save_runs(records: list[Training], key: str) -> list[Path]:
+    """:func:`write_runs`, then :func:`admit_runs` (both in this process).
+
+    Raises:
+      FolderFull: see :func:`keep_run`.
+    """
+    paths = write_runs(records, key)
+    admit_runs(paths)
     return paths
+
+
+def _stem(key: str) -> str:
+    return hashlib.sha256(key.encode()).hexdigest()[:12]
+
+
+def _seed_of(name: str) -> int:
+    digits = name.rsplit("-seed", 1)[-1].removesuffix(".rnnviz")
+    return int(digits) if digits.isdigit() else -1
 
 
 def header(path: str) -> dict[str, Any] | None:
@@ -107,6 +154,10 @@ __all__ = [
     "run_config",
     "run_label",
     "runs_folder",
+    "admit_runs",
+    "kept_paths",
+    "run_paths",
     "save_runs",
+    "write_runs",
     "saved_runs",
 ]

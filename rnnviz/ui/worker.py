@@ -462,25 +462,41 @@ class ResultCache:
                     on_wait(time.perf_counter() - start, False)
         try:
             value = compute()
-            size = pickled_bytes(value)  # outside the lock: it takes time on a large result
-            with self._lock:
-                if key in self._values:  # stored after a clear() by a computation still running
-                    self.bytes -= self._values.pop(key)[1]
-                if size <= self.max_bytes:
-                    self._values[key] = (value, size)
-                    self.bytes += size
-                while self._values and (len(self._values) > self.max_entries or self.bytes > self.max_bytes):
-                    self.bytes -= self._values.popitem(last=False)[1][1]
+            self.put(key, value)
             return value
         finally:
             with self._lock:
                 self._pending.pop(key, None)
             event.set()
 
+    def put(self, key: Hashable, value: Any) -> None:
+        """Keep ``value`` under ``key`` (replacing any), then drop the least recently used past
+        the budget; a value larger than the whole budget is not kept.
+
+        >>> cache = ResultCache(max_bytes=100)
+        >>> cache.put("a", bytes(40)); cache.put("b", bytes(40)); cache.put("c", bytes(40))
+        >>> cache.peek("a"), cache.peek("b"), cache.peek("c")
+        (False, True, True)
+        """
+        size = pickled_bytes(value)  # outside the lock: it takes time on a large result
+        with self._lock:
+            if key in self._values:  # stored after a clear() by a computation still running
+                self.bytes -= self._values.pop(key)[1]
+            if size <= self.max_bytes:
+                self._values[key] = (value, size)
+                self.bytes += size
+            while self._values and (len(self._values) > self.max_entries or self.bytes > self.max_bytes):
+                self.bytes -= self._values.popitem(last=False)[1][1]
+
     def peek(self, key: Hashable) -> bool:
         """Whether ``key`` has a value now."""
         with self._lock:
             return key in self._values
+
+    def items(self) -> list[tuple[Hashable, Any]]:
+        """``(key, value)`` of every value kept now, least recently used first."""
+        with self._lock:
+            return [(k, v) for k, (v, _) in self._values.items()]
 
     def clear(self) -> None:
         """Drop every cached value (a computation in progress still stores its own)."""

@@ -10,6 +10,7 @@ import pytest
 from apptest_helpers import decode, figure_by_title, run_app, total_gradient
 
 from rnnviz import RunConfig, analyze, connectivity, fit_to_data, load_dataset, load_run, train
+from rnnviz.ui import calls
 from rnnviz.ui.tabs import TABS
 from rnnviz.ui.trained_runs import saved_runs
 
@@ -160,6 +161,22 @@ def test_the_training_tab_keeps_its_runs_opens_them_and_draws_lambda_over_traini
     again = run_app()
     assert any(
         o.startswith("gru on adding T=20") for o in again.sidebar.selectbox(key="weights_choice").options
+    )
+    # the server holds the curves, not the weights (those stay in the file, for the workers)
+    (kept,) = [v for k, v in calls.results().items() if k[0] == "trained_curves"]
+    assert [r.weight_tree for r in kept] == [None] and kept[0].losses.shape == (40,)
+    assert load_run(path).weight_tree is not None
+    # dropped from the server's memory (its cap, or a restart), the run is reopened from its file
+    calls.results().clear()
+    back = run_app({"tab": "Training", "cell": "gru", "hidden_size": "8", "seq_len": "20"})
+    for name, value in dict(steps=40, batch=16, log_every=20).items():
+        back.number_input(key=f"train_{name}").set_value(value)
+    back.run()
+    _clean(back)
+    assert not [i.value for i in back.info if "Press Train" in i.value]
+    assert back.button(key="train_pin") and back.button(key="train_use_0")
+    np.testing.assert_array_equal(
+        [v for k, v in calls.results().items() if k[0] == "trained_curves"][0][0].losses, kept[0].losses
     )
 
 

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from rnnviz.studies.jacobians import Jacobians
     from rnnviz.studies.lyapunov import Lyapunov
     from rnnviz.studies.over_training import OverTraining
+    from rnnviz.studies.training import Training
     from rnnviz.ui.jobs import TrainProgress
 
 
@@ -77,6 +78,10 @@ class TrainingCalls(NamedTuple):
         start: ``(cfg, settings) -> key``: make (and compile) the run in its worker.
         advance: ``(key, seconds) -> TrainProgress``: train about that long, then say how far it got.
         stop: ``(key) -> None``: stop the run after its current chunk.
+        keep: ``(key, progress) -> None``: a finished run's files admitted to the trained
+            folder (raises ``FolderFull``) and its curves kept.
+        finished: ``(key) -> list[Training] | None``: a finished run's curves (no weights),
+            from memory or its files; None when it has not been trained (or its files are gone).
         over_training: ``(path, k) -> OverTraining``: λ₁ … λ_k at every kept step of a saved run.
     """
 
@@ -84,6 +89,8 @@ class TrainingCalls(NamedTuple):
     start: Callable[[RunConfig, dict[str, Any]], str]
     advance: Callable[[str, float], TrainProgress]
     stop: Callable[[str], None]
+    keep: Callable[[str, TrainProgress], None]
+    finished: Callable[[str], list[Training] | None]
     over_training: Callable[[str, int], OverTraining]
 
 

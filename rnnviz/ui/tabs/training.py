@@ -16,14 +16,14 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.frames.training import SMOOTH_STEPS, over_training_frame, profile_matrix, training_frame
 from rnnviz.studies.jacobians import carry_dim
 from rnnviz.studies.tasks.synthetic import TASKS, get_task
-from rnnviz.studies.training import OPTIMIZERS, training_verdict
+from rnnviz.studies.training import OPTIMIZERS, RunFileError, training_verdict
 from rnnviz.ui import budget
 from rnnviz.ui.folders import FolderFull
 from rnnviz.ui.jobs import DATA_TASK
 from rnnviz.ui.sidebar.weights import use_run
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext, TrainingCalls
-from rnnviz.ui.trained_runs import save_runs
+from rnnviz.ui.trained_runs import kept_paths
 from rnnviz.ui.worker import ComputationTimeout, WorkerDied
 
 TITLE = "Training"
@@ -47,12 +47,6 @@ class DataChoice(NamedTuple):
     """The Training tab's entry for the chosen data set (a task's description)."""
 
     description: str
-
-
-@st.cache_resource(show_spinner=False)
-def _trained_store() -> dict:
-    """Finished training runs by settings (all sessions): re-opening a setting never retrains."""
-    return {}
 
 
 def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
@@ -107,7 +101,7 @@ def render(ctx: TabContext) -> None:
         st.error(f"Training cannot run: {st.session_state['train_error']}")
     if running and not _advance(calls, key):
         return
-    records = _trained_store().get(key)
+    records = _finished(calls, key)
     if records is None:
         st.info(
             "Press Train: the settings above have not been trained yet (finished runs are kept, so coming "
@@ -119,10 +113,19 @@ def render(ctx: TabContext) -> None:
         f"lr={settings['learning_rate']:g}"
     )
     c3.button("Pin these runs", key="train_pin", on_click=_pin, args=(key, label))
-    store = _trained_store()
-    pinned = [(lab, store[k]) for k, lab in st.session_state.get("train_pins", []) if k != key and k in store]
-    results(records, pinned, running=False)
+    pinned = [(lab, _finished(calls, k)) for k, lab in st.session_state.get("train_pins", []) if k != key]
+    results(records, [(lab, runs) for lab, runs in pinned if runs is not None], running=False)
     trained_weights(records, key, tcfg, calls)
+
+
+def _finished(calls: TrainingCalls, key: str) -> list | None:
+    """A finished run's curves (all sessions share them, so re-opening a setting never
+    retrains), or None; a run file damaged since is said once and treated as not trained."""
+    try:
+        return calls.finished(key)
+    except (RunFileError, ComputationTimeout, WorkerDied) as err:
+        st.warning(f"A finished training run could not be reopened: {err}")
+        return None
 
 
 def _describe(cfg: RunConfig) -> str:
@@ -153,6 +156,8 @@ def _pin(key: str, label: str) -> None:
     pins = st.session_state.setdefault("train_pins", [])
     if key not in [k for k, _ in pins]:
         pins.append((key, label))
+        # in use while pinned: the trained folder's caps never evict them (rnnviz.ui.folders)
+        st.session_state.setdefault("train_pinned_files", []).extend(str(p) for p in kept_paths(key))
 
 
 def _advance(calls: TrainingCalls, key: str) -> bool:
@@ -173,8 +178,15 @@ def _advance(calls: TrainingCalls, key: str) -> bool:
     )
     if progress.done:
         st.session_state["trainer"] = None
+        if progress.write_error:
+            st.warning(
+                f"These runs are not kept as files, so other tabs cannot open them: {progress.write_error}."
+            )
         if progress.records is not None:
-            _trained_store()[key] = progress.records
+            try:
+                calls.keep(key, progress)
+            except FolderFull as err:  # the folder's caps, and every run in it open in some session
+                st.session_state.setdefault("train_not_kept", {})[key] = str(err)
         if progress.stopped:
             st.info(f"Stopped at step {progress.steps_done}; shown below as far as it got.")
         return True
@@ -315,10 +327,13 @@ def _profile(records: list) -> None:
 def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCalls) -> None:
     """The finished runs' weights: kept as files (every tab can open them, after reloads too),
     downloadable, and λ over training."""
-    try:
-        paths = save_runs(records, key)
-    except FolderFull as err:  # the folder's caps, and every run in it open in some session
-        st.warning(f"These runs are not kept as files, so other tabs cannot open them: {err}.")
+    paths = kept_paths(key)
+    if len(paths) != len(records):
+        why = st.session_state.get("train_not_kept", {}).get(key) or (
+            "the trained-runs folder no longer holds them (its caps evict the least recently used run "
+            "no session has open)"
+        )
+        st.warning(f"These runs are not kept as files, so other tabs cannot open them: {why}.")
         return
     st.subheader("The trained weights")
     st.caption(

@@ -1,0 +1,99 @@
+"""The soak's heap probe (scripts/soak.py puts this folder on the server's PYTHONPATH only):
+in the Streamlit server process, a daemon thread appends one JSON line every
+``SOAK_HEAP_PROBE_S`` seconds to ``SOAK_HEAP_PROBE``: RSS, the Python heap
+(``sys.getallocatedblocks``, tracemalloc off), glibc's malloc statistics (``mallinfo2``:
+bytes in use, bytes free inside its arenas, mmapped bytes), the thread count, Streamlit's
+sessions, and every few samples the object counts of the 25 most common types. It tells a
+leak (Python objects or bytes in use grow) from fragmentation (free bytes in the arenas grow
+while those in use do not). Nothing here runs in any other process."""
+
+from __future__ import annotations
+
+import os
+import sys
+
+
+def _start() -> None:
+    import collections
+    import ctypes
+    import gc
+    import json
+    import threading
+    import time
+
+    out, every = os.environ["SOAK_HEAP_PROBE"], float(os.environ.get("SOAK_HEAP_PROBE_S", "20"))
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [
+            (n, ctypes.c_size_t)
+            for n in (
+                "arena",
+                "ordblks",
+                "smblks",
+                "hblks",
+                "hblkhd",
+                "usmblks",
+                "fsmblks",
+                "uordblks",
+                "fordblks",
+                "keepcost",
+            )
+        ]
+
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallinfo2.restype = MallInfo2
+    except (OSError, AttributeError):
+        libc = None
+
+    def rss_mb() -> float:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+    def sessions() -> int | None:
+        try:
+            from streamlit.runtime import Runtime
+
+            return len(Runtime.instance()._session_mgr.list_sessions())
+        except Exception:
+            return None
+
+    def run() -> None:
+        start, n = time.monotonic(), 0
+        while True:
+            time.sleep(every)
+            line = {
+                "t": round(time.monotonic() - start, 1),
+                "rss_mb": round(rss_mb(), 1),
+                "py_blocks": sys.getallocatedblocks(),
+                "threads": threading.active_count(),
+                "sessions": sessions(),
+            }
+            if libc is not None:
+                m = libc.mallinfo2()
+                line.update(
+                    malloc_in_use_mb=round(m.uordblks / 2**20, 1),
+                    malloc_free_mb=round(m.fordblks / 2**20, 1),
+                    mmapped_mb=round(m.hblkhd / 2**20, 1),
+                )
+            if n % 6 == 0:
+                counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+                line["types"] = dict(counts.most_common(25))
+            n += 1
+            with open(out, "a") as f:
+                f.write(json.dumps(line) + "\n")
+
+    threading.Thread(target=run, name="rnnviz-soak-probe", daemon=True).start()
+
+
+def _command() -> str:
+    # sys.argv is not set yet when site imports this module: the kernel's copy is
+    try:
+        with open("/proc/self/cmdline", "rb") as f:
+            return f.read().replace(b"\0", b" ").decode(errors="replace")
+    except OSError:
+        return ""
+
+
+if os.environ.get("SOAK_HEAP_PROBE") and "streamlit" in _command() and "rnnviz.ui.worker" not in _command():
+    _start()
