@@ -32,7 +32,12 @@ from rnnviz.engine.allocator import keep_freed_buffers  # noqa: E402
 
 keep_freed_buffers()  # as the app and the CLI do: buffers stay in the heap between calls
 
-CELLS = ("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm", "lru")  # every built-in registration
+CELLS = (
+    *("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm", "lru"),
+    *("rglru", "mamba", "slstm", "mlstm", "gated_deltanet", "deltanet"),
+)  # every built-in registration
+#: The cells whose carry holds a leaf of more than one axis per example.
+MATRIX_CARRIES = ("mamba", "mlstm", "gated_deltanet", "deltanet")
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ from rnnviz.engine.cells import make_cell
 from rnnviz.engine.gradients import full_carry0
 from rnnviz.engine.prepare import Values, prepared_inputs, seed_key
 from rnnviz.engine.timing import time_runs
-from rnnviz.studies.jacobians import flat_step, initial_directions, pack, unpacker
+from rnnviz.studies.jacobians import flat_step, initial_directions, pack, unit_shapes, unpacker
 from rnnviz.studies.training import check_training
 from rnnviz.studies.training.model import Hyper, init_state, step_fn
 
@@ -46,10 +46,11 @@ def reference_lyapunov(cfg: RunConfig, k: int):
 
     params, carry0, xs = prepared_inputs(cfg)
     carry0 = full_carry0(cfg, carry0)
-    step = flat_step(make_cell(cfg), params, unpacker(carry0))
+    shapes = unit_shapes(cfg)
+    step = flat_step(make_cell(cfg), params, unpacker(carry0, shapes))
     advance = jax.jit(step)
     jacobian = jax.jit(jax.jacfwd(step))
-    v = pack(carry0)
+    v = pack(carry0, shapes)
     q = np.asarray(
         initial_directions(jax.random.key_data(jax.random.key(cfg.seed)), v.shape[-1], k), np.float64
     )

@@ -37,7 +37,17 @@ from rnnviz.engine.rollout import Carry
 if TYPE_CHECKING:
     from rnnviz.config import RunConfig
 
-_UNITS = (-1,)  # carry components are [(B,) H]: normalise over units, per example
+
+def _units(leaf: jax.Array, batch_dims: int) -> tuple[int, ...]:
+    """The axes of one step's leaf that are not the batch's: a component's every unit, so a
+    matrix memory ``[(B,) heads, d, d]`` is normalised (and its norm taken, Frobenius) as a
+    whole, per example."""
+    return tuple(range(batch_dims, leaf.ndim))
+
+
+def _expand(e: jax.Array, leaf: jax.Array) -> jax.Array:
+    """A per-example exponent ``[(B,)]`` broadcastable against ``leaf``."""
+    return e.reshape(e.shape + (1,) * (leaf.ndim - e.ndim))
 
 
 def direct_terms(
@@ -50,11 +60,11 @@ def direct_terms(
     return jax.grad(lambda cs: loss_from_outputs(cfg, outputs(cfg, params, cs, xs_tm), objective))(carries)
 
 
-def _add_scaled(a_hat, ea, b_hat, eb):
+def _add_scaled(a_hat, ea, b_hat, eb, batch_dims: int):
     """``a_hat·2^ea + b_hat·2^eb`` renormalised: ``(v̂, e)``; exponents ``[(B,)]``."""
     top = jnp.maximum(ea, eb)
-    v = pow2_scale(a_hat, (ea - top)[..., None]) + pow2_scale(b_hat, (eb - top)[..., None])
-    v_hat, ev = normalise(v, _UNITS)
+    v = pow2_scale(a_hat, _expand(ea - top, a_hat)) + pow2_scale(b_hat, _expand(eb - top, b_hat))
+    v_hat, ev = normalise(v, _units(v, batch_dims))
     return v_hat, jnp.where(ev == ZERO_EXPONENT, ZERO_EXPONENT, top + ev)
 
 
@@ -64,8 +74,9 @@ def _step_back(cell, params: Params, treedef, state, prev, x_t, d_prev, with_inp
     ``carry_{t−1}`` (``prev``) and x_t, at one exponent ``top`` (J_tᵀ mixes the components);
     with ``with_input`` also x_t's cotangent (∂carry_t/∂x_t)ᵀ δ̂_t, at that exponent."""
     hats, exps = state
+    batch_dims = x_t.ndim - 1  # x_t is [(B,) I]
     top = functools.reduce(jnp.maximum, exps)
-    u = jax.tree.unflatten(treedef, [pow2_scale(h, (e - top)[..., None]) for h, e in zip(hats, exps)])
+    u = jax.tree.unflatten(treedef, [pow2_scale(h, _expand(e - top, h)) for h, e in zip(hats, exps)])
     carry_prev = jax.tree.unflatten(treedef, prev)
     if with_input:
         _, vjp = jax.vjp(lambda c, x: cell.apply({"params": params}, c, x)[0], carry_prev, x_t)
@@ -75,9 +86,9 @@ def _step_back(cell, params: Params, treedef, state, prev, x_t, d_prev, with_inp
         (a,), gx = vjp(u), None
     new_hats, new_exps = [], []
     for a_leaf, d_leaf in zip(jax.tree.leaves(a), d_prev):
-        a_hat, ea = normalise(a_leaf, _UNITS)
+        a_hat, ea = normalise(a_leaf, _units(a_leaf, batch_dims))
         ea = jnp.where(ea == ZERO_EXPONENT, ZERO_EXPONENT, ea + top)
-        v_hat, ev = _add_scaled(a_hat, ea, *normalise(d_leaf, _UNITS))
+        v_hat, ev = _add_scaled(a_hat, ea, *normalise(d_leaf, _units(d_leaf, batch_dims)), batch_dims)
         new_hats.append(v_hat)
         new_exps.append(ev)
     return (new_hats, new_exps), top, gx
@@ -101,7 +112,8 @@ def log_carry_gradients(
     Components follow the carry's leaves (Flax order: ``(c, h)`` for the LSTM)."""
     leaves, treedef = jax.tree.flatten(carries)
     d = jax.tree.leaves(direct_terms(cfg, params, carries, xs_tm, objective) if direct is None else direct)
-    start = [normalise(v[-1], _UNITS) for v in d]
+    batch_dims = xs_tm.ndim - 2  # xs_tm is [T, (B,) I]
+    start = [normalise(v[-1], _units(v[-1], batch_dims)) for v in d]
 
     def back(state, inp):
         prev, x_t, d_prev = inp
@@ -109,7 +121,7 @@ def log_carry_gradients(
         return new, _norms(*new)
 
     def _norms(hats, exps):
-        return [scaled_norm(h, e, _UNITS) for h, e in zip(hats, exps)]
+        return [scaled_norm(h, e, _units(h, batch_dims)) for h, e in zip(hats, exps)]
 
     init = ([s[0] for s in start], [s[1] for s in start])
     inputs = ([c[:-1] for c in leaves], xs_tm, [v[:-1] for v in d])
@@ -136,15 +148,17 @@ def log_input_gradients(
     x_t's cotangent (∂carry_t/∂x_t)ᵀ δ_t at δ_t's exponent. Exact however small."""
     leaves, treedef = jax.tree.flatten(carries)
     d = jax.tree.leaves(direct)
-    start = [normalise(v[-1], _UNITS) for v in d]
+    batch_dims = xs_tm.ndim - 2  # xs_tm is [T, (B,) I]
+    start = [normalise(v[-1], _units(v[-1], batch_dims)) for v in d]
+    x_units = (-1,)  # x_t is [(B,) I]
 
     def back(state, inp):
         prev, x_t, d_prev, dx_t = inp
         new, top, gx = _step_back(cell, params, treedef, state, prev, x_t, d_prev, with_input=True)
-        gx_hat, egx = normalise(gx, _UNITS)
+        gx_hat, egx = normalise(gx, x_units)
         egx = jnp.where(egx == ZERO_EXPONENT, ZERO_EXPONENT, egx + top)
-        x_hat, ex = _add_scaled(gx_hat, egx, *normalise(dx_t, _UNITS))
-        return new, scaled_norm(x_hat, ex, _UNITS)
+        x_hat, ex = _add_scaled(gx_hat, egx, *normalise(dx_t, x_units), batch_dims)
+        return new, scaled_norm(x_hat, ex, x_units)
 
     init = ([s[0] for s in start], [s[1] for s in start])
     inputs = ([c[:-1] for c in leaves], xs_tm, [v[:-1] for v in d], direct_x)

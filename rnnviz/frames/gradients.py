@@ -98,13 +98,29 @@ def carry_norm_frame(a: Analysis, label: str | None = None) -> pd.DataFrame:
     return out
 
 
+#: Singular values per matrix drawn for a matrix memory (the largest first).
+MATRIX_SINGULAR_VALUES = 8
+
+
 def carry_heatmap_frame(a: Analysis, component: str = "h", example: int = 0) -> pd.DataFrame:
-    """Units × time: index unit, columns t = 0..T, one example's carry component."""
+    """One example's carry component over time, columns t = 0..T: units × time (index
+    ``unit``) for a vector component; for a matrix memory (``[heads, d_v, d_k]``, Mamba's
+    ``[H, N]``, a normaliser's ``[heads, d]``) its leading singular values per head × time
+    (index ``singular value``, rows ``"head g σi"``: up to :data:`MATRIX_SINGULAR_VALUES`
+    a head), not its d² entries."""
     path = np.asarray(a.carries[component], dtype=np.float64)
     if a.config.batch_size is not None:
         path = path[:, example]
+    t = np.arange(path.shape[0])
+    if path.ndim == 2:
+        return pd.DataFrame(path.T, index=pd.RangeIndex(path.shape[1], name="unit"), columns=t)
+    mats = path.reshape((path.shape[0], -1) + path.shape[-2:])  # [T+1, heads, rows, cols]
+    mats = np.where(np.isfinite(mats), mats, 0.0)
+    sv = np.linalg.svd(mats, compute_uv=False)[..., :MATRIX_SINGULAR_VALUES]  # [T+1, heads, k]
+    heads, k = sv.shape[1:]
+    labels = [f"head {g} σ{i + 1}" if heads > 1 else f"σ{i + 1}" for g in range(heads) for i in range(k)]
     return pd.DataFrame(
-        path.T, index=pd.RangeIndex(path.shape[1], name="unit"), columns=np.arange(path.shape[0])
+        sv.reshape(sv.shape[0], -1).T, index=pd.Index(labels, name="singular value"), columns=t
     )
 
 

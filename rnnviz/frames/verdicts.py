@@ -104,6 +104,7 @@ def pca_path(a: Analysis, component: str = "h", example: int = 0) -> Projection:
     path = np.asarray(a.carries[component], dtype=np.float64)
     if a.config.batch_size is not None:
         path = path[:, example]
+    path = path.reshape(path.shape[0], -1)  # a matrix memory's entries as one vector per step
     path = np.where(np.isfinite(path), path, 0.0)
     centred = path - path.mean(axis=0, keepdims=True)
     u, s, _ = np.linalg.svd(centred, full_matrices=False)

@@ -51,29 +51,63 @@ _TANGENT_SALT = 0x1A9
 # ---- the carry as one vector ------------------------------------------------------------
 
 
+@functools.lru_cache(maxsize=256)
+def unit_shapes(cfg: RunConfig) -> tuple[tuple[int, ...], ...]:
+    """Each carry leaf's shape for one example (no batch axis), in the spec's order:
+    ``(H,)`` per component for most cells, a matrix memory's ``(heads, d, d)``, Mamba's
+    ``(H, N)``. Read from the cell's ``initialize_carry`` abstractly (nothing is computed)."""
+    cell = make_cell(cfg)
+    shapes = jax.eval_shape(lambda key: cell.initialize_carry(key, (cfg.input_size,)), jax.random.key(0))
+    return tuple(tuple(leaf.shape) for leaf in jax.tree.leaves(shapes))
+
+
 def carry_dim(cfg: RunConfig) -> int:
-    """D = C·H: the size of the packed carry (LSTM and LRU: 2H, the others H)."""
-    return len(cfg.carry_components) * cfg.hidden_size
+    """D: the size of the packed carry, every unit of every component (LSTM and LRU 2H, the
+    others H; a matrix memory all its entries: mLSTM heads·d² + heads·d + heads)."""
+    return sum(int(np.prod(shape)) for shape in unit_shapes(cfg))
 
 
-def pack(carry: Any) -> jax.Array:
-    """Carry components ``[(B,) H]`` each → one vector ``[(B,) C·H]``, in the spec's order."""
-    return jnp.concatenate(jax.tree.leaves(carry), axis=-1)
+def pack(carry: Any, shapes: tuple[tuple[int, ...], ...] | None = None) -> jax.Array:
+    """Carry components → one vector ``[…, D]``, in the spec's order: each leaf's unit axes
+    (its trailing ``shapes[i]``, default one axis of H) flattened, leading axes (batch, time)
+    kept."""
+    leaves = jax.tree.leaves(carry)
+    if shapes is None:
+        return jnp.concatenate(leaves, axis=-1)
+    flat = [leaf.reshape(leaf.shape[: leaf.ndim - len(shape)] + (-1,)) for leaf, shape in zip(leaves, shapes)]
+    return jnp.concatenate(flat, axis=-1)
 
 
-def unpacker(carry0: Any) -> Callable[[jax.Array], Any]:
-    """The inverse of :func:`pack` for carries shaped like ``carry0``."""
-    leaves, treedef = jax.tree.flatten(carry0)
-    cuts = list(np.cumsum([leaf.shape[-1] for leaf in leaves])[:-1])
-    return lambda v: jax.tree.unflatten(treedef, jnp.split(v, cuts, axis=-1))
+class Unpacker:
+    """The inverse of :func:`pack` for carries shaped like ``carry0`` with the leaves' unit
+    shapes ``shapes`` (default: one axis of units each); ``shapes`` is kept for the packing."""
+
+    def __init__(self, carry0: Any, shapes: tuple[tuple[int, ...], ...] | None = None):
+        leaves, self.treedef = jax.tree.flatten(carry0)
+        self.shapes = shapes
+        units = shapes if shapes is not None else tuple(leaf.shape[-1:] for leaf in leaves)
+        self._units = units
+        self._cuts = [int(c) for c in np.cumsum([int(np.prod(u)) for u in units])[:-1]]
+
+    def __call__(self, v: jax.Array) -> Any:
+        parts = jnp.split(v, self._cuts, axis=-1)
+        return jax.tree.unflatten(
+            self.treedef, [p.reshape(p.shape[:-1] + tuple(u)) for p, u in zip(parts, self._units)]
+        )
+
+
+def unpacker(carry0: Any, shapes: tuple[tuple[int, ...], ...] | None = None) -> Unpacker:
+    """The inverse of :func:`pack` for carries shaped like ``carry0`` (see :class:`Unpacker`)."""
+    return Unpacker(carry0, shapes)
 
 
 def flat_step(cell, params, unpack: Callable) -> Callable[[jax.Array, jax.Array], jax.Array]:
     """``(v [(B,) D], x [(B,) I]) -> v'``: one step of ``cell`` on the packed carry."""
+    shapes = getattr(unpack, "shapes", None)
 
     def step(v, x):
         new, _ = cell.apply({"params": params}, unpack(v), x)
-        return pack(new).astype(v.dtype)
+        return pack(new, shapes).astype(v.dtype)
 
     return step
 
@@ -81,8 +115,9 @@ def flat_step(cell, params, unpack: Callable) -> Callable[[jax.Array, jax.Array]
 def step_jacobian(cfg: RunConfig, params, carry: Any, x: jax.Array) -> jax.Array:
     """J = ∂carry'/∂carry ``[D, D]`` of one step of ``cfg``'s cell at one example's
     ``carry`` (components ``[H]``) and input ``x`` ``[I]`` (rows: outputs, columns: inputs)."""
-    step = flat_step(make_cell(cfg), params, unpacker(carry))
-    return jax.jacfwd(step)(pack(carry), x)
+    shapes = unit_shapes(cfg)
+    step = flat_step(make_cell(cfg), params, unpacker(carry, shapes))
+    return jax.jacfwd(step)(pack(carry, shapes), x)
 
 
 # ---- Lyapunov exponents: the QR method inside the forward scan --------------------------
@@ -158,8 +193,9 @@ def jacobian_pass(
     if cfg.batch_size is not None:
         carries = jax.tree.map(lambda c: c[:, example], carries)
         xs_tm = xs_tm[:, example]
-    vs = pack(carries)  # [T+1, D]
-    step = flat_step(cell, params, unpacker(jax.tree.map(lambda c: c[0], carries)))
+    shapes = unit_shapes(cfg)
+    vs = pack(carries, shapes)  # [T+1, D]
+    step = flat_step(cell, params, unpacker(jax.tree.map(lambda c: c[0], carries), shapes))
     ts = jnp.arange(stride, cfg.seq_len + 1, stride)
     if method == "exact":
         one = lambda t: _top_singular_exact(step, vs[t - 1], xs_tm[t - 1], k)  # noqa: E731
@@ -311,6 +347,8 @@ __all__ = [
     "initial_directions",
     "jacobians",
     "pack",
+    "unit_shapes",
+    "Unpacker",
     "step_jacobian",
     "unpacker",
 ]

@@ -47,7 +47,7 @@ from rnnviz.engine.compile import compile_cache, compile_for
 from rnnviz.engine.gradients import full_carry0, time_major
 from rnnviz.engine.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.engine.timing import time_runs
-from rnnviz.studies.jacobians import carry_dim, flat_step, initial_directions, pack, unpacker
+from rnnviz.studies.jacobians import carry_dim, flat_step, initial_directions, pack, unit_shapes, unpacker
 from rnnviz.studies.sweep import evaluate_points, grid_points
 
 
@@ -78,8 +78,9 @@ def qr_pass(cfg: RunConfig, opts: LyapunovOptions, params, carry0, xs, key_data)
     cell = make_cell(cfg)
     xs_tm = time_major(cfg, xs)
     c0 = full_carry0(cfg, carry0)
-    v0 = pack(c0)
-    step = flat_step(cell, params, unpacker(c0))
+    shapes = unit_shapes(cfg)
+    v0 = pack(c0, shapes)
+    step = flat_step(cell, params, unpacker(c0, shapes))
     dim, k, every, warm = v0.shape[-1], opts.k, opts.qr_every, opts.warmup
     q0 = jnp.broadcast_to(initial_directions(key_data, dim, k), v0.shape + (k,))
     n_steps = xs_tm.shape[0]

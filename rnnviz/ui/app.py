@@ -31,7 +31,7 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames.costs import records_frame
-from rnnviz.ui import calls, folders, jobs, page, tabs
+from rnnviz.ui import calls, folders, heap, jobs, page, tabs
 from rnnviz.ui.settings import SettingsError, settings
 from rnnviz.ui.sidebar import configuration, data, weights
 from rnnviz.ui.tabs.context import (
@@ -234,6 +234,7 @@ def main() -> None:
     except SettingsError as err:
         st.error(f"The server cannot start its computations: {err}. Whoever runs it can fix the setting.")
         return
+    heap.start()  # once per process: few malloc arenas, trimmed (a server left running stays its size)
     _mark_in_use()
     configuration.init_from_url()
     weights.apply_pending()  # an uploaded run sets the sidebar before it is drawn

@@ -7,7 +7,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import CELLS
+from conftest import CELLS, MATRIX_CARRIES
 
 from rnnviz import ConfigError, RunConfig, analyze
 from rnnviz.analysis import executables
@@ -34,8 +34,10 @@ def test_scan_equals_python_loop(cell, batch):
     c, params, carry0, xs = _setup(cfg)
     got = jax.jit(functools.partial(rollout, c))(params, carry0, time_major(cfg, xs))
     want = reference_loop(c, params, carry0, time_major(cfg, xs))
-    for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
-        assert g.shape == (7,) + (() if batch is None else (3,)) + (5,)
+    for g, w, first in zip(jax.tree.leaves(got), jax.tree.leaves(want), jax.tree.leaves(carry0)):
+        # [T+1, (B,) H], or a matrix memory's [T+1, (B,) heads, d, d] (Mamba's [T+1, (B,) H, N])
+        assert g.shape == (7,) + first.shape
+        assert (first.shape[0] == 3) if batch else (first.ndim < 2 or cell in MATRIX_CARRIES)
         np.testing.assert_allclose(g, w, rtol=1e-6, atol=1e-6)
 
 
@@ -48,6 +50,12 @@ def _perturbed_loss(cfg, c, params, carry0, xs):
         return loss_from_outputs(cfg, outputs(cfg, params, carries, time_major(cfg, xs)))
 
     return loss
+
+
+#: Central-difference steps other than 1e-2: the xLSTM cells' stabiliser m_t = max(·, ·) and the
+#: mLSTM's denominator max(|nᵀq|, e^{−m}) have kinks within 1e-2 of this trajectory (at t = 2 a
+#: 1e-2 step gives 0.078 for the mLSTM where 1e-3 and 3e-4 give 7.482, the analytic value).
+FD_STEP = {"mlstm": 1e-3, "slstm": 1e-3}
 
 
 @pytest.mark.parametrize("cell", CELLS)
@@ -68,7 +76,7 @@ def test_per_step_carry_gradients_match_finite_differences(cell, loss):
     loss = _perturbed_loss(cfg, c, params, carry0, xs)
     zeros = jax.tree.map(lambda a: jnp.zeros((cfg.seq_len + 1,) + a.shape, a.dtype), carry0)
     rng = np.random.default_rng(0)
-    h = 1e-2
+    h = FD_STEP.get(cell, 1e-2)
     for t in range(cfg.seq_len + 1):
         direction = jax.tree.map(lambda a: jnp.asarray(rng.standard_normal(a.shape), jnp.float32), carry0)
         analytic = sum(

@@ -33,7 +33,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.cells import builtin  # noqa: F401  (registers the built-in cells)
+from rnnviz.engine.cells import builtin, designs  # noqa: F401  (register the built-in cells)
 from rnnviz.engine.cells.init import carry_initializer, in_float32, recurrent_init
 from rnnviz.tables.cells import CellSpec, FusedForm, cell_names, cell_spec, hidden_kernels, register_cell
 

@@ -32,10 +32,16 @@ def render(ctx: TabContext) -> None:
     n_ex = a.config.batch_size or 1
     example = c2.number_input("Example", 0, n_ex - 1, 0, key="carry_example", disabled=n_ex == 1)
     heat = carry_heatmap_frame(a, comp, int(min(example, n_ex - 1)))
+    what = "units" if heat.index.name == "unit" else "leading singular values"
     st.plotly_chart(
-        charts.heatmap_figure(heat, f"{comp}_t: units × time (example {example})", colorbar=comp),
+        charts.heatmap_figure(heat, f"{comp}_t: {what} × time (example {example})", colorbar=comp),
         key="chart_carry_heatmap",
     )
+    if what != "units":
+        st.caption(
+            f"{comp} is a matrix memory: drawn as the singular values of each head's matrix (its norm is "
+            "the Frobenius norm above), not as its entries."
+        )
     proj, explained = projection_frame(a, component=comp)
     st.plotly_chart(
         charts.projection_figure(
