@@ -12,7 +12,8 @@ Schema 1 (documented in ``rnnviz/data/README.md``)::
      "run_min_s": float, "run_max_s": float, "repeats": int, "peak_bytes": int,
      "flops": float, "flops_per_s": float, "ratio_to_plain_grad": float | null}
 
-A second kind, ``"train"`` (:data:`TRAIN_FIELDS`), records training runs.
+A second kind, ``"train"`` (:data:`TRAIN_FIELDS`), records training runs; a third,
+``"gradient"`` (:data:`GRADIENT_FIELDS`), a design's gradient decay and λ₁ at initialisation.
 Reading never raises on bad data: lines that are not JSON, have another schema, miss a
 field or hold a wrong type are counted and skipped.
 """
@@ -102,7 +103,23 @@ TRAIN_FIELDS: dict[str, tuple[type, ...]] = {
     "steps_per_s": _NUMBER,
     "ms_per_step": _NUMBER,
 }
-KINDS: dict[str, dict[str, tuple[type, ...]]] = {"bench": FIELDS, "train": TRAIN_FIELDS}
+#: Fields of a ``kind: "gradient"`` record (``python -m rnnviz bench --suite designs``): a
+#: design's gradient at initialisation over T steps: ``decay_per_step``, the least-squares slope
+#: of ln‖∂L/∂carry_{T−k}‖ per step of lag k (None where it cannot be fitted), ``lambda1`` its
+#: leading Lyapunov exponent (natural log per step), ``log10_first`` / ``log10_last`` the
+#: exact log₁₀‖∂L/∂carry_t‖ at t = 0 and t = T.
+GRADIENT_FIELDS: dict[str, tuple[type, ...]] = {
+    **{name: FIELDS[name] for name in _COMMON},
+    "decay_per_step": (int, float, type(None)),
+    "lambda1": _NUMBER,
+    "log10_first": _NUMBER,
+    "log10_last": _NUMBER,
+}
+KINDS: dict[str, dict[str, tuple[type, ...]]] = {
+    "bench": FIELDS,
+    "train": TRAIN_FIELDS,
+    "gradient": GRADIENT_FIELDS,
+}
 
 
 def now_utc() -> str:
@@ -129,6 +146,8 @@ def validate(record: Any) -> str | None:
         return "negative time or size"
     if record["kind"] == "train":
         return None if record["mode"] in ("chunked", "loop") else f"unknown mode {record['mode']!r}"
+    if record["kind"] == "gradient":
+        return None
     if record["strategy"] not in ("plain_grad",) + strategy_names():
         return f"unknown strategy {record['strategy']!r}"
     if record["measure"] not in MEASURE_VALUES:

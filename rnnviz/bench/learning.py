@@ -146,12 +146,21 @@ def steps_to_fraction(steps: np.ndarray, metric: np.ndarray, fraction: float = 0
     return int(steps[hit[0]]) if hit.size else None
 
 
-def data_bench(base: RunConfig, steps: int = 1500, seeds: int = 3, out=sys.stdout) -> list[dict]:
+def data_bench(
+    base: RunConfig,
+    steps: int = 1500,
+    seeds: int = 3,
+    out=sys.stdout,
+    cells: dict[str, dict] | None = None,
+    text_cells: tuple[str, ...] | None = None,
+) -> list[dict]:
     """The real-data learning table: each design of ``DATA_LEARNING_CELLS`` on the digits
     pixel by pixel and permuted (T=64, I=1), ``seeds`` seeds in one vmapped call, Adam 1e-3,
     clip 1, ``steps`` steps: held-out accuracy (mean, range), steps to 90 % of the final
     accuracy, seconds per run; then :func:`text_table` with at most :data:`TEXT_STEPS`
-    steps (three LSTM runs of T=100 at 2000 steps are over the training FLOP budget)."""
+    steps (three LSTM runs of T=100 at 2000 steps are over the training FLOP budget).
+    ``cells`` and ``text_cells`` name other designs (the designs suite's)."""
+    cells = DATA_LEARNING_CELLS if cells is None else cells
     print(
         f"learning table: digits, B={base.batch_size}, H={base.hidden_size}, {steps} steps, Adam 1e-3, "
         f"clip 1, {seeds} seeds in one vmapped call; held-out accuracy on the 359 test digits",
@@ -164,7 +173,7 @@ def data_bench(base: RunConfig, steps: int = 1500, seeds: int = 3, out=sys.stdou
     records: list[dict] = []
     for order in DIGIT_ORDERS:
         ds = load_dataset("digits", order=order)
-        for name, fields in DATA_LEARNING_CELLS.items():
+        for name, fields in cells.items():
             cfg = base.replace(**fields)
             runs = train_many(
                 cfg,
@@ -186,22 +195,31 @@ def data_bench(base: RunConfig, steps: int = 1500, seeds: int = 3, out=sys.stdou
                 flush=True,
             )
             records += [data_record(r, f"digits {order}") for r in runs]
-    return records + text_table(min(steps, TEXT_STEPS), seeds, out)
+    return records + text_table(min(steps, TEXT_STEPS), seeds, out, cells, text_cells)
 
 
-def text_table(steps: int = 1000, seeds: int = 3, out=sys.stdout) -> list[dict]:
+def text_table(
+    steps: int = 1000,
+    seeds: int = 3,
+    out=sys.stdout,
+    cells: dict[str, dict] | None = None,
+    names: tuple[str, ...] | None = None,
+) -> list[dict]:
     """Held-out bits per character on the prose text (T=100, one-hot, H=128, B=32) after
-    ``steps`` steps for each of ``TEXT_CELLS``, ``seeds`` seeds in one vmapped call."""
+    ``steps`` steps for each of ``names`` (default ``TEXT_CELLS``) of ``cells`` (default
+    ``DATA_LEARNING_CELLS``), ``seeds`` seeds in one vmapped call."""
+    cells = DATA_LEARNING_CELLS if cells is None else cells
+    names = TEXT_CELLS if names is None else names
     records: list[dict] = []
     text = load_dataset("text", corpus="prose", seq_len=100)
     print(
         f"\ntext (prose, T=100, I={text.input_size}), H=128, B=32, {steps} steps: held-out bits/char",
         file=out,
     )
-    for name in TEXT_CELLS:
+    for name in names:
         cfg = RunConfig(hidden_size=128, input_size=text.input_size, seq_len=100, batch_size=32)
         runs = train_many(
-            cfg.replace(**DATA_LEARNING_CELLS[name]),
+            cfg.replace(**cells[name]),
             {"seed": list(range(seeds))},
             task=text,
             steps=steps,

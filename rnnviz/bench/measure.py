@@ -14,6 +14,8 @@ import numpy as np
 from rnnviz.analysis import analyze, executables
 from rnnviz.base.measurements import append_records
 from rnnviz.bench.data_cost import data_cost_bench
+from rnnviz.bench.designs import cost_suite, gradient_table, learning_table
+from rnnviz.bench.designs import parallel_suite as designs_parallel_suite
 from rnnviz.bench.learning import data_bench, train_bench
 from rnnviz.bench.references import (
     gemm_flops_per_s,
@@ -292,6 +294,10 @@ def run_bench(
         return 0
     if suite == "data-cost":
         records = data_cost_bench(repeats)
+    elif suite == "designs":
+        records = designs_bench(repeats, budget_s)
+    elif suite == "designs-learning":
+        records = learning_table(steps=steps)
     elif suite == "train":
         records = train_bench(configs[0], steps=steps)
     elif suite == "data":
@@ -316,6 +322,19 @@ def run_bench(
     if record:
         print(f"appended {append_records(record, records)} records to {record}")
     return 0
+
+
+def designs_bench(repeats: int, budget_s: float | None, out=sys.stdout) -> list[dict]:
+    """The designs suite (:mod:`rnnviz.bench.designs`): each new design's cost against plain
+    ``jax.grad``, parallel against sequential for RG-LRU and Mamba at T = 1 000 and 10 000,
+    and the gradient table at initialisation."""
+    configs = cost_suite()
+    print(f"suite designs: {len(configs)} configs; ratios are run time / plain jax.grad run time", file=out)
+    records = run_suite(configs, "designs", repeats, out=out, budget_s=budget_s)
+    print("\nparallel (associative scan) / sequential run time", file=out)
+    records += parallel_bench(designs_parallel_suite(), repeats, out=out, budget_s=budget_s)
+    print(file=out)
+    return records + gradient_table(out=out)
 
 
 def _devices(platform: str) -> list:

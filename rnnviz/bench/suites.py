@@ -60,6 +60,10 @@ SUITES = {
     "data": lambda: [RunConfig(hidden_size=64, input_size=1, seq_len=64, batch_size=64)],
     # analyze on data against synthetic inputs of the same shape (rnnviz.bench.data_cost.ROWS)
     "data-cost": lambda: [],
+    # today's designs: cost, parallel, the gradient at initialisation (rnnviz.bench.designs)
+    "designs": lambda: [],
+    # their learning table on the digits and the text (rnnviz.bench.designs.learning_table)
+    "designs-learning": lambda: [],
 }
 
 #: The learning table's designs (Le, Jaitly & Hinton 2015): tanh RNN, IRNN (ReLU with an

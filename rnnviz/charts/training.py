@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -31,11 +33,19 @@ def training_figure(
         x_title="training step",
     )
     if baseline is not None:
-        fig.add_hline(
-            y=baseline,
-            line=dict(color="#000000", dash="dash"),
-            annotation_text=f"baseline {baseline:.3g} (trivial predictor)",
-            annotation_position="top right",
+        fig.add_hline(y=baseline, line=dict(color="#000000", dash="dash"))
+        # On a log axis an annotation's y is log₁₀ of the value (a shape's is the value itself):
+        # at the value it would sit at 10^baseline, and the autorange would stretch to reach it.
+        at = math.log10(baseline) if log_y and baseline > 0 else baseline
+        fig.add_annotation(
+            text=f"baseline {baseline:.3g} (trivial predictor)",
+            x=1,
+            xref="x domain",
+            xanchor="right",
+            y=at,
+            yref="y",
+            yanchor="bottom",
+            showarrow=False,
         )
     return fig
 

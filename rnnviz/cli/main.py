@@ -1,5 +1,5 @@
-"""Command line: ``rnnviz analyze | sweep | lyapunov | train | bench | data | connectivity | app`` (or
-``python -m rnnviz …``).
+"""Command line: ``rnnviz analyze | sweep | lyapunov | train | bench | data | connectivity | compare |
+app`` (or ``python -m rnnviz …``).
 
 Every :class:`RunConfig` field is a flag (``--hidden-size``), with its range in
 ``--help``. Bad values print one line naming the field and what is allowed, exit 2.
@@ -21,6 +21,7 @@ from rnnviz.base.formatting import finite_json, pow10_text
 from rnnviz.base.readings import regime
 from rnnviz.bench.suites import SUITES
 from rnnviz.cli.argtypes import bounded_int, finite_nonnegative
+from rnnviz.cli.compare import add_parser as add_compare
 from rnnviz.cli.inputs import (
     add_config_flags,
     add_data_flag,
@@ -127,6 +128,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_bench(sub)
     _add_data(sub)
     add_connectivity(sub)
+    add_compare(sub)
     add_app(sub)
     return parser
 

@@ -205,6 +205,22 @@ def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
         assert "leaky" in cell_names(), cell_names()
         assert cell_spec("leaky").display.group == "plugin"
         a = analyze(RunConfig(cell="leaky", seq_len=30), repeats=1)
+        # a plugin with a matrix memory: S [B, H, H], its gradient the Frobenius norm of ∂L/∂S_t
+        import jax, numpy as np
+        from rnnviz import lyapunov
+        from rnnviz.engine.gradients import step_gradients, time_major
+        from rnnviz.engine.cells import make_cell
+        from rnnviz.engine.prepare import prepared_inputs
+        cfg = RunConfig(cell="fastweights", hidden_size=4, seq_len=12, batch_size=2)
+        m = analyze(cfg, repeats=1)
+        params, carry0, xs = prepared_inputs(cfg)
+        sg = step_gradients(cfg, make_cell(cfg), params, carry0, xs)
+        (grads,) = jax.tree.leaves(sg.carry_grads)
+        assert grads.shape == (13, 2, 4, 4), grads.shape
+        want = np.sqrt((np.asarray(grads, np.float64) ** 2).sum(axis=(1, 2, 3)))
+        np.testing.assert_allclose(m.grad_norms, want, rtol=1e-5)
+        np.testing.assert_allclose(10.0 ** m.log10_grad_norms, want, rtol=1e-4)
+        assert lyapunov(cfg, k=3).exponents.shape == (3,)
         print(a.log10_grad_norms[0] - a.log10_grad_norms[-1])
     """)
     env = {**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{ROOT}"}

@@ -16,7 +16,7 @@ from rnnviz.engine.cells import make_cell
 from rnnviz.engine.gradients import full_carry0, time_major
 from rnnviz.engine.prepare import prepared_inputs
 from rnnviz.engine.rollout import reference_loop
-from rnnviz.studies.jacobians import choose_method, initial_directions, jacobians, step_jacobian
+from rnnviz.studies.jacobians import carry_dim, choose_method, initial_directions, jacobians, step_jacobian
 from rnnviz.studies.lyapunov import lyapunov, lyapunov_phase, lyapunov_sweep
 
 
@@ -48,6 +48,29 @@ def test_diagonal_recurrences_have_exponents_log_lambda_sorted():
     modulus = float(p["a"]) * np.exp(-np.exp(np.asarray(p["nu_log"], np.float64)))
     want = np.sort(np.repeat(np.log(modulus), 2))[::-1]
     np.testing.assert_allclose(lyapunov(cfg, k=8, measure_decay=False).exponents, want, atol=5e-4)
+
+
+@pytest.mark.parametrize(
+    "cell, hidden, k",
+    [("rglru", 4, 4), ("mamba", 2, 4)],  # Mamba: 2 channels × N = 16 state units, the top 4
+)
+def test_input_gated_diagonal_recurrences_have_the_time_averages_of_ln_a(cell, hidden, k):
+    # ∂h_t/∂h_{t−1} = diag(a_t) with a_t from the input (RG-LRU a_t, the selective SSM
+    # exp(Δ_t A)): λ_j is the time average of ln a_t,j along the trajectory. The QR estimate
+    # converges as 1/T from a random start; after its directions align with the units (a
+    # warm-up of half the run) it is the average over the rest exactly, up to float32.
+    from rnnviz.engine.cells.mamba import selective_ssm_log_decay
+    from rnnviz.engine.cells.rglru import rglru_log_a
+
+    log_a = {"rglru": rglru_log_a, "mamba": selective_ssm_log_decay}[cell]
+    t_len = 3000
+    cfg = RunConfig(cell=cell, hidden_size=hidden, input_size=3, seq_len=t_len, batch_size=None)
+    params, _, xs = prepared_inputs(cfg)
+    per_step = jax.jit(jax.vmap(lambda x: log_a(params, x)))(time_major(cfg, xs))
+    per_step = np.asarray(per_step, np.float64).reshape(t_len, -1)
+    want = np.sort(per_step[t_len // 2 :].mean(axis=0))[::-1][:k]
+    got = lyapunov(cfg, k=k, measure_decay=False, warmup=t_len // 2).exponents
+    np.testing.assert_allclose(got, want, atol=1e-4, rtol=0)
 
 
 def _explicit_jacobians(cfg, example):
@@ -313,7 +336,7 @@ def test_jacobians_tab_renders_for_every_cell(cell):
 
     at = run_app({"cell": cell, "seq_len": "20", "hidden_size": "4", "tab": "Jacobians"})
     assert not at.exception and not at.error, [e.value for e in at.error]
-    d = 4 * len(RunConfig(cell=cell).carry_components)
+    d = carry_dim(RunConfig(cell=cell, seq_len=20, hidden_size=4))  # a matrix memory: all its entries
     assert len(figure_by_title(at, "Singular values of J_t")["data"]) == min(8, d)
     assert len(figure_by_title(at, "Lyapunov spectrum")["data"]) == 1
     assert len(figure_by_title(at, "Predicted (λ₁) vs measured")["data"]) == 3

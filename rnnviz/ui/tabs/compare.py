@@ -1,5 +1,6 @@
-"""The Compare tab: pin the current run, list the pinned ones with their verdicts, and draw
-their gradients together."""
+"""The Compare tab: pin the current run, list the pinned ones with their verdicts, draw
+their gradients together, and download them as one self-contained HTML report
+(:mod:`rnnviz.report`, built from the analyses in hand: no computation)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.frames.gradients import config_label, gradient_long_frame, timestep_frame
 from rnnviz.frames.verdicts import verdict
+from rnnviz.report.compare import comparison_of
+from rnnviz.report.html import report_html
 from rnnviz.ui.tabs.common import csv_button
 from rnnviz.ui.tabs.context import TabContext
 
@@ -39,3 +42,14 @@ def render(ctx: TabContext) -> None:
     )
     table = pd.concat([timestep_frame(r).assign(run=config_label(r)) for r in runs], ignore_index=True)
     csv_button(table, "rnnviz_compare.csv", "csv_compare", "Download all runs (CSV)")
+    env = ctx.environment
+    st.download_button(
+        "Download this comparison (HTML)",
+        lambda: report_html(comparison_of(runs, env=env)).encode(),  # built when clicked
+        file_name="rnnviz_compare.html",
+        mime="text/html",
+        key="html_compare",
+        on_click="ignore",
+        help="One self-contained file (opens offline): the gradients, the decay per step, every config "
+        "and the versions. λ₁ is not computed here: `rnnviz compare --cells …` adds it.",
+    )

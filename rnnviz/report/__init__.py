@@ -1,0 +1,71 @@
+"""The shareable comparison report: several cell designs at one shape, as one self-contained
+HTML file (opens offline in any browser) or as JSON.
+
+* :mod:`~rnnviz.report.compare` — the numbers: :func:`comparison` (analysis, decay and λ₁,
+  optionally training, per design), :func:`comparison_of` (from analyses in hand),
+  :func:`comparison_json`; the :class:`Comparison` and :class:`Design` records (no plotly);
+* :mod:`~rnnviz.report.html` — the page: :func:`report_html`, :func:`write_report`,
+  :func:`report_figures` (drawn by :mod:`rnnviz.charts`).
+
+Example::
+
+    from rnnviz import RunConfig
+    from rnnviz.report import comparison, write_report
+    c = comparison(["lstm", "gru", "mamba"], RunConfig(hidden_size=16, seq_len=50))
+    write_report(c, "compare.html")
+
+Names load on first use (PEP 562), so the numbers are at hand without plotly installed.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "Comparison": "rnnviz.report.compare",
+    "Design": "rnnviz.report.compare",
+    "comparison": "rnnviz.report.compare",
+    "comparison_json": "rnnviz.report.compare",
+    "comparison_of": "rnnviz.report.compare",
+    "design_of": "rnnviz.report.compare",
+    "report_figures": "rnnviz.report.html",
+    "report_html": "rnnviz.report.html",
+    "write_report": "rnnviz.report.html",
+}
+
+__all__ = [
+    "Comparison",
+    "Design",
+    "comparison",
+    "comparison_json",
+    "comparison_of",
+    "design_of",
+    "report_figures",
+    "report_html",
+    "write_report",
+]
+
+if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
+    from rnnviz.report.compare import (
+        Comparison,
+        Design,
+        comparison,
+        comparison_json,
+        comparison_of,
+        design_of,
+    )
+    from rnnviz.report.html import report_figures, report_html, write_report
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rnnviz.report' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

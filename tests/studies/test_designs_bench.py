@@ -1,0 +1,42 @@
+"""The designs suite's pieces (rnnviz.bench.designs) at tiny sizes: the gradient record is a
+valid schema-1 record whose numbers are the library's, and the suites hold every new design."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import numpy as np
+import pytest
+
+from rnnviz import RunConfig, analyze, cell_names, lyapunov
+from rnnviz.base.measurements import load_records, validate
+from rnnviz.bench.designs import NEW_DESIGNS, cost_suite, gradient_table, parallel_suite
+
+
+def test_the_suites_cover_every_new_design_and_parallel_only_where_it_applies():
+    cells = {c.cell for c in cost_suite()}
+    assert cells == {f["cell"] for f in NEW_DESIGNS.values()} and cells <= set(cell_names())
+    assert {(c.cell, c.seq_len) for c in parallel_suite()} == {
+        (c, t) for c in ("rglru", "mamba") for t in (1000, 10_000)
+    }
+
+
+@pytest.mark.parametrize("cell", ["rglru", "mlstm"])
+def test_gradient_records_hold_the_librarys_numbers(cell, tmp_path):
+    base = RunConfig(hidden_size=4, input_size=3, batch_size=2)
+    out = io.StringIO()
+    (rec,) = gradient_table(lengths=(30,), base=base, designs={cell: dict(cell=cell)}, out=out)
+    assert validate(rec) is None, validate(rec)
+    cfg = base.replace(cell=cell, seq_len=30)
+    a, ly = analyze(cfg, repeats=1), lyapunov(cfg, k=1)
+    assert rec["lambda1"] == pytest.approx(float(ly.exponents[0]), abs=1e-6)
+    assert rec["decay_per_step"] == pytest.approx(float(ly.decay.slope), abs=1e-6)
+    np.testing.assert_allclose(
+        [rec["log10_first"], rec["log10_last"]], a.log10_grad_norms[[0, -1]], atol=1e-5
+    )
+    assert f"{rec['decay_per_step'] / math.log(10):+.5f}" in out.getvalue()
+    # they are read back like any other record
+    path = tmp_path / "designs.jsonl"
+    path.write_text(__import__("json").dumps(rec) + "\n")
+    assert load_records([path]).records == [rec]
