@@ -99,6 +99,29 @@ class Projection(NamedTuple):
     explained: np.ndarray
 
 
+#: Above this many units a path's top singular vectors come from a randomized range finder
+#: (a matrix memory at H = 128 has 16 384 entries: the full SVD of a [1001, 16384] path takes
+#: seconds in the server, the range finder a fraction of one).
+FULL_SVD_MAX_UNITS = 2048
+
+
+def _leading_singular(centred: np.ndarray, k: int = 2) -> tuple[np.ndarray, np.ndarray]:
+    """``(u [T, ≤k'], s [≤k'])``, the leading left singular vectors and values of ``centred``
+    ``[T, D]``: the full SVD up to :data:`FULL_SVD_MAX_UNITS` columns, above it a seeded
+    randomized range finder (Halko, Martinsson & Tropp 2011: k + 8 directions, 4 power
+    iterations), whose leading values agree with the SVD's to float64 rounding on the
+    trajectories' fast-decaying spectra."""
+    if centred.shape[1] <= FULL_SVD_MAX_UNITS:
+        u, s, _ = np.linalg.svd(centred, full_matrices=False)
+        return u, s
+    rng = np.random.default_rng(0)
+    q, _ = np.linalg.qr(centred @ rng.standard_normal((centred.shape[1], min(k + 8, centred.shape[0]))))
+    for _ in range(4):
+        q, _ = np.linalg.qr(centred @ (centred.T @ q))
+    u_small, s, _ = np.linalg.svd(q.T @ centred, full_matrices=False)
+    return q @ u_small, s
+
+
 def pca_path(a: Analysis, component: str = "h", example: int = 0) -> Projection:
     """PCA (via SVD of the centred path) of one example's carry component over time."""
     path = np.asarray(a.carries[component], dtype=np.float64)
@@ -107,11 +130,11 @@ def pca_path(a: Analysis, component: str = "h", example: int = 0) -> Projection:
     path = path.reshape(path.shape[0], -1)  # a matrix memory's entries as one vector per step
     path = np.where(np.isfinite(path), path, 0.0)
     centred = path - path.mean(axis=0, keepdims=True)
-    u, s, _ = np.linalg.svd(centred, full_matrices=False)
+    u, s = _leading_singular(centred)
     k = min(2, s.size)
     coords = np.zeros((path.shape[0], 2))
     coords[:, :k] = u[:, :k] * s[:k]
-    total = float(np.sum(s**2))
+    total = float(np.sum(centred**2))  # ‖C‖_F² = Σ s² over all singular values, not only those found
     explained = np.zeros(2)
     if total > 0:
         explained[:k] = s[:k] ** 2 / total

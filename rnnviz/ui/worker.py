@@ -473,7 +473,7 @@ class ResultCache:
         """Keep ``value`` under ``key`` (replacing any), then drop the least recently used past
         the budget; a value larger than the whole budget is not kept.
 
-        >>> cache = ResultCache(max_bytes=100)
+        >>> cache = ResultCache(max_bytes=120)  # two of these (55 bytes pickled each), not three
         >>> cache.put("a", bytes(40)); cache.put("b", bytes(40)); cache.put("c", bytes(40))
         >>> cache.peek("a"), cache.peek("b"), cache.peek("c")
         (False, True, True)

@@ -196,3 +196,18 @@ def test_long_series_are_thinned_for_drawing_keeping_spikes_and_saying_so():
     assert len(heat.data[0].x) <= charts.MAX_COLUMNS and "one column in every" in heat.layout.title.text
     short = charts.line_figure(df.iloc[:500], "loss", "value")
     assert len(short.data[0].x) == 500 and short.layout.title.text == "loss"
+
+
+def test_a_wide_path_s_principal_components_match_the_full_svd():
+    # A matrix memory's path ([T+1, heads·d²] per example) takes the randomized range finder.
+    from rnnviz.frames import verdicts
+
+    rng = np.random.default_rng(1)
+    t, d = 301, verdicts.FULL_SVD_MAX_UNITS + 500
+    scales = 2.0 ** -np.arange(12)  # a trajectory's fast-decaying spectrum
+    path = (rng.standard_normal((t, 12)) * scales) @ rng.standard_normal((12, d))
+    centred = path - path.mean(axis=0)
+    u, s = verdicts._leading_singular(centred)
+    _, s_full, vt = np.linalg.svd(centred, full_matrices=False)
+    np.testing.assert_allclose(s[:2], s_full[:2], rtol=1e-9)
+    np.testing.assert_allclose(np.abs(u[:, :2].T @ (centred @ vt[:2].T / s_full[:2])), np.eye(2), atol=1e-8)
