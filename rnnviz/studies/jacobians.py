@@ -38,7 +38,7 @@ from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import cell_spec, make_cell
 from rnnviz.engine.compile import compile_cache, compile_for
 from rnnviz.engine.gradients import full_carry0, time_major
-from rnnviz.engine.linalg import householder_q
+from rnnviz.engine.linalg import householder_q, tall_qr
 from rnnviz.engine.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.engine.rollout import rollout
 
@@ -167,11 +167,13 @@ def _top_singular_subspace(step, v, x, k: int, iterations: int, v0):
     apply_t = jax.vmap(lambda w: transpose(w)[0], in_axes=-1, out_axes=-1)
 
     def round_(q, _):
-        q, _ = jnp.linalg.qr(apply_t(apply(q.astype(v.dtype))).astype(jnp.float32))
+        q, _ = tall_qr(apply_t(apply(q.astype(v.dtype))).astype(jnp.float32))
         return q, None
 
     q, _ = jax.lax.scan(round_, v0, None, length=iterations)
-    return jnp.linalg.svd(apply(q.astype(v.dtype)).astype(jnp.float32), compute_uv=False)[:k]
+    # σ(JQ) = σ(R) for JQ = Q'R: the SVD of a small [m, m] factor, not of the tall [D, m] one
+    _, r = tall_qr(apply(q.astype(v.dtype)).astype(jnp.float32))
+    return jnp.linalg.svd(r, compute_uv=False)[:k]
 
 
 def jacobian_pass(

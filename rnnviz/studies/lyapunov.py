@@ -21,6 +21,7 @@ changes by about e^{λ₁k}: λ₁ < 0 means vanishing, λ₁ > 0 exploding.
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -45,8 +46,9 @@ from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import cell_spec, make_cell
 from rnnviz.engine.compile import compile_cache, compile_for
 from rnnviz.engine.gradients import full_carry0, time_major
+from rnnviz.engine.linalg import tall_qr
 from rnnviz.engine.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
-from rnnviz.engine.timing import time_runs
+from rnnviz.engine.timing import time_within
 from rnnviz.studies.jacobians import carry_dim, flat_step, initial_directions, pack, unit_shapes, unpacker
 from rnnviz.studies.sweep import evaluate_points, grid_points
 
@@ -86,7 +88,7 @@ def qr_pass(cfg: RunConfig, opts: LyapunovOptions, params, carry0, xs, key_data)
     n_steps = xs_tm.shape[0]
 
     def orthonormalise(w):
-        q, r = jnp.linalg.qr(w)
+        q, r = tall_qr(w)  # LAPACK's is slow for a tall w (engine/linalg.py)
         return q, jnp.log(jnp.abs(jnp.diagonal(r, axis1=-2, axis2=-1)))
 
     def body(state, inp):
@@ -256,7 +258,8 @@ def lyapunov(
     weights = params
     params, carry0, xs = prepared_inputs(cfg, device, data, weights)
     key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
-    (running, covered), run = time_runs(exe.fn, (params, carry0, xs, key), repeats)
+    # no warm-up run: the executable is compiled ahead of time, and a run here can take seconds
+    (running, covered), run = time_within(exe.fn, (params, carry0, xs, key), math.inf, repeats)
     running, covered = np.asarray(running, np.float64), np.asarray(covered)
     if cfg.batch_size is None:
         running = running[:, None, :]

@@ -194,7 +194,7 @@ def compute_calls() -> Compute:
                 key(c.replace(recurrent_gain=1.0)), lo, hi, n, k
             ),
             lyapunov=lambda c, k: calls.lyapunov(key(c), k),
-            jacobians=lambda c, k, e: calls.jacobians(key(c), k, e),
+            jacobians=lambda c, k, e, n: calls.jacobians(key(c), k, e, n),
         ),
         connectivity=ConnectivityCalls(
             connectivity=calls.connectivity,

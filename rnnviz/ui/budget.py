@@ -17,7 +17,7 @@ import math
 from typing import NamedTuple
 
 from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
-from rnnviz.studies.lyapunov import lyapunov_flops
+from rnnviz.studies.jacobians import carry_dim
 from rnnviz.ui.settings import settings as server_settings
 
 #: Seconds one tab may take; None: the server's setting (``RNNVIZ_VIEW_BUDGET_S``,
@@ -153,9 +153,10 @@ def devices_plan(c: Cost, n_runs: int, repeats: int = 5, budget: float | None = 
 
 def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | None = None) -> Plan:
     """The Phase diagram: gains × seeds points of the gradient sweep (each about one analysis)
-    and of λ₁ (the QR method with one tangent, scaled by its FLOPs against the analysis's),
+    and of λ₁ (the QR method with one tangent, :func:`lyapunov_plan`'s count at k = 1),
     two compiles. Seeds go first, then gains (at least 2)."""
-    per_point = c.run_s * (PHASE_RUN + lyapunov_flops(cfg, 1) / estimate_flops(cfg))
+    steps = (cfg.batch_size or 1) * cfg.seq_len
+    per_point = c.run_s * PHASE_RUN + steps * (2 * tangent_s(cfg, c) + _qr_s(carry_dim(cfg), 1))
     work = lambda s: s["gains"] * s["seeds"] * per_point  # noqa: E731
     return _plan(
         {"gains": gains, "seeds": seeds},
@@ -168,10 +169,67 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     )
 
 
+#: The Jacobians tab takes J_t at up to this many steps (every ⌈T/400⌉-th; fewer when over
+#: the budget, :func:`jacobians_plan`); the library, at every step.
+JACOBIAN_STEPS = 400
+#: FLOP rates of the factorisations the Jacobians tab runs at every step, measured here on
+#: 2 cores (rounded down): a thin QR of ``[D, k]`` (LAPACK's or the plain-JAX one,
+#: :func:`rnnviz.engine.linalg.tall_qr`, ≈ 4·D·k² FLOPs; 1.2 GFLOP/s at 4096×8) and the SVD
+#: of a ``[D, D]`` step Jacobian (≈ 10·D³; 5 GFLOP/s at D = 256).
+QR_FLOPS_PER_S, SVD_FLOPS_PER_S = 1e9, 5e9
+
+
+def tangent_s(cfg: RunConfig, c: Cost) -> float:
+    """Seconds of one tangent, a Jacobian-vector product through one step for one example,
+    from the analysis's measured run: its forward and reverse passes are about three such
+    products per step and example. Measured, not counted in FLOPs, because a matrix memory's
+    step (an outer product and a read of a ``[heads, d, d]`` state) costs far more than its
+    matmuls say."""
+    return c.run_s / (3.0 * (cfg.batch_size or 1) * max(cfg.seq_len, 1))
+
+
+def _qr_s(dim: int, k: int) -> float:
+    return 4.0 * dim * k * k / QR_FLOPS_PER_S
+
+
 def lyapunov_plan(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) -> Plan:
-    """The Jacobians tab's Lyapunov spectrum: k tangents (FLOPs against the analysis's)."""
-    work = lambda s: c.run_s * lyapunov_flops(cfg, s["k"]) / estimate_flops(cfg)  # noqa: E731
+    """The Jacobians tab's Lyapunov spectrum by the QR method: at every step of every
+    example, the step and k tangents through it, then a ``[D, k]`` QR; one compile."""
+    steps, dim, tau = (cfg.batch_size or 1) * cfg.seq_len, carry_dim(cfg), tangent_s(cfg, c)
+    work = lambda s: steps * ((1 + s["k"]) * tau + _qr_s(dim, s["k"]))  # noqa: E731
     return _plan({"k": k}, c.compile, work, ("k",), {"k": 1}, budget, {"k": "exponents k"})
+
+
+def jacobians_plan(
+    cfg: RunConfig,
+    c: Cost,
+    method: str,
+    k: int,
+    steps: int,
+    iterations: int = 12,
+    budget: float | None = None,
+) -> Plan:
+    """The Jacobians tab's singular values of J_t for one example at ``steps`` steps (fewer
+    when over the budget, at least 10): ``exact``, D tangents (``jax.jacfwd``) and a
+    ``[D, D]`` SVD per step; ``subspace``, block power iteration of ``iterations`` rounds
+    with m = min(D, 2k) directions, each round m tangents and m transposed ones and a
+    ``[D, m]`` QR. One compile."""
+    dim, tau = carry_dim(cfg), tangent_s(cfg, c)
+    if method == "exact":
+        per_step = dim * tau + 10.0 * dim**3 / SVD_FLOPS_PER_S
+    else:
+        m = min(dim, 2 * k)
+        per_step = (2 * iterations + 1) * m * tau + (iterations + 1) * _qr_s(dim, m)
+    work = lambda s: s["steps"] * per_step  # noqa: E731
+    return _plan(
+        {"steps": steps},
+        c.compile,
+        work,
+        ("steps",),
+        {"steps": min(steps, 10)},
+        budget,
+        {"steps": "steps with J_t"},
+    )
 
 
 def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Plan:
@@ -187,13 +245,18 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
 
 
 __all__ = [
+    "JACOBIAN_STEPS",
     "MIN_COMPILE_S",
+    "QR_FLOPS_PER_S",
+    "SVD_FLOPS_PER_S",
     "Cost",
     "Plan",
     "VIEW_BUDGET_S",
     "devices_plan",
+    "jacobians_plan",
     "lyapunov_plan",
     "phase_plan",
     "strategies_plan",
+    "tangent_s",
     "training_plan",
 ]

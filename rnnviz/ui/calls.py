@@ -200,10 +200,9 @@ def lyapunov(cfg_json: str, k: int) -> Lyapunov:
     return compute(f"{k} Lyapunov exponents of {describe(cfg)}", route(cfg), jobs.lyapunov, cfg_json, k)
 
 
-def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
+def jacobians(cfg_json: str, k: int, example: int, steps: int) -> Jacobians:
     """The top ``k`` singular values of each step Jacobian J_t = ∂carry_t/∂carry_{t−1} of the
-    batch's example ``example``, at up to :data:`~rnnviz.ui.jobs.JACOBIAN_STEPS` steps
-    (:func:`rnnviz.ui.jobs.jacobians`)."""
+    batch's example ``example``, at up to ``steps`` steps (:func:`rnnviz.ui.jobs.jacobians`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(
         f"the step Jacobians' top {k} singular values ({describe(cfg)})",
@@ -212,6 +211,7 @@ def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
         cfg_json,
         k,
         example,
+        steps,
     )
 
 

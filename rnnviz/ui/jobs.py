@@ -52,8 +52,6 @@ from rnnviz.ui.settings import settings
 TIMING_BUDGET_S = 0.3
 #: The Training tab's task name for "the data set chosen in the sidebar".
 DATA_TASK = "the chosen data"
-#: The dashboard takes J_t at up to this many steps (every ⌈T/400⌉-th); the library, every step.
-JACOBIAN_STEPS = 400
 
 
 def setup() -> None:
@@ -303,14 +301,14 @@ def lyapunov(cfg_json: str, k: int) -> Lyapunov:
     )
 
 
-def jacobians(cfg_json: str, k: int, example: int) -> Jacobians:
+def jacobians(cfg_json: str, k: int, example: int, steps: int) -> Jacobians:
     """Top-``k`` singular values of each step Jacobian J_t = ∂carry_t/∂carry_{t−1} for the batch's
-    example ``example``, at every ⌈T / :data:`JACOBIAN_STEPS`⌉-th step."""
+    example ``example``, at every ⌈T / steps⌉-th step."""
     return _jacobians(
         config_of(cfg_json),
         k=k,
         example=example,
-        max_steps=JACOBIAN_STEPS,
+        max_steps=steps,
         data=_data(cfg_json),
         params=_weights(cfg_json),
     )

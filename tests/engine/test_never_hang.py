@@ -55,6 +55,37 @@ def test_householder_q_handles_a_zero_column_and_refuses_wide_input():
         householder_q(jnp.ones((2, 3)))
 
 
+@pytest.mark.parametrize("shape", [(3, 9, 5), (2, 4096, 8)])  # LAPACK's side and the plain-JAX side
+def test_tall_qr_is_a_thin_qr_either_side_of_the_lapack_cut(shape):
+    from rnnviz.engine.linalg import LAPACK_QR_MAX_ENTRIES, tall_qr, thin_qr
+
+    a = np.random.default_rng(1).normal(size=shape).astype(np.float32)
+    assert (shape[1] * shape[2] > LAPACK_QR_MAX_ENTRIES) == (shape[1] == 4096)
+    r64 = np.linalg.qr(a.astype(np.float64))[1]
+    for qr in (tall_qr, thin_qr):
+        q, r = (np.asarray(x, np.float64) for x in jax.jit(qr)(jnp.asarray(a)))
+        assert q.shape == shape and r.shape == shape[:1] + (shape[2], shape[2])
+        np.testing.assert_allclose(
+            np.swapaxes(q, 1, 2) @ q, np.broadcast_to(np.eye(shape[2]), r.shape), atol=2e-6
+        )
+        np.testing.assert_allclose(np.tril(r, -1), 0.0, atol=0.0)
+        np.testing.assert_allclose(q @ r, a, atol=2e-5 * np.sqrt(shape[1]))
+        # |R_ii| are the Lyapunov method's growth factors: float64 LAPACK's, to float32 rounding
+        np.testing.assert_allclose(
+            np.abs(np.diagonal(r, 0, 1, 2)), np.abs(np.diagonal(r64, 0, 1, 2)), rtol=2e-5
+        )
+    assert (np.diagonal(np.asarray(thin_qr(jnp.asarray(a))[1]), 0, 1, 2) >= 0).all()
+
+
+def test_thin_qr_handles_a_zero_column_and_refuses_wide_input():
+    from rnnviz.engine.linalg import thin_qr
+
+    q, r = thin_qr(jnp.asarray([[1.0, 0.0], [0.0, 0.0], [2.0, 0.0]]))
+    assert np.isfinite(np.asarray(q)).all() and float(r[1, 1]) == 0.0
+    with pytest.raises(ValueError, match="at least as many rows"):
+        thin_qr(jnp.ones((2, 3)))
+
+
 # ---- the HLO check -----------------------------------------------------------------------------
 
 

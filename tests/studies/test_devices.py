@@ -34,7 +34,8 @@ def test_two_forced_cpu_devices_give_one_row_each_with_identical_gradients():
                           "same_norms": bool((a0.grad_norms == a1.grad_norms).all()),
                           "devices": [a0.timing.device, a1.timing.device]}))
     """)
-    env = {**os.environ, "XLA_FLAGS": "--xla_force_host_platform_device_count=2", "PYTHONPATH": str(ROOT)}
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": flags, "PYTHONPATH": str(ROOT)}
     out = subprocess.run(
         [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
     )

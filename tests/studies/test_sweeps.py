@@ -91,7 +91,7 @@ def test_sharded_sweep_on_two_forced_cpu_devices_equals_single_device(tmp_path):
     for n in (1, 2):
         env = {
             **os.environ,
-            "XLA_FLAGS": f"--xla_force_host_platform_device_count={n}",
+            "XLA_FLAGS": f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={n}",
             "PYTHONPATH": str(ROOT),
         }
         out = subprocess.run(
@@ -160,7 +160,7 @@ def test_two_processes_with_gloo_collectives_equal_the_single_process_sweep(tmp_
         port = s.getsockname()[1]
     out = tmp_path / "norms.npy"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "JAX_PLATFORMS": "cpu"}
-    env.pop("XLA_FLAGS", None)  # one CPU device per process
+    # one CPU device per process (the suite's XLA_FLAGS, conftest.py, name no device count)
     procs = [
         subprocess.Popen(
             [sys.executable, str(ROOT / "tests" / "distributed_worker.py"), str(port), str(i), str(out)],

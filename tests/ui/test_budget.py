@@ -4,7 +4,16 @@ import pytest
 
 from rnnviz import RunConfig
 from rnnviz.ui import budget
-from rnnviz.ui.budget import Cost, devices_plan, lyapunov_plan, phase_plan, strategies_plan, training_plan
+from rnnviz.ui.budget import (
+    Cost,
+    devices_plan,
+    jacobians_plan,
+    lyapunov_plan,
+    phase_plan,
+    strategies_plan,
+    tangent_s,
+    training_plan,
+)
 
 MID = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
 
@@ -67,6 +76,34 @@ def test_lyapunov_devices_and_training_shrink_within_the_budget():
         and train.estimate_s <= 15
         and "steps per chunk 1000 →" in train.note
     )
+
+
+def test_a_matrix_memory_is_counted_by_its_carry_not_its_matmuls():
+    # DeltaNet at H=128 holds a [4, 32, 32] memory (D = 4096) behind LSTM-sized matmuls: the
+    # same measured analysis costs the Jacobians tab far more, in its [D, k] QRs.
+    delta = RunConfig(cell="deltanet", hidden_size=128, seq_len=1000, batch_size=4)
+    lstm = delta.replace(cell="lstm")
+    cost = Cost(run_s=0.73, compile_s=5.0)
+    assert tangent_s(delta, cost) == pytest.approx(0.73 / (3 * 4 * 1000))
+    ly_delta = lyapunov_plan(delta, cost, k=8, budget=1e9)
+    ly_lstm = lyapunov_plan(lstm, cost, k=8, budget=1e9)
+    qr = 4 * 1000 * 4 * 4096 * 64 / budget.QR_FLOPS_PER_S  # B·T QRs of [D, 8]
+    assert ly_delta.estimate_s - ly_lstm.estimate_s == pytest.approx(qr * (1 - 256 / 4096))
+    # σ_i(J_t) by subspace iteration: 25 rounds of 16 tangents and 13 QRs of [D, 16] per step
+    per_step = 25 * 16 * tangent_s(delta, cost) + 13 * 4 * 4096 * 256 / budget.QR_FLOPS_PER_S
+    full = jacobians_plan(delta, cost, "subspace", 8, 400, budget=1e9)
+    assert full.estimate_s == pytest.approx(5.0 + 400 * per_step) and full.note is None
+    cut = jacobians_plan(delta, cost, "subspace", 8, 400, budget=15)
+    n = cut.settings["steps"]
+    assert 10 <= n < 400 and cut.fits and n * per_step <= 10 < (n + 1) * per_step
+    assert f"steps with J_t 400 → {n}" in cut.note
+    # exact (LSTM, D = 256): 256 tangents and a 256×256 SVD per step
+    exact = jacobians_plan(lstm, cost, "exact", 8, 400, budget=1e9)
+    assert exact.estimate_s == pytest.approx(
+        5.0 + 400 * (256 * tangent_s(lstm, cost) + 10 * 256**3 / budget.SVD_FLOPS_PER_S)
+    )
+    slow = jacobians_plan(delta, Cost(run_s=60.0, compile_s=1.0), "subspace", 8, 400, budget=15)
+    assert not slow.fits and slow.settings == {"steps": 10} and slow.note.startswith("Even the smallest")
 
 
 def test_the_phase_tab_shows_the_plan_and_runs_the_over_budget_version_only_on_request(monkeypatch):

@@ -73,6 +73,8 @@ def soak_server(tmp_path_factory):
         "RNNVIZ_WORKERS": "2",
         "RNNVIZ_VIEW_BUDGET_S": "15",
         "RNNVIZ_JAX_CACHE": str(tmp_path_factory.mktemp("jaxcache")),
+        # the real sizes run as a user's server would, not at the suite's -O0 (conftest.py)
+        "XLA_FLAGS": os.environ.get("RNNVIZ_SERVER_XLA_FLAGS", ""),
     }
     proc, url = start_server(env, tmp_path_factory.mktemp("soak") / "streamlit.log")
     cells = subprocess.run(

@@ -49,13 +49,14 @@ class DynamicsCalls(NamedTuple):
         phase: ``(cfg, lo, hi, gains, seeds) -> (sweep, boundary)``: the gain × lag grid, g from lo to hi.
         lyapunov_phase: ``(cfg, lo, hi, gains, seeds) -> (λ₁ frame, edge)``: λ₁ over the same gains.
         lyapunov: ``(cfg, k) -> Lyapunov``: the k leading exponents.
-        jacobians: ``(cfg, k, example) -> Jacobians``: the top k singular values of every step Jacobian.
+        jacobians: ``(cfg, k, example, steps) -> Jacobians``: the top k singular values of the
+            step Jacobians, at up to ``steps`` steps.
     """
 
     phase: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]
     lyapunov_phase: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]
     lyapunov: Callable[[RunConfig, int], Lyapunov]
-    jacobians: Callable[[RunConfig, int, int], Jacobians]
+    jacobians: Callable[[RunConfig, int, int, int], Jacobians]
 
 
 class ConnectivityCalls(NamedTuple):

@@ -10,7 +10,7 @@ from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.base.readings import decay_fit, regime
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
-from rnnviz.studies.jacobians import carry_dim
+from rnnviz.studies.jacobians import carry_dim, choose_method
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import budget
 from rnnviz.ui.tabs.common import cost_of, csv_button, prose, within_budget
@@ -27,7 +27,12 @@ def render(ctx: TabContext) -> None:
     st.markdown(prose(__name__, "intro"))
     n_examples = cfg.batch_size or 1
     k, example = _controls(n_examples, carry_dim(cfg))
-    jac = dynamics.jacobians(cfg, k, example)
+    steps = budget.jacobians_plan(
+        cfg, cost_of(a), choose_method(carry_dim(cfg)), k, min(cfg.seq_len, budget.JACOBIAN_STEPS)
+    )
+    if not within_budget(steps, "jacobians"):
+        return
+    jac = dynamics.jacobians(cfg, k, example, steps.settings["steps"])
     st.plotly_chart(
         charts.line_figure(
             singular_values_frame(jac),
