@@ -5,9 +5,11 @@ import tempfile
 
 # XLA:CPU's LLVM back end at -O0 in the test processes (before JAX starts its backend): the
 # suite is mostly compiling small executables, and -O0 compiles them about 40% faster
-# (tests/engine/test_engine.py -k "lstm or mamba": 123 s against 208 s on 2 cores) while the
-# HLO, and so every result the tests compare, is the same; at H=128, T=1000 the code it
-# emits runs ~2.8× slower, so the soak's server, which runs the real sizes, gets the flags the
+# (tests/engine/test_engine.py -k "lstm or mamba": 123 s against 208 s on 2 cores). The HLO is
+# the same; the machine code rounds differently where -O3 fused a multiply and an add, so a
+# comparison of two differently ordered float32 computations must allow float32's own error
+# (one, test_strategies' tangent sum, allowed less and was widened to it). At H=128, T=1000 the
+# code runs ~2.8× slower, so the soak's server, which runs the real sizes, gets the flags the
 # suite started with (RNNVIZ_SERVER_XLA_FLAGS).
 os.environ.setdefault("RNNVIZ_SERVER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):

@@ -161,7 +161,8 @@ def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
         ctx = await pw_browser.new_context()
         page = await ctx.new_page()
         query = "&".join(f"{k}={v}" for k, v in config_to_params(cfg).items())
-        await page.goto(f"{server}/?{query}")
+        # eight pages at once on 2 cores: the load, not only the chart, may take over 30 s
+        await page.goto(f"{server}/?{query}", timeout=120_000)
         await page.wait_for_function(f"() => ({FIRST_TOTAL})() !== null", timeout=120_000)
         y = await page.evaluate(FIRST_TOTAL)
         await page.get_by_role("tab", name="Compare").click()
