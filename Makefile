@@ -31,10 +31,11 @@ lint: $(STAMP)
 # keep a run of their own (see the #23 closing note). Every group runs; any failure fails.
 TEST_GROUPS := "tests/house tests/config tests/charts tests/dataset tests/cli tests/report" \
 	"tests/engine" "tests/studies --deselect tests/studies/test_trained.py" \
-	"tests/studies/test_trained.py" "tests/ui"
+	"tests/studies/test_trained.py" "tests/ui --dist loadgroup"
+# tests/ui: loadgroup keeps its two soaks (xdist_group "soaks") on one worker, one after the other.
 test: lint browser
 	@failed=""; for group in $(TEST_GROUPS); do \
-	  echo "== pytest $$group"; $(PY) -m pytest -q --dist worksteal $$group || failed="$$failed [$$group]"; \
+	  echo "== pytest $$group"; $(PY) -m pytest -q --dist worksteal --durations=15 $$group || failed="$$failed [$$group]"; \
 	done; if [ -n "$$failed" ]; then echo "failed:$$failed"; exit 1; fi
 
 # The long soak (#30): four browser sessions × 30 minutes of seeded random interactions on two

@@ -36,7 +36,9 @@ MID = "hidden_size=128&seq_len=1000"
 STEP_LIMIT_S = 180
 PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.soak]
+#: One xdist group with the soak with faults (tests/ui/test_soak_faults.py): the two servers
+#: never share the 2 cores (the Makefile runs tests/ui with --dist loadgroup).
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.soak, pytest.mark.xdist_group("soaks")]
 
 
 @pytest.fixture(scope="module")

@@ -31,6 +31,9 @@ HOSTILE = (
     "arrays.rnnviz",
     "header.rnnviz",
 )
+#: One xdist group with tests/ui/test_soak.py: the two servers never share the 2 cores (a CI
+#: run that had them at once took 49 s to a first page and timed out on uploads).
+pytestmark = pytest.mark.xdist_group("soaks")
 #: Small shapes and a short time limit: under the suite's load the 3 minutes still reach
 #: pins, a URL and training between the faults, and a stopped worker is replaced in time.
 ARGS = ["--sessions", "2", "--minutes", "3", "--workers", "2", "--seed", "0", "--time-limit", "30"]
@@ -59,6 +62,11 @@ def test_the_driver_classifies_error_boxes_and_judges_trends():
     flat = [(t, 400.0 + (t % 7)) for t in range(0, 1500, 3)]
     leak = [(t, 400.0 + 0.2 * t) for t in range(0, 1500, 3)]  # 12 MB/min
     assert soak.trend(flat)["upward"] is False and soak.trend(leak)["upward"] is True
+    # a short run: judged by its rise to the peak, not by a line over 90 s
+    spike = [(t, 350.0 + (100.0 if t > 150 else 0.0)) for t in range(90, 180, 3)]
+    assert soak.short_run_rise(spike) == {"rise_to_peak_mb": 100.0, "upward": False}
+    gross = [(t, 350.0 + 4.0 * (t - 90)) for t in range(90, 180, 3)]  # 240 MB/min
+    assert soak.short_run_rise(gross)["upward"] is True
     schedule = soak.fault_schedule(3, 0, ["a.npz", "b.npy"])
     assert [kind for _, kind, _ in schedule].count("hostile_upload") == 2
     assert {kind for _, kind, _ in schedule} == set(FAULTS)
