@@ -17,6 +17,7 @@ from typing import Any, NamedTuple
 import jax
 
 from rnnviz.base.hlo import check_serial_lapack
+from rnnviz.engine.compat import persistent_cache_module
 
 log = logging.getLogger("rnnviz.compile")
 
@@ -177,13 +178,11 @@ def seal_compilation_cache() -> bool:
     millisecond for these sizes, next to a compile). Unsealed entries (another program's) count
     as absent too.
 
-    Patches ``jax._src.lru_cache.LRUCache`` (the cache JAX builds for a folder); returns False,
-    changing nothing, where that class is not there (another jax).
+    Patches ``jax._src.lru_cache.LRUCache`` (the cache JAX builds for a folder, reached through
+    :func:`rnnviz.engine.compat.persistent_cache_module`); returns False, changing nothing,
+    where that class is not there (another jax).
     """
-    try:
-        from jax._src import lru_cache
-    except ImportError:
-        return False
+    lru_cache = persistent_cache_module()
     cls = getattr(lru_cache, "LRUCache", None)
     if cls is None or not hasattr(cls, "get") or not hasattr(cls, "put"):
         return False

@@ -14,10 +14,10 @@ from typing import Any, NamedTuple
 
 import flax
 import jax
-import jaxlib
 
 from rnnviz.base.measurements import now_utc
 from rnnviz.engine.allocator import allocator
+from rnnviz.engine.compat import jaxlib_version
 from rnnviz.engine.strategies.registry import unavailable
 from rnnviz.tables.strategies import strategy_names
 
@@ -30,7 +30,7 @@ class Environment(NamedTuple):
 
     Attributes:
         jax_version: ``jax.__version__``.
-        jaxlib_version: ``jaxlib.__version__``.
+        jaxlib_version: jaxlib's version (:func:`rnnviz.engine.compat.jaxlib_version`).
         flax_version: ``flax.__version__``.
         python: the Python version, e.g. ``"3.11.7"``.
         cpu_count: logical CPUs (0 when unknown).
@@ -77,7 +77,7 @@ def environment() -> Environment:
     hidden = {s: why for s in strategy_names() if (why := unavailable(s))}
     return Environment(
         jax_version=jax.__version__,
-        jaxlib_version=jaxlib.__version__,
+        jaxlib_version=jaxlib_version(),
         flax_version=flax.__version__,
         python=platform.python_version(),
         cpu_count=os.cpu_count() or 0,

@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz.engine.cells import Params
+from rnnviz.engine.compat import scan
 
 Carry = Any
 
@@ -69,7 +70,7 @@ def rollout(
         return new, new
 
     scanned = (xs, rest, params if per_step_params else None)
-    _, carries = jax.lax.scan(step, first, scanned, _split_transpose=split_transpose)
+    _, carries = scan(step, first, scanned, split_transpose=split_transpose)
     return with_first(first, carries)
 
 

@@ -28,6 +28,7 @@ from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coer
 from rnnviz.dataset import Dataset, check_data
 from rnnviz.engine.cells import make_cell, outputs
 from rnnviz.engine.cells.theory import GAMMA
+from rnnviz.engine.compat import process_allgather
 from rnnviz.engine.compile import Compiled, compile_cache, compile_lowered
 from rnnviz.engine.gradients import full_carry0, loss_from_outputs, time_major
 from rnnviz.engine.logpass import log_carry_gradients
@@ -137,9 +138,7 @@ def _global(host: np.ndarray, sharding: NamedSharding) -> jax.Array:
 
 def _to_host(x: jax.Array) -> np.ndarray:
     if jax.process_count() > 1:
-        from jax.experimental import multihost_utils
-
-        return np.asarray(multihost_utils.process_allgather(x, tiled=True))
+        return np.asarray(process_allgather(x))
     return np.asarray(x)
 
 

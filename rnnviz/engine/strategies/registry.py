@@ -31,7 +31,6 @@ the CLI, the dashboard and the comparisons read the table.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -40,6 +39,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz.engine.cells import PARAM_GROUPS, Params, cell_spec, param_group
+from rnnviz.engine.compat import split_transpose_available
 from rnnviz.engine.norms import robust_norm
 from rnnviz.engine.rollout import Carry, checkpoint_rollout, rollout
 from rnnviz.engine.strategies import fused
@@ -68,22 +68,6 @@ __all__ = [
     "strategy_names",
     "unavailable",
 ]
-
-
-@functools.lru_cache(maxsize=1)
-def split_transpose_available() -> bool:
-    """Whether this JAX can differentiate ``lax.scan(..., _split_transpose=True)``."""
-    try:
-
-        def f(w, xs):
-            return jax.lax.scan(
-                lambda c, x: (jnp.tanh(w * c + x), None), jnp.float32(0), xs, _split_transpose=True
-            )[0]
-
-        jax.jit(jax.grad(f))(jnp.float32(0.5), jnp.ones(3, jnp.float32)).block_until_ready()
-        return True
-    except Exception:  # an experimental flag: any failure means "not here"
-        return False
 
 
 def _split_transpose_here() -> str | None:
