@@ -13,7 +13,11 @@ Schema 1 (documented in ``rnnviz/data/README.md``)::
      "flops": float, "flops_per_s": float, "ratio_to_plain_grad": float | null}
 
 A second kind, ``"train"`` (:data:`TRAIN_FIELDS`), records training runs; a third,
-``"gradient"`` (:data:`GRADIENT_FIELDS`), a design's gradient decay and λ₁ at initialisation.
+``"gradient"`` (:data:`GRADIENT_FIELDS`), a design's gradient decay and λ₁ at initialisation;
+a fourth, ``"peer"`` (:data:`PEER_FIELDS`), another implementation's LSTM gradient (cuDNN's)
+and rnnviz's ratios to it; a fifth, ``"error"`` (:data:`ERROR_FIELDS`), a part of a suite
+that crashed or did not run, and why. A bench record may carry the measured device peak
+(:data:`OPTIONAL_FIELDS`).
 Reading never raises on bad data: lines that are not JSON, have another schema, miss a
 field or hold a wrong type are counted and skipped.
 """
@@ -61,6 +65,13 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "ratio_to_plain_grad": (int, float, type(None)),
 }
 MEASURE_VALUES = ("grad", "analyze", "log_pass")
+#: Fields a bench or peer record may carry, checked when present: ``device_peak_bytes``, the
+#: device allocator's high-water mark during the measurement above the bytes in use before it
+#: (null where it could not be read), and ``device_peak_note``, how it was read or why not.
+OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "device_peak_bytes": (int, type(None)),
+    "device_peak_note": (str,),
+}
 
 _COMMON = (
     "schema",
@@ -115,10 +126,43 @@ GRADIENT_FIELDS: dict[str, tuple[type, ...]] = {
     "log10_first": _NUMBER,
     "log10_last": _NUMBER,
 }
+_STAMP = tuple(name for name in _COMMON if name not in ("compile_s", "run_s"))
+#: Fields of a ``kind: "peer"`` record (``python -m rnnviz bench --suite gpu``): one other
+#: implementation's LSTM forward + backward (``peer``: ``cudnn``, cuDNN's LSTM through
+#: ``jax.experimental.rnn.lstm``, or ``lstm_ref``, that module's reference scan) on the shape
+#: of ``config``, and rnnviz's run times over it on the same device in the same process:
+#: ``ratio_plain_grad`` (plain ``jax.grad`` of the Flax scan), ``ratio_analyze`` (the analysis
+#: with ``accumulate``) and ``ratio_best_analyze`` (the fastest strategy's, ``best_strategy``);
+#: null where that measurement is missing. ``note`` says what the peer stands for.
+PEER_FIELDS: dict[str, tuple[type, ...]] = {
+    **{name: FIELDS[name] for name in _COMMON},
+    "peer": (str,),
+    "implementation": (str,),
+    "measure": (str,),
+    "run_min_s": _NUMBER,
+    "run_max_s": _NUMBER,
+    "repeats": (int,),
+    "peak_bytes": (int,),
+    "ratio_plain_grad": (int, float, type(None)),
+    "ratio_analyze": (int, float, type(None)),
+    "ratio_best_analyze": (int, float, type(None)),
+    "best_strategy": (str, type(None)),
+    "note": (str,),
+}
+#: Fields of a ``kind: "error"`` record: a ``part`` of a suite (``devices``, ``cudnn``,
+#: ``parallel``) that raised or was not started, for ``label`` on the stamped device; ``error``
+#: is the exception's type and message, or why it did not run.
+ERROR_FIELDS: dict[str, tuple[type, ...]] = {
+    **{name: FIELDS[name] for name in _STAMP},
+    "part": (str,),
+    "error": (str,),
+}
 KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     "bench": FIELDS,
     "train": TRAIN_FIELDS,
     "gradient": GRADIENT_FIELDS,
+    "peer": PEER_FIELDS,
+    "error": ERROR_FIELDS,
 }
 
 
@@ -142,12 +186,19 @@ def validate(record: Any) -> str | None:
         value = record[name]
         if isinstance(value, bool) or not isinstance(value, types):
             return f"field {name!r} has type {type(value).__name__}"
+    for name, types in OPTIONAL_FIELDS.items():
+        if name in record and (isinstance(record[name], bool) or not isinstance(record[name], types)):
+            return f"field {name!r} has type {type(record[name]).__name__}"
+    if record["kind"] == "error":
+        return None
     if record["run_s"] < 0 or record["compile_s"] < 0 or record.get("peak_bytes", 0) < 0:
         return "negative time or size"
     if record["kind"] == "train":
         return None if record["mode"] in ("chunked", "loop") else f"unknown mode {record['mode']!r}"
     if record["kind"] == "gradient":
         return None
+    if record["kind"] == "peer":
+        return None if record["measure"] == "grad" else f"unknown measure {record['measure']!r}"
     if record["strategy"] not in ("plain_grad",) + strategy_names():
         return f"unknown strategy {record['strategy']!r}"
     if record["measure"] not in MEASURE_VALUES:

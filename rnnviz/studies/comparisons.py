@@ -53,9 +53,30 @@ def strategy_executable(static: RunConfig, device: jax.Device, data: DataSpec | 
     )
 
 
-def _executable(cfg: RunConfig, measure: str, device: jax.Device, data: DataSpec | None) -> Compiled:
-    static = static_config(cfg)
-    if measure == "analyze":
+def measured_executable(
+    cfg: RunConfig, measure: str, strategy: str, device: jax.Device, data: DataSpec | None = None
+) -> Compiled:
+    """The executable :func:`measure` times for ``cfg`` (compiled once, then cached): plain
+    ``jax.value_and_grad`` for ``strategy="plain_grad"``, else the analysis
+    (``measure="analyze"``) or the parameter gradient alone with ``strategy``.
+
+    Compiling it before a measurement keeps what compiling allocates (a GPU's autotuning
+    buffers) out of the device memory read during the measurement.
+
+    Args:
+        cfg: the configuration.
+        measure: ``"analyze"`` or ``"grad"`` (``"log_pass"`` compiles the analysis it reads).
+        strategy: a registered strategy or ``"plain_grad"``.
+        device: where it runs.
+        data: the data set's shapes, when measuring on a data set.
+
+    Returns:
+        The cached :class:`~rnnviz.engine.compile.Compiled`.
+    """
+    if strategy == "plain_grad":
+        return baseline_executable(static_config(cfg), device, data)
+    static = static_config(cfg.replace(strategy=strategy))
+    if measure in ("analyze", "log_pass"):
         return executables(static, device, data).analysis
     return strategy_executable(static, device, data)
 
@@ -85,11 +106,8 @@ def measure(
     device = device or resolve_device(cfg)
     strategy = strategy or cfg.strategy
     spec = data_on(cfg, device, data)[1]
-    if strategy == "plain_grad":
-        run_cfg, exe = cfg, baseline_executable(static_config(cfg), device, spec)
-    else:
-        run_cfg = cfg.replace(strategy=strategy)
-        exe = _executable(run_cfg, measure, device, spec)
+    run_cfg = cfg if strategy == "plain_grad" else cfg.replace(strategy=strategy)
+    exe = measured_executable(cfg, measure, strategy, device, spec)
     args = tuple(prepared_batch(run_cfg, device, data, params))
     if measure == "log_pass":
         params, _, xs, objective = args
