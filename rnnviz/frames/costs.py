@@ -74,3 +74,22 @@ def speedup_frame(df: pd.DataFrame, over: str) -> pd.DataFrame:
     med["speedup"] = med["cpu"] / med["gpu"]
     out = med.reset_index().groupby([over, "strategy"], as_index=False)["speedup"].median()
     return out
+
+
+def recorded_selection(recorded: pd.DataFrame, suite: str, measure: str, strategy: str) -> pd.DataFrame:
+    """The rows of a records frame the Devices tab draws against T: one suite, one measure and
+    one strategy (``plain_grad`` is the yardstick, never drawn on its own)."""
+    rec = recorded[(recorded["suite"] == suite) & (recorded["strategy"] != "plain_grad")]
+    return rec[(rec["measure"] == measure) & (rec["strategy"] == strategy)]
+
+
+def recorded_times_frame(sel: pd.DataFrame) -> pd.DataFrame:
+    """Median recorded run time against T, one series per device and size: ``seq_len, value``
+    (ms) and ``series`` (``"gpu · NVIDIA H200 · H=128 B=32"``; ``" · mingru"`` after it where
+    more than one cell was recorded on that device at that size)."""
+    keys = ["device", "hidden_size", "batch_size"]
+    agg = sel.groupby([*keys, "cell", "seq_len"], as_index=False, dropna=False)["run_s"].median()
+    shared = agg.groupby(keys, dropna=False)["cell"].transform("nunique") > 1
+    size = " · H=" + agg["hidden_size"].astype(str) + " B=" + agg["batch_size"].astype(str)
+    series = (agg["device"] + size).where(~shared, agg["device"] + size + " · " + agg["cell"].astype(str))
+    return pd.DataFrame({"seq_len": agg["seq_len"], "value": agg["run_s"] * 1e3, "series": series})

@@ -13,7 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
-from rnnviz.frames.costs import speedup_frame
+from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
 from rnnviz.ui import budget
 from rnnviz.ui.tabs.common import cost_of, csv_button, within_budget
 from rnnviz.ui.tabs.context import TabContext
@@ -90,29 +90,15 @@ def _recorded_runs(recorded: pd.DataFrame, skipped: list[tuple[str, str]]) -> No
         if measure == "grad"
         else "accumulate"
     )
-    _recorded_times(rec[(rec["measure"] == measure) & (rec["strategy"] == strategy)], measure, strategy)
+    _recorded_times(recorded_selection(recorded, suite, measure, strategy), measure, strategy)
     csv_button(recorded, "rnnviz_recorded_runs.csv", "csv_recorded")
 
 
 def _recorded_times(sel: pd.DataFrame, measure: str, strategy: str) -> None:
     """The median recorded run time against T, one line per device and size."""
-    agg = sel.groupby(["device", "hidden_size", "batch_size", "seq_len"], as_index=False, dropna=False)[
-        "run_s"
-    ].median()
-    lines = pd.DataFrame(
-        {
-            "seq_len": agg["seq_len"],
-            "value": agg["run_s"] * 1e3,
-            "series": agg["device"]
-            + " · H="
-            + agg["hidden_size"].astype(str)
-            + " B="
-            + agg["batch_size"].astype(str),
-        }
-    )
     st.plotly_chart(
         charts.line_figure(
-            lines,
+            recorded_times_frame(sel),
             f"Recorded run time vs sequence length ({measure}, {strategy})",
             "run, median (ms, log)",
             log_y=True,
