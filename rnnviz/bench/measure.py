@@ -16,6 +16,7 @@ from rnnviz.base.measurements import append_records
 from rnnviz.bench.data_cost import data_cost_bench
 from rnnviz.bench.designs import cost_suite, gradient_table, learning_table
 from rnnviz.bench.designs import parallel_suite as designs_parallel_suite
+from rnnviz.bench.gpu import gpu_suite
 from rnnviz.bench.learning import data_bench, train_bench
 from rnnviz.bench.references import (
     gemm_flops_per_s,
@@ -269,21 +270,26 @@ def run_bench(
     budget: float = 3.0,
     all_devices: bool = False,
     steps: int = 1500,
+    sizes: str = "auto",
 ) -> int:
     """Run one suite, print its table and append its records to ``record`` when given.
 
     Args:
         suite: a key of :data:`~rnnviz.bench.suites.SUITES`.
         repeats: timed runs per measurement after one warm-up.
-        record: a JSON-lines file to append schema-1 records to.
+        record: a JSON-lines file to append schema-1 records to (the gpu suite: a folder,
+            :func:`~rnnviz.bench.gpu.gpu_suite`, which sizes its own repeats and budget).
         budget: seconds of timed runs per measurement (0: no limit).
         all_devices: measure on the first CPU and the first GPU (when present).
         steps: training steps per run of the train suite's learning table.
+        sizes: the gpu suite's sizes: ``auto``, ``full`` or ``tiny``.
 
     Returns:
-        The process exit status (0).
+        The process exit status: 0, or 1 when a measurement of the gpu suite raised.
     """
 
+    if suite == "gpu":
+        return 1 if gpu_suite(record, sizes).errors else 0
     configs = SUITES[suite]()
     budget_s = budget if budget > 0 else None
     if suite == "sweep":

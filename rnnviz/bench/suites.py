@@ -64,6 +64,8 @@ SUITES = {
     "designs": lambda: [],
     # their learning table on the digits and the text (rnnviz.bench.designs.learning_table)
     "designs-learning": lambda: [],
+    # what a lent GPU measures in one command: devices, cuDNN, parallel, memory (rnnviz.bench.gpu)
+    "gpu": lambda: [],
 }
 
 #: The learning table's designs (Le, Jaitly & Hinton 2015): tanh RNN, IRNN (ReLU with an

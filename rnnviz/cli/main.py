@@ -153,7 +153,8 @@ def _add_bench(sub) -> None:
         nargs="?",
         const="",
         help="append one schema-1 JSON line per measurement to PATH (without PATH: "
-        "data/runs/SUITE-PLATFORM.jsonl, where the dashboard reads recorded runs)",
+        "data/runs/SUITE-PLATFORM.jsonl, where the dashboard reads recorded runs; --suite gpu: PATH "
+        "is a folder, default data/runs, for devices-PLATFORM.jsonl and PLATFORM-cudnn.jsonl)",
     )
     p.add_argument(
         "--budget",
@@ -170,6 +171,13 @@ def _add_bench(sub) -> None:
         type=int,
         default=1500,
         help="training steps per run in the train suite's learning table (default 1500)",
+    )
+    p.add_argument(
+        "--sizes",
+        choices=("auto", "full", "tiny"),
+        default="auto",
+        help="--suite gpu only: full (the GPU's sizes, about 5 minutes on one GPU), tiny (about a "
+        "minute on a CPU), auto (full when JAX sees a GPU; default); it sizes its own repeats and budget",
     )
     p.set_defaults(func=cmd_bench)
 
@@ -213,7 +221,7 @@ def cmd_data(args: argparse.Namespace) -> int:
 
 def cmd_bench(args: argparse.Namespace) -> int:
     """``rnnviz bench``: run a suite (:func:`~rnnviz.bench.measure.run_bench`); a bare ``--record``
-    appends to ``runs_dir()/SUITE-BACKEND.jsonl``.
+    appends to ``runs_dir()/SUITE-BACKEND.jsonl`` (``--suite gpu``: to its two files in ``runs_dir()``).
 
     Returns:
         :func:`~rnnviz.bench.measure.run_bench`'s exit status.
@@ -221,14 +229,18 @@ def cmd_bench(args: argparse.Namespace) -> int:
     from rnnviz.bench.measure import run_bench  # JAX and the suites load only for this command
 
     record = args.record
-    if record == "":
+    if record == "" and args.suite == "gpu":
+        from rnnviz.dataset import runs_dir
+
+        record = str(runs_dir())
+    elif record == "":
         import jax
 
         from rnnviz.dataset import runs_dir
 
         record = str(runs_dir() / f"{args.suite}-{jax.default_backend()}.jsonl")
         Path(record).parent.mkdir(parents=True, exist_ok=True)
-    return run_bench(args.suite, args.repeats, record, args.budget, args.all_devices, args.steps)
+    return run_bench(args.suite, args.repeats, record, args.budget, args.all_devices, args.steps, args.sizes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
