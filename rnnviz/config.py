@@ -428,21 +428,26 @@ def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
 
 
 def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: str | None = None) -> int:
-    """Rough upper estimate of the analysis working set, in bytes.
+    """Upper estimate of the analysis working set, in bytes.
 
-    ``itemsize · [T·B·I + S·B·R·H + 2·(T+1)·B·H·C + P·k]`` where R is the residuals the
-    reverse pass keeps per step (the cell spec's ``residuals``) for S steps at once (T, or
-    2·⌈√T⌉ for ``checkpoint``), C the carry components, P the parameter count and k the
-    strategy's parameter-sized buffers (3 for the accumulator, 2·T + 3 for per-step
-    tangents: the O(T·P) cost of that strategy). ``seq_len`` and ``strategy`` override the config's.
+    ``itemsize · [T·B·I + S·B·(R·H + R_c·C) + K·(T+1)·B·C + P·k]`` where C is one example's
+    carry (H per component, or the cell's ``carry_scalars``: heads·d² for a matrix memory),
+    R and R_c the ``[H]`` and carry-sized arrays the reverse pass keeps per step (the cell
+    spec's ``residuals`` and ``residual_carries``) for S steps at once (T, or 2·⌈√T⌉ for
+    ``checkpoint``), K the trajectory-sized buffers at the peak (``trajectories``, measured
+    per cell), P the parameter count and k the
+    strategy's parameter-sized buffers (3 for the accumulator, 2·T + 3 for per-step tangents:
+    the O(T·P) cost of that strategy). ``seq_len`` and ``strategy`` override the config's.
     """
     b = cfg.batch_size or 1
     t, h = seq_len or cfg.seq_len, cfg.hidden_size
     strat = strategy_rules(strategy or cfg.strategy)
     p = param_count(cfg)
-    comps = len(cfg.carry_components)
-    residual = strat.residual_steps(t) * b * cell_spec(cfg.cell).cost.residuals * h
-    scalars = t * b * cfg.input_size + residual + 2 * (t + 1) * b * h * comps + p * strat.param_copies(t)
+    cost = cell_spec(cfg.cell).cost
+    carry = cost.carry_size(h, len(cfg.carry_components))
+    residual = strat.residual_steps(t) * b * (cost.residuals * h + cost.residual_carries * carry)
+    trajectories = cost.trajectories * (t + 1) * b * carry
+    scalars = t * b * cfg.input_size + residual + trajectories + p * strat.param_copies(t)
     return int(scalars * max(_ITEMSIZE[cfg.dtype], 4))
 
 

@@ -179,11 +179,38 @@ class CostModel:
         matmuls: ``[(I+H) × H]`` products per step.
         vectors: ``[H]`` parameter vectors (biases, u).
         residuals: ``[H]`` arrays the reverse pass keeps per step.
+        carry_scalars: optional ``H -> scalars of one example's carry`` (every leaf) for a
+            carry that is not one ``[H]`` vector per component: a matrix memory
+            ``[heads, d, d]`` holds heads·d² (d = H/heads), Mamba's state ``[H, N]`` H·N.
+            None: H per component. Tested against ``initialize_carry`` for every cell.
+        residual_carries: carry-sized arrays the reverse pass keeps per step besides its
+            ``residuals`` (a matrix memory's step keeps matrices, e.g. S(I − β k kᵀ)).
+        trajectories: trajectory-sized buffers ``[T+1, B, carry]`` the analysis holds at its
+            peak (the carries, their cotangents, the log pass's scaled cotangents, the norms'
+            inputs): 5.5 by default, from XLA's memory analysis of every built-in cell.
+
+    The counts are measured, not derived: ``tests/engine/test_memory_estimate.py`` holds the
+    estimate above the compiled analysis's peak for every registered cell.
+
+    Example:
+        >>> CostModel(matmuls=4).carry_size(128, components=2)  # LSTM (c, h)
+        256
+        >>> CostModel(carry_scalars=lambda h: 4 * (h // 4) ** 2).carry_size(128, components=1)
+        4096
     """
 
     matmuls: int = 1
     vectors: int = 1
     residuals: int = 4
+    carry_scalars: Callable[[int], int] | None = None
+    residual_carries: int = 0
+    trajectories: float = 5.5
+
+    def carry_size(self, hidden_size: int, components: int) -> int:
+        """Scalars one example's carry holds at width ``hidden_size`` (all its leaves)."""
+        if self.carry_scalars is None:
+            return hidden_size * components
+        return int(self.carry_scalars(hidden_size))
 
 
 @dataclass(frozen=True)

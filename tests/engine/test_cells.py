@@ -221,6 +221,8 @@ def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
         np.testing.assert_allclose(m.grad_norms, want, rtol=1e-5)
         np.testing.assert_allclose(10.0 ** m.log10_grad_norms, want, rtol=1e-4)
         assert lyapunov(cfg, k=3).exponents.shape == (3,)
+        # the memory estimate counts its carry as H² per example (the budget sees the matrix)
+        assert cell_spec("fastweights").cost.carry_size(4, 1) == grads[0, 0].size == 16
         print(a.log10_grad_norms[0] - a.log10_grad_norms[-1])
     """)
     env = {**os.environ, "PYTHONPATH": f"{target}{os.pathsep}{ROOT}"}

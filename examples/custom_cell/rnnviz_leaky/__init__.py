@@ -136,6 +136,6 @@ FAST_WEIGHTS = CellSpec(
     build_fast_weights,
     carry=CarryLayout(components=("S",), output="S", readout=_fast_weights_readout),
     params=ParamRules(recurrent=lambda path: path[0] == "decay"),
-    cost=CostModel(matmuls=3, vectors=1, residuals=4),
+    cost=CostModel(matmuls=3, vectors=1, residuals=4, carry_scalars=lambda h: h * h, residual_carries=1),
     display=Display(description="S' = λS + v kᵀ, y = tanh(S q): a matrix memory [H, H] (example plugin)"),
 )

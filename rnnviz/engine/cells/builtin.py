@@ -140,7 +140,7 @@ register_cell(
         build=_flax_cell(nn.OptimizedLSTMCell),
         carry=CarryLayout(components=("c", "h")),
         params=ParamRules(forget_bias=_add_to(("hf", "bias"))),
-        cost=CostModel(matmuls=4, vectors=4, residuals=14),
+        cost=CostModel(matmuls=4, vectors=4, residuals=14, trajectories=4.5),
         display=Display(
             group="classic",
             gates=("i", "f", "o"),
@@ -228,7 +228,7 @@ register_cell(
     CellSpec(
         build=_minimal(MinGRUCell),
         params=ParamRules(recurrent=_named("a")),
-        cost=CostModel(matmuls=2, vectors=3, residuals=4),
+        cost=CostModel(matmuls=2, vectors=3, residuals=7),
         display=Display(
             group="linear-recurrent",
             gates=("z",),
@@ -243,7 +243,7 @@ register_cell(
     CellSpec(
         build=_minimal(MinLSTMCell),
         params=ParamRules(recurrent=_named("a"), forget_bias=_add_to(("if", "bias"))),
-        cost=CostModel(matmuls=3, vectors=4, residuals=6),
+        cost=CostModel(matmuls=3, vectors=4, residuals=13),
         display=Display(
             group="linear-recurrent",
             gates=("f", "i"),
@@ -278,7 +278,7 @@ register_cell(
             components=("re", "im"), output="re", readout=lru_readout, pack=lru_pack, unpack=lru_unpack
         ),
         params=ParamRules(recurrent=_named("nu_log", "theta_log", "a"), apply_gain=_scale_leaf("a")),
-        cost=CostModel(matmuls=5, vectors=3, residuals=6),
+        cost=CostModel(matmuls=5, vectors=3, residuals=8, trajectories=6.5),  # complex: re and im
         display=Display(
             group="linear-recurrent",
             theory=diagonal_theory(lru_jacobians, lru_cotangent),

@@ -68,6 +68,19 @@ Params = dict[str, Any]
 MAMBA_STATE = 16
 
 
+def _matrix_memory(hidden_size: int) -> int:
+    """Scalars of one example's ``S`` / ``C`` ``[heads, d, d]`` (d = H/heads)."""
+    heads = heads_for(hidden_size)
+    return heads * (hidden_size // heads) ** 2
+
+
+def _mlstm_carry(hidden_size: int) -> int:
+    """Scalars of one example's mLSTM carry: C ``[heads, d, d]``, n ``[heads, d]``, m ``[heads]``."""
+    heads = heads_for(hidden_size)
+    d = hidden_size // heads
+    return heads * (d * d + d + 1)
+
+
 def heads_for(hidden_size: int) -> int:
     """The heads of the multi-head cells at ``hidden_size``: 4 when it divides, else 2, else 1.
 
@@ -184,7 +197,7 @@ register_cell(
     CellSpec(
         build=_build(RGLRUCell),
         params=ParamRules(recurrent=_named("a_param"), apply_gain=_rglru_gain),
-        cost=CostModel(matmuls=3, vectors=5, residuals=6),
+        cost=CostModel(matmuls=3, vectors=5, residuals=13),
         display=Display(
             group="linear-recurrent",
             description="h' = a⊙h + √(1−a²)⊙(i⊙x̃), ln a = −8·r·softplus(Λ), gates from x (De et al. 2024, "
@@ -199,7 +212,13 @@ register_cell(
         build=_build(SelectiveSSMCell, state_size=MAMBA_STATE),
         carry=CarryLayout(readout=_mamba_readout),
         params=ParamRules(recurrent=_named("A_log"), apply_gain=_log_rate_gain("A_log")),
-        cost=CostModel(matmuls=3, vectors=2 + 2 * MAMBA_STATE, residuals=3 * MAMBA_STATE),
+        cost=CostModel(
+            matmuls=3,
+            vectors=2 + 2 * MAMBA_STATE,
+            residuals=3 * MAMBA_STATE,
+            carry_scalars=lambda h: h * MAMBA_STATE,
+            residual_carries=2,
+        ),
         display=Display(
             group="linear-recurrent",
             description=f"h' = exp(ΔA)⊙h + Δ·B·u, y = C·h + D⊙u, Δ, B, C from x (Gu & Dao 2023, Mamba's "
@@ -231,7 +250,7 @@ register_cell(
         params=ParamRules(
             recurrent=_named("fgate"), apply_gain=_mlstm_gain, forget_bias=_add_bias(("fgate", "bias"))
         ),
-        cost=CostModel(matmuls=4, vectors=4, residuals=8),
+        cost=CostModel(matmuls=4, vectors=4, residuals=8, carry_scalars=_mlstm_carry, residual_carries=2),
         display=Display(
             group="linear-recurrent",
             description="C' = f'C + i'·v kᵀ, n' = f'n + i'k, y = Cq / max(|nᵀq|, e^(−m)), gates from x "
@@ -246,7 +265,7 @@ register_cell(
         build=_build(GatedDeltaNetCell, num_heads=_heads, gated=True),
         carry=CarryLayout(readout=_delta_readout),
         params=ParamRules(recurrent=_named("A_log", "dt_bias", "a"), apply_gain=_log_rate_gain("A_log")),
-        cost=CostModel(matmuls=5, vectors=2, residuals=6),
+        cost=CostModel(matmuls=5, vectors=2, residuals=6, carry_scalars=_matrix_memory, residual_carries=2),
         display=Display(
             group="linear-recurrent",
             description="S' = α·S(I − β·k kᵀ) + β·v kᵀ, y = S q/√d, α, β, q, k, v from x (Yang et al. "
@@ -260,7 +279,7 @@ register_cell(
         build=_build(GatedDeltaNetCell, num_heads=_heads, gated=False),
         carry=CarryLayout(readout=_delta_readout),
         params=ParamRules(recurrent=_named("b"), apply_gain=_no_gain),
-        cost=CostModel(matmuls=4, vectors=1, residuals=5),
+        cost=CostModel(matmuls=4, vectors=1, residuals=5, carry_scalars=_matrix_memory, residual_carries=1),
         display=Display(
             group="linear-recurrent",
             description="S' = S(I − β·k kᵀ) + β·v kᵀ, y = S q/√d (Schlag et al. 2021, Yang et al. 2024: "
