@@ -53,3 +53,11 @@ def test_an_analysis_reaches_no_deprecated_api(strategy):
         repeats=1,
     )
     assert np.isfinite(a.log10_grad_norms).all()
+
+
+def test_the_suite_turns_a_jax_deprecation_into_an_error():
+    # pyproject.toml's filterwarnings: any test that reaches a deprecated jax API fails
+    import warnings
+
+    with pytest.raises(DeprecationWarning, match="jax"):
+        warnings.warn("jax.tree_map is deprecated: use jax.tree.map", DeprecationWarning, stacklevel=1)
