@@ -226,6 +226,9 @@ class Display:
         theory: optional ``Analysis -> Overlay | None``: a closed form of ‖∂L/∂carry_t‖
             drawn next to the measured one (:mod:`rnnviz.engine.cells.theory`).
         description: one line with the maths and the paper.
+        state_note: which state the carry gradients are of, where the carry as stored is not
+            the state the maths names (the xLSTM cells store (c, n) × e^(−m)); the Gradients
+            tab shows it under its chart. Empty: the carry is the true state.
     """
 
     group: str = "plugin"
@@ -233,6 +236,7 @@ class Display:
     gates: tuple[str, ...] = ()
     theory: Callable[[Any], Any] | None = None
     description: str = ""
+    state_note: str = ""
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS:

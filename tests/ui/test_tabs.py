@@ -159,6 +159,17 @@ def test_the_gradients_tab_draws_the_analysis_and_a_pinned_run_over_it():
     assert len(totals) == 2 and not np.allclose(totals[0], totals[1])  # the current run and the pin
 
 
+def test_the_gradients_tab_says_which_state_an_xlstm_cell_stores():
+    notes = {}
+    for cell in ("mlstm", "gru"):
+        a = analyze(RunConfig(cell=cell, seq_len=6, hidden_size=4, batch_size=2), repeats=1)
+        at = _render_tab(TABS[TITLES.index("Gradients")], fake_context(a))
+        _clean(at)
+        notes[cell] = " ".join(c.value for c in at.caption)
+    assert "C and n curves are of the state as stored" in notes["mlstm"] and "e^(−m_t)" in notes["mlstm"]
+    assert "as stored" not in notes["gru"]
+
+
 # ---- a tab added to the tuple -------------------------------------------------------------
 
 

@@ -23,8 +23,8 @@ reference's default) when H is divisible by 4, else 2 when even, else 1 (:func:`
 **Which state the gradient is of.** rnnviz differentiates with respect to the carry as it
 is stored. For the sLSTM and mLSTM that is the stabilised state: the stored (c, n) or (C, n)
 is the true one times e^{−m_t}, so ∂L/∂(true) = e^{−m_t}·∂L/∂(stored) per unit or head
-(:mod:`rnnviz.engine.cells.xlstm`); the charts label those components "stored". The
-other cells store their true state.
+(:mod:`rnnviz.engine.cells.xlstm`); the Gradients tab says so under its chart
+(``Display.state_note``). The other cells store their true state.
 
 **Strategies.** ``parallel`` applies to the cells linear in their state with a diagonal
 transition: RG-LRU and the selective SSM (their :func:`rglru_linear`, :func:`mamba_linear`).
@@ -66,6 +66,13 @@ if TYPE_CHECKING:
 Params = dict[str, Any]
 #: The selective SSM's state size N per channel (the reference's ``d_state``).
 MAMBA_STATE = 16
+
+
+#: The Gradients tab's note for the exponentially gated cells (their stored state).
+_STORED = (
+    "The {leaves} curves are of the state as stored, the true state × e^(−m_t) (the stabiliser): "
+    "∂L/∂(true) = e^(−m_t)·∂L/∂(stored), per {per}. m_t is a carry component of its own."
+)
 
 
 def _matrix_memory(hidden_size: int) -> int:
@@ -239,6 +246,7 @@ register_cell(
             description="c' = f⊙c + i⊙z, n' = f⊙n + i, h' = o⊙c'/n', exponential input gate with "
             "stabiliser m, block-diagonal recurrence per head (Beck et al. 2024, xLSTM); (c, n) stored "
             "×e^(−m)",
+            state_note=_STORED.format(leaves="c and n", per="unit"),
         ),
     ),
 )
@@ -256,6 +264,7 @@ register_cell(
             description="C' = f'C + i'·v kᵀ, n' = f'n + i'k, y = Cq / max(|nᵀq|, e^(−m)), gates from x "
             "(Beck et al. 2024, xLSTM); matrix memory [heads, d, d]; (C, n) stored ×e^(−m); gain scales "
             "the forget gate's time constant",
+            state_note=_STORED.format(leaves="C and n", per="head"),
         ),
     ),
 )

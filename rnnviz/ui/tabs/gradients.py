@@ -83,6 +83,8 @@ def _notes(a: Analysis, bound: bool) -> None:
             "curve is exact; "
             "it should lie on the measured total."
         )
+    if spec.display.state_note:
+        st.caption(spec.display.state_note)
     true_zero = np.isneginf(a.log10_grad_norms)
     under = (a.grad_norms == 0) & np.isfinite(a.log10_grad_norms)
     if under.any():
