@@ -226,6 +226,9 @@ class Display:
         theory: optional ``Analysis -> Overlay | None``: a closed form of ‖∂L/∂carry_t‖
             drawn next to the measured one (:mod:`rnnviz.engine.cells.theory`).
         description: one line with the maths and the paper.
+        gain_note: what the recurrent gain g does to this cell, for the Phase diagram tab
+            (e.g. "scales the decay's time constant τ: softplus(Λ) → softplus(Λ)/g"). Empty:
+            it multiplies the parameters the cell's ``ParamRules.recurrent`` names.
         state_note: which state the carry gradients are of, where the carry as stored is not
             the state the maths names (the xLSTM cells store (c, n) × e^(−m)); the Gradients
             tab shows it under its chart. Empty: the carry is the true state.
@@ -236,7 +239,12 @@ class Display:
     gates: tuple[str, ...] = ()
     theory: Callable[[Any], Any] | None = None
     description: str = ""
+    gain_note: str = ""
     state_note: str = ""
+
+    def gain_meaning(self) -> str:
+        """What the gain does: :attr:`gain_note`, or the default rule in words."""
+        return self.gain_note or "multiplies the recurrent parameters (the cell's ParamRules.recurrent)"
 
     def __post_init__(self) -> None:
         if self.group not in GROUPS:

@@ -180,6 +180,16 @@ def test_a_flat_cellspec_of_0_2_still_registers_analyses_and_warns():
         CellSpec(_build_scaled, componets=("h",))
 
 
+def test_every_built_in_cell_says_what_the_gain_does_to_it():
+    # the Phase diagram tab's caption: "For the <cell> cell the gain <gain_meaning()>."
+    built_in = [c for c in cell_names() if cell_spec(c).display.group != "plugin"]
+    assert {"lstm", "mamba", "mlstm", "deltanet"} <= set(built_in)
+    missing = [c for c in built_in if not cell_spec(c).display.gain_note]
+    assert not missing, missing
+    assert "time constant" in cell_spec("mamba").display.gain_meaning()
+    assert "ParamRules.recurrent" in Display().gain_meaning()  # a plugin's default, in words
+
+
 def test_plugin_installed_from_a_folder_is_discovered(tmp_path):
     target = tmp_path / "site"
     subprocess.run(

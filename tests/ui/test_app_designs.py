@@ -29,3 +29,5 @@ def test_every_tab_opens_on_the_design(cell):
     for tab in TABS:
         page = run_app({"cell": cell, "tab": tab.TITLE, **SMALL})
         _clean(page, tab.TITLE)
+        if tab.TITLE == "Phase diagram":  # what the gain means for this design, said on the tab
+            assert any(f"For the {cell} cell the gain" in c.value for c in page.caption), cell

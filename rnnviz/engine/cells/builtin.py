@@ -119,6 +119,7 @@ register_cell(
         build=_flax_cell(nn.SimpleCell, takes_activation=True),
         cost=CostModel(matmuls=1, residuals=3),
         display=Display(
+            gain_note="multiplies the recurrent kernel W_h",
             group="classic",
             activations=("tanh", "relu", "identity"),
             theory=pascanu_curve,
@@ -142,6 +143,7 @@ register_cell(
         params=ParamRules(forget_bias=_add_to(("hf", "bias"))),
         cost=CostModel(matmuls=4, vectors=4, residuals=14, trajectories=4.5),
         display=Display(
+            gain_note="multiplies the four recurrent kernels W_h",
             group="classic",
             gates=("i", "f", "o"),
             description="c' = f⊙c + i⊙g, h' = o⊙tanh(c') (Hochreiter & Schmidhuber 1997); Flax "
@@ -168,6 +170,7 @@ register_cell(
         build=_flax_cell(nn.GRUCell),
         cost=CostModel(matmuls=3, vectors=4, residuals=9),
         display=Display(
+            gain_note="multiplies the three recurrent kernels W_h",
             group="classic",
             gates=("r", "z"),
             description="h' = (1 − z)⊙n + z⊙h (Cho et al. 2014); Flax GRUCell",
@@ -192,6 +195,7 @@ register_cell(
         build=_flax_cell(nn.MGUCell),
         cost=CostModel(matmuls=2, vectors=3, residuals=7),
         display=Display(
+            gain_note="multiplies the two recurrent kernels W_h",
             group="classic",
             gates=("f",),
             description="h' = (1 − f)⊙n + f⊙h (Zhou et al. 2016); Flax MGUCell",
@@ -216,6 +220,7 @@ register_cell(
         params=ParamRules(recurrent=_named("u")),
         cost=CostModel(matmuls=1, vectors=2, residuals=3),
         display=Display(
+            gain_note="multiplies the element-wise recurrent weights u",
             group="linear-recurrent",
             activations=("relu", "tanh", "identity"),
             theory=diagonal_theory(indrnn_jacobians),
@@ -230,6 +235,7 @@ register_cell(
         params=ParamRules(recurrent=_named("a")),
         cost=CostModel(matmuls=2, vectors=3, residuals=7),
         display=Display(
+            gain_note="multiplies a (1 at initialisation), the factor on h",
             group="linear-recurrent",
             gates=("z",),
             theory=diagonal_theory(mingru_jacobians),
@@ -245,6 +251,7 @@ register_cell(
         params=ParamRules(recurrent=_named("a"), forget_bias=_add_to(("if", "bias"))),
         cost=CostModel(matmuls=3, vectors=4, residuals=13),
         display=Display(
+            gain_note="multiplies a, the factor on h",
             group="linear-recurrent",
             gates=("f", "i"),
             theory=diagonal_theory(minlstm_jacobians),
@@ -280,6 +287,7 @@ register_cell(
         params=ParamRules(recurrent=_named("nu_log", "theta_log", "a"), apply_gain=_scale_leaf("a")),
         cost=CostModel(matmuls=5, vectors=3, residuals=8, trajectories=6.5),  # complex: re and im
         display=Display(
+            gain_note="multiplies |λ|, the eigenvalues' modulus (g > 1 leaves the unit disc)",
             group="linear-recurrent",
             theory=diagonal_theory(lru_jacobians, lru_cotangent),
             description="h' = λ⊙h + γ⊙Bx, y = Re(Ch) + Dx, λ on a ring (Orvieto et al. 2023); carry "

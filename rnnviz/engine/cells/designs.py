@@ -206,6 +206,8 @@ register_cell(
         params=ParamRules(recurrent=_named("a_param"), apply_gain=_rglru_gain),
         cost=CostModel(matmuls=3, vectors=5, residuals=13),
         display=Display(
+            gain_note="scales the decay's time constant: softplus(Λ) → softplus(Λ)/g (g > 1 remembers "
+            "longer)",
             group="linear-recurrent",
             description="h' = a⊙h + √(1−a²)⊙(i⊙x̃), ln a = −8·r·softplus(Λ), gates from x (De et al. 2024, "
             "Griffin's RG-LRU); gain scales the decay's time constant",
@@ -227,6 +229,7 @@ register_cell(
             residual_carries=2,
         ),
         display=Display(
+            gain_note="scales the decay's time constant: A → A/g (g > 1 remembers longer)",
             group="linear-recurrent",
             description=f"h' = exp(ΔA)⊙h + Δ·B·u, y = C·h + D⊙u, Δ, B, C from x (Gu & Dao 2023, Mamba's "
             f"selective SSM); state [H, {MAMBA_STATE}]; gain scales the decay's time constant",
@@ -242,6 +245,7 @@ register_cell(
         params=ParamRules(recurrent=hidden_kernels, forget_bias=_add_bias(("if", "bias"))),
         cost=CostModel(matmuls=4, vectors=4, residuals=10),
         display=Display(
+            gain_note="multiplies the block-diagonal recurrent kernels, as for the LSTM",
             group="classic",
             description="c' = f⊙c + i⊙z, n' = f⊙n + i, h' = o⊙c'/n', exponential input gate with "
             "stabiliser m, block-diagonal recurrence per head (Beck et al. 2024, xLSTM); (c, n) stored "
@@ -260,6 +264,8 @@ register_cell(
         ),
         cost=CostModel(matmuls=4, vectors=4, residuals=8, carry_scalars=_mlstm_carry, residual_carries=2),
         display=Display(
+            gain_note="scales the forget gate's time constant: ln σ(b_f) → ln σ(b_f)/g (g > 1 remembers "
+            "longer)",
             group="linear-recurrent",
             description="C' = f'C + i'·v kᵀ, n' = f'n + i'k, y = Cq / max(|nᵀq|, e^(−m)), gates from x "
             "(Beck et al. 2024, xLSTM); matrix memory [heads, d, d]; (C, n) stored ×e^(−m); gain scales "
@@ -276,6 +282,7 @@ register_cell(
         params=ParamRules(recurrent=_named("A_log", "dt_bias", "a"), apply_gain=_log_rate_gain("A_log")),
         cost=CostModel(matmuls=5, vectors=2, residuals=6, carry_scalars=_matrix_memory, residual_carries=2),
         display=Display(
+            gain_note="scales the decay's time constant: e^(A_log) → e^(A_log)/g (g > 1 remembers longer)",
             group="linear-recurrent",
             description="S' = α·S(I − β·k kᵀ) + β·v kᵀ, y = S q/√d, α, β, q, k, v from x (Yang et al. "
             "2024, Gated DeltaNet); matrix memory [heads, d, d]; gain scales the decay's time constant",
@@ -290,6 +297,7 @@ register_cell(
         params=ParamRules(recurrent=_named("b"), apply_gain=_no_gain),
         cost=CostModel(matmuls=4, vectors=1, residuals=5, carry_scalars=_matrix_memory, residual_carries=1),
         display=Display(
+            gain_note="nothing: DeltaNet has no decay (α = 1), so every gain gives the same run",
             group="linear-recurrent",
             description="S' = S(I − β·k kᵀ) + β·v kᵀ, y = S q/√d (Schlag et al. 2021, Yang et al. 2024: "
             "DeltaNet, Gated DeltaNet with α = 1); matrix memory [heads, d, d]; no decay: the gain does "

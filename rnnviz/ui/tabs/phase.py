@@ -6,6 +6,7 @@ from __future__ import annotations
 import streamlit as st
 
 from rnnviz import charts
+from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.ui import budget
 from rnnviz.ui.tabs.common import cost_of, csv_button, prose, within_budget
@@ -19,6 +20,7 @@ def render(ctx: TabContext) -> None:
     what the config's analysis took here."""
     cfg, dynamics = ctx.config, ctx.compute.dynamics
     st.markdown(prose(__name__, "intro"))
+    st.caption(f"For the {cfg.cell} cell the gain {cell_spec(cfg.cell).display.gain_meaning()}.")
     c1, c2, c3, c4 = st.columns(4)
     lo = c1.number_input("gain from", 0.0, 10.0, 0.5, 0.05, key="phase_lo")
     hi = c2.number_input("gain to", 0.0, 10.0, 1.5, 0.05, key="phase_hi")
