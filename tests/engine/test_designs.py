@@ -435,3 +435,30 @@ def test_deltanet_init_and_gates_in_range():
     for unit in ("q", "k"):
         np.testing.assert_allclose(np.linalg.norm(g[unit], axis=-1), 1.0, rtol=1e-3)
     assert set(_param_shapes(GatedDeltaNetCell(features=8, gated=False))) == {"q", "k", "v", "b"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cell", ["rglru", "slstm", "mlstm", "mamba", "gated_deltanet", "deltanet"])
+def test_a_100_000_step_checkpointed_analysis_runs_for_each_design(cell):
+    # The long-sequence row of the issue: T = 100 000 under checkpoint (2·⌈√T⌉ steps of
+    # residuals). Small H and B: at the perf suite's B=8, H=128 a matrix memory's trajectory
+    # alone is 100 001 × 8 × 4096 floats, beyond the 4 GiB budget, which says so.
+    from rnnviz import RunConfig, analyze
+    from rnnviz.config import BudgetError
+
+    cfg = RunConfig(
+        cell=cell, hidden_size=8, input_size=4, batch_size=2, seq_len=100_000, strategy="checkpoint"
+    )
+    a = analyze(cfg, repeats=1)
+    assert a.log10_grad_norms.shape == (100_001,)
+    assert np.isfinite(a.log10_grad_norms).all(), cell  # exact magnitudes: no underflow to -inf
+    if cell in ("mlstm", "deltanet"):
+        with pytest.raises(BudgetError, match="over the 4 GiB budget"):
+            RunConfig(
+                cell=cell,
+                hidden_size=128,
+                input_size=32,
+                batch_size=8,
+                seq_len=100_000,
+                strategy="checkpoint",
+            )
