@@ -71,6 +71,18 @@ def parallel_suite(lengths: Iterable[int] = (1000, 10_000)) -> list[RunConfig]:
     ]
 
 
+#: The long-sequence rows: each new design at T = 100 000 under ``checkpoint``. B=2·I=8·H=32,
+#: not the perf suite's B=8·H=128: a matrix memory's trajectory there, 100 001 × 8 × 4096
+#: floats, is beyond the memory budget (which refuses it).
+LONG_BASE = RunConfig(hidden_size=32, input_size=8, batch_size=2, strategy="checkpoint")
+LONG_LENGTH = 100_000
+
+
+def long_suite(length: int = LONG_LENGTH) -> list[RunConfig]:
+    """Each new design at ``length`` steps under ``checkpoint`` (:data:`LONG_BASE`)."""
+    return [LONG_BASE.replace(seq_len=length, **fields) for fields in NEW_DESIGNS.values()]
+
+
 def gradient_record(cfg: RunConfig, name: str, out=sys.stdout) -> dict:
     """One design's gradient at initialisation over ``cfg.seq_len`` steps, as a schema-1
     ``kind: "gradient"`` record: the decay of ln‖∂L/∂carry_{T−k}‖ per step of lag k (least

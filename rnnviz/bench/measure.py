@@ -14,7 +14,14 @@ import numpy as np
 from rnnviz.analysis import analyze, executables
 from rnnviz.base.measurements import append_records
 from rnnviz.bench.data_cost import data_cost_bench
-from rnnviz.bench.designs import cost_suite, gradient_table, learning_table
+from rnnviz.bench.designs import (
+    LONG_BASE,
+    LONG_LENGTH,
+    cost_suite,
+    gradient_table,
+    learning_table,
+    long_suite,
+)
 from rnnviz.bench.designs import parallel_suite as designs_parallel_suite
 from rnnviz.bench.gpu import gpu_suite
 from rnnviz.bench.learning import data_bench, train_bench
@@ -333,12 +340,24 @@ def run_bench(
 def designs_bench(repeats: int, budget_s: float | None, out=sys.stdout) -> list[dict]:
     """The designs suite (:mod:`rnnviz.bench.designs`): each new design's cost against plain
     ``jax.grad``, parallel against sequential for RG-LRU and Mamba at T = 1 000 and 10 000,
-    and the gradient table at initialisation."""
+    each design's analysis at T = 100 000 under ``checkpoint`` (suite ``designs-long``), and the
+    gradient table at initialisation."""
     configs = cost_suite()
     print(f"suite designs: {len(configs)} configs; ratios are run time / plain jax.grad run time", file=out)
     records = run_suite(configs, "designs", repeats, out=out, budget_s=budget_s)
     print("\nparallel (associative scan) / sequential run time", file=out)
     records += parallel_bench(designs_parallel_suite(), repeats, out=out, budget_s=budget_s)
+    print(f"\nlong sequences, {label(LONG_BASE)} but T = {LONG_LENGTH}: the analysis run once", file=out)
+    print(f"{'design':<40} {'run s':>8} {'µs/step':>8} {'peak MB':>9}", file=out)
+    for cfg in long_suite():
+        rec = measure(cfg, measure="analyze", repeats=1, suite="designs-long", budget_s=budget_s)
+        records.append(rec)
+        print(
+            f"{label(cfg):<40} {rec['run_s']:>8.2f} {rec['run_s'] / cfg.seq_len * 1e6:>8.1f} "
+            f"{rec['peak_bytes'] / 2**20:>9.0f}",
+            file=out,
+            flush=True,
+        )
     print(file=out)
     return records + gradient_table(out=out)
 

@@ -11,7 +11,7 @@ import pytest
 
 from rnnviz import RunConfig, analyze, cell_names, lyapunov
 from rnnviz.base.measurements import load_records, validate
-from rnnviz.bench.designs import NEW_DESIGNS, cost_suite, gradient_table, parallel_suite
+from rnnviz.bench.designs import NEW_DESIGNS, cost_suite, gradient_table, long_suite, parallel_suite
 
 
 def test_the_suites_cover_every_new_design_and_parallel_only_where_it_applies():
@@ -19,6 +19,10 @@ def test_the_suites_cover_every_new_design_and_parallel_only_where_it_applies():
     assert cells == {f["cell"] for f in NEW_DESIGNS.values()} and cells <= set(cell_names())
     assert {(c.cell, c.seq_len) for c in parallel_suite()} == {
         (c, t) for c in ("rglru", "mamba") for t in (1000, 10_000)
+    }
+    long = long_suite()  # T = 100 000 under checkpoint, every design, within the memory budget
+    assert {c.cell for c in long} == cells and {(c.seq_len, c.strategy) for c in long} == {
+        (100_000, "checkpoint")
     }
 
 
