@@ -332,3 +332,21 @@ def test_training_records_are_schema_one_of_kind_train_and_stay_out_of_the_devic
     loaded = load_dir(tmp_path)
     assert len(loaded.records) == 1 and not loaded.skipped
     assert records_frame(loaded.records).empty  # the Devices view shows bench records only
+
+
+def test_the_training_tab_halves_its_batch_to_fit_the_memory_budget():
+    # Mamba's state [H, 16] at the sidebar's H=128, T=1000 fits the analysis's batch but not the
+    # Training tab's default 64: the tab trains the largest halving that fits, and says so.
+    from rnnviz.config import BudgetError
+    from rnnviz.ui.tabs.training import training_config
+
+    cfg = RunConfig(cell="mamba", hidden_size=128, seq_len=1000)
+    settings = dict(task="adding", batch=64)
+    with pytest.raises(BudgetError):
+        cfg.replace(batch_size=64, input_size=2)
+    fitted = training_config(cfg, settings)
+    assert fitted.batch_size in (32, 16, 8, 4, 2, 1) and fitted.input_size == 2
+    with pytest.raises(BudgetError):
+        cfg.replace(batch_size=2 * fitted.batch_size, input_size=2)  # the largest halving that fits
+    small = training_config(RunConfig(cell="lstm", hidden_size=8, seq_len=20), settings)
+    assert small.batch_size == 64  # within the budget: the batch asked

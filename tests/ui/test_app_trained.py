@@ -140,6 +140,7 @@ def test_without_data_the_memory_tab_asks_for_a_data_set():
 
 
 def test_the_training_tab_keeps_its_runs_opens_them_and_draws_lambda_over_training(trained_dir):
+    calls.results().clear()  # the server's cache is per process: another test's runs may be in it
     at = run_app({"tab": "Training", "cell": "gru", "hidden_size": "8", "seq_len": "20"})
     for name, value in dict(steps=40, batch=16, log_every=20).items():
         at.number_input(key=f"train_{name}").set_value(value)

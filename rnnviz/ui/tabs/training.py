@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
-from rnnviz.config import ConfigError, RunConfig
+from rnnviz.config import BudgetError, ConfigError, RunConfig
 from rnnviz.frames.training import SMOOTH_STEPS, over_training_frame, profile_matrix, training_frame
 from rnnviz.studies.jacobians import carry_dim
 from rnnviz.studies.tasks.synthetic import TASKS, get_task
@@ -51,10 +51,17 @@ class DataChoice(NamedTuple):
 
 def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
     """The config a run trains: the sidebar's, with the task's input size (the data's, for
-    the chosen data set) and the tab's batch."""
-    if settings["task"] == DATA_TASK:  # the config is already fitted to the data
-        return cfg.replace(batch_size=settings["batch"])
-    return cfg.replace(input_size=get_task(settings["task"]).input_size, batch_size=settings["batch"])
+    the chosen data set) and the tab's batch, halved while that is over the memory budget
+    (a matrix memory at the sidebar's H and T may fit the analysis's batch, not 64)."""
+    fields = {} if settings["task"] == DATA_TASK else {"input_size": get_task(settings["task"]).input_size}
+    batch = settings["batch"]
+    while True:  # the sidebar's config fits at its own batch, so a batch of 1 does
+        try:
+            return cfg.replace(batch_size=batch, **fields)
+        except BudgetError:
+            if batch <= 1:
+                raise
+            batch //= 2
 
 
 def render(ctx: TabContext) -> None:
@@ -76,7 +83,13 @@ def render(ctx: TabContext) -> None:
     if (tcfg.input_size, tcfg.batch_size) != (cfg.input_size, cfg.batch_size):
         st.caption(
             f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch "
-            f"{tcfg.batch_size}; "
+            f"{tcfg.batch_size}"
+            + (
+                f" (asked {settings['batch']}: over the memory budget at this H and T)"
+                if tcfg.batch_size != settings["batch"]
+                else ""
+            )
+            + "; "
             "every other field as in the sidebar."
         )
     key = calls.key(tcfg, settings)
