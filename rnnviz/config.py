@@ -435,9 +435,9 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: 
     R and R_c the ``[H]`` and carry-sized arrays the reverse pass keeps per step (the cell
     spec's ``residuals`` and ``residual_carries``) for S steps at once (T, or 2·⌈√T⌉ for
     ``checkpoint``), K the trajectory-sized buffers at the peak (``trajectories``, measured
-    per cell), P the parameter count and k the
-    strategy's parameter-sized buffers (3 for the accumulator, 2·T + 3 for per-step tangents:
-    the O(T·P) cost of that strategy). ``seq_len`` and ``strategy`` override the config's.
+    per cell), P the parameter count and k the strategy's parameter-sized buffers (3 for the
+    accumulator, 2·T + 3 for per-step tangents: the O(T·P) cost of that strategy).
+    ``seq_len`` and ``strategy`` override the config's.
     """
     b = cfg.batch_size or 1
     t, h = seq_len or cfg.seq_len, cfg.hidden_size

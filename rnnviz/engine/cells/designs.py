@@ -297,7 +297,7 @@ register_cell(
         params=ParamRules(recurrent=_named("b"), apply_gain=_no_gain),
         cost=CostModel(matmuls=4, vectors=1, residuals=5, carry_scalars=_matrix_memory, residual_carries=1),
         display=Display(
-            gain_note="nothing: DeltaNet has no decay (α = 1), so every gain gives the same run",
+            gain_note="does nothing: DeltaNet has no decay (α = 1), so every gain gives the same run",
             group="linear-recurrent",
             description="S' = S(I − β·k kᵀ) + β·v kᵀ, y = S q/√d (Schlag et al. 2021, Yang et al. 2024: "
             "DeltaNet, Gated DeltaNet with α = 1); matrix memory [heads, d, d]; no decay: the gain does "
