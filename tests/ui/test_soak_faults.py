@@ -95,7 +95,7 @@ def soak_report(tmp_path_factory) -> tuple[dict, str]:
         cwd=ROOT,
         capture_output=True,
         text=True,
-        timeout=420,
+        timeout=660,  # 3 min + up to 2 min draining queued uploads + the server's start and the end checks
     )
     assert report.exists(), f"no report (exit {done.returncode}): {done.stderr[-4000:]}"
     text = summary.read_text()
