@@ -40,6 +40,7 @@ from rnnviz.charts.dynamics import (
     lyapunov_phase_figure,
     phase_figure,
     running_figure,
+    singular_values_figure,
     spectrum_figure,
 )
 from rnnviz.charts.lines import gradient_figure, heatmap_figure, line_figure, projection_figure
@@ -72,6 +73,7 @@ __all__ = [
     "projection_figure",
     "running_figure",
     "scaling_figure",
+    "singular_values_figure",
     "spectrum_figure",
     "speedup_figure",
     "superscript",

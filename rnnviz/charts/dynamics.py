@@ -71,6 +71,53 @@ def phase_figure(
     return fig
 
 
+def singular_values_figure(
+    df: pd.DataFrame, title: str = "Singular values σ_i(J_t) of each step Jacobian"
+) -> go.Figure:
+    """``t, series (σ₁ … σ_k), value`` → a heatmap of log₁₀ σ_i over (step t, index i), σ₁ on top.
+
+    k crossing noisy lines over a thousand steps cannot be read; one row per singular value,
+    coloured by its order of magnitude, can: a band of colour says where a direction stretches
+    (σ > 1) or shrinks. The colour scale diverges at σ = 1 (log₁₀ σ = 0) and its ticks read
+    ``10⁻²``; a zero σ (a direction the step maps to 0) is a gap. Columns are strided past
+    :data:`~rnnviz.charts.base.MAX_COLUMNS`, said in the title.
+
+    Example:
+        >>> import pandas as pd
+        >>> from rnnviz.charts import singular_values_figure
+        >>> df = pd.DataFrame(
+        ...     {"t": [1, 2, 1, 2], "series": ["σ1", "σ1", "σ2", "σ2"], "value": [2.0, 1.5, 0.5, 0.1]}
+        ... )
+        >>> fig = singular_values_figure(df)
+        >>> [round(float(v), 3) for v in fig.data[0].z[0]]  # σ₁'s row: log₁₀ 2, log₁₀ 1.5
+        [0.301, 0.176]
+    """
+    if df.empty:
+        return heatmap_figure(pd.DataFrame(), title, y_title="singular value i")
+    order = list(dict.fromkeys(df["series"]))
+    matrix = df.pivot(index="series", columns="t", values="value").reindex(order)
+    fig = heatmap_figure(matrix, title, y_title="singular value i", colorbar="σ_i", log10=True)
+    z = np.asarray(fig.data[0].z, dtype=np.float64)
+    finite = z[np.isfinite(z)]
+    lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (-1.0, 1.0)
+    reach = max(abs(lo), abs(hi), 1e-3)
+    ticks, labels = (
+        pow10_ticks(-reach, reach, max_ticks=7)
+        if reach >= 1
+        else ([-reach, 0.0, reach], [f"{10**-reach:.3g}", "1", f"{10**reach:.3g}"])
+    )
+    fig.data[0].update(
+        colorscale="RdBu_r",
+        zmid=0.0,
+        zmin=-reach,
+        zmax=reach,
+        colorbar=dict(title="σ_i", tickvals=ticks, ticktext=labels),
+        hovertemplate="t=%{x}<br>%{y} = 10<sup>%{z:.3f}</sup><extra></extra>",
+    )
+    fig.update_yaxes(autorange="reversed", type="category")
+    return fig
+
+
 def spectrum_figure(
     df: pd.DataFrame, title: str = "Lyapunov spectrum λ_i (per step; > 0 stretches, < 0 shrinks)"
 ) -> go.Figure:

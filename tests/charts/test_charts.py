@@ -211,3 +211,40 @@ def test_a_wide_path_s_principal_components_match_the_full_svd():
     _, s_full, vt = np.linalg.svd(centred, full_matrices=False)
     np.testing.assert_allclose(s[:2], s_full[:2], rtol=1e-9)
     np.testing.assert_allclose(np.abs(u[:, :2].T @ (centred @ vt[:2].T / s_full[:2])), np.eye(2), atol=1e-8)
+
+
+def test_singular_values_are_a_heatmap_of_their_order_of_magnitude_sigma1_on_top():
+    """k noisy crossing lines become one row per σ_i: z is log₁₀ σ (rows in σ order, columns in
+    t order), the colour scale is centred on σ = 1 and symmetric, its ticks read 10ⁿ, a zero σ
+    is a gap, and a long run is strided (said in the title)."""
+    from rnnviz.frames.dynamics import singular_values_frame
+
+    class Jac:  # the two fields singular_values_frame reads
+        steps = np.arange(1, 6)
+        singular_values = np.array(
+            [[100.0, 1.0, 0.01], [10.0, 0.5, 0.0], [3.0, 0.2, 1e-3], [2.0, 1.0, 1e-4], [1.5, 0.9, 0.1]]
+        )
+
+    fig = charts.singular_values_figure(singular_values_frame(Jac), "σ")
+    (trace,) = fig.data
+    assert (
+        trace.type == "heatmap" and list(trace.y) == ["σ1", "σ2", "σ3"] and list(trace.x) == [1, 2, 3, 4, 5]
+    )
+    z = np.asarray(trace.z, dtype=np.float64)
+    assert z.shape == (3, 5)
+    np.testing.assert_allclose(z[0], np.log10(Jac.singular_values[:, 0]))
+    assert np.isnan(z[2, 1]) and np.isfinite(np.delete(z[2], 1)).all()  # σ = 0 is a gap, not −∞
+    assert trace.zmid == 0.0 and trace.zmin == -4.0 and trace.zmax == 4.0  # 10⁻⁴ … 10⁴, centred on 1
+    assert "10⁰" in trace.colorbar.ticktext and "10⁻⁴" in trace.colorbar.ticktext
+    assert fig.layout.yaxis.autorange == "reversed" and fig.layout.yaxis.type == "category"
+    # near 1 only (|log σ| < 1): plain-number ticks around 1
+    near = charts.singular_values_figure(
+        pd.DataFrame({"t": [1, 2], "series": ["σ1", "σ1"], "value": [1.2, 0.9]}), "σ"
+    )
+    assert list(near.data[0].colorbar.ticktext)[1] == "1"
+    # a long run: columns strided past MAX_COLUMNS, the title says so
+    steps = 3 * charts.MAX_COLUMNS
+    long = pd.DataFrame({"t": np.arange(steps), "series": "σ1", "value": np.linspace(0.5, 2.0, steps)})
+    drawn = charts.singular_values_figure(long, "σ")
+    assert len(drawn.data[0].x) == charts.MAX_COLUMNS and "one column in every 3" in drawn.layout.title.text
+    assert charts.singular_values_figure(long.iloc[:0], "σ").data == ()

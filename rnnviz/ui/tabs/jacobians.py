@@ -34,11 +34,8 @@ def render(ctx: TabContext) -> None:
         return
     jac = dynamics.jacobians(cfg, k, example, steps.settings["steps"])
     st.plotly_chart(
-        charts.line_figure(
-            singular_values_frame(jac),
-            f"Singular values of J_t = ∂carry_t/∂carry_(t−1), example {example}",
-            "σ_i(J_t) (log)",
-            log_y=True,
+        charts.singular_values_figure(
+            singular_values_frame(jac), f"Singular values of J_t = ∂carry_t/∂carry_(t−1), example {example}"
         ),
         key="chart_singular_values",
     )
