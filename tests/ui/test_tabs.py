@@ -205,3 +205,20 @@ def test_a_failing_tab_shows_its_error_in_itself_and_the_page_stays(monkeypatch)
     assert [e.value for e in at.error] == ["The Broken view failed (RuntimeError: this tab is broken)."]
     assert any("Verdict" in m.value for m in at.markdown)  # the header above the tabs is drawn
     assert [m.label for m in at.metric][:1] == ["loss"] and [t.label for t in at.tabs][-1] == "Broken"
+
+
+def test_the_training_progress_bar_and_its_text_are_one_figure():
+    """The bar's fraction and the text's count and percentage come from one count; no rate or
+    time left before the first step (compiling), clamped to [0, 1]."""
+    from rnnviz.ui.jobs import TrainProgress
+    from rnnviz.ui.tabs.training import progress_figure
+
+    for done in (0, 1, 600, 950, 1000):
+        fraction, text = progress_figure(TrainProgress(done, 1000, 2.0, False, False, None))
+        assert fraction == done / 1000 and text.startswith(f"{done} of 1000 steps ({done / 10:.0f} %)")
+        assert ("compiling" in text) == (done == 0) and ("left" in text) == (done > 0)
+    fraction, text = progress_figure(TrainProgress(400, 200, 4.0, True, True, None))  # stopped past a cut
+    assert fraction == 1.0
+    assert progress_figure(TrainProgress(100, 400, 2.0, False, False, None))[1].endswith(
+        "50 steps/s per run · about 6 s left"
+    )

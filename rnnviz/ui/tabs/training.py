@@ -19,7 +19,7 @@ from rnnviz.studies.tasks.synthetic import TASKS, get_task
 from rnnviz.studies.training import OPTIMIZERS, RunFileError, training_verdict
 from rnnviz.ui import budget
 from rnnviz.ui.folders import FolderFull
-from rnnviz.ui.jobs import DATA_TASK
+from rnnviz.ui.jobs import DATA_TASK, TrainProgress
 from rnnviz.ui.sidebar.weights import use_run
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext, TrainingCalls
@@ -173,22 +173,42 @@ def _pin(key: str, label: str) -> None:
         st.session_state.setdefault("train_pinned_files", []).extend(str(p) for p in kept_paths(key))
 
 
+def progress_figure(progress: TrainProgress) -> tuple[float, str]:
+    """One progress figure, its bar and its text from the same count: ``(fraction done, text)``.
+
+    Example:
+        >>> from rnnviz.ui.jobs import TrainProgress
+        >>> progress_figure(TrainProgress(950, 1000, 19.0, False, False, None))
+        (0.95, '950 of 1000 steps (95 %) · 50 steps/s per run · about 1 s left')
+    """
+    fraction = min(max(progress.steps_done / progress.steps, 0.0), 1.0) if progress.steps else 0.0
+    text = f"{progress.steps_done} of {progress.steps} steps ({100 * fraction:.0f} %)"
+    if progress.steps_done and progress.run_s > 0:
+        rate = progress.steps_done / progress.run_s
+        left = (progress.steps - progress.steps_done) / rate
+        text += f" · {rate:.0f} steps/s per run · about {left:.0f} s left"
+    else:
+        text += " · compiling…"
+    return fraction, text
+
+
 def _advance(calls: TrainingCalls, key: str) -> bool:
     """One slice of the run in progress, with its progress bar; True when it is done (its
     records are in the store) and the finished results may be drawn."""
-    bar = st.progress(0.0, text="compiling and training…")
+    # Each slice is a rerun that draws a new bar: it starts where the last one stood, not at
+    # 0 (Streamlit animates a bar's width, so one restarted at 0 lagged behind its own text).
+    last = st.session_state.get("train_progress")
+    fraction, text = last[:2] if last and last[2] == key else (0.0, "compiling and training…")
+    bar = st.progress(fraction, text=text)
     try:
         progress = calls.advance(key, TRAIN_SLICE_S)
     except (LookupError, ComputationTimeout, WorkerDied) as err:
         st.session_state["trainer"] = None
         st.error(f"Training stopped: {err}")
         return False
-    rate = progress.steps_done / progress.run_s if progress.run_s > 0 else 0.0
-    eta = (progress.steps - progress.steps_done) / rate if rate > 0 else 0.0
-    bar.progress(
-        progress.steps_done / progress.steps,
-        text=f"{progress.steps_done}/{progress.steps} steps · {rate:.0f} steps/s per run · ETA {eta:.0f} s",
-    )
+    fraction, text = progress_figure(progress)
+    st.session_state["train_progress"] = (fraction, text, key)
+    bar.progress(fraction, text=text)
     if progress.done:
         st.session_state["trainer"] = None
         if progress.write_error:
