@@ -52,16 +52,9 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "scripts" / "soak_probe"
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+sys.path.insert(0, str(ROOT / "tests"))  # the browser and the hostile files the tests use
+from browser_helpers import CHROMIUM, FLAGS  # noqa: E402
+
 VIEWPORT = {"width": 1400, "height": 1000}
 ERROR_BOX = '[data-testid="stAlertContentError"]'
 EXCEPTION = '[data-testid="stException"]'
@@ -355,8 +348,7 @@ class Upload:
 
 def build_files(folder: Path) -> dict[str, Upload]:
     """Every hostile file of ``tests/hostile_files.py`` and two good ones, by file name."""
-    sys.path.insert(0, str(ROOT / "tests"))  # the builders the loader tests use
-    import hostile_files as hf
+    import hostile_files as hf  # tests/ is on the path (above)
 
     folder.mkdir(parents=True, exist_ok=True)
     files = {

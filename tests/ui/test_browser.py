@@ -10,18 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from browser_helpers import CHROMIUM, FLAGS
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 
 pytestmark = pytest.mark.browser

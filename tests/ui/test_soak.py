@@ -15,20 +15,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from browser_helpers import CHROMIUM, FLAGS
 
 from rnnviz.ui.tabs import TABS
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
 TITLES = tuple(t.TITLE for t in TABS)  # every tab, in the page's order
 MID = "hidden_size=128&seq_len=1000"
 #: Seconds one step may take: a view's 15 s budget plus its compiles, with room for the

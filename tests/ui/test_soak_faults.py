@@ -18,9 +18,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from browser_helpers import CHROMIUM, load_script
 
 ROOT = Path(__file__).resolve().parents[2]
-CHROMIUM = "/usr/bin/chromium"
 FAULTS = ("sigstop", "kill9", "corrupt_cache", "fill_uploads", "hostile_upload")
 HOSTILE = (
     "bomb.npz",
@@ -41,14 +41,8 @@ ARGS += ["--hidden", "8,16,32", "--lengths", "20,30,50,100"]
 
 
 def _driver():
-    """scripts/soak.py as a module (scripts/ is no package)."""
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("soak_driver", ROOT / "scripts" / "soak.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up by name
-    spec.loader.exec_module(module)
-    return module
+    """scripts/soak.py as a module."""
+    return load_script("soak")
 
 
 def test_the_driver_classifies_error_boxes_and_judges_trends():
