@@ -712,7 +712,12 @@ class Session:
 
         ok = await self.step("upload", item.path.name, act)
         self.soak.covered[f"upload {item.uploader} {item.expect}"] += 1
-        return self.last_new_errors if ok else None
+        if not ok:
+            return None
+        # The same file again in an uploader that still holds it changes nothing on the page:
+        # its refusal is already there (not new), and counts as its answer.
+        shown = [t.strip() for t in await self.page.locator(ERROR_BOX).all_text_contents()]
+        return list(dict.fromkeys(self.last_new_errors + [t for t in shown if item.path.name in t]))
 
     async def _open_saved_run_expander(self) -> None:
         expander = self.page.locator('[data-testid="stSidebar"] details').filter(has_text="Open a saved run")
@@ -739,9 +744,10 @@ class Session:
     async def train(self) -> None:
         """A short training run from the Training tab (T ≤ 100, H ≤ 32, a few dozen steps);
         its run file is remembered, and sometimes pinned."""
-        if self.values["seq_len"] > 100:
+        # None: not known (a trained run opened since set the sizes): set them, as if too large
+        if (self.values["seq_len"] or 10**9) > 100:
             await self.set_value("seq_len", self.rng.choice([20, 30, 50]))
-        if self.values["hidden_size"] > 32:
+        if (self.values["hidden_size"] or 10**9) > 32:
             await self.set_value("hidden_size", self.rng.choice([8, 16, 32]))
         await self.goto_tab("Training")
         steps = self.rng.choice([20, 30, 40, 50])
