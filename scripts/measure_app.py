@@ -23,15 +23,9 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
-FLAGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-    "--disable-quic",
-]
+sys.path.insert(0, str(ROOT / "tests"))
+from browser_helpers import CHROMIUM, FLAGS  # noqa: E402  (the tests' browser)
+
 CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 FIRST_Y = """() => { const p = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
   const d = p && p._fullData && p._fullData[0];  // what Plotly drew (data may hold base64 arrays)
@@ -114,12 +108,9 @@ def _time_select(page, key: str, option: str) -> float:
     return time.perf_counter() - start
 
 
-def _metric(page, label: str) -> str:
-    return (
-        page.locator('[data-testid="stMetric"]', has_text=label)
-        .locator('[data-testid="stMetricValue"]')
-        .inner_text()
-    )
+def _metric(page, key: str) -> str:
+    """A header number (rnnviz.ui.page.metrics' key: loss, grad0, compile, run, peak), as drawn."""
+    return page.locator(f".st-key-metric_{key} strong").inner_text()
 
 
 def main() -> None:
@@ -143,7 +134,7 @@ def main() -> None:
     )
     try:
         with sync_playwright() as p:
-            browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=FLAGS)
+            browser = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             page = browser.new_page(viewport={"width": 1400, "height": 1000})
             while True:
                 try:
@@ -160,10 +151,7 @@ def main() -> None:
             )
             for seed in (1, 2, 3):
                 t = _time_change(page, "cfg_seed", seed)
-                print(
-                    f"seed → {seed}: page updated in {t * 1e3:.0f} ms; compute run "
-                    f"{_metric(page, 'run (median')}"
-                )
+                print(f"seed → {seed}: page updated in {t * 1e3:.0f} ms; compute run {_metric(page, 'run')}")
             for t_len in (60, 70):
                 t = _time_change(page, "cfg_seq_len", t_len)
                 print(

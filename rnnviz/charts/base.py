@@ -26,6 +26,9 @@ LAYOUT = dict(
     margin=dict(l=60, r=20, t=60, b=50),
     legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
     font=dict(size=13),
+    # Plotly's 450 px, less a row: with a tab's controls above it, a chart then still fits a
+    # 1366×768 projector under the page's header (scripts/screenshots.py checks every tab)
+    height=420,
 )
 
 

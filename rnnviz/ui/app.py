@@ -109,24 +109,25 @@ def analysis_for(cfg: RunConfig) -> Analysis:
     """The analysis of ``cfg`` on the session's data and weights (:func:`rnnviz.ui.calls.analysis`).
 
     When it is neither cached nor compiled in its worker, a collapsed status box says it is
-    compiling and then how long compiling took.
+    compiling while it does, and a toast then says how long compiling took (no box is left
+    above the chart).
     """
     key = calls.job_key(cfg)
     if calls.results().peek(("analysis", key)) or calls.pool().call(
         jobs.is_compiled, key, route=calls.route(cfg), what="a cache look-up"
     ):
         return calls.analysis(key)
-    with st.status(
+    box = st.empty()  # while it compiles; then gone, so the chart keeps its place on a projector
+    with box.status(
         f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
         f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…",
         expanded=False,
-    ) as status:
+    ):
         a = calls.analysis(key)
-        status.update(
-            label=f"Compiled in {a.timing.compile_s:.2f} s (reused for every seed, gain and scale)",
-            state="complete",
-        )
-        return a
+    box.empty()
+    reused = "reused for every seed, gain and scale"
+    st.toast(f"Compiled in {a.timing.compile_s:.2f} s ({reused})", duration="long")
+    return a
 
 
 def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
@@ -234,6 +235,7 @@ def main() -> None:
     except SettingsError as err:
         st.error(f"The server cannot start its computations: {err}. Whoever runs it can fix the setting.")
         return
+    page.title()
     heap.start()  # once per process: few malloc arenas, trimmed (a server left running stays its size)
     _mark_in_use()
     configuration.init_from_url()
@@ -250,7 +252,6 @@ def main() -> None:
     chosen_weights = weights.weights_sidebar(calls.check_run)
     configuration.limits_caption()
 
-    st.title("∇ rnnviz — how gradients flow back through time")
     page.url_warnings(st.session_state.get("_url_warnings", []))
     try:
         cfg = configuration.config_from_widgets(values)

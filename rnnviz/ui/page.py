@@ -10,6 +10,18 @@ from rnnviz.base.formatting import pow10_text
 from rnnviz.frames.verdicts import verdict
 from rnnviz.tables.strategies import strategy_rules
 
+#: Streamlit leaves 6rem above a wide page's content (its toolbar is minimal here): on a
+#: 1366×768 projector every row above a tab's chart counts, so 2rem.
+STYLE = "<style>[data-testid='stMainBlockContainer']{padding-top:2rem}</style>"
+
+
+def title() -> None:
+    """The page's name at the top of the sidebar, so the main column starts with the verdict:
+    on a 1366×768 projector the title took 140 px above every tab's chart (#33)."""
+    st.html(STYLE)
+    st.sidebar.markdown("### ∇ rnnviz")
+    st.sidebar.caption("How gradients flow back through time in recurrent networks.")
+
 
 def header(a: Analysis) -> None:
     """The verdict, what the inputs and weights are, and the loss, ‖∂L/∂carry₀‖ and costs."""
@@ -33,35 +45,52 @@ def header(a: Analysis) -> None:
     _metrics(a)
 
 
-def _metrics(a: Analysis) -> None:
+def metrics(a: Analysis) -> list[tuple[str, str, str, str]]:
+    """The header's numbers as ``(key, label, value, what it means)``: the loss, ‖∂L/∂carry₀‖'s exact
+    magnitude, compiling, a run and the peak memory."""
     t = a.timing
-    cols = st.columns(5)
-    cols[0].metric("loss", f"{a.loss:.4g}")
-    cols[1].metric(
-        "‖∂L/∂carry₀‖",
-        pow10_text(float(a.log10_grad_norms[0])),
-        help="exact magnitude ("
-        + ("float32 held it" if a.log10_source == "float32" else "log-magnitude reverse pass")
-        + f"); float32 value {a.grad_norms[0]:.3e}",
-    )
-    cols[2].metric(
-        "compile",
-        f"{t.compile_s:.2f} s",
-        help="compiling this shape, once; cached afterwards" + (" (reused now)" if t.cache_hit else ""),
-    )
-    cols[3].metric(
-        f"run (median of {t.repeats})",
-        f"{t.run_s * 1e3:.2f} ms",
-        help=f"median of {t.repeats} run{'s' if t.repeats != 1 else ''} on {t.device} with the "
-        f"'{a.config.strategy}' strategy ({strategy_rules(a.config.strategy).summary}); the dashboard "
-        "times runs until "
-        "about 0.3 s is spent (at least one, at most five) and draws the last one",
-    )
-    cols[4].metric(
-        "peak memory",
-        f"{t.peak_bytes / 2**20:.1f} MB",
-        help="temp + arguments + outputs of the compiled reverse pass",
-    )
+    runs = f"{t.repeats} run{'s' if t.repeats != 1 else ''}"
+    return [
+        ("loss", "loss", f"{a.loss:.4g}", "the loss L of this configuration's run"),
+        (
+            "grad0",
+            "‖∂L/∂carry₀‖",
+            pow10_text(float(a.log10_grad_norms[0])),
+            "exact magnitude ("
+            + ("float32 held it" if a.log10_source == "float32" else "log-magnitude reverse pass")
+            + f"); float32 value {a.grad_norms[0]:.3e}",
+        ),
+        (
+            "compile",
+            "compile",
+            f"{t.compile_s:.2f} s",
+            "compiling this shape, once; cached afterwards" + (" (reused now)" if t.cache_hit else ""),
+        ),
+        (
+            "run",
+            "run",
+            f"{t.run_s * 1e3:.2f} ms",
+            f"median of {runs} on {t.device} with the '{a.config.strategy}' strategy "
+            f"({strategy_rules(a.config.strategy).summary}); the dashboard times runs until about 0.3 s "
+            "is spent (at least one, at most five) and draws the last one",
+        ),
+        (
+            "peak",
+            "peak memory",
+            f"{t.peak_bytes / 2**20:.1f} MB",
+            "temp + arguments + outputs of the compiled reverse pass",
+        ),
+    ]
+
+
+def _metrics(a: Analysis) -> None:
+    """One line of numbers, each with its explanation on hover: five ``st.metric`` boxes took
+    120 px, and on a 1366×768 projector pushed the tab's chart below the fold (#33)."""
+    # widths by the text each holds, so none wraps at 1366 px ("‖∂L/∂carry₀‖ 3.22×10⁻¹⁹⁰ ⓘ")
+    cols = st.columns([0.8, 1.5, 1.0, 1.1, 1.4], gap="small")
+    for col, (key, label, value, meaning) in zip(cols, metrics(a)):
+        with col.container(key=f"metric_{key}"):  # .st-key-metric_<key> for the browser tests
+            st.markdown(f"{label} **{value}**", help=meaning)
 
 
 def url_warnings(warnings: list[str]) -> None:

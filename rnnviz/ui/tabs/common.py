@@ -20,11 +20,17 @@ def cost_of(a: Analysis) -> budget.Cost:
 
 def within_budget(plan: budget.Plan, key: str) -> bool:
     """Show the plan's note; True when the tab may compute (it fits, or the user asked for
-    the over-budget version with the button, which names the estimate)."""
+    the over-budget version with the button, which names the estimate).
+
+    A plan cut to fit says so in a caption, a line above the chart it sized (an info box took
+    80 px of a 1366×768 projector); one that does not fit at all says so in an info box, with
+    the button: that is then the tab's picture."""
+    if plan.fits:
+        if plan.note:
+            st.caption(plan.note)
+        return True
     if plan.note:
         st.info(plan.note)
-    if plan.fits:
-        return True
     return st.button(f"Run anyway (≈ {plan.estimate_s:.0f} s)", key=f"anyway_{key}")
 
 

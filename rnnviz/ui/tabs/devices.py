@@ -25,16 +25,17 @@ def render(ctx: TabContext) -> None:
     """Live runs (device × strategy pairs, sized to the budget from the analysis's cost)
     next to the recorded ones."""
     costs, env = ctx.compute.costs, ctx.environment
+    n_runs = (1 + len(env.gpus)) * len(costs.availability(ctx.config)[0])
+    plan = budget.devices_plan(cost_of(ctx.analysis), n_runs)
+    if within_budget(plan, "devices"):
+        _live_runs(costs.devices_live(ctx.config, plan.settings["repeats"]))
+    # under the live chart: above it, on a 1366×768 projector, the text pushed it off the screen
     st.markdown(
         "Live runs of the current configuration on every device JAX sees, next to recorded runs (shipped "
         "in `rnnviz/data/runs/`, plus `RNNVIZ_RUNS_DIR` when set)."
     )
     if env.gpu_reason:
         st.info(f"No GPU here ({env.gpu_reason}); the GPU numbers below, if any, are recorded runs.")
-    n_runs = (1 + len(env.gpus)) * len(costs.availability(ctx.config)[0])
-    plan = budget.devices_plan(cost_of(ctx.analysis), n_runs)
-    if within_budget(plan, "devices"):
-        _live_runs(costs.devices_live(ctx.config, plan.settings["repeats"]))
     _recorded_runs(*costs.recorded())
 
 

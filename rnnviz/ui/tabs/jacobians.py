@@ -24,7 +24,6 @@ def render(ctx: TabContext) -> None:
     spectrum, its convergence, and λ₁ next to the measured gradient decay."""
     a, dynamics = ctx.analysis, ctx.compute.dynamics
     cfg = a.config
-    st.markdown(prose(__name__, "intro"))
     n_examples = cfg.batch_size or 1
     k, example = _controls(n_examples, carry_dim(cfg))
     steps = budget.jacobians_plan(
@@ -49,6 +48,7 @@ def render(ctx: TabContext) -> None:
         if jac.stride > 1
         else ""
     )
+    st.markdown(prose(__name__, "intro"))  # under the chart: the chart stays above the fold
     st.caption(prose(__name__, "singular values", how=how, every=every))
     plan = budget.lyapunov_plan(cfg, cost_of(a), k)
     if not within_budget(plan, "lyapunov"):

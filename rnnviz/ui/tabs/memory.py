@@ -26,12 +26,12 @@ MAX_SIDE_BY_SIDE = 3
 def render(ctx: TabContext) -> None:
     """The connectivity of the chosen sequence for the session's weights and the runs chosen
     beside them, against the lag, and the gates along the sequence."""
-    st.markdown(prose(__name__, "intro"))
     if ctx.data_source is None:
         st.info(
             "Connectivity is read on a real sequence: choose digits, text or a file under *Data* in the "
             "sidebar."
         )
+        st.markdown(prose(__name__, "intro"))
         return
     calls, cfg = ctx.compute.connectivity, ctx.config
     current = ctx.analysis.weights or "initial weights (from the seed)"
@@ -45,6 +45,7 @@ def render(ctx: TabContext) -> None:
             c = calls.connectivity(cfg, run, index, step, measure)
             _draw_on_input(c, label, str(i))
             shown.append((label, c))
+    st.markdown(prose(__name__, "intro"))  # under the pictures: above, it pushed them off the screen
     _along_the_sequence(shown, current)
 
 

@@ -19,8 +19,6 @@ def render(ctx: TabContext) -> None:
     """The gain × lag phase diagram and λ₁ over the gain, sized to the tab's budget from
     what the config's analysis took here."""
     cfg, dynamics = ctx.config, ctx.compute.dynamics
-    st.markdown(prose(__name__, "intro"))
-    st.caption(f"For the {cfg.cell} cell the gain {cell_spec(cfg.cell).display.gain_meaning()}.")
     c1, c2, c3, c4 = st.columns(4)
     lo = c1.number_input("gain from", 0.0, 10.0, 0.5, 0.05, key="phase_lo")
     hi = c2.number_input("gain to", 0.0, 10.0, 1.5, 0.05, key="phase_hi")
@@ -36,6 +34,9 @@ def render(ctx: TabContext) -> None:
     df, boundary = dynamics.phase(cfg, float(lo), float(hi), int(n), int(seeds))
     matrix, survival = phase_frames(df)
     st.plotly_chart(charts.phase_figure(matrix, survival, boundary), key="chart_phase")
+    # what the picture means, under it: above it, on a 1366×768 projector, it pushed the chart off
+    st.markdown(prose(__name__, "intro"))
+    st.caption(f"For the {cfg.cell} cell the gain {cell_spec(cfg.cell).display.gain_meaning()}.")
     if boundary is not None:
         st.caption(
             f"Dashed: the Pascanu boundary σ₁(W_h)·γ = 1 at g = {boundary:.3f}; left of it vanishing is "

@@ -21,14 +21,9 @@ def render(ctx: TabContext) -> None:
     """The cost bars and table (within the budget), the contributions heatmap, the scaling."""
     a, costs = ctx.analysis, ctx.compute.costs
     available, hidden = costs.availability(a.config)
-    st.markdown(
-        "Every strategy gives the same ∂L/∂W; they differ in memory and speed. "
-        + " ".join(f"**{name}**: {strategy_rules(name).summary}." for name in available)
-    )
-    for name, why in hidden.items():
-        st.caption(f"{name} is not offered: {why}.")
     plan = budget.strategies_plan(cost_of(a), len(available))
     if not within_budget(plan, "strategies"):
+        _about(available, hidden)
         return
     df = costs.strategies(a.config, plan.settings["repeats"])
     missing = [s for s in available if s not in set(df["strategy"])]
@@ -45,6 +40,7 @@ def render(ctx: TabContext) -> None:
         ),
         key="chart_strategy_bars",
     )
+    _about(available, hidden)  # under the bars: above them it pushed them off a 1366×768 screen
     st.dataframe(
         show[["strategy", "compile_s", "run_ms", "peak_MB", "max_abs_diff", "rel_diff", "device"]],
         hide_index=True,
@@ -103,3 +99,13 @@ def _scaling(a: Analysis, compute: Compute) -> None:
         csv_button(sc, "rnnviz_scaling.csv", "csv_scaling")
     else:
         st.caption("One compile per length and strategy (a few seconds); results are cached.")
+
+
+def _about(available: tuple[str, ...], hidden: dict[str, str]) -> None:
+    """What the strategies are, and why any is not offered for this configuration."""
+    st.markdown(
+        "Every strategy gives the same ∂L/∂W; they differ in memory and speed. "
+        + " ".join(f"**{name}**: {strategy_rules(name).summary}." for name in available)
+    )
+    for name, why in hidden.items():
+        st.caption(f"{name} is not offered: {why}.")
