@@ -12,8 +12,9 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
+# `rnnviz app`: the project's settings, and the page warmed before the first visitor (rnnviz.ui.warm).
 run: $(STAMP)
-	$(VENV)/bin/streamlit run app.py
+	$(VENV)/bin/rnnviz app
 
 browser:
 	@bash scripts/ensure-browser.sh

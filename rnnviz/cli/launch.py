@@ -71,6 +71,7 @@ def cmd_app(args: argparse.Namespace) -> int:
             return 2
         env["RNNVIZ_RUNS_DIR"] = str(folder)
     cmd = streamlit_command(args.port, args.extra)
+    _start_warming(cmd, env)
     if os.name == "posix":
         # Become Streamlit: a SIGTERM to `rnnviz app` (a service manager, a test) then stops the
         # server itself instead of orphaning a child process that keeps the port.
@@ -81,6 +82,36 @@ def cmd_app(args: argparse.Namespace) -> int:
         return subprocess.call(cmd, env=env)
     except KeyboardInterrupt:
         return 0
+
+
+def served_at(cmd: list[str]) -> str:
+    """Where the server of a :func:`streamlit_command` answers on this machine: its port and
+    base path (the last flag wins, as in Streamlit), on 127.0.0.1 when it listens everywhere.
+
+    Example:
+        >>> served_at(["streamlit", "run", "x.py", "--server.port=8501", "--server.port=9000"])
+        'http://127.0.0.1:9000/'
+    """
+    flags = dict(f[2:].split("=", 1) for f in cmd if f.startswith("--server.") and "=" in f)
+    address = flags.get("server.address", "127.0.0.1")
+    if address in ("", "0.0.0.0", "::"):
+        address = "127.0.0.1"
+    base = flags.get("server.baseUrlPath", "").strip("/")
+    return f"http://{address}:{flags.get('server.port', '8501')}/" + (f"{base}/" if base else "")
+
+
+def _start_warming(cmd: list[str], env: dict[str, str]) -> None:
+    """Beside the server, a short-lived process that has it run its page once as soon as it
+    answers (:mod:`rnnviz.ui.warm`): the first visitor then finds the imports, the workers
+    and the default analysis ready. It outlives this process's ``execve`` into Streamlit,
+    and ends when the page has run (within about three minutes in any case)."""
+    subprocess.Popen(
+        [sys.executable, "-m", "rnnviz.ui.warm", served_at(cmd)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        start_new_session=True,  # a Ctrl-C in the terminal is the server's, not the warm-up's
+    )
 
 
 def add_parser(sub) -> None:

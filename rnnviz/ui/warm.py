@@ -1,0 +1,82 @@
+"""Warm the dashboard before anyone asks: once the server answers, run its page once.
+
+A fresh server has imported nothing of the app, started no worker process and compiled
+nothing: its first visitor waited for all three (9 s to a first chart on 2 cores, #33).
+Streamlit's script health check (``/_stcore/script-health-check``, on with
+``server.scriptHealthCheckEnabled``) runs the page in a headless session of its own: the
+imports, the worker processes, the machine's devices and the default configuration's
+analysis, whose result stays in the server's shared result cache. ``rnnviz app`` starts
+:func:`main` beside the server; ``python -m rnnviz.ui.warm URL`` does it for any running
+server. The warm-up asks for what any visitor may ask for (the page as it opens), once.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import urllib.error
+import urllib.request
+
+log = logging.getLogger("rnnviz.ui.warm")
+
+#: The two endpoints, below the server's base URL.
+HEALTH, PAGE = "_stcore/health", "_stcore/script-health-check"
+
+
+def _get(url: str, timeout_s: float) -> tuple[int, str]:
+    """``(HTTP status, body)`` of a GET; ``(0, why)`` when nothing answered."""
+    try:
+        with urllib.request.urlopen(url, timeout=timeout_s) as answer:  # only our own server
+            return answer.status, answer.read(200).decode(errors="replace")
+    except urllib.error.HTTPError as err:
+        return err.code, err.read(200).decode(errors="replace")
+    except (OSError, ValueError) as err:
+        return 0, str(err)
+
+
+def warm(base_url: str, start_within_s: float = 60.0, run_within_s: float = 120.0) -> tuple[bool, str]:
+    """Wait for the server at ``base_url`` to answer its health check, then have it run its
+    page once; ``(whether the page ran without an error, what happened)``.
+
+    Args:
+        base_url: the server's address with its base path, e.g. ``http://127.0.0.1:8501/``.
+        start_within_s: seconds the server may take to answer its health check.
+        run_within_s: seconds the page's run may take (Streamlit gives it 60).
+
+    Example:
+        >>> warm("http://127.0.0.1:9/", start_within_s=0.2)  # nothing listens on port 9
+        (False, 'the server at http://127.0.0.1:9/ did not answer within 0.2 s')
+    """
+    base = base_url if base_url.endswith("/") else base_url + "/"
+    deadline = time.monotonic() + start_within_s
+    while True:
+        status, _ = _get(base + HEALTH, timeout_s=2.0)
+        if status == 200:
+            break
+        if time.monotonic() >= deadline:
+            return False, f"the server at {base} did not answer within {start_within_s:g} s"
+        time.sleep(0.2)
+    began = time.perf_counter()
+    status, body = _get(base + PAGE, timeout_s=run_within_s)
+    took = time.perf_counter() - began
+    if status == 200:
+        return True, f"the page ran in {took:.1f} s: its imports, workers and default analysis are ready"
+    if status == 404:
+        return False, "the server's script health check is off (server.scriptHealthCheckEnabled)"
+    return False, f"the page's warm-up run ended with HTTP {status or 'no answer'} after {took:.1f} s: {body}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m rnnviz.ui.warm URL``: warm the server at URL; the outcome goes to stderr."""
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m rnnviz.ui.warm URL", file=sys.stderr)
+        return 2
+    ok, what = warm(args[0])
+    print(f"rnnviz: warm-up: {what}", file=sys.stderr)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
