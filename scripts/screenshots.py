@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from browser_helpers import CHROMIUM, FLAGS  # noqa: E402  (the tests' browser)
+from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS  # noqa: E402  (the tests' browser)
 
 #: A classroom projector.
 VIEWPORT = {"width": 1366, "height": 768}
@@ -43,15 +43,6 @@ MAIN = {
     "Compare": ".st-key-pin",
     "Learn": ".st-key-learn_1",
 }
-#: Counts the script runs a page has seen start (the app root's run state turning "running"):
-#: a fresh page reads "notRunning" before its first run has even begun.
-RUN_COUNTER = """(() => {
-  const s = (window.__shots = { runs: 0, state: null });
-  new MutationObserver((ms) => ms.forEach((m) => {
-    const v = m.target.getAttribute && m.target.getAttribute("data-test-script-state");
-    if (v && v !== s.state) { s.state = v; if (v === "running") s.runs += 1; }
-  })).observe(document, { subtree: true, attributes: true, attributeFilter: ["data-test-script-state"] });
-})();"""
 PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 
 
@@ -128,8 +119,8 @@ def _settled(page, timeout_s: float, quiet_s: float = 0.6) -> None:
     last, since = None, time.monotonic()
     while time.monotonic() < deadline:
         now = page.evaluate(
-            """() => [window.__shots ? window.__shots.runs : 0,
-                      !!document.querySelector('[data-test-script-state="notRunning"]')]"""
+            f"""() => [({RUNS})(),
+                       !!document.querySelector('[data-test-script-state="notRunning"]')]"""
         )
         if now != last:
             last, since = now, time.monotonic()

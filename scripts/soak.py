@@ -53,23 +53,12 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "scripts" / "soak_probe"
 sys.path.insert(0, str(ROOT / "tests"))  # the browser and the hostile files the tests use
-from browser_helpers import CHROMIUM, FLAGS  # noqa: E402
+from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
 ERROR_BOX = '[data-testid="stAlertContentError"]'
 EXCEPTION = '[data-testid="stException"]'
 IDLE = '[data-test-script-state="notRunning"]'
-#: Counts the script runs a page has seen (each change of the app root's run state into
-#: "running"): a run that started and ended between two looks is still seen.
-RUN_COUNTER = """(() => {
-  const s = (window.__soak = { runs: 0, state: null });
-  const look = (el) => {
-    const v = el.getAttribute && el.getAttribute("data-test-script-state");
-    if (v && v !== s.state) { s.state = v; if (v === "running") s.runs += 1; }
-  };
-  new MutationObserver((ms) => ms.forEach((m) => look(m.target))).observe(document, {
-    subtree: true, attributes: true, attributeFilter: ["data-test-script-state"] });
-})();"""
 #: Whether the page shows what became of an upload named ``name``: an error box that was not
 #: there before it (a refusal naming it, a full folder, a stopped computation) or its
 #: preview's title.
@@ -497,7 +486,7 @@ class Session:
 
     async def runs(self, page: Any = None) -> int:
         """The script runs the page has seen start (:data:`RUN_COUNTER`)."""
-        return await (page or self.page).evaluate("() => (window.__soak ? window.__soak.runs : 0)")
+        return await (page or self.page).evaluate(RUNS)
 
     async def settle(self, before: int, until: float, page: Any = None, fresh: bool = False) -> bool:
         """Wait for the run an action started (if any) to end; False when it is still
@@ -507,7 +496,7 @@ class Session:
         start_ms = max(1000, (until - time.monotonic()) * 1000) if fresh else RUN_START_MS
         try:
             await page.wait_for_function(
-                "n => window.__soak && window.__soak.runs > n", arg=before, timeout=start_ms
+                "n => window.__runs && window.__runs.runs > n", arg=before, timeout=start_ms
             )
         except Exception:
             if fresh:

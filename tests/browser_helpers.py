@@ -23,6 +23,20 @@ FLAGS = [
     "--disable-quic",
 ]
 
+#: An init script that counts the script runs a page has seen start (each change of the app
+#: root's ``data-test-script-state`` into "running") in ``window.__runs.runs``: a run that
+#: started and ended between two looks is still seen, and a fresh page that reads
+#: "notRunning" before its first run has begun is not taken for a finished one.
+RUN_COUNTER = """(() => {
+  const s = (window.__runs = { runs: 0, state: null });
+  new MutationObserver((ms) => ms.forEach((m) => {
+    const v = m.target.getAttribute && m.target.getAttribute("data-test-script-state");
+    if (v && v !== s.state) { s.state = v; if (v === "running") s.runs += 1; }
+  })).observe(document, { subtree: true, attributes: true, attributeFilter: ["data-test-script-state"] });
+})();"""
+#: JavaScript: the runs counted so far (0 before the counter runs).
+RUNS = "() => (window.__runs ? window.__runs.runs : 0)"
+
 
 def load_script(name: str) -> ModuleType:
     """``scripts/<name>.py`` as a module (``scripts/`` is no package); registered under its

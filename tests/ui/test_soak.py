@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM, FLAGS
+from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS
 
 from rnnviz.ui.tabs import TABS
 
@@ -83,13 +83,15 @@ def soak_server(tmp_path_factory):
     proc.wait(timeout=30)
 
 
-async def _settle(page, step: str, log: list) -> None:
-    """Wait for the run the last action started to finish; fail on a hang or an error box."""
+async def _settle(page, step: str, log: list, before: int) -> None:
+    """Wait for the run the last action started (the page's run count past ``before``,
+    :data:`~browser_helpers.RUN_COUNTER`: a run over before we look is still seen, and nothing
+    waits for a run that has ended) to finish; fail on a hang or an error box."""
     start = time.perf_counter()
     try:
-        await page.wait_for_selector('[data-test-script-state="running"]', timeout=1500)
+        await page.wait_for_function(f"n => ({RUNS})() > n", arg=before, timeout=60_000)
     except Exception:
-        pass  # it finished before we looked
+        raise AssertionError(f"{step}: no script run started within 60 s") from None
     try:
         await page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=STEP_LIMIT_S * 1000)
     except Exception:
@@ -101,31 +103,36 @@ async def _settle(page, step: str, log: list) -> None:
 
 async def _every_tab_every_cell(browser, url: str, cells: list[str], log: list) -> None:
     ctx = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    await ctx.add_init_script(RUN_COUNTER)
     page = await ctx.new_page()
     for cell in cells:
         await page.goto(f"{url}/?cell={cell}&{MID}")
-        await _settle(page, f"{cell}: first chart", log)
+        await _settle(page, f"{cell}: first chart", log, 0)  # a new page counts from 0
         for tab in TITLES[1:] + TITLES[:1]:
+            before = await page.evaluate(RUNS)
             await page.get_by_role("tab", name=tab, exact=True).click()
-            await _settle(page, f"{cell}: {tab}", log)
+            await _settle(page, f"{cell}: {tab}", log, before)
     await ctx.close()
 
 
 async def _other_session(browser, url: str, done: asyncio.Event, log: list) -> int:
     """Meanwhile: another config, seeds and gains changed, its own tabs opened, until the first is done."""
     ctx = await browser.new_context(viewport={"width": 1400, "height": 1000})
+    await ctx.add_init_script(RUN_COUNTER)
     page = await ctx.new_page()
     await page.goto(f"{url}/?cell=gru&{MID}&batch_size=8")
-    await _settle(page, "other: first chart", log)
+    await _settle(page, "other: first chart", log, 0)
     steps = 0
     while not done.is_set():
         box = page.locator(".st-key-cfg_seed input")
+        before = await page.evaluate(RUNS)
         await box.fill(str(steps % 7 + 1))
         await box.press("Enter")
-        await _settle(page, f"other: seed {steps % 7 + 1}", log)
+        await _settle(page, f"other: seed {steps % 7 + 1}", log, before)
         tab = ("Carry", "Phase diagram", "Jacobians", "Gradients")[steps % 4]
+        before = await page.evaluate(RUNS)
         await page.get_by_role("tab", name=tab, exact=True).click()
-        await _settle(page, f"other: {tab}", log)
+        await _settle(page, f"other: {tab}", log, before)
         steps += 1
     await ctx.close()
     return steps
