@@ -1391,6 +1391,7 @@ def server_env(opts: argparse.Namespace, tmp: Path) -> dict[str, str]:
         "PYTHONPATH": os.pathsep.join(p for p in (str(PROBE_DIR), inherited.get("PYTHONPATH", "")) if p),
         "SOAK_HEAP_PROBE": str(tmp / "heap.jsonl"),
         "SOAK_HEAP_PROBE_S": "20",
+        "SOAK_TRACEMALLOC": str(opts.tracemalloc or ""),
     }
     for item in opts.set:
         name, _, value = item.partition("=")
@@ -1681,12 +1682,17 @@ def heap_report(soak: Soak) -> dict[str, Any] | None:
         grew = dict(
             sorted(((k, b.get(k, 0) - a.get(k, 0)) for k in set(a) | set(b)), key=lambda kv: -kv[1])[:8]
         )
+    traced = [x for x in lines if "grown" in x]
     return {
         "from_s": first["t"],
         "to_s": last["t"],
         "start": {f: first.get(f) for f in fields},
         "end": {f: last.get(f) for f in fields},
         "types_grown": grew,
+        "sites_grown": traced[-1]["grown"] if traced else [],
+        "sites_from_to_s": (
+            (next(x["t"] for x in lines if x.get("traced_from")), traced[-1]["t"]) if traced else None
+        ),
         "path": str(path),
     }
 
@@ -1811,6 +1817,13 @@ def markdown(result: dict[str, Any]) -> str:
             "Object types grown most: "
             + (", ".join(f"{k} {v:+d}" for k, v in heap["types_grown"].items()) or "–"),
         ]
+        if heap.get("sites_grown"):
+            lo, hi = heap["sites_from_to_s"]
+            lines += ["", f"Allocation sites grown most from {lo:.0f} s to {hi:.0f} s (tracemalloc):", ""]
+            lines += ["| KB | blocks | at | innermost |", "|---:|---:|---|---|"]
+            lines += [
+                f"| {g['kb']} | {g['count']} | {g['at']} | {g['innermost']} |" for g in heap["sites_grown"]
+            ]
     lines += ["", "## Disk", "", "| folder | MB | entries | max MB seen | cap MB | cap files | within |"]
     lines.append("|---|---:|---:|---:|---:|---:|---|")
     for name, d in result["disk"].items():
@@ -1898,6 +1911,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     )
     p.add_argument(
         "--set", action="append", default=[], metavar="NAME=VALUE", help="override a server setting"
+    )
+    p.add_argument(
+        "--tracemalloc",
+        type=float,
+        metavar="SECONDS",
+        help="trace the server's Python allocations and report the sites that grew most from then on "
+        "(a diagnosis: the server runs slower)",
     )
     p.add_argument("--keep", action="store_true", help="keep the temporary folder (uploads, caches, log)")
     return p.parse_args(argv)

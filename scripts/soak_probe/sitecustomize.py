@@ -5,7 +5,12 @@ in the Streamlit server process, a daemon thread appends one JSON line every
 bytes in use, bytes free inside its arenas, mmapped bytes), the thread count, Streamlit's
 sessions, and every few samples the object counts of the 25 most common types. It tells a
 leak (Python objects or bytes in use grow) from fragmentation (free bytes in the arenas grow
-while those in use do not). Nothing here runs in any other process."""
+while those in use do not). Nothing here runs in any other process.
+
+With ``SOAK_TRACEMALLOC=<seconds>`` (``soak.py --tracemalloc``) it also traces Python's
+allocations (10 frames; the server then runs slower and holds more) and, from that many
+seconds on, writes the 15 allocation sites whose live bytes grew most since then: where a
+leak is, by file and line."""
 
 from __future__ import annotations
 
@@ -58,7 +63,33 @@ def _start() -> None:
         except Exception:
             return None
 
+    traced_from = float(os.environ.get("SOAK_TRACEMALLOC") or 0) or None
+    if traced_from is not None:
+        import tracemalloc
+
+        tracemalloc.start(10)
+    base = None
+
+    def grown(snapshot) -> list[dict]:
+        """The allocation sites whose live bytes grew most since ``base``, innermost frame of
+        rnnviz or streamlit first (else the innermost)."""
+        out = []
+        for stat in snapshot.compare_to(base, "traceback")[:15]:
+            frames = list(stat.traceback)
+            ours = [f for f in frames if "rnnviz" in f.filename or "streamlit" in f.filename]
+            where = ours[-1] if ours else frames[-1]
+            out.append(
+                {
+                    "kb": round(stat.size_diff / 1024, 1),
+                    "count": stat.count_diff,
+                    "at": f"{where.filename.rsplit('site-packages/', 1)[-1]}:{where.lineno}",
+                    "innermost": f"{frames[-1].filename.rsplit('/', 1)[-1]}:{frames[-1].lineno}",
+                }
+            )
+        return out
+
     def run() -> None:
+        nonlocal base
         start, n = time.monotonic(), 0
         while True:
             time.sleep(every)
@@ -79,6 +110,13 @@ def _start() -> None:
             if n % 6 == 0:
                 counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
                 line["types"] = dict(counts.most_common(25))
+                if traced_from is not None and line["t"] >= traced_from:
+                    snapshot = tracemalloc.take_snapshot()  # unfiltered: filtering is pure Python, slow
+                    if base is None:
+                        base = snapshot
+                        line["traced_from"] = True
+                    else:
+                        line["grown"] = grown(snapshot)
             n += 1
             with open(out, "a") as f:
                 f.write(json.dumps(line) + "\n")
