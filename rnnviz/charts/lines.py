@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import warnings
 
 import numpy as np
 import pandas as pd
@@ -25,6 +26,44 @@ from rnnviz.charts.base import (
     thinned_title,
 )
 
+#: Most per-example lines a run draws; more cross into a tangle a class cannot read, so they
+#: are drawn as bands instead: the range over the examples and its middle half, per step.
+MAX_EXAMPLE_LINES = 5
+
+
+def _example_bands(fig: go.Figure, examples: pd.DataFrame, run: str, prefix: str, colour: str) -> None:
+    """The examples' log₁₀ magnitudes as two bands over t: min…max (light) and the 25–75 %
+    quantiles (darker); a true zero or a NaN leaves that example out of the step's band."""
+    wide = examples.pivot_table(index="t", columns="series", values="log10_value", aggfunc="first")
+    logs = wide.to_numpy(dtype=np.float64)
+    logs = np.where(np.isfinite(logs), logs, np.nan)
+    t = wide.index.to_numpy()
+    n = logs.shape[1]
+    rgb = tuple(int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    with np.errstate(all="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a step where every example is 0 or NaN
+        edges = [
+            (np.nanmin(logs, axis=1), np.nanmax(logs, axis=1), f"examples (range of {n})", 0.15),
+            (*np.nanpercentile(logs, [25, 75], axis=1), "examples (middle half)", 0.3),
+        ]
+    for lo, hi, name, alpha in edges:
+        for y, fill in ((hi, None), (lo, "tonexty")):
+            fig.add_trace(
+                go.Scatter(
+                    x=t,
+                    y=y,
+                    mode="lines",
+                    line=dict(width=0),
+                    fill=fill,
+                    fillcolor=f"rgba({rgb[0]},{rgb[1]},{rgb[2]},{alpha})",
+                    name=prefix + name,
+                    legendgroup=f"{run}-examples",
+                    showlegend=fill is not None,
+                    hoverinfo="skip",
+                    _validate=False,
+                )
+            )
+
 
 def gradient_figure(
     df: pd.DataFrame, bound: pd.DataFrame | None = None, title: str = "‖∂L/∂carry_t‖ through time"
@@ -34,7 +73,8 @@ def gradient_figure(
 
     df: ``t, series, value, run`` and optionally ``log10_value`` (exact magnitudes, used
     when present) — series ``total``, a carry component (``c``, ``h``) or ``example <b>``
-    (drawn faint). bound: optional ``t, value, label`` (+ ``log10_value``) theory curve.
+    (drawn faint; more than :data:`MAX_EXAMPLE_LINES` as bands over the examples instead).
+    bound: optional ``t, value, label`` (+ ``log10_value``) theory curve.
     A true zero (log −∞) is a gap; the first NaN/Inf of the total is marked.
     """
     df = df.assign(log10_value=log10_column(df)) if not df.empty else df
@@ -48,6 +88,11 @@ def gradient_figure(
         sub = df[df["run"] == run]
         prefix = f"{run}: " if len(runs) > 1 else ""
         first_example = True
+        is_examples = sub["series"].astype(str).str.startswith("example")
+        banded = sub.loc[is_examples, "series"].nunique() > MAX_EXAMPLE_LINES
+        if banded:
+            _example_bands(fig, sub[is_examples], run, prefix, colour)
+            sub = sub[~is_examples]
         for series in sub["series"].unique():
             s = sub[sub["series"] == series]
             is_example = str(series).startswith("example")

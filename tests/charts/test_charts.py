@@ -248,3 +248,35 @@ def test_singular_values_are_a_heatmap_of_their_order_of_magnitude_sigma1_on_top
     drawn = charts.singular_values_figure(long, "σ")
     assert len(drawn.data[0].x) == charts.MAX_COLUMNS and "one column in every 3" in drawn.layout.title.text
     assert charts.singular_values_figure(long.iloc[:0], "σ").data == ()
+
+
+def test_more_than_five_examples_are_drawn_as_bands_not_a_tangle():
+    """B = 8 examples: no per-example line, but two bands over t (min…max, then the middle
+    half) whose edges are the examples' log₁₀ range and quartiles at each step; the total is
+    still a line. A true zero leaves that example out of its step."""
+    t = np.arange(6)
+    rng = np.random.default_rng(0)
+    logs = -0.5 * t[:, None] + rng.normal(size=(6, 8))
+    logs[2, 3] = -np.inf  # an example whose gradient is exactly 0 at t = 2
+    rows = [
+        pd.DataFrame(
+            {"t": t, "series": f"example {b}", "value": 10.0 ** logs[:, b], "log10_value": logs[:, b]}
+        )
+        for b in range(8)
+    ]
+    total = -0.5 * t.astype(float)
+    rows.append(pd.DataFrame({"t": t, "series": "total", "value": 10.0**total, "log10_value": total}))
+    fig = charts.gradient_figure(pd.concat(rows, ignore_index=True).assign(run="r"))
+    names = [tr.name for tr in fig.data]
+    assert not any(n == "per example" for n in names) and "total" in names
+    bands = [tr for tr in fig.data if str(tr.name).startswith("examples (")]
+    assert [tr.name for tr in bands if tr.showlegend] == ["examples (range of 8)", "examples (middle half)"]
+    finite = np.where(np.isfinite(logs), logs, np.nan)
+    np.testing.assert_allclose(bands[0].y, np.nanmax(finite, axis=1))
+    np.testing.assert_allclose(bands[1].y, np.nanmin(finite, axis=1))
+    np.testing.assert_allclose(bands[2].y, np.nanpercentile(finite, 75, axis=1))
+    np.testing.assert_allclose(bands[3].y, np.nanpercentile(finite, 25, axis=1))
+    assert bands[1].fill == "tonexty" and bands[0].fill is None
+    # five examples stay lines (the AppTest counts them)
+    few = charts.gradient_figure(pd.concat(rows[:5] + rows[-1:], ignore_index=True).assign(run="r"))
+    assert [tr.name for tr in few.data].count("per example") == 5
