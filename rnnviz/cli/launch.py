@@ -91,8 +91,15 @@ def served_at(cmd: list[str]) -> str:
     Example:
         >>> served_at(["streamlit", "run", "x.py", "--server.port=8501", "--server.port=9000"])
         'http://127.0.0.1:9000/'
+        >>> served_at(["--server.port=8501", "--server.port", "9001", "--server.baseUrlPath=/a/"])
+        'http://127.0.0.1:9001/a/'
     """
-    flags = dict(f[2:].split("=", 1) for f in cmd if f.startswith("--server.") and "=" in f)
+    flags: dict[str, str] = {}
+    for i, token in enumerate(cmd):  # --server.port=9000 or --server.port 9000
+        if token.startswith("--server."):
+            name, eq, value = token[2:].partition("=")
+            if eq or i + 1 < len(cmd):
+                flags[name] = value if eq else cmd[i + 1]
     address = flags.get("server.address", "127.0.0.1")
     if address in ("", "0.0.0.0", "::"):
         address = "127.0.0.1"
