@@ -337,7 +337,8 @@ def test_jacobians_tab_renders_for_every_cell(cell):
     at = run_app({"cell": cell, "seq_len": "20", "hidden_size": "4", "tab": "Jacobians"})
     assert not at.exception and not at.error, [e.value for e in at.error]
     d = carry_dim(RunConfig(cell=cell, seq_len=20, hidden_size=4))  # a matrix memory: all its entries
-    assert len(figure_by_title(at, "Singular values of J_t")["data"]) == min(8, d)
+    (sv,) = figure_by_title(at, "Singular values of J_t")["data"]  # a heatmap: a row per σ_i
+    assert sv["type"] == "heatmap" and list(sv["y"]) == [f"σ{i}" for i in range(1, min(8, d) + 1)]
     assert len(figure_by_title(at, "Lyapunov spectrum")["data"]) == 1
     assert len(figure_by_title(at, "Predicted (λ₁) vs measured")["data"]) == 3
     assert any(m.label == "λ₁ (per step)" for m in at.metric)
