@@ -84,8 +84,8 @@ def metrics(a: Analysis) -> list[tuple[str, str, str, str]]:
 
 
 def _metrics(a: Analysis) -> None:
-    """One line of numbers, each with its explanation on hover: five ``st.metric`` boxes took
-    120 px, and on a 1366×768 projector pushed the tab's chart below the fold (#33)."""
+    """One line of numbers (26 px), each with its explanation on hover: five ``st.metric`` boxes
+    took 76 px, and on a 1366×768 projector helped push the tab's chart below the fold (#33)."""
     # widths by the text each holds, so none wraps at 1366 px ("‖∂L/∂carry₀‖ 3.22×10⁻¹⁹⁰ ⓘ")
     cols = st.columns([0.8, 1.5, 1.0, 1.1, 1.4], gap="small")
     for col, (key, label, value, meaning) in zip(cols, metrics(a)):
