@@ -23,7 +23,10 @@ LAYOUT = dict(
     template="plotly_white",
     colorway=list(OKABE_ITO),
     hovermode="x unified",
-    margin=dict(l=60, r=20, t=60, b=50),
+    # the title at the very top and room for two legend rows under it: a legend that wraps
+    # (a run's bands, several pins) grows up from the plot into the margin, never over the title
+    margin=dict(l=60, r=20, t=80, b=50),
+    title=dict(y=0.985, yanchor="top"),
     legend=dict(orientation="h", yanchor="bottom", y=1.02, xanchor="left", x=0),
     font=dict(size=13),
     # Plotly's 450 px, less a row: with a tab's controls above it, a chart then still fits a
@@ -90,7 +93,8 @@ def new_figure(title: str, x_title: str, y_title: str, *, log_y: bool = False) -
         The unvalidated ``go.Figure``, no traces.
     """
     # Unvalidated: this module builds every property itself (the chart tests read them back).
-    fig = go.Figure(layout={**base_layout(), "title": {"text": title}}, _validate=False)
+    theme = base_layout()
+    fig = go.Figure(layout={**theme, "title": {**theme.get("title", {}), "text": title}}, _validate=False)
     fig.update_xaxes(title_text=x_title)
     # Non-log axes stay "auto" so categorical values (heatmap rows by name) are drawn.
     fig.update_yaxes(

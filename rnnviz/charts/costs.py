@@ -27,7 +27,8 @@ def bar_panels(
         orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0
     )  # below: the panel titles sit on top
     fig.update_layout(
-        title=dict(text=title), **{**LAYOUT, "hovermode": "closest", "legend": legend}, barmode="group"
+        **{**LAYOUT, "title": {**LAYOUT["title"], "text": title}, "hovermode": "closest", "legend": legend},
+        barmode="group",
     )
     if df.empty:
         return fig
@@ -56,7 +57,7 @@ def bar_panels(
 def scaling_figure(df: pd.DataFrame, title: str = "Cost over sequence length") -> go.Figure:
     """``strategy, seq_len, run_s, peak_bytes`` → run time and peak memory vs T (log–log)."""
     fig = make_subplots(rows=1, cols=2, subplot_titles=["run time (ms)", "peak memory (MB)"])
-    fig.update_layout(title=dict(text=title), **LAYOUT)
+    fig.update_layout(**{**LAYOUT, "title": {**LAYOUT["title"], "text": title}})
     for i, (strategy, s) in enumerate(df.groupby("strategy", sort=False) if not df.empty else []):
         colour = OKABE_ITO[i % len(OKABE_ITO)]
         s = s.sort_values("seq_len")

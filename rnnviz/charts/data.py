@@ -34,7 +34,9 @@ def preview_figure(p: Preview) -> go.Figure:
                 customdata=np.repeat(np.arange(8)[::-1, None], 8, axis=1),
             )
         )
-        fig.update_layout(**{**base_layout(), "title": f"{p.label} — {p.title}", "height": 260})
+        theme = base_layout()
+        title = {**theme["title"], "text": f"{p.label} — {p.title}"}
+        fig.update_layout(**{**theme, "title": title, "height": 260})
         fig.update_xaxes(showticklabels=False, constrain="domain")
         fig.update_yaxes(showticklabels=False, scaleanchor="x")
         return fig

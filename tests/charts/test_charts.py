@@ -112,6 +112,8 @@ def test_bar_panels_and_scaling_axes():
         df, "strategy", [("run_s", "run"), ("peak_bytes", "mem")], "Cost", color="strategy"
     )
     assert [a.text for a in fig.layout.annotations] == ["run", "mem"]
+    # the theme's title: at the very top, above room for two legend rows (a wrapped legend)
+    assert fig.layout.title.text == "Cost" and fig.layout.title.yanchor == "top" and fig.layout.margin.t == 80
     assert len(fig.data) == 4 and sum(t.showlegend for t in fig.data) == 2
     sc = charts.scaling_figure(
         pd.DataFrame(
