@@ -289,39 +289,30 @@ def test_a_data_preview_draws_a_digit_as_an_image_and_a_series_as_lines():
     on top), a series as one line per feature (the first eight), a text as a message."""
     from rnnviz.dataset.describe import Preview
 
-    common = dict(label="d", description="", index=0, kind="classify", seq_len=64, n_sequences=1)
-    image = np.arange(64, dtype=np.float64).reshape(8, 8) / 63
-    digit = charts.preview_figure(
-        Preview(
-            **common,
-            title="digit 3",
-            image=image,
-            text=None,
-            series=None,
-            feature_names=("ink",),
-            input_size=1,
+    def drawn(title: str, **kind):
+        """The preview figure of a one-sequence data set ``d`` holding ``kind``'s fields."""
+        fields = dict(image=None, text=None, series=None, feature_names=("c",), input_size=1)
+        return charts.preview_figure(
+            Preview(
+                label="d",
+                description="",
+                index=0,
+                title=title,
+                kind="classify",
+                seq_len=64,
+                n_sequences=1,
+                **{**fields, **kind},
+            )
         )
-    )
+
+    image = np.arange(64, dtype=np.float64).reshape(8, 8) / 63
+    digit = drawn("digit 3", image=image)
     assert digit.data[0].type == "heatmap" and digit.layout.height == 260
     np.testing.assert_allclose(np.asarray(digit.data[0].z), image[::-1])
     assert digit.layout.title.text == "d — digit 3" and digit.layout.font.size == 13  # the theme
     series = np.random.default_rng(0).normal(size=(20, 10))
-    lines = charts.preview_figure(
-        Preview(
-            **common,
-            title="sequence 0",
-            image=None,
-            text=None,
-            series=series,
-            feature_names=tuple(f"x{i}" for i in range(10)),
-            input_size=10,
-        )
-    )
+    lines = drawn("sequence 0", series=series, feature_names=tuple(f"x{i}" for i in range(10)), input_size=10)
     assert [t.name for t in lines.data] == [f"x{i}" for i in range(8)] and lines.layout.height == 260
     assert "first 8 of 10 features" in lines.layout.title.text
-    text = charts.preview_figure(
-        Preview(
-            **common, title="chars", image=None, text="abc", series=None, feature_names=("c",), input_size=1
-        )
-    )
+    text = drawn("chars", text="abc")
     assert text.data == () and "a text" in text.layout.annotations[0].text
