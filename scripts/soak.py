@@ -1683,11 +1683,15 @@ def heap_report(soak: Soak) -> dict[str, Any] | None:
             sorted(((k, b.get(k, 0) - a.get(k, 0)) for k in set(a) | set(b)), key=lambda kv: -kv[1])[:8]
         )
     traced = [x for x in lines if "grown" in x]
+    start, end = {f: first.get(f) for f in fields}, {f: last.get(f) for f in fields}
+    if typed:  # the result cache is read with the object counts, every sixth sample
+        for f in ("result_cache_mb", "result_cache_entries"):
+            start[f], end[f] = typed[0].get(f), typed[-1].get(f)
     return {
         "from_s": first["t"],
         "to_s": last["t"],
-        "start": {f: first.get(f) for f in fields},
-        "end": {f: last.get(f) for f in fields},
+        "start": start,
+        "end": end,
         "types_grown": grew,
         "sites_grown": traced[-1]["grown"] if traced else [],
         "sites_from_to_s": (

@@ -3,8 +3,9 @@ in the Streamlit server process, a daemon thread appends one JSON line every
 ``SOAK_HEAP_PROBE_S`` seconds to ``SOAK_HEAP_PROBE``: RSS, the Python heap
 (``sys.getallocatedblocks``, tracemalloc off), glibc's malloc statistics (``mallinfo2``:
 bytes in use, bytes free inside its arenas, mmapped bytes), the thread count, Streamlit's
-sessions, and every few samples the object counts of the 25 most common types. It tells a
-leak (Python objects or bytes in use grow) from fragmentation (free bytes in the arenas grow
+sessions, and every few samples the object counts (of the oldest generation) of the 25 most
+common types and the result cache's pickled bytes and entries. It tells a leak (Python
+objects or bytes in use grow) from fragmentation (free bytes in the arenas grow
 while those in use do not). Nothing here runs in any other process.
 
 With ``SOAK_TRACEMALLOC=<seconds>`` (``soak.py --tracemalloc``) it also traces Python's
@@ -108,8 +109,19 @@ def _start() -> None:
                     mmapped_mb=round(m.hblkhd / 2**20, 1),
                 )
             if n % 6 == 0:
-                counts = collections.Counter(type(o).__name__ for o in gc.get_objects())
+                # the oldest generation only: a list of every object would hold the tuples that
+                # other threads are still building (tuple(generator) resizes in place), and their
+                # resize then fails ("SystemError: bad argument to internal function", seen in a
+                # soak); what leaks lives long enough to reach generation 2
+                objects = gc.get_objects(generation=2)
+                counts = collections.Counter(type(o).__name__ for o in objects)
                 line["types"] = dict(counts.most_common(25))
+                # the server's result cache grows to its cap by design (RNNVIZ_RESULT_CACHE_MB):
+                # its pickled bytes tell that growth from a leak
+                caches = [o for o in objects if type(o).__name__ == "ResultCache"]
+                line["result_cache_mb"] = round(sum(getattr(c, "bytes", 0) for c in caches) / 2**20, 1)
+                line["result_cache_entries"] = sum(len(getattr(c, "_values", ())) for c in caches)
+                del objects, caches
                 if traced_from is not None and line["t"] >= traced_from:
                     snapshot = tracemalloc.take_snapshot()  # unfiltered: filtering is pure Python, slow
                     if base is None:

@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from conftest import CELLS
+from conftest import CELLS, MATRIX_CARRIES
 
 from rnnviz import RunConfig
 from rnnviz.base.hlo import ConcurrentLapackError, concurrent_lapack, lapack_calls
@@ -144,7 +144,8 @@ def test_every_vmapped_executable_is_free_of_concurrent_lapack(cell, batch):
         ly = sweep_executable(cfg, devices, n, LyapunovOptions(k=1, warmup=0)).fn.as_text()
         assert {c.target for c in lapack_calls(ly)} <= {"lapack_sgeqrf_ffi", "lapack_sorgqr_ffi"}
         assert concurrent_lapack(ly) == []
-    if batch is not None and cell in ("lstm", "gru"):
+    # training: the multi-kernel cells that hung, and every matrix memory ([heads, d, d], [D, N])
+    if batch is not None and cell in ("lstm", "gru", *MATRIX_CARRIES):
         init, chunk, _ = train_executables(
             cfg.replace(input_size=2),
             TrainSpec(task="adding", lag=0, optimizer="adam", chunk=1),
@@ -154,7 +155,7 @@ def test_every_vmapped_executable_is_free_of_concurrent_lapack(cell, batch):
         assert lapack_calls(init.as_text()) == [] and lapack_calls(chunk.as_text()) == []
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "mlstm"])
 def test_the_trained_network_executables_hold_one_kind_of_factorisation_each(cell):
     """λ over training (QR over the kept weights), the spectrum over training (SVD) and the
     connectivity pass: each compiled as rnnviz compiles it, every LAPACK call ordered."""
@@ -168,10 +169,10 @@ def test_the_trained_network_executables_hold_one_kind_of_factorisation_each(cel
     run = train(cfg, "adding", steps=4, log_every=1)  # 5 kept weights
     cells = jax.tree.map(jnp.asarray, run.weight_tree["cell"])
     n = run.weight_steps.size
-    carries = jax.tree.map(
-        lambda c: jnp.zeros((n, 32) + c.shape, c.dtype),
-        (jnp.zeros(4), jnp.zeros(4)) if cell == "lstm" else jnp.zeros(4),
-    )
+    from rnnviz.engine.cells import make_cell
+
+    one_example = make_cell(cfg).initialize_carry(jax.random.key(0), (2,))  # a tree of matrices for mlstm
+    carries = jax.tree.map(lambda c: jnp.zeros((n, 32) + c.shape, c.dtype), one_example)
     xs = jnp.zeros((32, 6, 2))
     key = jnp.zeros(2, jnp.uint32)
     probe = cfg.replace(batch_size=32)

@@ -166,7 +166,11 @@ def test_installed_wheel_in_a_fresh_venv(wheel, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
     py, exe = venv / "bin" / "python", venv / "bin" / "rnnviz"
-    subprocess.run([str(py), "-m", "pip", "install", "-q", str(wheel)], check=True, timeout=1800)
+    # --no-compile: pip would byte-compile every dependency (jax, scipy, pandas, streamlit…)
+    # up front, minutes on 2 busy cores; the imports below compile what they use
+    subprocess.run(
+        [str(py), "-m", "pip", "install", "-q", "--no-compile", str(wheel)], check=True, timeout=1800
+    )
     away = tmp_path / "elsewhere"  # not the checkout: nothing of it on the path
     away.mkdir()
     env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "VIRTUAL_ENV")}

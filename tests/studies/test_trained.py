@@ -246,11 +246,12 @@ def _independent_log_prob(cfg, w, xs, step, target):
     return jax.nn.log_softmax(logits)[target], ys
 
 
-@pytest.mark.parametrize("cell", ["lstm", "simple"])
+@pytest.mark.parametrize("cell", ["lstm", "simple", "mlstm"])  # mlstm: a matrix memory, trained
 def test_connectivity_equals_an_independent_grad(text, cell):
     fb = 1.0 if cell == "lstm" else 0.0
     cfg = fit_to_data(RunConfig(cell=cell, hidden_size=8, batch_size=16, forget_bias=fb), text)
     run = train(cfg, text, steps=20, learning_rate=1e-2, log_every=10)
+    assert np.isfinite(run.losses).all() and run.losses[-5:].mean() < run.losses[:5].mean()
     w = run.weights()
     c = connectivity(cfg, text, 5, params=w, step=11)
     assert c.measure == "target" and c.step == 11 and c.target == int(text.targets[5, 10])

@@ -166,3 +166,13 @@ def test_every_tab_every_cell_with_a_second_session_at_the_same_time(soak_server
     assert other_steps >= 1
     slowest = sorted(log, key=lambda s: -s[1])[:5]
     print("slowest steps:", ", ".join(f"{s} {t:.1f} s" for s, t in slowest))
+    # where the soak's time goes (CI keeps the output of a failed run): seconds per tab and per cell
+    for i, name in ((1, "tab"), (0, "cell")):
+        totals: dict = {}
+        for step, t in log:
+            key = step.split(": ", 1)[i] if ": " in step else step
+            totals[key] = totals.get(key, 0.0) + t
+        print(
+            f"seconds by {name}:",
+            ", ".join(f"{k} {v:.0f}" for k, v in sorted(totals.items(), key=lambda kv: -kv[1])),
+        )
