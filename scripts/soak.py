@@ -72,6 +72,7 @@ UPLOAD_SHOWN = """([name, before]) => {
 TRAINING_DONE = """(before) => {
   const t = document.body.innerText;
   return t.includes("The trained weights") || t.includes("Stopped at step")
+    || t.includes("These runs are not kept as files")  // done, the trained-runs folder full
     || [...document.querySelectorAll('[data-testid="stAlertContentError"]')]
          .some((e) => !before.includes(e.textContent.trim()));
 }"""

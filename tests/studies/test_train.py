@@ -266,6 +266,8 @@ def test_training_tab_trains_shows_charts_and_verdict_and_does_not_retrain():
     at.button(key="train_start").click().run()
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert any(m.value.startswith("**Training:** Learned the recall problem at T=10") for m in at.markdown)
+    # the pass that finished the run offers Train again (it had been drawn disabled before the slice)
+    assert not at.button(key="train_start").disabled
     loss = figure_by_title(at, "Loss (recall")
     assert len(decode(loss["data"][0]["y"])) == 200 and any(
         s["y0"] == 1.0 for s in loss["layout"]["shapes"]

@@ -116,11 +116,14 @@ async def _every_tab_every_cell(browser, url: str, cells: list[str], log: list) 
 
 
 async def _other_session(browser, url: str, done: asyncio.Event, log: list) -> int:
-    """Meanwhile: another config, seeds and gains changed, its own tabs opened, until the first is done."""
+    """Meanwhile: another config, seeds changed, its own tabs opened, until the first is done.
+    Its shape is small (H=32, T=200): it is there for the concurrency (two sessions' scripts,
+    both workers, the shared result cache), while the first session holds the large shape;
+    at H=128, T=1000 its fresh seeds took more worker time than the first session's steps."""
     ctx = await browser.new_context(viewport={"width": 1400, "height": 1000})
     await ctx.add_init_script(RUN_COUNTER)
     page = await ctx.new_page()
-    await page.goto(f"{url}/?cell=gru&{MID}&batch_size=8")
+    await page.goto(f"{url}/?cell=gru&hidden_size=32&seq_len=200&batch_size=8")
     await _settle(page, "other: first chart", log, 0)
     steps = 0
     while not done.is_set():

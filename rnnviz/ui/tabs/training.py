@@ -95,14 +95,9 @@ def render(ctx: TabContext) -> None:
     key = calls.key(tcfg, settings)
     running = st.session_state.get("trainer") == key
     c1, c2, c3 = st.columns(3)
-    c1.button(
-        "Train",
-        key="train_start",
-        type="primary",
-        disabled=running,
-        on_click=_start,
-        args=(calls, tcfg, settings),
-    )
+    train = c1.empty()  # drawn after this pass's slice: the slice that finishes a run enables it
+    if running:  # a stand-in of its own key (one widget key is drawn once per pass)
+        train.button("Train", key="train_busy", type="primary", disabled=True)
     c2.button(
         "Stop",
         key="train_stop",
@@ -112,7 +107,9 @@ def render(ctx: TabContext) -> None:
     )
     if st.session_state.get("train_error"):
         st.error(f"Training cannot run: {st.session_state['train_error']}")
-    if running and not _advance(calls, key):
+    finished = not running or _advance(calls, key)  # a slice not finished reruns the page
+    train.button("Train", key="train_start", type="primary", on_click=_start, args=(calls, tcfg, settings))
+    if not finished:  # the run stopped with an error, said above: Train starts it again
         return
     records = _finished(calls, key)
     if records is None:
