@@ -3,7 +3,7 @@ config, H=128 and T=1000, in a real browser against ``streamlit run app.py`` wit
 processes, while a second session does other things at the same time. Every step is
 bounded in time; none may hang, raise or show an error box.
 
-Runs when ``RNNVIZ_SOAK=1`` (``.ci/run`` sets it): about five minutes on 2 cores.
+Runs when ``RNNVIZ_SOAK=1`` (``.ci/run`` sets it): 15 minutes alone on 2 cores, about 20 in CI's ui group.
 """
 
 import asyncio
