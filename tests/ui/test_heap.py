@@ -10,9 +10,10 @@ import textwrap
 
 import pytest
 
-PROBE = textwrap.dedent(
+#: glibc's malloc statistics in a probe: ``libc.mallinfo2()``.
+MALLINFO = textwrap.dedent(
     """
-    import ctypes, threading
+    import ctypes
     from rnnviz.ui import heap
 
     class MallInfo2(ctypes.Structure):
@@ -22,6 +23,12 @@ PROBE = textwrap.dedent(
 
     libc = ctypes.CDLL("libc.so.6")
     libc.mallinfo2.restype = MallInfo2
+    """
+)
+
+PROBE = MALLINFO + textwrap.dedent(
+    """
+    import threading
 
     def rss():
         with open("/proc/self/statm") as f:
@@ -52,18 +59,9 @@ def test_trimming_hands_fragmented_free_memory_back():
     assert before_rss - after_rss > 150 * 2**20, (before_rss, after_rss)
 
 
-MMAPPED = textwrap.dedent(
+MMAPPED = MALLINFO + textwrap.dedent(
     """
-    import ctypes, sys
-    from rnnviz.ui import heap
-
-    class MallInfo2(ctypes.Structure):
-        _fields_ = [(n, ctypes.c_size_t) for n in (
-            "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
-            "keepcost")]
-
-    libc = ctypes.CDLL("libc.so.6")
-    libc.mallinfo2.restype = MallInfo2
+    import sys
     if sys.argv[1] == "start":
         first = heap.start(every_s=3600)
         assert heap.start(every_s=3600) is first is True  # once per process, and it applies (glibc)
