@@ -43,7 +43,7 @@ from playwright.async_api import async_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS  # noqa: E402  (the tests' browser)
+from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402  (the tests' browser)
 
 sys.path.insert(0, str(ROOT))
 from rnnviz.ui.tabs import TABS  # noqa: E402
@@ -59,7 +59,6 @@ TAB_CHART = """() => { const panel = [...document.querySelectorAll('[role="tabpa
     .find((p) => !p.hidden && p.offsetParent !== null);
   const plot = panel && panel.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
   return !!(plot && plot._fullData && plot._fullData.length); }"""
-IDLE = '[data-test-script-state="notRunning"]'
 BIG = "cell=lstm&hidden_size=128&seq_len=1000&batch_size=32"
 CLASS_CELLS = ("simple", "lstm", "gru", "mgu", "indrnn", "mingru", "minlstm", "lru", "rglru", "mamba")
 
@@ -108,14 +107,14 @@ async def _page(browser, url: str):
 
 
 async def _idle(page, before: int) -> None:
-    """Until the run an action started (the page's run count past ``before``) has ended."""
-    await page.wait_for_function(f"n => ({RUNS})() > n", arg=before, timeout=STEP_LIMIT_S * 1000)
-    await page.wait_for_selector(IDLE, timeout=STEP_LIMIT_S * 1000)
+    """Until the run an action started (the page's run count past ``before``) has ended, and
+    any after it (:data:`~browser_helpers.SETTLED`)."""
+    await page.wait_for_function(SETTLED, arg=before, timeout=STEP_LIMIT_S * 1000)
 
 
 async def _changed(page, act) -> float:
     """Seconds from ``act()`` until the first chart's data differ, then wait for the run's end."""
-    await page.wait_for_selector(IDLE, timeout=STEP_LIMIT_S * 1000)
+    await page.wait_for_function(SETTLED, arg=-1, timeout=STEP_LIMIT_S * 1000)
     before_y, before_runs = await page.evaluate(FIRST_Y), await page.evaluate(RUNS)
     start = time.perf_counter()
     await act()
@@ -158,7 +157,7 @@ async def _tabs(page) -> dict[str, dict[str, float | None]]:
         while time.perf_counter() < deadline:
             if first is None and await page.evaluate(TAB_CHART):
                 first = time.perf_counter() - start
-            if await page.evaluate(RUNS) > before and await page.locator(IDLE).count():
+            if await page.evaluate(SETTLED, before):
                 break
             await asyncio.sleep(0.05)
         complete = time.perf_counter() - start
@@ -182,19 +181,20 @@ async def _walk(browser, url: str) -> dict:
     m["shape change (cell, H, T, B)"] = statistics.median(shapes)
     await page.goto(url)
     await page.wait_for_function(f"() => ({FIRST_Y})() !== null", timeout=STEP_LIMIT_S * 1000)
-    await page.wait_for_selector(IDLE, timeout=STEP_LIMIT_S * 1000)
+    await _idle(page, 0)  # a page's first run has ended
     m["tabs (default)"] = await _tabs(page)
     await page.context.close()
     page, m["big: first chart"] = await _page(browser, f"{url}?{BIG}")
-    await page.wait_for_selector(IDLE, timeout=STEP_LIMIT_S * 1000)
+    await _idle(page, 0)  # a page's first run has ended
     m["tabs (big)"] = await _tabs(page)
     # a second visitor arrives while the first computes the Phase diagram at the big config
+    before = await page.evaluate(RUNS)
     await page.get_by_role("tab", name="Carry", exact=True).click()
-    await page.wait_for_selector(IDLE, timeout=STEP_LIMIT_S * 1000)
+    await _idle(page, before)
     await page.goto(f"{url}?{BIG}&seed=5&tab=Phase+diagram")  # a new seed: nothing cached
     await asyncio.sleep(1.0)
     other, m["second visitor's first chart"] = await _page(browser, f"{url}?seed=9")
-    await page.wait_for_selector(IDLE, timeout=STEP_LIMIT_S * 1000)
+    await _idle(page, 0)  # a page's first run has ended
     await other.context.close()
     await page.context.close()
     return m

@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS  # noqa: E402  (the tests' browser)
+from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402  (the tests' browser)
 
 #: A classroom projector.
 VIEWPORT = {"width": 1366, "height": 768}
@@ -118,10 +118,7 @@ def _settled(page, timeout_s: float, quiet_s: float = 0.6) -> None:
     deadline = time.monotonic() + timeout_s
     last, since = None, time.monotonic()
     while time.monotonic() < deadline:
-        now = page.evaluate(
-            f"""() => [({RUNS})(),
-                       !!document.querySelector('[data-test-script-state="notRunning"]')]"""
-        )
+        now = page.evaluate(f"() => [({RUNS})(), ({SETTLED})(0)]")
         if now != last:
             last, since = now, time.monotonic()
         elif now[0] > 0 and now[1] and time.monotonic() - since >= quiet_s:

@@ -53,12 +53,11 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "scripts" / "soak_probe"
 sys.path.insert(0, str(ROOT / "tests"))  # the browser and the hostile files the tests use
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS  # noqa: E402
+from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
 ERROR_BOX = '[data-testid="stAlertContentError"]'
 EXCEPTION = '[data-testid="stException"]'
-IDLE = '[data-test-script-state="notRunning"]'
 #: Whether the page shows what became of an upload named ``name``: an error box that was not
 #: there before it (a refusal naming it, a full folder, a stopped computation) or its
 #: preview's title.
@@ -497,15 +496,15 @@ class Session:
         start_ms = max(1000, (until - time.monotonic()) * 1000) if fresh else RUN_START_MS
         try:
             await page.wait_for_function(
-                "n => window.__runs && window.__runs.runs > n", arg=before, timeout=start_ms
+                f"n => ({RUNS})() > n", arg=before, timeout=start_ms
             )
         except Exception:
             if fresh:
                 return False
             # else the action changed nothing: no run
         left_ms = max(1000, (until - time.monotonic()) * 1000)
-        try:
-            await page.wait_for_selector(IDLE, timeout=left_ms)
+        try:  # the run's end read from the server's messages (a short run never shows "running")
+            await page.wait_for_function(f"n => ({SETTLED})(n) || ({RUNS})() <= n", arg=before, timeout=left_ms)
             return True
         except Exception:
             return False
@@ -612,8 +611,8 @@ class Session:
         return self.soak.tabs[0]
 
     async def idle(self) -> None:
-        """Wait until the page's script run has ended."""
-        await self.page.wait_for_selector(IDLE, timeout=self.soak.step_limit_s * 1000)
+        """Wait until the page's script run has ended (every run begun has ended)."""
+        await self.page.wait_for_function(SETTLED, arg=-1, timeout=self.soak.step_limit_s * 1000)
 
     # -- widgets --
 

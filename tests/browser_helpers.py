@@ -23,19 +23,58 @@ FLAGS = [
     "--disable-quic",
 ]
 
-#: An init script that counts the script runs a page has seen start (each change of the app
-#: root's ``data-test-script-state`` into "running") in ``window.__runs.runs``: a run that
-#: started and ended between two looks is still seen, and a fresh page that reads
-#: "notRunning" before its first run has begun is not taken for a finished one.
+#: An init script that counts the script runs a page has seen begin and end, from the
+#: server's own messages: each binary websocket frame is one Streamlit ``ForwardMsg``, whose
+#: top-level field 4 (``new_session``) begins a run (a fragment's too) and field 6
+#: (``script_finished``) ends one, also one stopped early for a rerun. It reads the frames,
+#: not the app root's ``data-test-script-state``: React renders several messages handled in
+#: one go as one update, so a short run under load never shows "running" in the page (a soak
+#: in CI waited 60 s for one that had come and gone). ``window.__runs`` holds ``runs`` (begun)
+#: and ``ended``; a fresh page has seen none, so its "notRunning" before the first run is not
+#: taken for a finished one.
 RUN_COUNTER = """(() => {
-  const s = (window.__runs = { runs: 0, state: null });
-  new MutationObserver((ms) => ms.forEach((m) => {
-    const v = m.target.getAttribute && m.target.getAttribute("data-test-script-state");
-    if (v && v !== s.state) { s.state = v; if (v === "running") s.runs += 1; }
-  })).observe(document, { subtree: true, attributes: true, attributeFilter: ["data-test-script-state"] });
+  const s = (window.__runs = { runs: 0, ended: 0 });
+  const varint = (b, i) => {
+    let v = 0, m = 1, c;
+    do { c = b[i++]; v += (c & 127) * m; m *= 128; } while (c & 128 && i < b.length);
+    return [v, i];
+  };
+  const count = (data) => {
+    if (!(data instanceof ArrayBuffer)) return;
+    const b = new Uint8Array(data);
+    let i = 0, tag, n;
+    while (i < b.length) {
+      [tag, i] = varint(b, i);
+      const field = Math.floor(tag / 8), wire = tag & 7;
+      if (field === 4) s.runs += 1;
+      if (field === 6) s.ended += 1;
+      if (wire === 0) [, i] = varint(b, i);
+      else if (wire === 2) { [n, i] = varint(b, i); i += n; }
+      else if (wire === 1) i += 8;
+      else if (wire === 5) i += 4;
+      else return;
+    }
+  };
+  const Native = window.WebSocket;
+  window.WebSocket = class extends Native {
+    constructor(...args) {
+      super(...args);
+      this.addEventListener("message", (e) => count(e.data));
+    }
+  };
 })();"""
-#: JavaScript: the runs counted so far (0 before the counter runs).
+#: JavaScript: the runs begun so far (0 before the counter runs).
 RUNS = "() => (window.__runs ? window.__runs.runs : 0)"
+#: JavaScript predicate of ``n``: a run begun after the page had seen ``n`` has ended, no
+#: other is under way, and the page shows it idle (the last message rendered).
+SETTLED = """n => !!window.__runs && window.__runs.runs > n && window.__runs.ended >= window.__runs.runs
+  && !!document.querySelector('[data-test-script-state="notRunning"]')"""
+#: JavaScript: resolves after two animation frames, by when React has drawn what the
+#: messages already handled asked for (or after 0.5 s, should a page get no frames).
+FRAMES = """() => new Promise((r) => {
+  requestAnimationFrame(() => requestAnimationFrame(() => r(true)));
+  setTimeout(() => r(true), 500);
+})"""
 
 
 def load_script(name: str) -> ModuleType:

@@ -69,6 +69,9 @@ def test_rnnviz_app_hands_its_limits_to_the_server_and_refuses_bad_ones(monkeypa
         raise Execed
 
     monkeypatch.setattr(launch.os, "execve", execve)
+    # the real one starts a process that waits a minute for a server at the default port
+    # (and warms one found there): recorded here instead
+    monkeypatch.setattr(launch, "_start_warming", lambda cmd, env: seen.update(warm=launch.served_at(cmd)))
     parser = argparse.ArgumentParser()
     launch.add_parser(parser.add_subparsers())
     args = parser.parse_args(["app", "--workers", "3", "--uploads-mb", "64", "--jax-cache", "off"])
@@ -77,6 +80,7 @@ def test_rnnviz_app_hands_its_limits_to_the_server_and_refuses_bad_ones(monkeypa
         launch.cmd_app(args)
     assert seen["env"]["RNNVIZ_WORKERS"] == "3" and seen["env"]["RNNVIZ_UPLOADS_MB"] == "64"
     assert seen["env"]["RNNVIZ_JAX_CACHE"] == "off"
+    assert seen["warm"] == "http://127.0.0.1:8501/"
     with pytest.raises(SystemExit):
         parser.parse_args(["app", "--trained-files", "0"])
     assert "--trained-files='0' is out of range" in capsys.readouterr().err

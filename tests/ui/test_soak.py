@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS
+from browser_helpers import CHROMIUM, FLAGS, FRAMES, RUN_COUNTER, RUNS, SETTLED
 
 from rnnviz.ui.tabs import TABS
 
@@ -85,20 +85,32 @@ def soak_server(tmp_path_factory):
 
 async def _settle(page, step: str, log: list, before: int) -> None:
     """Wait for the run the last action started (the page's run count past ``before``,
-    :data:`~browser_helpers.RUN_COUNTER`: a run over before we look is still seen, and nothing
-    waits for a run that has ended) to finish; fail on a hang or an error box."""
+    :data:`~browser_helpers.RUN_COUNTER`, read from the server's messages: a run over before we
+    look is still seen, and nothing waits for a run that has ended) to finish; fail on a hang
+    or an error box."""
     start = time.perf_counter()
     try:
         await page.wait_for_function(f"n => ({RUNS})() > n", arg=before, timeout=60_000)
     except Exception:
-        raise AssertionError(f"{step}: no script run started within 60 s") from None
+        raise AssertionError(f"{step}: no script run started within 60 s; {await _where(page)}") from None
     try:
-        await page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=STEP_LIMIT_S * 1000)
+        await page.wait_for_function(SETTLED, arg=before, timeout=STEP_LIMIT_S * 1000)
     except Exception:
-        raise AssertionError(f"{step}: still running after {STEP_LIMIT_S} s (hung?)") from None
+        raise AssertionError(f"{step}: still running after {STEP_LIMIT_S} s (hung?); {await _where(page)}") from None
+    await page.evaluate(FRAMES)  # the run's last messages rendered before we look for errors
     problems = await page.locator(PROBLEMS).all_inner_texts()
     assert not problems, f"{step}: {problems}"
     log.append((step, time.perf_counter() - start))
+
+
+async def _where(page) -> str:
+    """What the page showed when a step failed: the runs it saw begin and end, its script
+    state, its selected tab and its address."""
+    return await page.evaluate(
+        """() => `runs begun ${window.__runs && window.__runs.runs}, ended ${window.__runs && window.__runs.ended}, `
+        + `state ${document.querySelector('[data-test-script-state]')?.getAttribute('data-test-script-state')}, `
+        + `selected tab ${document.querySelector('[role=tab][aria-selected=true]')?.textContent}, at ${location.href}`"""
+    )
 
 
 async def _every_tab_every_cell(browser, url: str, cells: list[str], log: list) -> None:
