@@ -495,16 +495,15 @@ class Session:
         page = page or self.page
         start_ms = max(1000, (until - time.monotonic()) * 1000) if fresh else RUN_START_MS
         try:
-            await page.wait_for_function(
-                f"n => ({RUNS})() > n", arg=before, timeout=start_ms
-            )
+            await page.wait_for_function(f"n => ({RUNS})() > n", arg=before, timeout=start_ms)
         except Exception:
             if fresh:
                 return False
             # else the action changed nothing: no run
         left_ms = max(1000, (until - time.monotonic()) * 1000)
         try:  # the run's end read from the server's messages (a short run never shows "running")
-            await page.wait_for_function(f"n => ({SETTLED})(n) || ({RUNS})() <= n", arg=before, timeout=left_ms)
+            settled_or_none = f"n => ({SETTLED})(n) || ({RUNS})() <= n"
+            await page.wait_for_function(settled_or_none, arg=before, timeout=left_ms)
             return True
         except Exception:
             return False

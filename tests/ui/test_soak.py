@@ -26,6 +26,15 @@ MID = "hidden_size=128&seq_len=1000"
 #: other session's work on the same 2 cores. A step still running then counts as hung.
 STEP_LIMIT_S = 180
 PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+#: JavaScript: the runs the page saw begin and end, its script state, selected tab and address.
+WHERE = """() => {
+  const r = window.__runs || {};
+  const root = document.querySelector("[data-test-script-state]");
+  const state = root && root.getAttribute("data-test-script-state");
+  const tab = document.querySelector("[role=tab][aria-selected=true]");
+  return `runs begun ${r.runs}, ended ${r.ended}, state ${state}, `
+    + `selected tab ${tab && tab.textContent}, at ${location.href}`;
+}"""
 
 #: One xdist group with the soak with faults (tests/ui/test_soak_faults.py): the two servers
 #: never share the 2 cores (the Makefile runs tests/ui with --dist loadgroup).
@@ -96,7 +105,8 @@ async def _settle(page, step: str, log: list, before: int) -> None:
     try:
         await page.wait_for_function(SETTLED, arg=before, timeout=STEP_LIMIT_S * 1000)
     except Exception:
-        raise AssertionError(f"{step}: still running after {STEP_LIMIT_S} s (hung?); {await _where(page)}") from None
+        where = await _where(page)
+        raise AssertionError(f"{step}: still running after {STEP_LIMIT_S} s (hung?); {where}") from None
     await page.evaluate(FRAMES)  # the run's last messages rendered before we look for errors
     problems = await page.locator(PROBLEMS).all_inner_texts()
     assert not problems, f"{step}: {problems}"
@@ -106,11 +116,7 @@ async def _settle(page, step: str, log: list, before: int) -> None:
 async def _where(page) -> str:
     """What the page showed when a step failed: the runs it saw begin and end, its script
     state, its selected tab and its address."""
-    return await page.evaluate(
-        """() => `runs begun ${window.__runs && window.__runs.runs}, ended ${window.__runs && window.__runs.ended}, `
-        + `state ${document.querySelector('[data-test-script-state]')?.getAttribute('data-test-script-state')}, `
-        + `selected tab ${document.querySelector('[role=tab][aria-selected=true]')?.textContent}, at ${location.href}`"""
-    )
+    return await page.evaluate(WHERE)
 
 
 async def _every_tab_every_cell(browser, url: str, cells: list[str], log: list) -> None:
