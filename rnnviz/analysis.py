@@ -143,6 +143,27 @@ def is_compiled(cfg: RunConfig, device: jax.Device | None = None, data: Dataset 
     return (static_config(cfg), device, data_on(cfg, device, data)[1]) in executables
 
 
+def compile_analysis(cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None) -> bool:
+    """Compile what ``analyze(cfg, data=data)`` runs, without running it; whether it compiled
+    (False: it already was). A server's idle time prepares the next tabs this way.
+
+    Raises:
+        ConfigError: as :func:`analyze`, for a device that is not present or data ``cfg`` does not fit.
+
+    Example:
+        >>> from rnnviz import RunConfig
+        >>> cfg = RunConfig(hidden_size=5, seq_len=9)
+        >>> compile_analysis(cfg), is_compiled(cfg), compile_analysis(cfg.replace(seed=3))
+        (True, True, False)
+    """
+    device = device or resolve_device(cfg)
+    key = (static_config(cfg), device, data_on(cfg, device, data)[1])
+    if key in executables:
+        return False
+    executables(*key)
+    return True
+
+
 @dataclass(frozen=True, eq=False)
 class Analysis:
     """How the gradient of the loss flows back through time for one :class:`RunConfig`.
@@ -437,6 +458,7 @@ __all__ = [
     "Executables",
     "analyze",
     "baseline_executable",
+    "compile_analysis",
     "executables",
     "is_compiled",
     "log_executable",

@@ -21,7 +21,8 @@ from rnnviz.engine.environment import Environment, environment
 from rnnviz.engine.prepare import static_config
 from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.lyapunov import Lyapunov
-from rnnviz.ui import jobs, trained_runs
+from rnnviz.ui import budget, jobs, trained_runs
+from rnnviz.ui.idle import Preparer
 from rnnviz.ui.settings import settings
 from rnnviz.ui.worker import InlinePool, ResultCache, WorkerPool, make_pool
 
@@ -38,6 +39,24 @@ def results() -> ResultCache:
     """Finished results by (computation, arguments), shared by every session, held to the
     server's ``result_cache_mb`` (``RNNVIZ_RESULT_CACHE_MB``) of their pickled size."""
     return ResultCache(max_bytes=settings().result_cache_mb * 2**20)
+
+
+@st.cache_resource(show_spinner=False)
+def preparer() -> Preparer:
+    """The workers' idle time, shared by every session: compiling what the tabs not opened
+    yet will ask for (:func:`rnnviz.ui.jobs.prepare_next`)."""
+    return Preparer(pool(), jobs.prepare_next, "preparing the other tabs")
+
+
+def prepare_tabs(cfg: RunConfig, a: Analysis, n_strategies: int) -> None:
+    """Have the workers' idle time compile what this config's other tabs will ask for, when
+    the Strategies tab would compute its ``n_strategies`` within its budget (beyond it, they
+    wait for the user's "Run anyway", and a worker's idle time is better left idle). Nothing
+    without worker processes."""
+    if isinstance(pool(), InlinePool):
+        return
+    if budget.strategies_plan(budget.Cost(a.timing.run_s, a.timing.compile_s), n_strategies).fits:
+        preparer().want(route(cfg), job_key(cfg))
 
 
 def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:

@@ -21,7 +21,7 @@ from typing import Any, NamedTuple
 import jax
 import pandas as pd
 
-from rnnviz.analysis import Analysis, analyze
+from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
 from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig
@@ -206,6 +206,21 @@ def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
     return compare_strategies(
         config_of(cfg_json), repeats=repeats, data=_data(cfg_json), params=_weights(cfg_json)
     )
+
+
+def prepare_next(cfg_json: str) -> bool:
+    """Compile the next executable a tab not opened yet will ask for at a job's key: the
+    analysis under each strategy its cell can run (the Strategies and Devices tabs), one per
+    call, so that a worker's idle time is cut in short jobs; whether one was compiled (False:
+    nothing is left). Its compile time is the one the Strategies tab then shows."""
+    cfg, data = config_of(cfg_json), _data(cfg_json)
+    for s in available_strategies(cfg):
+        try:
+            if compile_analysis(cfg.replace(strategy=s), data=data):
+                return True
+        except ConfigError:  # this strategy over the budgets at this shape: the tab leaves it out
+            continue
+    return False
 
 
 def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -430,6 +445,7 @@ __all__ = [
     "devices_live",
     "load_source",
     "is_compiled",
+    "prepare_next",
     "jacobians",
     "lyapunov",
     "lyapunov_phase_table",

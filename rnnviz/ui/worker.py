@@ -16,6 +16,11 @@ Results are cached in the server (:class:`ResultCache`): a second session asking
 same thing gets it without a call, and one already being computed is waited for, not
 computed twice.
 
+Idle time is used (:meth:`WorkerPool.call_if_idle`): a worker nobody has asked anything of
+for :data:`IDLE_S` takes a short job whose answer nobody waits for — compiling what the
+tabs not yet opened will ask for (:func:`rnnviz.ui.jobs.prepare_next`). A call that arrives
+meanwhile waits for that one job, as it would for another session's.
+
 The worker side is :func:`serve` (``python -m rnnviz.ui.worker``); it needs nothing from Streamlit.
 """
 
@@ -44,6 +49,9 @@ log = logging.getLogger("rnnviz.worker")
 
 #: Seconds between checks while waiting (each check may call ``on_wait``).
 POLL_S = 0.2
+#: Seconds a worker must have been free before :meth:`WorkerPool.call_if_idle` gives it a
+#: job: longer than the gap between two calls of one script run.
+IDLE_S = 0.5
 
 
 class ComputationTimeout(RuntimeError):
@@ -149,6 +157,12 @@ class _Worker:
         self.conn: Any = None
         self.jobs = 0
         self.successor: tuple[subprocess.Popen, Any] | None = None
+        self.free_since = time.monotonic()  # when the lock was last released
+
+    def release(self) -> None:
+        """Free the worker for the next caller."""
+        self.free_since = time.monotonic()
+        self.lock.release()
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
@@ -304,7 +318,7 @@ class WorkerPool:
                 self._after_job(worker)
         finally:
             if not handed_off:
-                worker.lock.release()
+                worker.release()
 
     def _after_job(self, worker: _Worker) -> None:
         """Count the job; start the worker's successor when it has done enough or grown too big."""
@@ -332,19 +346,79 @@ class WorkerPool:
             raise value
         return value
 
-    def _drain(self, worker: _Worker, began: float, limit: float, what: str) -> None:
-        """Wait for an abandoned call's answer (dropped) within its limit, then free the worker."""
+    def _drain(
+        self,
+        worker: _Worker,
+        began: float,
+        limit: float,
+        what: str,
+        on_answer: Callable[[str, Any], None] | None = None,
+    ) -> None:
+        """Wait for an abandoned call's answer within its limit, then free the worker; the
+        answer goes to ``on_answer(status, value)`` when given, else it is dropped."""
+        answer: tuple[str, Any]
         try:
             remaining = limit - (time.perf_counter() - began)
             if remaining <= 0 or not worker.conn.poll(remaining):
                 self._replace(worker, f"{what}: abandoned and past its limit")
+                answer = ("error", ComputationTimeout(what, time.perf_counter() - began, limit))
             else:
-                worker.conn.recv()
+                answer = worker.conn.recv()
+                if answer[0] == "error":
+                    log.debug("%s (nobody waited for it): %r", what, answer[1])
                 self._after_job(worker)
-        except Exception:  # the pipe broke: a new worker on the next call
+        except Exception as err:  # the pipe broke: a new worker on the next call
             self._replace(worker, f"{what}: abandoned, pipe broke")
+            answer = ("error", WorkerDied(f"the worker computing {what} ended ({err})"))
         finally:
-            worker.lock.release()
+            worker.release()
+        if on_answer is not None:
+            on_answer(*answer)
+
+    def call_if_idle(
+        self,
+        fn: Callable,
+        *args: Any,
+        route: str,
+        what: str,
+        time_limit_s: float = 60.0,
+        on_answer: Callable[[str, Any], None] | None = None,
+    ) -> bool:
+        """Start ``fn(*args)`` on the route's worker if nobody has used it for :data:`IDLE_S`;
+        whether it started. Its answer goes to ``on_answer("ok", result)`` or
+        ``on_answer("error", exception)`` in a thread of the pool's, once the worker is free
+        again (a worker that died or ran past ``time_limit_s`` is replaced, as for any call,
+        and the exception says so); without ``on_answer`` it is dropped.
+
+        >>> pool = WorkerPool(size=1)
+        >>> pool.call_if_idle(divmod, 7, 2, route="example", what="a division")  # just started
+        False
+        >>> import time; time.sleep(IDLE_S)
+        >>> pool.call_if_idle(divmod, 7, 2, route="example", what="a division")
+        True
+        >>> pool.call(divmod, 9, 2, route="example", what="a division")  # waits for the first
+        (4, 1)
+        >>> pool.shutdown()
+        """
+        worker = self.worker_for(route)
+        if time.monotonic() - worker.free_since < IDLE_S or not worker.lock.acquire(blocking=False):
+            return False
+        try:
+            if worker.take_over():
+                log.info("worker %d: its successor took over", worker.index)
+            worker.ensure()
+            worker.conn.send((fn, args))
+        except BaseException:
+            self._replace(worker, f"{what}: could not be sent")
+            worker.release()
+            raise
+        threading.Thread(
+            target=self._drain,
+            args=(worker, time.perf_counter(), time_limit_s, what, on_answer),
+            daemon=True,
+            name="idle-call",
+        ).start()
+        return True
 
     def _replace(self, worker: _Worker, why: str) -> None:
         log.warning("replacing worker %d (%s)", worker.index, why)
@@ -381,6 +455,10 @@ class InlinePool:
     ) -> Any:
         """``fn(*args)``, here and now; the other arguments are :meth:`WorkerPool.call`'s, ignored."""
         return fn(*args)
+
+    def call_if_idle(self, fn: Callable, *args: Any, **_: Any) -> bool:
+        """False: nothing runs beside this process's own calls (the arguments are ignored)."""
+        return False
 
     def shutdown(self) -> None:
         """Nothing to stop: there are no workers."""

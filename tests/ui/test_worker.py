@@ -202,3 +202,90 @@ def test_a_stuck_worker_ends_when_its_server_is_gone(tmp_path):
         time.sleep(0.2)
     os.kill(worker, signal.SIGKILL)
     pytest.fail("the stuck worker outlived its server by 15 s")
+
+
+# ---- idle time --------------------------------------------------------------------------------
+
+
+def _until(done, within_s: float = 10.0) -> None:
+    deadline = time.monotonic() + within_s
+    while not done() and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def test_a_job_runs_in_idle_time_only_and_a_visitor_waits_for_that_one_job_alone(pool):
+    from rnnviz.ui.worker import IDLE_S
+
+    answers = []
+    on_answer = lambda status, value: answers.append((status, value))  # noqa: E731
+    route = "x"
+    pool.call(divmod, 1, 1, route=route, what="a visitor's call")
+    # just used: not idle; nothing is started
+    assert not pool.call_if_idle(divmod, 7, 2, route=route, what="idle work", on_answer=on_answer)
+    time.sleep(IDLE_S + 0.1)
+    assert pool.call_if_idle(time.sleep, 0.6, route=route, what="idle work", on_answer=on_answer)
+    assert not pool.call_if_idle(divmod, 7, 2, route=route, what="idle work")  # busy with it now
+    start = time.perf_counter()
+    assert pool.call(divmod, 9, 4, route=route, what="a visitor's call") == (2, 1)  # waits for the nap only
+    waited = time.perf_counter() - start
+    assert 0.3 < waited < 5.0, waited
+    _until(lambda: len(answers) == 1)  # handed over as the worker was freed
+    assert answers == [("ok", None)]
+    time.sleep(IDLE_S + 0.1)
+    assert pool.call_if_idle(operator.truediv, 1, 0, route=route, what="idle work", on_answer=on_answer)
+    _until(lambda: len(answers) == 2)
+    assert answers[1][0] == "error" and isinstance(answers[1][1], ZeroDivisionError)
+    time.sleep(IDLE_S + 0.1)  # a job past its limit: its worker is replaced, and the answer says so
+    nap = dict(route=route, what="idle work", time_limit_s=0.5, on_answer=on_answer)
+    assert pool.call_if_idle(time.sleep, 60, **nap)
+    assert pool.call(divmod, 5, 2, route=route, what="next") == (2, 1) and pool.restarts == 1
+    _until(lambda: len(answers) == 3)
+    assert answers[2][0] == "error" and isinstance(answers[2][1], ComputationTimeout)
+
+
+def test_prepare_next_compiles_each_strategy_once_one_per_call():
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.analysis import is_compiled
+    from rnnviz.studies.comparisons import available_strategies
+    from rnnviz.ui import jobs
+
+    cfg = RunConfig(cell="gru", hidden_size=5, input_size=2, seq_len=7, batch_size=2)
+    key = json.dumps(cfg.to_dict(), sort_keys=True)
+    strategies = available_strategies(cfg)
+    assert len(strategies) >= 4 and not any(is_compiled(cfg.replace(strategy=s)) for s in strategies)
+    answers = [jobs.prepare_next(key) for _ in range(len(strategies) + 1)]
+    assert answers == [True] * len(strategies) + [False]
+    assert all(is_compiled(cfg.replace(strategy=s)) for s in strategies)
+    # another seed is the same executables: nothing left
+    assert not jobs.prepare_next(json.dumps(cfg.replace(seed=4).to_dict(), sort_keys=True))
+
+
+def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs(pool):
+    """The dashboard's use (calls.prepare_tabs): the route's worker compiles every strategy in
+    its idle time; the Strategies tab's table then compiles nothing, and shows the compile
+    times measured then."""
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.ui import jobs
+    from rnnviz.ui.idle import Preparer
+
+    cfg = RunConfig(cell="lstm", hidden_size=5, input_size=2, seq_len=7, batch_size=2)
+    key = json.dumps(cfg.to_dict(), sort_keys=True)
+    prep = Preparer(pool, jobs.prepare_next, "preparing the other tabs")
+    try:
+        prep.want("lstm shape", key)
+        prep.want("lstm shape", key)  # asked twice: prepared once
+        deadline = time.monotonic() + 120
+        while prep.done_routes() != ["lstm shape"] and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert prep.done_routes() == ["lstm shape"]
+        strategies = pool.call(jobs.strategy_availability, key, route="lstm shape", what="which")[0]
+        keys = [json.dumps(cfg.replace(strategy=s).to_dict(), sort_keys=True) for s in strategies]
+        assert all(pool.call(jobs.is_compiled, k, route="lstm shape", what="a look-up") for k in keys)
+        table = pool.call(jobs.strategies_table, key, 1, route="lstm shape", what="the table")
+        assert list(table["strategy"]) == list(strategies) and (table["compile_s"] > 0).all()
+    finally:
+        prep.stop()

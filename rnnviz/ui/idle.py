@@ -1,0 +1,132 @@
+"""The workers' idle time, used: what the tabs not yet opened will ask for, prepared ahead.
+
+A visitor reads the first chart for a while before opening another tab, and meanwhile the
+worker that holds their shape waits. :class:`Preparer` keeps the shapes pages asked to have
+prepared, newest first, and one thread of its own gives each to its worker whenever that
+worker has been idle (:meth:`rnnviz.ui.worker.WorkerPool.call_if_idle`), one short job at a
+time, until the job answers that nothing is left. A visitor's own call waits at most for the
+one job under way. Nothing here imports Streamlit or JAX.
+"""
+
+from __future__ import annotations
+
+import collections
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+log = logging.getLogger("rnnviz.idle")
+
+#: Seconds between looks for an idle worker.
+POLL_S = 0.25
+#: Shapes waiting at once; a newer one pushes the oldest out (its visitor has moved on).
+MAX_WANTED = 8
+#: Jobs one shape may start before it is given up (a job that never answers "done").
+MAX_JOBS = 16
+#: Shapes remembered as prepared, so that a page asking again costs nothing.
+MAX_DONE = 512
+
+
+class Preparer:
+    """Jobs ``job(key)`` run in the pool's idle time for each wanted ``(route, key)``, until
+    one answers False (nothing left to prepare) or raises.
+
+    Args:
+      pool: a :class:`~rnnviz.ui.worker.WorkerPool` (anything with its ``call_if_idle``).
+      job: a module-level function of a job's key, True while it has more to do.
+      what: the work in words, for the pool's messages.
+
+    >>> import time
+    >>> from rnnviz.ui.worker import WorkerPool
+    >>> pool = WorkerPool(size=1)
+    >>> prep = Preparer(pool, bool, "an example")  # bool("") is False: done after one job
+    >>> prep.want("route", "")
+    >>> for _ in range(40):
+    ...     if prep.done_routes():
+    ...         break
+    ...     time.sleep(0.25)
+    >>> prep.done_routes()
+    ['route']
+    >>> prep.stop(); pool.shutdown()
+    """
+
+    def __init__(self, pool: Any, job: Callable[[str], bool], what: str):
+        self.pool, self.job, self.what = pool, job, what
+        self._wanted: collections.OrderedDict[str, str] = collections.OrderedDict()  # route -> key
+        self._jobs: collections.Counter[str] = collections.Counter()
+        self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
+        self._busy: set[str] = set()  # routes with a job under way
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="idle-preparer")
+        self._thread.start()
+
+    def want(self, route: str, key: str) -> None:
+        """Prepare ``key`` on ``route``'s worker when it is idle (nothing when it was already)."""
+        with self._lock:
+            if route in self._done:
+                return
+            self._wanted.pop(route, None)
+            self._wanted[route] = key  # newest last
+            while len(self._wanted) > MAX_WANTED:
+                self._forget(next(iter(self._wanted)))
+
+    def done_routes(self) -> list[str]:
+        """The routes prepared (or given up on), oldest first."""
+        with self._lock:
+            return list(self._done)
+
+    def stop(self) -> None:
+        """End the thread (jobs under way finish in the pool)."""
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _forget(self, route: str) -> None:
+        self._wanted.pop(route, None)
+        self._jobs.pop(route, None)
+
+    def _finish(self, route: str) -> None:
+        with self._lock:
+            self._forget(route)
+            self._done[route] = None
+            while len(self._done) > MAX_DONE:
+                self._done.popitem(last=False)
+
+    def _answered(self, route: str, status: str, more: Any) -> None:
+        with self._lock:
+            self._busy.discard(route)
+        if status != "ok" or not more:
+            if status != "ok":
+                log.debug("preparing %s stopped: %r", route, more)
+            self._finish(route)
+
+    def _loop(self) -> None:
+        while not self._stop.wait(POLL_S):
+            with self._lock:
+                ready = [(r, k) for r, k in reversed(self._wanted.items()) if r not in self._busy]
+            for route, key in ready:  # newest first
+                if self._jobs[route] >= MAX_JOBS:
+                    self._finish(route)
+                    continue
+                with self._lock:
+                    self._busy.add(route)
+                try:
+                    started = self.pool.call_if_idle(
+                        self.job,
+                        key,
+                        route=route,
+                        what=self.what,
+                        on_answer=lambda status, more, route=route: self._answered(route, status, more),
+                    )
+                except Exception as err:  # the worker could not be started: try again later
+                    log.debug("preparing %s: %s", route, err)
+                    started = False
+                if started:
+                    self._jobs[route] += 1
+                else:
+                    with self._lock:
+                        self._busy.discard(route)
+
+
+__all__ = ["Preparer"]
