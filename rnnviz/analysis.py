@@ -143,9 +143,13 @@ def is_compiled(cfg: RunConfig, device: jax.Device | None = None, data: Dataset 
     return (static_config(cfg), device, data_on(cfg, device, data)[1]) in executables
 
 
-def compile_analysis(cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None) -> bool:
-    """Compile what ``analyze(cfg, data=data)`` runs, without running it; whether it compiled
-    (False: it already was). A server's idle time prepares the next tabs this way.
+def compile_analysis(
+    cfg: RunConfig, device: jax.Device | None = None, data: Dataset | None = None, log_pass: bool = False
+) -> bool:
+    """Compile what ``analyze(cfg, data=data)`` runs, without running it: the analysis, and
+    with ``log_pass`` the log-magnitude pass too (it runs when float32's norms are not exact,
+    e.g. a gradient vanishing over a long T); whether anything was compiled (False: all of it
+    already was). A server's idle time prepares the next tabs this way.
 
     Raises:
         ConfigError: as :func:`analyze`, for a device that is not present or data ``cfg`` does not fit.
@@ -155,13 +159,16 @@ def compile_analysis(cfg: RunConfig, device: jax.Device | None = None, data: Dat
         >>> cfg = RunConfig(hidden_size=5, seq_len=9)
         >>> compile_analysis(cfg), is_compiled(cfg), compile_analysis(cfg.replace(seed=3))
         (True, True, False)
+        >>> compile_analysis(cfg, log_pass=True), compile_analysis(cfg, log_pass=True)
+        (True, False)
     """
     device = device or resolve_device(cfg)
     key = (static_config(cfg), device, data_on(cfg, device, data)[1])
-    if key in executables:
-        return False
-    executables(*key)
-    return True
+    wanted = [executables, log_executable] if log_pass else [executables]
+    missing = [compiled for compiled in wanted if key not in compiled]
+    for compiled in missing:
+        compiled(*key)
+    return bool(missing)
 
 
 @dataclass(frozen=True, eq=False)

@@ -292,7 +292,7 @@ def main() -> None:
         if panel.open:  # lazy: only the open tab computes
             with panel:
                 _guarded(tab.TITLE, lambda tab=tab: tab.render(ctx), cfg)
-    calls.prepare_tabs(cfg, a, len(env.strategies))  # the other tabs, in the workers' idle time
+    calls.prepare_tabs(cfg, a)  # the other tabs, in the workers' idle time
 
 
 def _mark_in_use(source: dict | None = None) -> None:

@@ -48,15 +48,16 @@ def preparer() -> Preparer:
     return Preparer(pool(), jobs.prepare_next, "preparing the other tabs")
 
 
-def prepare_tabs(cfg: RunConfig, a: Analysis, n_strategies: int) -> None:
-    """Have the workers' idle time compile what this config's other tabs will ask for, when
-    the Strategies tab would compute its ``n_strategies`` within its budget (beyond it, they
-    wait for the user's "Run anyway", and a worker's idle time is better left idle). Nothing
-    without worker processes."""
+def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
+    """Have the workers' idle time compile what this config's other tabs will ask for (with
+    the log-magnitude pass when ``a`` needed one), when the Strategies tab would compute them
+    within its budget (beyond it, they wait for the user's "Run anyway", and a worker's idle
+    time is better left idle). Nothing without worker processes."""
     if isinstance(pool(), InlinePool):
         return
-    if budget.strategies_plan(budget.Cost(a.timing.run_s, a.timing.compile_s), n_strategies).fits:
-        preparer().want(route(cfg), job_key(cfg))
+    cost = budget.Cost(a.timing.run_s, a.timing.compile_s)
+    if budget.strategies_plan(cost, len(availability(cfg)[0])).fits:
+        preparer().want(route(cfg), job_key(cfg), a.log10_source != "float32")
 
 
 def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:

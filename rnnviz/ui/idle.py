@@ -29,19 +29,19 @@ MAX_DONE = 512
 
 
 class Preparer:
-    """Jobs ``job(key)`` run in the pool's idle time for each wanted ``(route, key)``, until
-    one answers False (nothing left to prepare) or raises.
+    """Jobs ``job(*args)`` run in the pool's idle time for each route wanted with ``args``,
+    until one answers False (nothing left to prepare) or raises.
 
     Args:
       pool: a :class:`~rnnviz.ui.worker.WorkerPool` (anything with its ``call_if_idle``).
-      job: a module-level function of a job's key, True while it has more to do.
+      job: a module-level function, True while it has more to do.
       what: the work in words, for the pool's messages.
 
     >>> import time
     >>> from rnnviz.ui.worker import WorkerPool
     >>> pool = WorkerPool(size=1)
     >>> prep = Preparer(pool, bool, "an example")  # bool("") is False: done after one job
-    >>> prep.want("route", "")
+    >>> prep.want("route", "")  # bool("")
     >>> for _ in range(40):
     ...     if prep.done_routes():
     ...         break
@@ -51,9 +51,9 @@ class Preparer:
     >>> prep.stop(); pool.shutdown()
     """
 
-    def __init__(self, pool: Any, job: Callable[[str], bool], what: str):
+    def __init__(self, pool: Any, job: Callable[..., bool], what: str):
         self.pool, self.job, self.what = pool, job, what
-        self._wanted: collections.OrderedDict[str, str] = collections.OrderedDict()  # route -> key
+        self._wanted: collections.OrderedDict[str, tuple] = collections.OrderedDict()  # route -> args
         self._jobs: collections.Counter[str] = collections.Counter()
         self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._busy: set[str] = set()  # routes with a job under way
@@ -62,13 +62,14 @@ class Preparer:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="idle-preparer")
         self._thread.start()
 
-    def want(self, route: str, key: str) -> None:
-        """Prepare ``key`` on ``route``'s worker when it is idle (nothing when it was already)."""
+    def want(self, route: str, *args: Any) -> None:
+        """Run ``job(*args)`` on ``route``'s worker when it is idle, until it is done (nothing
+        when the route was prepared already)."""
         with self._lock:
             if route in self._done:
                 return
             self._wanted.pop(route, None)
-            self._wanted[route] = key  # newest last
+            self._wanted[route] = args  # newest last
             while len(self._wanted) > MAX_WANTED:
                 self._forget(next(iter(self._wanted)))
 
@@ -104,8 +105,8 @@ class Preparer:
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
             with self._lock:
-                ready = [(r, k) for r, k in reversed(self._wanted.items()) if r not in self._busy]
-            for route, key in ready:  # newest first
+                ready = [(r, a) for r, a in reversed(self._wanted.items()) if r not in self._busy]
+            for route, args in ready:  # newest first
                 if self._jobs[route] >= MAX_JOBS:
                     self._finish(route)
                     continue
@@ -114,7 +115,7 @@ class Preparer:
                 try:
                     started = self.pool.call_if_idle(
                         self.job,
-                        key,
+                        *args,
                         route=route,
                         what=self.what,
                         on_answer=lambda status, more, route=route: self._answered(route, status, more),

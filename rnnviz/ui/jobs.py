@@ -208,15 +208,17 @@ def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
     )
 
 
-def prepare_next(cfg_json: str) -> bool:
-    """Compile the next executable a tab not opened yet will ask for at a job's key: the
-    analysis under each strategy its cell can run (the Strategies and Devices tabs), one per
-    call, so that a worker's idle time is cut in short jobs; whether one was compiled (False:
-    nothing is left). Its compile time is the one the Strategies tab then shows."""
+def prepare_next(cfg_json: str, log_pass: bool) -> bool:
+    """Compile the next executables a tab not opened yet will ask for at a job's key: the
+    analysis under each strategy its cell can run (the Strategies and Devices tabs), with its
+    log-magnitude pass when ``log_pass`` (the key's own analysis needed one: so will the
+    others, on the same gradients); one strategy per call, so that a worker's idle time is cut
+    in short jobs. Whether one was compiled (False: nothing is left). Their compile times are
+    the ones the Strategies tab then shows."""
     cfg, data = config_of(cfg_json), _data(cfg_json)
     for s in available_strategies(cfg):
         try:
-            if compile_analysis(cfg.replace(strategy=s), data=data):
+            if compile_analysis(cfg.replace(strategy=s), data=data, log_pass=log_pass):
                 return True
         except ConfigError:  # this strategy over the budgets at this shape: the tab leaves it out
             continue

@@ -255,11 +255,14 @@ def test_prepare_next_compiles_each_strategy_once_one_per_call():
     key = json.dumps(cfg.to_dict(), sort_keys=True)
     strategies = available_strategies(cfg)
     assert len(strategies) >= 4 and not any(is_compiled(cfg.replace(strategy=s)) for s in strategies)
-    answers = [jobs.prepare_next(key) for _ in range(len(strategies) + 1)]
+    answers = [jobs.prepare_next(key, False) for _ in range(len(strategies) + 1)]
     assert answers == [True] * len(strategies) + [False]
     assert all(is_compiled(cfg.replace(strategy=s)) for s in strategies)
     # another seed is the same executables: nothing left
-    assert not jobs.prepare_next(json.dumps(cfg.replace(seed=4).to_dict(), sort_keys=True))
+    assert not jobs.prepare_next(json.dumps(cfg.replace(seed=4).to_dict(), sort_keys=True), False)
+    # a gradient that needed the log pass: each strategy's log pass next, one per call
+    answers = [jobs.prepare_next(key, True) for _ in range(len(strategies) + 1)]
+    assert answers == [True] * len(strategies) + [False]
 
 
 def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs(pool):
@@ -276,8 +279,8 @@ def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs
     key = json.dumps(cfg.to_dict(), sort_keys=True)
     prep = Preparer(pool, jobs.prepare_next, "preparing the other tabs")
     try:
-        prep.want("lstm shape", key)
-        prep.want("lstm shape", key)  # asked twice: prepared once
+        prep.want("lstm shape", key, False)
+        prep.want("lstm shape", key, False)  # asked twice: prepared once
         deadline = time.monotonic() + 120
         while prep.done_routes() != ["lstm shape"] and time.monotonic() < deadline:
             time.sleep(0.2)
