@@ -13,7 +13,8 @@ times, from the browser's side:
   the chart's data changed;
 * every tab at the default config and at the big one (LSTM H=128 T=1000 B=32): the click →
   the tab's first chart holds data ("first chart"), and → the page stops running
-  ("complete");
+  ("complete"); with ``--read-s S`` the visitor looks at each tab for S seconds before
+  opening the next (the workers' idle time, :mod:`rnnviz.ui.idle`);
 * a second visitor's first chart while the first computes the Phase diagram at the big
   config;
 * a class: ``--class-size`` browsers opening the page at once, each with another cell or
@@ -145,10 +146,12 @@ def _select(page, key: str, option: str):
     return act
 
 
-async def _tabs(page) -> dict[str, dict[str, float | None]]:
-    """Each tab after the first: click → its first chart with data, and → the run's end."""
+async def _tabs(page, read_s: float) -> dict[str, dict[str, float | None]]:
+    """Each tab after the first: ``read_s`` looking at the last one, then click → its first
+    chart with data, and → the run's end."""
     out = {}
     for title in TITLES[1:] + TITLES[:1]:
+        await asyncio.sleep(read_s)  # a visitor reading: the workers' idle time (not counted)
         before = await page.evaluate(RUNS)
         start = time.perf_counter()
         await page.get_by_role("tab", name=title, exact=True).click()
@@ -167,7 +170,7 @@ async def _tabs(page) -> dict[str, dict[str, float | None]]:
     return out
 
 
-async def _walk(browser, url: str) -> dict:
+async def _walk(browser, url: str, read_s: float) -> dict:
     m: dict = {}
     page, m["page open → first chart"] = await _page(browser, url)
     values = [await _changed(page, _number(page, "cfg_seed", s)) for s in (1, 2, 3)]
@@ -182,11 +185,11 @@ async def _walk(browser, url: str) -> dict:
     await page.goto(url)
     await page.wait_for_function(f"() => ({FIRST_Y})() !== null", timeout=STEP_LIMIT_S * 1000)
     await _idle(page, 0)  # a page's first run has ended
-    m["tabs (default)"] = await _tabs(page)
+    m["tabs (default)"] = await _tabs(page, read_s)
     await page.context.close()
     page, m["big: first chart"] = await _page(browser, f"{url}?{BIG}")
     await _idle(page, 0)  # a page's first run has ended
-    m["tabs (big)"] = await _tabs(page)
+    m["tabs (big)"] = await _tabs(page, read_s)
     # a second visitor arrives while the first computes the Phase diagram at the big config
     before = await page.evaluate(RUNS)
     await page.get_by_role("tab", name="Carry", exact=True).click()
@@ -257,7 +260,7 @@ async def _one_run(args, run: int) -> dict:
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             try:
-                m.update(await _walk(browser, url))
+                m.update(await _walk(browser, url, args.read_s))
                 if args.class_size:
                     m["class"] = await _class(browser, url, args.class_size)
             finally:
@@ -276,12 +279,12 @@ def _fmt(v: float | None) -> str:
     return "—" if v is None or v != v else f"{v:.2f}"
 
 
-def report(runs: list[dict]) -> str:
+def report(runs: list[dict], read_s: float = 0.0) -> str:
     """The table (median over the runs, each run, target, met) and every tab's medians."""
     rows = [_summary(m) for m in runs]
     lines = [
         f"rnnviz dashboard walk: {len(runs)} run(s), chromium 1366×768, {os.cpu_count()} CPUs, "
-        f"python {platform.python_version()}",
+        f"python {platform.python_version()}, {read_s:g} s on each tab before the next",
         "",
         "| step | target s | median s | runs s | met |",
         "|---|---:|---:|---|---|",
@@ -311,9 +314,15 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=3, help="fresh servers to walk (the table gives the median)")
     ap.add_argument("--class-size", type=int, default=8, help="browsers opening the page at once (0: none)")
     ap.add_argument("--json", type=Path, help="also write every measurement here")
+    ap.add_argument(
+        "--read-s",
+        type=float,
+        default=0.0,
+        help="seconds a visitor looks at a tab before opening the next (the workers' idle time; default 0)",
+    )
     args = ap.parse_args()
     runs = [asyncio.run(_one_run(args, i)) for i in range(args.runs)]
-    text = report(runs)
+    text = report(runs, args.read_s)
     print(text)
     if args.json:
         args.json.write_text(json.dumps({"runs": runs, "table": text}, indent=1))
