@@ -50,7 +50,7 @@ from rnnviz.engine.linalg import tall_qr
 from rnnviz.engine.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.engine.timing import time_within
 from rnnviz.studies.jacobians import carry_dim, flat_step, initial_directions, pack, unit_shapes, unpacker
-from rnnviz.studies.sweep import evaluate_points, grid_points
+from rnnviz.studies.sweep import compile_points, evaluate_points, grid_points
 
 
 class LyapunovOptions(NamedTuple):
@@ -336,6 +336,21 @@ def lyapunov_sweep(
     return pd.concat(parts, ignore_index=True)
 
 
+def compile_lyapunov_phase(
+    cfg: RunConfig, n_points: int, *, data: Dataset | None = None, params: Weights | None = None
+) -> bool:
+    """Compile what :func:`lyapunov_phase` runs for ``n_points`` gains × seeds, without running
+    it; whether it compiled (False: it already was).
+
+    Example:
+        >>> from rnnviz import RunConfig
+        >>> cfg = RunConfig(hidden_size=4, seq_len=6)
+        >>> compile_lyapunov_phase(cfg, 4), compile_lyapunov_phase(cfg, 4)
+        (True, False)
+    """
+    return compile_points(cfg, n_points, check_options(cfg, 1, None, 1), data, params)
+
+
 def lyapunov_phase(
     cfg: RunConfig,
     gains: Sequence[float],
@@ -361,6 +376,7 @@ def lyapunov_phase(
 
 __all__ = [
     "EDGE_TOLERANCE",
+    "compile_lyapunov_phase",
     "initial_directions",
     "DecayFit",
     "Lyapunov",

@@ -191,10 +191,9 @@ def evaluate_points(
     """``measure`` at value-only variations of ``cfg``, in one sharded, vmapped call:
     its outputs as host arrays with a leading ``[len(points)]`` axis (each point on a batch
     of ``data`` drawn by its seed, when given; at trained ``weights``, when given)."""
-    devices = sweep_devices(cfg)
     n = len(points)
-    n_sweep = mesh_shape(cfg, len(devices))[0]
-    padded = -(-n // n_sweep) * n_sweep  # the sharded axis must divide evenly
+    key, arrays, trained = _executable_key(cfg, n, measure, data, weights)
+    padded = key[2]
     cfgs = [cfg.replace(**p) for p in points] + [cfg] * (padded - n)
     key_of = {
         seed: np.asarray(jax.random.key_data(jax.random.key(seed)), np.uint32)
@@ -202,6 +201,22 @@ def evaluate_points(
     }
     keys = np.stack([key_of[c.seed] for c in cfgs])  # one key derivation per distinct seed, not per point
     vals = Values(*(np.asarray([getattr(c, f) for c in cfgs], np.float32) for f in Values._fields))
+    exe = sweep_executable(*key)
+    shard = exe.fn.input_shardings[0][0]
+    replicated = NamedSharding(shard.mesh, PartitionSpec())
+    arrays, trained = jax.tree.map(lambda a: _global(np.asarray(a), replicated), (arrays, trained))
+    out = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)), arrays, trained)
+    return jax.tree.map(lambda x: _to_host(x)[:n], out)
+
+
+def _executable_key(
+    cfg: RunConfig, n: int, measure: Any, data: Dataset | None, weights: Weights | None
+) -> tuple[tuple, DataArrays | None, Any]:
+    """``(sweep_executable's arguments, the data's arrays, the trained tree)`` for ``n`` points
+    of ``cfg`` (N padded to a multiple of the mesh's "sweep" axis, which it must divide)."""
+    devices = sweep_devices(cfg)
+    n_sweep = mesh_shape(cfg, len(devices))[0]
+    padded = -(-n // n_sweep) * n_sweep
     arrays = spec = None
     if data is not None:
         check_data(cfg, data)
@@ -209,14 +224,33 @@ def evaluate_points(
         spec = data_spec(arrays)
     check_weights(cfg, weights)
     trained = None if weights is None else trained_tree(weights)
-    exe = sweep_executable(
-        static_config(cfg), devices, padded, measure, spec, None if trained is None else data_spec(trained)
-    )
-    shard = exe.fn.input_shardings[0][0]
-    replicated = NamedSharding(shard.mesh, PartitionSpec())
-    arrays, trained = jax.tree.map(lambda a: _global(np.asarray(a), replicated), (arrays, trained))
-    out = exe.fn(_global(keys, shard), Values(*(_global(v, shard) for v in vals)), arrays, trained)
-    return jax.tree.map(lambda x: _to_host(x)[:n], out)
+    trained_spec = None if trained is None else data_spec(trained)
+    key = (static_config(cfg), devices, padded, measure, spec, trained_spec)
+    return key, arrays, trained
+
+
+def compile_points(
+    cfg: RunConfig,
+    n: int,
+    measure: Any = GRADIENTS,
+    data: Dataset | None = None,
+    weights: Weights | None = None,
+) -> bool:
+    """Compile what :func:`evaluate_points` runs for ``n`` points of ``cfg``, without running
+    it; whether it compiled (False: it already was). A server's idle time prepares the Phase
+    diagram this way.
+
+    Example:
+        >>> from rnnviz import RunConfig
+        >>> cfg = RunConfig(hidden_size=4, seq_len=6)
+        >>> compile_points(cfg, 6), compile_points(cfg.replace(seed=2), 6)  # values: the same executable
+        (True, False)
+    """
+    key = _executable_key(cfg, n, measure, data, weights)[0]
+    if key in sweep_executable:
+        return False
+    sweep_executable(*key)
+    return True
 
 
 def run_points(

@@ -35,6 +35,8 @@ STRATEGY_COMPILE, STRATEGY_RUN = 1.5, 1.8
 #: pass (≈ 0.6 of a run more), and its executable and the λ₁ one each compile about twice
 #: as long as the analysis (vmapped, with the initialisation inside).
 PHASE_RUN, PHASE_COMPILE = 1.6, 2.0
+#: The Phase diagram's grid as it opens: gains × seeds (the tab's inputs start there).
+PHASE_GAINS, PHASE_SEEDS = 41, 3
 
 
 class Cost(NamedTuple):

@@ -49,15 +49,20 @@ def preparer() -> Preparer:
 
 
 def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
-    """Have the workers' idle time compile what this config's other tabs will ask for (with
-    the log-magnitude pass when ``a`` needed one), when the Strategies tab would compute them
-    within its budget (beyond it, they wait for the user's "Run anyway", and a worker's idle
-    time is better left idle). Nothing without worker processes."""
+    """Have the workers' idle time compile what this config's other tabs will ask for as they
+    open (:func:`rnnviz.ui.jobs.prepare_next`): each strategy's analysis (with the log pass
+    when ``a`` needed one) when the Strategies tab computes within its budget, and the Phase
+    diagram's sweeps at the grid its budget makes of the opening one. A tab over its budget
+    waits for the user's "Run anyway", and a worker's idle time is better left idle then.
+    Nothing without worker processes."""
     if isinstance(pool(), InlinePool):
         return
     cost = budget.Cost(a.timing.run_s, a.timing.compile_s)
-    if budget.strategies_plan(cost, len(availability(cfg)[0])).fits:
-        preparer().want(route(cfg), job_key(cfg), a.log10_source != "float32")
+    strategies = budget.strategies_plan(cost, len(availability(cfg)[0]))
+    phase = budget.phase_plan(cfg, cost, budget.PHASE_GAINS, budget.PHASE_SEEDS)
+    points = phase.settings["gains"] * phase.settings["seeds"] if phase.fits else 0
+    if strategies.fits or points:
+        preparer().want(route(cfg), job_key(cfg), strategies.fits, a.log10_source != "float32", points)
 
 
 def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:

@@ -39,10 +39,10 @@ from rnnviz.studies.comparisons import (
 from rnnviz.studies.connectivity import Connectivity, connectivity
 from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
-from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
+from rnnviz.studies.lyapunov import Lyapunov, compile_lyapunov_phase, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
 from rnnviz.studies.over_training import OverTraining, over_training
-from rnnviz.studies.sweep import critical_gain, sweep
+from rnnviz.studies.sweep import compile_points, critical_gain, sweep
 from rnnviz.studies.training import Trainer, Training, load_run
 from rnnviz.tables.strategies import strategy_names
 from rnnviz.ui import trained_runs
@@ -208,20 +208,29 @@ def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
     )
 
 
-def prepare_next(cfg_json: str, log_pass: bool) -> bool:
-    """Compile the next executables a tab not opened yet will ask for at a job's key: the
-    analysis under each strategy its cell can run (the Strategies and Devices tabs), with its
-    log-magnitude pass when ``log_pass`` (the key's own analysis needed one: so will the
-    others, on the same gradients); one strategy per call, so that a worker's idle time is cut
-    in short jobs. Whether one was compiled (False: nothing is left). Their compile times are
-    the ones the Strategies tab then shows."""
-    cfg, data = config_of(cfg_json), _data(cfg_json)
-    for s in available_strategies(cfg):
+def prepare_next(cfg_json: str, strategies: bool, log_pass: bool, phase_points: int) -> bool:
+    """Compile the next executables a tab not opened yet will ask for at a job's key, one
+    per call, so that a worker's idle time is cut in short jobs; whether one was compiled
+    (False: nothing is left). In the tabs' order:
+
+    * with ``strategies``, the analysis under each strategy the cell can run (the Strategies
+      and Devices tabs), with its log-magnitude pass when ``log_pass`` (the key's own analysis needed one: so
+      will the others, on the same gradients); the Strategies tab then shows the compile
+      times measured here;
+    * the Phase diagram's gradient sweep and λ₁ sweep over ``phase_points`` gains × seeds
+      (0: not within its budget, nothing prepared).
+    """
+    cfg, data, weights = config_of(cfg_json), _data(cfg_json), _weights(cfg_json)
+    for s in available_strategies(cfg) if strategies else ():
         try:
             if compile_analysis(cfg.replace(strategy=s), data=data, log_pass=log_pass):
                 return True
         except ConfigError:  # this strategy over the budgets at this shape: the tab leaves it out
             continue
+    if phase_points:
+        return compile_points(cfg, phase_points, data=data, weights=weights) or compile_lyapunov_phase(
+            cfg, phase_points, data=data, params=weights
+        )
     return False
 
 

@@ -243,26 +243,37 @@ def test_a_job_runs_in_idle_time_only_and_a_visitor_waits_for_that_one_job_alone
     assert answers[2][0] == "error" and isinstance(answers[2][1], ComputationTimeout)
 
 
-def test_prepare_next_compiles_each_strategy_once_one_per_call():
+def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call():
     import json
 
     from rnnviz import RunConfig
     from rnnviz.analysis import is_compiled
     from rnnviz.studies.comparisons import available_strategies
+    from rnnviz.studies.sweep import sweep_executable
     from rnnviz.ui import jobs
 
     cfg = RunConfig(cell="gru", hidden_size=5, input_size=2, seq_len=7, batch_size=2)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
     strategies = available_strategies(cfg)
     assert len(strategies) >= 4 and not any(is_compiled(cfg.replace(strategy=s)) for s in strategies)
-    answers = [jobs.prepare_next(key, False) for _ in range(len(strategies) + 1)]
+    answers = [jobs.prepare_next(key, True, False, 0) for _ in range(len(strategies) + 1)]
     assert answers == [True] * len(strategies) + [False]
     assert all(is_compiled(cfg.replace(strategy=s)) for s in strategies)
     # another seed is the same executables: nothing left
-    assert not jobs.prepare_next(json.dumps(cfg.replace(seed=4).to_dict(), sort_keys=True), False)
+    assert not jobs.prepare_next(json.dumps(cfg.replace(seed=4).to_dict(), sort_keys=True), True, False, 0)
     # a gradient that needed the log pass: each strategy's log pass next, one per call
-    answers = [jobs.prepare_next(key, True) for _ in range(len(strategies) + 1)]
+    answers = [jobs.prepare_next(key, True, True, 0) for _ in range(len(strategies) + 1)]
     assert answers == [True] * len(strategies) + [False]
+    # the Phase diagram's two sweeps at 2 gains × 3 seeds: then the tab's jobs compile nothing
+    assert [jobs.prepare_next(key, True, True, 6) for _ in range(3)] == [True, True, False]
+    compiled = sweep_executable.cache_info().currsize
+    frame, _ = jobs.phase(key, 0.5, 1.5, 2, 3)
+    lam, _ = jobs.lyapunov_phase_table(key, 0.5, 1.5, 2, 3)
+    assert sweep_executable.cache_info().currsize == compiled
+    assert len(lam) == 2 and frame["seed"].nunique() == 3
+    # nothing asked for: nothing compiled
+    other = json.dumps(cfg.replace(hidden_size=6).to_dict(), sort_keys=True)
+    assert not jobs.prepare_next(other, False, False, 0) and not is_compiled(cfg.replace(hidden_size=6))
 
 
 def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs(pool):
@@ -279,8 +290,8 @@ def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs
     key = json.dumps(cfg.to_dict(), sort_keys=True)
     prep = Preparer(pool, jobs.prepare_next, "preparing the other tabs")
     try:
-        prep.want("lstm shape", key, False)
-        prep.want("lstm shape", key, False)  # asked twice: prepared once
+        prep.want("lstm shape", key, True, False, 6)
+        prep.want("lstm shape", key, True, False, 6)  # asked twice: prepared once
         deadline = time.monotonic() + 120
         while prep.done_routes() != ["lstm shape"] and time.monotonic() < deadline:
             time.sleep(0.2)

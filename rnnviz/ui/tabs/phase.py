@@ -22,8 +22,8 @@ def render(ctx: TabContext) -> None:
     c1, c2, c3, c4 = st.columns(4)
     lo = c1.number_input("gain from", 0.0, 10.0, 0.5, 0.05, key="phase_lo")
     hi = c2.number_input("gain to", 0.0, 10.0, 1.5, 0.05, key="phase_hi")
-    n = c3.number_input("gains", 2, 256, 41, 1, key="phase_n")
-    seeds = c4.number_input("seeds", 1, 16, 3, 1, key="phase_seeds")
+    n = c3.number_input("gains", 2, 256, budget.PHASE_GAINS, 1, key="phase_n")
+    seeds = c4.number_input("seeds", 1, 16, budget.PHASE_SEEDS, 1, key="phase_seeds")
     if hi <= lo:
         st.error(f"'gain to' ({hi:g}) must be larger than 'gain from' ({lo:g}).")
         return
