@@ -52,6 +52,10 @@ POLL_S = 0.2
 #: Seconds a worker must have been free before :meth:`WorkerPool.call_if_idle` gives it a
 #: job: longer than the gap between two calls of one script run.
 IDLE_S = 0.5
+#: The longest an idle-time job may hold its worker (less when the pool's own limit is): a
+#: visitor who arrives meanwhile waits for it, and a stuck one (a stopped process) is
+#: replaced by then.
+IDLE_LIMIT_S = 20.0
 
 
 class ComputationTimeout(RuntimeError):
@@ -381,14 +385,15 @@ class WorkerPool:
         *args: Any,
         route: str,
         what: str,
-        time_limit_s: float = 60.0,
+        time_limit_s: float | None = None,
         on_answer: Callable[[str, Any], None] | None = None,
     ) -> bool:
         """Start ``fn(*args)`` on the route's worker if nobody has used it for :data:`IDLE_S`;
         whether it started. Its answer goes to ``on_answer("ok", result)`` or
         ``on_answer("error", exception)`` in a thread of the pool's, once the worker is free
         again (a worker that died or ran past ``time_limit_s`` is replaced, as for any call,
-        and the exception says so); without ``on_answer`` it is dropped.
+        and the exception says so); without ``on_answer`` it is dropped. The limit is at most
+        :data:`IDLE_LIMIT_S` and the pool's own (the default).
 
         >>> pool = WorkerPool(size=1)
         >>> pool.call_if_idle(divmod, 7, 2, route="example", what="a division")  # just started
@@ -400,6 +405,7 @@ class WorkerPool:
         (4, 1)
         >>> pool.shutdown()
         """
+        limit = min(IDLE_LIMIT_S, self.time_limit_s, math.inf if time_limit_s is None else time_limit_s)
         worker = self.worker_for(route)
         if time.monotonic() - worker.free_since < IDLE_S or not worker.lock.acquire(blocking=False):
             return False
@@ -414,7 +420,7 @@ class WorkerPool:
             raise
         threading.Thread(
             target=self._drain,
-            args=(worker, time.perf_counter(), time_limit_s, what, on_answer),
+            args=(worker, time.perf_counter(), limit, what, on_answer),
             daemon=True,
             name="idle-call",
         ).start()

@@ -303,3 +303,20 @@ def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs
         assert list(table["strategy"]) == list(strategies) and (table["compile_s"] > 0).all()
     finally:
         prep.stop()
+
+
+def test_a_stuck_idle_job_holds_its_worker_no_longer_than_the_pools_limit():
+    """A stopped worker (SIGSTOP, in the soak with faults) took an idle-time job: the visitor
+    who then asks waits for the pool's own limit at most, and is answered by a new worker."""
+    from rnnviz.ui.worker import IDLE_S
+
+    pool = WorkerPool(size=1, time_limit_s=1.5)
+    try:
+        pool.call(divmod, 1, 1, route="x", what="a first call")
+        time.sleep(IDLE_S + 0.1)
+        assert pool.call_if_idle(time.sleep, 3600, route="x", what="idle work")  # no limit given
+        start = time.perf_counter()
+        assert pool.call(divmod, 9, 4, route="x", what="a visitor's call") == (2, 1)
+        assert time.perf_counter() - start < 10 and pool.restarts == 1
+    finally:
+        pool.shutdown()
