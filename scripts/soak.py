@@ -77,6 +77,13 @@ TRAINING_DONE = """(before) => {
 }"""
 #: Milliseconds an action waits for the script run it should start (none: it changed nothing).
 RUN_START_MS = 2500
+#: JavaScript: the runs the page saw begin and end, and its script state.
+WHERE = """() => {
+  const r = window.__runs || {};
+  const root = document.querySelector("[data-test-script-state]");
+  const state = root && root.getAttribute("data-test-script-state");
+  return `runs begun ${r.runs}, ended ${r.ended}, server says running ${r.running}, state ${state}`;
+}"""
 #: Milliseconds a fresh page's widgets may take to show the URL's values after its run ends.
 URL_SETTLE_MS = 5000
 #: Pins a session keeps at most (then it removes one).
@@ -522,7 +529,9 @@ class Session:
             acted = False
             await self.driver_error(f"{kind}: {label}", err)
         if not await self.settle(before, until):
-            soak.hangs.append({"t": soak.now(), "session": self.index, "step": f"{kind}: {label}"})
+            hang = {"t": soak.now(), "session": self.index, "step": f"{kind}: {label}"}
+            hang["page"] = await self._where()
+            soak.hangs.append(hang)
             await self.reload("a hang")
             return False
         elapsed = time.monotonic() - start
@@ -549,6 +558,14 @@ class Session:
                 record["screenshot"] = str(path)
             except Exception:
                 pass
+
+    async def _where(self) -> str:
+        """What the page showed at a hang: the runs it saw begin and end and whether the
+        server last said it runs (its messages, :data:`RUN_COUNTER`), and the app root's state."""
+        try:
+            return await self.page.evaluate(WHERE)
+        except Exception as err:
+            return f"unreadable ({_short(err)})"
 
     async def _runs_or_zero(self) -> int:
         try:
@@ -1869,7 +1886,8 @@ def markdown(result: dict[str, Any]) -> str:
         lines += ["", "## The driver stopped", "", "```", result["crash"].rstrip(), "```"]
     if result["hangs"]:
         lines += ["", "## Hangs", ""] + [
-            f"- session {h['session']} at {h['t']:.0f} s: {h['step']}" for h in result["hangs"]
+            f"- session {h['session']} at {h['t']:.0f} s: {h['step']} ({h.get('page', 'page not read')})"
+            for h in result["hangs"]
         ]
     return "\n".join(lines) + "\n"
 

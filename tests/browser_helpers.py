@@ -23,37 +23,49 @@ FLAGS = [
     "--disable-quic",
 ]
 
-#: An init script that counts the script runs a page has seen begin and end, from the
-#: server's own messages: each binary websocket frame is one Streamlit ``ForwardMsg``, whose
-#: top-level field 4 (``new_session``) begins a run (a fragment's too) and field 6
-#: (``script_finished``) ends one, also one stopped early for a rerun. It reads the frames,
-#: not the app root's ``data-test-script-state``: React renders several messages handled in
-#: one go as one update, so a short run under load never shows "running" in the page (a soak
-#: in CI waited 60 s for one that had come and gone). ``window.__runs`` holds ``runs`` (begun)
-#: and ``ended``; a fresh page has seen none, so its "notRunning" before the first run is not
-#: taken for a finished one.
+#: An init script that follows the script runs a page sees, from the server's own messages:
+#: each binary websocket frame is one Streamlit ``ForwardMsg``. Its top-level field 4
+#: (``new_session``) begins a run (a fragment's too), field 6 (``script_finished``) ends one,
+#: and field 9 (``session_status_changed``, a ``SessionStatus`` whose field 2 is
+#: ``script_is_running``, absent when false) says whether the session is running now: sent at
+#: every change, it is the signal a wait ends on (a soak with faults saw a run begun and its
+#: ``script_finished`` never seen, the session idle). It reads the frames, not the app root's
+#: ``data-test-script-state``: React renders several messages handled in one go as one
+#: update, so a short run under load never shows "running" in the page (a soak in CI waited
+#: 60 s for one that had come and gone). ``window.__runs`` holds ``runs`` (begun), ``ended``
+#: and ``running``; a fresh page has seen no run, so its "notRunning" before the first run
+#: is not taken for a finished one.
 RUN_COUNTER = """(() => {
-  const s = (window.__runs = { runs: 0, ended: 0 });
+  const s = (window.__runs = { runs: 0, ended: 0, running: false });
   const varint = (b, i) => {
     let v = 0, m = 1, c;
     do { c = b[i++]; v += (c & 127) * m; m *= 128; } while (c & 128 && i < b.length);
     return [v, i];
   };
-  const count = (data) => {
-    if (!(data instanceof ArrayBuffer)) return;
-    const b = new Uint8Array(data);
-    let i = 0, tag, n;
-    while (i < b.length) {
+  const fields = (b, i, end, each) => {  // each(field, wire, value or [start, end]) per field
+    let tag, n;
+    while (i < end) {
       [tag, i] = varint(b, i);
       const field = Math.floor(tag / 8), wire = tag & 7;
-      if (field === 4) s.runs += 1;
-      if (field === 6) s.ended += 1;
-      if (wire === 0) [, i] = varint(b, i);
-      else if (wire === 2) { [n, i] = varint(b, i); i += n; }
+      if (wire === 0) { [n, i] = varint(b, i); each(field, wire, n); }
+      else if (wire === 2) { [n, i] = varint(b, i); each(field, wire, [i, i + n]); i += n; }
       else if (wire === 1) i += 8;
       else if (wire === 5) i += 4;
       else return;
     }
+  };
+  const count = (data) => {
+    if (!(data instanceof ArrayBuffer)) return;
+    const b = new Uint8Array(data);
+    fields(b, 0, b.length, (field, wire, v) => {
+      if (field === 4) s.runs += 1;
+      if (field === 6) s.ended += 1;
+      if (field === 9 && wire === 2) {
+        let running = false;
+        fields(b, v[0], v[1], (f, w, x) => { if (f === 2 && w === 0) running = x !== 0; });
+        s.running = running;
+      }
+    });
   };
   const Native = window.WebSocket;
   window.WebSocket = class extends Native {
@@ -65,9 +77,9 @@ RUN_COUNTER = """(() => {
 })();"""
 #: JavaScript: the runs begun so far (0 before the counter runs).
 RUNS = "() => (window.__runs ? window.__runs.runs : 0)"
-#: JavaScript predicate of ``n``: a run begun after the page had seen ``n`` has ended, no
-#: other is under way, and the page shows it idle (the last message rendered).
-SETTLED = """n => !!window.__runs && window.__runs.runs > n && window.__runs.ended >= window.__runs.runs
+#: JavaScript predicate of ``n``: a run begun after the page had seen ``n``, the session not
+#: running now (the server said so last), and the page showing it idle.
+SETTLED = """n => !!window.__runs && window.__runs.runs > n && !window.__runs.running
   && !!document.querySelector('[data-test-script-state="notRunning"]')"""
 #: JavaScript: resolves after two animation frames, by when React has drawn what the
 #: messages already handled asked for (or after 0.5 s, should a page get no frames).

@@ -32,7 +32,7 @@ WHERE = """() => {
   const root = document.querySelector("[data-test-script-state]");
   const state = root && root.getAttribute("data-test-script-state");
   const tab = document.querySelector("[role=tab][aria-selected=true]");
-  return `runs begun ${r.runs}, ended ${r.ended}, state ${state}, `
+  return `runs begun ${r.runs}, ended ${r.ended}, running ${r.running}, state ${state}, `
     + `selected tab ${tab && tab.textContent}, at ${location.href}`;
 }"""
 
