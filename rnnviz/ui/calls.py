@@ -102,7 +102,8 @@ def compute(what: str, route: str, fn, *args):
 
     def waiting(elapsed: float, running: bool) -> None:
         if elapsed >= 1.0:
-            doing = "computing" if running else "waiting for another session's computation"
+            busy = None if running else pool().doing(route)
+            doing = "computing" if running else f"waiting for its worker, busy with {busy or 'another job'}"
             note.caption(f"⏳ {what}: {doing}… {elapsed:.0f} s (stopped at {limit:g} s)")
 
     call = lambda: pool().call(fn, *args, route=route, what=what, on_wait=waiting)  # noqa: E731

@@ -162,9 +162,11 @@ class _Worker:
         self.jobs = 0
         self.successor: tuple[subprocess.Popen, Any] | None = None
         self.free_since = time.monotonic()  # when the lock was last released
+        self.doing: str | None = None  # the job under way, in words
 
     def release(self) -> None:
         """Free the worker for the next caller."""
+        self.doing = None
         self.free_since = time.monotonic()
         self.lock.release()
 
@@ -297,6 +299,7 @@ class WorkerPool:
                 log.info("worker %d: its successor took over", worker.index)
             worker.ensure()
             worker.conn.send((fn, args))
+            worker.doing = what
             began = time.perf_counter()
             while not worker.conn.poll(POLL_S):
                 elapsed = time.perf_counter() - began
@@ -414,6 +417,7 @@ class WorkerPool:
                 log.info("worker %d: its successor took over", worker.index)
             worker.ensure()
             worker.conn.send((fn, args))
+            worker.doing = what
         except BaseException:
             self._replace(worker, f"{what}: could not be sent")
             worker.release()
@@ -430,6 +434,10 @@ class WorkerPool:
         log.warning("replacing worker %d (%s)", worker.index, why)
         worker.kill()
         self.restarts += 1
+
+    def doing(self, route: str) -> str | None:
+        """What the route's worker is busy with, in words (None when it is free)."""
+        return self.worker_for(route).doing
 
     def pids(self) -> list[int]:
         """The process ids of the running workers (and of successors being started)."""
@@ -465,6 +473,10 @@ class InlinePool:
     def call_if_idle(self, fn: Callable, *args: Any, **_: Any) -> bool:
         """False: nothing runs beside this process's own calls (the arguments are ignored)."""
         return False
+
+    def doing(self, route: str) -> str | None:
+        """None: no worker is ever busy with another's job here."""
+        return None
 
     def shutdown(self) -> None:
         """Nothing to stop: there are no workers."""

@@ -225,6 +225,7 @@ def test_a_job_runs_in_idle_time_only_and_a_visitor_waits_for_that_one_job_alone
     time.sleep(IDLE_S + 0.1)
     assert pool.call_if_idle(time.sleep, 0.6, route=route, what="idle work", on_answer=on_answer)
     assert not pool.call_if_idle(divmod, 7, 2, route=route, what="idle work")  # busy with it now
+    assert pool.doing(route) == "idle work"  # what a visitor's waiting line names
     start = time.perf_counter()
     assert pool.call(divmod, 9, 4, route=route, what="a visitor's call") == (2, 1)  # waits for the nap only
     waited = time.perf_counter() - start
