@@ -14,11 +14,14 @@ guard, for the estimate that is wrong or the computation that never returns.
 from __future__ import annotations
 
 import math
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
 from rnnviz.studies.jacobians import carry_dim
 from rnnviz.ui.settings import settings as server_settings
+
+if TYPE_CHECKING:
+    from rnnviz.analysis import Analysis
 
 #: Seconds one tab may take; None: the server's setting (``RNNVIZ_VIEW_BUDGET_S``,
 #: :mod:`rnnviz.ui.settings`), read when a plan is made.
@@ -46,6 +49,11 @@ class Cost(NamedTuple):
 
     run_s: float
     compile_s: float
+
+    @classmethod
+    def of(cls, a: Analysis) -> Cost:
+        """What the analysis ``a`` cost here: the unit every tab's budget counts in."""
+        return cls(a.timing.run_s, a.timing.compile_s)
 
     @property
     def compile(self) -> float:

@@ -57,7 +57,7 @@ def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
     Nothing without worker processes."""
     if isinstance(pool(), InlinePool):
         return
-    cost = budget.Cost(a.timing.run_s, a.timing.compile_s)
+    cost = budget.Cost.of(a)
     strategies = budget.strategies_plan(cost, len(availability(cfg)[0]))
     phase = budget.phase_plan(cfg, cost, budget.PHASE_GAINS, budget.PHASE_SEEDS)
     points = phase.settings["gains"] * phase.settings["seeds"] if phase.fits else 0

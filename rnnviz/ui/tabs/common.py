@@ -1,5 +1,5 @@
-"""What several tabs share: the budget gate, the cost unit it counts in, CSV buttons, and the
-tabs' prose (a markdown file beside each tab's module)."""
+"""What several tabs share: the budget gate, CSV buttons, and the tabs' prose (a markdown
+file beside each tab's module)."""
 
 from __future__ import annotations
 
@@ -9,13 +9,7 @@ from importlib import resources
 import pandas as pd
 import streamlit as st
 
-from rnnviz.analysis import Analysis
 from rnnviz.ui import budget
-
-
-def cost_of(a: Analysis) -> budget.Cost:
-    """What the analysis of ``a.config`` cost here: the unit every tab's budget counts in."""
-    return budget.Cost(a.timing.run_s, a.timing.compile_s)
 
 
 def within_budget(plan: budget.Plan, key: str) -> bool:

@@ -15,7 +15,7 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import cost_of, csv_button, within_budget
+from rnnviz.ui.tabs.common import csv_button, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Devices"
@@ -26,7 +26,7 @@ def render(ctx: TabContext) -> None:
     next to the recorded ones."""
     costs, env = ctx.compute.costs, ctx.environment
     n_runs = (1 + len(env.gpus)) * len(costs.availability(ctx.config)[0])
-    plan = budget.devices_plan(cost_of(ctx.analysis), n_runs)
+    plan = budget.devices_plan(budget.Cost.of(ctx.analysis), n_runs)
     if within_budget(plan, "devices"):
         _live_runs(costs.devices_live(ctx.config, plan.settings["repeats"]))
     # under the live chart: above it, on a 1366×768 projector, the text pushed it off the screen

@@ -13,7 +13,7 @@ from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_f
 from rnnviz.studies.jacobians import carry_dim, choose_method
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import cost_of, csv_button, prose, within_budget
+from rnnviz.ui.tabs.common import csv_button, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Jacobians"
@@ -27,7 +27,7 @@ def render(ctx: TabContext) -> None:
     n_examples = cfg.batch_size or 1
     k, example = _controls(n_examples, carry_dim(cfg))
     steps = budget.jacobians_plan(
-        cfg, cost_of(a), choose_method(carry_dim(cfg)), k, min(cfg.seq_len, budget.JACOBIAN_STEPS)
+        cfg, budget.Cost.of(a), choose_method(carry_dim(cfg)), k, min(cfg.seq_len, budget.JACOBIAN_STEPS)
     )
     if not within_budget(steps, "jacobians"):
         return
@@ -50,7 +50,7 @@ def render(ctx: TabContext) -> None:
     )
     st.markdown(prose(__name__, "intro"))  # under the chart: the chart stays above the fold
     st.caption(prose(__name__, "singular values", how=how, every=every))
-    plan = budget.lyapunov_plan(cfg, cost_of(a), k)
+    plan = budget.lyapunov_plan(cfg, budget.Cost.of(a), k)
     if not within_budget(plan, "lyapunov"):
         return
     ly = dynamics.lyapunov(cfg, plan.settings["k"])

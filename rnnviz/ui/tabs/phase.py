@@ -9,7 +9,7 @@ from rnnviz import charts
 from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import cost_of, csv_button, prose, within_budget
+from rnnviz.ui.tabs.common import csv_button, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Phase diagram"
@@ -27,7 +27,7 @@ def render(ctx: TabContext) -> None:
     if hi <= lo:
         st.error(f"'gain to' ({hi:g}) must be larger than 'gain from' ({lo:g}).")
         return
-    plan = budget.phase_plan(cfg, cost_of(ctx.analysis), int(n), int(seeds))
+    plan = budget.phase_plan(cfg, budget.Cost.of(ctx.analysis), int(n), int(seeds))
     if not within_budget(plan, "phase"):
         return
     n, seeds = plan.settings["gains"], plan.settings["seeds"]

@@ -11,7 +11,7 @@ from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
 from rnnviz.frames.gradients import contributions_frame
 from rnnviz.tables.strategies import strategy_rules
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import cost_of, csv_button, within_budget
+from rnnviz.ui.tabs.common import csv_button, within_budget
 from rnnviz.ui.tabs.context import Compute, TabContext
 
 TITLE = "Strategies"
@@ -21,7 +21,7 @@ def render(ctx: TabContext) -> None:
     """The cost bars and table (within the budget), the contributions heatmap, the scaling."""
     a, costs = ctx.analysis, ctx.compute.costs
     available, hidden = costs.availability(a.config)
-    plan = budget.strategies_plan(cost_of(a), len(available))
+    plan = budget.strategies_plan(budget.Cost.of(a), len(available))
     if not within_budget(plan, "strategies"):
         _about(available, hidden)
         return
