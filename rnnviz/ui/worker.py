@@ -295,11 +295,7 @@ class WorkerPool:
                 on_wait(time.perf_counter() - start, False)
         handed_off = False
         try:
-            if worker.take_over():
-                log.info("worker %d: its successor took over", worker.index)
-            worker.ensure()
-            worker.conn.send((fn, args))
-            worker.doing = what
+            self._send(worker, fn, args, what)
             began = time.perf_counter()
             while not worker.conn.poll(POLL_S):
                 elapsed = time.perf_counter() - began
@@ -326,6 +322,15 @@ class WorkerPool:
         finally:
             if not handed_off:
                 worker.release()
+
+    def _send(self, worker: _Worker, fn: Callable, args: tuple, what: str) -> None:
+        """Hand ``fn(*args)`` to a worker whose lock the caller holds: its successor first if
+        one is ready, a new process if it died."""
+        if worker.take_over():
+            log.info("worker %d: its successor took over", worker.index)
+        worker.ensure()
+        worker.conn.send((fn, args))
+        worker.doing = what
 
     def _after_job(self, worker: _Worker) -> None:
         """Count the job; start the worker's successor when it has done enough or grown too big."""
@@ -413,11 +418,7 @@ class WorkerPool:
         if time.monotonic() - worker.free_since < IDLE_S or not worker.lock.acquire(blocking=False):
             return False
         try:
-            if worker.take_over():
-                log.info("worker %d: its successor took over", worker.index)
-            worker.ensure()
-            worker.conn.send((fn, args))
-            worker.doing = what
+            self._send(worker, fn, args, what)
         except BaseException:
             self._replace(worker, f"{what}: could not be sent")
             worker.release()
