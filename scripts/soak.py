@@ -53,7 +53,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "scripts" / "soak_probe"
 sys.path.insert(0, str(ROOT / "tests"))  # the browser and the hostile files the tests use
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402
+from browser_helpers import CHROMIUM, FLAGS, FRAMES, RUN_COUNTER, RUNS, SETTLED  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
 ERROR_BOX = '[data-testid="stAlertContentError"]'
@@ -82,7 +82,8 @@ WHERE = """() => {
   const r = window.__runs || {};
   const root = document.querySelector("[data-test-script-state]");
   const state = root && root.getAttribute("data-test-script-state");
-  return `runs begun ${r.runs}, ended ${r.ended}, server says running ${r.running}, state ${state}`;
+  return `runs begun ${r.runs}, ended ${r.ended}, server says running ${r.running}, state ${state}, `
+    + `session ${r.session} (${r.sessions} seen on ${r.sockets} websockets)`;
 }"""
 #: Milliseconds a fresh page's widgets may take to show the URL's values after its run ends.
 URL_SETTLE_MS = 5000
@@ -126,6 +127,11 @@ TREND_NOISE_MB = 32.0
 #: ~100 MB a training run) passes this bound within minutes; the 30-minute run judges trends.
 SHORT_RUN_RISE_MB = 256.0
 SAMPLE_S = 3.0
+#: Seconds between two looks at the trained-runs folder (an eviction is seen with the
+#: admission that caused it).
+WATCH_S = 0.5
+#: JavaScript: the distinct Streamlit sessions this page load has been in (:data:`RUN_COUNTER`).
+SESSIONS = "() => (window.__runs ? window.__runs.sessions : 0)"
 
 #: The documented error boxes, first match wins: (kind, is it a failure, words it holds).
 ERROR_KINDS: tuple[tuple[str, bool, tuple[str, ...]], ...] = (
@@ -405,6 +411,8 @@ class Soak:
     faults: list[dict] = field(default_factory=list)
     samples: list[dict] = field(default_factory=list)
     trained: list[dict] = field(default_factory=list)
+    removals: list[dict] = field(default_factory=list)  # trained runs seen leaving their folder
+    sessions: list[Any] = field(default_factory=list)  # the browser sessions (their in-use runs)
     url_checks: list[dict] = field(default_factory=list)
     lost: list[str] = field(default_factory=list)
     observations: list[str] = field(default_factory=list)
@@ -483,6 +491,9 @@ class Session:
         self.pins = 0
         self.weights_run: str | None = None
         self.trained: list[dict] = []
+        self.pinned_runs: set[str] = set()  # run files its "Pin these runs" holds in use
+        self.page_sessions = 0  # Streamlit sessions this page load has been in
+        self.last_train: list[str] = []  # the run files its last training call wrote
         self.failures_in_a_row = 0
         self.reloads = 0
         self.last_new_errors: list[str] = []
@@ -535,6 +546,7 @@ class Session:
             await self.reload("a hang")
             return False
         elapsed = time.monotonic() - start
+        await self.check_session(f"{kind}: {label}")
         new = await self.collect_errors(f"{kind}: {label}")
         soak.steps.append(
             {"t": soak.now(), "session": self.index, "kind": kind, "label": label, "s": elapsed, "ok": acted}
@@ -544,6 +556,24 @@ class Session:
             await self.reload("the page asked for a reload" if acted else "three failed actions in a row")
         self.last_new_errors = new
         return acted
+
+    async def check_session(self, step: str) -> None:
+        """A page whose connection came back in a new Streamlit session (not a reload of
+        the driver's) has lost what the old session held: recorded as lost, with what it held,
+        and the driver's expectations reset."""
+        try:
+            seen = await self.page.evaluate(SESSIONS)
+        except Exception:
+            return
+        if seen > max(1, self.page_sessions):
+            where = await self._where()
+            held = f"{self.pins} pins, {len(self.pinned_runs)} pinned trained runs"
+            self.soak.lost.append(
+                f"session {self.index}: its page came back in a new server session after {step!r} "
+                f"at {self.soak.now():.0f} s ({held}; {where})"
+            )
+            self.pins, self.pinned_runs, self.weights_run = 0, set(), None
+        self.page_sessions = max(self.page_sessions, seen)
 
     async def driver_error(self, step: str, err: BaseException) -> None:
         """An action the driver could not make (a widget not there in time): recorded, with a
@@ -614,6 +644,11 @@ class Session:
                 {"t": soak.now(), "session": self.index, "step": "reload", "error": _short(err)}
             )
         self.pins, self.seen, self.weights_run, self.failures_in_a_row = 0, set(), None, 0
+        self.pinned_runs = set()
+        try:
+            self.page_sessions = await self.page.evaluate(SESSIONS)
+        except Exception:
+            self.page_sessions = 0
         self.tab = await self._open_tab()
 
     async def _open_tab(self) -> str:
@@ -743,8 +778,17 @@ class Session:
         else:
             ok = await self.step("pin", "Pin current run", lambda: self.click(".st-key-pin button"))
         if ok:
-            self.pins = await self.page.locator("[class*='st-key-unpin_']").count()
+            self.pins = await self.count_pins()
             self.soak.covered["pin"] += 1
+
+    async def count_pins(self) -> int:
+        """The pinned runs the Compare tab lists, once the page is idle and drawn."""
+        try:
+            await self.idle()
+            await self.page.evaluate(FRAMES)
+        except Exception:
+            pass
+        return await self.page.locator("[class*='st-key-unpin_']").count()
 
     async def train(self) -> None:
         """A short training run from the Training tab (T ≤ 100, H ≤ 32, a few dozen steps);
@@ -764,12 +808,16 @@ class Session:
         if not await self.step("train", f"{steps} steps", self._train_and_wait):
             return
         self.soak.covered["train"] += 1
-        for path in sorted(set(folder.glob("*.rnnviz")) - before):
-            self._remember_run(path)
+        self.last_train = [str(p) for p in sorted(set(folder.glob("*.rnnviz")) - before)]
+        for path in self.last_train:
+            self._remember_run(Path(path))
         if not self.soak.trained:
             self.soak.again("train")  # stopped (a fault, a time-out): try once more later
         if self.rng.random() < 0.5 and await self.page.locator(".st-key-train_pin button").count():
-            await self.step("pin", "Pin these runs", lambda: self.click(".st-key-train_pin button"))
+            if await self.step("pin", "Pin these runs", lambda: self.click(".st-key-train_pin button")):
+                # its files are in use for the rest of this session (a training call that
+                # wrote nothing new pins older files, which the driver cannot name: not counted)
+                self.pinned_runs.update(p for p in self.last_train if Path(p).exists())
 
     async def _train_and_wait(self) -> None:
         before = [t.strip() for t in await self.page.locator(ERROR_BOX).all_text_contents()]
@@ -1001,16 +1049,19 @@ class Session:
             await self.step(
                 "weights", "initial", lambda: self.choose("weights_choice", "initial (from the seed)")
             )
-        expected_pins = self.pins
         await self.goto_tab("Compare")
-        shown = await self.page.locator("[class*='st-key-unpin_']").count()
-        if shown != expected_pins:
+        shown = await self.count_pins()
+        if shown != self.pins:
+            boxes = await self.page.locator(ERROR_BOX).all_text_contents()
+            shot = soak.shots / f"pins-session{self.index}.png" if soak.shots else None
+            if shot is not None:
+                await self.page.screenshot(path=str(shot), full_page=True, timeout=10_000)
             soak.lost.append(
-                f"session {self.index}: {expected_pins} pinned runs, the Compare tab shows {shown}"
+                f"session {self.index}: {self.pins} pinned runs, the Compare tab shows {shown} "
+                f"(open tab {await self._open_tab()}; {await self._where()}; error boxes {boxes}; {shot})"
             )
         await self.check_url()
-        kept = expected_kept_runs(soak)
-        mine = [r for r in self.trained if r["path"] in kept]
+        mine = [r for r in self.trained if Path(r["path"]).exists()]
         if mine:
             await self.check_listed(mine[-1])
 
@@ -1099,22 +1150,28 @@ async def url_mismatches(page: Any, want: dict[str, str], tab: str) -> list[str]
     return problems
 
 
-def expected_kept_runs(soak: Soak) -> set[str]:
-    """The trained runs the folder's caps let the server keep: the most recently used ones,
-    as many as its file cap allows and as fit in its MB cap (the rest may be evicted)."""
-    cap_files = soak.cap(FOLDERS["trained"][2]) or 10**9
-    cap_bytes = (soak.cap(FOLDERS["trained"][1]) or 10**9) * 2**20
-    kept, total = set(), 0
-    for run in sorted(soak.trained, key=lambda r: -r["last_used"]):
-        try:
-            size = Path(run["path"]).stat().st_size
-        except OSError:
-            size = 0
-        if len(kept) >= cap_files or total + size > cap_bytes:
-            break
-        kept.add(run["path"])
-        total += size
-    return kept
+def trained_run_losses(soak: Soak) -> tuple[list[dict], list[str]]:
+    """Each trained run the sessions made, with whether it is still on disk and when it left
+    (:func:`watch_trained`), and the losses: a run that left while its folder was within
+    its caps, or while a live session used it, or that is gone with no leaving seen."""
+    removed = {r["name"]: r for r in soak.removals}
+    runs, lost = [], []
+    for run in soak.trained:
+        name = Path(run["path"]).name
+        left = removed.get(name)
+        record = {**run, "exists": Path(run["path"]).exists(), "removed": left}
+        runs.append(record)
+        what = f"trained run {run['label']!r} ({name})"
+        if record["exists"]:
+            continue
+        if left is None:
+            lost.append(f"{what} is gone, and its leaving was not seen")
+        elif not left["over_cap"]:
+            lost.append(f"{what} left at {left['t']:.0f} s while the folder was within its caps")
+        elif left["in_use_by"]:
+            users = left["in_use_by"]
+            lost.append(f"{what} was evicted at {left['t']:.0f} s while session(s) {users} used it")
+    return runs, lost
 
 
 def _short(err: BaseException) -> str:
@@ -1377,6 +1434,51 @@ async def sample(soak: Soak, stop: asyncio.Event) -> None:
             pass
 
 
+def folder_entries(folder: Path) -> dict[str, int]:
+    """Every entry directly in ``folder`` (half-written hidden files too: they count
+    against its caps) and its size in bytes."""
+    found = {}
+    try:
+        names = list(folder.iterdir())
+    except OSError:
+        return found
+    for p in names:
+        try:
+            found[p.name] = p.stat().st_size
+        except OSError:  # gone meanwhile
+            continue
+    return found
+
+
+async def watch_trained(soak: Soak, stop: asyncio.Event) -> None:
+    """Every :data:`WATCH_S`: the trained-runs folder's entries. Each run file that leaves
+    it is recorded with whether the folder was over one of its caps just then (counting the
+    entries that arrived in the same look: the admission that evicts it), and whether a live
+    session held it in use (pinned with its training call, or its weights open). A run that
+    leaves a folder within its caps, or that a session uses, was lost."""
+    folder = soak.folder("trained")
+    cap_files = soak.cap(FOLDERS["trained"][2]) or 10**9
+    cap_bytes = (soak.cap(FOLDERS["trained"][1]) or 10**9) * 2**20
+    before = folder_entries(folder)
+    while not stop.is_set():
+        try:
+            await asyncio.wait_for(stop.wait(), timeout=WATCH_S)
+        except TimeoutError:
+            pass
+        now = folder_entries(folder)
+        gone = [n for n in before if n not in now and n.endswith(".rnnviz") and not n.startswith(".")]
+        if gone:
+            both = {**before, **now}
+            over = len(both) > cap_files or sum(both.values()) > cap_bytes
+            for name in gone:
+                path = str(folder / name)
+                users = [s.index for s in soak.sessions if path in s.pinned_runs or s.weights_run == path]
+                soak.removals.append(
+                    {"t": round(soak.now(), 1), "name": name, "over_cap": over, "in_use_by": users}
+                )
+        before = now
+
+
 # ---- the server ------------------------------------------------------------------------------------
 
 
@@ -1524,13 +1626,16 @@ async def drive(soak: Soak) -> None:
             soak.t0 = time.monotonic()
             soak.deadline = soak.t0 + soak.opts.minutes * 60
             stop = asyncio.Event()
+            soak.sessions = sessions
             sampler = asyncio.create_task(sample(soak, stop))
+            watcher = asyncio.create_task(watch_trained(soak, stop))
             faults = asyncio.create_task(run_faults(soak))
             await asyncio.gather(*(s.run() for s in sessions))
             await faults_after_the_sessions(soak, faults)
             await asyncio.gather(*(s.check_kept() for s in sessions))
             stop.set()
             await sampler
+            await watcher
             for s in sessions:
                 await s.context.close()
         finally:
@@ -1553,15 +1658,8 @@ def report(soak: Soak) -> dict[str, Any]:
     worker_lines = _worker_lines(log)
     url_failures = [c for c in soak.url_checks if c.get("mismatches")]
     lost = soak.lost + [f"URL {c['url']}: {c['mismatches']}" for c in url_failures]
-    kept = expected_kept_runs(soak)
-    trained = [
-        {**r, "exists": Path(r["path"]).exists(), "expected_kept": r["path"] in kept} for r in soak.trained
-    ]
-    lost += [
-        f"trained run {r['label']!r} ({Path(r['path']).name}) is gone"
-        for r in trained
-        if r["expected_kept"] and not r["exists"]
-    ]
+    trained, runs_lost = trained_run_losses(soak)
+    lost += runs_lost
     checks = {
         "no_hang": not soak.hangs,
         "no_uncaught_or_unclassified_error": not failures,
@@ -1867,7 +1965,11 @@ def markdown(result: dict[str, Any]) -> str:
     lines += ["", "## Kept", ""]
     lines += [f"- lost: {item}" for item in result["kept"]["lost"]] or ["- nothing lost"]
     runs = result["kept"]["trained_runs"]
-    lines.append(f"- trained runs: {len(runs)}, {sum(r['exists'] for r in runs)} still on disk")
+    evicted = sum(bool(r["removed"]) for r in runs)
+    lines.append(
+        f"- trained runs: {len(runs)}, {sum(r['exists'] for r in runs)} still on disk, "
+        f"{evicted} evicted by the folder's caps"
+    )
     lines.append(f"- URL checks: {len(result['kept']['url_checks'])}")
     lines += [
         "",

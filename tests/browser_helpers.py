@@ -34,9 +34,13 @@ FLAGS = [
 #: update, so a short run under load never shows "running" in the page (a soak in CI waited
 #: 60 s for one that had come and gone). ``window.__runs`` holds ``runs`` (begun), ``ended``
 #: and ``running``; a fresh page has seen no run, so its "notRunning" before the first run
-#: is not taken for a finished one.
+#: is not taken for a finished one. It also keeps the Streamlit session the page is in
+#: (``session``: ``new_session.initialize.session_id``, field 1 then 6), how many distinct
+#: ones it has seen (``sessions``) and the websockets it opened (``sockets``): a page whose
+#: connection dropped and came back in a new session has lost its session state (its pins).
 RUN_COUNTER = """(() => {
-  const s = (window.__runs = { runs: 0, ended: 0, running: false });
+  const s = (window.__runs = { runs: 0, ended: 0, running: false, session: "", sessions: 0, sockets: 0 });
+  const text = new TextDecoder();
   const varint = (b, i) => {
     let v = 0, m = 1, c;
     do { c = b[i++]; v += (c & 127) * m; m *= 128; } while (c & 128 && i < b.length);
@@ -58,7 +62,17 @@ RUN_COUNTER = """(() => {
     if (!(data instanceof ArrayBuffer)) return;
     const b = new Uint8Array(data);
     fields(b, 0, b.length, (field, wire, v) => {
-      if (field === 4) s.runs += 1;
+      if (field === 4) {
+        s.runs += 1;
+        fields(b, v[0], v[1], (f, w, init) => {
+          if (f !== 1 || w !== 2) return;
+          fields(b, init[0], init[1], (g, x, id) => {
+            if (g !== 6 || x !== 2) return;
+            const sid = text.decode(b.subarray(id[0], id[1]));
+            if (sid && sid !== s.session) { s.session = sid; s.sessions += 1; }
+          });
+        });
+      }
       if (field === 6) s.ended += 1;
       if (field === 9 && wire === 2) {
         let running = false;
@@ -71,6 +85,7 @@ RUN_COUNTER = """(() => {
   window.WebSocket = class extends Native {
     constructor(...args) {
       super(...args);
+      s.sockets += 1;
       this.addEventListener("message", (e) => count(e.data));
     }
   };

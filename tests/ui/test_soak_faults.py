@@ -67,6 +67,27 @@ def test_the_driver_classifies_error_boxes_and_judges_trends():
     assert all(0 < at < 0.7 * 180 for at, _, _ in schedule)
 
 
+def test_the_driver_tells_an_eviction_by_the_caps_from_a_lost_run(tmp_path):
+    """A run that left while the folder was over its caps and nobody used it was evicted; one
+    that left a folder within its caps, one a session used, and one gone with no leaving seen,
+    were lost; one still there is neither."""
+    soak = _driver()
+    s = soak.Soak.__new__(soak.Soak)
+    s.trained, s.removals = [], []
+    for name in ("evicted", "within", "used", "unseen", "kept"):
+        s.trained.append({"path": str(tmp_path / f"{name}.rnnviz"), "label": name})
+    (tmp_path / "kept.rnnviz").write_bytes(b"x")
+    s.removals = [
+        {"t": 1.0, "name": "evicted.rnnviz", "over_cap": True, "in_use_by": []},
+        {"t": 2.0, "name": "within.rnnviz", "over_cap": False, "in_use_by": []},
+        {"t": 3.0, "name": "used.rnnviz", "over_cap": True, "in_use_by": [1]},
+    ]
+    runs, lost = soak.trained_run_losses(s)
+    assert [r["exists"] for r in runs] == [False, False, False, False, True]
+    assert [line.split("'")[1] for line in lost] == ["within", "used", "unseen"]
+    assert "within its caps" in lost[0] and "[1] used it" in lost[1] and "not seen" in lost[2]
+
+
 @pytest.fixture(scope="module")
 def soak_report(tmp_path_factory) -> tuple[dict, str]:
     """Run the driver once for the module: its JSON report and its Markdown summary."""
