@@ -50,8 +50,9 @@ COST_SIZES = (
     dict(batch_size=8, seq_len=50, input_size=8, hidden_size=32),
     dict(batch_size=16, seq_len=200, input_size=32, hidden_size=64),
 )
-#: The designs linear in a diagonal state, for parallel against sequential.
-PARALLEL_DESIGNS = ("rglru", "mamba")
+#: The designs the parallel strategy runs (linear in a diagonal state; the mLSTM given its
+#: stabiliser), for parallel against sequential.
+PARALLEL_DESIGNS = ("rglru", "mamba", "mlstm")
 #: The gradient table's lengths and shape.
 GRADIENT_LENGTHS = (1000, 10_000)
 GRADIENT_BASE = RunConfig(hidden_size=64, input_size=8, batch_size=4)
@@ -63,7 +64,7 @@ def cost_suite() -> list[RunConfig]:
 
 
 def parallel_suite(lengths: Iterable[int] = (1000, 10_000)) -> list[RunConfig]:
-    """RG-LRU and Mamba, B=8·I=32·H=64, at each of ``lengths``."""
+    """RG-LRU, Mamba and the mLSTM, B=8·I=32·H=64, at each of ``lengths``."""
     return [
         RunConfig(cell=c, hidden_size=64, batch_size=8, input_size=32, seq_len=t)
         for c in PARALLEL_DESIGNS

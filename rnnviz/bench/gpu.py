@@ -60,7 +60,7 @@ from rnnviz.studies.comparisons import (
 )
 
 #: The cells whose recurrence is linear in the carry (``parallel`` can run them).
-LINEAR_CELLS = ("mingru", "minlstm", "lru", "rglru", "mamba")
+LINEAR_CELLS = ("mingru", "minlstm", "lru", "rglru", "mamba", "mlstm")
 
 
 class Profile(NamedTuple):

@@ -261,11 +261,17 @@ class SpecialForms:
         linear_form: optional ``(params, xs [T, (B,) I]) -> (A, B)`` with A, B
             ``[T, (B,) H]`` (complex allowed) such that h_t = A_t ⊙ h_{t−1} + B_t: the
             recurrence is linear in the carry and the ``parallel`` strategy applies.
+        prefix_scan: optional ``(params, carry_0, eps [T, …] or None, xs [T, (B,) I], scan)
+            -> carries [T, …]`` for a cell linear in part of its carry given values that
+            are themselves prefix scans (the mLSTM: linear in (C, n) given its stabiliser m,
+            a (max, +) scan); ``scan(a, b)`` is the strategy's linear prefix scan
+            h_t = a_t ⊙ h_{t−1} + b_t from h_{−1} = 0. The ``parallel`` strategy applies.
         fused: optional :class:`FusedForm`: the cell factors into an input GEMM, one
             recurrent matrix product and element-wise maths; the ``fused`` strategy applies.
     """
 
     linear_form: Callable[[Any, Any], tuple[Any, Any]] | None = None
+    prefix_scan: Callable[..., Any] | None = None
     fused: FusedForm | None = None
 
 

@@ -32,7 +32,7 @@ def _any_cell(spec: Any) -> str | None:
 
 
 def _linear(spec: Any) -> str | None:
-    if spec.forms.linear_form is not None:
+    if spec.forms.linear_form is not None or spec.forms.prefix_scan is not None:
         return None
     return "its recurrence is not linear in its carry (h_t = A_t⊙h_{t−1} + B_t)"
 

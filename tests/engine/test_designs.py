@@ -223,6 +223,34 @@ def test_bfloat16_within_two_percent(name):
     _compare(name, jnp.bfloat16, 2e-2, grad_rtol=6e-2 if name == "mlstm" else 2e-2, unbatched=False)
 
 
+@pytest.mark.parametrize("batch", [None, BATCH])
+def test_mlstm_prefix_scan_equals_the_reference_loop_with_perturbed_carries(batch):
+    """The parallel strategy's form of the mLSTM (the stabiliser by a (max, +) scan, then C and
+    n by a linear one), with both scans (blocked on a CPU, the full tree on a GPU): every
+    carry equals the reference loop's when a random perturbation is added to the carry
+    handed on at every step (as the per-step gradients' zeros are), at T = 40 with gates
+    that move the stabiliser both ways."""
+    from rnnviz.engine.cells.xlstm import mlstm_prefix_scan
+    from rnnviz.engine.strategies.parallel import blocked_scan, full_scan
+
+    cell, step, params, carry0, _ = _setup("mlstm", batch)
+    rng = np.random.default_rng(3)
+    lead = () if batch is None else (batch,)
+    xs = jnp.asarray(2.0 * rng.standard_normal((40,) + lead + (IN,)), jnp.float32)
+    eps = jax.tree.map(lambda c: jnp.asarray(0.3 * rng.standard_normal((40,) + c.shape), c.dtype), carry0)
+    want, carry = [], carry0
+    for t in range(40):  # the reference step, its carry perturbed before it is handed on
+        carry, _ = ref._jitted(step)(params, carry, xs[t])
+        carry = jax.tree.map(lambda c, e: c + e[t], carry, eps)
+        want.append(carry)
+    want = jax.tree.map(lambda *c: np.stack(c), *want)
+    assert np.ptp(np.asarray(want[2])) > 1.0  # the stabiliser moved
+    for scan in (blocked_scan, full_scan):
+        got = ref.jit(functools.partial(mlstm_prefix_scan, scan=scan))(params, carry0, eps, xs)
+        for label, g, w in zip("Cnm", got, want):
+            _close(g, w, 1e-5, f"{label} ({scan.__name__})")
+
+
 # ---- xLSTM: the stabiliser ----------------------------------------------------------------------
 
 

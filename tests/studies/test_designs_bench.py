@@ -18,7 +18,7 @@ def test_the_suites_cover_every_new_design_and_parallel_only_where_it_applies():
     cells = {c.cell for c in cost_suite()}
     assert cells == {f["cell"] for f in NEW_DESIGNS.values()} and cells <= set(cell_names())
     assert {(c.cell, c.seq_len) for c in parallel_suite()} == {
-        (c, t) for c in ("rglru", "mamba") for t in (1000, 10_000)
+        (c, t) for c in ("rglru", "mamba", "mlstm") for t in (1000, 10_000)
     }
     long = long_suite()  # T = 100 000 under checkpoint, every design, within the memory budget
     assert {c.cell for c in long} == cells and {(c.seq_len, c.strategy) for c in long} == {

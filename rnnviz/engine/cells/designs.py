@@ -27,9 +27,10 @@ is the true one times e^{−m_t}, so ∂L/∂(true) = e^{−m_t}·∂L/∂(store
 (``Display.state_note``). The other cells store their true state.
 
 **Strategies.** ``parallel`` applies to the cells linear in their state with a diagonal
-transition: RG-LRU and the selective SSM (their :func:`rglru_linear`, :func:`mamba_linear`).
-The mLSTM is linear in (C, n) given the gates, but its stabiliser m_t = max(ln f_t + m_{t−1},
-ĩ_t) is not, so its carry as stored is not a linear recurrence. (Gated) DeltaNet is linear in S
+transition: RG-LRU and the selective SSM (their :func:`rglru_linear`, :func:`mamba_linear`),
+and the mLSTM: linear in (C, n) given its gates, whose stabiliser m_t = max(ln f_t + m_{t−1},
+ĩ_t) is itself a prefix scan in the (max, +) semiring
+(:func:`~rnnviz.engine.cells.xlstm.mlstm_prefix_scan`). (Gated) DeltaNet is linear in S
 with a dense transition S ↦ α S (I − β k kᵀ): a scan would compose d×d matrices, O(T d³) work
 against the sequential O(T d²), so rnnviz runs it sequentially (the chunked WY form of the
 DeltaNet papers is how accelerators parallelise it).
@@ -48,7 +49,7 @@ from rnnviz.engine.cells.deltanet import GatedDeltaNetCell, delta_rule_readout
 from rnnviz.engine.cells.mamba import SelectiveSSMCell, _selection, selective_ssm_readout
 from rnnviz.engine.cells.rglru import RGLRUCell, bounded_sqrt, rglru_log_a
 from rnnviz.engine.cells.shared import dense
-from rnnviz.engine.cells.xlstm import MLSTMCell, SLSTMCell, mlstm_readout
+from rnnviz.engine.cells.xlstm import MLSTMCell, SLSTMCell, mlstm_prefix_scan, mlstm_readout
 from rnnviz.tables.cells import (
     CarryLayout,
     CellSpec,
@@ -195,6 +196,10 @@ def _mlstm_readout(params: Params, carry: Any, x: jax.Array) -> jax.Array:
     return mlstm_readout(params, carry, _in_dtype_of(params["q"]["kernel"], x))
 
 
+def _mlstm_prefix_scan(params: Params, first: Any, rest: Any, xs: jax.Array, scan: Callable) -> Any:
+    return mlstm_prefix_scan(params, first, rest, _in_dtype_of(params["q"]["kernel"], xs), scan)
+
+
 def _delta_readout(params: Params, state: jax.Array, x: jax.Array) -> jax.Array:
     return delta_rule_readout(params, state, _in_dtype_of(params["q"]["kernel"], x))
 
@@ -272,6 +277,7 @@ register_cell(
             "the forget gate's time constant",
             state_note=_STORED.format(leaves="C and n", per="head"),
         ),
+        forms=SpecialForms(prefix_scan=_mlstm_prefix_scan),
     ),
 )
 register_cell(

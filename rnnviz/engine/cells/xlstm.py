@@ -37,6 +37,7 @@ for the m that is carried (any m is a valid stabiliser).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 import flax.linen as nn
@@ -321,6 +322,75 @@ def mlstm_true_state(carry: MLSTMCarry) -> MLSTMCarry:
     )
 
 
+def _max_plus(
+    left: tuple[jax.Array, jax.Array], right: tuple[jax.Array, jax.Array]
+) -> tuple[jax.Array, jax.Array]:
+    """Two steps m ↦ max(a + m, b) composed (first ``left``): associative, like (A, B) pairs."""
+    a1, b1 = left
+    a2, b2 = right
+    return a1 + a2, jnp.maximum(a2 + b1, b2)
+
+
+def mlstm_prefix_scan(
+    params: Params,
+    first: MLSTMCarry,
+    rest: MLSTMCarry | None,
+    xs: jax.Array,
+    scan: Callable[[jax.Array, jax.Array], jax.Array],
+) -> MLSTMCarry:
+    r"""The mLSTM's carries ``(C, n, m)``, each ``[T, …]``, from prefix scans, not a loop.
+
+    Given the stabiliser, the memory is linear: :math:`C_t = f'_t C_{t−1} + i'_t v_t k_t^\top`
+    with :math:`f'_t = e^{\ln f_t + m_{t−1} − m_t}` and :math:`i'_t = e^{ĩ_t − m_t}` (and n
+    alike). The stabiliser itself, :math:`m_t = \max(\ln f_t + m_{t−1}, ĩ_t)`, is an affine map
+    in the (max, +) semiring, m ↦ max(a + m, b), and those compose associatively too:
+    (a₁, b₁) then (a₂, b₂) is (a₁ + a₂, max(a₂ + b₁, b₂)). So m comes from one
+    ``jax.lax.associative_scan`` (a ``[T, (B,) heads]`` array: cheap), the gates from m, and C
+    and n from ``scan``, the strategy's linear prefix scan (``scan(a, b)`` gives
+    h_t = a_t ⊙ h_{t−1} + b_t from h_{−1} = 0, a broadcasting against b). f′ ≤ 1 by the
+    choice of m, so no product of the scan overflows.
+
+    The per-step perturbations ``rest`` (``[T, …]`` per leaf; None without) are added to the
+    carry handed on, as :func:`~rnnviz.engine.rollout.rollout` adds them: to m's affine maps
+    (m ↦ max(a + m, b) + e is the map (a + e, b + e)) and to C's and n's b_t. ``first`` is
+    carry_0 with its perturbation added. Float32 carries give the sequential cell's values to
+    rounding; a bfloat16 carry is rounded once at the end, not at every step.
+
+    Args:
+        params: the cell's parameters (as :func:`mlstm_step` reads them).
+        first: ``(C_0, n_0, m_0)`` ``[(B,) heads, d, d]``, ``[(B,) heads, d]``, ``[(B,) heads]``.
+        rest: the perturbations of steps 1…T, or None.
+        xs: ``[T, (B,) I]`` in the compute dtype.
+        scan: the linear prefix scan.
+
+    Returns:
+        ``(C [T, (B,) heads, d, d], n [T, (B,) heads, d], m [T, (B,) heads])`` in the carry's dtypes.
+    """
+    f32 = jnp.float32
+    C0, n0, m0 = first
+    dt = xs.dtype
+    heads = params["igate"]["kernel"].shape[-1]
+    _, k, v = _qk(params, xs, heads)  # [T, (B,) heads, d]
+    i_raw = dense(params["igate"], xs).astype(f32)  # [T, (B,) heads]
+    log_f = jax.nn.log_sigmoid(dense(params["fgate"], xs).astype(f32))
+    e_C, e_n, e_m = (None, None, None) if rest is None else rest
+    e = jnp.zeros_like(i_raw) if e_m is None else e_m.astype(f32)
+    shift, floor = jax.lax.associative_scan(_max_plus, (log_f + e, i_raw + e))
+    m_handed = jnp.maximum(shift + m0.astype(f32)[None], floor)  # m_t + e_t, handed to step t + 1
+    m_new = m_handed - e
+    m_prev = jnp.concatenate([m0.astype(f32)[None], m_handed[:-1]])
+    f_gate = jnp.exp(log_f + m_prev - m_new).astype(dt)[..., None]
+    i_gate = jnp.exp(i_raw - m_new).astype(dt)[..., None]
+    b_C = i_gate[..., None] * (v[..., :, None] * k[..., None, :])
+    b_n = i_gate * k
+    if rest is not None:
+        b_C, b_n = b_C + e_C.astype(dt), b_n + e_n.astype(dt)
+    a_C = f_gate[..., None]
+    b_C = b_C.at[0].add(a_C[0] * C0.astype(dt))  # carry_0 folded into the first step
+    b_n = b_n.at[0].add(f_gate[0] * n0.astype(dt))
+    return scan(a_C, b_C).astype(C0.dtype), scan(f_gate, b_n).astype(n0.dtype), m_handed.astype(m0.dtype)
+
+
 class MLSTMCell(_Cell):
     r"""mLSTM (Beck et al. 2024): a matrix memory per head written with an exponential input
     gate; carry ``(C [(B,) heads, d, d], n [(B,) heads, d], m [(B,) heads])``, d = H/heads.
@@ -417,6 +487,7 @@ __all__ = [
     "MLSTMCell",
     "SLSTMCell",
     "linspace_forget_bias",
+    "mlstm_prefix_scan",
     "mlstm_readout",
     "mlstm_step",
     "mlstm_true_state",

@@ -90,21 +90,26 @@ def _same(h: jax.Array) -> jax.Array:
     return h
 
 
+def full_scan(a: jax.Array, b: jax.Array) -> jax.Array:
+    """``h_t = a_t ⊙ h_{t−1} + b_t`` from ``h_{−1} = 0`` by ``jax.lax.associative_scan`` over all T."""
+    return jax.lax.associative_scan(_compose, (a, b))[1]
+
+
 def parallel_rollout(
     cfg: RunConfig, params: Params, carry0: Carry, xs: jax.Array, eps: Carry | None = None
 ) -> Carry:
     """Like :func:`rnnviz.engine.rollout.rollout` (carries ``[T+1, (B,) H]`` per leaf, carry_0 at
-    index 0, ``eps`` added to the carry handed on at every step) by an associative scan."""
+    index 0, ``eps`` added to the carry handed on at every step) by an associative scan: the
+    cell's ``linear_form``, or its own ``prefix_scan`` given this device's scan."""
     spec = cell_spec(cfg.cell)
+    scan = blocked_scan if _on_cpu(cfg) else full_scan
+    first, rest = split_eps(carry0, eps)
+    if spec.forms.prefix_scan is not None:
+        return with_first(first, spec.forms.prefix_scan(params, first, rest, xs, scan))
     pack = spec.carry.pack or _single_leaf
     unpack = spec.carry.unpack or _same
-    first, rest = split_eps(carry0, eps)
     a, b = spec.forms.linear_form(params, xs)  # [T, (B,) H]
     if rest is not None:
         b = b + pack(rest)
     b = b.at[0].add(a[0] * pack(first))  # fold h_0 into the first step
-    if _on_cpu(cfg):
-        hs = blocked_scan(a, b)
-    else:
-        _, hs = jax.lax.associative_scan(_compose, (a, b))
-    return with_first(first, unpack(hs))
+    return with_first(first, unpack(scan(a, b)))
