@@ -86,6 +86,9 @@ class FusedForm:
         backward: optional ``(residuals, carry_prev, g, activation) -> (∂L/∂carry_prev except
             through W_h, dzx, dzh)``; give both ``step`` and ``backward`` or neither. Without
             them the reverse recomputes pointwise's VJP from the saved z^h (about 2× slower).
+        hidden_blocks: optional ``hidden_size -> k``: each stored hidden kernel is k diagonal
+            blocks ``[k, H/k, H/k]`` (the sLSTM's heads), W_h their block-diagonal ``[H, H]``
+            matrices side by side; None: each is a dense ``[H, H]`` kernel.
 
     The hidden kernels must be exactly the spec's ``params.recurrent`` parameters.
     """
@@ -95,6 +98,7 @@ class FusedForm:
     hidden: str = "h"
     step: Callable[..., Any] | None = None
     backward: Callable[..., Any] | None = None
+    hidden_blocks: Callable[[int], int] | None = None
 
     def __post_init__(self) -> None:
         if (self.step is None) != (self.backward is None):

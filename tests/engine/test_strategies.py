@@ -118,6 +118,27 @@ def test_gram_outer_norms_match_explicit_products_and_do_not_underflow():
     )
 
 
+@pytest.mark.parametrize("batched", [False, True])
+def test_block_outer_norms_are_the_norms_of_the_diagonal_blocks(batched):
+    """With k blocks (the sLSTM's heads), the norm of the block-diagonal part of Aᵀ D, where D's
+    columns are G gates of k heads each: the gradient of block-diagonal kernels only."""
+    t, b, heads, d_head, gates = 5, 3, 2, 3, 4
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((t, b, heads * d_head))
+    d = rng.standard_normal((t, b, gates * heads * d_head)) * 1e-25
+    full = np.einsum("tbm,tbn->tmn", a, d).reshape(t, heads, d_head, gates, heads, d_head)
+    blocks = np.stack([full[:, g, :, :, g, :] for g in range(heads)], axis=1)
+    want = np.linalg.norm(blocks.reshape(t, -1), axis=1)
+    if not batched:
+        a, d = a[:, 0], d[:, 0]
+        full = np.einsum("tm,tn->tmn", a, d).reshape(t, heads, d_head, gates, heads, d_head)
+        want = np.linalg.norm(
+            np.stack([full[:, g, :, :, g, :] for g in range(heads)], 1).reshape(t, -1), axis=1
+        )
+    got = outer_norms(jnp.asarray(a, jnp.float32), jnp.asarray(d, jnp.float32), heads)
+    np.testing.assert_allclose(got, want, rtol=1e-5)
+
+
 def test_checkpoint_admits_a_length_the_others_refuse():
     # H=128: checkpoint needs ≈ 2.8 GiB (XLA's peak, scaled from the perf suite's T = 100 000
     # record: ≈ 2.7 GiB), the accumulator's T steps of residuals ≈ 7 GiB

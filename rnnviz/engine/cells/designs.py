@@ -34,6 +34,9 @@ and the mLSTM: linear in (C, n) given its gates, whose stabiliser m_t = max(ln f
 with a dense transition S ↦ α S (I − β k kᵀ): a scan would compose d×d matrices, O(T d³) work
 against the sequential O(T d²), so rnnviz runs it sequentially (the chunked WY form of the
 DeltaNet papers is how accelerators parallelise it).
+``fused`` applies to the sLSTM: its four recurrent kernels, stored as per-head blocks
+``[heads, d, d]``, are W_h as block-diagonal matrices (``FusedForm.hidden_blocks``), and
+:func:`~rnnviz.engine.cells.xlstm.slstm_pointwise` is the rest of its step.
 """
 
 from __future__ import annotations
@@ -49,12 +52,21 @@ from rnnviz.engine.cells.deltanet import GatedDeltaNetCell, delta_rule_readout
 from rnnviz.engine.cells.mamba import SelectiveSSMCell, _selection, selective_ssm_readout
 from rnnviz.engine.cells.rglru import RGLRUCell, bounded_sqrt, rglru_log_a
 from rnnviz.engine.cells.shared import dense
-from rnnviz.engine.cells.xlstm import MLSTMCell, SLSTMCell, mlstm_prefix_scan, mlstm_readout
+from rnnviz.engine.cells.xlstm import (
+    GATES,
+    MLSTMCell,
+    SLSTMCell,
+    mlstm_prefix_scan,
+    mlstm_readout,
+    slstm_pointwise,
+)
 from rnnviz.tables.cells import (
     CarryLayout,
     CellSpec,
     CostModel,
     Display,
+    FusedForm,
+    FusedGate,
     ParamRules,
     SpecialForms,
     hidden_kernels,
@@ -256,6 +268,13 @@ register_cell(
             "stabiliser m, block-diagonal recurrence per head (Beck et al. 2024, xLSTM); (c, n) stored "
             "×e^(−m)",
             state_note=_STORED.format(leaves="c and n", per="unit"),
+        ),
+        forms=SpecialForms(
+            fused=FusedForm(
+                gates=tuple(FusedGate(g, input_bias=True, hidden_bias=False) for g in GATES),
+                pointwise=slstm_pointwise,
+                hidden_blocks=heads_for,
+            )
         ),
     ),
 )

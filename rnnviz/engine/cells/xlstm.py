@@ -108,7 +108,7 @@ def slstm_step(
 ) -> SLSTMCarry:
     """One sLSTM step: the new carry ``(c, n, m, h)`` (each ``[(B,) H]``, in the carry's dtypes),
     computed in ``x``'s dtype; the maths of :class:`SLSTMCell`."""
-    c, n, m, h = carry
+    h = carry[3]
     dt = x.dtype
     heads = params["hi"]["kernel"].shape[0]
     hb = split_heads(h.astype(dt), heads)
@@ -117,7 +117,21 @@ def slstm_step(
         rec = jnp.einsum("...gd,gde->...ge", hb, params["h" + gate]["kernel"].astype(dt))
         return dense(params["i" + gate], x) + rec.reshape(h.shape)
 
-    i_raw, f_raw, z_raw, o_raw = (pre(g) for g in GATES)
+    return slstm_update(carry, *(pre(g) for g in GATES), exponential_forget)
+
+
+def slstm_update(
+    carry: SLSTMCarry,
+    i_raw: jax.Array,
+    f_raw: jax.Array,
+    z_raw: jax.Array,
+    o_raw: jax.Array,
+    exponential_forget: bool = False,
+) -> SLSTMCarry:
+    """The element-wise rest of an sLSTM step from its four pre-activations ``[(B,) H]`` (in the
+    compute dtype): the stabilised gates, then ``(c, n, m, h)`` in the carry's dtypes."""
+    c, n, m, h = carry
+    dt = i_raw.dtype
     f32 = f_raw.astype(jnp.float32)
     log_f = f32 if exponential_forget else jax.nn.log_sigmoid(f32)
     i_gate, f_gate, m_new = _stabilised_gates(i_raw.astype(jnp.float32), log_f, m)
@@ -126,6 +140,15 @@ def slstm_step(
     n_new = f_gate * n.astype(dt) + i_gate
     h_new = jax.nn.sigmoid(o_raw) * c_new / n_new
     return c_new.astype(c.dtype), n_new.astype(n.dtype), m_new, h_new.astype(h.dtype)
+
+
+def slstm_pointwise(
+    carry: SLSTMCarry, zx: tuple[jax.Array, ...], zh: tuple[jax.Array, ...], act: Any = None
+) -> SLSTMCarry:
+    """The sLSTM's fused form (:class:`~rnnviz.tables.cells.FusedForm`): the new carry from
+    the gates' input projections ``zx`` (with their biases) and recurrent ones ``zh`` (h_{t−1}
+    times the block-diagonal kernels), each a tuple (i, f, z, o) of ``[(B,) H]``; ``act`` unused."""
+    return slstm_update(carry, *(a + b for a, b in zip(zx, zh)))
 
 
 def slstm_true_state(carry: SLSTMCarry) -> SLSTMCarry:
@@ -492,6 +515,8 @@ __all__ = [
     "mlstm_step",
     "mlstm_true_state",
     "powerlaw_forget_bias",
+    "slstm_pointwise",
     "slstm_step",
     "slstm_true_state",
+    "slstm_update",
 ]

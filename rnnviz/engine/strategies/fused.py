@@ -40,12 +40,22 @@ if TYPE_CHECKING:
     from rnnviz.config import RunConfig
 
 
+def block_diagonal(blocks: jax.Array) -> jax.Array:
+    """``[k·d, k·d]``: the block-diagonal matrix of ``blocks`` ``[k, d, d]`` (zeros elsewhere);
+    its VJP reads the diagonal blocks of the cotangent, the gradient of the blocks."""
+    k, d, _ = blocks.shape
+    eye = jnp.eye(k, dtype=blocks.dtype)
+    return jnp.einsum("gab,gh->gahb", blocks, eye).reshape(k * d, k * d)
+
+
 def weights(
     params: Params, side: str, gates: tuple[str, ...], has_bias: tuple[bool, ...], units: int
 ) -> tuple[jax.Array, jax.Array]:
     """``(W [in, G·H], b [G·H])``: the kernels of modules ``<side><gate>`` side by side (the
-    layout Flax's ``OptimizedLSTMCell`` uses), and their biases (zeros where a module has none)."""
+    layout Flax's ``OptimizedLSTMCell`` uses; a kernel stored as diagonal blocks
+    ``[k, d, d]`` as its block-diagonal matrix), and their biases (zeros where a module has none)."""
     kernels = [params[side + g]["kernel"] for g in gates]
+    kernels = [block_diagonal(w) if w.ndim == 3 else w for w in kernels]
     biases = [
         params[side + g]["bias"] if b else jnp.zeros((units,), kernels[0].dtype)
         for g, b in zip(gates, has_bias)
@@ -219,23 +229,34 @@ def fused_rollout(
     return with_first(first, carries)
 
 
-def outer_norms(a: jax.Array, d: jax.Array) -> jax.Array:
+def outer_norms(a: jax.Array, d: jax.Array, blocks: int = 1) -> jax.Array:
     """``[T]``: ‖A_tᵀ D_t‖_F for A ``[T, (B,) m]``, D ``[T, (B,) n]`` without forming the
     ``[m, n]`` products: ``sqrt(Σ_{b,b'} (a_b·a_b')(d_b·d_b'))`` (unbatched: ‖a_t‖·‖d_t‖).
+
+    With ``blocks`` = k > 1, the norm of the block-diagonal part only (the gradient of
+    block-diagonal kernels): A's m columns are k heads, D's n columns are gates of k heads
+    each (gate-major), and the sum above runs per head, ``Σ_g Σ_{b,b'} (a_bg·a_b'g)(d_bg·d_b'g)``.
 
     Each factor is scaled by a power of two near its max first, so gradients of 1e-30
     neither underflow in the squares nor lose the scale."""
     a = a.astype(jnp.float32)
     d = d.astype(jnp.float32)
-    if a.ndim == 2:
-        return robust_norm(a, 1) * robust_norm(d, 1)
+    lead = a.shape[:-1]
+    a = a.reshape(lead + (blocks, a.shape[-1] // blocks))  # [T, (B,) k, m/k]
+    if blocks == 1:
+        d = d[..., None, :]
+    else:  # gate-major columns [G, k, m/k] → per head [k, G·m/k]
+        gates = d.shape[-1] // a.shape[-2] // a.shape[-1]
+        d = jnp.moveaxis(d.reshape(lead + (gates, blocks, a.shape[-1])), -3, -2).reshape(lead + (blocks, -1))
+    if len(lead) == 1:  # unbatched: Σ_g ‖a_g‖²‖d_g‖²
+        return robust_norm(robust_norm(a, 2) * robust_norm(d, 2), 1)
     ea = _exponent(a)
     ed = _exponent(d)
-    a_hat = pow2_scale(a, -ea[:, None, None])
-    d_hat = pow2_scale(d, -ed[:, None, None])
-    ga = jnp.einsum("tbm,tcm->tbc", a_hat, a_hat)
-    gd = jnp.einsum("tbn,tcn->tbc", d_hat, d_hat)
-    s = jnp.sqrt(jnp.maximum(jnp.sum(ga * gd, axis=(1, 2)), 0.0))
+    a_hat = pow2_scale(a, -ea[:, None, None, None])
+    d_hat = pow2_scale(d, -ed[:, None, None, None])
+    ga = jnp.einsum("tbgm,tcgm->tgbc", a_hat, a_hat)
+    gd = jnp.einsum("tbgn,tcgn->tgbc", d_hat, d_hat)
+    s = jnp.sqrt(jnp.maximum(jnp.sum(ga * gd, axis=(1, 2, 3)), 0.0))
     return pow2_scale(s, ea + ed)
 
 
@@ -252,7 +273,8 @@ def group_norms(
     from the gate cotangents the fused reverse pass stored."""
     form = cell_spec(cfg.cell).forms.fused
     h_prev = jax.tree.leaves(carries)[cfg.carry_components.index(form.hidden)][:-1]
-    rec = outer_norms(h_prev, jnp.concatenate(dzh, -1))
+    blocks = form.hidden_blocks(cfg.hidden_size) if form.hidden_blocks is not None else 1
+    rec = outer_norms(h_prev, jnp.concatenate(dzh, -1), blocks)
     inp = outer_norms(xs, jnp.concatenate(dzx, -1))
     batch_axes = tuple(range(1, dzx[0].ndim - 1))
     with_bias = [d for d, b in zip(dzx, form.input_bias) if b] + [
