@@ -28,7 +28,7 @@ from urllib.parse import quote
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402  (the tests' browser)
+from browser_helpers import CHROMIUM, FLAGS, PROBLEMS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402  (the tests' browser)
 
 #: A classroom projector.
 VIEWPORT = {"width": 1366, "height": 768}
@@ -43,7 +43,6 @@ MAIN = {
     "Compare": ".st-key-pin",
     "Learn": ".st-key-learn_1",
 }
-PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "scripts" / "soak_probe"
 sys.path.insert(0, str(ROOT / "tests"))  # the browser and the hostile files the tests use
-from browser_helpers import CHROMIUM, FLAGS, FRAMES, RUN_COUNTER, RUNS, SETTLED  # noqa: E402
+from browser_helpers import CHROMIUM, FLAGS, FRAMES, RUN_COUNTER, RUNS, SETTLED, WHERE  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
 ERROR_BOX = '[data-testid="stAlertContentError"]'
@@ -77,14 +77,6 @@ TRAINING_DONE = """(before) => {
 }"""
 #: Milliseconds an action waits for the script run it should start (none: it changed nothing).
 RUN_START_MS = 2500
-#: JavaScript: the runs the page saw begin and end, and its script state.
-WHERE = """() => {
-  const r = window.__runs || {};
-  const root = document.querySelector("[data-test-script-state]");
-  const state = root && root.getAttribute("data-test-script-state");
-  return `runs begun ${r.runs}, ended ${r.ended}, server says running ${r.running}, state ${state}, `
-    + `session ${r.session} (${r.sessions} seen on ${r.sockets} websockets)`;
-}"""
 #: Milliseconds a fresh page's widgets may take to show the URL's values after its run ends.
 URL_SETTLE_MS = 5000
 #: Pins a session keeps at most (then it removes one).

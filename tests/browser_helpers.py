@@ -96,6 +96,19 @@ RUNS = "() => (window.__runs ? window.__runs.runs : 0)"
 #: running now (the server said so last), and the page showing it idle.
 SETTLED = """n => !!window.__runs && window.__runs.runs > n && !window.__runs.running
   && !!document.querySelector('[data-test-script-state="notRunning"]')"""
+#: What the page shows when something went wrong: a traceback or an error box.
+PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
+#: JavaScript: where a page is, for a failure message: the runs it saw begin and end, its
+#: script state, its session, its selected tab and its address.
+WHERE = """() => {
+  const r = window.__runs || {};
+  const root = document.querySelector("[data-test-script-state]");
+  const state = root && root.getAttribute("data-test-script-state");
+  const tab = document.querySelector("[role=tab][aria-selected=true]");
+  return `runs begun ${r.runs}, ended ${r.ended}, server says running ${r.running}, state ${state}, `
+    + `session ${r.session} (${r.sessions} seen on ${r.sockets} websockets), `
+    + `selected tab ${tab && tab.textContent}, at ${location.href}`;
+}"""
 #: JavaScript: resolves after two animation frames, by when React has drawn what the
 #: messages already handled asked for (or after 0.5 s, should a page get no frames).
 FRAMES = """() => new Promise((r) => {

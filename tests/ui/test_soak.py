@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM, FLAGS, FRAMES, RUN_COUNTER, RUNS, SETTLED
+from browser_helpers import CHROMIUM, FLAGS, FRAMES, PROBLEMS, RUN_COUNTER, RUNS, SETTLED, WHERE
 
 from rnnviz.ui.tabs import TABS
 
@@ -25,16 +25,6 @@ MID = "hidden_size=128&seq_len=1000"
 #: Seconds one step may take: a view's 15 s budget plus its compiles, with room for the
 #: other session's work on the same 2 cores. A step still running then counts as hung.
 STEP_LIMIT_S = 180
-PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
-#: JavaScript: the runs the page saw begin and end, its script state, selected tab and address.
-WHERE = """() => {
-  const r = window.__runs || {};
-  const root = document.querySelector("[data-test-script-state]");
-  const state = root && root.getAttribute("data-test-script-state");
-  const tab = document.querySelector("[role=tab][aria-selected=true]");
-  return `runs begun ${r.runs}, ended ${r.ended}, running ${r.running}, state ${state}, `
-    + `selected tab ${tab && tab.textContent}, at ${location.href}`;
-}"""
 
 #: One xdist group with the soak with faults (tests/ui/test_soak_faults.py): the two servers
 #: never share the 2 cores (the Makefile runs tests/ui with --dist loadgroup).
