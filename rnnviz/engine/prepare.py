@@ -34,6 +34,7 @@ from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.gradients import full_carry0
 from rnnviz.engine.inputs import make_inputs
 from rnnviz.engine.losses import DataArrays, DataSpec, Objective, data_arrays, data_spec, draw_batch
+from rnnviz.tables.cells import cell_spec
 
 
 class Values(NamedTuple):
@@ -204,6 +205,25 @@ def check_weights(cfg: RunConfig, weights: Weights | None) -> None:
         np.shape(c) for c in jax.tree.leaves(weights.carry)
     ]:
         raise ConfigError("params", weights.label, f"the learned carry does not fit {what}")
+
+
+def with_missing_biases(cfg: RunConfig, cell_params: Any, lead: tuple[int, ...] = ()) -> Any:
+    """``cell_params`` with zeros for the biases a run saved before they existed lacks: those
+    of the top-level parameters in ``cfg.cell``'s ``ParamRules.zero_if_missing``, where the
+    kernel is there and the bias is not. Zero is what those biases start at, so it is the
+    network that was saved. ``lead``: axes before each leaf's own (a run file's kept steps).
+    Anything else that is missing stays missing, for :func:`check_weights` to name."""
+    names = cell_spec(cfg.cell).params.zero_if_missing
+    if not names or not isinstance(cell_params, dict):
+        return cell_params
+    expected, _ = _param_shapes(static_config(cfg))
+    out = dict(cell_params)
+    for name in names:
+        have, want = out.get(name), expected.get(name)
+        if isinstance(have, dict) and "kernel" in have and "bias" not in have and want and "bias" in want:
+            bias = want["bias"]
+            out[name] = {**have, "bias": np.zeros(tuple(lead) + tuple(bias.shape), bias.dtype)}
+    return out
 
 
 def resolve_device(cfg: RunConfig) -> jax.Device:

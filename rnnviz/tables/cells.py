@@ -168,11 +168,15 @@ class ParamRules:
         apply_gain: optional ``(params, gain) -> params`` for cells whose gain is not a
             plain multiplication of the recurrent leaves (documented by the cell).
         forget_bias: optional ``(params, bias) -> params``; None: the field does not apply.
+        zero_if_missing: top-level parameters whose ``bias`` came after runs were saved
+            without it, zero at initialisation: a run file lacking it opens with zeros there,
+            the same network (:func:`rnnviz.engine.prepare.with_missing_biases`).
     """
 
     recurrent: Callable[[tuple[str, ...]], bool] = hidden_kernels
     apply_gain: Callable[[Any, Any], Any] | None = None
     forget_bias: Callable[[Any, Any], Any] | None = None
+    zero_if_missing: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

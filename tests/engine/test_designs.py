@@ -465,6 +465,32 @@ def test_deltanet_init_and_gates_in_range():
     assert set(_param_shapes(GatedDeltaNetCell(features=8, gated=False))) == {"q", "k", "v", "b"}
 
 
+@pytest.mark.parametrize("name", ["mlstm", "mamba", "gated_deltanet", "deltanet"])
+def test_an_input_of_zeros_reads_the_memory(name):
+    """These cells' output multiplies a projection of the current input (q; Mamba's C_t and
+    u_t), so those projections have biases, as the papers' convolutions give them: at an input
+    of zeros the output is then a function of the state (two states, two outputs), and with the
+    biases at zero it is 0 whatever the state (why digits by pixel, which mostly end in zeros,
+    stayed at chance). The biases start at zero: the cell at initialisation is the paper's."""
+    cell, _, params, carry0, _ = _setup(name, None)
+    projections = ("in_proj",) if name == "mamba" else ("q", "k", "v")
+    for proj in projections:
+        np.testing.assert_array_equal(_init(cell)[proj]["bias"], 0.0)
+    _, _, kind, _ = CASES[name]
+    other = _random_carry(kind, carry0, np.random.default_rng(7))
+    unbiased = {k: ({**v, "bias": 0 * v["bias"]} if k in projections else v) for k, v in params.items()}
+
+    @ref.jit
+    def outputs(params, unbiased, a, b):
+        x = jnp.zeros((IN,))
+        return [cell.apply({"params": p}, c, x)[1] for p in (params, unbiased) for c in (a, b)]
+
+    y_a, y_b, zero_a, zero_b = (np.asarray(y, np.float64) for y in outputs(params, unbiased, carry0, other))
+    assert np.linalg.norm(y_a - y_b) > 0.1 * np.linalg.norm(y_a) > 0
+    np.testing.assert_array_equal(zero_a, 0.0)
+    np.testing.assert_array_equal(zero_b, 0.0)
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("cell", ["mlstm", "deltanet"])
 def test_a_100_000_step_checkpointed_analysis_runs_for_a_matrix_memory(cell):

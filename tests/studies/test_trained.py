@@ -391,6 +391,30 @@ def test_cli_saves_a_run_and_every_command_reopens_it(tmp_path, capsys):
 PRE_MOVE = Path(__file__).with_name("data")
 
 
+@pytest.mark.parametrize(
+    "name", ["mlstm-digits-unbiased", "mamba-digits-unbiased", "gated_deltanet-digits-unbiased"]
+)
+def test_a_run_saved_before_the_input_biases_opens_as_the_same_network(name):
+    # written at 063120f, before q, k, v (Mamba: in_proj) had biases; pre-bias.json records what
+    # that code read back: every leaf's shape and sum, the analysis at the weights
+    recorded = json.loads((PRE_MOVE / "pre-bias.json").read_text())[name]
+    run = load_run(PRE_MOVE / f"{name}.rnnviz")
+    weights = run.weights()
+    got = {
+        jax.tree_util.keystr(p): np.asarray(v)
+        for p, v in jax.tree_util.tree_flatten_with_path(weights.tree())[0]
+    }
+    added = {path for path in got.keys() - recorded["leaves"].keys()}
+    assert added and all(path.endswith("['bias']") for path in added), added
+    for path in added:
+        np.testing.assert_array_equal(got[path], 0.0)
+    for path, (shape, total) in recorded["leaves"].items():
+        assert list(got[path].shape) == shape and float(got[path].astype(np.float64).sum()) == total, path
+    a = analyze(run.config, params=weights, data=load_dataset("digits", order="rows"), repeats=1)
+    assert float(a.loss) == pytest.approx(recorded["loss_at_trained_weights"], rel=1e-6)
+    assert float(a.log10_grad_norms[0]) == pytest.approx(recorded["log10_grad_norm_0"], abs=1e-5)
+
+
 @pytest.mark.parametrize("name", ["lstm-adding-v0.2", "gru-digits-v0.2"])
 def test_a_run_file_saved_before_the_move_opens_with_the_same_weights_and_numbers(name):
     # written by 0.2.0's rnnviz.training.saved (tests/studies/data/pre-move.json records what

@@ -107,7 +107,7 @@ class GatedDeltaNetCell(_Cell):
 
     with q_t, k_t, v_t, β_t, α_t as in :func:`delta_rule_inputs`; ``gated=False`` is DeltaNet
     (α_t = 1). Parameters: ``q``, ``k``, ``v`` ``[I, H]``, ``b`` (β) ``[I, heads]``, and when
-    gated ``a`` ``[I, heads]``, ``A_log`` and ``dt_bias`` ``[heads]``; no biases.
+    gated ``a`` ``[I, heads]``, ``A_log`` and ``dt_bias`` ``[heads]``; q, k and v have biases.
 
     Choices (checked against fla ``fla/ops/gated_delta_rule/naive.py`` and
     ``fla/layers/gated_deltanet.py``):
@@ -120,8 +120,12 @@ class GatedDeltaNetCell(_Cell):
     * q, k, v pass through SiLU, as the reference layer's path without its short convolution
       (left out, with the output norm, output gate and output projection); d_k = d_v = d.
     * Init: A ∼ U(0, 16) (:func:`a_log_init`), softplus(b_dt) log-uniform on [10⁻³, 10⁻¹]
-      (:func:`dt_bias_init`); the kernels from ``kernel_init``; the projections have no bias,
-      as the reference's.
+      (:func:`dt_bias_init`); the kernels from ``kernel_init``.
+    * q, k and v have biases, zero at initialisation (so the cell at initialisation is the
+      reference's, whose projections have none). The reference reads q from a short
+      convolution over the last four inputs; without it and without a bias, an input of zeros
+      gives q_t = 0 and y_t = 0 whatever S holds, and a classifier of sequences that end in
+      zeros (most digits by pixel) cannot learn. β and α stay bias-free, as the reference's.
     * Dtypes: the projections and the state update run in the compute dtype; α_t, β_t in float32,
       then cast.
 
@@ -150,7 +154,9 @@ class GatedDeltaNetCell(_Cell):
         h_dim, heads, i_dim = self.features, self.num_heads, x.shape[-1]
         if h_dim % heads:
             raise ValueError(f"GatedDeltaNetCell: features {h_dim} is not divisible by num_heads {heads}")
-        params = {name: affine(self, name, i_dim, h_dim, bias=False) for name in ("q", "k", "v")}
+        # q, k, v with biases (zero at first), standing for the short convolution left out
+        zeros = nn.initializers.zeros_init()
+        params = {name: affine(self, name, i_dim, h_dim, bias_init=zeros) for name in ("q", "k", "v")}
         params["b"] = affine(self, "b", i_dim, heads, bias=False)
         if self.gated:
             params["a"] = affine(self, "a", i_dim, heads, bias=False)

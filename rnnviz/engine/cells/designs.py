@@ -77,6 +77,8 @@ if TYPE_CHECKING:
     from rnnviz.config import RunConfig
 
 Params = dict[str, Any]
+#: The projections whose biases (zero at first) came in Dec 2026: older run files open with zeros.
+QKV = ("q", "k", "v")
 #: The selective SSM's state size N per channel (the reference's ``d_state``).
 MAMBA_STATE = 16
 
@@ -237,7 +239,9 @@ register_cell(
     CellSpec(
         build=_build(SelectiveSSMCell, state_size=MAMBA_STATE),
         carry=CarryLayout(readout=_mamba_readout),
-        params=ParamRules(recurrent=_named("A_log"), apply_gain=_log_rate_gain("A_log")),
+        params=ParamRules(
+            recurrent=_named("A_log"), apply_gain=_log_rate_gain("A_log"), zero_if_missing=("in_proj",)
+        ),
         cost=CostModel(
             matmuls=3,
             vectors=2 + 2 * MAMBA_STATE,
@@ -284,7 +288,10 @@ register_cell(
         build=_build(MLSTMCell, num_heads=_heads),
         carry=CarryLayout(components=("C", "n", "m"), output="C", readout=_mlstm_readout),
         params=ParamRules(
-            recurrent=_named("fgate"), apply_gain=_mlstm_gain, forget_bias=_add_bias(("fgate", "bias"))
+            recurrent=_named("fgate"),
+            apply_gain=_mlstm_gain,
+            forget_bias=_add_bias(("fgate", "bias")),
+            zero_if_missing=QKV,
         ),
         cost=CostModel(matmuls=4, vectors=4, residuals=8, carry_scalars=_mlstm_carry, residual_carries=2),
         display=Display(
@@ -304,7 +311,9 @@ register_cell(
     CellSpec(
         build=_build(GatedDeltaNetCell, num_heads=_heads, gated=True),
         carry=CarryLayout(readout=_delta_readout),
-        params=ParamRules(recurrent=_named("A_log", "dt_bias", "a"), apply_gain=_log_rate_gain("A_log")),
+        params=ParamRules(
+            recurrent=_named("A_log", "dt_bias", "a"), apply_gain=_log_rate_gain("A_log"), zero_if_missing=QKV
+        ),
         cost=CostModel(matmuls=5, vectors=2, residuals=6, carry_scalars=_matrix_memory, residual_carries=2),
         display=Display(
             gain_note="scales the decay's time constant: e^(A_log) → e^(A_log)/g (g > 1 remembers longer)",
@@ -319,7 +328,7 @@ register_cell(
     CellSpec(
         build=_build(GatedDeltaNetCell, num_heads=_heads, gated=False),
         carry=CarryLayout(readout=_delta_readout),
-        params=ParamRules(recurrent=_named("b"), apply_gain=_no_gain),
+        params=ParamRules(recurrent=_named("b"), apply_gain=_no_gain, zero_if_missing=QKV),
         cost=CostModel(matmuls=4, vectors=1, residuals=5, carry_scalars=_matrix_memory, residual_carries=1),
         display=Display(
             gain_note="does nothing: DeltaNet has no decay (α = 1), so every gain gives the same run",

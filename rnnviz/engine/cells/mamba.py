@@ -95,13 +95,15 @@ class SelectiveSSMCell(_Cell):
     input/output maps B_t, C_t are functions of the input; carry h ``[(B,) D, N]``, D = features.
 
     .. math::
-        u_t = W_{in} x_t,\quad Δ_t = \mathrm{softplus}(W_Δ u_t + b_Δ),\quad B_t = W_B u_t,\quad C_t = W_C u_t,
+        u_t = W_{in} x_t + b_{in},\quad Δ_t = \mathrm{softplus}(W_Δ u_t + b_Δ),
+
+        B_t = W_B u_t,\quad C_t = W_C u_t,
 
         h_t = \exp(Δ_t A) ⊙ h_{t−1} + (Δ_t ⊙ u_t)\, B_t^\top,\quad
         y_t = h_t C_t + D ⊙ u_t,\qquad A = −\exp(A_{log})
 
     Shapes: x ``[(B,) I]``; u, Δ, y ``[(B,) D]``; B_t, C_t ``[(B,) N]``; h ``[(B,) D, N]``.
-    Parameters: ``in_proj`` ``[I, D]`` (no bias), ``x_proj`` ``[D, r + 2N]`` (no bias; B and C
+    Parameters: ``in_proj`` ``[I, D]`` + bias, ``x_proj`` ``[D, r + 2N]`` (no bias; B and C
     in its last 2N columns), ``dt_proj`` ``[r or D, D]`` + bias b_Δ, ``A_log`` ``[D, N]``, ``D``
     ``[D]``.
 
@@ -117,7 +119,11 @@ class SelectiveSSMCell(_Cell):
       from ``kernel_init``.
     * Left out: the block around the SSM — its input projection's gating branch z and the
       SiLU(z) multiplication, the short causal convolution and its SiLU, and the output
-      projection. u = W_in x stands for the projection to the inner width D.
+      projection. u = W_in x + b_in stands for the projection to the inner width D and the
+      convolution: its bias, zero at initialisation (so the cell at initialisation is the
+      reference's S6), is the convolution's (the reference's ``conv_bias``); without it an input
+      of zeros gives u_t = 0, C_t = 0 and y_t = 0 whatever h holds, and a classifier of
+      sequences that end in zeros (most digits by pixel) cannot learn.
     * Dtypes: the projections and the state update run in the compute dtype; Δ, exp(Δ A) are
       computed in float32 and cast (the reference computes the scan in float32; exp(−10⁻³) is 1
       in bfloat16).
@@ -154,7 +160,8 @@ class SelectiveSSMCell(_Cell):
         rank = self.dt_rank or 0
         dt_std = (rank or d) ** -0.5 * self.dt_scale
         params = {
-            "in_proj": affine(self, "in_proj", x.shape[-1], d, bias=False),
+            # a bias (zero at first) for the causal convolution's, left out (see Choices)
+            "in_proj": affine(self, "in_proj", x.shape[-1], d, bias_init=nn.initializers.zeros_init()),
             "x_proj": affine(self, "x_proj", d, rank + 2 * n_state, bias=False),
             "dt_proj": affine(
                 self,

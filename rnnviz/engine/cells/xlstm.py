@@ -419,7 +419,8 @@ class MLSTMCell(_Cell):
     gate; carry ``(C [(B,) heads, d, d], n [(B,) heads, d], m [(B,) heads])``, d = H/heads.
 
     .. math::
-        q_t = W_q x_t,\quad k_t = W_k x_t / \sqrt d,\quad v_t = W_v x_t\quad \text{(per head)},
+        q_t = W_q x_t + b_q,\quad k_t = (W_k x_t + b_k) / \sqrt d,\quad v_t = W_v x_t + b_v
+        \quad \text{(per head)},
 
         \tilde i_t = w_i^\top x_t + b_i,\quad \ln f_t = \ln σ(w_f^\top x_t + b_f)
         \quad \text{(scalars per head)},
@@ -430,7 +431,7 @@ class MLSTMCell(_Cell):
         C_t = f'_t C_{t−1} + i'_t\, v_t k_t^\top,\quad n_t = f'_t n_{t−1} + i'_t k_t,\quad
         y_t = \frac{C_t q_t}{\max(|n_t^\top q_t|,\ e^{−m_t})}\ \text{flattened to}\ [(B,)\ H]
 
-    Parameters: ``q``, ``k``, ``v`` (``[I, H]``, no bias), ``igate``, ``fgate`` (``[I, heads]`` +
+    Parameters: ``q``, ``k``, ``v`` (``[I, H]`` + bias), ``igate``, ``fgate`` (``[I, heads]`` +
     bias), and ``ogate`` (``[I, H]`` + bias) when ``output_gate``.
 
     Choices (checked against NX-AI ``xlstm/blocks/mlstm/backends.py`` and ``cell.py``):
@@ -446,6 +447,10 @@ class MLSTMCell(_Cell):
     * ``eps`` is added to the denominator as the reference's 1e-6 does; 0 by default (the paper),
       which keeps the outputs exactly invariant to the stabiliser.
     * C_0 comes from ``carry_init``; n_0 = m_0 = 0.
+    * q, k and v have biases, zero at initialisation (so the cell at initialisation is the
+      paper's). The reference computes q and k from a causal convolution with a bias, left out
+      here; without any bias an input of zeros reads out y_t = 0 whatever C holds, and a
+      classifier of sequences that end in zeros (most digits by pixel) cannot learn.
 
     Given the gates the recurrence is linear in (C, n); the output is a ratio of the two. The
     output is a function of the new carry and x (:func:`mlstm_readout`). Stored vs true state:
@@ -479,7 +484,8 @@ class MLSTMCell(_Cell):
         if h_dim % heads:
             raise ValueError(f"MLSTMCell: features {h_dim} is not divisible by num_heads {heads}")
         zeros = nn.initializers.zeros_init()
-        params: Params = {name: affine(self, name, i_dim, h_dim, bias=False) for name in ("q", "k", "v")}
+        # q, k, v with biases (zero at first): the block's causal convolution, left out, has one
+        params: Params = {name: affine(self, name, i_dim, h_dim, bias_init=zeros) for name in ("q", "k", "v")}
         params["igate"] = affine(
             self, "igate", i_dim, heads, kernel_init=zeros, bias_init=nn.initializers.normal(0.1)
         )

@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
 
 from rnnviz.config import ConfigError
-from rnnviz.engine.prepare import check_weights
+from rnnviz.engine.prepare import check_weights, with_missing_biases
 from rnnviz.studies.training.result import Training
 from rnnviz.studies.training.runfile import RunFileError, read
 
@@ -49,6 +50,9 @@ def load_run(path: str | Path) -> Training:
         ) from None
     try:
         n = 0 if run.weight_steps is None else run.weight_steps.size
+        if n and isinstance(run.weight_tree, dict) and "cell" in run.weight_tree:
+            cell = with_missing_biases(run.config, run.weight_tree["cell"], (n,))  # an older file
+            run = dataclasses.replace(run, weight_tree={**run.weight_tree, "cell": cell})
         if n and run.weight_tree is not None:
             lengths = {np.shape(leaf)[0] for leaf in _leaves(run.weight_tree)}
             if lengths != {n}:
