@@ -67,8 +67,11 @@ FIELDS: dict[str, tuple[type, ...]] = {
 MEASURE_VALUES = ("grad", "analyze", "log_pass")
 #: Fields a bench or peer record may carry, checked when present: ``device_peak_bytes``, the
 #: device allocator's high-water mark during the measurement above the bytes in use before it
-#: (null where it could not be read), and ``device_peak_note``, how it was read or why not.
+#: (null where it could not be read), and ``device_peak_note``, how it was read or why not;
+#: a text run's ``reach_1pct`` and ``reach_10pct`` (:func:`rnnviz.bench.learning.text_reach`).
 OPTIONAL_FIELDS: dict[str, tuple[type, ...]] = {
+    "reach_1pct": (int, float),
+    "reach_10pct": (int, float),
     "device_peak_bytes": (int, type(None)),
     "device_peak_note": (str,),
 }

@@ -22,9 +22,10 @@ from rnnviz.bench.suites import (
     TEXT_CELLS,
 )
 from rnnviz.config import RunConfig
-from rnnviz.dataset import load_dataset
+from rnnviz.dataset import fit_to_data, load_dataset
 from rnnviz.engine.environment import run_stamp
 from rnnviz.studies.comparisons import label
+from rnnviz.studies.connectivity import connectivity
 from rnnviz.studies.training import train, train_many
 
 
@@ -136,6 +137,8 @@ def train_bench(
 
 #: Most steps of the text table (its LSTM runs' FLOPs stay inside the training budget).
 TEXT_STEPS = 1000
+#: Held-out text sequences whose connectivity gives a trained run's reach (:func:`text_reach`).
+REACH_SEQUENCES = 8
 
 
 def steps_to_fraction(steps: np.ndarray, metric: np.ndarray, fraction: float = 0.9) -> int | None:
@@ -228,14 +231,32 @@ def text_table(
         )
         bits = [float(r.held_out_metric[-1]) for r in runs]
         unigram = runs[0].baseline / np.log(2.0)
+        reach = [text_reach(r, text) for r in runs]
+        far, near = (np.mean([r[i] for r in reach]) for i in (0, 1))
         print(
             f"{name:<10} {np.mean(bits):.3f} ({min(bits):.3f}–{max(bits):.3f}) bits/char "
-            f"(unigram {unigram:.3f}); {runs[0].timing.run_s / len(runs):.1f} s per run",
+            f"(unigram {unigram:.3f}); reach {far:.1f} characters above 1 %, {near:.1f} above 10 %; "
+            f"{runs[0].timing.run_s / len(runs):.1f} s per run",
             file=out,
             flush=True,
         )
-        records += [data_record(r, "text prose") for r in runs]
+        records += [
+            {**data_record(r, "text prose"), "reach_1pct": one, "reach_10pct": ten}
+            for r, (one, ten) in zip(runs, reach)
+        ]
     return records
+
+
+def text_reach(run, text, sequences: int = REACH_SEQUENCES) -> tuple[float, float]:
+    """How far back a trained run's prediction of the next character reaches: the mean, over
+    the first ``sequences`` held-out sequences of ``text``, of
+    :meth:`~rnnviz.studies.connectivity.Connectivity.reach` at 1 % and at 10 % (steps back
+    from the last character to the furthest input whose connectivity to the log-probability of
+    the true next character is at least that fraction of the strongest), at the final weights."""
+    weights = run.weights()
+    cfg = fit_to_data(run.config, text)
+    got = [connectivity(cfg, text, int(i), params=weights) for i in text.test[:sequences]]
+    return float(np.mean([c.reach(0.01) for c in got])), float(np.mean([c.reach(0.1) for c in got]))
 
 
 def data_record(r, data: str) -> dict:
