@@ -9,9 +9,19 @@ import math
 import numpy as np
 import pytest
 
-from rnnviz import RunConfig, analyze, cell_names, lyapunov
+from rnnviz import (
+    RunConfig,
+    analyze,
+    cell_names,
+    connectivity,
+    fit_to_data,
+    load_dataset,
+    lyapunov,
+    train_many,
+)
 from rnnviz.base.measurements import load_records, validate
 from rnnviz.bench.designs import NEW_DESIGNS, cost_suite, gradient_table, long_suite, parallel_suite
+from rnnviz.bench.learning import REACH_SEQUENCES, text_table
 
 
 def test_the_suites_cover_every_new_design_and_parallel_only_where_it_applies():
@@ -44,3 +54,21 @@ def test_gradient_records_hold_the_librarys_numbers(cell, tmp_path):
     path = tmp_path / "designs.jsonl"
     path.write_text(__import__("json").dumps(rec) + "\n")
     assert load_records([path]).records == [rec]
+
+
+def test_the_text_rows_reach_is_the_connectivity_of_the_trained_run():
+    """The learning table's text rows carry each run's reach: the mean over held-out sequences
+    of Connectivity.reach at 1 % and 10 %, at the final weights, as the library computes it."""
+    text = load_dataset("text", corpus="prose", seq_len=100)  # what text_table reads
+    cfg = RunConfig(cell="mlstm", hidden_size=4, input_size=text.input_size, seq_len=100, batch_size=4)
+    out = io.StringIO()
+    records = text_table(steps=4, seeds=2, out=out, cells={"m": cfg.to_dict()}, names=("m",))
+    runs = train_many(cfg, {"seed": [0, 1]}, task=text, steps=4, learning_rate=1e-3, log_every=4)
+    fitted = fit_to_data(cfg, text)
+    for rec, run in zip(records, runs):
+        assert validate(rec) is None, validate(rec)
+        got = [connectivity(fitted, text, int(i), params=run.weights()) for i in text.test[:REACH_SEQUENCES]]
+        assert rec["reach_1pct"] == pytest.approx(np.mean([c.reach(0.01) for c in got]))
+        assert rec["reach_10pct"] == pytest.approx(np.mean([c.reach(0.1) for c in got]))
+        assert 0 <= rec["reach_10pct"] <= rec["reach_1pct"] <= 99
+    assert "characters above 1 %" in out.getvalue()
