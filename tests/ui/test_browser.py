@@ -14,10 +14,10 @@ from browser_helpers import CHROMIUM, FLAGS, PROBLEMS, RUN_COUNTER, WHERE
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
-#: Milliseconds a tab may take to show its picture. Not a speed check (the suite never asserts
-#: times): in CI this server shares 2 cores with the soak's, a tab may wait for a worker busy
-#: with idle-time preparation, and a computation is stopped at the server's 90 s limit, which
-#: then shows as an error box, not as this timeout.
+#: Milliseconds a page may take to show what a step computes. Not a speed check (the suite never
+#: asserts times): in CI this server shares 2 cores with the soak's, a tab may wait for a worker
+#: busy with idle-time preparation, and a computation is stopped at the server's 90 s limit,
+#: which then shows as an error box, not as this timeout.
 TAB_MS = 240_000
 
 pytestmark = pytest.mark.browser
@@ -120,7 +120,7 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
     page.screenshot(path=str(tmp_path / "learn.png"), full_page=True)
     # A Learn button loads its preset: the URL and the gradient chart follow.
     page.locator(".st-key-learn_1 button").first.click()
-    page.wait_for_function("() => location.search.includes('recurrent_gain=0.8')", timeout=60_000)
+    page.wait_for_function("() => location.search.includes('recurrent_gain=0.8')", timeout=TAB_MS)
     page.get_by_role("tab", name="Gradients").click()
     page.wait_for_function(
         "() => [...document.querySelectorAll('.legendtext')].some(e => e.textContent.startsWith('bound'))",
@@ -171,12 +171,12 @@ def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
         page = await ctx.new_page()
         query = "&".join(f"{k}={v}" for k, v in config_to_params(cfg).items())
         # eight pages at once on 2 cores: the load, not only the chart, may take over 30 s
-        await page.goto(f"{server}/?{query}", timeout=120_000)
-        await page.wait_for_function(f"() => ({FIRST_TOTAL})() !== null", timeout=120_000)
+        await page.goto(f"{server}/?{query}", timeout=TAB_MS)
+        await page.wait_for_function(f"() => ({FIRST_TOTAL})() !== null", timeout=TAB_MS)
         y = await page.evaluate(FIRST_TOTAL)
         await page.get_by_role("tab", name="Compare").click()
         await page.locator(".st-key-pin button").first.click()
-        await page.wait_for_selector(".st-key-unpin_0", timeout=60_000)
+        await page.wait_for_selector(".st-key-unpin_0", timeout=TAB_MS)
         pins = await page.locator("[class*='st-key-unpin_']").count()
         await ctx.close()
         return y, pins
@@ -201,7 +201,7 @@ def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
 
 def _idle(page) -> None:
     """Wait until Streamlit's script run has finished (its run state on the app root)."""
-    page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=90_000)
+    page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TAB_MS)
 
 
 def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, tmp_path):
@@ -211,7 +211,7 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     page.goto(f"{server}/?data=digits:rows&hidden_size=8")
     page.wait_for_function(
         "() => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith('digits rows'))",
-        timeout=90_000,
+        timeout=TAB_MS,
     )
     _idle(page)
     sidebar = page.locator('[data-testid="stSidebar"]')
@@ -220,7 +220,7 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     page.screenshot(path=str(tmp_path / "digits.png"), full_page=True)
 
     page.goto(f"{server}/?data=text:prose&seq_len=40&hidden_size=8")
-    page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stCode"]', timeout=90_000)
+    page.wait_for_selector('[data-testid="stSidebar"] [data-testid="stCode"]', timeout=TAB_MS)
     _idle(page)
     text = sidebar.locator('[data-testid="stCode"]').inner_text()
     assert len(text.strip()) > 20 and "text prose T=40" in page.inner_text("body")
@@ -230,7 +230,7 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     series = np.sin(np.linspace(0, 6, 30, dtype=np.float32)).reshape(1, 30, 1).repeat(4, 0)
     np.savez(path, inputs=series, targets=series)
     page.goto(f"{server}/?hidden_size=8")
-    page.wait_for_selector(CHART, timeout=90_000)  # the first run has drawn the page
+    page.wait_for_selector(CHART, timeout=TAB_MS)  # the first run has drawn the page
     _idle(page)
     option = page.get_by_role("option", name="upload a file…", exact=True)
     for _ in range(3):  # a rerun that lands between the click and the list closes the list
@@ -244,7 +244,7 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     page.locator('.st-key-data_upload input[type="file"]').set_input_files(str(path))
     page.wait_for_function(
         "() => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith('waves.npz'))",
-        timeout=90_000,
+        timeout=TAB_MS,
     )
     _idle(page)
     assert "T = 30 and I = 1 follow the data" in sidebar.inner_text()
@@ -262,7 +262,7 @@ def test_memory_shades_the_text_by_what_a_trained_lstm_remembers(server, browser
     )
     page = browser.new_page(viewport={"width": 1400, "height": 1000})
     page.goto(f"{server}/?tab=Memory&seq_len=40&hidden_size=8")
-    page.wait_for_selector(".st-key-weights_choice", timeout=90_000)
+    page.wait_for_selector(".st-key-weights_choice", timeout=TAB_MS)
     _idle(page)
     option = page.get_by_role("option", name="lstm on text prose T=40", exact=False)
     for _ in range(3):  # a rerun that lands between the click and the list closes the list
@@ -273,7 +273,7 @@ def test_memory_shades_the_text_by_what_a_trained_lstm_remembers(server, browser
         except Exception:
             _idle(page)
     option.first.click()
-    page.wait_for_selector(".rnnviz-char", timeout=90_000)
+    page.wait_for_selector(".rnnviz-char", timeout=TAB_MS)
     _idle(page)
     chars = page.locator(".rnnviz-char")
     assert chars.count() == 40
