@@ -518,3 +518,31 @@ def test_a_100_000_step_checkpointed_analysis_runs_for_a_matrix_memory(cell):
                 seq_len=100_000,
                 strategy="checkpoint",
             )
+
+
+def test_on_a_scalar_input_the_mlstm_memory_is_three_sums_per_head():
+    """With I = 1, v_t = w_v x_t + b_v and k_t ∝ w_k x_t + b_k, so every write v_t k_tᵀ is
+    x_t² w_v w_kᵀ + x_t (w_v b_kᵀ + b_v w_kᵀ) + b_v b_kᵀ: the d×d memory C_T of any sequence lies
+    in the span of three fixed matrices (its gates only weight the three sums). Why the mLSTM
+    learns the digits by pixel slowly (docs: what the designs learn), checked as a rank over
+    many sequences; the (Gated) DeltaNet's SiLU and delta rule are not confined so."""
+    cell = MLSTMCell(features=16, num_heads=2)
+    rng = np.random.default_rng(0)
+    x0 = jnp.zeros((1,))  # I = 1 (the other tests' cells read I = 3)
+    zero = jax.tree.map(jnp.zeros_like, cell.initialize_carry(jax.random.key(0), x0.shape))
+    init = jax.tree.map(np.asarray, ref.jit(lambda k: cell.init(k, zero, x0)["params"])(jax.random.key(0)))
+    params = jax.tree.map(lambda p: p + 0.3 * rng.standard_normal(p.shape), init)
+    xs = jnp.asarray(rng.standard_normal((40, 100, 1)), jnp.float32)  # [T, sequences, I = 1]
+
+    @ref.jit
+    def memories(params, xs):
+        def body(carry, x):
+            return cell.apply({"params": params}, carry, x)[0], None
+
+        batch = jax.tree.map(lambda c: jnp.broadcast_to(c, (xs.shape[1],) + c.shape), zero)
+        return jax.lax.scan(body, batch, xs)[0][0]  # C_T [sequences, heads, d, d]
+
+    c = np.asarray(memories(params, xs), np.float64)
+    for head in range(c.shape[1]):
+        s = np.linalg.svd(c[:, head].reshape(c.shape[0], -1), compute_uv=False)
+        assert s[2] > 1e-4 * s[0] and s[3] < 1e-5 * s[0], s[:5] / s[0]
