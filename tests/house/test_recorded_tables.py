@@ -1,0 +1,105 @@
+"""The designs' tables in the docs and the README are the recorded runs they cite
+(``rnnviz/data/runs/cpu-designs*.jsonl``): a new recording, or a table edited by hand, that
+disagrees fails here. Plain reading, no JAX computation."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rnnviz.base.measurements import load_records
+from rnnviz.bench.designs import DESIGNS
+from rnnviz.bench.learning import steps_to_fraction
+
+ROOT = Path(__file__).resolve().parents[2]
+RUNS = ROOT / "rnnviz" / "data" / "runs"
+CELLS_DOC = (ROOT / "docs" / "guide" / "cells.md").read_text()
+README = (ROOT / "README.md").read_text()
+
+
+def _design(config: dict) -> str:
+    """The table's name of a recorded config (the LSTM's row is the one with forget bias 1)."""
+    return next(
+        name
+        for name, fields in DESIGNS.items()
+        if all(config.get(k) == v for k, v in fields.items())
+        and (fields.get("cell") != "lstm" or config["forget_bias"] == 1.0)
+    )
+
+
+def _learning() -> dict[tuple[str, str], list[dict]]:
+    loaded = load_records([RUNS / "cpu-designs-learning.jsonl"])
+    assert not loaded.skipped, loaded.skipped
+    groups: dict[tuple[str, str], list[dict]] = {}
+    for r in loaded.records:
+        groups.setdefault((_design(r["config"]), r["data"]), []).append(r)
+    return groups
+
+
+def _row(text: str, name: str, after: str = "") -> list[str]:
+    """The cells of the first markdown table row after the line ``after`` that starts with ``name``."""
+    lines = text.splitlines()
+    start = lines.index(after) if after else 0
+    line = next(line for line in lines[start:] if line.startswith(f"| {name} |"))
+    return [c.strip() for c in line.strip("|").split("|")][1:]
+
+
+def _digits_cell(runs: list[dict]) -> str:
+    acc = [r["held_out_metric"][-1] for r in runs]
+    reach = [steps_to_fraction(np.array(r["held_out_steps"]), np.array(r["held_out_metric"])) for r in runs]
+    per_run = np.mean([r["run_s"] for r in runs]) / len(runs)  # one vmapped call holds the seeds
+    return f"{np.mean(acc):.3f} ({min(acc):.3f}–{max(acc):.3f}), {np.mean(reach):.0f}, {per_run:.1f} s"
+
+
+@pytest.mark.parametrize("name", list(DESIGNS))
+def test_the_learning_table_in_the_docs_is_the_recorded_runs(name):
+    groups = _learning()
+    row = _row(CELLS_DOC, name, "### What the designs learn")
+    for column, data in enumerate(("digits pixels", "digits permuted")):
+        assert len(groups[name, data]) == 3, (name, data)  # 3 seeds
+        assert row[column] == _digits_cell(groups[name, data]), (name, data)
+    text = groups.get((name, "text prose"))
+    if text is None:
+        assert row[2:] == ["—", "—"]
+        return
+    bits = [r["held_out_metric"][-1] for r in text]
+    assert row[2] == f"{np.mean(bits):.3f} ({min(bits):.3f}–{max(bits):.3f})"
+    reach = [np.mean([r[k] for r in text]) for k in ("reach_1pct", "reach_10pct")]
+    assert row[3] == f"{reach[0]:.1f} / {reach[1]:.1f}"
+
+
+def test_the_readme_rows_are_the_recorded_runs():
+    groups = _learning()
+    header = next(line for line in README.splitlines() if line.startswith("| | LSTM fb=1 |"))
+    names = [c.strip() for c in header.strip("|").split("|")][1:]
+    short = {"Mamba": "Mamba (S6)"}
+    digits, bits = _row(README, "digits"), _row(README, "bits/char")
+    for i, name in enumerate(short.get(n, n) for n in names):
+        acc = np.mean([r["held_out_metric"][-1] for r in groups[name, "digits pixels"]])
+        assert digits[i] == f"{acc:.2f}", name
+        text = groups.get((name, "text prose"))
+        assert bits[i] == (f"{np.mean([r['held_out_metric'][-1] for r in text]):.2f}" if text else "—"), name
+
+
+def test_the_gradient_tables_are_the_recorded_runs():
+    loaded = load_records([RUNS / "cpu-designs.jsonl"])
+    gradient = {
+        (_design(r["config"]), r["config"]["seq_len"]): r for r in loaded.records if r["kind"] == "gradient"
+    }
+    readme = next(
+        line for line in README.splitlines() if re.fullmatch(r"\| [\d  ]+( \| [\d  ]+)+ \|", line.strip())
+    )
+    steps = [int(c.strip().replace(" ", "").replace(" ", "")) for c in readme.strip("|").split("|")]
+    for name, want in zip(DESIGNS, steps):
+        assert want == round(1 / abs(gradient[name, 10_000]["lambda1"])), name
+        row = _row(CELLS_DOC, name, "### The gradient at initialisation")
+        for column, key, length in (
+            (0, "decay_per_step", 1000),
+            (1, "decay_per_step", 10_000),
+            (2, "lambda1", 1000),
+        ):
+            assert row[column] == f"{gradient[name, length][key]:.4f}".replace("-", "−"), (name, key, length)
+        assert row[3] == f"{gradient[name, 10_000]['lambda1']:.4f}".replace("-", "−"), name
