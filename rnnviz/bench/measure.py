@@ -347,7 +347,12 @@ def designs_bench(repeats: int, budget_s: float | None, out=sys.stdout) -> list[
     records = run_suite(configs, "designs", repeats, out=out, budget_s=budget_s)
     print("\nparallel (associative scan) / sequential run time", file=out)
     records += parallel_bench(designs_parallel_suite(), repeats, out=out, budget_s=budget_s)
-    print(f"\nlong sequences, {label(LONG_BASE)} but T = {LONG_LENGTH}: the analysis run once", file=out)
+    b = LONG_BASE
+    print(
+        f"\nlong sequences, B={b.batch_size} I={b.input_size} H={b.hidden_size} {b.dtype} under {b.strategy}, "
+        f"T = {LONG_LENGTH}: the analysis run once",
+        file=out,
+    )
     print(f"{'design':<40} {'run s':>8} {'µs/step':>8} {'peak MB':>9}", file=out)
     for cfg in long_suite():
         rec = measure(cfg, measure="analyze", repeats=1, suite="designs-long", budget_s=budget_s)
