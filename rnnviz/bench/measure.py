@@ -349,8 +349,8 @@ def designs_bench(repeats: int, budget_s: float | None, out=sys.stdout) -> list[
     records += parallel_bench(designs_parallel_suite(), repeats, out=out, budget_s=budget_s)
     b = LONG_BASE
     print(
-        f"\nlong sequences, B={b.batch_size} I={b.input_size} H={b.hidden_size} {b.dtype} under {b.strategy}, "
-        f"T = {LONG_LENGTH}: the analysis run once",
+        f"\nlong sequences, B={b.batch_size} I={b.input_size} H={b.hidden_size} {b.dtype} "
+        f"under {b.strategy}, T = {LONG_LENGTH}: the analysis run once",
         file=out,
     )
     print(f"{'design':<40} {'run s':>8} {'µs/step':>8} {'peak MB':>9}", file=out)
