@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from rnnviz.base.measurements import load_records
-from rnnviz.bench.designs import DESIGNS
+from rnnviz.bench.designs import DESIGNS, NEW_DESIGNS
 from rnnviz.bench.learning import steps_to_fraction
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -103,3 +103,22 @@ def test_the_gradient_tables_are_the_recorded_runs():
         ):
             assert row[column] == f"{gradient[name, length][key]:.4f}".replace("-", "−"), (name, key, length)
         assert row[3] == f"{gradient[name, 10_000]['lambda1']:.4f}".replace("-", "−"), name
+
+
+def test_the_cost_table_is_the_recorded_runs():
+    loaded = load_records([RUNS / "cpu-designs.jsonl"])
+    bench = [r for r in loaded.records if r["kind"] == "bench" and r["suite"] == "designs"]
+    after = "### What each design costs"
+    for name, fields in NEW_DESIGNS.items():
+        row = _row(CELLS_DOC, name, after)
+        mine = [r for r in bench if r["config"]["cell"] == fields["cell"]]
+        for column, hidden in enumerate((32, 64)):
+            (analysis,) = [
+                r for r in mine if r["config"]["hidden_size"] == hidden and r["measure"] == "analyze"
+            ]
+            assert row[column] == f"{analysis['ratio_to_plain_grad']:.2f}×", (name, hidden)
+        grads = [r for r in mine if r["config"]["hidden_size"] == 64 and r["measure"] == "grad"]
+        best = min(
+            (r for r in grads if r["strategy"] != "plain_grad"), key=lambda r: r["ratio_to_plain_grad"]
+        )
+        assert row[2] == f"`{best['strategy']}` {best['ratio_to_plain_grad']:.2f}×", name
