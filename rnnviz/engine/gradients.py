@@ -40,6 +40,28 @@ def loss_from_outputs(cfg: RunConfig, hs: jax.Array, objective: Objective | None
     return 0.5 * jnp.sum(h * h) / h.shape[0]
 
 
+def loss_outputs(
+    cfg: RunConfig,
+    params: Params,
+    carries: Carry,
+    xs_tm: jax.Array,
+    objective: Objective | None = None,
+    *,
+    per_step: bool = False,
+) -> jax.Array:
+    """The outputs :func:`loss_from_outputs` reads from a trajectory (carries ``[T+1, …]``,
+    time-major xs): every y_t ``[T, (B,) O]`` for a data objective or ``loss="all"``, only y_T
+    ``[1, (B,) O]`` for ``"last"``. Reading a cell's readout at every step to keep the last
+    costs a pass over the trajectory and over its zero cotangent: for a matrix memory
+    ``[T+1, B, heads, d, d]`` that was the larger part of the analysis (the mLSTM's gradient
+    through the rollout at 2.4× plain ``jax.grad``, B=16·T=200·I=32·H=64). ``per_step``: params
+    with a leading ``[T]`` axis (y_T reads copy T)."""
+    if objective is not None or cfg.loss != "last":
+        return outputs(cfg, params, carries, xs_tm, per_step=per_step)
+    last = jax.tree.map(lambda a: a[-1], params) if per_step else params
+    return final_output(cfg, last, jax.tree.map(lambda c: c[-1], carries), xs_tm[-1])[None]
+
+
 def time_major(cfg: RunConfig, xs: jax.Array) -> jax.Array:
     """Batch-first ``[B, T, I]`` → ``[T, B, I]``; unbatched ``[T, I]`` unchanged."""
     return xs if cfg.batch_size is None else jnp.swapaxes(xs, 0, 1)
@@ -88,7 +110,7 @@ def step_gradients(
 
     def forward(p, c0, e, x, tap):
         carries = strat.rollout(ForwardPass(cfg, cell, p, full_carry0(cfg, c0), x, e, tap))
-        hs = outputs(cfg, p, carries, x, per_step=lift.stacked)
+        hs = loss_outputs(cfg, p, carries, x, objective, per_step=lift.stacked)
         return loss_from_outputs(cfg, hs, objective), carries
 
     lift, contrib = strat.param_lift, strat.contributions
@@ -133,7 +155,7 @@ def strategy_grad(
 
     def loss_fn(p):
         carries = strat.rollout(ForwardPass(cfg, cell, p, full_carry0(cfg, carry0), xs_tm))
-        hs = outputs(cfg, p, carries, xs_tm, per_step=lift.stacked)
+        hs = loss_outputs(cfg, p, carries, xs_tm, objective, per_step=lift.stacked)
         return loss_from_outputs(cfg, hs, objective)
 
     loss, grads = jax.value_and_grad(loss_fn)(lift.lift(params, cfg.seq_len))
