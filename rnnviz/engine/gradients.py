@@ -40,6 +40,11 @@ def loss_from_outputs(cfg: RunConfig, hs: jax.Array, objective: Objective | None
     return 0.5 * jnp.sum(h * h) / h.shape[0]
 
 
+def reads_every_step(cfg: RunConfig, objective: Objective | None = None) -> bool:
+    """Whether the loss reads every y_t (a data objective, ``loss="all"``) or only y_T."""
+    return objective is not None or cfg.loss == "all"
+
+
 def loss_outputs(
     cfg: RunConfig,
     params: Params,
@@ -56,7 +61,7 @@ def loss_outputs(
     ``[T+1, B, heads, d, d]`` that was the larger part of the analysis (the mLSTM's gradient
     through the rollout at 2.4× plain ``jax.grad``, B=16·T=200·I=32·H=64). ``per_step``: params
     with a leading ``[T]`` axis (y_T reads copy T)."""
-    if objective is not None or cfg.loss != "last":
+    if reads_every_step(cfg, objective):
         return outputs(cfg, params, carries, xs_tm, per_step=per_step)
     last = jax.tree.map(lambda a: a[-1], params) if per_step else params
     return final_output(cfg, last, jax.tree.map(lambda c: c[-1], carries), xs_tm[-1])[None]
@@ -139,7 +144,7 @@ def plain_grad(
         hs = ys if every_step else final_output(cfg, p, last, xs_tm[-1])[None]
         return loss_from_outputs(cfg, hs, objective)
 
-    every_step = cfg.loss == "all" or objective is not None
+    every_step = reads_every_step(cfg, objective)
 
     return jax.value_and_grad(loss_fn)(params)
 
