@@ -265,7 +265,10 @@ def _params_config(static: RunConfig) -> RunConfig:
 def params_executable(params_static: RunConfig, device: jax.Device) -> Compiled:
     """``(key, values) -> (params, carry0)``: the seed's initialisation (see :func:`prepare_params`)."""
     return compile_for(
-        functools.partial(prepare_params, params_static), (seed_key(0), Values.of(params_static)), device
+        functools.partial(prepare_params, params_static),
+        (seed_key(0), Values.of(params_static)),
+        device,
+        run_once=True,
     )
 
 
@@ -273,14 +276,19 @@ def params_executable(params_static: RunConfig, device: jax.Device) -> Compiled:
 def inputs_executable(inputs_static: RunConfig, length: int, device: jax.Device) -> Compiled:
     """``(key, values) -> xs [(B,) length, I]``: the seed's inputs (see :func:`draw_inputs`)."""
     return compile_for(
-        functools.partial(draw_inputs, inputs_static, length), (seed_key(0), Values.of(inputs_static)), device
+        functools.partial(draw_inputs, inputs_static, length),
+        (seed_key(0), Values.of(inputs_static)),
+        device,
+        run_once=True,
     )
 
 
 @compile_cache(maxsize=64)
 def data_executable(static: RunConfig, data: DataSpec, device: jax.Device) -> Compiled:
     """``(key, data) -> (xs, objective)``: a batch of a data set (see :func:`prepare_data`)."""
-    return compile_for(functools.partial(prepare_data, static), (seed_key(0), data.shapes()), device)
+    return compile_for(
+        functools.partial(prepare_data, static), (seed_key(0), data.shapes()), device, run_once=True
+    )
 
 
 def prepare_executables(
@@ -345,6 +353,7 @@ def trained_executable(params_static: RunConfig, trained: DataSpec, device: jax.
         functools.partial(prepare_trained, params_static),
         (seed_key(0), Values.of(params_static), trained.shapes()),
         device,
+        run_once=True,
     )
 
 

@@ -263,6 +263,33 @@ def test_changing_values_does_not_recompile():
     assert executables.cache_info().misses == misses + 1
 
 
+def test_only_the_run_once_executables_are_compiled_for_compile_speed(monkeypatch):
+    """The parameters, inputs and a training init run once per value change: they compile
+    with :data:`RUN_ONCE_OPTIONS` on the CPU; the analysis, which is timed, with XLA's defaults."""
+    from rnnviz.engine import compile as compile_mod
+    from rnnviz.studies.training import train
+
+    seen = {}
+    real = compile_mod.compile_lowered
+
+    def spy(lowered, what, options=None):
+        seen[what] = options
+        return real(lowered, what, options)
+
+    monkeypatch.setattr(compile_mod, "compile_lowered", spy)
+    from rnnviz.studies.training import loop
+
+    monkeypatch.setattr(loop, "compile_lowered", spy)
+    cfg = RunConfig(cell="gru", seq_len=11, hidden_size=5, batch_size=2, input_size=2)  # a new shape
+    analyze(cfg, repeats=1, log_pass=False)
+    assert seen["prepare_params"] == seen["draw_inputs"] == compile_mod.RUN_ONCE_OPTIONS
+    assert seen["analysis_outputs"] is None
+    train(cfg, "adding", steps=2, log_every=2)
+    assert seen["the gru training init"] == compile_mod.RUN_ONCE_OPTIONS
+    assert seen["the gru training chunk"] is None
+    assert compile_mod.run_once_options(jax.devices("cpu")[0]) == compile_mod.RUN_ONCE_OPTIONS
+
+
 def test_analysis_record_shapes_and_types():
     cfg = RunConfig(cell="lstm", seq_len=11, hidden_size=6, batch_size=None)
     a = analyze(cfg, repeats=3)

@@ -46,7 +46,7 @@ from rnnviz.config import (
     estimate_memory_bytes,
 )
 from rnnviz.dataset import Dataset
-from rnnviz.engine.compile import compile_cache, compile_lowered
+from rnnviz.engine.compile import compile_cache, compile_lowered, run_once_options
 from rnnviz.engine.norms import Scaled, log10
 from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_config
 from rnnviz.studies.tasks.data import data_task
@@ -87,7 +87,10 @@ def train_executables(static: RunConfig, spec: TrainSpec, n_runs: int, device: j
         init_fn = _with_run_axis(functools.partial(init_state, static, spec), n_in=2)
         chunk_fn = _with_run_axis(functools.partial(run_chunk, static, spec), n_in=4)
     with jax.default_device(device):
-        init = compile_lowered(jax.jit(init_fn).lower(keys, vals), f"the {static.cell} training init")
+        # drawn as analyze draws the same seed's params (run once, compiled alike)
+        init = compile_lowered(
+            jax.jit(init_fn).lower(keys, vals), f"the {static.cell} training init", run_once_options(device)
+        )
         chunk = compile_lowered(
             jax.jit(chunk_fn, donate_argnums=(0,)).lower(
                 init.out_info, keys, vals, hyper, jax.ShapeDtypeStruct((), jnp.int32)
