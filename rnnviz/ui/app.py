@@ -114,7 +114,7 @@ def analysis_for(cfg: RunConfig) -> Analysis:
     """
     key = calls.job_key(cfg)
     if calls.results().peek(("analysis", key)) or calls.pool().call(
-        jobs.is_compiled, key, route=calls.route(cfg), what="a cache look-up"
+        jobs.is_compiled, key, route=calls.route(cfg), what="a cache look-up", spill=True
     ):
         return calls.analysis(key)
     box = st.empty()  # while it compiles; then gone, so the chart keeps its place on a projector

@@ -106,7 +106,8 @@ def compute(what: str, route: str, fn, *args):
             doing = "computing" if running else f"waiting for its worker, busy with {busy or 'another job'}"
             note.caption(f"⏳ {what}: {doing}… {elapsed:.0f} s (stopped at {limit:g} s)")
 
-    call = lambda: pool().call(fn, *args, route=route, what=what, on_wait=waiting)  # noqa: E731
+    # a pure job: when its worker is busy with another session's, any free worker may take it
+    call = lambda: pool().call(fn, *args, route=route, what=what, on_wait=waiting, spill=True)  # noqa: E731
     try:
         return results().get((fn.__name__,) + args, call, on_wait=waiting)
     finally:

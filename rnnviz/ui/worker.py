@@ -21,6 +21,12 @@ for :data:`IDLE_S` takes a short job whose answer nobody waits for — compiling
 tabs not yet opened will ask for (:func:`rnnviz.ui.jobs.prepare_next`). A call that arrives
 meanwhile waits for that one job, as it would for another session's.
 
+A call whose worker is busy may go to another (``spill=True``, for pure jobs whose answer
+depends only on their arguments): after :data:`SPILL_S` it takes whichever worker is free
+first. That worker compiles the shape too (or reads it from the shared persistent
+compilation cache), which costs less than waiting behind another session's long view.
+Stateful calls (a training run lives in its worker) never spill.
+
 The worker side is :func:`serve` (``python -m rnnviz.ui.worker``); it needs nothing from Streamlit.
 """
 
@@ -56,6 +62,11 @@ IDLE_S = 0.5
 #: visitor who arrives meanwhile waits for it, and a stuck one (a stopped process) is
 #: replaced by then.
 IDLE_LIMIT_S = 20.0
+#: Seconds a call that may go elsewhere (``spill=True``) waits for its route's busy worker
+#: before it takes any free one: long enough for another session's quick job to end there,
+#: short against a heavy view (a Phase diagram at T=1000 holds its worker for seconds), so
+#: one visitor's heavy view never queues another's light one (#33).
+SPILL_S = 0.3
 
 
 class ComputationTimeout(RuntimeError):
@@ -271,6 +282,7 @@ class WorkerPool:
         what: str,
         on_wait: Callable[[float, bool], None] | None = None,
         time_limit_s: float | None = None,
+        spill: bool = False,
     ) -> Any:
         """``fn(*args)`` in the route's worker; its result, or its exception re-raised here.
 
@@ -282,17 +294,15 @@ class WorkerPool:
             running is False while another call holds the worker; it may raise (a
             Streamlit rerun) and the computation is then finished in the background.
           time_limit_s: the limit for this call (default: the pool's).
+          spill: when the route's worker is still busy after :data:`SPILL_S`, take any free
+            one (for pure jobs only: see the module doc).
 
         Raises:
           ComputationTimeout: the call ran past the limit (its worker was replaced).
           WorkerDied: the worker ended during the call (it is replaced on the next call).
         """
         limit = self.time_limit_s if time_limit_s is None else time_limit_s
-        worker = self.worker_for(route)
-        start = time.perf_counter()
-        while not worker.lock.acquire(timeout=POLL_S):
-            if on_wait is not None:
-                on_wait(time.perf_counter() - start, False)
+        worker = self._take(route, spill, on_wait)
         handed_off = False
         try:
             self._send(worker, fn, args, what)
@@ -322,6 +332,23 @@ class WorkerPool:
         finally:
             if not handed_off:
                 worker.release()
+
+    def _take(self, route: str, spill: bool, on_wait: Callable[[float, bool], None] | None) -> _Worker:
+        """A worker for ``route``, its lock held: the route's own, or with ``spill`` any that
+        is free once the route's has been busy for :data:`SPILL_S`."""
+        home = self.worker_for(route)
+        start = time.perf_counter()
+        while not home.lock.acquire(timeout=POLL_S / 4 if spill else POLL_S):
+            waited = time.perf_counter() - start
+            if spill and waited >= SPILL_S:
+                other = next(
+                    (w for w in self.workers if w is not home and w.lock.acquire(blocking=False)), None
+                )
+                if other is not None:
+                    return other
+            if on_wait is not None:
+                on_wait(waited, False)
+        return home
 
     def _send(self, worker: _Worker, fn: Callable, args: tuple, what: str) -> None:
         """Hand ``fn(*args)`` to a worker whose lock the caller holds: its successor first if
@@ -467,6 +494,7 @@ class InlinePool:
         what: str,
         on_wait: Callable[[float, bool], None] | None = None,
         time_limit_s: float | None = None,
+        spill: bool = False,
     ) -> Any:
         """``fn(*args)``, here and now; the other arguments are :meth:`WorkerPool.call`'s, ignored."""
         return fn(*args)

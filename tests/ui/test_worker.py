@@ -91,6 +91,38 @@ def test_an_abandoned_call_finishes_in_the_background_and_the_worker_serves_the_
     assert pool.call(os.getpid, route="x", what="pid") == pid and pool.restarts == 0
 
 
+def test_a_pure_call_takes_a_free_worker_when_its_own_is_busy_and_a_stateful_one_waits(pool):
+    from rnnviz.ui.worker import SPILL_S
+
+    busy, _ = _routes(pool)
+    home = pool.call(os.getpid, route=busy, what="pid")
+    nap = threading.Thread(
+        target=pool.call, args=(time.sleep, 2.0), kwargs=dict(route=busy, what="a long view")
+    )
+    nap.start()
+    _until(lambda: pool.doing(busy) == "a long view")
+    start = time.perf_counter()
+    other = pool.call(os.getpid, route=busy, what="a light view", spill=True)
+    took = time.perf_counter() - start
+    assert other != home and SPILL_S <= took < 1.5, took  # not queued behind the 2-s view
+    assert pool.call(os.getpid, route=busy, what="a training step") == home  # waited for its own worker
+    assert time.perf_counter() - start >= 1.5
+    nap.join()
+    # both busy: a spilling call takes whichever is free first
+    naps = [
+        threading.Thread(target=pool.call, args=(time.sleep, t), kwargs=dict(route=r, what="nap"))
+        for t, r in zip((2.0, 0.5), _routes(pool))
+    ]
+    for t in naps:
+        t.start()
+    _until(lambda: all(w.doing == "nap" for w in pool.workers))
+    start = time.perf_counter()
+    assert pool.call(os.getpid, route=busy, what="a light view", spill=True) != home
+    assert time.perf_counter() - start < 1.5
+    for t in naps:
+        t.join()
+
+
 def test_routes_are_stable_across_processes():
     a, b = WorkerPool(size=2), WorkerPool(size=2)
     assert [a.worker_for(r).index for r in "pqrstu"] == [b.worker_for(r).index for r in "pqrstu"]
