@@ -41,7 +41,7 @@ from rnnviz.engine.prepare import (
     resolve_device,
     static_config,
 )
-from rnnviz.engine.timing import Timing, time_runs, time_within
+from rnnviz.engine.timing import Timing, time_runs, time_until_precise, time_within
 
 
 class Executables(NamedTuple):
@@ -266,6 +266,7 @@ def analyze(
     device: jax.Device | None = None,
     log_pass: bool | None = None,
     budget_s: float | None = None,
+    precision: float | None = None,
 ) -> Analysis:
     r"""Per-step gradient norms of one configuration, from one compiled reverse pass.
 
@@ -299,6 +300,10 @@ def analyze(
             be exact (None): it costs about 0.4× the analysis when it runs.
         budget_s: bound the timing by time instead: one run, then more while the runs so
             far took less than ``budget_s``, at most ``repeats`` (the dashboard's 0.3 s).
+        precision: bound the timing by what it says instead: after the warm-up, time runs
+            until the 90 % confidence interval of the mean run is within ± ``precision``
+            of it (at least 3, at most ``repeats``; :func:`~rnnviz.engine.timing.time_until_precise`).
+            The interval is ``timing.run_halfwidth_s``.
 
     Returns:
         An :class:`Analysis`; its arrays are the last timed run's.
@@ -330,7 +335,9 @@ def analyze(
     exe = executables(static, device, spec)
     cache_hit = executables.cache_info().currsize == hit
     params, carry0, xs, objective = prepared_on(cfg, device, arrays, spec, weights)
-    (sg, summary), run = _timed(exe.analysis.fn, (params, carry0, xs, objective), repeats, budget_s)
+    (sg, summary), run = _timed(
+        exe.analysis.fn, (params, carry0, xs, objective), repeats, budget_s, precision
+    )
     log_args = (params, sg.carries, xs, objective)  # on device: what the log pass reads, if it runs
     sg, summary, params, carry0, xs = jax.device_get((sg, summary, params, carry0, xs))
     if log_pass is None:
@@ -352,6 +359,7 @@ def analyze(
         cache_hit=cache_hit,
         log_pass_s=logs.run_s,
         log_pass_compile_s=logs.compile_s,
+        run_halfwidth_s=run.halfwidth_s,
     )
     return _assemble(
         cfg,
@@ -367,11 +375,14 @@ def analyze(
     )
 
 
-def _timed(fn, args: tuple, repeats: int, budget_s: float | None):
-    """``(outputs, RunTiming)``: ``repeats`` timed runs, or as many as ``budget_s`` allows."""
-    if budget_s is None:
-        return time_runs(fn, args, repeats)
-    return time_within(fn, args, budget_s, repeats)
+def _timed(fn, args: tuple, repeats: int, budget_s: float | None, precision: float | None = None):
+    """``(outputs, RunTiming)``: ``repeats`` timed runs, as many as ``budget_s`` allows, or
+    as many as ``precision`` needs."""
+    if budget_s is not None:
+        return time_within(fn, args, budget_s, repeats)
+    if precision is not None:
+        return time_until_precise(fn, args, repeats, precision)
+    return time_runs(fn, args, repeats)
 
 
 class _Logs(NamedTuple):

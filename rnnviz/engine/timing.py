@@ -1,9 +1,11 @@
 """Run timing of compiled functions: the median of repeated runs (:func:`time_runs`), runs
-bounded by time (:func:`time_within`), and the :class:`Timing` record of one analysis.
+bounded by time (:func:`time_within`), runs until their mean is known to a stated precision
+(:func:`time_until_precise`), and the :class:`Timing` record of one analysis.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from collections.abc import Callable
@@ -13,12 +15,45 @@ import jax
 
 
 class RunTiming(NamedTuple):
-    """Seconds of the timed runs of one compiled call: median, fastest, slowest, and how many."""
+    """Seconds of the timed runs of one compiled call: median, fastest, slowest, how many, and
+    the half-width of the 90 % confidence interval of their mean (:func:`mean_halfwidth`;
+    inf for one run)."""
 
     median_s: float
     min_s: float
     max_s: float
     repeats: int
+    halfwidth_s: float = math.inf
+
+    @classmethod
+    def of(cls, times: list[float]) -> RunTiming:
+        """The statistics of ``times`` (seconds of each run)."""
+        return cls(statistics.median(times), min(times), max(times), len(times), mean_halfwidth(times))
+
+
+#: Student's t at 0.95 for 1…30 degrees of freedom (``scipy.stats.t.ppf(0.95, df)``): the
+#: two-sided 90 % interval of a mean from n runs is mean ± T90[n − 2] · s / √n.
+T90 = (
+    6.3138, 2.92, 2.3534, 2.1318, 2.015, 1.9432, 1.8946, 1.8595, 1.8331, 1.8125,
+    1.7959, 1.7823, 1.7709, 1.7613, 1.7531, 1.7459, 1.7396, 1.7341, 1.7291, 1.7247,
+    1.7207, 1.7171, 1.7139, 1.7109, 1.7081, 1.7056, 1.7033, 1.7011, 1.6991, 1.6973,
+)  # fmt: skip
+#: The normal quantile, for more than 31 runs.
+Z90 = 1.6449
+
+
+def mean_halfwidth(times: list[float]) -> float:
+    """Half-width of the 90 % confidence interval of the mean of ``times``, t · s / √n
+    (Student's t with n − 1 degrees of freedom; inf for fewer than two runs).
+
+    >>> round(mean_halfwidth([1.0, 1.1, 0.9]), 4)  # s = 0.1, t(2) = 2.92
+    0.1686
+    """
+    n = len(times)
+    if n < 2:
+        return math.inf
+    t = T90[n - 2] if n - 2 < len(T90) else Z90
+    return t * statistics.stdev(times) / math.sqrt(n)
 
 
 class Timing(NamedTuple):
@@ -39,6 +74,8 @@ class Timing(NamedTuple):
     #: it ran (float32 could not hold every norm), 0.0 when float32's norms were exact.
     log_pass_s: float = 0.0
     log_pass_compile_s: float = 0.0
+    #: Half-width of the 90 % confidence interval of the mean run (inf for one run).
+    run_halfwidth_s: float = math.inf
 
 
 def time_runs(
@@ -59,7 +96,7 @@ def time_runs(
         start = time.perf_counter()
         out = jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - start)
-    return out, RunTiming(statistics.median(times), min(times), max(times), len(times))
+    return out, RunTiming.of(times)
 
 
 def time_within(fn: Callable, args: tuple, budget_s: float, max_repeats: int) -> tuple[Any, RunTiming]:
@@ -74,4 +111,36 @@ def time_within(fn: Callable, args: tuple, budget_s: float, max_repeats: int) ->
         start = time.perf_counter()
         out = jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - start)
-    return out, RunTiming(statistics.median(times), min(times), max(times), len(times))
+    return out, RunTiming.of(times)
+
+
+#: The fewest timed runs :func:`time_until_precise` stops at (two could agree by chance).
+MIN_PRECISE_REPEATS = 3
+
+
+def time_until_precise(
+    fn: Callable, args: tuple, max_repeats: int, precision: float, warmup: int = 1
+) -> tuple[Any, RunTiming]:
+    """Run ``fn(*args)`` ``warmup`` times, then time runs until the 90 % confidence interval
+    of their mean is within ± ``precision`` of it (at least :data:`MIN_PRECISE_REPEATS`
+    runs, at most ``max_repeats``), blocking on each; return the last result and the
+    statistics. A steady executable stops at 3 runs; a noisy one gets up to ``max_repeats``,
+    and its interval says how well it is known.
+
+    >>> import jax.numpy as jnp
+    >>> _, t = time_until_precise(jnp.sin, (jnp.ones(4),), max_repeats=5, precision=1e9)
+    >>> t.repeats  # any spread is within a precision of 1e9
+    3
+    """
+    out = None
+    for _ in range(warmup):
+        out = jax.block_until_ready(fn(*args))
+    times: list[float] = []
+    least = min(MIN_PRECISE_REPEATS, max(1, max_repeats))
+    while len(times) < max(1, max_repeats):
+        start = time.perf_counter()
+        out = jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - start)
+        if len(times) >= least and mean_halfwidth(times) <= precision * statistics.fmean(times):
+            break
+    return out, RunTiming.of(times)

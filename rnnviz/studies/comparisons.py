@@ -151,6 +151,20 @@ def _grad_difference(ref: dict, other: dict) -> tuple[float, float]:
     return float(np.max(np.abs(diff))), float(np.linalg.norm(diff) / max(np.linalg.norm(a), 1e-300))
 
 
+def accumulator_grads(
+    cfg: RunConfig,
+    data: Dataset | None = None,
+    params: Weights | None = None,
+    device: jax.Device | None = None,
+) -> Any:
+    """∂L/∂W under the ``accumulate`` strategy (one untimed run): what the other strategies'
+    gradients are compared against."""
+    a = analyze(
+        cfg.replace(strategy="accumulate"), repeats=1, device=device, data=data, params=params, log_pass=False
+    )
+    return a.param_grads
+
+
 def compare_strategies(
     cfg: RunConfig,
     *,
@@ -158,20 +172,30 @@ def compare_strategies(
     strategies: Sequence[str] | None = None,
     data: Dataset | None = None,
     params: Weights | None = None,
+    precision: float | None = None,
+    reference: Any = None,
 ) -> pd.DataFrame:
     """The full analysis of ``cfg`` under each strategy: what it costs, and that it agrees.
 
+    Only the analysis itself is run and timed: the log-magnitude pass (the same for every
+    strategy, and nothing this table shows) is left out.
+
     Args:
         cfg: the configuration.
-        repeats: timed runs per strategy.
+        repeats: timed runs per strategy (with ``precision``: at most).
         strategies: which (default: every strategy this cell and this JAX can run).
         data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
         params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
+        precision: stop timing a strategy once the 90 % interval of its mean run is within
+            ± this fraction of it (at least 3 runs; :func:`rnnviz.analyze`).
+        reference: the accumulator's ∂L/∂W (a params tree, :func:`accumulator_grads`) to
+            compare against; default: computed here (its own row, or one more run).
 
     Returns:
         One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
-        peak_bytes, flops, max_abs_diff, rel_diff`` (differences of ∂L/∂W against the
-        accumulator). Strategies whose config is over budget (per-step tangents at large
+        run_halfwidth_s, repeats, peak_bytes, flops, max_abs_diff, rel_diff`` (differences
+        of ∂L/∂W against the accumulator; ``run_halfwidth_s`` the 90 % interval's half-width
+        of the mean run). Strategies whose config is over budget (per-step tangents at large
         T·P) are left out.
 
     Example:
@@ -184,15 +208,23 @@ def compare_strategies(
     runs = {}
     for s in strategies or available_strategies(cfg):
         try:
-            runs[s] = analyze(cfg.replace(strategy=s), repeats=repeats, data=data, params=params)
+            runs[s] = analyze(
+                cfg.replace(strategy=s),
+                repeats=repeats,
+                data=data,
+                params=params,
+                log_pass=False,
+                precision=precision,
+            )
         except ConfigError:  # e.g. per-step tangents over the memory budget: left out
             continue
-    ref = runs.get("accumulate") or analyze(
-        cfg.replace(strategy="accumulate"), repeats=1, data=data, params=params
-    )
+    if reference is None:
+        reference = (
+            runs["accumulate"].param_grads if "accumulate" in runs else accumulator_grads(cfg, data, params)
+        )
     rows = []
     for s, a in runs.items():
-        max_abs, rel = _grad_difference(ref.param_grads, a.param_grads)
+        max_abs, rel = _grad_difference(reference, a.param_grads)
         t = a.timing
         rows.append(
             dict(
@@ -201,6 +233,8 @@ def compare_strategies(
                 run_s=t.run_s,
                 run_min_s=t.run_min_s,
                 run_max_s=t.run_max_s,
+                run_halfwidth_s=t.run_halfwidth_s,
+                repeats=t.repeats,
                 peak_bytes=t.peak_bytes,
                 flops=t.flops,
                 max_abs_diff=max_abs,
@@ -274,25 +308,40 @@ def run_on_devices(
     repeats: int = 5,
     data: Dataset | None = None,
     params: Weights | None = None,
+    precision: float | None = None,
+    reference: Any = None,
 ) -> pd.DataFrame:
     """The full analysis of ``cfg`` on every device and strategy: CPU against GPU.
+
+    As in :func:`compare_strategies`, the analysis alone is run and timed (no log-magnitude pass).
 
     Args:
         cfg: the configuration.
         devices: JAX devices (default: every one JAX sees).
         strategies: which (default: ``cfg.strategy``).
-        repeats: timed runs per measurement.
+        repeats: timed runs per measurement (with ``precision``: at most).
         data: analyse a batch of this data set with its task loss (:func:`rnnviz.analyze`).
         params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
+        precision: as :func:`compare_strategies`.
+        reference: ∂L/∂W to compare against (:func:`accumulator_grads`); default: the first row's.
 
     Returns:
         Rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
-        peak_bytes, loss, max_grad_diff`` (∂L/∂W's difference against the first row).
+        run_halfwidth_s, repeats, peak_bytes, loss, max_grad_diff`` (∂L/∂W's largest
+        difference from ``reference``).
     """
-    rows, ref = [], None
+    rows, ref = [], reference
     for device in devices or present_devices():
         for s in strategies or (cfg.strategy,):
-            a = analyze(cfg.replace(strategy=s), repeats=repeats, device=device, data=data, params=params)
+            a = analyze(
+                cfg.replace(strategy=s),
+                repeats=repeats,
+                device=device,
+                data=data,
+                params=params,
+                log_pass=False,
+                precision=precision,
+            )
             ref = ref or a.param_grads
             rows.append(
                 dict(
@@ -302,6 +351,8 @@ def run_on_devices(
                     strategy=s,
                     compile_s=a.timing.compile_s,
                     run_s=a.timing.run_s,
+                    run_halfwidth_s=a.timing.run_halfwidth_s,
+                    repeats=a.timing.repeats,
                     peak_bytes=a.timing.peak_bytes,
                     loss=a.loss,
                     max_grad_diff=_grad_difference(ref, a.param_grads)[0],

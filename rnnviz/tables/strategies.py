@@ -27,6 +27,17 @@ def block_length(t: int) -> int:
     return math.isqrt(t - 1) + 1 if t > 1 else 1
 
 
+def contributions_source(available: tuple[str, ...] | list[str]) -> str | None:
+    """The strategy whose analysis holds each step's contribution to ∂L/∂W, of those
+    ``available``: ``fused`` (from its stored gate cotangents, O(T·B²)), else ``per_step``
+    (a ``[T, …]`` copy of the parameter gradient); None when neither is.
+
+    >>> contributions_source(("accumulate", "per_step", "fused")), contributions_source(("accumulate",))
+    ('fused', None)
+    """
+    return next((name for name in ("fused", "per_step") if name in available), None)
+
+
 def _any_cell(spec: Any) -> str | None:
     return None
 

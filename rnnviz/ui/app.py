@@ -183,9 +183,9 @@ def compute_calls() -> Compute:
         analysis=lambda c: calls.analysis(key(c)),
         costs=CostCalls(
             availability=calls.availability,
-            strategies=lambda c, repeats: calls.strategies(key(c), repeats),
+            strategies=lambda c, repeats, only: calls.strategies(key(c), repeats, only),
             scaling=lambda c, lens: calls.scaling(key(c), lens),
-            devices_live=lambda c, repeats: calls.devices_live(key(c), repeats),
+            devices_live=lambda c, repeats, only: calls.devices_live(key(c), repeats, only),
             recorded=lambda: _recorded(runs_folders()),
         ),
         dynamics=DynamicsCalls(

@@ -17,6 +17,7 @@ import math
 from typing import TYPE_CHECKING, NamedTuple
 
 from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
+from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.studies.jacobians import carry_dim
 from rnnviz.ui.settings import settings as server_settings
 
@@ -130,11 +131,19 @@ def _plan(
     return Plan(settings, got_s, asked_s, fits, note)
 
 
+def _timed_runs(repeats: int) -> int:
+    """Runs one timed measurement is counted at: the warm-up and the runs its precision rule
+    usually stops at (:data:`~rnnviz.engine.timing.MIN_PRECISE_REPEATS`; a noisy executable
+    may take up to ``repeats``, within the worker's time limit)."""
+    return 1 + min(repeats, MIN_PRECISE_REPEATS)
+
+
 def strategies_plan(c: Cost, n_strategies: int, repeats: int = 5, budget: float | None = None) -> Plan:
-    """The Strategies tab: every strategy compiled, run once to warm up and ``repeats``
-    times, plus the per-step contributions (one more analysis)."""
+    """The Strategies tab: every strategy compiled, run once to warm up and timed until its
+    mean is known (at most ``repeats`` times, :func:`_timed_runs`), plus the per-step
+    contributions (one more analysis)."""
     fixed = n_strategies * STRATEGY_COMPILE * c.compile + c.compile
-    work = lambda s: n_strategies * (1 + s["repeats"]) * STRATEGY_RUN * c.run_s + c.run_s  # noqa: E731
+    work = lambda s: n_strategies * _timed_runs(s["repeats"]) * STRATEGY_RUN * c.run_s + c.run_s  # noqa: E731
     return _plan(
         {"repeats": repeats},
         fixed,
@@ -147,9 +156,9 @@ def strategies_plan(c: Cost, n_strategies: int, repeats: int = 5, budget: float 
 
 
 def devices_plan(c: Cost, n_runs: int, repeats: int = 5, budget: float | None = None) -> Plan:
-    """The Devices tab: ``n_runs`` (devices × strategies) compiled, warmed up and run
-    ``repeats`` times (strategies counted as in :func:`strategies_plan`)."""
-    work = lambda s: n_runs * (1 + s["repeats"]) * STRATEGY_RUN * c.run_s  # noqa: E731
+    """The Devices tab: ``n_runs`` (devices × strategies) compiled, warmed up and timed as
+    in :func:`strategies_plan`."""
+    work = lambda s: n_runs * _timed_runs(s["repeats"]) * STRATEGY_RUN * c.run_s  # noqa: E731
     return _plan(
         {"repeats": repeats},
         n_runs * STRATEGY_COMPILE * c.compile,

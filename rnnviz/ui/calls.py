@@ -126,16 +126,18 @@ def analysis(cfg_json: str) -> Analysis:
     return compute(f"the analysis of {describe(cfg)}", route(cfg), jobs.analysis, cfg_json)
 
 
-def strategies(cfg_json: str, repeats: int) -> pd.DataFrame:
-    """Every strategy's cost and agreement on a job's key, ``repeats`` timed runs each: one row
-    per strategy (:func:`rnnviz.ui.jobs.strategies_table`)."""
+def strategies(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """Every strategy's (or those in ``only``) cost and agreement on a job's key, at most
+    ``repeats`` timed runs each: one row per strategy (:func:`rnnviz.ui.jobs.strategies_table`)."""
     cfg = jobs.config_of(cfg_json)
+    which = "every strategy" if only is None else ", ".join(only)
     return compute(
-        f"every strategy on {describe(cfg)} ({repeats} runs each)",
+        f"{which} on {describe(cfg)} (at most {repeats} runs each)",
         route(cfg),
         jobs.strategies_table,
         cfg_json,
         repeats,
+        only,
     )
 
 
@@ -155,12 +157,19 @@ def scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
     )
 
 
-def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
+def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
     """The analysis of a job's key on every device the worker sees, under every available
-    strategy, ``repeats`` timed runs each (:func:`rnnviz.ui.jobs.devices_live`)."""
+    strategy (or those in ``only``), at most ``repeats`` timed runs each
+    (:func:`rnnviz.ui.jobs.devices_live`)."""
     cfg = jobs.config_of(cfg_json)
+    which = "" if only is None else f" ({', '.join(only)})"
     return compute(
-        f"live runs on every device of {describe(cfg)}", route(cfg), jobs.devices_live, cfg_json, repeats
+        f"live runs on every device of {describe(cfg)}{which}",
+        route(cfg),
+        jobs.devices_live,
+        cfg_json,
+        repeats,
+        only,
     )
 
 

@@ -30,6 +30,7 @@ from rnnviz.dataset.describe import Preview, preview_record
 from rnnviz.engine.allocator import keep_freed_buffers
 from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.studies.comparisons import (
+    accumulator_grads,
     available_strategies,
     compare_strategies,
     run_on_devices,
@@ -44,7 +45,7 @@ from rnnviz.studies.lyapunov import lyapunov as _lyapunov
 from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import compile_points, critical_gain, sweep
 from rnnviz.studies.training import Trainer, Training, load_run
-from rnnviz.tables.strategies import strategy_names
+from rnnviz.tables.strategies import contributions_source, strategy_names
 from rnnviz.ui import trained_runs
 from rnnviz.ui.settings import settings
 
@@ -199,13 +200,32 @@ def analysis(cfg_json: str) -> Analysis:
     return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S, data=_data(cfg_json), params=_weights(cfg_json))
 
 
-def strategies_table(cfg_json: str, repeats: int) -> pd.DataFrame:
-    """The analysis of a job's key under each strategy, ``repeats`` timed runs each: one row per
-    strategy, its cost and ∂L/∂W's difference against the accumulator's
-    (:func:`~rnnviz.studies.comparisons.compare_strategies`)."""
+#: The Strategies and Devices tabs time each run until the 90 % interval of its mean is within
+#: ± 10 % (at least 3 runs, at most the budget's ``repeats``): a steady executable stops at 3,
+#: and the table says the interval (#33: time less to say as much).
+TIMING_PRECISION = 0.10
+
+
+def strategies_table(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """The analysis of a job's key under each strategy (or those in ``only``: the tab asks
+    for one at a time and draws each row as it arrives), at most ``repeats`` timed runs each
+    (until :data:`TIMING_PRECISION`): one row per strategy, its cost and ∂L/∂W's difference
+    against the accumulator's (:func:`~rnnviz.studies.comparisons.compare_strategies`)."""
     return compare_strategies(
-        config_of(cfg_json), repeats=repeats, data=_data(cfg_json), params=_weights(cfg_json)
+        config_of(cfg_json),
+        strategies=only,
+        repeats=repeats,
+        data=_data(cfg_json),
+        params=_weights(cfg_json),
+        precision=TIMING_PRECISION,
+        reference=None if only is None or "accumulate" in only else _reference(cfg_json),
     )
+
+
+@functools.lru_cache(maxsize=4)
+def _reference(cfg_json: str) -> Any:
+    """The accumulator's ∂L/∂W at a job's key, once per worker for all its rows."""
+    return accumulator_grads(config_of(cfg_json), _data(cfg_json), _weights(cfg_json))
 
 
 def prepare_next(cfg_json: str, strategies: bool, log_pass: bool, phase_points: int) -> bool:
@@ -214,16 +234,20 @@ def prepare_next(cfg_json: str, strategies: bool, log_pass: bool, phase_points: 
     (False: nothing is left). In the tabs' order:
 
     * with ``strategies``, the analysis under each strategy the cell can run (the Strategies
-      and Devices tabs), with its log-magnitude pass when ``log_pass`` (the key's own analysis needed one: so
-      will the others, on the same gradients); the Strategies tab then shows the compile
-      times measured here;
+      and Devices tabs, whose timed runs leave the log-magnitude pass out), and the log pass
+      of the one whose per-step contributions the Strategies tab draws
+      (:func:`~rnnviz.tables.strategies.contributions_source`) when ``log_pass`` (the key's
+      own analysis needed one: so will that one, on the same gradients); the Strategies tab
+      then shows the compile times measured here;
     * the Phase diagram's gradient sweep and λ₁ sweep over ``phase_points`` gains × seeds
       (0: not within its budget, nothing prepared).
     """
     cfg, data, weights = config_of(cfg_json), _data(cfg_json), _weights(cfg_json)
-    for s in available_strategies(cfg) if strategies else ():
+    available = available_strategies(cfg)
+    source = contributions_source(available)
+    for s in available if strategies else ():
         try:
-            if compile_analysis(cfg.replace(strategy=s), data=data, log_pass=log_pass):
+            if compile_analysis(cfg.replace(strategy=s), data=data, log_pass=log_pass and s == source):
                 return True
         except ConfigError:  # this strategy over the budgets at this shape: the tab leaves it out
             continue
@@ -250,18 +274,22 @@ def scaling_table(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
     return scaling(config_of(cfg_json), lens, repeats=3)
 
 
-def devices_live(cfg_json: str, repeats: int) -> pd.DataFrame:
+def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
     """The analysis of a job's key on every device JAX sees here, under every strategy its
-    cell can run, ``repeats`` timed runs each: rows ``device_kind, device_name, device_id,
-    strategy, compile_s, run_s, peak_bytes, loss, max_grad_diff``
-    (:func:`~rnnviz.studies.comparisons.run_on_devices`)."""
+    cell can run (or those in ``only``, one call per strategy as the tab asks), at most
+    ``repeats`` timed runs each (until :data:`TIMING_PRECISION`): rows ``device_kind,
+    device_name, device_id, strategy, compile_s, run_s, run_halfwidth_s, repeats,
+    peak_bytes, loss, max_grad_diff`` (against the accumulator's ∂L/∂W on the config's device;
+    :func:`~rnnviz.studies.comparisons.run_on_devices`)."""
     cfg = config_of(cfg_json)
     return run_on_devices(
         cfg,
-        strategies=available_strategies(cfg),
+        strategies=only or available_strategies(cfg),
         repeats=repeats,
         data=_data(cfg_json),
         params=_weights(cfg_json),
+        precision=TIMING_PRECISION,
+        reference=_reference(cfg_json),
     )
 
 

@@ -2,6 +2,7 @@
 a split sequence, and closed forms."""
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -357,3 +358,40 @@ def test_timing_bounded_by_time_runs_once_then_while_under_budget():
     full = analyze(cfg, repeats=2)
     assert fast.timing.repeats == 1 and full.timing.repeats == 2
     np.testing.assert_array_equal(fast.grad_norms, full.grad_norms)
+
+
+def test_the_interval_of_the_mean_run_is_students_and_timing_stops_once_it_is_tight(monkeypatch):
+    from scipy import stats
+
+    from rnnviz.engine import timing
+
+    rng = np.random.default_rng(0)
+    for n in (2, 3, 5, 12, 31, 40):
+        times = list(rng.lognormal(-3, 0.2, n))
+        lo, hi = stats.t.interval(0.90, n - 1, loc=np.mean(times), scale=stats.sem(times))
+        expected = (hi - lo) / 2 if n <= 31 else stats.norm.ppf(0.95) * stats.sem(times)
+        assert timing.mean_halfwidth(times) == pytest.approx(expected, rel=1e-4), n
+    assert timing.mean_halfwidth([0.1]) == float("inf")
+
+    def clocked(durations):
+        """A clock whose every timed run lasts the next of ``durations`` seconds."""
+        ticks = iter(np.cumsum([0.0] + [d for d in durations for d in (d, 0.0)]))
+        monkeypatch.setattr(timing.time, "perf_counter", lambda: float(next(ticks)))
+
+    calls = []
+    fn = lambda x: calls.append(x) or x  # noqa: E731
+    clocked([0.100, 0.101, 0.099, 0.1, 0.1])  # steady: known to ±10 % after the 3 fewest runs
+    _, t = timing.time_until_precise(fn, (jnp.float32(1.0),), max_repeats=8, precision=0.10)
+    assert t.repeats == 3 and len(calls) == 4  # and one warm-up
+    assert t.halfwidth_s == pytest.approx(timing.mean_halfwidth([0.100, 0.101, 0.099]))
+    noisy = [0.1, 0.2, 0.1, 0.2, 0.1, 0.2, 0.1, 0.2]
+    clocked(noisy)  # ±50 %: never tight enough, so every allowed run
+    _, t = timing.time_until_precise(fn, (jnp.float32(1.0),), max_repeats=5, precision=0.10)
+    assert t.repeats == 5 and t.median_s == pytest.approx(0.1) and t.max_s == pytest.approx(0.2)
+    clocked(noisy)  # one run allowed: one run
+    _, t = timing.time_until_precise(fn, (jnp.float32(1.0),), max_repeats=1, precision=0.10)
+    assert t.repeats == 1 and t.halfwidth_s == float("inf")
+    monkeypatch.undo()
+    cfg = RunConfig(cell="gru", seq_len=9, hidden_size=6)
+    a = analyze(cfg, repeats=7, precision=1e9)  # any spread is within: the fewest runs
+    assert a.timing.repeats == 3 and 0 < a.timing.run_halfwidth_s < math.inf

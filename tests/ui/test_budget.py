@@ -21,9 +21,9 @@ MID = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
 def test_a_plan_that_fits_changes_nothing_and_says_nothing():
     plan = strategies_plan(Cost(run_s=0.01, compile_s=0.5), 6, budget=15)
     assert plan.settings == {"repeats": 5} and plan.fits and plan.note is None
-    # six strategies: compile (×1.5) + warm-up + 5 runs (×1.8 the accumulator's), then the
-    # contributions' analysis
-    assert plan.estimate_s == pytest.approx(6 * (1.5 * 0.5 + 6 * 1.8 * 0.01) + 0.5 + 0.01)
+    # six strategies: compile (×1.5) + warm-up + the 3 runs a steady run stops at (×1.8 the
+    # accumulator's), then the contributions' analysis
+    assert plan.estimate_s == pytest.approx(6 * (1.5 * 0.5 + 4 * 1.8 * 0.01) + 0.5 + 0.01)
 
 
 def test_a_slow_compile_does_not_starve_a_small_view():
@@ -33,13 +33,14 @@ def test_a_slow_compile_does_not_starve_a_small_view():
 
 
 def test_strategies_shrink_their_repeats_and_say_what_changed():
-    plan = strategies_plan(Cost(run_s=0.2, compile_s=0.6), 6, budget=15)
-    # 6·(0.9 + 4·0.36) + 0.8 = 14.84 ≤ 15 < 6·(0.9 + 5·0.36) + 0.8 = 17
-    assert plan.settings == {"repeats": 3} and plan.fits
-    assert plan.asked_estimate_s == pytest.approx(19.16) and plan.estimate_s == pytest.approx(14.84)
+    plan = strategies_plan(Cost(run_s=0.25, compile_s=0.6), 6, budget=15)
+    # a run counts 1.8 · 0.25 = 0.45 s; 5 runs asked count as warm-up + 3 (where a steady
+    # timing stops): 6·(0.9 + 4·0.45) + 0.85 = 17.05 > 15 ≥ 6·(0.9 + 3·0.45) + 0.85 = 14.35
+    assert plan.settings == {"repeats": 2} and plan.fits
+    assert plan.asked_estimate_s == pytest.approx(17.05) and plan.estimate_s == pytest.approx(14.35)
     assert plan.note == (
-        "Within the 15 s budget of a view: what was asked would take ≈ 19 s here, so runs per strategy 5 → 3 "
-        "(≈ 15 s)."
+        "Within the 15 s budget of a view: what was asked would take ≈ 17 s here, so runs per strategy 5 → 2 "
+        "(≈ 14 s)."
     )
 
 

@@ -106,16 +106,15 @@ def test_markdown_sections_are_joined_into_paragraphs():
 
 
 def _live(cfg_seen: list):
-    def devices_live(cfg, repeats):
-        cfg_seen.append((cfg, repeats))
+    rows = {
+        "accumulate": dict(compile_s=0.25, run_s=0.002, run_halfwidth_s=0.0001, repeats=3),
+        "per_step": dict(compile_s=0.5, run_s=0.004, run_halfwidth_s=0.0004, repeats=5),
+    }
+
+    def devices_live(cfg, repeats, only):
+        cfg_seen.append((cfg, repeats, only))
         return pd.DataFrame(
-            {
-                "device_kind": ["cpu", "cpu"],
-                "device_name": ["TFRT_CPU_0", "TFRT_CPU_0"],
-                "strategy": ["accumulate", "per_step"],
-                "compile_s": [0.25, 0.5],
-                "run_s": [0.002, 0.004],
-            }
+            [dict(device_kind="cpu", device_name="TFRT_CPU_0", strategy=s, **rows[s]) for s in only]
         )
 
     return devices_live
@@ -133,12 +132,15 @@ def test_the_devices_tab_draws_what_its_compute_calls_return():
     )
     at = _render_tab(TABS[TITLES.index("Devices")], ctx)
     assert not at.exception, [e.value for e in at.exception]
-    assert seen and seen[0][0] == cfg and seen[0][1] >= 1  # repeats: the budget's plan
+    # one call per strategy, each drawn as it arrives; repeats: the budget's plan
+    assert [only for *_, only in seen] == [("accumulate",), ("per_step",)]
+    assert seen[0][0] == cfg and seen[0][1] >= 1
     fig = figure_by_title(at, "This configuration, live")
     run_panel = [t for t in fig["data"] if t.get("xaxis") == "x2"]  # the second panel: run (ms)
     assert [t["name"] for t in run_panel] == ["accumulate", "per_step"]
     np.testing.assert_allclose(decode(trace({"data": run_panel}, "per_step")["y"]), [4.0])
     assert list(trace({"data": run_panel}, "accumulate")["x"]) == ["cpu · TFRT_CPU_0 (live)"]
+    assert any("± the 90 % confidence interval of their mean" in c.value for c in at.caption)
     assert any("No GPU here (JAX sees no GPU on this machine)" in i.value for i in at.info)
     assert any("Skipped 1 unreadable record lines: runs.jsonl:3: not JSON" in w.value for w in at.warning)
     assert any(i.value.startswith("No recorded runs") for i in at.info)
@@ -223,3 +225,22 @@ def test_the_training_progress_bar_and_its_text_are_one_figure():
     assert progress_figure(TrainProgress(100, 400, 2.0, False, False, None))[1].endswith(
         "50 steps/s per run · about 6 s left"
     )
+
+
+def test_rows_are_drawn_as_they_arrive_and_a_name_left_out_draws_nothing_new():
+    from rnnviz.ui.tabs.common import rows_as_they_arrive
+
+    drawn, asked = [], []
+
+    def row_of(name):
+        asked.append((name, len(drawn)))  # how many draws the page had when it asked
+        return pd.DataFrame() if name == "left_out" else pd.DataFrame({"strategy": [name]})
+
+    draw = lambda rows, final: drawn.append((list(rows["strategy"]), final))  # noqa: E731
+    rows = rows_as_they_arrive(("a", "left_out", "b", "c"), row_of, draw)
+    assert list(rows["strategy"]) == ["a", "b", "c"]
+    assert asked == [("a", 0), ("left_out", 1), ("b", 1), ("c", 2)]  # a is on screen while the rest run
+    assert drawn == [(["a"], False), (["a", "b"], False), (["a", "b", "c"], True)]
+    drawn.clear()
+    ends_left_out = rows_as_they_arrive(("a", "left_out"), row_of, draw)
+    assert list(ends_left_out["strategy"]) == ["a"] and drawn == [(["a"], False), (["a"], True)]

@@ -294,9 +294,19 @@ def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call(
     assert all(is_compiled(cfg.replace(strategy=s)) for s in strategies)
     # another seed is the same executables: nothing left
     assert not jobs.prepare_next(json.dumps(cfg.replace(seed=4).to_dict(), sort_keys=True), True, False, 0)
-    # a gradient that needed the log pass: each strategy's log pass next, one per call
-    answers = [jobs.prepare_next(key, True, True, 0) for _ in range(len(strategies) + 1)]
-    assert answers == [True] * len(strategies) + [False]
+    # a gradient that needed the log pass: the contributions' strategy needs it too (the timed
+    # tables leave it out), so its log pass next, and nothing else
+    from rnnviz.analysis import log_executable
+    from rnnviz.engine.prepare import resolve_device, static_config
+    from rnnviz.tables.strategies import contributions_source
+
+    assert [jobs.prepare_next(key, True, True, 0) for _ in range(2)] == [True, False]
+    logged = [
+        s
+        for s in strategies
+        if (static_config(cfg.replace(strategy=s)), resolve_device(cfg), None) in log_executable
+    ]
+    assert logged == [contributions_source(strategies)] == ["fused"]
     # the Phase diagram's two sweeps at 2 gains × 3 seeds: then the tab's jobs compile nothing
     assert [jobs.prepare_next(key, True, True, 6) for _ in range(3)] == [True, True, False]
     compiled = sweep_executable.cache_info().currsize

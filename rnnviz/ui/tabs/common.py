@@ -4,6 +4,7 @@ file beside each tab's module)."""
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from importlib import resources
 
 import pandas as pd
@@ -26,6 +27,40 @@ def within_budget(plan: budget.Plan, key: str) -> bool:
     if plan.note:
         st.info(plan.note)
     return st.button(f"Run anyway (≈ {plan.estimate_s:.0f} s)", key=f"anyway_{key}")
+
+
+def rows_as_they_arrive(
+    names: tuple[str, ...], row_of: Callable[[str], pd.DataFrame], draw: Callable[[pd.DataFrame, bool], None]
+) -> pd.DataFrame:
+    """Ask for each name's rows in turn and draw what has arrived after each, in one place:
+    the first row is on the screen while the others are measured, with a line saying how
+    many are left (#33: draw as results arrive).
+
+    Args:
+      names: what to ask for, in order (strategies).
+      row_of: ``name -> DataFrame`` of its rows (empty when it was left out).
+      draw: ``(rows so far, final)`` draws them; ``final`` on the last call (its elements
+        may then carry keys, drawn once per run).
+
+    Returns:
+      Every name's rows, in order.
+    """
+    slot = st.empty()
+    frames: list[pd.DataFrame] = []
+    done = pd.DataFrame()
+    for i, name in enumerate(names):
+        frames.append(row_of(name))
+        final = i == len(names) - 1
+        if frames[-1].empty and not final:
+            continue  # nothing new to draw (and the same chart twice would be one element twice)
+        done = pd.concat(frames, ignore_index=True)
+        if done.empty:
+            continue
+        with slot.container():
+            draw(done, final)
+            if not final:
+                st.caption(f"⏳ {i + 1} of {len(names)} measured; {', '.join(names[i + 1 :])} next…")
+    return done
 
 
 def csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:

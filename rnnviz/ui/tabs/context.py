@@ -29,16 +29,18 @@ class CostCalls(NamedTuple):
 
     Attributes:
         availability: ``(cfg) -> (offered, hidden)``: the strategies it can use; why not the others.
-        strategies: ``(cfg, repeats) -> DataFrame``: each offered strategy's analysis, timed.
+        strategies: ``(cfg, repeats, only) -> DataFrame``: the analysis under each strategy of
+          ``only`` (a tuple of names), timed: one row each.
         scaling: ``(cfg, lens) -> DataFrame``: every strategy at each sequence length in ``lens``.
-        devices_live: ``(cfg, repeats) -> DataFrame``: the config on every device JAX sees × strategy.
+        devices_live: ``(cfg, repeats, only) -> DataFrame``: the config on every device JAX sees
+          × each strategy of ``only``.
         recorded: ``() -> (DataFrame, skipped)``: the recorded measurements, and the lines that did not read.
     """
 
     availability: Callable[[RunConfig], tuple[tuple[str, ...], dict[str, str]]]
-    strategies: Callable[[RunConfig, int], pd.DataFrame]
+    strategies: Callable[[RunConfig, int, tuple[str, ...]], pd.DataFrame]
     scaling: Callable[[RunConfig, tuple[int, ...]], pd.DataFrame]
-    devices_live: Callable[[RunConfig, int], pd.DataFrame]
+    devices_live: Callable[[RunConfig, int, tuple[str, ...]], pd.DataFrame]
     recorded: Callable[[], tuple[pd.DataFrame, list[tuple[str, str]]]]
 
 

@@ -15,8 +15,9 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import csv_button, within_budget
+from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, within_budget
 from rnnviz.ui.tabs.context import TabContext
+from rnnviz.ui.tabs.strategies import timing_note
 
 TITLE = "Devices"
 
@@ -25,10 +26,15 @@ def render(ctx: TabContext) -> None:
     """Live runs (device × strategy pairs, sized to the budget from the analysis's cost)
     next to the recorded ones."""
     costs, env = ctx.compute.costs, ctx.environment
-    n_runs = (1 + len(env.gpus)) * len(costs.availability(ctx.config)[0])
-    plan = budget.devices_plan(budget.Cost.of(ctx.analysis), n_runs)
+    available = costs.availability(ctx.config)[0]
+    plan = budget.devices_plan(budget.Cost.of(ctx.analysis), (1 + len(env.gpus)) * len(available))
     if within_budget(plan, "devices"):
-        _live_runs(costs.devices_live(ctx.config, plan.settings["repeats"]))
+        repeats = plan.settings["repeats"]
+        live = rows_as_they_arrive(
+            available, lambda name: costs.devices_live(ctx.config, repeats, (name,)), _live_chart
+        )
+        st.dataframe(_with_labels(live), hide_index=True, key="table_devices_live")
+        st.caption(timing_note(repeats))
     # under the live chart: above it, on a 1366×768 projector, the text pushed it off the screen
     st.markdown(
         "Live runs of the current configuration on every device JAX sees, next to recorded runs (shipped "
@@ -39,21 +45,26 @@ def render(ctx: TabContext) -> None:
     _recorded_runs(*costs.recorded())
 
 
-def _live_runs(live: pd.DataFrame) -> None:
-    live = live.assign(
-        run_ms=live["run_s"] * 1e3, device=live["device_kind"] + " · " + live["device_name"] + " (live)"
+def _with_labels(live: pd.DataFrame) -> pd.DataFrame:
+    return live.assign(
+        run_ms=live["run_s"] * 1e3,
+        run_pm_ms=live["run_halfwidth_s"] * 1e3,
+        device=live["device_kind"] + " · " + live["device_name"] + " (live)",
     )
+
+
+def _live_chart(live: pd.DataFrame, final: bool) -> None:
+    """Compile and run time per device, a bar per strategy measured so far (keyed once all are)."""
     st.plotly_chart(
         charts.bar_panels(
-            live,
+            _with_labels(live),
             "device",
             [("compile_s", "compile (s)"), ("run_ms", "run (ms)")],
             "This configuration, live",
             color="strategy",
         ),
-        key="chart_devices_live",
+        key="chart_devices_live" if final else None,
     )
-    st.dataframe(live, hide_index=True, key="table_devices_live")
 
 
 def _recorded_runs(recorded: pd.DataFrame, skipped: list[tuple[str, str]]) -> None:

@@ -3,15 +3,18 @@ its ∂L/∂W is from the accumulator's, each step's contribution, and the scali
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
+from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.frames.gradients import contributions_frame
-from rnnviz.tables.strategies import strategy_rules
+from rnnviz.tables.strategies import contributions_source, strategy_rules
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import csv_button, within_budget
+from rnnviz.ui.jobs import TIMING_PRECISION
+from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, within_budget
 from rnnviz.ui.tabs.context import Compute, TabContext
 
 TITLE = "Strategies"
@@ -25,34 +28,39 @@ def render(ctx: TabContext) -> None:
     if not within_budget(plan, "strategies"):
         _about(available, hidden)
         return
-    df = costs.strategies(a.config, plan.settings["repeats"])
-    missing = [s for s in available if s not in set(df["strategy"])]
+    repeats = plan.settings["repeats"]
+    df = rows_as_they_arrive(available, lambda name: costs.strategies(a.config, repeats, (name,)), _bars)
+    missing = [s for s in available if s not in set(df.get("strategy", ()))]
     if missing:
         st.info(f"Left out, over the memory or FLOP budget for this configuration: {', '.join(missing)}.")
-    show = df.assign(run_ms=df["run_s"] * 1e3, peak_MB=df["peak_bytes"] / 2**20)
-    st.plotly_chart(
-        charts.bar_panels(
-            show,
-            "strategy",
-            [("compile_s", "compile (s)"), ("run_ms", "run, median (ms)"), ("peak_MB", "peak memory (MB)")],
-            "Cost of each strategy (full analysis)",
-            color="strategy",
-        ),
-        key="chart_strategy_bars",
-    )
+    show = _shown(df)
     _about(available, hidden)  # under the bars: above them it pushed them off a 1366×768 screen
     st.dataframe(
-        show[["strategy", "compile_s", "run_ms", "peak_MB", "max_abs_diff", "rel_diff", "device"]],
+        show[
+            [
+                "strategy",
+                "compile_s",
+                "run_ms",
+                "run_pm_ms",
+                "repeats",
+                "peak_MB",
+                "max_abs_diff",
+                "rel_diff",
+                "device",
+            ]
+        ],
         hide_index=True,
         key="table_strategies",
+        column_config={"run_pm_ms": st.column_config.NumberColumn("± run_ms (90 %)", format="%.2f")},
     )
+    st.caption(timing_note(repeats))
     worst = float(df["rel_diff"].max())
     st.caption(
         f"Largest relative difference of ∂L/∂W from the accumulator: {worst:.2e}"
         + (" — equal to float rounding." if worst < 1e-4 else "")
     )
     csv_button(df, "rnnviz_strategies.csv", "csv_strategies")
-    source = next((name for name in ("fused", "per_step") if name in available and name not in missing), None)
+    source = contributions_source([s for s in available if s not in missing])
     if source is None:
         st.info(
             "The per-step contribution heatmap needs the fused or per-step strategy within the budget: "
@@ -61,6 +69,35 @@ def render(ctx: TabContext) -> None:
         return
     _contributions(ctx.compute.analysis(a.config.replace(strategy=source)), source)
     _scaling(a, ctx.compute)
+
+
+def _shown(df: pd.DataFrame) -> pd.DataFrame:
+    return df.assign(
+        run_ms=df["run_s"] * 1e3, run_pm_ms=df["run_halfwidth_s"] * 1e3, peak_MB=df["peak_bytes"] / 2**20
+    )
+
+
+def _bars(df: pd.DataFrame, final: bool) -> None:
+    """The cost bars of the strategies measured so far (keyed once all are)."""
+    st.plotly_chart(
+        charts.bar_panels(
+            _shown(df),
+            "strategy",
+            [("compile_s", "compile (s)"), ("run_ms", "run, median (ms)"), ("peak_MB", "peak memory (MB)")],
+            "Cost of each strategy (full analysis)",
+            color="strategy",
+        ),
+        key="chart_strategy_bars" if final else None,
+    )
+
+
+def timing_note(repeats: int) -> str:
+    """How the run times were measured, for the tables that show them (Strategies, Devices)."""
+    return (
+        "run_ms: the median of the timed runs after one warm-up; ± the 90 % confidence interval of "
+        f"their mean. Each was timed until that interval was within ± {TIMING_PRECISION:.0%} "
+        f"(at least {min(MIN_PRECISE_REPEATS, repeats)}, at most {repeats} runs: the 'repeats' column)."
+    )
 
 
 def _contributions(by_step: Analysis, source: str) -> None:
