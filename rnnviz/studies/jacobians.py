@@ -258,6 +258,67 @@ def choose_method(dim: int, method: str = "auto") -> str:
     return method
 
 
+def _executable_key(
+    cfg: RunConfig,
+    k: int,
+    example: int,
+    method: str,
+    iterations: int,
+    max_steps: int | None,
+    device: jax.Device | None,
+) -> tuple:
+    """The checked arguments of :func:`jacobian_executable` for :func:`jacobians`' arguments
+    (its validation and FLOP budget: the one place both it and :func:`compile_jacobians` read)."""
+    dim = carry_dim(cfg)
+    if method not in JACOBIAN_METHODS:
+        raise ConfigError("method", method, "one of " + ", ".join(JACOBIAN_METHODS))
+    k = check_number("k", k, 1, dim, integer=True, note=f"the carry has D = {dim} dimensions")
+    n_examples = cfg.batch_size or 1
+    example = check_number("example", example, 0, n_examples - 1, integer=True)
+    iterations = check_number("iterations", iterations, 1, 100, integer=True)
+    max_steps = check_number("max_steps", max_steps, 1, MAX_SEQ_LEN, integer=True, optional=True)
+    method = choose_method(dim, method)
+    stride = 1 if max_steps is None else max(1, -(-cfg.seq_len // max_steps))
+    n_steps = cfg.seq_len // stride
+    flops = jacobian_flops(cfg, method, int(k), int(iterations), n_steps)
+    if flops > FLOP_BUDGET:
+        per = flops / n_steps
+        raise BudgetError(
+            "max_steps",
+            max_steps,
+            f"J_t at {n_steps} steps ({method}) needs about {flops / 1e12:.1f} TFLOP, over the "
+            f"{FLOP_BUDGET / 1e12:g} TFLOP budget; at most {int(FLOP_BUDGET // per)} steps fit",
+        )
+    device = device or resolve_device(cfg)
+    return (static_config(cfg), method, int(k), int(iterations), stride, int(example), device)
+
+
+def compile_jacobians(
+    cfg: RunConfig,
+    k: int = 8,
+    *,
+    example: int = 0,
+    method: str = "auto",
+    iterations: int = 12,
+    max_steps: int | None = None,
+    device: jax.Device | None = None,
+) -> bool:
+    """Compile what :func:`jacobians` runs with these arguments, without running it; whether
+    it compiled (False: it already was). A server's idle time prepares the Jacobians tab so.
+
+    Example:
+        >>> from rnnviz import RunConfig
+        >>> cfg = RunConfig(hidden_size=4, seq_len=6)
+        >>> compile_jacobians(cfg, 2), compile_jacobians(cfg.replace(seed=3), 2)
+        (True, False)
+    """
+    key = _executable_key(cfg, k, example, method, iterations, max_steps, device)
+    if key in jacobian_executable:
+        return False
+    jacobian_executable(*key)
+    return True
+
+
 def jacobians(
     cfg: RunConfig,
     k: int = 8,
@@ -299,30 +360,9 @@ def jacobians(
         >>> j.method, j.singular_values.shape  # D = 16 (c and h): exact; [T, k]
         ('exact', (12, 3))
     """
-    dim = carry_dim(cfg)
-    if method not in JACOBIAN_METHODS:
-        raise ConfigError("method", method, "one of " + ", ".join(JACOBIAN_METHODS))
-    k = check_number("k", k, 1, dim, integer=True, note=f"the carry has D = {dim} dimensions")
-    n_examples = cfg.batch_size or 1
-    example = check_number("example", example, 0, n_examples - 1, integer=True)
-    iterations = check_number("iterations", iterations, 1, 100, integer=True)
-    max_steps = check_number("max_steps", max_steps, 1, MAX_SEQ_LEN, integer=True, optional=True)
-    method = choose_method(dim, method)
-    stride = 1 if max_steps is None else max(1, -(-cfg.seq_len // max_steps))
-    n_steps = cfg.seq_len // stride
-    flops = jacobian_flops(cfg, method, int(k), int(iterations), n_steps)
-    if flops > FLOP_BUDGET:
-        per = flops / n_steps
-        raise BudgetError(
-            "max_steps",
-            max_steps,
-            f"J_t at {n_steps} steps ({method}) needs about {flops / 1e12:.1f} TFLOP, over the "
-            f"{FLOP_BUDGET / 1e12:g} TFLOP budget; at most {int(FLOP_BUDGET // per)} steps fit",
-        )
-    device = device or resolve_device(cfg)
-    exe = jacobian_executable(
-        static_config(cfg), method, int(k), int(iterations), stride, int(example), device
-    )
+    key = _executable_key(cfg, k, example, method, iterations, max_steps, device)
+    exe = jacobian_executable(*key)
+    _, method, k, _, stride, example, device = key
     params, carry0, xs = prepared_inputs(cfg, device, data, params)
     key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
     start = time.perf_counter()
@@ -345,6 +385,7 @@ __all__ = [
     "Jacobians",
     "carry_dim",
     "choose_method",
+    "compile_jacobians",
     "flat_step",
     "initial_directions",
     "jacobians",

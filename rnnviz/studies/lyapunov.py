@@ -336,6 +336,25 @@ def lyapunov_sweep(
     return pd.concat(parts, ignore_index=True)
 
 
+def compile_lyapunov(
+    cfg: RunConfig, k: int = 8, warmup: int | None = None, qr_every: int = 1, device: jax.Device | None = None
+) -> bool:
+    """Compile what :func:`lyapunov` runs with these arguments, without running it; whether
+    it compiled (False: it already was). A server's idle time prepares the Jacobians tab so.
+
+    Example:
+        >>> from rnnviz import RunConfig
+        >>> cfg = RunConfig(hidden_size=4, seq_len=6)
+        >>> compile_lyapunov(cfg, 2), compile_lyapunov(cfg.replace(seed=3), 2)
+        (True, False)
+    """
+    key = (static_config(cfg), check_options(cfg, k, warmup, qr_every), device or resolve_device(cfg))
+    if key in lyapunov_executable:
+        return False
+    lyapunov_executable(*key)
+    return True
+
+
 def compile_lyapunov_phase(
     cfg: RunConfig, n_points: int, *, data: Dataset | None = None, params: Weights | None = None
 ) -> bool:
@@ -376,6 +395,7 @@ def lyapunov_phase(
 
 __all__ = [
     "EDGE_TOLERANCE",
+    "compile_lyapunov",
     "compile_lyapunov_phase",
     "initial_directions",
     "DecayFit",

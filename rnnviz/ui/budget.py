@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
-from rnnviz.studies.jacobians import carry_dim
+from rnnviz.studies.jacobians import carry_dim, choose_method
 from rnnviz.ui.settings import settings as server_settings
 
 if TYPE_CHECKING:
@@ -219,6 +219,15 @@ def lyapunov_plan(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) 
     return _plan({"k": k}, c.compile, work, ("k",), {"k": 1}, budget, {"k": "exponents k"})
 
 
+def jacobians_plans(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) -> tuple[Plan, Plan]:
+    """The Jacobians tab's two plans at ``k``: σ_i(J_t) at up to :data:`JACOBIAN_STEPS` steps
+    (:func:`jacobians_plan`), and the Lyapunov spectrum (:func:`lyapunov_plan`)."""
+    first = jacobians_plan(
+        cfg, c, choose_method(carry_dim(cfg)), k, min(cfg.seq_len, JACOBIAN_STEPS), budget=budget
+    )
+    return first, lyapunov_plan(cfg, c, k, budget)
+
+
 def jacobians_plan(
     cfg: RunConfig,
     c: Cost,
@@ -265,6 +274,7 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
 
 __all__ = [
     "JACOBIAN_STEPS",
+    "jacobians_plans",
     "MIN_COMPILE_S",
     "QR_FLOPS_PER_S",
     "SVD_FLOPS_PER_S",

@@ -19,7 +19,7 @@ from rnnviz.analysis import Analysis
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.engine.environment import Environment, environment
 from rnnviz.engine.prepare import static_config
-from rnnviz.studies.jacobians import Jacobians
+from rnnviz.studies.jacobians import Jacobians, carry_dim
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import budget, jobs, trained_runs
 from rnnviz.ui.idle import Preparer
@@ -50,9 +50,10 @@ def preparer() -> Preparer:
 
 def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
     """Have the workers' idle time compile what this config's other tabs will ask for as they
-    open (:func:`rnnviz.ui.jobs.prepare_next`): each strategy's analysis (with the log pass
-    when ``a`` needed one) when the Strategies tab computes within its budget, and the Phase
-    diagram's sweeps at the grid its budget makes of the opening one. A tab over its budget
+    open (:func:`rnnviz.ui.jobs.prepare_next`): each strategy's analysis (and the log pass
+    of the one the contributions come from, when ``a`` needed one) when the Strategies tab
+    computes within its budget, the Phase diagram's sweeps at the grid its budget makes of
+    the opening one, and the Jacobians tab's two passes at the session's k and example. A tab over its budget
     waits for the user's "Run anyway", and a worker's idle time is better left idle then.
     Nothing without worker processes."""
     if isinstance(pool(), InlinePool):
@@ -61,8 +62,14 @@ def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
     strategies = budget.strategies_plan(cost, len(availability(cfg)[0]))
     phase = budget.phase_plan(cfg, cost, budget.PHASE_GAINS, budget.PHASE_SEEDS)
     points = phase.settings["gains"] * phase.settings["seeds"] if phase.fits else 0
-    if strategies.fits or points:
-        preparer().want(route(cfg), job_key(cfg), strategies.fits, a.log10_source != "float32", points)
+    k = min(st.session_state.get("jac_k", 8), carry_dim(cfg), 64)  # as the tab's controls clamp it
+    example = min(st.session_state.get("jac_example", 0), (cfg.batch_size or 1) - 1)
+    sv, ly = budget.jacobians_plans(cfg, cost, k)
+    jac = jobs.JacobiansWork(
+        k, example, sv.settings["steps"] if sv.fits else 0, ly.settings["k"] if ly.fits else 0
+    )
+    if strategies.fits or points or jac.steps or jac.lyapunov_k:
+        preparer().want(route(cfg), job_key(cfg), strategies.fits, a.log10_source != "float32", points, jac)
 
 
 def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:

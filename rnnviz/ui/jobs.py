@@ -38,9 +38,9 @@ from rnnviz.studies.comparisons import (
     strategy_unavailable,
 )
 from rnnviz.studies.connectivity import Connectivity, connectivity
-from rnnviz.studies.jacobians import Jacobians
+from rnnviz.studies.jacobians import Jacobians, compile_jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
-from rnnviz.studies.lyapunov import Lyapunov, compile_lyapunov_phase, lyapunov_phase
+from rnnviz.studies.lyapunov import Lyapunov, compile_lyapunov, compile_lyapunov_phase, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
 from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import compile_points, critical_gain, sweep
@@ -228,7 +228,19 @@ def _reference(cfg_json: str) -> Any:
     return accumulator_grads(config_of(cfg_json), _data(cfg_json), _weights(cfg_json))
 
 
-def prepare_next(cfg_json: str, strategies: bool, log_pass: bool, phase_points: int) -> bool:
+class JacobiansWork(NamedTuple):
+    """What the Jacobians tab will run within its budget: σ_i(J_t) of the example ``example``
+    at ``steps`` steps (0: over budget) and ``lyapunov_k`` exponents (0: over budget)."""
+
+    k: int
+    example: int
+    steps: int
+    lyapunov_k: int
+
+
+def prepare_next(
+    cfg_json: str, strategies: bool, log_pass: bool, phase_points: int, jacobians: JacobiansWork | None = None
+) -> bool:
     """Compile the next executables a tab not opened yet will ask for at a job's key, one
     per call, so that a worker's idle time is cut in short jobs; whether one was compiled
     (False: nothing is left). In the tabs' order:
@@ -240,7 +252,8 @@ def prepare_next(cfg_json: str, strategies: bool, log_pass: bool, phase_points: 
       own analysis needed one: so will that one, on the same gradients); the Strategies tab
       then shows the compile times measured here;
     * the Phase diagram's gradient sweep and λ₁ sweep over ``phase_points`` gains × seeds
-      (0: not within its budget, nothing prepared).
+      (0: not within its budget, nothing prepared);
+    * the Jacobians tab's passes, σ_i(J_t) and the Lyapunov spectrum, as ``jacobians`` says.
     """
     cfg, data, weights = config_of(cfg_json), _data(cfg_json), _weights(cfg_json)
     available = available_strategies(cfg)
@@ -251,11 +264,17 @@ def prepare_next(cfg_json: str, strategies: bool, log_pass: bool, phase_points: 
                 return True
         except ConfigError:  # this strategy over the budgets at this shape: the tab leaves it out
             continue
-    if phase_points:
-        return compile_points(cfg, phase_points, data=data, weights=weights) or compile_lyapunov_phase(
-            cfg, phase_points, data=data, params=weights
-        )
-    return False
+    if phase_points and (
+        compile_points(cfg, phase_points, data=data, weights=weights)
+        or compile_lyapunov_phase(cfg, phase_points, data=data, params=weights)
+    ):
+        return True
+    if jacobians is None:
+        return False
+    j = jacobians
+    return bool(j.steps and compile_jacobians(cfg, j.k, example=j.example, max_steps=j.steps)) or bool(
+        j.lyapunov_k and compile_lyapunov(cfg, j.lyapunov_k)
+    )
 
 
 def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
@@ -469,6 +488,7 @@ def train_stop(key: str) -> None:
 
 
 __all__ = [
+    "JacobiansWork",
     "RunSummary",
     "TrainProgress",
     "DATA_TASK",

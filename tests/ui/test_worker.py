@@ -314,6 +314,18 @@ def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call(
     lam, _ = jobs.lyapunov_phase_table(key, 0.5, 1.5, 2, 3)
     assert sweep_executable.cache_info().currsize == compiled
     assert len(lam) == 2 and frame["seed"].nunique() == 3
+    # the Jacobians tab's two passes at its k, example and steps: then its jobs compile nothing
+    from rnnviz.studies.jacobians import jacobian_executable
+    from rnnviz.studies.lyapunov import lyapunov_executable
+
+    work = jobs.JacobiansWork(k=3, example=1, steps=4, lyapunov_k=2)
+    assert [jobs.prepare_next(key, True, True, 6, work) for _ in range(3)] == [True, True, False]
+    held = jacobian_executable.cache_info().currsize, lyapunov_executable.cache_info().currsize
+    assert jobs.jacobians(key, 3, 1, 4).singular_values.shape == (3, 3)  # T = 7: t = 2, 4, 6
+    assert len(jobs.lyapunov(key, 2).exponents) == 2
+    assert (jacobian_executable.cache_info().currsize, lyapunov_executable.cache_info().currsize) == held
+    # over their budgets (0): nothing of theirs
+    assert not jobs.prepare_next(key, True, True, 6, work._replace(steps=0, lyapunov_k=0))
     # nothing asked for: nothing compiled
     other = json.dumps(cfg.replace(hidden_size=6).to_dict(), sort_keys=True)
     assert not jobs.prepare_next(other, False, False, 0) and not is_compiled(cfg.replace(hidden_size=6))

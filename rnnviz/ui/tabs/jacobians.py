@@ -10,7 +10,7 @@ from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.base.readings import decay_fit, regime
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
-from rnnviz.studies.jacobians import carry_dim, choose_method
+from rnnviz.studies.jacobians import carry_dim
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import budget
 from rnnviz.ui.tabs.common import csv_button, prose, within_budget
@@ -26,9 +26,7 @@ def render(ctx: TabContext) -> None:
     cfg = a.config
     n_examples = cfg.batch_size or 1
     k, example = _controls(n_examples, carry_dim(cfg))
-    steps = budget.jacobians_plan(
-        cfg, budget.Cost.of(a), choose_method(carry_dim(cfg)), k, min(cfg.seq_len, budget.JACOBIAN_STEPS)
-    )
+    steps, plan = budget.jacobians_plans(cfg, budget.Cost.of(a), k)
     if not within_budget(steps, "jacobians"):
         return
     jac = dynamics.jacobians(cfg, k, example, steps.settings["steps"])
@@ -50,7 +48,6 @@ def render(ctx: TabContext) -> None:
     )
     st.markdown(prose(__name__, "intro"))  # under the chart: the chart stays above the fold
     st.caption(prose(__name__, "singular values", how=how, every=every))
-    plan = budget.lyapunov_plan(cfg, budget.Cost.of(a), k)
     if not within_budget(plan, "lyapunov"):
         return
     ly = dynamics.lyapunov(cfg, plan.settings["k"])
