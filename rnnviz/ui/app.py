@@ -183,6 +183,7 @@ def compute_calls() -> Compute:
         analysis=lambda c: calls.analysis(key(c)),
         costs=CostCalls(
             availability=calls.availability,
+            compiled=calls.compiled_strategies,
             strategies=lambda c, repeats, only: calls.strategies(key(c), repeats, only),
             scaling=lambda c, lens: calls.scaling(key(c), lens),
             devices_live=lambda c, repeats, only: calls.devices_live(key(c), repeats, only),

@@ -138,11 +138,15 @@ def _timed_runs(repeats: int) -> int:
     return 1 + min(repeats, MIN_PRECISE_REPEATS)
 
 
-def strategies_plan(c: Cost, n_strategies: int, repeats: int = 5, budget: float | None = None) -> Plan:
-    """The Strategies tab: every strategy compiled, run once to warm up and timed until its
-    mean is known (at most ``repeats`` times, :func:`_timed_runs`), plus the per-step
-    contributions (one more analysis)."""
-    fixed = n_strategies * STRATEGY_COMPILE * c.compile + c.compile
+def strategies_plan(
+    c: Cost, n_strategies: int, repeats: int = 5, budget: float | None = None, compiled: int = 0
+) -> Plan:
+    """The Strategies tab: every strategy compiled (but the ``compiled`` ones, e.g. in the
+    worker's idle time), run once to warm up and timed until its mean is known (at most
+    ``repeats`` times, :func:`_timed_runs`), plus the per-step contributions (one more
+    analysis, compiled with the rest when they all are)."""
+    to_compile = n_strategies - min(compiled, n_strategies)
+    fixed = to_compile * STRATEGY_COMPILE * c.compile + (c.compile if to_compile else 0.0)
     work = lambda s: n_strategies * _timed_runs(s["repeats"]) * STRATEGY_RUN * c.run_s + c.run_s  # noqa: E731
     return _plan(
         {"repeats": repeats},
@@ -155,13 +159,15 @@ def strategies_plan(c: Cost, n_strategies: int, repeats: int = 5, budget: float 
     )
 
 
-def devices_plan(c: Cost, n_runs: int, repeats: int = 5, budget: float | None = None) -> Plan:
-    """The Devices tab: ``n_runs`` (devices × strategies) compiled, warmed up and timed as
-    in :func:`strategies_plan`."""
+def devices_plan(
+    c: Cost, n_runs: int, repeats: int = 5, budget: float | None = None, compiled: int = 0
+) -> Plan:
+    """The Devices tab: ``n_runs`` (devices × strategies) compiled (but the ``compiled``
+    ones), warmed up and timed as in :func:`strategies_plan`."""
     work = lambda s: n_runs * _timed_runs(s["repeats"]) * STRATEGY_RUN * c.run_s  # noqa: E731
     return _plan(
         {"repeats": repeats},
-        n_runs * STRATEGY_COMPILE * c.compile,
+        (n_runs - min(compiled, n_runs)) * STRATEGY_COMPILE * c.compile,
         work,
         ("repeats",),
         {"repeats": 1},

@@ -59,7 +59,8 @@ def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
     if isinstance(pool(), InlinePool):
         return
     cost = budget.Cost.of(a)
-    strategies = budget.strategies_plan(cost, len(availability(cfg)[0]))
+    n = len(availability(cfg)[0])
+    strategies = budget.strategies_plan(cost, n, compiled=n)  # its work, once compiled here
     phase = budget.phase_plan(cfg, cost, budget.PHASE_GAINS, budget.PHASE_SEEDS)
     points = phase.settings["gains"] * phase.settings["seeds"] if phase.fits else 0
     k = min(st.session_state.get("jac_k", 8), carry_dim(cfg), 64)  # as the tab's controls clamp it
@@ -152,6 +153,15 @@ def availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
     """``(available, {strategy: why not})`` for ``cfg``'s cell, as its worker's JAX sees it
     (:func:`rnnviz.ui.jobs.strategy_availability`)."""
     return compute("which strategies apply", route(cfg), jobs.strategy_availability, job_key(cfg))
+
+
+def compiled_strategies(cfg: RunConfig) -> tuple[str, ...]:
+    """The strategies whose analysis of ``cfg`` is compiled in the worker that would run them
+    (:func:`rnnviz.ui.jobs.compiled_strategies`): asked each time, never cached (idle time
+    adds to it); with its worker busy, a free one answers for itself."""
+    return pool().call(
+        jobs.compiled_strategies, job_key(cfg), route=route(cfg), what="a cache look-up", spill=True
+    )
 
 
 def scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:

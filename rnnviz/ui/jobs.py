@@ -277,6 +277,20 @@ def prepare_next(
     )
 
 
+def compiled_strategies(cfg_json: str) -> tuple[str, ...]:
+    """The strategies whose analysis at a job's key this worker has compiled (what the
+    Strategies and Devices tabs' budgets need not count again)."""
+    cfg, data = config_of(cfg_json), _data(cfg_json)
+
+    def compiled(strategy: str) -> bool:
+        try:
+            return _is_compiled(cfg.replace(strategy=strategy), data=data)
+        except ConfigError:  # over the budgets at this shape: the tab leaves it out
+            return False
+
+    return tuple(s for s in available_strategies(cfg) if compiled(s))
+
+
 def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """``(available, {strategy: why not})`` for this config's cell."""
     cfg = config_of(cfg_json)
@@ -493,6 +507,7 @@ __all__ = [
     "TrainProgress",
     "DATA_TASK",
     "analysis",
+    "compiled_strategies",
     "config_of",
     "connectivity_job",
     "over_training_job",

@@ -44,6 +44,18 @@ def test_strategies_shrink_their_repeats_and_say_what_changed():
     )
 
 
+def test_strategies_compiled_already_are_not_counted_again():
+    cost = Cost(run_s=0.25, compile_s=2.0)
+    # compiling six: 6·1.5·2 + 2 = 20 s leaves a third of the budget, and one run each
+    # (6·2·0.45 + 0.25 = 5.65 s) is over it
+    assert not strategies_plan(cost, 6, budget=15).fits
+    ready = strategies_plan(cost, 6, budget=15, compiled=6)  # e.g. in the worker's idle time
+    assert ready.fits and ready.settings == {"repeats": 5} and ready.estimate_s == pytest.approx(11.05)
+    half = strategies_plan(cost, 6, budget=15, compiled=3)  # three left: 3·3 + 2 = 11 s to compile
+    assert half.estimate_s == pytest.approx(11.0 + 5.65) and not half.fits
+    assert devices_plan(cost, 6, budget=15, compiled=6).estimate_s == pytest.approx(6 * 4 * 0.45)
+
+
 def test_the_phase_diagram_drops_seeds_before_gains_and_keeps_two_gains():
     cost = Cost(run_s=0.25, compile_s=1.5)
     plan = phase_plan(MID, cost, gains=41, seeds=3, budget=15)

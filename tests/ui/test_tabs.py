@@ -127,6 +127,7 @@ def test_the_devices_tab_draws_what_its_compute_calls_return():
     ctx = fake_context(
         a,
         availability=lambda c: (("accumulate", "per_step"), {}),
+        compiled=lambda c: ("accumulate",),
         devices_live=_live(seen),
         recorded=lambda: (pd.DataFrame(), [("runs.jsonl:3", "not JSON")]),
     )

@@ -289,9 +289,11 @@ def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call(
     key = json.dumps(cfg.to_dict(), sort_keys=True)
     strategies = available_strategies(cfg)
     assert len(strategies) >= 4 and not any(is_compiled(cfg.replace(strategy=s)) for s in strategies)
+    assert jobs.compiled_strategies(key) == ()
     answers = [jobs.prepare_next(key, True, False, 0) for _ in range(len(strategies) + 1)]
     assert answers == [True] * len(strategies) + [False]
     assert all(is_compiled(cfg.replace(strategy=s)) for s in strategies)
+    assert jobs.compiled_strategies(key) == strategies  # what the tabs' budgets no longer count
     # another seed is the same executables: nothing left
     assert not jobs.prepare_next(json.dumps(cfg.replace(seed=4).to_dict(), sort_keys=True), True, False, 0)
     # a gradient that needed the log pass: the contributions' strategy needs it too (the timed

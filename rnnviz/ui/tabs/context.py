@@ -29,6 +29,7 @@ class CostCalls(NamedTuple):
 
     Attributes:
         availability: ``(cfg) -> (offered, hidden)``: the strategies it can use; why not the others.
+        compiled: ``(cfg) -> names``: the offered strategies whose analysis is compiled already.
         strategies: ``(cfg, repeats, only) -> DataFrame``: the analysis under each strategy of
           ``only`` (a tuple of names), timed: one row each.
         scaling: ``(cfg, lens) -> DataFrame``: every strategy at each sequence length in ``lens``.
@@ -38,6 +39,7 @@ class CostCalls(NamedTuple):
     """
 
     availability: Callable[[RunConfig], tuple[tuple[str, ...], dict[str, str]]]
+    compiled: Callable[[RunConfig], tuple[str, ...]]
     strategies: Callable[[RunConfig, int, tuple[str, ...]], pd.DataFrame]
     scaling: Callable[[RunConfig, tuple[int, ...]], pd.DataFrame]
     devices_live: Callable[[RunConfig, int, tuple[str, ...]], pd.DataFrame]

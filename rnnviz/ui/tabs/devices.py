@@ -27,7 +27,10 @@ def render(ctx: TabContext) -> None:
     next to the recorded ones."""
     costs, env = ctx.compute.costs, ctx.environment
     available = costs.availability(ctx.config)[0]
-    plan = budget.devices_plan(budget.Cost.of(ctx.analysis), (1 + len(env.gpus)) * len(available))
+    compiled = len(costs.compiled(ctx.config))  # on the default device: the others compile
+    plan = budget.devices_plan(
+        budget.Cost.of(ctx.analysis), (1 + len(env.gpus)) * len(available), compiled=compiled
+    )
     if within_budget(plan, "devices"):
         repeats = plan.settings["repeats"]
         live = rows_as_they_arrive(

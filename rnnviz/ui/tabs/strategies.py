@@ -24,7 +24,7 @@ def render(ctx: TabContext) -> None:
     """The cost bars and table (within the budget), the contributions heatmap, the scaling."""
     a, costs = ctx.analysis, ctx.compute.costs
     available, hidden = costs.availability(a.config)
-    plan = budget.strategies_plan(budget.Cost.of(a), len(available))
+    plan = budget.strategies_plan(budget.Cost.of(a), len(available), compiled=len(costs.compiled(a.config)))
     if not within_budget(plan, "strategies"):
         _about(available, hidden)
         return
