@@ -16,10 +16,11 @@ Results are cached in the server (:class:`ResultCache`): a second session asking
 same thing gets it without a call, and one already being computed is waited for, not
 computed twice.
 
-Idle time is used (:meth:`WorkerPool.call_if_idle`): a worker nobody has asked anything of
-for :data:`IDLE_S` takes a short job whose answer nobody waits for — compiling what the
-tabs not yet opened will ask for (:func:`rnnviz.ui.jobs.prepare_next`). A call that arrives
-meanwhile waits for that one job, as it would for another session's.
+Idle time is used (:meth:`WorkerPool.call_if_idle`): when nobody has asked any worker
+anything for :data:`IDLE_S`, a worker takes a short job whose answer nobody waits for —
+compiling what the tabs not yet opened will ask for (:func:`rnnviz.ui.jobs.prepare_next`).
+One at a time, and never beside a visitor's job: the workers share the machine's cores. A
+call that arrives meanwhile waits for that one job, as it would for another session's.
 
 A call whose worker is busy may go to another (``spill=True``, for pure jobs whose answer
 depends only on their arguments): after :data:`SPILL_S` it takes whichever worker is free
@@ -423,8 +424,8 @@ class WorkerPool:
         time_limit_s: float | None = None,
         on_answer: Callable[[str, Any], None] | None = None,
     ) -> bool:
-        """Start ``fn(*args)`` on the route's worker if nobody has used it for :data:`IDLE_S`;
-        whether it started. Its answer goes to ``on_answer("ok", result)`` or
+        """Start ``fn(*args)`` on the route's worker if nobody has used any worker for
+        :data:`IDLE_S` (:meth:`idle`); whether it started. Its answer goes to ``on_answer("ok", result)`` or
         ``on_answer("error", exception)`` in a thread of the pool's, once the worker is free
         again (a worker that died or ran past ``time_limit_s`` is replaced, as for any call,
         and the exception says so); without ``on_answer`` it is dropped. The limit is at most
@@ -441,8 +442,10 @@ class WorkerPool:
         >>> pool.shutdown()
         """
         limit = min(IDLE_LIMIT_S, self.time_limit_s, math.inf if time_limit_s is None else time_limit_s)
+        if not self.idle():
+            return False
         worker = self.worker_for(route)
-        if time.monotonic() - worker.free_since < IDLE_S or not worker.lock.acquire(blocking=False):
+        if not worker.lock.acquire(blocking=False):
             return False
         try:
             self._send(worker, fn, args, what)
@@ -457,6 +460,13 @@ class WorkerPool:
             name="idle-call",
         ).start()
         return True
+
+    def idle(self) -> bool:
+        """Whether every worker has been free for :data:`IDLE_S`: the workers share the
+        machine's cores, so an idle-time compile beside a visitor's job (timed runs, above
+        all) would slow it; this also keeps idle-time jobs to one at a time."""
+        now = time.monotonic()
+        return not any(w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers)
 
     def _replace(self, worker: _Worker, why: str) -> None:
         log.warning("replacing worker %d (%s)", worker.index, why)

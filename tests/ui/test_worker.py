@@ -264,6 +264,17 @@ def test_a_job_runs_in_idle_time_only_and_a_visitor_waits_for_that_one_job_alone
     assert 0.3 < waited < 5.0, waited
     _until(lambda: len(answers) == 1)  # handed over as the worker was freed
     assert answers == [("ok", None)]
+    # a visitor's job on the other worker: the cores are shared, so no idle-time job starts
+    other = next(r for r in (f"b{i}" for i in range(100)) if pool.worker_for(r) is not pool.worker_for(route))
+    time.sleep(IDLE_S + 0.1)
+    visitor = threading.Thread(
+        target=pool.call, args=(time.sleep, 1.0), kwargs=dict(route=other, what="a visit")
+    )
+    visitor.start()
+    _until(lambda: pool.workers[pool.worker_for(other).index].doing == "a visit")
+    assert not pool.idle() and not pool.call_if_idle(divmod, 7, 2, route=route, what="idle work")
+    visitor.join()
+    assert not pool.idle()  # free for less than IDLE_S yet
     time.sleep(IDLE_S + 0.1)
     assert pool.call_if_idle(operator.truediv, 1, 0, route=route, what="idle work", on_answer=on_answer)
     _until(lambda: len(answers) == 2)

@@ -58,8 +58,9 @@ def rows_as_they_arrive(
             continue
         with slot.container():
             draw(done, final)
+            note = st.empty()  # written every time: a line left from an earlier draw would stay
             if not final:
-                st.caption(f"⏳ {i + 1} of {len(names)} measured; {', '.join(names[i + 1 :])} next…")
+                note.caption(f"⏳ {i + 1} of {len(names)} measured; {', '.join(names[i + 1 :])} next…")
     return done
 
 
