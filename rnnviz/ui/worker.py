@@ -23,9 +23,10 @@ One at a time, and never beside a visitor's job: the workers share the machine's
 call that arrives meanwhile waits for that one job, as it would for another session's.
 
 A call whose worker is busy may go to another (``spill=True``, for pure jobs whose answer
-depends only on their arguments): after :data:`SPILL_S` it takes whichever worker is free
-first. That worker compiles the shape too (or reads it from the shared persistent
-compilation cache), which costs less than waiting behind another session's long view.
+depends only on their arguments): after :data:`SPILL_S` (at once when its worker is doing
+idle-time work) it takes whichever worker is free first. That worker compiles the shape
+too (or reads it from the shared persistent compilation cache: 0.4 s for the default
+analysis here), which costs less than waiting behind another session's long view.
 Stateful calls (a training run lives in its worker) never spill.
 
 The worker side is :func:`serve` (``python -m rnnviz.ui.worker``); it needs nothing from Streamlit.
@@ -175,10 +176,12 @@ class _Worker:
         self.successor: tuple[subprocess.Popen, Any] | None = None
         self.free_since = time.monotonic()  # when the lock was last released
         self.doing: str | None = None  # the job under way, in words
+        self.idle_job = False  # whether that job is idle-time work (nobody waits for it)
 
     def release(self) -> None:
         """Free the worker for the next caller."""
         self.doing = None
+        self.idle_job = False
         self.free_since = time.monotonic()
         self.lock.release()
 
@@ -295,8 +298,8 @@ class WorkerPool:
             running is False while another call holds the worker; it may raise (a
             Streamlit rerun) and the computation is then finished in the background.
           time_limit_s: the limit for this call (default: the pool's).
-          spill: when the route's worker is still busy after :data:`SPILL_S`, take any free
-            one (for pure jobs only: see the module doc).
+          spill: when the route's worker is still busy after :data:`SPILL_S` (or busy with
+            idle-time work), take any free one (for pure jobs only: see the module doc).
 
         Raises:
           ComputationTimeout: the call ran past the limit (its worker was replaced).
@@ -336,12 +339,15 @@ class WorkerPool:
 
     def _take(self, route: str, spill: bool, on_wait: Callable[[float, bool], None] | None) -> _Worker:
         """A worker for ``route``, its lock held: the route's own, or with ``spill`` any that
-        is free once the route's has been busy for :data:`SPILL_S`."""
+        is free once the route's has been busy for :data:`SPILL_S`, or at once when the
+        route's is doing idle-time work."""
         home = self.worker_for(route)
         start = time.perf_counter()
         while not home.lock.acquire(timeout=POLL_S / 4 if spill else POLL_S):
             waited = time.perf_counter() - start
-            if spill and waited >= SPILL_S:
+            # idle-time work is a compile whose end nobody waits for: another worker, even one
+            # that reads the shape from the compilation cache, answers sooner
+            if spill and (waited >= SPILL_S or home.idle_job):
                 other = next(
                     (w for w in self.workers if w is not home and w.lock.acquire(blocking=False)), None
                 )
@@ -449,6 +455,7 @@ class WorkerPool:
             return False
         try:
             self._send(worker, fn, args, what)
+            worker.idle_job = True
         except BaseException:
             self._replace(worker, f"{what}: could not be sent")
             worker.release()

@@ -121,6 +121,14 @@ def test_a_pure_call_takes_a_free_worker_when_its_own_is_busy_and_a_stateful_one
     assert time.perf_counter() - start < 1.5
     for t in naps:
         t.join()
+    # its worker busy with idle-time work (nobody waits for it): another answers at once
+    from rnnviz.ui.worker import IDLE_S
+
+    time.sleep(IDLE_S + 0.1)
+    assert pool.call_if_idle(time.sleep, 2.0, route=busy, what="preparing")
+    start = time.perf_counter()
+    assert pool.call(os.getpid, route=busy, what="a light view", spill=True) != home
+    assert time.perf_counter() - start < SPILL_S
 
 
 def test_routes_are_stable_across_processes():
