@@ -44,17 +44,16 @@ from playwright.async_api import async_playwright
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402  (the tests' browser)
+from browser_helpers import CHART, CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402  (the tests' browser)
 
 sys.path.insert(0, str(ROOT))
 from rnnviz.ui.tabs import TABS  # noqa: E402
 
 TITLES = tuple(t.TITLE for t in TABS)
-CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 #: JavaScript: the first values of the page's first chart as drawn (null before it holds data).
-FIRST_Y = """() => { const p = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+FIRST_Y = f"""() => {{ const p = document.querySelector('{CHART}');
   const d = p && p._fullData && p._fullData[0];  // what Plotly drew (data may hold base64 arrays)
-  return d && d.y && d.y.length ? Array.from(d.y).slice(0, 3).join(',') : null; }"""
+  return d && d.y && d.y.length ? Array.from(d.y).slice(0, 3).join(',') : null; }}"""
 #: JavaScript: whether the open tab's panel holds a chart with data.
 TAB_CHART = """() => { const panel = [...document.querySelectorAll('[role="tabpanel"]')]
     .find((p) => !p.hidden && p.offsetParent !== null);

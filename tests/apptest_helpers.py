@@ -74,7 +74,8 @@ def decode(value):
 
 
 def figures(at: AppTest) -> list[dict]:
-    return [json.loads(el.proto.spec) for el in at.get("plotly_chart")]
+    """Every chart the page drew (not the sidebar's hidden empty one that loads Plotly early)."""
+    return [json.loads(el.proto.spec) for el in at.get("plotly_chart") if "chart_preload" not in el.proto.id]
 
 
 def figure_by_title(at: AppTest, start: str) -> dict:

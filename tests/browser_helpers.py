@@ -12,6 +12,9 @@ from types import ModuleType
 ROOT = Path(__file__).resolve().parent.parent
 #: Debian's chromium (never ``playwright install``: this machine reaches no download site).
 CHROMIUM = "/usr/bin/chromium"
+#: A chart of the page's main part (the sidebar holds a hidden empty one that has Streamlit
+#: load Plotly early, :func:`rnnviz.ui.page.title`, and the data preview's).
+CHART = '[data-testid="stMain"] [data-testid="stPlotlyChart"] .js-plotly-plot'
 #: In a container as root (no sandbox), without a GPU, and quiet on the network.
 FLAGS = [
     "--no-sandbox",

@@ -3,6 +3,7 @@ and the warnings a URL left."""
 
 from __future__ import annotations
 
+import plotly.graph_objects as go
 import streamlit as st
 
 from rnnviz.analysis import Analysis
@@ -12,13 +13,22 @@ from rnnviz.tables.strategies import strategy_rules
 
 #: Streamlit leaves 6rem above a wide page's content (its toolbar is minimal here): on a
 #: 1366×768 projector every row above a tab's chart counts, so 2rem.
-STYLE = "<style>[data-testid='stMainBlockContainer']{padding-top:2rem}</style>"
+STYLE = (
+    "<style>[data-testid='stMainBlockContainer']{padding-top:2rem}.st-key-chart_preload{display:none}</style>"
+)
 
 
 def title() -> None:
     """The page's name at the top of the sidebar, so the main column starts with the verdict:
-    on a 1366×768 projector the title took 140 px above every tab's chart (#33)."""
+    on a 1366×768 projector the title took 140 px above every tab's chart (#33).
+
+    Also an empty chart, hidden, first in the sidebar: Streamlit's frontend fetches and
+    compiles its Plotly bundle (4.7 MB) only when a page's first chart arrives, which on a
+    fresh browser was most of the second between the Gradients chart's data and its picture.
+    With this one the bundle loads while the script still runs (#33)."""
     st.html(STYLE)
+    with st.sidebar.container(key="chart_preload"):
+        st.plotly_chart(go.Figure(), key="chart_preload_figure")
     st.sidebar.markdown("### ∇ rnnviz")
     st.sidebar.caption("How gradients flow back through time in recurrent networks.")
 

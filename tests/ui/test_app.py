@@ -1,11 +1,14 @@
 """The dashboard through streamlit.testing.v1.AppTest: widgets by key, charts by data."""
 
+import json
+
 import numpy as np
 import pytest
 from apptest_helpers import decode, figure_by_title, figures, run_app, total_gradient, trace
 
 from rnnviz import RunConfig, analyze
 from rnnviz.base.presets import PRESETS, config_to_params
+from rnnviz.ui import page
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -176,7 +179,7 @@ def test_too_big_config_is_an_error_message_not_a_crash():
     assert not at.exception
     assert at.error and "largest seq_len that fits" in at.error[0].value and "GiB" in at.error[0].value
     assert (
-        at.get("plotly_chart") == [] and at.number_input(key="cfg_hidden_size").value == 2048
+        at.main.get("plotly_chart") == [] and at.number_input(key="cfg_hidden_size").value == 2048
     )  # sidebar stays usable
     at.number_input(key="cfg_hidden_size").set_value(8).run()
     _clean(at)
@@ -230,3 +233,12 @@ def test_a_long_sequence_with_checkpoint_is_drawn_thinned():
     fig = figure_by_title(at, "‖∂L/∂carry_t‖ through time")
     assert "drawn: min/max of every" in fig["layout"]["title"]["text"]
     assert all(len(decode(tr["x"])) <= 2000 for tr in fig["data"])
+
+
+def test_the_sidebar_starts_plotly_loading_with_a_hidden_empty_chart():
+    at = run_app({})
+    _clean(at)
+    preload = [el for el in at.sidebar.get("plotly_chart") if "chart_preload" in el.proto.id]
+    assert len(preload) == 1 and json.loads(preload[0].proto.spec)["data"] == []
+    assert ".st-key-chart_preload{display:none}" in page.STYLE
+    assert at.main.get("plotly_chart")  # the page's own charts are in the main part

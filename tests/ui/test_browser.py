@@ -10,10 +10,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM, FLAGS, PROBLEMS, RUN_COUNTER, WHERE
+from browser_helpers import CHART, CHROMIUM, FLAGS, PROBLEMS, RUN_COUNTER, WHERE
 
 ROOT = Path(__file__).resolve().parents[2]
-CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 #: Milliseconds a page may take to show what a step computes. Not a speed check (the suite never
 #: asserts times): in CI this server shares 2 cores with the soak's, a tab may wait for a worker
 #: busy with idle-time preparation, and a computation is stopped at the server's 90 s limit,
@@ -138,10 +137,10 @@ def test_chromium_is_the_debian_build():
     assert "Chromium" in out
 
 
-FIRST_TOTAL = """() => { const p = document.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
+FIRST_TOTAL = f"""() => {{ const p = document.querySelector('{CHART}');
   // _fullData holds what Plotly drew (data may still hold the base64-encoded arrays).
   if (!p || !p._fullData) return null; const t = p._fullData.find(d => d.name === 'total');
-  return t && t.y && t.y.length > 0 ? Array.from(t.y) : null; }"""
+  return t && t.y && t.y.length > 0 ? Array.from(t.y) : null; }}"""
 
 
 def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):

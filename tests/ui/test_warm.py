@@ -16,13 +16,12 @@ import time
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM, FLAGS
+from browser_helpers import CHART, CHROMIUM, FLAGS
 
 from rnnviz.cli.launch import served_at
 from rnnviz.ui.warm import warm
 
 ROOT = Path(__file__).resolve().parents[2]
-CHART = '[data-testid="stPlotlyChart"] .js-plotly-plot'
 IDLE = '[data-test-script-state="notRunning"]'
 COMPILING = '[data-testid="stToast"]:has-text("Compiled in")'
 
