@@ -41,6 +41,7 @@ import logging
 import math
 import os
 import pickle
+import signal
 import socket
 import subprocess
 import sys
@@ -177,11 +178,40 @@ class _Worker:
         self.free_since = time.monotonic()  # when the lock was last released
         self.doing: str | None = None  # the job under way, in words
         self.idle_job = False  # whether that job is idle-time work (nobody waits for it)
+        self.paused_at: float | None = None  # when a visitor's job paused it (SIGSTOP)
+        self.paused_s = 0.0  # seconds its current job spent paused
+
+    def pause(self) -> None:
+        """Stop the process (SIGSTOP) until :meth:`resume`: its idle-time job waits while a
+        visitor's job has the cores."""
+        if self.paused_at is None and self.alive():
+            try:
+                os.kill(self.process.pid, signal.SIGSTOP)
+                self.paused_at = time.monotonic()
+            except ProcessLookupError:
+                pass
+
+    def resume(self) -> None:
+        """Continue a process :meth:`pause` stopped, counting the time it was stopped."""
+        if self.paused_at is None:
+            return
+        self.paused_s += time.monotonic() - self.paused_at
+        self.paused_at = None
+        try:
+            os.kill(self.process.pid, signal.SIGCONT)
+        except (ProcessLookupError, AttributeError):
+            pass
+
+    def paused_for(self) -> float:
+        """Seconds the current job has spent paused, so far."""
+        now = time.monotonic()
+        return self.paused_s + (now - self.paused_at if self.paused_at is not None else 0.0)
 
     def release(self) -> None:
         """Free the worker for the next caller."""
         self.doing = None
         self.idle_job = False
+        self.paused_s = 0.0
         self.free_since = time.monotonic()
         self.lock.release()
 
@@ -228,6 +258,7 @@ class _Worker:
         return True
 
     def kill(self) -> None:
+        self.paused_at = None  # SIGKILL ends a stopped process too
         _stop(self.process, self.conn)
         self.process = self.conn = None
         if self.successor is not None:
@@ -272,6 +303,8 @@ class WorkerPool:
         self.max_jobs, self.max_rss_bytes = max_jobs, max_rss_bytes
         self.restarts = 0
         self.retirements = 0
+        self._visitors = 0  # visitors' jobs under way (idle-time work pauses meanwhile)
+        self._pausing = threading.Lock()
         atexit.register(self.shutdown)  # the server exits: its workers too
 
     def worker_for(self, route: str) -> _Worker:
@@ -307,6 +340,7 @@ class WorkerPool:
         """
         limit = self.time_limit_s if time_limit_s is None else time_limit_s
         worker = self._take(route, spill, on_wait)
+        self._visiting(+1)
         handed_off = False
         try:
             self._send(worker, fn, args, what)
@@ -326,7 +360,10 @@ class WorkerPool:
                     except BaseException:
                         handed_off = True  # the caller left: drain the answer in the background
                         threading.Thread(
-                            target=self._drain, args=(worker, began, limit, what), daemon=True
+                            target=self._drain,
+                            args=(worker, began, limit, what),
+                            kwargs=dict(visitor=True),
+                            daemon=True,
                         ).start()
                         raise
             try:
@@ -336,6 +373,19 @@ class WorkerPool:
         finally:
             if not handed_off:
                 worker.release()
+                self._visiting(-1)
+
+    def _visiting(self, change: int) -> None:
+        """Count a visitor's job in (+1) or out (−1): while any is under way, a worker doing
+        idle-time work is paused, so that work never slows a visitor's (the cores are
+        shared); it resumes when the last one ends."""
+        with self._pausing:
+            self._visitors += change
+            for w in self.workers:
+                if self._visitors > 0 and w.idle_job:
+                    w.pause()
+                elif self._visitors == 0:
+                    w.resume()
 
     def _take(self, route: str, spill: bool, on_wait: Callable[[float, bool], None] | None) -> _Worker:
         """A worker for ``route``, its lock held: the route's own, or with ``spill`` any that
@@ -345,6 +395,9 @@ class WorkerPool:
         start = time.perf_counter()
         while not home.lock.acquire(timeout=POLL_S / 4 if spill else POLL_S):
             waited = time.perf_counter() - start
+            if home.paused_at is not None:  # waited for: its idle-time job may finish now
+                with self._pausing:
+                    home.resume()
             # idle-time work is a compile whose end nobody waits for: another worker, even one
             # that reads the shape from the compilation cache, answers sooner
             if spill and (waited >= SPILL_S or home.idle_job):
@@ -399,13 +452,18 @@ class WorkerPool:
         limit: float,
         what: str,
         on_answer: Callable[[str, Any], None] | None = None,
+        visitor: bool = False,
     ) -> None:
-        """Wait for an abandoned call's answer within its limit, then free the worker; the
-        answer goes to ``on_answer(status, value)`` when given, else it is dropped."""
+        """Wait for an abandoned call's answer (``visitor``) or an idle-time job's within its
+        limit (not counting the time it was paused), then free the worker; the answer goes to
+        ``on_answer(status, value)`` when given, else it is dropped."""
         answer: tuple[str, Any]
         try:
-            remaining = limit - (time.perf_counter() - began)
-            if remaining <= 0 or not worker.conn.poll(remaining):
+            while True:
+                remaining = limit - (time.perf_counter() - began - worker.paused_for())
+                if remaining <= 0 or worker.conn.poll(min(remaining, POLL_S)):
+                    break
+            if remaining <= 0:
                 self._replace(worker, f"{what}: abandoned and past its limit")
                 answer = ("error", ComputationTimeout(what, time.perf_counter() - began, limit))
             else:
@@ -418,6 +476,8 @@ class WorkerPool:
             answer = ("error", WorkerDied(f"the worker computing {what} ended ({err})"))
         finally:
             worker.release()
+            if visitor:
+                self._visiting(-1)
         if on_answer is not None:
             on_answer(*answer)
 

@@ -131,6 +131,35 @@ def test_a_pure_call_takes_a_free_worker_when_its_own_is_busy_and_a_stateful_one
     assert time.perf_counter() - start < SPILL_S
 
 
+def _state(pid: int) -> str:
+    """A process's state letter from ``/proc`` (T: stopped)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+
+
+def test_idle_time_work_is_paused_while_a_visitors_job_runs_and_its_limit_excludes_the_pause(pool):
+    from rnnviz.ui.worker import IDLE_S
+
+    idle, other = _routes(pool)
+    answers = []
+    idle_pid = pool.call(os.getpid, route=idle, what="pid")
+    pool.call(os.getpid, route=other, what="pid")
+    time.sleep(IDLE_S + 0.1)
+    # about half a second of CPU, with a 2.5-s limit that the 3-s visit below would overrun
+    work = dict(route=idle, what="preparing", time_limit_s=2.5, on_answer=lambda *a: answers.append(a))
+    assert pool.call_if_idle(sum, range(5 * 10**7), **work)
+    visit = threading.Thread(
+        target=pool.call, args=(time.sleep, 3.0), kwargs=dict(route=other, what="a visit")
+    )
+    visit.start()
+    _until(lambda: _state(idle_pid) == "T")  # stopped while the visitor's job has the cores
+    time.sleep(1.0)
+    assert _state(idle_pid) == "T" and not answers
+    visit.join()
+    _until(lambda: bool(answers))
+    assert answers == [("ok", sum(range(5 * 10**7)))] and pool.restarts == 0  # resumed, within its limit
+    assert _state(idle_pid) != "T"
+
+
 def test_routes_are_stable_across_processes():
     a, b = WorkerPool(size=2), WorkerPool(size=2)
     assert [a.worker_for(r).index for r in "pqrstu"] == [b.worker_for(r).index for r in "pqrstu"]
