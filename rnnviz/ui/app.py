@@ -191,7 +191,9 @@ def compute_calls() -> Compute:
         ),
         dynamics=DynamicsCalls(
             # one executable for every gain: the sweep sets it, so the key holds g = 1
-            phase=lambda c, lo, hi, n, k: calls.phase(key(c.replace(recurrent_gain=1.0)), lo, hi, n, k),
+            phase=lambda c, lo, hi, n, k, part, parts: calls.phase(
+                key(c.replace(recurrent_gain=1.0)), lo, hi, n, k, part, parts
+            ),
             lyapunov_phase=lambda c, lo, hi, n, k: calls.lyapunov_phase(
                 key(c.replace(recurrent_gain=1.0)), lo, hi, n, k
             ),

@@ -72,6 +72,7 @@ class Plan(NamedTuple):
       fits: whether the work (apart from compiling) fits its share of the budget (False:
         only on request).
       note: one sentence saying what changed and why, or None when nothing did.
+      work_s: of ``estimate_s``, the seconds of work apart from compiling.
     """
 
     settings: dict[str, int]
@@ -79,6 +80,7 @@ class Plan(NamedTuple):
     asked_estimate_s: float
     fits: bool
     note: str | None
+    work_s: float = 0.0
 
 
 def _plan(
@@ -128,7 +130,7 @@ def _plan(
             f"Even the smallest version takes ≈ {got_s:.0f} s here, over the {budget:g} s budget of a view "
             f"(what was asked: ≈ {asked_s:.0f} s). Shrink T, H or B, or run it on request below."
         )
-    return Plan(settings, got_s, asked_s, fits, note)
+    return Plan(settings, got_s, asked_s, fits, note, work(settings))
 
 
 def _timed_runs(repeats: int) -> int:
@@ -192,6 +194,19 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
         budget,
         {"gains": "gains", "seeds": "seeds"},
     )
+
+
+#: The Phase diagram computes its gradient sweep in this many interleaved parts (every 3rd
+#: gain, then the next, …), drawing after each, when its plan's work (compiling aside) is
+#: estimated over :data:`PHASE_PARTS_OVER_S`: the whole gain range is on the screen after a third of the
+#: work (#33: draw as results arrive). The parts are equal (padded), so one executable runs them.
+PHASE_PARTS, PHASE_PARTS_OVER_S = 3, 1.5
+
+
+def phase_parts(plan: Plan) -> int:
+    """How many parts the Phase diagram's gradient sweep is computed in under ``plan``."""
+    long = plan.work_s > PHASE_PARTS_OVER_S  # compiling is done once, before the first part
+    return PHASE_PARTS if long and plan.settings["gains"] >= PHASE_PARTS else 1
 
 
 #: The Jacobians tab takes J_t at up to this many steps (every ⌈T/400⌉-th; fewer when over
@@ -281,6 +296,7 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
 __all__ = [
     "JACOBIAN_STEPS",
     "jacobians_plans",
+    "phase_parts",
     "MIN_COMPILE_S",
     "QR_FLOPS_PER_S",
     "SVD_FLOPS_PER_S",

@@ -62,7 +62,9 @@ def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
     n = len(availability(cfg)[0])
     strategies = budget.strategies_plan(cost, n, compiled=n)  # its work, once compiled here
     phase = budget.phase_plan(cfg, cost, budget.PHASE_GAINS, budget.PHASE_SEEDS)
-    points = phase.settings["gains"] * phase.settings["seeds"] if phase.fits else 0
+    gains, seeds = phase.settings["gains"], phase.settings["seeds"]
+    points = gains * seeds if phase.fits else 0
+    part_points = -(-gains // budget.phase_parts(phase)) * seeds  # as the tab computes it
     k = min(st.session_state.get("jac_k", 8), carry_dim(cfg), 64)  # as the tab's controls clamp it
     example = min(st.session_state.get("jac_example", 0), (cfg.batch_size or 1) - 1)
     sv, ly = budget.jacobians_plans(cfg, cost, k)
@@ -70,7 +72,9 @@ def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
         k, example, sv.settings["steps"] if sv.fits else 0, ly.settings["k"] if ly.fits else 0
     )
     if strategies.fits or points or jac.steps or jac.lyapunov_k:
-        preparer().want(route(cfg), job_key(cfg), strategies.fits, a.log10_source != "float32", points, jac)
+        preparer().want(
+            route(cfg), job_key(cfg), strategies.fits, a.log10_source != "float32", points, jac, part_points
+        )
 
 
 def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:
@@ -190,8 +194,11 @@ def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = Non
     )
 
 
-def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
-    """The phase diagram: gradient norms over ``n`` gains × ``seeds`` seeds (:func:`rnnviz.ui.jobs.phase`).
+def phase(
+    cfg_json: str, lo: float, hi: float, n: int, seeds: int, part: int = 0, parts: int = 1
+) -> tuple[pd.DataFrame, float | None]:
+    """The phase diagram: gradient norms over ``n`` gains × ``seeds`` seeds, or part ``part``
+    of ``parts`` of them (:func:`rnnviz.ui.jobs.phase`).
 
     Args:
       cfg_json: a job's key (:func:`job_key`).
@@ -205,8 +212,9 @@ def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.D
       critical gain (None for other cells and for trained weights).
     """
     cfg = jobs.config_of(cfg_json)
+    which = "" if parts == 1 else f", part {part + 1} of {parts}"
     return compute(
-        f"the phase diagram ({n} gains × {seeds} seeds, {describe(cfg)})",
+        f"the phase diagram ({n} gains × {seeds} seeds{which}, {describe(cfg)})",
         route(cfg),
         jobs.phase,
         cfg_json,
@@ -214,6 +222,8 @@ def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.D
         hi,
         n,
         seeds,
+        part,
+        parts,
     )
 
 

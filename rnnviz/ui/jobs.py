@@ -239,7 +239,12 @@ class JacobiansWork(NamedTuple):
 
 
 def prepare_next(
-    cfg_json: str, strategies: bool, log_pass: bool, phase_points: int, jacobians: JacobiansWork | None = None
+    cfg_json: str,
+    strategies: bool,
+    log_pass: bool,
+    phase_points: int,
+    jacobians: JacobiansWork | None = None,
+    phase_part_points: int = 0,
 ) -> bool:
     """Compile the next executables a tab not opened yet will ask for at a job's key, one
     per call, so that a worker's idle time is cut in short jobs; whether one was compiled
@@ -252,7 +257,8 @@ def prepare_next(
       own analysis needed one: so will that one, on the same gradients); the Strategies tab
       then shows the compile times measured here;
     * the Phase diagram's gradient sweep and λ₁ sweep over ``phase_points`` gains × seeds
-      (0: not within its budget, nothing prepared);
+      (0: not within its budget, nothing prepared), the gradient sweep at
+      ``phase_part_points`` when the tab computes it in parts (:func:`part_gains`; 0: whole);
     * the Jacobians tab's passes, σ_i(J_t) and the Lyapunov spectrum, as ``jacobians`` says.
     """
     cfg, data, weights = config_of(cfg_json), _data(cfg_json), _weights(cfg_json)
@@ -265,7 +271,7 @@ def prepare_next(
         except ConfigError:  # this strategy over the budgets at this shape: the tab leaves it out
             continue
     if phase_points and (
-        compile_points(cfg, phase_points, data=data, weights=weights)
+        compile_points(cfg, phase_part_points or phase_points, data=data, weights=weights)
         or compile_lyapunov_phase(cfg, phase_points, data=data, params=weights)
     ):
         return True
@@ -326,12 +332,26 @@ def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = Non
     )
 
 
+def part_gains(gains: list[float], part: int, parts: int) -> list[float]:
+    """Part ``part`` of ``parts`` of ``gains``: every ``parts``-th from index ``part``, padded
+    with its last to ⌈len / parts⌉ so that every part is one size (one executable).
+
+    >>> part_gains([0.5, 0.75, 1.0, 1.25, 1.5], 1, 3), part_gains([0.5, 0.75, 1.0, 1.25, 1.5], 2, 3)
+    ([0.75, 1.25], [1.0, 1.0])
+    """
+    chosen = gains[part::parts]
+    return chosen + chosen[-1:] * (-(-len(gains) // parts) - len(chosen))
+
+
 def _gains(lo: float, hi: float, n: int) -> list[float]:
     return [lo + (hi - lo) * i / (n - 1) for i in range(n)]
 
 
-def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.DataFrame, float | None]:
-    """Gradient norms over ``n`` recurrent gains × ``seeds`` seeds, in one sweep.
+def phase(
+    cfg_json: str, lo: float, hi: float, n: int, seeds: int, part: int = 0, parts: int = 1
+) -> tuple[pd.DataFrame, float | None]:
+    """Gradient norms over ``n`` recurrent gains × ``seeds`` seeds, in one sweep (or part
+    ``part`` of ``parts`` of it: every ``parts``-th gain, :func:`part_gains`).
 
     Args:
       cfg_json: a job's key (its config, data and weights).
@@ -339,6 +359,8 @@ def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.D
       hi: the largest gain.
       n: how many gains, evenly spaced from ``lo`` to ``hi`` (at least 2).
       seeds: how many seeds, ``cfg.seed`` … ``cfg.seed + seeds − 1``.
+      part: which part (0 … parts − 1).
+      parts: in how many parts the gains are computed (1: all at once).
 
     Returns:
       ``(frame, critical gain)``: :func:`~rnnviz.studies.sweep.sweep`'s tidy frame, and
@@ -346,9 +368,12 @@ def phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple[pd.D
       whose gain has no closed form, and for cells other than simple).
     """
     cfg = config_of(cfg_json)
-    over = {"recurrent_gain": _gains(lo, hi, n), "seed": list(range(cfg.seed, cfg.seed + seeds))}
+    gains = part_gains(_gains(lo, hi, n), part, parts)
+    over = {"recurrent_gain": gains, "seed": list(range(cfg.seed, cfg.seed + seeds))}
     weights = _weights(cfg_json)
-    df = sweep(cfg, over, data=_data(cfg_json), params=weights)
+    df = sweep(cfg, over, data=_data(cfg_json), params=weights).drop_duplicates(
+        ignore_index=True
+    )  # the padding
     # The closed-form critical gain is the initialisation's; trained weights have none.
     return df, None if weights is not None else critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
 
@@ -523,6 +548,7 @@ __all__ = [
     "jacobians",
     "lyapunov",
     "lyapunov_phase_table",
+    "part_gains",
     "phase",
     "scaling_table",
     "setup",

@@ -245,3 +245,30 @@ def test_rows_are_drawn_as_they_arrive_and_a_name_left_out_draws_nothing_new():
     drawn.clear()
     ends_left_out = rows_as_they_arrive(("a", "left_out"), row_of, draw)
     assert list(ends_left_out["strategy"]) == ["a"] and drawn == [(["a"], False), (["a"], True)]
+
+
+def test_a_long_phase_diagram_is_drawn_in_interleaved_parts_and_ends_with_every_gain():
+    import json
+
+    from rnnviz.ui import jobs
+
+    cfg = RunConfig(hidden_size=4, seq_len=8, batch_size=2)
+    key = lambda c: json.dumps(c.replace(recurrent_gain=1.0).to_dict(), sort_keys=True)  # noqa: E731
+    asked = []
+
+    def phase(c, lo, hi, n, k, part, parts):
+        asked.append((n, k, part, parts))
+        return jobs.phase(key(c), lo, hi, n, k, part, parts)
+
+    # what this config's analysis cost "here": enough work for the tab to draw as parts arrive
+    a = types.SimpleNamespace(config=cfg, timing=types.SimpleNamespace(run_s=0.05, compile_s=0.1))
+    ctx = fake_context(
+        a,
+        phase=phase,
+        lyapunov_phase=lambda c, lo, hi, n, k: jobs.lyapunov_phase_table(key(c), lo, hi, n, k),
+    )
+    at = _render_tab(TABS[TITLES.index("Phase diagram")], ctx)
+    _clean(at)
+    assert asked == [(41, 3, 0, 3), (41, 3, 1, 3), (41, 3, 2, 3)]
+    heat = next(t for t in figure_by_title(at, "Phase diagram")["data"] if t["type"] == "heatmap")
+    np.testing.assert_allclose(decode(heat["x"]), np.linspace(0.5, 1.5, 41))  # every gain, in order

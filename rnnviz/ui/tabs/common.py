@@ -30,7 +30,10 @@ def within_budget(plan: budget.Plan, key: str) -> bool:
 
 
 def rows_as_they_arrive(
-    names: tuple[str, ...], row_of: Callable[[str], pd.DataFrame], draw: Callable[[pd.DataFrame, bool], None]
+    names: tuple[str, ...],
+    row_of: Callable[[str], pd.DataFrame],
+    draw: Callable[[pd.DataFrame, bool], None],
+    progress: Callable[[int], str] | None = None,
 ) -> pd.DataFrame:
     """Ask for each name's rows in turn and draw what has arrived after each, in one place:
     the first row is on the screen while the others are measured, with a line saying how
@@ -41,6 +44,8 @@ def rows_as_they_arrive(
       row_of: ``name -> DataFrame`` of its rows (empty when it was left out).
       draw: ``(rows so far, final)`` draws them; ``final`` on the last call (its elements
         may then carry keys, drawn once per run).
+      progress: ``done -> line`` under a partial picture (default: how many of the names
+        are in, and which come next).
 
     Returns:
       Every name's rows, in order.
@@ -60,7 +65,12 @@ def rows_as_they_arrive(
             draw(done, final)
             note = st.empty()  # written every time: a line left from an earlier draw would stay
             if not final:
-                note.caption(f"⏳ {i + 1} of {len(names)} measured; {', '.join(names[i + 1 :])} next…")
+                line = (
+                    progress(i + 1)
+                    if progress
+                    else f"{i + 1} of {len(names)} measured; {', '.join(names[i + 1 :])} next"
+                )
+                note.caption(f"⏳ {line}…")
     return done
 
 

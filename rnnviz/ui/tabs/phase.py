@@ -3,13 +3,14 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
 from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import csv_button, prose, within_budget
+from rnnviz.ui.tabs.common import csv_button, prose, rows_as_they_arrive, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Phase diagram"
@@ -31,9 +32,30 @@ def render(ctx: TabContext) -> None:
     if not within_budget(plan, "phase"):
         return
     n, seeds = plan.settings["gains"], plan.settings["seeds"]
-    df, boundary = dynamics.phase(cfg, float(lo), float(hi), int(n), int(seeds))
-    matrix, survival = phase_frames(df)
-    st.plotly_chart(charts.phase_figure(matrix, survival, boundary), key="chart_phase")
+    parts = budget.phase_parts(plan)
+    found: list[float | None] = []  # the boundary each part's job returns (the same each time)
+
+    def part_of(name: str) -> pd.DataFrame:
+        df, found_boundary = dynamics.phase(cfg, float(lo), float(hi), int(n), int(seeds), int(name), parts)
+        found.append(found_boundary)
+        return df
+
+    def draw(rows: pd.DataFrame, final: bool) -> None:
+        matrix, survival = phase_frames(rows)
+        st.plotly_chart(
+            charts.phase_figure(matrix, survival, found[-1]), key="chart_phase" if final else None
+        )
+
+    # in interleaved parts when it takes a while: the whole gain range at once, then finer
+    df = rows_as_they_arrive(
+        tuple(str(p) for p in range(parts)),
+        part_of,
+        draw,
+        lambda done: (
+            f"{done} of {parts} parts of the gains in (every {parts}th gain each); the gains between next"
+        ),
+    )
+    boundary = found[-1]
     # what the picture means, under it: above it, on a 1366×768 projector, it pushed the chart off
     st.markdown(prose(__name__, "intro"))
     st.caption(f"For the {cfg.cell} cell the gain {cell_spec(cfg.cell).display.gain_meaning()}.")
