@@ -18,7 +18,8 @@ times, from the browser's side:
 * a second visitor's first chart while the first computes the Phase diagram at the big
   config;
 * a class: ``--class-size`` browsers opening the page at once, each with another cell or
-  seed (H=64, T=200), beside one visitor already there.
+  seed (H=64, T=200), beside one visitor already there; and the CPU seconds the workers,
+  the browsers and the server spent meanwhile (where a class's time goes on shared cores).
 
 It prints one table (step, target, median, the runs, met) and every tab's times, and writes
 them with ``--json``. A measurement script, not a test: nothing here is asserted.
@@ -202,18 +203,42 @@ async def _walk(browser, url: str, read_s: float) -> dict:
     return m
 
 
-async def _class(browser, url: str, size: int) -> list[float]:
-    """One visitor already there, then ``size`` opening the page at once."""
+def _cpu_seconds(server_pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) used so far by the server, its worker processes and every
+    chromium process: where a step's time went, on a machine whose cores they share."""
+    import psutil  # a measurement script: psutil comes with flax's orbax-checkpoint
+
+    out = {"server": 0.0, "workers": 0.0, "browser": 0.0}
+    server = psutil.Process(server_pid)
+    groups = [("server", [server]), ("workers", server.children(recursive=True))]
+    chromium = [p for p in psutil.process_iter(["name"]) if "chrom" in (p.info["name"] or "")]
+    groups.append(("browser", chromium))
+    for name, procs in groups:
+        for p in procs:
+            try:
+                t = p.cpu_times()
+                out[name] += t.user + t.system
+            except psutil.Error:  # ended meanwhile
+                pass
+    return out
+
+
+async def _class(browser, url: str, size: int, server_pid: int) -> tuple[list[float], dict[str, float]]:
+    """One visitor already there, then ``size`` opening the page at once: their seconds to
+    the first chart, and the CPU seconds each group of processes spent meanwhile."""
     there, _ = await _page(browser, f"{url}?hidden_size=64&seq_len=200")
     urls = [
         f"{url}?cell={CLASS_CELLS[i % len(CLASS_CELLS)]}&seed={i}&hidden_size=64&seq_len=200"
         for i in range(size)
     ]
+    before, start = _cpu_seconds(server_pid), time.perf_counter()
     opened = await asyncio.gather(*(_page(browser, u) for u in urls))
+    after, wall = _cpu_seconds(server_pid), time.perf_counter() - start
     for page, _ in opened:
         await page.context.close()
     await there.context.close()
-    return [t for _, t in opened]
+    cpu = {k: after[k] - before[k] for k in before} | {"wall": wall}
+    return [t for _, t in opened], cpu
 
 
 def _summary(m: dict) -> dict[str, float]:
@@ -261,7 +286,7 @@ async def _one_run(args, run: int) -> dict:
             try:
                 m.update(await _walk(browser, url, args.read_s))
                 if args.class_size:
-                    m["class"] = await _class(browser, url, args.class_size)
+                    m["class"], m["class cpu"] = await _class(browser, url, args.class_size, proc.pid)
             finally:
                 await browser.close()
     finally:
@@ -297,6 +322,17 @@ def report(runs: list[dict], read_s: float = 0.0) -> str:
         lines.append(
             f"| {step} | {_fmt(target)} | {_fmt(med)} | {' / '.join(_fmt(v) for v in values)} | {met} |"
         )
+    cpus = [m["class cpu"] for m in runs if m.get("class cpu")]
+    if cpus:
+        med = {k: statistics.median(c[k] for c in cpus) for k in cpus[0]}
+        busy = med["server"] + med["workers"] + med["browser"]
+        lines += [
+            "",
+            f"The class, where the time went (median CPU seconds until the last first chart, "
+            f"{med['wall']:.1f} s of wall time on {os.cpu_count()} cores): workers (compiling, running) "
+            f"{med['workers']:.1f}, browsers {med['browser']:.1f}, server {med['server']:.1f}; together "
+            f"{busy:.1f} CPU s, at least {busy / (os.cpu_count() or 1):.1f} s on these cores.",
+        ]
     for which in ("default", "big"):
         lines += ["", f"Tabs at the {which} config (median s): first chart / complete", ""]
         lines += ["| tab | first chart | complete |", "|---|---:|---:|"]
