@@ -31,7 +31,9 @@ from rnnviz.ui.worker import InlinePool, ResultCache, WorkerPool, make_pool
 def pool() -> WorkerPool | InlinePool:
     """The worker processes, shared by every session: no JAX computation runs in this process,
     so a stuck one can be killed without taking a session with it (``RNNVIZ_WORKERS``)."""
-    return make_pool(setup="rnnviz.ui.jobs:setup")
+    made = make_pool(setup="rnnviz.ui.jobs:setup")
+    made.start()  # every worker sets up (and compiles the default analysis) from the start
+    return made
 
 
 @st.cache_resource(show_spinner=False)

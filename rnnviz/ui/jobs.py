@@ -14,6 +14,7 @@ import collections
 import dataclasses
 import functools
 import json
+import logging
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -49,6 +50,8 @@ from rnnviz.tables.strategies import contributions_source, strategy_names
 from rnnviz.ui import trained_runs
 from rnnviz.ui.settings import settings
 
+log = logging.getLogger("rnnviz.jobs")
+
 #: The dashboard times runs until about this much is spent (at least one, at most five).
 TIMING_BUDGET_S = 0.3
 #: The Training tab's task name for "the data set chosen in the sidebar".
@@ -57,7 +60,8 @@ DATA_TASK = "the chosen data"
 
 def setup() -> None:
     """Run once in each new worker: JAX's persistent compilation cache (so a replaced or
-    retired worker recompiles from disk), held to its cap, and buffers kept in the heap.
+    retired worker recompiles from disk), held to its cap, buffers kept in the heap, and the
+    default configuration's analysis compiled.
     The folder and cap are the server's settings (``RNNVIZ_JAX_CACHE``, ``off`` turns it
     off; ``RNNVIZ_JAX_CACHE_MB``: :mod:`rnnviz.ui.settings`)."""
     limits = settings()
@@ -65,6 +69,13 @@ def setup() -> None:
         enable_compilation_cache(limits.jax_cache, max_bytes=limits.jax_cache_mb * 2**20)
         jax.monitoring.register_event_listener(_count_cache_event)
     keep_freed_buffers()
+    # Every page opens at the default configuration, and a visitor's call may go to any
+    # worker (spill): each has its executables from the start (from the compilation cache
+    # after the first worker compiled them).
+    try:
+        compile_analysis(RunConfig())
+    except Exception:  # a worker that cannot compile it still serves (its first call will say why)
+        log.exception("compiling the default analysis at set-up failed")
 
 
 #: This worker's persistent-cache events (``cache_hits``, ``compile_requests_use_cache``).

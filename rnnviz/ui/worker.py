@@ -304,8 +304,17 @@ class WorkerPool:
         self.restarts = 0
         self.retirements = 0
         self._visitors = 0  # visitors' jobs under way (idle-time work pauses meanwhile)
+        self._waiting = 0  # visitors waiting for a worker (idle-time work then finishes)
         self._pausing = threading.Lock()
         atexit.register(self.shutdown)  # the server exits: its workers too
+
+    def start(self) -> None:
+        """Start every worker process now (each runs its set-up while the server goes on),
+        instead of on its first call: a call that goes to another worker than its route's
+        (``spill``) then finds it ready."""
+        for w in self.workers:
+            with w.lock:
+                w.ensure()
 
     def worker_for(self, route: str) -> _Worker:
         """The worker a route always goes to (a stable hash, the same in every process)."""
@@ -378,11 +387,12 @@ class WorkerPool:
     def _visiting(self, change: int) -> None:
         """Count a visitor's job in (+1) or out (−1): while any is under way, a worker doing
         idle-time work is paused, so that work never slows a visitor's (the cores are
-        shared); it resumes when the last one ends."""
+        shared); it resumes when the last one ends, or as soon as a visitor waits for a
+        worker (a paused worker would hold its lock: finishing its one job frees it)."""
         with self._pausing:
             self._visitors += change
             for w in self.workers:
-                if self._visitors > 0 and w.idle_job:
+                if self._visitors > 0 and self._waiting == 0 and w.idle_job:
                     w.pause()
                 elif self._visitors == 0:
                     w.resume()
@@ -390,25 +400,32 @@ class WorkerPool:
     def _take(self, route: str, spill: bool, on_wait: Callable[[float, bool], None] | None) -> _Worker:
         """A worker for ``route``, its lock held: the route's own, or with ``spill`` any that
         is free once the route's has been busy for :data:`SPILL_S`, or at once when the
-        route's is doing idle-time work."""
+        route's is doing idle-time work. While it waits, no idle-time work stays paused."""
         home = self.worker_for(route)
+        if home.lock.acquire(blocking=False):
+            return home
         start = time.perf_counter()
-        while not home.lock.acquire(timeout=POLL_S / 4 if spill else POLL_S):
-            waited = time.perf_counter() - start
-            if home.paused_at is not None:  # waited for: its idle-time job may finish now
-                with self._pausing:
-                    home.resume()
-            # idle-time work is a compile whose end nobody waits for: another worker, even one
-            # that reads the shape from the compilation cache, answers sooner
-            if spill and (waited >= SPILL_S or home.idle_job):
-                other = next(
-                    (w for w in self.workers if w is not home and w.lock.acquire(blocking=False)), None
-                )
-                if other is not None:
-                    return other
-            if on_wait is not None:
-                on_wait(waited, False)
-        return home
+        with self._pausing:  # someone waits for a worker: paused idle-time work finishes now
+            self._waiting += 1
+            for w in self.workers:
+                w.resume()
+        try:
+            while not home.lock.acquire(timeout=POLL_S / 4 if spill else POLL_S):
+                waited = time.perf_counter() - start
+                # idle-time work is a compile whose end nobody waits for: another worker, even
+                # one that reads the shape from the compilation cache, answers sooner
+                if spill and (waited >= SPILL_S or home.idle_job):
+                    other = next(
+                        (w for w in self.workers if w is not home and w.lock.acquire(blocking=False)), None
+                    )
+                    if other is not None:
+                        return other
+                if on_wait is not None:
+                    on_wait(waited, False)
+            return home
+        finally:
+            with self._pausing:
+                self._waiting -= 1
 
     def _send(self, worker: _Worker, fn: Callable, args: tuple, what: str) -> None:
         """Hand ``fn(*args)`` to a worker whose lock the caller holds: its successor first if
@@ -582,6 +599,10 @@ class InlinePool:
 
     def doing(self, route: str) -> str | None:
         """None: no worker is ever busy with another's job here."""
+        return None
+
+    def start(self) -> None:
+        """Nothing to start: there are no workers."""
         return None
 
     def shutdown(self) -> None:

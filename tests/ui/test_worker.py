@@ -158,6 +158,34 @@ def test_idle_time_work_is_paused_while_a_visitors_job_runs_and_its_limit_exclud
     _until(lambda: bool(answers))
     assert answers == [("ok", sum(range(5 * 10**7)))] and pool.restarts == 0  # resumed, within its limit
     assert _state(idle_pid) != "T"
+    # paused again; then a second visitor has to wait for a worker: the paused one finishes now
+    time.sleep(IDLE_S + 0.1)
+    assert pool.call_if_idle(sum, range(5 * 10**7), **work)
+    visit = threading.Thread(
+        target=pool.call, args=(time.sleep, 3.0), kwargs=dict(route=other, what="a visit")
+    )
+    visit.start()
+    _until(lambda: _state(idle_pid) == "T")
+    waiting = threading.Thread(
+        target=pool.call, args=(divmod, 1, 1), kwargs=dict(route=other, what="another")
+    )
+    waiting.start()
+    _until(lambda: len(answers) == 2)
+    assert visit.is_alive() and answers[1][0] == "ok"  # done while the first visit still ran
+    visit.join()
+    waiting.join()
+
+
+def test_start_starts_every_worker_before_any_call():
+    pool = WorkerPool(size=2)
+    try:
+        assert pool.pids() == []
+        pool.start()
+        assert len(pool.pids()) == 2  # both set up while the server goes on
+        a, b = _routes(pool)
+        assert {pool.call(os.getpid, route=r, what="pid") for r in (a, b)} == set(pool.pids())
+    finally:
+        pool.shutdown()
 
 
 def test_routes_are_stable_across_processes():
