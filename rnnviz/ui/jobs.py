@@ -348,7 +348,7 @@ def part_gains(gains: list[float], part: int, parts: int) -> list[float]:
     with its last to ⌈len / parts⌉ so that every part is one size (one executable).
 
     >>> part_gains([0.5, 0.75, 1.0, 1.25, 1.5], 1, 3), part_gains([0.5, 0.75, 1.0, 1.25, 1.5], 2, 3)
-    ([0.75, 1.25], [1.0, 1.0])
+    ([0.75, 1.5], [1.0, 1.0])
     """
     chosen = gains[part::parts]
     return chosen + chosen[-1:] * (-(-len(gains) // parts) - len(chosen))
