@@ -135,6 +135,15 @@ class _CompileCache:
         with self._lock:
             return key in self._items
 
+    def ensure(self, *key: Any) -> bool:
+        """Build the entry for ``key`` unless it is held; whether it was built (what the
+        ``compile_*`` functions that prepare a tab in a server's idle time return)."""
+        with self._lock:
+            if key in self._items:
+                return False
+            self(*key)
+            return True
+
     def cache_info(self) -> CacheInfo:
         with self._lock:
             return CacheInfo(self._hits, self._misses, len(self._items))

@@ -151,6 +151,21 @@ def _grad_difference(ref: dict, other: dict) -> tuple[float, float]:
     return float(np.max(np.abs(diff))), float(np.linalg.norm(diff) / max(np.linalg.norm(a), 1e-300))
 
 
+def _timed_analysis(
+    cfg: RunConfig,
+    repeats: int,
+    precision: float | None,
+    data: Dataset | None,
+    params: Weights | None,
+    device: jax.Device | None = None,
+):
+    """The analysis as the cost tables time it: without the log-magnitude pass (the same for
+    every strategy and device, and nothing they show)."""
+    return analyze(
+        cfg, repeats=repeats, device=device, data=data, params=params, log_pass=False, precision=precision
+    )
+
+
 def accumulator_grads(
     cfg: RunConfig,
     data: Dataset | None = None,
@@ -208,14 +223,7 @@ def compare_strategies(
     runs = {}
     for s in strategies or available_strategies(cfg):
         try:
-            runs[s] = analyze(
-                cfg.replace(strategy=s),
-                repeats=repeats,
-                data=data,
-                params=params,
-                log_pass=False,
-                precision=precision,
-            )
+            runs[s] = _timed_analysis(cfg.replace(strategy=s), repeats, precision, data, params)
         except ConfigError:  # e.g. per-step tangents over the memory budget: left out
             continue
     if reference is None:
@@ -333,15 +341,7 @@ def run_on_devices(
     rows, ref = [], reference
     for device in devices or present_devices():
         for s in strategies or (cfg.strategy,):
-            a = analyze(
-                cfg.replace(strategy=s),
-                repeats=repeats,
-                device=device,
-                data=data,
-                params=params,
-                log_pass=False,
-                precision=precision,
-            )
+            a = _timed_analysis(cfg.replace(strategy=s), repeats, precision, data, params, device)
             ref = ref or a.param_grads
             rows.append(
                 dict(

@@ -313,10 +313,7 @@ def compile_jacobians(
         (True, False)
     """
     key = _executable_key(cfg, k, example, method, iterations, max_steps, device)
-    if key in jacobian_executable:
-        return False
-    jacobian_executable(*key)
-    return True
+    return jacobian_executable.ensure(*key)
 
 
 def jacobians(

@@ -348,11 +348,8 @@ def compile_lyapunov(
         >>> compile_lyapunov(cfg, 2), compile_lyapunov(cfg.replace(seed=3), 2)
         (True, False)
     """
-    key = (static_config(cfg), check_options(cfg, k, warmup, qr_every), device or resolve_device(cfg))
-    if key in lyapunov_executable:
-        return False
-    lyapunov_executable(*key)
-    return True
+    opts = check_options(cfg, k, warmup, qr_every)
+    return lyapunov_executable.ensure(static_config(cfg), opts, device or resolve_device(cfg))
 
 
 def compile_lyapunov_phase(
