@@ -11,7 +11,8 @@ it ran), and every other session goes on: nothing of theirs lived in that proces
 
 Routing keeps the compiled-executable caches warm: a call names a *route* (the config's
 shape, or a training run's key) and goes to the same worker (unless it may spill, below),
-whose caches then hold that shape's executables; changing only values (seed, gain, scales) recompiles nothing.
+whose caches then hold that shape's executables; changing only values (seed, gain, scales)
+recompiles nothing.
 Results are cached in the server (:class:`ResultCache`): a second session asking for the
 same thing gets it without a call, and one already being computed is waited for, not
 computed twice.
