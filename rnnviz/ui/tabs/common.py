@@ -10,7 +10,9 @@ from importlib import resources
 import pandas as pd
 import streamlit as st
 
+from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.ui import budget
+from rnnviz.ui.jobs import TIMING_PRECISION
 
 
 def within_budget(plan: budget.Plan, key: str) -> bool:
@@ -72,6 +74,15 @@ def rows_as_they_arrive(
                 )
                 note.caption(f"⏳ {line}…")
     return done
+
+
+def timing_note(repeats: int) -> str:
+    """How the run times were measured, for the tables that show them (Strategies, Devices)."""
+    return (
+        "run_ms: the median of the timed runs after one warm-up; ± the 90 % confidence interval of "
+        f"their mean. Each was timed until that interval was within ± {TIMING_PRECISION:.0%} "
+        f"(at least {min(MIN_PRECISE_REPEATS, repeats)}, at most {repeats} runs: the 'repeats' column)."
+    )
 
 
 def csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:

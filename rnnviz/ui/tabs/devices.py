@@ -15,9 +15,8 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, within_budget
+from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, timing_note, within_budget
 from rnnviz.ui.tabs.context import TabContext
-from rnnviz.ui.tabs.strategies import timing_note
 
 TITLE = "Devices"
 

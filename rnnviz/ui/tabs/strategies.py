@@ -9,12 +9,10 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
-from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.frames.gradients import contributions_frame
 from rnnviz.tables.strategies import contributions_source, strategy_rules
 from rnnviz.ui import budget
-from rnnviz.ui.jobs import TIMING_PRECISION
-from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, within_budget
+from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, timing_note, within_budget
 from rnnviz.ui.tabs.context import Compute, TabContext
 
 TITLE = "Strategies"
@@ -88,15 +86,6 @@ def _bars(df: pd.DataFrame, final: bool) -> None:
             color="strategy",
         ),
         key="chart_strategy_bars" if final else None,
-    )
-
-
-def timing_note(repeats: int) -> str:
-    """How the run times were measured, for the tables that show them (Strategies, Devices)."""
-    return (
-        "run_ms: the median of the timed runs after one warm-up; ± the 90 % confidence interval of "
-        f"their mean. Each was timed until that interval was within ± {TIMING_PRECISION:.0%} "
-        f"(at least {min(MIN_PRECISE_REPEATS, repeats)}, at most {repeats} runs: the 'repeats' column)."
     )
 
 
