@@ -15,11 +15,12 @@ from typing import TYPE_CHECKING, NamedTuple
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.cells import Params, final_output, outputs
+from rnnviz.engine.cells import Params, cell_spec, final_output, outputs
 from rnnviz.engine.losses import Objective, objective_loss
 from rnnviz.engine.norms import robust_norm
 from rnnviz.engine.rollout import Carry
 from rnnviz.engine.strategies.registry import ForwardPass, ReversePass, strategy
+from rnnviz.engine.strategies.traced import probe_for
 
 if TYPE_CHECKING:
     from rnnviz.config import RunConfig
@@ -192,13 +193,71 @@ def summarize(cfg: RunConfig, sg: StepGrads) -> Summary:
     return Summary(comp, per_example, inputs, carry_norms)
 
 
+def batch_axes(cfg: RunConfig) -> int:
+    """Axes before the units in a carry leaf: 1 batched ``[B, …]``, 0 unbatched."""
+    return 0 if cfg.batch_size is None else 1
+
+
+def summary_of_norms(
+    cfg: RunConfig, grad_norms: Carry, input_grads: jax.Array, carry_norms: Carry
+) -> Summary:
+    """The :class:`Summary` from per-example norms: ``grad_norms`` and ``carry_norms`` hold,
+    per carry leaf, ``[T+1, (B,)]`` norms of ∂L/∂carry_t and of carry_t (a norm over the
+    batch, or over the components, of such norms is the norm over both)."""
+    rows = cfg.seq_len + 1
+
+    def stacked(tree: Carry) -> jax.Array:
+        return jnp.stack([leaf.reshape(rows, -1) for leaf in jax.tree.leaves(tree)])  # [C, T+1, B]
+
+    per = stacked(grad_norms)
+    inputs = robust_norm(input_grads, tuple(range(1, input_grads.ndim)))
+    return Summary(robust_norm(per, 2), robust_norm(per, 0), inputs, robust_norm(stacked(carry_norms), 2))
+
+
+def traced_pays(cfg: RunConfig) -> bool:
+    """Whether the analysis of ``cfg`` takes the traced pass: its strategy has one and the
+    cell's reverse pass would keep carry-sized arrays per step (``CostModel.residual_carries``,
+    the matrix memories and Mamba's state). There, storing every step's residuals and
+    gradient costs more than computing each step again in the reverse pass (mLSTM,
+    B=16·T=200·I=32·H=64: 3.2× plain ``jax.grad`` → 1.5×); for a vector state the step's
+    matrix products dominate, and recomputing them does not pay (sLSTM: 1.2× → 1.5×)."""
+    return strategy(cfg.strategy).traced is not None and cell_spec(cfg.cell).cost.residual_carries > 0
+
+
+def traced_gradients(
+    cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array, objective: Objective | None = None
+) -> tuple[StepGrads, Summary]:
+    """:func:`analysis_outputs` for a strategy with a ``traced`` rollout
+    (:mod:`rnnviz.engine.strategies.traced`): the same numbers as :func:`step_gradients` plus
+    :func:`summarize`, without any per-step gradient stored (``carry_grads`` is None)."""
+    axes = batch_axes(cfg)
+    run = strategy(cfg.strategy).traced(cell, axes)
+    xs_tm = time_major(cfg, xs)
+
+    def forward(p, c0, probe, x):
+        traced = run(p, full_carry0(cfg, c0), x, probe)
+        hs = loss_outputs(cfg, p, traced.carries, x, objective)
+        return loss_from_outputs(cfg, hs, objective), traced
+
+    probe = probe_for(full_carry0(cfg, carry0), cfg.seq_len, axes)
+    loss, vjp, traced = jax.vjp(forward, params, carry0, probe, xs_tm, has_aux=True)
+    g_params, g_carry0, g_norms, g_xs = vjp(jnp.ones((), loss.dtype))
+    learned = g_carry0 if cfg.carry_init == "learned" else None
+    sg = StepGrads(loss, traced.carries, None, None, g_params, learned, None)
+    return sg, summary_of_norms(cfg, g_norms, g_xs, traced.carry_norms)
+
+
 def analysis_outputs(
     cfg: RunConfig, cell, params: Params, carry0: Carry, xs: jax.Array, objective: Objective | None = None
 ) -> tuple[StepGrads, Summary]:
     """:func:`step_gradients` plus its norms: the function the analysis compiles.
 
     The full per-step gradients stay on device (only their norms come back), so the
-    result a host copies is the trajectory, the param grads and ``O(T·B)`` norms.
+    result a host copies is the trajectory, the param grads and ``O(T·B)`` norms. Where
+    :func:`traced_pays` (``accumulate`` on a matrix memory) they are never stored:
+    :func:`traced_gradients`.
     """
+    if traced_pays(cfg):
+        return traced_gradients(cfg, cell, params, carry0, xs, objective)
     sg = step_gradients(cfg, cell, params, carry0, xs, objective)
     return sg._replace(carry_grads=None, input_grads=None), summarize(cfg, sg)

@@ -108,6 +108,7 @@ def _loop_loss(cfg, params, carry0, xs, obj, ds):
         ("digits", "lru"),
         ("ragged_classes", "lstm"),
         ("unlabelled", "gru"),
+        ("digits", "mamba"),  # the traced pass (rnnviz.engine.strategies.traced) with a task loss
     ],
 )
 def test_analysis_on_data_equals_plain_grad_of_the_same_batch(source, cell, request):

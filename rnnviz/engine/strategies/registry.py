@@ -2,6 +2,8 @@
 
 * ``accumulate`` — params are closed over by the scanned step; the reverse scan sums
   their cotangents into one buffer as it walks back (Zygote's accumulator). O(P) memory.
+  Its analysis keeps only the trajectory for the reverse pass and reads every
+  ‖∂L/∂carry_t‖ there (:mod:`rnnviz.engine.strategies.traced`).
 * ``per_step`` — params are broadcast to one copy per step ``[T, ...]`` and scanned as
   inputs; the gradient with respect to the copies is one tangent per step, summed
   afterwards (a ChainRules ``rrule`` for Flux's ``Recur``). O(T·P) memory, and it shows
@@ -44,6 +46,7 @@ from rnnviz.engine.norms import robust_norm
 from rnnviz.engine.rollout import Carry, checkpoint_rollout, rollout
 from rnnviz.engine.strategies import fused
 from rnnviz.engine.strategies.parallel import parallel_rollout
+from rnnviz.engine.strategies.traced import traced_rollout
 from rnnviz.tables import strategies as rules
 from rnnviz.tables.strategies import StrategyRules, block_length, cell_unavailable, strategy_names
 
@@ -216,6 +219,11 @@ class Strategy:
             gradient summed back (default :data:`SHARED`).
         contributions: optional :class:`Contributions`: the per-step contributions to ∂L/∂W.
         jax_reason: ``() -> str | None``: why this JAX cannot run it (None: it can).
+        traced: optional ``(cell, batch_axes) -> fn``, as
+            :func:`~rnnviz.engine.strategies.traced.traced_rollout`: where it pays
+            (:func:`rnnviz.engine.gradients.traced_pays`) the analysis takes every
+            ‖∂L/∂carry_t‖ as the cotangent of a probe, with the trajectory as the only
+            residual, instead of the gradients of ``eps`` through ``rollout``.
     """
 
     rules: StrategyRules
@@ -223,6 +231,7 @@ class Strategy:
     param_lift: ParamLift = SHARED
     contributions: Contributions | None = None
     jax_reason: Callable[[], str | None] = _everywhere
+    traced: Callable[[Any, int], Callable] | None = None
 
     @property
     def name(self) -> str:
@@ -269,7 +278,7 @@ def register_strategy(strategy: Strategy) -> Strategy:
     return strategy
 
 
-register_strategy(Strategy(rules=rules.ACCUMULATE, rollout=_scan_rollout()))
+register_strategy(Strategy(rules=rules.ACCUMULATE, rollout=_scan_rollout(), traced=traced_rollout))
 register_strategy(
     Strategy(
         rules=rules.PER_STEP,
