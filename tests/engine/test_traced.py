@@ -4,6 +4,7 @@ numbers without storing a per-step gradient, and where the analysis takes it."""
 import functools
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
 from conftest import CELLS, MATRIX_CARRIES
@@ -116,3 +117,23 @@ def test_the_traced_pass_keeps_no_per_step_gradient_in_memory():
     traced = temp(functools.partial(analysis_outputs, cfg, cell))
     assert traced_pays(cfg)
     assert temp(eps_pass) - traced >= trajectory  # at least one trajectory-sized buffer fewer
+
+
+@pytest.mark.parametrize("scale", [1.0, 1e-25, 1e-35, 1e25, 0.0, np.inf, np.nan])
+def test_the_one_pass_norms_equal_the_scaled_norms_at_every_scale(scale):
+    """The traced pass's per-step norms take a plain sum of squares where it is exact and the
+    scaled norm elsewhere: equal to the scaled norm from float32's smallest to its largest
+    magnitudes, per example, with a complex leaf and a leaf that is all 0 beside them."""
+    from rnnviz.engine.strategies.traced import _norms, leaf_norms
+
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(3, 4, 5)).astype(np.float32)
+    with np.errstate(invalid="ignore", over="ignore"):
+        x = x * np.float32(scale) if np.isfinite(scale) and scale else np.full_like(x, scale)
+        z = (x[..., :2] + 1j * x[..., 2:4]).astype(np.complex64)
+    tree = {"real": jnp.asarray(x), "complex": jnp.asarray(z), "zero": jnp.zeros((3, 2))}
+    got = jax.jit(lambda t: _norms(t, 1))(tree)
+    for name, leaf in tree.items():
+        want = leaf_norms(leaf, 1)
+        np.testing.assert_allclose(got[name], want, rtol=2e-6, err_msg=name)
+        assert got[name].shape == (3,)

@@ -15,7 +15,8 @@ Mamba's ``[D, N]``) each is as large as the gradient itself: the mLSTM's analysi
 plain ``jax.grad`` (B=16·T=200·I=32·H=64). Here, as a ``jax.custom_vjp``:
 
 * **forward**: one loop writes the trajectory into a ``[T+1, …]`` buffer and, per step, each
-  carry component's norm per example, while the step's values are in cache;
+  carry component's norm per example, while the step's values are in cache (a plain sum of
+  squares where float32 holds it exactly, the scaled norm elsewhere: :func:`_norms`);
 * **reverse**: a reverse loop whose residual is that trajectory. Step t recomputes the
   cell's VJP at ``(W, carry_{t−1}, x_t)`` (one forward step again, instead of storing its
   gates for all T), propagates ``g_t = ∂L/∂carry_t``, adds ∂L/∂W into one buffer (the
@@ -65,8 +66,36 @@ def probe_for(carry0: Carry, seq_len: int, batch_axes: int) -> Carry:
     return jax.tree.map(lambda c: jnp.zeros((seq_len + 1,) + c.shape[:batch_axes], jnp.float32), carry0)
 
 
+#: Where a float32 sum of squares is exact enough: at least 2⁻⁶⁰ (then the largest square is at
+#: least 2⁻⁶⁰/n, and a square flushed below float32's 2⁻¹²⁶ weighs less than 2⁻⁴⁶ of it for
+#: n ≤ 2²⁰ elements) and below 2¹²⁰ (far from overflow).
+_PLAIN_RANGE = (2.0**-60, 2.0**120)
+
+
+def _squares(leaf: jax.Array, batch_axes: int) -> jax.Array:
+    a = jnp.abs(leaf) if jnp.iscomplexobj(leaf) else leaf
+    a = a.astype(jnp.float32)
+    return jnp.sum(a * a, tuple(range(batch_axes, leaf.ndim)))
+
+
+def _leaf_norm(leaf: jax.Array, batch_axes: int) -> jax.Array:
+    squares = _squares(leaf, batch_axes)
+    low, high = _PLAIN_RANGE
+    return jax.lax.cond(
+        jnp.all((squares >= low) & (squares < high)),
+        lambda: jnp.sqrt(squares),
+        lambda: leaf_norms(leaf, batch_axes),
+    )
+
+
 def _norms(tree: Carry, batch_axes: int) -> Carry:
-    return jax.tree.map(lambda leaf: leaf_norms(leaf, batch_axes), tree)
+    """Per leaf and example, ‖leaf‖ as :func:`leaf_norms` gives it, in one pass over the step's
+    values where that is exact: the plain sum of squares when every example's sum lies in
+    :data:`_PLAIN_RANGE`, else (a vanishing or exploding step, a component that is 0, inf,
+    NaN) the scaled :func:`~rnnviz.engine.norms.robust_norm`, decided per leaf and step. The
+    scaled norm's two passes (its max, then the scaled squares) took a third of the traced
+    analysis' time (mLSTM, B=16·T=200·I=32·H=64: 1.8× plain ``jax.grad``, 1.1× without)."""
+    return jax.tree.map(lambda leaf: _leaf_norm(leaf, batch_axes), tree)
 
 
 def traced_rollout(cell: Any, batch_axes: int) -> Callable[[Params, Carry, jax.Array, Carry], Traced]:
