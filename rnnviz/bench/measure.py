@@ -38,7 +38,7 @@ from rnnviz.bench.suites import (
 )
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_config
-from rnnviz.studies.comparisons import available_strategies, label, measure
+from rnnviz.studies.comparisons import available_strategies, label, measure, measure_interleaved
 from rnnviz.studies.lyapunov import lyapunov
 from rnnviz.studies.sweep import run_points, sweep_devices
 
@@ -222,6 +222,11 @@ def run_suite(
 ) -> list[dict]:
     """Measure every config on every device; print one table row per (config, device).
 
+    A row's functions (plain ``jax.grad``, each strategy's gradient, the analysis, the log
+    pass) are timed in turn, one run of each per round
+    (:func:`~rnnviz.studies.comparisons.measure_interleaved`): its ratios compare runs made
+    under the same load.
+
     A strategy whose config is over the memory budget (per-step tangents at large T·P)
     is skipped and shown as "—"."""
 
@@ -234,17 +239,16 @@ def run_suite(
     records: list[dict] = []
     for cfg in configs:
         for device in devices or [resolve_device(cfg)]:
-            kw = dict(repeats=repeats, device=device, suite=suite, budget_s=budget_s)
-            base = measure(cfg, measure="grad", strategy="plain_grad", **kw)
+            wanted = [("grad", "plain_grad"), *(("grad", s) for s in strategies)]
+            wanted += [("analyze", "accumulate"), ("log_pass", "accumulate")]
+            got = measure_interleaved(
+                cfg, wanted, repeats=repeats, device=device, suite=suite, budget_s=budget_s
+            )
+            if isinstance(got[0], ConfigError):
+                raise got[0]  # the yardstick itself refused: nothing to compare against
+            row = [r for r in got if not isinstance(r, ConfigError)]
+            base = row[0]
             base["ratio_to_plain_grad"] = 1.0
-            row = [base]
-            for s in strategies:
-                try:
-                    row.append(measure(cfg, measure="grad", strategy=s, **kw))
-                except ConfigError:
-                    continue
-            row.append(measure(cfg, measure="analyze", strategy="accumulate", **kw))
-            row.append(measure(cfg, measure="log_pass", strategy="accumulate", **kw))
             for rec in row[1:]:
                 rec["ratio_to_plain_grad"] = rec["run_s"] / base["run_s"]
             records.extend(row)

@@ -8,8 +8,9 @@ benchmark build on it.
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import numpy as np
@@ -27,7 +28,7 @@ from rnnviz.engine.gradients import strategy_grad
 from rnnviz.engine.losses import DataSpec
 from rnnviz.engine.prepare import data_on, prepared_batch, prepared_shapes, resolve_device, static_config
 from rnnviz.engine.strategies.registry import unavailable
-from rnnviz.engine.timing import time_runs
+from rnnviz.engine.timing import RunTiming, time_runs
 from rnnviz.tables.strategies import strategy_names
 
 
@@ -81,6 +82,63 @@ def measured_executable(
     return strategy_executable(static, device, data)
 
 
+class _Timed(NamedTuple):
+    """One measurement made ready: its executable, its arguments and its record's fields."""
+
+    exe: Compiled
+    args: tuple
+    fields: dict[str, Any]
+    flops: float
+
+
+def _prepared_measurement(
+    cfg: RunConfig,
+    measure: str,
+    strategy: str | None,
+    device: jax.Device | None,
+    suite: str,
+    data: Dataset | None,
+    params: Weights | None,
+) -> _Timed:
+    device = device or resolve_device(cfg)
+    strategy = strategy or cfg.strategy
+    spec = data_on(cfg, device, data)[1]
+    run_cfg = cfg if strategy == "plain_grad" else cfg.replace(strategy=strategy)
+    exe = measured_executable(cfg, measure, strategy, device, spec)
+    args = tuple(prepared_batch(run_cfg, device, data, params))
+    if measure == "log_pass":
+        params, _, xs, objective = args
+        sg, _ = executables(static_config(run_cfg), device, spec).analysis.fn(*args)
+        exe = log_executable(static_config(run_cfg), device, spec)
+        args = (params, sg.carries, xs, objective)
+    fields = {
+        "schema": SCHEMA,
+        "kind": "bench",
+        "suite": suite,
+        "label": label(cfg) if data is None else f"{label(cfg)} on {data.label}",
+        "config": run_cfg.to_dict(),
+        "strategy": strategy,
+        "measure": measure,
+        **run_stamp(device),
+    }
+    return _Timed(exe, args, fields, estimate_flops(run_cfg))
+
+
+def _record(m: _Timed, t: RunTiming) -> dict[str, Any]:
+    return {
+        **m.fields,
+        "compile_s": m.exe.compile_s,
+        "run_s": t.median_s,
+        "run_min_s": t.min_s,
+        "run_max_s": t.max_s,
+        "repeats": t.repeats,
+        "peak_bytes": int(m.exe.peak_bytes),
+        "flops": m.flops,
+        "flops_per_s": m.flops / t.median_s if t.median_s > 0 else 0.0,
+        "ratio_to_plain_grad": None,
+    }
+
+
 def measure(
     cfg: RunConfig,
     *,
@@ -103,38 +161,54 @@ def measure(
     ``data``: a batch of this data set and its task loss (:func:`rnnviz.analyze`);
     ``params``: trained weights (the same executables: run times do not depend on values).
     """
-    device = device or resolve_device(cfg)
-    strategy = strategy or cfg.strategy
-    spec = data_on(cfg, device, data)[1]
-    run_cfg = cfg if strategy == "plain_grad" else cfg.replace(strategy=strategy)
-    exe = measured_executable(cfg, measure, strategy, device, spec)
-    args = tuple(prepared_batch(run_cfg, device, data, params))
-    if measure == "log_pass":
-        params, _, xs, objective = args
-        sg, _ = executables(static_config(run_cfg), device, spec).analysis.fn(*args)
-        exe = log_executable(static_config(run_cfg), device, spec)
-        args = (params, sg.carries, xs, objective)
-    _, t = time_runs(exe.fn, args, repeats, budget_s=budget_s)
-    flops = estimate_flops(run_cfg)
-    return {
-        "schema": SCHEMA,
-        "kind": "bench",
-        "suite": suite,
-        "label": label(cfg) if data is None else f"{label(cfg)} on {data.label}",
-        "config": run_cfg.to_dict(),
-        "strategy": strategy,
-        "measure": measure,
-        **run_stamp(device),
-        "compile_s": exe.compile_s,
-        "run_s": t.median_s,
-        "run_min_s": t.min_s,
-        "run_max_s": t.max_s,
-        "repeats": t.repeats,
-        "peak_bytes": int(exe.peak_bytes),
-        "flops": flops,
-        "flops_per_s": flops / t.median_s if t.median_s > 0 else 0.0,
-        "ratio_to_plain_grad": None,
-    }
+    m = _prepared_measurement(cfg, measure, strategy, device, suite, data, params)
+    _, t = time_runs(m.exe.fn, m.args, repeats, budget_s=budget_s)
+    return _record(m, t)
+
+
+def measure_interleaved(
+    cfg: RunConfig,
+    wanted: Sequence[tuple[str, str]],
+    *,
+    repeats: int = 10,
+    device: jax.Device | None = None,
+    suite: str = "adhoc",
+    budget_s: float | None = None,
+) -> list[dict[str, Any] | ConfigError]:
+    """:func:`measure` for several ``(measure, strategy)`` pairs of one config, their timed runs
+    taken in turn (one run of each, then the next round), so that a ratio of two of them
+    compares runs made under the same load: on a shared 2-core machine the speed drifts by
+    up to 2× over minutes, which timing each function's runs in one block turned into the
+    ratios. Each is compiled and run once untimed first; with ``budget_s``, a slow one gets
+    fewer rounds (at least 3), as :func:`~rnnviz.engine.timing.time_runs` gives.
+
+    Returns:
+        One record per pair, in order, or the :class:`~rnnviz.config.ConfigError` that
+        refused it (a strategy this cell cannot run, a config over budget).
+    """
+    ready: list[_Timed | ConfigError] = []
+    for measure_, strategy_ in wanted:
+        try:
+            ready.append(_prepared_measurement(cfg, measure_, strategy_, device, suite, None, None))
+        except ConfigError as err:
+            ready.append(err)
+    runs = [m for m in ready if isinstance(m, _Timed)]
+    counts = []
+    for m in runs:  # the warm-up, which also sizes the runs against the budget
+        start = time.perf_counter()
+        jax.block_until_ready(m.exe.fn(*m.args))
+        per_run = time.perf_counter() - start
+        n = max(repeats, 1)
+        counts.append(n if budget_s is None else max(3, min(n, int(budget_s / max(per_run, 1e-9)))))
+    times: list[list[float]] = [[] for _ in runs]
+    for round_ in range(max(counts, default=0)):
+        for i, m in enumerate(runs):
+            if round_ < counts[i]:
+                start = time.perf_counter()
+                jax.block_until_ready(m.exe.fn(*m.args))
+                times[i].append(time.perf_counter() - start)
+    timed = iter(_record(m, RunTiming.of(t)) for m, t in zip(runs, times))
+    return [next(timed) if isinstance(m, _Timed) else m for m in ready]
 
 
 def label(cfg: RunConfig) -> str:
