@@ -62,7 +62,12 @@ def leaf_norms(leaf: jax.Array, batch_axes: int) -> jax.Array:
 
 def probe_for(carry0: Carry, seq_len: int, batch_axes: int) -> Carry:
     """The zero probe: per carry leaf ``[T+1, (B,)]`` float32 zeros. Its cotangent through
-    :func:`traced_rollout` is ‖∂L/∂carry_t‖ per leaf and example."""
+    :func:`traced_rollout` is ‖∂L/∂carry_t‖ per leaf and example.
+
+    That "cotangent" is a reading passed out of the reverse pass, not a derivative (a norm is
+    not linear in the loss's cotangent): it means ‖∂L/∂carry_t‖ for the pullback of a scalar
+    loss with seed 1, as ``jax.grad`` and :func:`rnnviz.engine.gradients.traced_gradients`
+    take it, and nothing under a second derivative."""
     return jax.tree.map(lambda c: jnp.zeros((seq_len + 1,) + c.shape[:batch_axes], jnp.float32), carry0)
 
 
