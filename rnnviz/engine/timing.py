@@ -78,6 +78,14 @@ class Timing(NamedTuple):
     run_halfwidth_s: float = math.inf
 
 
+def budgeted_repeats(repeats: int, per_run_s: float, budget_s: float | None) -> int:
+    """Timed runs for a function whose warm-up took ``per_run_s``: ``repeats``, or fewer (at
+    least 3) so that they take about ``budget_s`` (None: no limit)."""
+    if budget_s is None:
+        return repeats
+    return max(3, min(repeats, int(budget_s / max(per_run_s, 1e-9))))
+
+
 def time_runs(
     fn: Callable, args: tuple, repeats: int, warmup: int = 1, budget_s: float | None = None
 ) -> tuple[Any, RunTiming]:
@@ -89,8 +97,7 @@ def time_runs(
     for _ in range(warmup):
         out = jax.block_until_ready(fn(*args))
     if budget_s is not None and warmup:
-        per_run = (time.perf_counter() - start) / warmup
-        repeats = max(3, min(repeats, int(budget_s / max(per_run, 1e-9))))
+        repeats = budgeted_repeats(repeats, (time.perf_counter() - start) / warmup, budget_s)
     times = []
     for _ in range(max(repeats, 1)):
         start = time.perf_counter()

@@ -28,7 +28,7 @@ from rnnviz.engine.gradients import strategy_grad
 from rnnviz.engine.losses import DataSpec
 from rnnviz.engine.prepare import data_on, prepared_batch, prepared_shapes, resolve_device, static_config
 from rnnviz.engine.strategies.registry import unavailable
-from rnnviz.engine.timing import RunTiming, time_runs
+from rnnviz.engine.timing import RunTiming, budgeted_repeats, time_runs
 from rnnviz.tables.strategies import strategy_names
 
 
@@ -197,9 +197,7 @@ def measure_interleaved(
     for m in runs:  # the warm-up, which also sizes the runs against the budget
         start = time.perf_counter()
         jax.block_until_ready(m.exe.fn(*m.args))
-        per_run = time.perf_counter() - start
-        n = max(repeats, 1)
-        counts.append(n if budget_s is None else max(3, min(n, int(budget_s / max(per_run, 1e-9)))))
+        counts.append(budgeted_repeats(max(repeats, 1), time.perf_counter() - start, budget_s))
     times: list[list[float]] = [[] for _ in runs]
     for round_ in range(max(counts, default=0)):
         for i, m in enumerate(runs):
