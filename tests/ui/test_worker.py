@@ -144,11 +144,14 @@ def test_idle_time_work_is_paused_while_a_visitors_job_runs_and_its_limit_exclud
     idle_pid = pool.call(os.getpid, route=idle, what="pid")
     pool.call(os.getpid, route=other, what="pid")
     time.sleep(IDLE_S + 0.1)
-    # about half a second of CPU, with a 2.5-s limit that the 3-s visit below would overrun
-    work = dict(route=idle, what="preparing", time_limit_s=2.5, on_answer=lambda *a: answers.append(a))
-    assert pool.call_if_idle(sum, range(5 * 10**7), **work)
+    # about 0.35 s of CPU on a quiet machine, with a 4-s limit that the 5-s visit below would
+    # overrun: room for the job to run 10x slower when the other test process has the cores
+    # (at 0.9 s of CPU and a 2.5-s limit it ran past the limit once in CI)
+    job = range(2 * 10**7)
+    work = dict(route=idle, what="preparing", time_limit_s=4.0, on_answer=lambda *a: answers.append(a))
+    assert pool.call_if_idle(sum, job, **work)
     visit = threading.Thread(
-        target=pool.call, args=(time.sleep, 3.0), kwargs=dict(route=other, what="a visit")
+        target=pool.call, args=(time.sleep, 5.0), kwargs=dict(route=other, what="a visit")
     )
     visit.start()
     _until(lambda: _state(idle_pid) == "T")  # stopped while the visitor's job has the cores
@@ -156,13 +159,13 @@ def test_idle_time_work_is_paused_while_a_visitors_job_runs_and_its_limit_exclud
     assert _state(idle_pid) == "T" and not answers
     visit.join()
     _until(lambda: bool(answers))
-    assert answers == [("ok", sum(range(5 * 10**7)))] and pool.restarts == 0  # resumed, within its limit
+    assert answers == [("ok", sum(job))] and pool.restarts == 0  # resumed, within its limit
     assert _state(idle_pid) != "T"
     # paused again; then a second visitor has to wait for a worker: the paused one finishes now
     time.sleep(IDLE_S + 0.1)
-    assert pool.call_if_idle(sum, range(5 * 10**7), **work)
+    assert pool.call_if_idle(sum, job, **work)
     visit = threading.Thread(
-        target=pool.call, args=(time.sleep, 3.0), kwargs=dict(route=other, what="a visit")
+        target=pool.call, args=(time.sleep, 5.0), kwargs=dict(route=other, what="a visit")
     )
     visit.start()
     _until(lambda: _state(idle_pid) == "T")
