@@ -29,7 +29,11 @@ rnnviz measures them, are those of the stored state, e^{m_t} times those of the 
 **Dtypes.** The projections and the state update run in the compute dtype ``dtype``; the
 stabiliser and the gates (m_t, i′_t, f′_t) are computed in float32 and cast (a forget gate
 σ(3) … σ(6) rounds to 1 in bfloat16), and so is the mLSTM's normalised readout
-(:func:`mlstm_readout`). The new m_t is rounded to the carry's dtype *before*
+(:func:`mlstm_readout`). The mLSTM holds its memory (C, n, m) and updates it in
+``state_dtype``, float32 by default whatever the compute dtype, as the reference's kernels keep
+their states (``inference_state_dtype = "float32"`` in NX-AI ``xlstm/xlstm_large/model.py``):
+a bfloat16 C rounded at every step is what limited a bfloat16 mLSTM's gradient (see
+``tests/engine/test_designs.py``). The new m_t is rounded to the carry's dtype *before*
 i′_t and f′_t are formed from it, so the stored state stays exactly e^{−m_t} times the true one
 for the m that is carried (any m is a valid stabiliser).
 """
@@ -287,6 +291,12 @@ def _qk(params: Params, x: jax.Array, heads: int) -> tuple[jax.Array, jax.Array,
     return q, k / math.sqrt(k.shape[-1]), v
 
 
+def _wider(a: Any, b: Any) -> Any:
+    """The float dtype of more bits of ``a`` and ``b`` (``a`` on a tie): chosen, not promoted,
+    so that it holds under JAX's strict promotion."""
+    return b if jnp.finfo(b).bits > jnp.finfo(a).bits else a
+
+
 def mlstm_readout(params: Params, carry: MLSTMCarry, x: jax.Array, eps: float = 0.0) -> jax.Array:
     r"""The mLSTM output ``[(B,) heads·d]`` from the new carry ``(C, n, m)`` and the input x:
 
@@ -313,11 +323,12 @@ def mlstm_readout(params: Params, carry: MLSTMCarry, x: jax.Array, eps: float = 
 
 def mlstm_step(params: Params, carry: MLSTMCarry, x: jax.Array) -> MLSTMCarry:
     """One mLSTM step: the new carry ``(C [(B,) heads, d, d], n [(B,) heads, d], m [(B,) heads])``
-    in the carry's dtypes, computed in ``x``'s dtype; the maths of :class:`MLSTMCell`."""
+    in the carry's dtypes; projected in ``x``'s dtype, updated in the wider of it and C's; the
+    maths of :class:`MLSTMCell`."""
     C, n, m = carry
-    dt = x.dtype
+    dt = _wider(x.dtype, C.dtype)  # the state's dtype when it is wider (float32 C)
     heads = params["igate"]["kernel"].shape[-1]
-    _, k, v = _qk(params, x, heads)
+    k, v = (a.astype(dt) for a in _qk(params, x, heads)[1:])
     i_raw = dense(params["igate"], x).astype(jnp.float32)
     log_f = jax.nn.log_sigmoid(dense(params["fgate"], x).astype(jnp.float32))
     i_gate, f_gate, m_new = _stabilised_gates(i_raw, log_f, m)
@@ -377,7 +388,8 @@ def mlstm_prefix_scan(
     carry handed on, as :func:`~rnnviz.engine.rollout.rollout` adds them: to m's affine maps
     (m ↦ max(a + m, b) + e is the map (a + e, b + e)) and to C's and n's b_t. ``first`` is
     carry_0 with its perturbation added. Float32 carries give the sequential cell's values to
-    rounding; a bfloat16 carry is rounded once at the end, not at every step.
+    rounding; a bfloat16 carry (``state_dtype=bfloat16``) is rounded once at the end, not at
+    every step.
 
     Args:
         params: the cell's parameters (as :func:`mlstm_step` reads them).
@@ -391,9 +403,9 @@ def mlstm_prefix_scan(
     """
     f32 = jnp.float32
     C0, n0, m0 = first
-    dt = xs.dtype
+    dt = _wider(xs.dtype, C0.dtype)  # as mlstm_step: the state's dtype when wider
     heads = params["igate"]["kernel"].shape[-1]
-    _, k, v = _qk(params, xs, heads)  # [T, (B,) heads, d]
+    k, v = (a.astype(dt) for a in _qk(params, xs, heads)[1:])  # [T, (B,) heads, d]
     i_raw = dense(params["igate"], xs).astype(f32)  # [T, (B,) heads]
     log_f = jax.nn.log_sigmoid(dense(params["fgate"], xs).astype(f32))
     e_C, e_n, e_m = (None, None, None) if rest is None else rest
@@ -460,6 +472,9 @@ class MLSTMCell(_Cell):
         num_heads: the number of heads (H divisible by it; the reference's default is 4).
         output_gate: multiply the output by σ(W_o x + b_o).
         eps: added to the denominator (0).
+        state_dtype: the dtype of C, n and m and of their update: float32 (the reference's
+            ``inference_state_dtype``) whatever ``dtype`` and ``param_dtype`` are; None: the
+            params' dtype.
         The other fields as ``_Cell`` (``recurrent_kernel_init`` is unused).
 
     Example:
@@ -477,6 +492,7 @@ class MLSTMCell(_Cell):
     num_heads: int = 1
     output_gate: bool = False
     eps: float = 0.0
+    state_dtype: Any = jnp.float32
 
     @nn.compact
     def __call__(self, carry: MLSTMCarry, x: jax.Array) -> tuple[MLSTMCarry, jax.Array]:
@@ -502,13 +518,14 @@ class MLSTMCell(_Cell):
     @nn.nowrap
     def initialize_carry(self, rng: jax.Array, input_shape: tuple[int, ...]) -> MLSTMCarry:
         """``(C, n, m)``: C ``batch + (heads, d, d)`` from ``carry_init``, n ``batch + (heads, d)``
-        and m ``batch + (heads,)`` zero (batch = ``input_shape[:-1]``)."""
+        and m ``batch + (heads,)`` zero (batch = ``input_shape[:-1]``), in ``state_dtype``."""
         batch, heads = tuple(input_shape[:-1]), self.num_heads
         d = self.features // heads
+        dtype = self.param_dtype if self.state_dtype is None else self.state_dtype
         return (
-            self.carry_init(rng, batch + (heads, d, d), self.param_dtype),
-            jnp.zeros(batch + (heads, d), self.param_dtype),
-            jnp.zeros(batch + (heads,), self.param_dtype),
+            self.carry_init(rng, batch + (heads, d, d), dtype),
+            jnp.zeros(batch + (heads, d), dtype),
+            jnp.zeros(batch + (heads,), dtype),
         )
 
 
