@@ -1,0 +1,181 @@
+"""Page open → first chart, where the time goes: the dashboard against the floor of its stack.
+
+    .venv/bin/python scripts/page_open.py --pages 5 [--profile]
+
+Starts a fresh ``rnnviz app`` (waits for its warm-up) and, beside it, a minimal Streamlit page
+that draws one Plotly chart of 200 points: the least any Streamlit + Plotly page costs a
+fresh browser on this machine. Each page is opened ``--pages`` times in a fresh Chromium
+context (1366×768, no cache: a first visit) and timed from navigation start, in ms:
+
+* ``dom``: the HTML and Streamlit's own JavaScript parsed (DOMContentLoaded);
+* ``socket``: the first websocket message (the session begins);
+* ``run``: the script run's begin and end, as the server's messages say;
+* ``plotly``: the fetch of Streamlit's Plotly chunk, begin and end, and its size;
+* ``chart``: the main area's first chart holds data (what ``measure_app.py`` calls the first chart).
+
+With ``--profile`` it also samples the page's main thread (Chrome's CPU profiler) on the last
+open of each page and prints where it went, by script file. The table gives medians. Run
+it alone: the browser and both servers share the machine's cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from playwright.async_api import async_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from browser_helpers import CHART, CHROMIUM, FLAGS, RUN_COUNTER  # noqa: E402  (the tests' browser)
+from measure_app import _healthy, _port  # noqa: E402
+
+#: The floor: Streamlit's page with one Plotly chart, nothing else.
+MINIMAL = """import numpy as np, plotly.graph_objects as go, streamlit as st
+st.set_page_config(layout="wide")
+st.title("one chart")
+st.plotly_chart(go.Figure(go.Scatter(y=np.sin(np.arange(200) / 10))))
+"""
+#: The run counter of the browser tests, also stamping when the first message, the first run's
+#: begin (``new_session``) and its end (``script_finished``) arrived.
+PROBE = (
+    RUN_COUNTER.replace(
+        "const count = (data) => {",
+        "const count = (data) => {\n    if (s.t_socket === undefined) s.t_socket = performance.now();",
+    )
+    .replace(
+        "if (field === 4) {",
+        "if (field === 4) { if (s.t_begin === undefined) s.t_begin = performance.now();",
+    )
+    .replace(
+        "if (field === 6) s.ended += 1;",
+        "if (field === 6) { s.ended += 1; if (s.t_end === undefined) s.t_end = performance.now(); }",
+    )
+)
+#: Stamps, once a frame, when the main area's first chart first holds data.
+CHART_WATCH = f"""(() => {{
+  const tick = () => {{
+    const p = document.querySelector('{CHART}'); const d = p && p._fullData && p._fullData[0];
+    if (d && ((d.y && d.y.length) || (d.z && d.z.length))) window.__chart = performance.now();
+    else requestAnimationFrame(tick);
+  }};
+  requestAnimationFrame(tick);
+}})();"""
+READ = """() => {
+  const nav = performance.getEntriesByType('navigation')[0];
+  const plotly = performance.getEntriesByType('resource').find((e) => e.name.includes('PlotlyChart')) || {};
+  return { dom: nav.domContentLoadedEventEnd, socket: window.__runs.t_socket,
+    'run begin': window.__runs.t_begin, 'run end': window.__runs.t_end,
+    'plotly begin': plotly.startTime, 'plotly end': plotly.responseEnd,
+    'plotly MB': plotly.encodedBodySize / 2 ** 20, chart: window.__chart };
+}"""
+COLUMNS = ("dom", "socket", "run begin", "run end", "plotly begin", "plotly end", "chart", "plotly MB")
+
+
+def _serve(cmd: list[str], port: int, warm: bool) -> tuple[subprocess.Popen, Path]:
+    env = {**os.environ, "RNNVIZ_JAX_CACHE": tempfile.mkdtemp(prefix="rnnviz-jax-"), "PYTHONUNBUFFERED": "1"}
+    env.pop("XLA_FLAGS", None)  # a user's server
+    log = Path(tempfile.mkdtemp(prefix="rnnviz-page-open-")) / "server.log"
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
+    start = time.perf_counter()
+    while not _healthy(port) or (warm and "warm-up:" not in log.read_text()):
+        if proc.poll() is not None or time.perf_counter() - start > 180:
+            proc.kill()
+            raise RuntimeError(f"the server did not start; see {log}")
+        time.sleep(0.1)
+    return proc, log
+
+
+async def _open(browser, url: str, profile: bool) -> tuple[dict, collections.Counter]:
+    ctx = await browser.new_context(viewport={"width": 1366, "height": 768})
+    await ctx.add_init_script(PROBE)
+    await ctx.add_init_script(CHART_WATCH)
+    page = await ctx.new_page()
+    cdp = None
+    if profile:
+        cdp = await ctx.new_cdp_session(page)
+        await cdp.send("Profiler.enable")
+        await cdp.send("Profiler.setSamplingInterval", {"interval": 200})
+        await cdp.send("Profiler.start")
+    await page.goto(url, timeout=120_000)
+    await page.wait_for_function("() => window.__chart !== undefined", timeout=120_000)
+    row = await page.evaluate(READ)
+    where: collections.Counter = collections.Counter()
+    if cdp is not None:  # main-thread ms by script file (or V8's own buckets: idle, program, GC)
+        prof = (await cdp.send("Profiler.stop"))["profile"]
+        nodes = {n["id"]: n["callFrame"] for n in prof["nodes"]}
+        for sample, delta in zip(prof["samples"], prof["timeDeltas"][1:] + [0]):
+            frame = nodes[sample]
+            where[frame["url"].rsplit("/", 1)[-1] or frame["functionName"] or "(native)"] += delta / 1000
+    await ctx.close()
+    return row, where
+
+
+async def _measure(name: str, url: str, pages: int, profile: bool) -> list[dict]:
+    rows = []
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            for i in range(pages):
+                row, where = await _open(browser, url, profile and i == pages - 1)
+                rows.append(row)
+                if where:
+                    total = sum(where.values())
+                    print(f"{name}: the main thread until the first chart ({total:.0f} ms sampled), by file:")
+                    for file, ms in where.most_common(8):
+                        print(f"  {ms:7.0f} ms  {file}")
+        finally:
+            await browser.close()
+    return rows
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--pages", type=int, default=5, help="fresh contexts per page (the table gives medians)")
+    ap.add_argument("--profile", action="store_true", help="also sample the main thread on the last open")
+    ap.add_argument(
+        "--settle-s",
+        type=float,
+        default=0.0,
+        help="seconds to wait after the server is up (and rnnviz warmed) before the first open (default 0)",
+    )
+    args = ap.parse_args()
+    folder = Path(tempfile.mkdtemp(prefix="rnnviz-minimal-"))
+    (folder / "minimal.py").write_text(MINIMAL)
+    pages = {
+        "rnnviz": lambda port: [sys.executable, "-m", "rnnviz", "app", "--port", str(port)],
+        "minimal Streamlit + Plotly": lambda port: [
+            *(sys.executable, "-m", "streamlit", "run", str(folder / "minimal.py")),
+            *("--server.port", str(port), "--browser.gatherUsageStats=false"),
+        ],
+    }
+    table = {}
+    for name, cmd in pages.items():
+        port = _port()
+        proc, _ = _serve([*cmd(port), "--server.headless=true"], port, warm=name == "rnnviz")
+        time.sleep(args.settle_s)
+        try:
+            rows = asyncio.run(_measure(name, f"http://127.0.0.1:{port}/", args.pages, args.profile))
+        finally:
+            proc.terminate()
+            proc.wait(timeout=30)
+        table[name] = {c: statistics.median(r[c] for r in rows if r[c] is not None) for c in COLUMNS}
+    print(f"\npage open, median of {args.pages} fresh contexts (ms from navigation start)\n")
+    print("| page | " + " | ".join(COLUMNS) + " |")
+    print("|---|" + "---:|" * len(COLUMNS))
+    for name, med in table.items():
+        cells = [f"{med[c]:.1f}" if c == "plotly MB" else f"{med[c]:.0f}" for c in COLUMNS]
+        print(f"| {name} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()
