@@ -219,7 +219,7 @@ def traced_pays(cfg: RunConfig) -> bool:
     cell's reverse pass would keep carry-sized arrays per step (``CostModel.residual_carries``,
     the matrix memories and Mamba's state). There, storing every step's residuals and
     gradient costs more than computing each step again in the reverse pass (mLSTM,
-    B=16·T=200·I=32·H=64: 2.5× plain ``jax.grad`` → 1.0× in ``bench --suite designs``); for a
+    B=16·T=200·I=32·H=64: 2.5× plain ``jax.grad`` → 1.1× in ``bench --suite designs``); for a
     vector state the step's matrix products dominate, and recomputing them does not pay
     (sLSTM: 1.2× → 1.5×)."""
     return strategy(cfg.strategy).traced is not None and cell_spec(cfg.cell).cost.residual_carries > 0
