@@ -238,6 +238,7 @@ def main() -> None:
     except SettingsError as err:
         st.error(f"The server cannot start its computations: {err}. Whoever runs it can fix the setting.")
         return
+    calls.pool().visit()  # first: idle-time work waits while this page is drawn (#33)
     page.title()
     heap.start()  # once per process: few malloc arenas, trimmed (a server left running stays its size)
     _mark_in_use()

@@ -18,10 +18,12 @@ same thing gets it without a call, and one already being computed is waited for,
 computed twice.
 
 Idle time is used (:meth:`WorkerPool.call_if_idle`): when nobody has asked any worker
-anything for :data:`IDLE_S`, a worker takes a short job whose answer nobody waits for —
+anything for :data:`IDLE_S` and no page has run for :data:`VISIT_GRACE_S`
+(:meth:`WorkerPool.visit`), a worker takes a short job whose answer nobody waits for —
 compiling what the tabs not yet opened will ask for (:func:`rnnviz.ui.jobs.prepare_next`).
-One at a time, and never beside a visitor's job: the workers share the machine's cores. A
-call that arrives meanwhile waits for that one job, as it would for another session's.
+One at a time, and never beside a visitor's job or a page being drawn: the workers share
+the machine's cores with the browser. A job under way is paused meanwhile (SIGSTOP); a
+call that must wait for its worker lets it finish first.
 
 A call whose worker is busy may go to another (``spill=True``, for pure jobs whose answer
 depends only on their arguments): after :data:`SPILL_S` (at once when its worker is doing
@@ -71,6 +73,11 @@ IDLE_LIMIT_S = 20.0
 #: short against a heavy view (a Phase diagram at T=1000 holds its worker for seconds), so
 #: one visitor's heavy view never queues another's light one (#33).
 SPILL_S = 0.3
+#: Seconds after a page run begins (:meth:`WorkerPool.visit`) during which idle-time work
+#: neither starts nor resumes: a page whose results are all cached asks no worker anything,
+#: yet its browser and the server's static files need the cores (a fresh visitor's first
+#: chart took 4.8 s with idle-time compiles beside it, 3.1–3.5 s without, #33).
+VISIT_GRACE_S = 3.0
 
 
 class ComputationTimeout(RuntimeError):
@@ -307,6 +314,7 @@ class WorkerPool:
         self._visitors = 0  # visitors' jobs under way (idle-time work pauses meanwhile)
         self._waiting = 0  # visitors waiting for a worker (idle-time work then finishes)
         self._pausing = threading.Lock()
+        self._visited = -math.inf  # when a page run last began (monotonic)
         atexit.register(self.shutdown)  # the server exits: its workers too
 
     def start(self) -> None:
@@ -385,17 +393,43 @@ class WorkerPool:
                 worker.release()
                 self._visiting(-1)
 
+    def visit(self) -> None:
+        """A page run begins: pause idle-time work now, and let it start or resume only once
+        no page has run for :data:`VISIT_GRACE_S` (and no visitor's job is under way). A
+        page run that finds every result cached calls no worker, but its browser still
+        draws: idle time is the machine's, not only the workers'."""
+        with self._pausing:
+            self._visited = time.monotonic()
+            for w in self.workers:
+                if self._waiting == 0 and w.idle_job:
+                    w.pause()
+        timer = threading.Timer(VISIT_GRACE_S + 0.05, self._grace_over)  # fires once the grace is over
+        timer.daemon = True
+        timer.start()
+
+    def _in_grace(self) -> bool:
+        return time.monotonic() - self._visited < VISIT_GRACE_S
+
+    def _grace_over(self) -> None:
+        """Resume paused idle-time work if no page has run since (a later page run's own
+        timer comes after) and no visitor's job is under way."""
+        with self._pausing:
+            if self._visitors == 0 and not self._in_grace():
+                for w in self.workers:
+                    w.resume()
+
     def _visiting(self, change: int) -> None:
         """Count a visitor's job in (+1) or out (−1): while any is under way, a worker doing
         idle-time work is paused, so that work never slows a visitor's (the cores are
-        shared); it resumes when the last one ends, or as soon as a visitor waits for a
-        worker (a paused worker would hold its lock: finishing its one job frees it)."""
+        shared); it resumes when the last one ends and the page's grace
+        (:meth:`visit`) is over, or as soon as a visitor waits for a worker (a paused
+        worker would hold its lock: finishing its one job frees it)."""
         with self._pausing:
             self._visitors += change
             for w in self.workers:
                 if self._visitors > 0 and self._waiting == 0 and w.idle_job:
                     w.pause()
-                elif self._visitors == 0:
+                elif self._visitors == 0 and not self._in_grace():
                     w.resume()
 
     def _take(self, route: str, spill: bool, on_wait: Callable[[float, bool], None] | None) -> _Worker:
@@ -547,11 +581,13 @@ class WorkerPool:
         return True
 
     def idle(self) -> bool:
-        """Whether every worker has been free for :data:`IDLE_S`: the workers share the
-        machine's cores, so an idle-time compile beside a visitor's job (timed runs, above
-        all) would slow it; this also keeps idle-time jobs to one at a time."""
+        """Whether every worker has been free for :data:`IDLE_S` and no page has run for
+        :data:`VISIT_GRACE_S`: the workers share the machine's cores with the browser, so an
+        idle-time compile beside a visitor's job (timed runs, above all) or a page being
+        drawn would slow it; this also keeps idle-time jobs to one at a time."""
         now = time.monotonic()
-        return not any(w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers)
+        busy = any(w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers)
+        return not busy and not self._in_grace()
 
     def _replace(self, worker: _Worker, why: str) -> None:
         log.warning("replacing worker %d (%s)", worker.index, why)
@@ -597,6 +633,10 @@ class InlinePool:
     def call_if_idle(self, fn: Callable, *args: Any, **_: Any) -> bool:
         """False: nothing runs beside this process's own calls (the arguments are ignored)."""
         return False
+
+    def visit(self) -> None:
+        """Nothing to pause: no idle-time work runs here."""
+        return None
 
     def doing(self, route: str) -> str | None:
         """None: no worker is ever busy with another's job here."""

@@ -179,6 +179,33 @@ def test_idle_time_work_is_paused_while_a_visitors_job_runs_and_its_limit_exclud
     waiting.join()
 
 
+def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monkeypatch):
+    from rnnviz.ui import worker
+    from rnnviz.ui.worker import IDLE_S
+
+    monkeypatch.setattr(worker, "VISIT_GRACE_S", 1.0)  # read when used: a shorter grace, same rule
+    idle, _ = _routes(pool)
+    answers = []
+    idle_pid = pool.call(os.getpid, route=idle, what="pid")
+    time.sleep(IDLE_S + 0.1)
+    job = range(2 * 10**7)  # about 0.35 s of CPU (see the test above)
+    work = dict(route=idle, what="preparing", time_limit_s=4.0, on_answer=lambda *a: answers.append(a))
+    assert pool.call_if_idle(sum, job, **work)
+    pool.visit()  # a page run that calls no worker (its results are cached)
+    _until(lambda: _state(idle_pid) == "T")  # SIGSTOP is delivered as the process next runs
+    time.sleep(0.5)
+    pool.visit()  # the next run: the grace counts from here
+    time.sleep(0.7)  # past the first run's grace, within the second's
+    assert _state(idle_pid) == "T" and not answers
+    _until(lambda: bool(answers))
+    assert answers == [("ok", sum(job))] and pool.restarts == 0  # resumed, its limit without the pause
+    pool.visit()
+    time.sleep(IDLE_S + 0.1)
+    assert not pool.idle()  # every worker free, but a page has just run: nothing starts
+    _until(pool.idle, within_s=2.0)
+    assert pool.idle() and pool.call_if_idle(divmod, 7, 2, **{**work, "on_answer": None})
+
+
 def test_start_starts_every_worker_before_any_call():
     pool = WorkerPool(size=2)
     try:
