@@ -8,7 +8,8 @@ A fresh ``rnnviz app`` from ``--checkout`` (its package first on the path; defau
 with an empty JAX compilation cache, warmed as it starts; Chromium at 1366×768 opens the page
 at ``--query``, waits for its run to end, then for each tab of ``--tabs``: ``--read-s``
 seconds looking at the page, the click, and the seconds to the tab's first chart with data
-and to the end of its run. Run it for two checkouts (``git worktree add /tmp/before REV``)
+and to the end of its run (a tab that drew no chart: what its message box says, e.g. a budget's
+refusal). Run it for two checkouts (``git worktree add /tmp/before REV``)
 to compare. A measurement script: nothing is asserted.
 """
 
@@ -34,6 +35,11 @@ TAB_CHART = """() => { const panel = [...document.querySelectorAll('[role="tabpa
   const plot = panel && panel.querySelector('[data-testid="stPlotlyChart"] .js-plotly-plot');
   const d = plot && plot._fullData && plot._fullData[0];
   return !!(d && ((d.y && d.y.length) || (d.z && d.z.length))); }"""
+#: JavaScript: the open tab's first message box (a budget's refusal says why), or "".
+TAB_NOTE = """() => { const panel = [...document.querySelectorAll('[role="tabpanel"]')]
+    .find((p) => !p.hidden && p.offsetParent !== null);
+  const alert = panel && panel.querySelector('[data-testid="stAlert"]');
+  return alert ? alert.innerText.trim() : ""; }"""
 LIMIT_S = 300
 
 
@@ -43,7 +49,7 @@ def _port() -> int:
         return s.getsockname()[1]
 
 
-async def _visit(url: str, tabs: list[str], read_s: float) -> dict[str, tuple[float | None, float]]:
+async def _visit(url: str, tabs: list[str], read_s: float) -> dict[str, tuple[float | None, float, str]]:
     from playwright.async_api import async_playwright
 
     out = {}
@@ -66,7 +72,8 @@ async def _visit(url: str, tabs: list[str], read_s: float) -> dict[str, tuple[fl
                 if await page.evaluate(SETTLED, before):
                     break
                 await asyncio.sleep(0.05)
-            out[tab] = (first, time.perf_counter() - start)
+            done = time.perf_counter() - start
+            out[tab] = (first, done, "" if first is not None else await page.evaluate(TAB_NOTE))
         await browser.close()
     return out
 
@@ -96,9 +103,10 @@ def main() -> None:
         proc.terminate()
         proc.wait(timeout=30)
     print(f"{args.checkout} ?{args.query}, {args.read_s:g} s on the page before each tab:")
-    for tab, (first, done) in times.items():
+    for tab, (first, done, note) in times.items():
         shown = "no chart" if first is None else f"{first:.2f} s"
-        print(f"  {tab}: first chart {shown}, complete {done:.2f} s")
+        said = f" — the tab says: {note}" if note else ""
+        print(f"  {tab}: first chart {shown}, complete {done:.2f} s{said}")
 
 
 if __name__ == "__main__":
