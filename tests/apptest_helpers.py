@@ -131,6 +131,7 @@ def fake_context(analysis, *, config=None, gpus=(), data_source=None, pins=(), *
     config = analysis.config if config is None else config
     compute = Compute(
         analysis=calls.pop("analysis", None) or _unexpected("analysis"),
+        cost=calls.pop("cost", None) or _unexpected("cost"),
         costs=group(CostCalls),
         dynamics=group(DynamicsCalls),
         connectivity=group(ConnectivityCalls),

@@ -181,6 +181,7 @@ def compute_calls() -> Compute:
     key = calls.job_key
     return Compute(
         analysis=lambda c: calls.analysis(key(c)),
+        cost=calls.cost,
         costs=CostCalls(
             availability=calls.availability,
             compiled=calls.compiled_strategies,

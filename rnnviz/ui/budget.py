@@ -1,8 +1,11 @@
 """What each dashboard tab may compute, decided before it starts.
 
-A tab's work is estimated from what this machine measured for the configuration itself,
-already timed when the page drew its first chart: :class:`Cost` holds the median run of
-its analysis (one forward and reverse pass with every norm) and what compiling it took.
+A tab's work is estimated from what this machine measured for the configuration itself:
+:class:`Cost` holds a run of its analysis (one forward and reverse pass with every norm)
+and what compiling it took. The run is the faster of the page's own timing and one taken
+while nothing else ran (:func:`rnnviz.ui.jobs.quiet_run_s`): the page's is taken while a
+fresh page is being drawn, and on 2 cores the browser's work made it 3× slower (1.54 s
+against 0.50 s at LSTM H=128 T=1000 B=32), enough to refuse the Strategies tab.
 Each tab counts its work in those units, and when the total is over
 the view budget (:data:`VIEW_BUDGET_S`) it shrinks what it
 computes (fewer repeats, seeds, gains or exponents) and says so in one message. When even
@@ -281,6 +284,42 @@ def jacobians_plan(
     )
 
 
+class Ahead(NamedTuple):
+    """What the workers' idle time prepares for a config's tabs: what each tab will compute
+    within its budget as it opens (:func:`ahead`; 0 or False: over its budget, nothing).
+
+    Attributes:
+      strategies: whether the Strategies tab computes (every strategy compiled ahead).
+      phase_points: the Phase diagram's gains × seeds.
+      phase_part_points: the points of one part of its gradient sweep (:func:`phase_parts`).
+      jacobian_steps: the Jacobians tab's steps with σ_i(J_t).
+      lyapunov_k: its Lyapunov exponents.
+    """
+
+    strategies: bool
+    phase_points: int
+    phase_part_points: int
+    jacobian_steps: int
+    lyapunov_k: int
+
+
+def ahead(cfg: RunConfig, c: Cost, n_strategies: int, k: int) -> Ahead:
+    """What the tabs not opened yet will ask for at ``cfg``, planned as they will plan it
+    with the unit ``c``: the Strategies tab with every strategy compiled (what idle time
+    does), the Phase diagram at its opening grid, the Jacobians tab at ``k``."""
+    strategies = strategies_plan(c, n_strategies, compiled=n_strategies)
+    phase = phase_plan(cfg, c, PHASE_GAINS, PHASE_SEEDS)
+    gains, seeds = phase.settings["gains"], phase.settings["seeds"]
+    sv, ly = jacobians_plans(cfg, c, k)
+    return Ahead(
+        strategies=strategies.fits,
+        phase_points=gains * seeds if phase.fits else 0,
+        phase_part_points=-(-gains // phase_parts(phase)) * seeds,  # as the tab computes it
+        jacobian_steps=sv.settings["steps"] if sv.fits else 0,
+        lyapunov_k=ly.settings["k"] if ly.fits else 0,
+    )
+
+
 def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Plan:
     """One compiled training chunk (the unit the Training tab runs between redraws): about
     one gradient evaluation of the training config per step, at the reference FLOP rate
@@ -294,6 +333,8 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
 
 
 __all__ = [
+    "Ahead",
+    "ahead",
     "JACOBIAN_STEPS",
     "jacobians_plans",
     "phase_parts",

@@ -24,7 +24,7 @@ from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import budget, jobs, trained_runs
 from rnnviz.ui.idle import Preparer
 from rnnviz.ui.settings import settings
-from rnnviz.ui.worker import InlinePool, ResultCache, WorkerPool, make_pool
+from rnnviz.ui.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 
 
 @st.cache_resource(show_spinner=False)
@@ -45,38 +45,47 @@ def results() -> ResultCache:
 
 @st.cache_resource(show_spinner=False)
 def preparer() -> Preparer:
-    """The workers' idle time, shared by every session: compiling what the tabs not opened
-    yet will ask for (:func:`rnnviz.ui.jobs.prepare_next`)."""
-    return Preparer(pool(), jobs.prepare_next, "preparing the other tabs")
+    """The workers' idle time, shared by every session: timing each page's shape quietly,
+    then compiling what the tabs not opened yet will ask for (:func:`rnnviz.ui.jobs.prepare_ahead`)."""
+    cache = results()  # here, in a script run: the answers come in a thread of the pool's
+
+    def keep(shape: str, step: jobs.AheadStep) -> None:
+        if step.quiet_s is not None:  # what cost() asks for: any worker may then answer a tab
+            cache.put(("quiet_run_s", shape), step.quiet_s)
+
+    return Preparer(pool(), jobs.prepare_ahead, "preparing the other tabs", more=lambda s: s.more, keep=keep)
 
 
 def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
-    """Have the workers' idle time compile what this config's other tabs will ask for as they
-    open (:func:`rnnviz.ui.jobs.prepare_next`): each strategy's analysis (and the log pass
-    of the one the contributions come from, when ``a`` needed one) when the Strategies tab
-    computes within its budget, the Phase diagram's sweeps at the grid its budget makes of
-    the opening one, and the Jacobians tab's two passes at the session's k and example. A tab over its budget
+    """Have the workers' idle time prepare this config's other tabs
+    (:func:`rnnviz.ui.jobs.prepare_ahead`): the shape's quiet timing (the budgets' unit,
+    :func:`cost`), then each strategy's analysis (and the log pass of the one the
+    contributions come from, when ``a`` needed one) when the Strategies tab computes within
+    its budget, the Phase diagram's sweeps at the grid its budget makes of the opening one,
+    and the Jacobians tab's two passes at the session's k and example. A tab over its budget
     waits for the user's "Run anyway", and a worker's idle time is better left idle then.
-    Nothing without worker processes."""
+    The worker plans them (:func:`~rnnviz.ui.budget.ahead`), with its quiet timing. Nothing
+    without worker processes."""
     if isinstance(pool(), InlinePool):
         return
-    cost = budget.Cost.of(a)
-    n = len(availability(cfg)[0])
-    strategies = budget.strategies_plan(cost, n, compiled=n)  # its work, once compiled here
-    phase = budget.phase_plan(cfg, cost, budget.PHASE_GAINS, budget.PHASE_SEEDS)
-    gains, seeds = phase.settings["gains"], phase.settings["seeds"]
-    points = gains * seeds if phase.fits else 0
-    part_points = -(-gains // budget.phase_parts(phase)) * seeds  # as the tab computes it
     k = min(st.session_state.get("jac_k", 8), carry_dim(cfg), 64)  # as the tab's controls clamp it
     example = min(st.session_state.get("jac_example", 0), (cfg.batch_size or 1) - 1)
-    sv, ly = budget.jacobians_plans(cfg, cost, k)
-    jac = jobs.JacobiansWork(
-        k, example, sv.settings["steps"] if sv.fits else 0, ly.settings["k"] if ly.fits else 0
-    )
-    if strategies.fits or points or jac.steps or jac.lyapunov_k:
-        preparer().want(
-            route(cfg), job_key(cfg), strategies.fits, a.log10_source != "float32", points, jac, part_points
-        )
+    log_pass = a.log10_source != "float32"
+    preparer().want(route(cfg), job_key(cfg), budget.Cost.of(a), log_pass, k, example)
+
+
+def cost(a: Analysis) -> budget.Cost:
+    """What one analysis of ``a``'s shape costs here, the unit of every tab's budget: its
+    compile, and the faster of the page's run and the worker's quiet timing of the shape
+    (:func:`rnnviz.ui.jobs.quiet_run_s`; kept here when idle time took it, else timed now,
+    once per shape)."""
+    page = budget.Cost.of(a)
+    shape = route(a.config)
+    try:
+        quiet = compute(f"timing {describe(a.config)}", shape, jobs.quiet_run_s, shape)
+    except (ConfigError, ComputationTimeout, WorkerDied):  # the page's own timing is an upper bound
+        return page
+    return page._replace(run_s=min(page.run_s, quiet))
 
 
 def job_key(cfg: RunConfig, weights: dict | None = None, *, trained: bool = True) -> str:

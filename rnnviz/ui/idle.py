@@ -30,12 +30,15 @@ MAX_DONE = 512
 
 class Preparer:
     """Jobs ``job(*args)`` run in the pool's idle time for each route wanted with ``args``,
-    until one answers False (nothing left to prepare) or raises.
+    until one answers that nothing is left to prepare, or raises.
 
     Args:
       pool: a :class:`~rnnviz.ui.worker.WorkerPool` (anything with its ``call_if_idle``).
-      job: a module-level function, True while it has more to do.
+      job: a module-level function; its answer says whether it has more to do.
       what: the work in words, for the pool's messages.
+      more: ``answer -> bool``: whether the job has more to do (default: the answer's truth).
+      keep: ``(route, answer) -> None``, given every answer (what a job measured, for the
+        server to keep), in a thread of the pool's.
 
     >>> import time
     >>> from rnnviz.ui.worker import WorkerPool
@@ -51,8 +54,16 @@ class Preparer:
     >>> prep.stop(); pool.shutdown()
     """
 
-    def __init__(self, pool: Any, job: Callable[..., bool], what: str):
+    def __init__(
+        self,
+        pool: Any,
+        job: Callable[..., Any],
+        what: str,
+        more: Callable[[Any], bool] = bool,
+        keep: Callable[[str, Any], None] | None = None,
+    ):
         self.pool, self.job, self.what = pool, job, what
+        self.more, self.keep = more, keep
         self._wanted: collections.OrderedDict[str, tuple] = collections.OrderedDict()  # route -> args
         self._jobs: collections.Counter[str] = collections.Counter()
         self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -94,12 +105,17 @@ class Preparer:
             while len(self._done) > MAX_DONE:
                 self._done.popitem(last=False)
 
-    def _answered(self, route: str, status: str, more: Any) -> None:
+    def _answered(self, route: str, status: str, answer: Any) -> None:
         with self._lock:
             self._busy.discard(route)
-        if status != "ok" or not more:
+        if status == "ok" and self.keep is not None:
+            try:
+                self.keep(route, answer)
+            except Exception:  # keeping is a bonus: the preparation goes on
+                log.exception("keeping what preparing %s answered", route)
+        if status != "ok" or not self.more(answer):
             if status != "ok":
-                log.debug("preparing %s stopped: %r", route, more)
+                log.debug("preparing %s stopped: %r", route, answer)
             self._finish(route)
 
     def _loop(self) -> None:

@@ -30,6 +30,7 @@ from rnnviz.dataset import Dataset, load_dataset
 from rnnviz.dataset.describe import Preview, preview_record
 from rnnviz.engine.allocator import keep_freed_buffers
 from rnnviz.engine.compile import enable_compilation_cache
+from rnnviz.engine.prepare import static_config
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -47,7 +48,7 @@ from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import compile_points, critical_gain, sweep
 from rnnviz.studies.training import Trainer, Training, load_run
 from rnnviz.tables.strategies import contributions_source, strategy_names
-from rnnviz.ui import trained_runs
+from rnnviz.ui import budget, trained_runs
 from rnnviz.ui.settings import settings
 
 log = logging.getLogger("rnnviz.jobs")
@@ -291,6 +292,75 @@ def prepare_next(
     j = jacobians
     return bool(j.steps and compile_jacobians(cfg, j.k, example=j.example, max_steps=j.steps)) or bool(
         j.lyapunov_k and compile_lyapunov(cfg, j.lyapunov_k)
+    )
+
+
+#: Timed runs of a quiet timing (fewer when they pass :data:`QUIET_TIMING_S`; at least one).
+QUIET_REPEATS, QUIET_TIMING_S = 3, 1.0
+#: Shapes whose quiet timing this worker keeps.
+MAX_QUIET = 64
+#: The fastest run of each shape's analysis timed here while nothing else ran, by shape key.
+_QUIET: collections.OrderedDict[str, float] = collections.OrderedDict()
+
+
+def shape_key(cfg_json: str) -> str:
+    """A job key's shape: its static config (:func:`~rnnviz.engine.prepare.static_config`)
+    and data source, without values or weights: what run times depend on (the dashboard's
+    route, :func:`rnnviz.ui.calls.route`)."""
+    values = json.loads(cfg_json)
+    shape = static_config(config_of(cfg_json)).to_dict()
+    if "data" in values:
+        shape["data"] = values["data"]
+    return json.dumps(shape, sort_keys=True)
+
+
+def quiet_run_s(cfg_json: str) -> float:
+    """Seconds of one run of the analysis at a job key's shape, timed when this worker was
+    asked (idle time, or a visitor's job, while idle-time work is paused): the fastest of
+    up to :data:`QUIET_REPEATS` runs within :data:`QUIET_TIMING_S`, kept per shape. The
+    tabs' budgets count in it (:class:`~rnnviz.ui.budget.Cost`): the page's own timing of
+    the analysis ran beside a page being drawn."""
+    shape = shape_key(cfg_json)
+    if shape not in _QUIET:
+        cfg, data = config_of(shape), _data(shape)
+        a = analyze(cfg, repeats=QUIET_REPEATS, budget_s=QUIET_TIMING_S, data=data, log_pass=False)
+        _QUIET[shape] = a.timing.run_min_s
+        while len(_QUIET) > MAX_QUIET:
+            _QUIET.popitem(last=False)
+    _QUIET.move_to_end(shape)
+    return _QUIET[shape]
+
+
+class AheadStep(NamedTuple):
+    """One step of :func:`prepare_ahead`: whether more is left, and the shape's quiet timing
+    when this step took it (the server keeps it: a tab's call may go to another worker)."""
+
+    more: bool
+    quiet_s: float | None = None
+
+
+def prepare_ahead(cfg_json: str, page: budget.Cost, log_pass: bool, k: int, example: int) -> AheadStep:
+    """The workers' idle-time job for a page (:func:`rnnviz.ui.calls.prepare_tabs`), one
+    short step per call. First the shape's quiet timing (:func:`quiet_run_s`); then what its
+    tabs will ask for as their budgets plan it with that unit
+    (:func:`~rnnviz.ui.budget.ahead`), compiled one executable per call (:func:`prepare_next`).
+
+    Args:
+      cfg_json: the page's job key.
+      page: what the page measured the analysis to cost (its run is replaced by the quiet
+        timing when that is faster).
+      log_pass: whether the page's analysis needed the log-magnitude pass.
+      k: the Jacobians tab's number of singular values and exponents.
+      example: the Jacobians tab's example.
+    """
+    if shape_key(cfg_json) not in _QUIET:
+        return AheadStep(True, quiet_run_s(cfg_json))
+    cfg = config_of(cfg_json)
+    cost = page._replace(run_s=min(page.run_s, quiet_run_s(cfg_json)))
+    plan = budget.ahead(cfg, cost, len(available_strategies(cfg)), k)
+    jac = JacobiansWork(k, example, plan.jacobian_steps, plan.lyapunov_k)
+    return AheadStep(
+        prepare_next(cfg_json, plan.strategies, log_pass, plan.phase_points, jac, plan.phase_part_points)
     )
 
 
@@ -538,6 +608,7 @@ def train_stop(key: str) -> None:
 
 
 __all__ = [
+    "AheadStep",
     "JacobiansWork",
     "RunSummary",
     "TrainProgress",
@@ -555,7 +626,10 @@ __all__ = [
     "devices_live",
     "load_source",
     "is_compiled",
+    "prepare_ahead",
     "prepare_next",
+    "quiet_run_s",
+    "shape_key",
     "jacobians",
     "lyapunov",
     "lyapunov_phase_table",

@@ -121,11 +121,16 @@ def _live(cfg_seen: list):
 
 
 def test_the_devices_tab_draws_what_its_compute_calls_return():
+    from rnnviz.ui.budget import Cost
+
     cfg = RunConfig(seq_len=9, hidden_size=4)
-    a = types.SimpleNamespace(config=cfg, timing=types.SimpleNamespace(run_s=1e-3, compile_s=0.1))
+    # the page's own timing ran beside a page being drawn: far over the budget; the tab
+    # plans with the unit its cost call gives (the quiet timing), and computes
+    a = types.SimpleNamespace(config=cfg, timing=types.SimpleNamespace(run_s=100.0, compile_s=0.1))
     seen: list = []
     ctx = fake_context(
         a,
+        cost=lambda got: Cost(1e-3, got.timing.compile_s) if got is a else None,
         availability=lambda c: (("accumulate", "per_step"), {}),
         compiled=lambda c: ("accumulate",),
         devices_live=_live(seen),
@@ -251,6 +256,7 @@ def test_a_long_phase_diagram_is_drawn_in_interleaved_parts_and_ends_with_every_
     import json
 
     from rnnviz.ui import jobs
+    from rnnviz.ui.budget import Cost
 
     cfg = RunConfig(hidden_size=4, seq_len=8, batch_size=2)
     key = lambda c: json.dumps(c.replace(recurrent_gain=1.0).to_dict(), sort_keys=True)  # noqa: E731
@@ -264,6 +270,7 @@ def test_a_long_phase_diagram_is_drawn_in_interleaved_parts_and_ends_with_every_
     a = types.SimpleNamespace(config=cfg, timing=types.SimpleNamespace(run_s=0.05, compile_s=0.1))
     ctx = fake_context(
         a,
+        cost=lambda got: Cost.of(got),
         phase=phase,
         lyapunov_phase=lambda c, lo, hi, n, k: jobs.lyapunov_phase_table(key(c), lo, hi, n, k),
     )

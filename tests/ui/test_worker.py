@@ -439,6 +439,60 @@ def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call(
     assert not jobs.prepare_next(other, False, False, 0) and not is_compiled(cfg.replace(hidden_size=6))
 
 
+def test_prepare_ahead_times_the_shape_quietly_first_then_plans_the_tabs_with_that_unit(monkeypatch):
+    """The page's timing of its analysis ran beside a page being drawn (3x slow on 2 cores);
+    idle time times the shape again, once, and plans the other tabs with the faster one."""
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.studies.comparisons import available_strategies
+    from rnnviz.ui import budget, jobs
+
+    cfg = RunConfig(cell="gru", hidden_size=5, input_size=3, seq_len=9, batch_size=2, seed=3)
+    key = json.dumps(cfg.to_dict(), sort_keys=True)
+    other_values = json.dumps(cfg.replace(seed=1, recurrent_gain=2.0).to_dict(), sort_keys=True)
+    assert (
+        jobs.shape_key(key)
+        == jobs.shape_key(other_values)
+        != jobs.shape_key(json.dumps(cfg.replace(seq_len=10).to_dict(), sort_keys=True))
+    )
+    slow = budget.Cost(run_s=1e4, compile_s=0.1)  # as the page measured it, beyond any budget
+    n = len(available_strategies(cfg))
+    assert budget.ahead(cfg, slow, n, 2) == budget.Ahead(False, 0, 2 * 1, 0, 0)  # all over budget by it
+    seen = []
+    monkeypatch.setattr(jobs, "prepare_next", lambda *args: seen.append(args) or False)
+    step = jobs.prepare_ahead(key, slow, True, 2, 1)  # the timing first, alone
+    assert step.more and seen == [] and 0 < step.quiet_s < 1.0
+    quiet = step.quiet_s
+    monkeypatch.setattr(jobs, "analyze", None)  # kept per shape: nothing is timed again
+    assert jobs.quiet_run_s(other_values) == quiet
+    assert jobs.prepare_ahead(key, slow, True, 2, 1) == jobs.AheadStep(False, None)
+    plan = budget.ahead(cfg, slow._replace(run_s=quiet), n, 2)
+    assert plan.strategies and plan.phase_points == budget.PHASE_GAINS * budget.PHASE_SEEDS
+    work = jobs.JacobiansWork(2, 1, plan.jacobian_steps, plan.lyapunov_k)
+    assert seen == [(key, True, True, plan.phase_points, work, plan.phase_part_points)]
+    assert plan.jacobian_steps == 9 and plan.lyapunov_k == 2
+
+
+def test_the_preparer_hands_each_answer_to_keep_and_asks_more_whether_to_go_on(pool, monkeypatch):
+    from rnnviz.ui import idle
+    from rnnviz.ui.idle import Preparer
+
+    monkeypatch.setattr(idle, "MAX_JOBS", 3)  # a route that always has more is given up after 3
+    kept = []
+    prep = Preparer(
+        pool, operator.neg, "negating", more=lambda answer: answer < -1, keep=lambda *a: kept.append(a)
+    )
+    try:
+        prep.want("r", 5)  # -5: more, by this rule, every time: given up after MAX_JOBS
+        prep.want("s", 1)  # -1: done after one job
+        _until(lambda: len(prep.done_routes()) == 2, within_s=30.0)
+        assert sorted(prep.done_routes()) == ["r", "s"]
+        assert kept.count(("s", -1)) == 1 and kept.count(("r", -5)) == 3
+    finally:
+        prep.stop()
+
+
 def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs(pool):
     """The dashboard's use (calls.prepare_tabs): the route's worker compiles every strategy in
     its idle time; the Strategies tab's table then compiles nothing, and shows the compile

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from rnnviz.studies.lyapunov import Lyapunov
     from rnnviz.studies.over_training import OverTraining
     from rnnviz.studies.training import Training
+    from rnnviz.ui.budget import Cost
     from rnnviz.ui.jobs import TrainProgress
 
 
@@ -105,6 +106,8 @@ class Compute(NamedTuple):
 
     Attributes:
         analysis: ``(cfg) -> Analysis``: the full analysis of another config (the session's data and weights).
+        cost: ``(analysis) -> Cost``: what one analysis of its shape costs here, the unit of
+          every tab's budget (:class:`~rnnviz.ui.budget.Cost`).
         costs: the Strategies and Devices tabs' calls.
         dynamics: the Phase diagram and Jacobians tabs' calls.
         connectivity: the Memory tab's calls.
@@ -112,6 +115,7 @@ class Compute(NamedTuple):
     """
 
     analysis: Callable[[RunConfig], Analysis]
+    cost: Callable[[Analysis], Cost]
     costs: CostCalls
     dynamics: DynamicsCalls
     connectivity: ConnectivityCalls

@@ -28,7 +28,7 @@ def render(ctx: TabContext) -> None:
     available = costs.availability(ctx.config)[0]
     compiled = len(costs.compiled(ctx.config))  # on the default device: the others compile
     plan = budget.devices_plan(
-        budget.Cost.of(ctx.analysis), (1 + len(env.gpus)) * len(available), compiled=compiled
+        ctx.compute.cost(ctx.analysis), (1 + len(env.gpus)) * len(available), compiled=compiled
     )
     if within_budget(plan, "devices"):
         repeats = plan.settings["repeats"]

@@ -26,7 +26,7 @@ def render(ctx: TabContext) -> None:
     cfg = a.config
     n_examples = cfg.batch_size or 1
     k, example = _controls(n_examples, carry_dim(cfg))
-    steps, plan = budget.jacobians_plans(cfg, budget.Cost.of(a), k)
+    steps, plan = budget.jacobians_plans(cfg, ctx.compute.cost(a), k)
     if not within_budget(steps, "jacobians"):
         return
     jac = dynamics.jacobians(cfg, k, example, steps.settings["steps"])

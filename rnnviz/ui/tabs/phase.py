@@ -28,7 +28,7 @@ def render(ctx: TabContext) -> None:
     if hi <= lo:
         st.error(f"'gain to' ({hi:g}) must be larger than 'gain from' ({lo:g}).")
         return
-    plan = budget.phase_plan(cfg, budget.Cost.of(ctx.analysis), int(n), int(seeds))
+    plan = budget.phase_plan(cfg, ctx.compute.cost(ctx.analysis), int(n), int(seeds))
     if not within_budget(plan, "phase"):
         return
     n, seeds = plan.settings["gains"], plan.settings["seeds"]
