@@ -38,7 +38,7 @@ TAB_CHART = """() => { const panel = [...document.querySelectorAll('[role="tabpa
 #: JavaScript: the open tab's first message box (a budget's refusal says why), or "".
 TAB_NOTE = """() => { const panel = [...document.querySelectorAll('[role="tabpanel"]')]
     .find((p) => !p.hidden && p.offsetParent !== null);
-  const alert = panel && panel.querySelector('[data-testid="stAlert"]');
+  const alert = panel && panel.querySelector('[data-testid="stAlert"], [data-testid="stException"]');
   return alert ? alert.innerText.trim() : ""; }"""
 LIMIT_S = 300
 

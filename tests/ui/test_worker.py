@@ -466,7 +466,9 @@ def test_prepare_ahead_times_the_shape_quietly_first_then_plans_the_tabs_with_th
     quiet = step.quiet_s
     monkeypatch.setattr(jobs, "analyze", None)  # kept per shape: nothing is timed again
     assert jobs.quiet_run_s(other_values) == quiet
-    assert jobs.prepare_ahead(key, slow, True, 2, 1) == jobs.AheadStep(False, None)
+    # each later step says which strategies this worker has compiled at the shape (the
+    # timing compiled the config's own): the server keeps them for a tab that another worker serves
+    assert jobs.prepare_ahead(key, slow, True, 2, 1) == jobs.AheadStep(False, None, (cfg.strategy,))
     plan = budget.ahead(cfg, slow._replace(run_s=quiet), n, 2)
     assert plan.strategies and plan.phase_points == budget.PHASE_GAINS * budget.PHASE_SEEDS
     work = jobs.JacobiansWork(2, 1, plan.jacobian_steps, plan.lyapunov_k)
