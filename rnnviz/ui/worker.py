@@ -20,7 +20,8 @@ computed twice.
 Idle time is used (:meth:`WorkerPool.call_if_idle`): when nobody has asked any worker
 anything for :data:`IDLE_S` and no page has run for :data:`VISIT_GRACE_S`
 (:meth:`WorkerPool.visit`), a worker takes a short job whose answer nobody waits for —
-compiling what the tabs not yet opened will ask for (:func:`rnnviz.ui.jobs.prepare_next`).
+timing a page's shape, or compiling what its tabs not yet opened will ask for
+(:func:`rnnviz.ui.jobs.prepare_ahead`).
 One at a time, and never beside a visitor's job or a page being drawn: the workers share
 the machine's cores with the browser. A job under way is paused meanwhile (SIGSTOP); a
 call that must wait for its worker lets it finish first.
@@ -76,7 +77,8 @@ SPILL_S = 0.3
 #: Seconds after a page run begins (:meth:`WorkerPool.visit`) during which idle-time work
 #: neither starts nor resumes: a page whose results are all cached asks no worker anything,
 #: yet its browser and the server's static files need the cores (a fresh visitor's first
-#: chart took 4.8 s with idle-time compiles beside it, 3.1–3.5 s without, #33).
+#: chart, median of 5 opens by ``scripts/page_open.py``: 3.66 s with idle-time compiles beside
+#: it, 2.47–2.75 s without; a minimal Streamlit page with one Plotly chart, 1.85–2.20 s; #33).
 VISIT_GRACE_S = 3.0
 
 
