@@ -190,27 +190,32 @@ class _Worker:
         self.idle_job = False  # whether that job is idle-time work (nobody waits for it)
         self.paused_at: float | None = None  # when a visitor's job paused it (SIGSTOP)
         self.paused_s = 0.0  # seconds its current job spent paused
+        # idle_job and the pause change together: a pause decided as an idle-time job ends
+        # must not stop the process that the next caller, a visitor, is about to use
+        self.state = threading.RLock()
 
     def pause(self) -> None:
-        """Stop the process (SIGSTOP) until :meth:`resume`: its idle-time job waits while a
-        visitor's job has the cores."""
-        if self.paused_at is None and self.alive():
-            try:
-                os.kill(self.process.pid, signal.SIGSTOP)
-                self.paused_at = time.monotonic()
-            except ProcessLookupError:
-                pass
+        """Stop the process (SIGSTOP) until :meth:`resume`, if it is doing idle-time work:
+        that job waits while a visitor's job or a page has the cores."""
+        with self.state:
+            if self.idle_job and self.paused_at is None and self.alive():
+                try:
+                    os.kill(self.process.pid, signal.SIGSTOP)
+                    self.paused_at = time.monotonic()
+                except ProcessLookupError:
+                    pass
 
     def resume(self) -> None:
         """Continue a process :meth:`pause` stopped, counting the time it was stopped."""
-        if self.paused_at is None:
-            return
-        self.paused_s += time.monotonic() - self.paused_at
-        self.paused_at = None
-        try:
-            os.kill(self.process.pid, signal.SIGCONT)
-        except (ProcessLookupError, AttributeError):
-            pass
+        with self.state:
+            if self.paused_at is None:
+                return
+            self.paused_s += time.monotonic() - self.paused_at
+            self.paused_at = None
+            try:
+                os.kill(self.process.pid, signal.SIGCONT)
+            except (ProcessLookupError, AttributeError):
+                pass
 
     def paused_for(self) -> float:
         """Seconds the current job has spent paused, so far."""
@@ -218,10 +223,13 @@ class _Worker:
         return self.paused_s + (now - self.paused_at if self.paused_at is not None else 0.0)
 
     def release(self) -> None:
-        """Free the worker for the next caller."""
-        self.doing = None
-        self.idle_job = False
-        self.paused_s = 0.0
+        """Free the worker for the next caller, never stopped: a pause that came as its
+        idle-time job answered is undone first."""
+        with self.state:
+            self.resume()
+            self.doing = None
+            self.idle_job = False
+            self.paused_s = 0.0
         self.free_since = time.monotonic()
         self.lock.release()
 
@@ -569,7 +577,8 @@ class WorkerPool:
             return False
         try:
             self._send(worker, fn, args, what)
-            worker.idle_job = True
+            with worker.state:
+                worker.idle_job = True
         except BaseException:
             self._replace(worker, f"{what}: could not be sent")
             worker.release()

@@ -206,6 +206,25 @@ def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monke
     assert pool.idle() and pool.call_if_idle(divmod, 7, 2, **{**work, "on_answer": None})
 
 
+def test_a_pause_that_comes_after_the_idle_time_job_has_ended_stops_nothing(pool):
+    """The soak caught it: a page run decided to pause a worker as its idle-time job answered,
+    the SIGSTOP landed on the visitor's job that came next, and that job ran into its limit."""
+    from rnnviz.ui.worker import IDLE_S
+
+    idle, _ = _routes(pool)
+    answers = []
+    pid = pool.call(os.getpid, route=idle, what="pid")
+    time.sleep(IDLE_S + 0.1)
+    assert pool.call_if_idle(
+        divmod, 7, 2, route=idle, what="idle work", on_answer=lambda *a: answers.append(a)
+    )
+    _until(lambda: bool(answers) and not pool.worker_for(idle).lock.locked())
+    pool.worker_for(idle).pause()  # too late: its idle-time job is over
+    time.sleep(0.2)
+    assert _state(pid) != "T"
+    assert pool.call(divmod, 9, 2, route=idle, what="a visitor's job", time_limit_s=5.0) == (4, 1)
+
+
 def test_start_starts_every_worker_before_any_call():
     pool = WorkerPool(size=2)
     try:
