@@ -27,7 +27,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED  # noqa: E402  (the tests' browser)
+from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, RUNS, SETTLED, WHERE  # noqa: E402  (the tests' browser)
 
 #: JavaScript: whether the open tab's panel holds a chart with data.
 TAB_CHART = """() => { const panel = [...document.querySelectorAll('[role="tabpanel"]')]
@@ -73,7 +73,10 @@ async def _visit(url: str, tabs: list[str], read_s: float) -> dict[str, tuple[fl
                     break
                 await asyncio.sleep(0.05)
             done = time.perf_counter() - start
-            out[tab] = (first, done, "" if first is not None else await page.evaluate(TAB_NOTE))
+            said = "" if first is not None else await page.evaluate(TAB_NOTE)
+            if first is None and not said:  # no chart and no message: where the page is
+                said = "(no message) " + await page.evaluate(WHERE)
+            out[tab] = (first, done, said)
         await browser.close()
     return out
 

@@ -35,14 +35,18 @@ FLAGS = [
 #: ``script_finished`` never seen, the session idle). It reads the frames, not the app root's
 #: ``data-test-script-state``: React renders several messages handled in one go as one
 #: update, so a short run under load never shows "running" in the page (a soak in CI waited
-#: 60 s for one that had come and gone). ``window.__runs`` holds ``runs`` (begun), ``ended``
-#: and ``running``; a fresh page has seen no run, so its "notRunning" before the first run
-#: is not taken for a finished one. It also keeps the Streamlit session the page is in
-#: (``session``: ``new_session.initialize.session_id``, field 1 then 6), how many distinct
-#: ones it has seen (``sessions``) and the websockets it opened (``sockets``): a page whose
-#: connection dropped and came back in a new session has lost its session state (its pins).
+#: 60 s for one that had come and gone). ``window.__runs`` holds ``runs`` (begun), ``ended``,
+#: ``running``, ``pending`` (a run begun, no word from the server since) and ``trail`` (the
+#: last dozen of these messages, for a failure's message); a fresh page has seen no run, so
+#: its "notRunning" before the first run is not taken for a finished one. It also keeps the
+#: Streamlit session the page is in (``session``: ``new_session.initialize.session_id``,
+#: field 1 then 6), how many distinct ones it has seen (``sessions``) and the websockets it
+#: opened (``sockets``): a page whose connection dropped and came back in a new session has
+#: lost its session state (its pins).
 RUN_COUNTER = """(() => {
-  const s = (window.__runs = { runs: 0, ended: 0, running: false, session: "", sessions: 0, sockets: 0 });
+  const s = (window.__runs = {
+    runs: 0, ended: 0, running: false, pending: false, session: "", sessions: 0, sockets: 0, trail: [] });
+  const mark = (what) => { s.trail.push(what); if (s.trail.length > 12) s.trail.shift(); };
   const text = new TextDecoder();
   const varint = (b, i) => {
     let v = 0, m = 1, c;
@@ -67,6 +71,8 @@ RUN_COUNTER = """(() => {
     fields(b, 0, b.length, (field, wire, v) => {
       if (field === 4) {
         s.runs += 1;
+        s.pending = true;  // begun: not settled before the server has said it runs, or it ended
+        mark("begin");
         fields(b, v[0], v[1], (f, w, init) => {
           if (f !== 1 || w !== 2) return;
           fields(b, init[0], init[1], (g, x, id) => {
@@ -76,11 +82,13 @@ RUN_COUNTER = """(() => {
           });
         });
       }
-      if (field === 6) s.ended += 1;
+      if (field === 6) { s.ended += 1; s.pending = false; mark("end"); }
       if (field === 9 && wire === 2) {
         let running = false;
         fields(b, v[0], v[1], (f, w, x) => { if (f === 2 && w === 0) running = x !== 0; });
         s.running = running;
+        s.pending = false;  // the server's word on the run begun last
+        mark(running ? "running" : "idle");
       }
     });
   };
@@ -96,9 +104,13 @@ RUN_COUNTER = """(() => {
 #: JavaScript: the runs begun so far (0 before the counter runs).
 RUNS = "() => (window.__runs ? window.__runs.runs : 0)"
 #: JavaScript predicate of ``n``: a run begun after the page had seen ``n``, the session not
-#: running now (the server said so last), and the page showing it idle.
+#: running now (the server said so after that run began, or the run ended), and the page
+#: showing it idle. Streamlit sends a run's ``new_session`` and then, in another frame, its
+#: ``session_status_changed``: between the two the last status still says "not running"
+#: and the page still shows idle, and a wait without ``pending`` ended there (a tab timed at
+#: 0.1 s, its run just begun).
 SETTLED = """n => !!window.__runs && window.__runs.runs > n && !window.__runs.running
-  && !!document.querySelector('[data-test-script-state="notRunning"]')"""
+  && !window.__runs.pending && !!document.querySelector('[data-test-script-state="notRunning"]')"""
 #: What the page shows when something went wrong: a traceback or an error box.
 PROBLEMS = '[data-testid="stException"], [data-testid="stAlertContentError"]'
 #: JavaScript: where a page is, for a failure message: the runs it saw begin and end, its
@@ -110,7 +122,8 @@ WHERE = """() => {
   const tab = document.querySelector("[role=tab][aria-selected=true]");
   return `runs begun ${r.runs}, ended ${r.ended}, server says running ${r.running}, state ${state}, `
     + `session ${r.session} (${r.sessions} seen on ${r.sockets} websockets), `
-    + `selected tab ${tab && tab.textContent}, at ${location.href}`;
+    + `selected tab ${tab && tab.textContent}, at ${location.href}; `
+    + `last messages ${(r.trail || []).join(" ")}`;
 }"""
 #: JavaScript: resolves after two animation frames, by when React has drawn what the
 #: messages already handled asked for (or after 0.5 s, should a page get no frames).
