@@ -294,6 +294,11 @@ class Ahead(NamedTuple):
       phase_part_points: the points of one part of its gradient sweep (:func:`phase_parts`).
       jacobian_steps: the Jacobians tab's steps with σ_i(J_t).
       lyapunov_k: its Lyapunov exponents.
+      strategy_repeats: the Strategies tab's timed runs per strategy (its plan's ``repeats``).
+      phase_gains: the Phase diagram's gains, as its budget sizes the session's grid.
+      phase_seeds: its seeds.
+      phase_parts: the parts its gradient sweep is computed in.
+      devices_repeats: the Devices tab's timed runs per device and strategy (0: over its budget).
     """
 
     strategies: bool
@@ -301,14 +306,29 @@ class Ahead(NamedTuple):
     phase_part_points: int
     jacobian_steps: int
     lyapunov_k: int
+    strategy_repeats: int = 0
+    phase_gains: int = 0
+    phase_seeds: int = 0
+    phase_parts: int = 1
+    devices_repeats: int = 0
 
 
-def ahead(cfg: RunConfig, c: Cost, n_strategies: int, k: int) -> Ahead:
+def ahead(
+    cfg: RunConfig,
+    c: Cost,
+    n_strategies: int,
+    k: int,
+    gains: int = PHASE_GAINS,
+    seeds: int = PHASE_SEEDS,
+    n_devices: int = 1,
+) -> Ahead:
     """What the tabs not opened yet will ask for at ``cfg``, planned as they will plan it
-    with the unit ``c``: the Strategies tab with every strategy compiled (what idle time
-    does), the Phase diagram at its opening grid, the Jacobians tab at ``k``."""
+    with the unit ``c``: the Strategies and Devices tabs with every strategy compiled (what
+    idle time does; the Devices tab over ``n_devices`` devices), the Phase diagram at the
+    session's ``gains`` × ``seeds``, the Jacobians tab at ``k``."""
     strategies = strategies_plan(c, n_strategies, compiled=n_strategies)
-    phase = phase_plan(cfg, c, PHASE_GAINS, PHASE_SEEDS)
+    devices = devices_plan(c, n_devices * n_strategies, compiled=n_strategies)
+    phase = phase_plan(cfg, c, gains, seeds)
     gains, seeds = phase.settings["gains"], phase.settings["seeds"]
     sv, ly = jacobians_plans(cfg, c, k)
     return Ahead(
@@ -317,6 +337,11 @@ def ahead(cfg: RunConfig, c: Cost, n_strategies: int, k: int) -> Ahead:
         phase_part_points=-(-gains // phase_parts(phase)) * seeds,  # as the tab computes it
         jacobian_steps=sv.settings["steps"] if sv.fits else 0,
         lyapunov_k=ly.settings["k"] if ly.fits else 0,
+        strategy_repeats=strategies.settings["repeats"],
+        phase_gains=gains,
+        phase_seeds=seeds,
+        phase_parts=phase_parts(phase),
+        devices_repeats=devices.settings["repeats"] if devices.fits else 0,
     )
 
 

@@ -43,37 +43,57 @@ def results() -> ResultCache:
     return ResultCache(max_bytes=settings().result_cache_mb * 2**20)
 
 
+def keep_ahead(cache: ResultCache, shape: str, step: jobs.AheadStep) -> None:
+    """What an idle-time step answered, kept where the tabs look: the shape's quiet timing
+    (what :func:`cost` asks for: any worker may then answer a tab), the strategies compiled
+    at it, and each answer computed ahead under its call's own key (:func:`compute`)."""
+    if step.quiet_s is not None:
+        cache.put(("quiet_run_s", shape), step.quiet_s)
+    if step.strategies:
+        cache.put(("compiled_strategies", shape), step.strategies)
+    for key, answer in step.results:
+        cache.put(key, answer)
+
+
 @st.cache_resource(show_spinner=False)
 def preparer() -> Preparer:
     """The workers' idle time, shared by every session: timing each page's shape quietly,
-    then compiling what the tabs not opened yet will ask for (:func:`rnnviz.ui.jobs.prepare_ahead`)."""
+    then compiling and computing what the tabs not opened yet will ask for
+    (:func:`rnnviz.ui.jobs.prepare_ahead`)."""
     cache = results()  # here, in a script run: the answers come in a thread of the pool's
-
-    def keep(shape: str, step: jobs.AheadStep) -> None:
-        if step.quiet_s is not None:  # what cost() asks for: any worker may then answer a tab
-            cache.put(("quiet_run_s", shape), step.quiet_s)
-        if step.strategies:
-            cache.put(("compiled_strategies", shape), step.strategies)
-
-    return Preparer(pool(), jobs.prepare_ahead, "preparing the other tabs", more=lambda s: s.more, keep=keep)
+    return Preparer(
+        pool(),
+        jobs.prepare_ahead,
+        "preparing the other tabs",
+        more=lambda s: s.more,
+        keep=lambda shape, step: keep_ahead(cache, shape, step),
+    )
 
 
 def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
     """Have the workers' idle time prepare this config's other tabs
     (:func:`rnnviz.ui.jobs.prepare_ahead`): the shape's quiet timing (the budgets' unit,
-    :func:`cost`), then each strategy's analysis (and the log pass of the one the
-    contributions come from, when ``a`` needed one) when the Strategies tab computes within
-    its budget, the Phase diagram's sweeps at the grid its budget makes of the opening one,
-    and the Jacobians tab's two passes at the session's k and example. A tab over its budget
-    waits for the user's "Run anyway", and a worker's idle time is better left idle then.
-    The worker plans them (:func:`~rnnviz.ui.budget.ahead`), with its quiet timing. Nothing
-    without worker processes."""
+    :func:`cost`), then tab by tab what each will compute within its budget, as the session
+    has set it: each strategy's analysis compiled and timed (the Strategies and Devices
+    tabs' rows), the Phase diagram's sweeps, the Jacobians tab's two passes at the session's
+    k and example. A tab over its budget waits for the user's "Run anyway", and a worker's
+    idle time is better left idle then. The worker plans them
+    (:func:`~rnnviz.ui.budget.ahead`), with its quiet timing. Nothing without worker
+    processes."""
     if isinstance(pool(), InlinePool):
         return
-    k = min(st.session_state.get("jac_k", 8), carry_dim(cfg), 64)  # as the tab's controls clamp it
-    example = min(st.session_state.get("jac_example", 0), (cfg.batch_size or 1) - 1)
+    state = st.session_state
+    asks = jobs.TabAsks(
+        k=min(state.get("jac_k", 8), carry_dim(cfg), 64),  # as the tab's controls clamp it
+        example=min(state.get("jac_example", 0), (cfg.batch_size or 1) - 1),
+        lo=float(state.get("phase_lo", 0.5)),
+        hi=float(state.get("phase_hi", 1.5)),
+        gains=int(state.get("phase_n", budget.PHASE_GAINS)),
+        seeds=int(state.get("phase_seeds", budget.PHASE_SEEDS)),
+    )
     log_pass = a.log10_source != "float32"
-    preparer().want(route(cfg), job_key(cfg), budget.Cost.of(a), log_pass, k, example)
+    key = json.dumps([job_key(cfg), asks])  # a wish per values and settings; one per shape at a time
+    preparer().want(route(cfg), job_key(cfg), budget.Cost.of(a), log_pass, asks, key=key)
 
 
 def cost(a: Analysis) -> budget.Cost:

@@ -1,10 +1,11 @@
 """The workers' idle time, used: what the tabs not yet opened will ask for, prepared ahead.
 
 A visitor reads the first chart for a while before opening another tab, and meanwhile the
-worker that holds their shape waits. :class:`Preparer` keeps the shapes pages asked to have
-prepared, newest first, and one thread of its own gives each to its worker whenever that
-worker has been idle (:meth:`rnnviz.ui.worker.WorkerPool.call_if_idle`), one short job at a
-time, until the job answers that nothing is left. A visitor's own call waits at most for the
+worker that holds their shape waits. :class:`Preparer` keeps what pages asked to have
+prepared, one wish per shape (the newest: its visitor has moved on from the older values),
+newest first, and one thread of its own gives each to its worker whenever that worker has
+been idle (:meth:`rnnviz.ui.worker.WorkerPool.call_if_idle`), one short job at a time,
+until the job answers that nothing is left. A visitor's own call waits at most for the
 one job under way. Nothing here imports Streamlit or JAX.
 """
 
@@ -22,15 +23,17 @@ log = logging.getLogger("rnnviz.idle")
 POLL_S = 0.25
 #: Shapes waiting at once; a newer one pushes the oldest out (its visitor has moved on).
 MAX_WANTED = 8
-#: Jobs one shape may start before it is given up (a job that never answers "done").
-MAX_JOBS = 16
-#: Shapes remembered as prepared, so that a page asking again costs nothing.
+#: Jobs one wish may start before it is given up (a job that never answers "done"): a
+#: page's quiet timing, its tabs' executables (a dozen) and their answers (a score).
+MAX_JOBS = 48
+#: Wishes remembered as prepared, so that a page asking again costs nothing.
 MAX_DONE = 512
 
 
 class Preparer:
     """Jobs ``job(*args)`` run in the pool's idle time for each route wanted with ``args``,
-    until one answers that nothing is left to prepare, or raises.
+    until one answers that nothing is left to prepare, or raises. A route holds one wish,
+    named by its ``key``: a newer one for the route replaces it.
 
     Args:
       pool: a :class:`~rnnviz.ui.worker.WorkerPool` (anything with its ``call_if_idle``).
@@ -73,19 +76,23 @@ class Preparer:
         self._thread = threading.Thread(target=self._loop, daemon=True, name="idle-preparer")
         self._thread.start()
 
-    def want(self, route: str, *args: Any) -> None:
-        """Run ``job(*args)`` on ``route``'s worker when it is idle, until it is done (nothing
-        when the route was prepared already)."""
+    def want(self, route: str, *args: Any, key: str | None = None) -> None:
+        """Run ``job(*args)`` on ``route``'s worker when it is idle, until it is done: the wish
+        ``key`` (default: the route), which replaces the route's older one (nothing when
+        ``key`` was prepared already)."""
+        key = route if key is None else key
         with self._lock:
-            if route in self._done:
+            if key in self._done:
                 return
-            self._wanted.pop(route, None)
-            self._wanted[route] = args  # newest last
+            older = self._wanted.pop(route, None)
+            if older is not None and older[0] != key:
+                self._jobs.pop(older[0], None)
+            self._wanted[route] = (key, args)  # newest last
             while len(self._wanted) > MAX_WANTED:
                 self._forget(next(iter(self._wanted)))
 
     def done_routes(self) -> list[str]:
-        """The routes prepared (or given up on), oldest first."""
+        """The wishes prepared (or given up on), oldest first: their keys."""
         with self._lock:
             return list(self._done)
 
@@ -95,17 +102,19 @@ class Preparer:
         self._thread.join(timeout=5)
 
     def _forget(self, route: str) -> None:
-        self._wanted.pop(route, None)
-        self._jobs.pop(route, None)
+        key, _ = self._wanted.pop(route, (None, None))
+        self._jobs.pop(key, None)
 
-    def _finish(self, route: str) -> None:
+    def _finish(self, route: str, key: str) -> None:
         with self._lock:
-            self._forget(route)
-            self._done[route] = None
+            if self._wanted.get(route, (None,))[0] == key:  # not a newer wish for the route
+                self._forget(route)
+            self._jobs.pop(key, None)
+            self._done[key] = None
             while len(self._done) > MAX_DONE:
                 self._done.popitem(last=False)
 
-    def _answered(self, route: str, status: str, answer: Any) -> None:
+    def _answered(self, route: str, key: str, status: str, answer: Any) -> None:
         with self._lock:
             self._busy.discard(route)
         if status == "ok" and self.keep is not None:
@@ -116,15 +125,15 @@ class Preparer:
         if status != "ok" or not self.more(answer):
             if status != "ok":
                 log.debug("preparing %s stopped: %r", route, answer)
-            self._finish(route)
+            self._finish(route, key)
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
             with self._lock:
-                ready = [(r, a) for r, a in reversed(self._wanted.items()) if r not in self._busy]
-            for route, args in ready:  # newest first
-                if self._jobs[route] >= MAX_JOBS:
-                    self._finish(route)
+                ready = [(r, k, a) for r, (k, a) in reversed(self._wanted.items()) if r not in self._busy]
+            for route, key, args in ready:  # newest first
+                if self._jobs[key] >= MAX_JOBS:
+                    self._finish(route, key)
                     continue
                 with self._lock:
                     self._busy.add(route)
@@ -134,13 +143,17 @@ class Preparer:
                         *args,
                         route=route,
                         what=self.what,
-                        on_answer=lambda status, more, route=route: self._answered(route, status, more),
+                        on_answer=lambda status, more, route=route, key=key: self._answered(
+                            route, key, status, more
+                        ),
                     )
                 except Exception as err:  # the worker could not be started: try again later
                     log.debug("preparing %s: %s", route, err)
                     started = False
                 if started:
-                    self._jobs[route] += 1
+                    with self._lock:
+                        if key not in self._done:  # (its answer may have finished it already)
+                            self._jobs[key] += 1
                 else:
                     with self._lock:
                         self._busy.discard(route)

@@ -35,6 +35,7 @@ from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
     compare_strategies,
+    present_devices,
     run_on_devices,
     scaling,
     strategy_unavailable,
@@ -335,37 +336,145 @@ def quiet_run_s(cfg_json: str) -> float:
 
 class AheadStep(NamedTuple):
     """One step of :func:`prepare_ahead`: whether more is left, the shape's quiet timing
-    when this step took it, and the strategies whose analysis this worker has compiled at
-    the shape after it. The server keeps both: a tab's call finds this worker busy with the
-    next step, and goes to another, which reads them from the compilation cache."""
+    when this step took it, the strategies whose analysis this worker has compiled at
+    the shape after it, and what a tab will ask for, computed: ``((key, answer), …)``, each
+    key ``(job name, *arguments)`` as the server's result cache holds a tab's call
+    (:func:`rnnviz.ui.calls.compute`). The server keeps all three: a tab's call finds this
+    worker busy with the next step, and goes to another, which reads the executables from
+    the compilation cache; or it finds its answer kept, and asks nobody."""
 
     more: bool
     quiet_s: float | None = None
     strategies: tuple[str, ...] = ()
+    results: tuple[tuple[tuple, Any], ...] = ()
 
 
-def prepare_ahead(cfg_json: str, page: budget.Cost, log_pass: bool, k: int, example: int) -> AheadStep:
+class TabAsks(NamedTuple):
+    """What a session's tabs are set to, where it shapes what they ask for: the Jacobians
+    tab's k and example, the Phase diagram's gain range and grid (before its budget)."""
+
+    k: int
+    example: int
+    lo: float = 0.5
+    hi: float = 1.5
+    gains: int = budget.PHASE_GAINS
+    seeds: int = budget.PHASE_SEEDS
+
+
+#: Jobs whose answers hold run times: computed ahead only when no pause cut into them.
+_TIMED = frozenset({"analysis", "strategies_table", "devices_live"})
+#: Answers this worker has computed ahead, by key (so a step moves on to the next).
+_AHEAD_DONE: collections.OrderedDict[tuple, None] = collections.OrderedDict()
+MAX_AHEAD_DONE = 512
+
+
+def _key_with(cfg_json: str, **changes: Any) -> str:
+    """A job key with some config fields changed, as the dashboard builds it
+    (:func:`rnnviz.ui.calls.job_key`: the config's fields, its data and weights, sorted)."""
+    values = json.loads(cfg_json)
+    values.update(config_of(cfg_json).replace(**changes).to_dict())
+    return json.dumps(values, sort_keys=True)
+
+
+def tab_calls(cfg_json: str, plan: budget.Ahead, asks: TabAsks) -> list[tuple[Any, tuple]]:
+    """The calls the tabs not opened yet make at a job's key, as their budgets plan them
+    (``plan``, :func:`~rnnviz.ui.budget.ahead`), in the tabs' order: ``[(job, args), …]``.
+
+    The Strategies tab's row per strategy and the contributions' analysis; the Phase
+    diagram's parts and λ₁ (its key at gain 1: one executable for every gain); the Jacobians
+    tab's σ_i(J_t) and Lyapunov spectrum; the Devices tab's row per strategy."""
+    cfg = config_of(cfg_json)
+    available = available_strategies(cfg)
+    out: list[tuple[Any, tuple]] = []
+    if plan.strategies:
+        out += [(strategies_table, (cfg_json, plan.strategy_repeats, (s,))) for s in available]
+        source = contributions_source(available)
+        if source is not None:
+            out.append((analysis, (_key_with(cfg_json, strategy=source),)))
+    if plan.phase_points:
+        at_one = _key_with(cfg_json, recurrent_gain=1.0)
+        grid = (at_one, float(asks.lo), float(asks.hi), plan.phase_gains, plan.phase_seeds)
+        out += [(phase, (*grid, p, plan.phase_parts)) for p in range(plan.phase_parts)]
+        out.append((lyapunov_phase_table, grid))
+    if plan.jacobian_steps:
+        out.append((jacobians, (cfg_json, asks.k, asks.example, plan.jacobian_steps)))
+        if plan.lyapunov_k:
+            out.append((lyapunov, (cfg_json, plan.lyapunov_k)))
+    if plan.devices_repeats:
+        out += [(devices_live, (cfg_json, plan.devices_repeats, (s,))) for s in available]
+    return out
+
+
+def _compute_next(calls: list[tuple[Any, tuple]]) -> tuple[bool, tuple[tuple[tuple, Any], ...]]:
+    """The first of ``calls`` not computed ahead here yet: ``(whether one was run, ((key,
+    answer),) or () when a pause cut into its timing)``; a call that raises is passed over
+    (the tab will say why)."""
+    from rnnviz.ui.worker import resumes
+
+    for fn, args in calls:
+        key = (fn.__name__, *args)
+        if key in _AHEAD_DONE:
+            continue
+        before = resumes()
+        try:
+            answer = fn(*args)
+        except Exception as err:  # e.g. a strategy over a budget here: the tab asks and says so
+            log.debug("computing %s ahead: %r", fn.__name__, err)
+            answer = None
+        if answer is not None and fn.__name__ in _TIMED and resumes() != before:
+            return True, ()  # its run times include a pause: taken again at the next step
+        _AHEAD_DONE[key] = None
+        while len(_AHEAD_DONE) > MAX_AHEAD_DONE:
+            _AHEAD_DONE.popitem(last=False)
+        return True, () if answer is None else ((key, answer),)
+    return False, ()
+
+
+def prepare_ahead(cfg_json: str, page: budget.Cost, log_pass: bool, asks: TabAsks) -> AheadStep:
     """The workers' idle-time job for a page (:func:`rnnviz.ui.calls.prepare_tabs`), one
-    short step per call. First the shape's quiet timing (:func:`quiet_run_s`); then what its
-    tabs will ask for as their budgets plan it with that unit
-    (:func:`~rnnviz.ui.budget.ahead`), compiled one executable per call (:func:`prepare_next`).
+    short step per call. First the shape's quiet timing (:func:`quiet_run_s`); then, tab by
+    tab in their order, what each will ask for as its budget plans it with that unit
+    (:func:`~rnnviz.ui.budget.ahead`): its executables, one per call
+    (:func:`prepare_next`), then its answers, one per call (:func:`tab_calls`). An answer
+    with run times whose job a pause cut into (:func:`rnnviz.ui.worker.resumes`) is dropped
+    and timed again.
 
     Args:
       cfg_json: the page's job key.
       page: what the page measured the analysis to cost (its run is replaced by the quiet
         timing when that is faster).
       log_pass: whether the page's analysis needed the log-magnitude pass.
-      k: the Jacobians tab's number of singular values and exponents.
-      example: the Jacobians tab's example.
+      asks: what the session's tabs are set to.
     """
     if shape_key(cfg_json) not in _QUIET:
         return AheadStep(True, quiet_run_s(cfg_json))
     cfg = config_of(cfg_json)
     cost = page._replace(run_s=min(page.run_s, quiet_run_s(cfg_json)))
-    plan = budget.ahead(cfg, cost, len(available_strategies(cfg)), k)
-    jac = JacobiansWork(k, example, plan.jacobian_steps, plan.lyapunov_k)
-    more = prepare_next(cfg_json, plan.strategies, log_pass, plan.phase_points, jac, plan.phase_part_points)
-    return AheadStep(more, strategies=compiled_strategies(cfg_json) if plan.strategies else ())
+    n_devices = len(present_devices())
+    plan = budget.ahead(cfg, cost, len(available_strategies(cfg)), asks.k, asks.gains, asks.seeds, n_devices)
+    jac = JacobiansWork(asks.k, asks.example, plan.jacobian_steps, plan.lyapunov_k)
+    calls = tab_calls(cfg_json, plan, asks)
+    stages = (  # each tab's executables, then its answers
+        (lambda: prepare_next(cfg_json, plan.strategies, log_pass, 0), ("strategies_table", "analysis")),
+        (
+            lambda: prepare_next(cfg_json, False, False, plan.phase_points, None, plan.phase_part_points),
+            ("phase", "lyapunov_phase_table"),
+        ),
+        (lambda: prepare_next(cfg_json, False, False, 0, jac), ("jacobians", "lyapunov")),
+        (lambda: False, ("devices_live",)),
+    )
+    for compile_next, names in stages:
+        more = compile_next()
+        results: tuple[tuple[tuple, Any], ...] = ()
+        if not more:
+            more, results = _compute_next([c for c in calls if c[0].__name__ in names])
+        if more:
+            return AheadStep(True, strategies=_compiled_if(plan.strategies, cfg_json), results=results)
+    return AheadStep(False, strategies=_compiled_if(plan.strategies, cfg_json))
+
+
+def _compiled_if(strategies: bool, cfg_json: str) -> tuple[str, ...]:
+    return compiled_strategies(cfg_json) if strategies else ()
 
 
 def compiled_strategies(cfg_json: str) -> tuple[str, ...]:
@@ -615,6 +724,7 @@ __all__ = [
     "AheadStep",
     "JacobiansWork",
     "RunSummary",
+    "TabAsks",
     "TrainProgress",
     "DATA_TASK",
     "analysis",
@@ -643,6 +753,7 @@ __all__ = [
     "setup",
     "strategies_table",
     "strategy_availability",
+    "tab_calls",
     "train_advance",
     "train_start",
     "train_stop",

@@ -20,8 +20,8 @@ computed twice.
 Idle time is used (:meth:`WorkerPool.call_if_idle`): when nobody has asked any worker
 anything for :data:`IDLE_S` and no page has run for :data:`VISIT_GRACE_S`
 (:meth:`WorkerPool.visit`), a worker takes a short job whose answer nobody waits for —
-timing a page's shape, or compiling what its tabs not yet opened will ask for
-(:func:`rnnviz.ui.jobs.prepare_ahead`).
+timing a page's shape, or compiling and computing what its tabs not yet opened will ask
+for (:func:`rnnviz.ui.jobs.prepare_ahead`).
 One at a time, and never beside a visitor's job or a page being drawn: the workers share
 the machine's cores with the browser. A job under way is paused meanwhile (SIGSTOP); a
 call that must wait for its worker lets it finish first.
@@ -102,9 +102,28 @@ class WorkerDied(RuntimeError):
     """The worker process ended while computing (killed by the system, out of memory, a crash)."""
 
 
+#: Times this process was continued after a pause (SIGCONT), counted by :func:`serve`'s handler.
+_RESUMES = 0
+
+
+def _count_resume(signum: int, frame: Any) -> None:
+    # the worker runs as __main__ (python -m): count in the module that jobs import
+    home = sys.modules["rnnviz.ui.worker"]
+    home._RESUMES += 1
+
+
+def resumes() -> int:
+    """How often this worker process was continued after a pause (:meth:`WorkerPool.visit`
+    stops idle-time work with SIGSTOP): an idle-time job that times runs compares it before
+    and after, and a timing that a pause cut into is not kept."""
+    return _RESUMES
+
+
 def serve(conn: Any, setup: str | None) -> None:
     """The worker's loop: run ``setup`` (``"module:function"``), then receive ``(fn, args)``
     and answer ``("ok", result)`` or ``("error", exception)``, until the pipe closes."""
+    importlib.import_module("rnnviz.ui.worker")  # the counter's module, imported before any signal
+    signal.signal(signal.SIGCONT, _count_resume)  # the process continues either way
     if setup:
         module, name = setup.split(":")
         getattr(importlib.import_module(module), name)()
@@ -788,6 +807,7 @@ __all__ = [
     "WorkerPool",
     "make_pool",
     "pickled_bytes",
+    "resumes",
     "rss_bytes",
     "serve",
 ]

@@ -187,6 +187,7 @@ def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monke
     idle, _ = _routes(pool)
     answers = []
     idle_pid = pool.call(os.getpid, route=idle, what="pid")
+    resumed = pool.call(worker.resumes, route=idle, what="its continuations")
     time.sleep(IDLE_S + 0.1)
     job = range(2 * 10**7)  # about 0.35 s of CPU (see the test above)
     work = dict(route=idle, what="preparing", time_limit_s=4.0, on_answer=lambda *a: answers.append(a))
@@ -199,6 +200,8 @@ def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monke
     assert _state(idle_pid) == "T" and not answers
     _until(lambda: bool(answers))
     assert answers == [("ok", sum(job))] and pool.restarts == 0  # resumed, its limit without the pause
+    # the worker counted the continuation: a timing that a pause cut into is not kept (jobs.prepare_ahead)
+    assert pool.call(worker.resumes, route=idle, what="its continuations") == resumed + 1
     pool.visit()
     time.sleep(IDLE_S + 0.1)
     assert not pool.idle()  # every worker free, but a page has just run: nothing starts
@@ -477,22 +480,108 @@ def test_prepare_ahead_times_the_shape_quietly_first_then_plans_the_tabs_with_th
     )
     slow = budget.Cost(run_s=1e4, compile_s=0.1)  # as the page measured it, beyond any budget
     n = len(available_strategies(cfg))
-    assert budget.ahead(cfg, slow, n, 2) == budget.Ahead(False, 0, 2 * 1, 0, 0)  # all over budget by it
+    over = budget.ahead(cfg, slow, n, 2)  # all over budget by it
+    assert not over.strategies and over.phase_points == over.jacobian_steps == over.devices_repeats == 0
     seen = []
     monkeypatch.setattr(jobs, "prepare_next", lambda *args: seen.append(args) or False)
-    step = jobs.prepare_ahead(key, slow, True, 2, 1)  # the timing first, alone
+    monkeypatch.setattr(jobs, "_compute_next", lambda calls: seen.append(calls) or (False, ()))
+    asks = jobs.TabAsks(k=2, example=1)
+    step = jobs.prepare_ahead(key, slow, True, asks)  # the timing first, alone
     assert step.more and seen == [] and 0 < step.quiet_s < 1.0
     quiet = step.quiet_s
     monkeypatch.setattr(jobs, "analyze", None)  # kept per shape: nothing is timed again
     assert jobs.quiet_run_s(other_values) == quiet
     # each later step says which strategies this worker has compiled at the shape (the
     # timing compiled the config's own): the server keeps them for a tab that another worker serves
-    assert jobs.prepare_ahead(key, slow, True, 2, 1) == jobs.AheadStep(False, None, (cfg.strategy,))
+    assert jobs.prepare_ahead(key, slow, True, asks) == jobs.AheadStep(False, None, (cfg.strategy,))
     plan = budget.ahead(cfg, slow._replace(run_s=quiet), n, 2)
     assert plan.strategies and plan.phase_points == budget.PHASE_GAINS * budget.PHASE_SEEDS
+    assert plan.strategy_repeats == 5 and plan.devices_repeats == 5 and plan.phase_parts == 1
     work = jobs.JacobiansWork(2, 1, plan.jacobian_steps, plan.lyapunov_k)
-    assert seen == [(key, True, True, plan.phase_points, work, plan.phase_part_points)]
+    calls = jobs.tab_calls(key, plan, asks)
+    # tab by tab: its executables, then (nothing left to compile) its answers
+    assert seen == [
+        (key, True, True, 0),
+        [c for c in calls if c[0] in (jobs.strategies_table, jobs.analysis)],
+        (key, False, False, plan.phase_points, None, plan.phase_part_points),
+        [c for c in calls if c[0] in (jobs.phase, jobs.lyapunov_phase_table)],
+        (key, False, False, 0, work),
+        [c for c in calls if c[0] in (jobs.jacobians, jobs.lyapunov)],
+        [c for c in calls if c[0] is jobs.devices_live],
+    ]
     assert plan.jacobian_steps == 9 and plan.lyapunov_k == 2
+
+
+def test_idle_time_computes_what_each_tab_will_ask_for_under_the_key_of_the_tabs_own_call():
+    """After a tab's executables, its answers: each kept under ``(job name, *args)``, the key
+    of the tab's own call through the result cache, equal to that call's answer."""
+    import json
+
+    import pandas as pd
+
+    from rnnviz import RunConfig
+    from rnnviz.studies.comparisons import available_strategies
+    from rnnviz.ui import budget, jobs
+    from rnnviz.ui.calls import keep_ahead
+    from rnnviz.ui.worker import ResultCache
+
+    cfg = RunConfig(
+        cell="gru", hidden_size=4, input_size=2, seq_len=6, batch_size=2, seed=2, recurrent_gain=0.8
+    )
+    key = json.dumps(cfg.to_dict(), sort_keys=True)
+    asks = jobs.TabAsks(k=2, example=1, lo=0.6, hi=1.4, gains=3, seeds=2)
+    cheap = budget.Cost(run_s=1e-4, compile_s=0.01)
+    steps = [jobs.prepare_ahead(key, cheap, False, asks)]
+    while steps[-1].more and len(steps) < 60:
+        steps.append(jobs.prepare_ahead(key, cheap, False, asks))
+    assert not steps[-1].more
+    kept = [k for step in steps for k, _ in step.results]
+    unit = cheap._replace(run_s=jobs.quiet_run_s(key))
+    plan = budget.ahead(cfg, unit, len(available_strategies(cfg)), 2, 3, 2)
+    # every call the tabs make, each computed once, in the tabs' order
+    assert kept == [(fn.__name__, *args) for fn, args in jobs.tab_calls(key, plan, asks)]
+    at_one = json.dumps(cfg.replace(recurrent_gain=1.0).to_dict(), sort_keys=True)  # calls.job_key's form
+    assert ("lyapunov_phase_table", at_one, 0.6, 1.4, 3, 2) in kept
+    fused = json.dumps(cfg.replace(strategy="fused").to_dict(), sort_keys=True)
+    assert ("analysis", fused) in kept and ("strategies_table", key, 5, ("per_step",)) in kept
+    cache = ResultCache(max_bytes=2**26)
+    for step in steps:
+        keep_ahead(cache, jobs.shape_key(key), step)
+    asked = lambda k: cache.get(k, lambda: pytest.fail(f"{k[0]} computed again"))  # noqa: E731
+    assert cache.get(("quiet_run_s", jobs.shape_key(key)), float) == jobs.quiet_run_s(key)
+    frame, boundary = asked(("phase", at_one, 0.6, 1.4, 3, 2, 0, 1))
+    again, _ = jobs.phase(at_one, 0.6, 1.4, 3, 2, 0, 1)
+    pd.testing.assert_frame_equal(frame, again)
+    row = asked(("strategies_table", key, 5, ("per_step",)))
+    assert list(row["strategy"]) == ["per_step"] and row["rel_diff"].iloc[0] < 1e-5
+    jac = asked(("jacobians", key, 2, 1, plan.jacobian_steps))
+    assert jac.singular_values.shape[1] == 2
+    assert len(asked(("devices_live", key, 5, ("accumulate",)))) == len(jobs.present_devices())
+    # asked again (another visitor, the same values): nothing left
+    assert jobs.prepare_ahead(key, cheap, False, asks) == jobs.AheadStep(False, None, steps[-1].strategies)
+
+
+def test_an_answer_whose_timing_a_pause_cut_into_is_timed_again(monkeypatch):
+    """SIGSTOP pauses idle-time work when a page runs: run times measured across a pause
+    are not the executable's, so such an answer is dropped and its job run again."""
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.ui import jobs, worker
+
+    cfg = RunConfig(cell="simple", hidden_size=3, input_size=2, seq_len=5, batch_size=2)
+    key = json.dumps(cfg.to_dict(), sort_keys=True)
+    calls = [(jobs.strategies_table, (key, 1, ("accumulate",))), (jobs.jacobians, (key, 2, 0, 5))]
+    count = iter(range(10**6))
+    monkeypatch.setattr(worker, "resumes", lambda: next(count))  # continued during every job
+    assert jobs._compute_next(calls) == (True, ())  # the timed row dropped
+    assert jobs._compute_next(calls) == (True, ())  # and tried again
+    monkeypatch.setattr(worker, "resumes", lambda: 7)  # no pause
+    done, ((row_key, row),) = jobs._compute_next(calls)
+    assert done and row_key == ("strategies_table", key, 1, ("accumulate",)) and len(row) == 1
+    monkeypatch.setattr(worker, "resumes", lambda: next(count))  # an untimed answer is kept across a pause
+    done, ((jac_key, _),) = jobs._compute_next(calls)
+    assert jac_key[0] == "jacobians" and jobs._compute_next(calls) == (False, ())
 
 
 def test_the_preparer_hands_each_answer_to_keep_and_asks_more_whether_to_go_on(pool, monkeypatch):
@@ -510,6 +599,40 @@ def test_the_preparer_hands_each_answer_to_keep_and_asks_more_whether_to_go_on(p
         _until(lambda: len(prep.done_routes()) == 2, within_s=30.0)
         assert sorted(prep.done_routes()) == ["r", "s"]
         assert kept.count(("s", -1)) == 1 and kept.count(("r", -5)) == 3
+    finally:
+        prep.stop()
+
+
+class _OpenablePool:
+    """A pool whose workers are idle once ``opened`` is set; it runs a job at once."""
+
+    def __init__(self):
+        self.opened = threading.Event()
+
+    def call_if_idle(self, fn, *args, route, what, on_answer):
+        if not self.opened.is_set():
+            return False
+        on_answer("ok", fn(*args))
+        return True
+
+
+def test_a_route_holds_one_wish_and_a_wish_prepared_is_not_prepared_again():
+    """New values at a shape replace its older wish (its visitor moved on); a wish already
+    prepared costs nothing when a page asks again, and other values are prepared anew."""
+    from rnnviz.ui.idle import Preparer
+
+    kept, pool = [], _OpenablePool()
+    prep = Preparer(pool, operator.neg, "negating", more=lambda answer: False, keep=lambda *a: kept.append(a))
+    try:
+        prep.want("shape", 1, key="gain 1")
+        prep.want("shape", 2, key="gain 2")  # before any worker was idle: only this one runs
+        pool.opened.set()
+        _until(lambda: prep.done_routes() == ["gain 2"])
+        prep.want("shape", 2, key="gain 2")  # asked again: nothing
+        prep.want("shape", 3, key="gain 3")
+        _until(lambda: prep.done_routes() == ["gain 2", "gain 3"])
+        time.sleep(0.6)
+        assert kept == [("shape", -2), ("shape", -3)] and prep.done_routes() == ["gain 2", "gain 3"]
     finally:
         prep.stop()
 
