@@ -2,6 +2,7 @@
 ``docs/images/`` (the README and the docs use them), and the above-the-fold rule checked.
 
     .venv/bin/python scripts/screenshots.py [--out docs/images] [--configs default,big] [--tabs Carry]
+        [--read-s 40]
 
 The rule (#33): on a 1366×768 projector, a tab's main picture lies wholly inside the
 viewport without scrolling, and the page shows no exception and no error box. The main
@@ -9,6 +10,11 @@ picture is the open tab's first chart, or the note in its place (a view over its
 says so, with a button to run it anyway); for a tab that draws none before the user acts, its
 first control (Training: the Train button; Compare: the pin button; Learn: the first
 lesson's preset).
+
+With ``--read-s S`` a visitor first looks at each configuration's page for S seconds, as a
+class does while the teacher talks: the workers' idle time prepares the tabs meanwhile
+(:mod:`rnnviz.ui.idle`), so a tab that a cold page would refuse over its time budget (the
+Strategies and Devices tabs at the big configuration) is shown computed.
 
 Starts ``streamlit run app.py`` on a free localhost port and drives Debian's chromium with
 Playwright. Prints one line per (configuration, tab) and exits 1 when any breaks the rule.
@@ -126,8 +132,11 @@ def _settled(page, timeout_s: float, quiet_s: float = 0.6) -> None:
     raise TimeoutError(f"the page still ran after {timeout_s:g} s")
 
 
-def check_tabs(url: str, tabs: list[str], configs: list[str], out: Path | None = None) -> list[Shot]:
-    """:func:`shoot` every tab at every configuration in one Chromium at :data:`VIEWPORT`."""
+def check_tabs(
+    url: str, tabs: list[str], configs: list[str], out: Path | None = None, read_s: float = 0.0
+) -> list[Shot]:
+    """:func:`shoot` every tab at every configuration in one Chromium at :data:`VIEWPORT`,
+    each configuration's page looked at for ``read_s`` seconds first."""
     from playwright.sync_api import sync_playwright
 
     shots = []
@@ -138,6 +147,10 @@ def check_tabs(url: str, tabs: list[str], configs: list[str], out: Path | None =
             context.add_init_script(RUN_COUNTER)
             page = context.new_page()
             for config in configs:
+                if read_s > 0:  # a visitor reading the page: the workers' idle time
+                    page.goto(f"{url}/?{CONFIGS[config]}")
+                    _settled(page, 180.0)
+                    time.sleep(read_s)
                 for tab in tabs:
                     shots.append(shoot(page, url, config, tab, out))
         finally:
@@ -163,6 +176,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "images", help="where the PNGs go")
     ap.add_argument("--configs", default="default,big", help="of: " + ", ".join(CONFIGS))
     ap.add_argument("--tabs", default=",".join(t.TITLE for t in TABS), help="tab titles, comma-separated")
+    ap.add_argument("--read-s", type=float, default=0.0, help="seconds on each configuration's page first")
     args = ap.parse_args(argv)
     configs = [c for c in args.configs.split(",") if c]
     unknown = sorted(set(configs) - set(CONFIGS))
@@ -172,7 +186,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="rnnviz-shots-") as tmp:
         proc, url = start_server(env, Path(tmp) / "streamlit.log")
         try:
-            shots = check_tabs(url, args.tabs.split(","), configs, args.out)
+            shots = check_tabs(url, args.tabs.split(","), configs, args.out, args.read_s)
         finally:
             proc.terminate()
             proc.wait(timeout=30)
