@@ -49,7 +49,7 @@ from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import compile_points, critical_gain, sweep
 from rnnviz.studies.training import Trainer, Training, load_run
 from rnnviz.tables.strategies import contributions_source, strategy_names
-from rnnviz.ui import budget, trained_runs
+from rnnviz.ui import budget, trained_runs, worker
 from rnnviz.ui.settings import settings
 
 log = logging.getLogger("rnnviz.jobs")
@@ -409,19 +409,17 @@ def _compute_next(calls: list[tuple[Any, tuple]]) -> tuple[bool, tuple[tuple[tup
     """The first of ``calls`` not computed ahead here yet: ``(whether one was run, ((key,
     answer),) or () when a pause cut into its timing)``; a call that raises is passed over
     (the tab will say why)."""
-    from rnnviz.ui.worker import resumes
-
     for fn, args in calls:
         key = (fn.__name__, *args)
         if key in _AHEAD_DONE:
             continue
-        before = resumes()
+        before = worker.resumes()
         try:
             answer = fn(*args)
         except Exception as err:  # e.g. a strategy over a budget here: the tab asks and says so
             log.debug("computing %s ahead: %r", fn.__name__, err)
             answer = None
-        if answer is not None and fn.__name__ in _TIMED and resumes() != before:
+        if answer is not None and fn.__name__ in _TIMED and worker.resumes() != before:
             return True, ()  # its run times include a pause: taken again at the next step
         _AHEAD_DONE[key] = None
         while len(_AHEAD_DONE) > MAX_AHEAD_DONE:
