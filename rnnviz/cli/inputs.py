@@ -8,8 +8,6 @@ from typing import Any
 
 from rnnviz.cli.argtypes import bounded_int
 from rnnviz.config import FIELD_SPECS, RunConfig
-from rnnviz.dataset import check_data, fit_to_data, load_dataset
-from rnnviz.studies.training import load_run
 
 DATA_OPTIONS = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
 
@@ -73,6 +71,10 @@ def config_and_data(args: argparse.Namespace):
     ``--data`` names one. With data, the config is fitted to it (its T, I and loss
     placement) where the flags leave them; a flag that clashes with the data is an error
     naming both."""
+    # Imported here for start-up time: `rnnviz app` and `--help` need neither pandas nor jax.
+    from rnnviz.dataset import check_data, fit_to_data, load_dataset
+    from rnnviz.studies.training import load_run
+
     given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
     base: dict[str, Any] = {}
     weights = source = None

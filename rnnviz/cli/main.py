@@ -108,12 +108,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The ``rnnviz`` parser: one subcommand each, its handler in the ``func`` default."""
-    parser = argparse.ArgumentParser(
-        prog="rnnviz", description="Gradient flow through time in recurrent networks."
-    )
-    sub = parser.add_subparsers(dest="command", required=True)
+def _add_analyze(sub) -> None:
     p = sub.add_parser("analyze", help="per-timestep gradient norms for one configuration")
     add_config_flags(p)
     p.add_argument("--json", action="store_true", help="print the analysis as JSON")
@@ -122,14 +117,23 @@ def build_parser() -> argparse.ArgumentParser:
     add_data_flag(p, "analyse a batch (B sequences drawn by the seed, with its task loss) of")
     add_weights_flag(p, "analyse")
     p.set_defaults(func=cmd_analyze)
-    _add_sweep(sub)
-    _add_lyapunov(sub)
-    _add_train(sub)
-    _add_bench(sub)
-    _add_data(sub)
-    add_connectivity(sub)
-    add_compare(sub)
-    add_app(sub)
+
+
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The ``rnnviz`` parser: one subcommand each, its handler in the ``func`` default.
+
+    Args:
+        only: build that subcommand alone (:func:`main`, once it knows which is asked for):
+            the others' flags validate a default :class:`RunConfig`, which imports the cells
+            and so JAX (~2 s), and ``rnnviz app`` needs none of it.
+    """
+    parser = argparse.ArgumentParser(
+        prog="rnnviz", description="Gradient flow through time in recurrent networks."
+    )
+    sub = parser.add_subparsers(dest="command", required=True)
+    for name, add in COMMANDS:
+        if only is None or name == only:
+            add(sub)
     return parser
 
 
@@ -255,7 +259,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     from rnnviz.engine.allocator import keep_freed_buffers
 
     keep_freed_buffers()  # once per process, before the first executable runs
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    named = argv[0] if argv and argv[0] in dict(COMMANDS) else None
+    parser = build_parser(only=named)
     args, extra = parser.parse_known_args(argv)
     if extra and not getattr(args, "takes_extra", False):
         parser.error("unrecognized arguments: " + " ".join(extra))
@@ -603,3 +609,17 @@ def _add_train(sub) -> None:
         help="save the run with its weights at every log step (reopen: --weights, rnnviz.load_run)",
     )
     p.set_defaults(func=cmd_train)
+
+
+#: The subcommands in ``--help``'s order, each with the function that adds its parser.
+COMMANDS = (
+    ("analyze", _add_analyze),
+    ("sweep", _add_sweep),
+    ("lyapunov", _add_lyapunov),
+    ("train", _add_train),
+    ("bench", _add_bench),
+    ("data", _add_data),
+    ("connectivity", add_connectivity),
+    ("compare", add_compare),
+    ("app", add_app),
+)

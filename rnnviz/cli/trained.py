@@ -13,9 +13,6 @@ from rnnviz.base.formatting import finite_json, pow10_text
 from rnnviz.cli.argtypes import bounded_int
 from rnnviz.cli.inputs import add_config_flags, add_data_flag, add_weights_flag, config_and_data
 from rnnviz.config import ConfigError
-from rnnviz.studies.connectivity import connectivity
-from rnnviz.studies.over_training import over_training
-from rnnviz.studies.training import load_run
 
 
 def cmd_connectivity(args: argparse.Namespace) -> int:
@@ -28,6 +25,8 @@ def cmd_connectivity(args: argparse.Namespace) -> int:
     Raises:
         ConfigError: there is no data set (neither ``--data`` nor a run trained on one).
     """
+    from rnnviz.studies.connectivity import connectivity  # jax only once a command needs it
+
     cfg, ds, weights = config_and_data(args)
     if ds is None:
         raise ConfigError("data", None, "a data set (--data, or a run trained on one: --weights)")
@@ -68,6 +67,8 @@ def cmd_connectivity(args: argparse.Namespace) -> int:
 
 def _reach_summary(args: argparse.Namespace, cfg, ds, weights) -> int:
     """How far back the connectivity reaches over ``--count`` sequences from ``--index``."""
+    from rnnviz.studies.connectivity import connectivity
+
     last = min(ds.n_sequences, args.index + args.count)
     runs = [
         connectivity(cfg, ds, i, params=weights, step=args.output_step, measure=args.measure)
@@ -142,6 +143,9 @@ def cmd_over_training(args: argparse.Namespace) -> int:
     """
     if args.weights is None:
         raise ConfigError("over_training", True, "a saved run to look at: --weights RUN.rnnviz")
+    from rnnviz.studies.over_training import over_training  # jax only once a command needs it
+    from rnnviz.studies.training import load_run
+
     run = load_run(args.weights)
     ot = over_training(run, k=args.k, warmup=args.warmup)
     if args.json:

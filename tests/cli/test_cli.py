@@ -99,6 +99,36 @@ def test_help_exits_zero(argv):
     assert e.value.code == 0
 
 
+def test_each_subcommand_built_alone_is_the_one_in_the_whole_parser():
+    from rnnviz.cli.main import COMMANDS
+
+    def subparsers(parser):
+        return parser._subparsers._group_actions[0].choices
+
+    whole = subparsers(build_parser())
+    assert list(whole) == [name for name, _ in COMMANDS]
+    for name, _ in COMMANDS:
+        alone = subparsers(build_parser(only=name))
+        assert list(alone) == [name]
+        assert alone[name].format_help() == whole[name].format_help(), name
+
+
+def test_rnnviz_app_starts_the_server_without_importing_jax_or_pandas():
+    # `rnnviz app` becomes Streamlit: what it imports first delays the server's health check
+    import subprocess
+    import sys
+
+    script = (
+        "import sys\n"
+        "from rnnviz.cli.main import main\n"
+        "try:\n    main(['app', '--help'])\nexcept SystemExit as e:\n    assert e.code == 0\n"
+        "print(sorted(m for m in ('jax', 'flax', 'pandas') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip().splitlines()[-1] == "[]"
+
+
 def test_analyze_sweep_and_lyapunov_take_data(tmp_path, capsys):
     from rnnviz import fit_to_data, load_dataset
 
