@@ -214,7 +214,11 @@ CALLS = 60
 @pytest.mark.parametrize("cell", ["lstm", "gru"])
 @pytest.mark.parametrize("path", ["sweep", "lyapunov", "train_many"])
 def test_vmapped_paths_never_hang_in_a_fresh_process(path, cell):
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    # The probe runs at the optimisation level the product runs at (the flags the suite started
+    # with, as the soak's server does), not the suite's -O0: the deadlock is a race in jaxlib's
+    # LAPACK thread pool, whatever the code around it, and 60 calls at -O0 spent 1.0 s a call
+    # where -O3 spends 0.13 (sweep, LSTM H=128: 67 s against 18 s a process).
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "XLA_FLAGS": os.environ.get("RNNVIZ_SERVER_XLA_FLAGS", "")}
     try:
         out = subprocess.run(
             [sys.executable, str(ROOT / "tests" / "deadlock_probe.py"), path, cell, "16", str(CALLS)],
