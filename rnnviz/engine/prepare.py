@@ -299,11 +299,21 @@ def prepare_executables(
     params = params_executable(_params_config(static), device)
     if data is not None:
         return params, data_executable(static.replace(strategy="accumulate"), data, device)
-    # seq_len=1 keeps every other field (always within budget) and lets lengths share.
-    inputs = inputs_executable(
-        static.replace(seq_len=1, loss="last", strategy="accumulate"), input_bucket(static.seq_len), device
+    return params, inputs_executable(_inputs_config(static), input_bucket(static.seq_len), device)
+
+
+def _inputs_config(static: RunConfig) -> RunConfig:
+    """Only the fields the drawn inputs depend on (B, I, dtype, distribution): another cell,
+    H, init or loss draws the same inputs with the same executable. seq_len=1: lengths
+    share it through :func:`input_bucket` (and any B, I stays within the budgets)."""
+    return RunConfig(
+        batch_size=static.batch_size,
+        input_size=static.input_size,
+        dtype=static.dtype,
+        inputs=static.inputs,
+        seq_len=1,
+        device=static.device,
     )
-    return params, inputs
 
 
 @functools.lru_cache(maxsize=4)
