@@ -192,6 +192,37 @@ class RunConfig:
         """A copy with ``changes`` applied, validated again (ConfigError when not allowed)."""
         return dataclasses.replace(self, **changes)
 
+    def with_cell(self, cell: str) -> RunConfig:
+        """This config for another cell, as the dashboard's cell selector makes it: what
+        ``cell`` cannot take falls back (its first activation, a forget bias of 0.0 when it
+        has no forget gate, the ``accumulate`` strategy when it cannot use this one).
+
+        Raises:
+            ConfigError: ``cell`` is not registered, or the result is over a budget.
+
+        Example:
+            >>> from rnnviz import RunConfig
+            >>> RunConfig(cell="lstm", forget_bias=1.0).with_cell("minlstm").forget_bias
+            1.0
+            >>> RunConfig(cell="lstm", forget_bias=1.0).with_cell("gru").forget_bias  # no forget gate
+            0.0
+            >>> RunConfig(activation="relu").with_cell("lstm").activation
+            'tanh'
+            >>> lru = RunConfig(cell="lru", strategy="parallel")  # a scan over a linear recurrence
+            >>> lru.with_cell("mamba").strategy, lru.with_cell("lstm").strategy
+            ('parallel', 'accumulate')
+        """
+        check_field(FIELD_SPECS["cell"], cell)  # an unknown cell: the one message that lists them
+        spec = cell_spec(cell)
+        changes: dict[str, Any] = {"cell": cell}
+        if self.activation not in spec.display.activations:
+            changes["activation"] = spec.display.activations[0]
+        if spec.params.forget_bias is None:
+            changes["forget_bias"] = 0.0
+        if strategy_rules(self.strategy).cell_reason(spec) is not None:
+            changes["strategy"] = "accumulate"
+        return self.replace(**changes)
+
     def to_dict(self) -> dict[str, Any]:
         """``{field: value}`` for every field, in declaration order (:meth:`from_mapping` reads it back)."""
         return dataclasses.asdict(self)

@@ -138,6 +138,12 @@ async def _measure(name: str, url: str, pages: int, profile: bool) -> list[dict]
     return rows
 
 
+def _median(values: list) -> float | None:
+    """The median of the values a page reported (None where no open saw the stage)."""
+    seen = [v for v in values if v is not None]
+    return statistics.median(seen) if seen else None
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=5, help="fresh contexts per page (the table gives medians)")
@@ -168,12 +174,15 @@ def main() -> None:
         finally:
             proc.terminate()
             proc.wait(timeout=30)
-        table[name] = {c: statistics.median(r[c] for r in rows if r[c] is not None) for c in COLUMNS}
+        table[name] = {c: _median([r[c] for r in rows]) for c in COLUMNS}
     print(f"\npage open, median of {args.pages} fresh contexts (ms from navigation start)\n")
     print("| page | " + " | ".join(COLUMNS) + " |")
     print("|---|" + "---:|" * len(COLUMNS))
     for name, med in table.items():
-        cells = [f"{med[c]:.1f}" if c == "plotly MB" else f"{med[c]:.0f}" for c in COLUMNS]
+        cells = [
+            "–" if med[c] is None else f"{med[c]:.1f}" if c == "plotly MB" else f"{med[c]:.0f}"
+            for c in COLUMNS
+        ]
         print(f"| {name} | " + " | ".join(cells) + " |")
 
 

@@ -298,6 +298,7 @@ def main() -> None:
             with panel:
                 _guarded(tab.TITLE, lambda tab=tab: tab.render(ctx), cfg)
     calls.prepare_tabs(cfg, a)  # the other tabs, in the workers' idle time
+    calls.prepare_neighbours(cfg)  # then the other cells at this shape
 
 
 def _mark_in_use(source: dict | None = None) -> None:

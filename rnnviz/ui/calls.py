@@ -21,6 +21,7 @@ from rnnviz.engine.environment import Environment, environment
 from rnnviz.engine.prepare import static_config
 from rnnviz.studies.jacobians import Jacobians, carry_dim
 from rnnviz.studies.lyapunov import Lyapunov
+from rnnviz.tables.cells import cell_names
 from rnnviz.ui import budget, jobs, trained_runs
 from rnnviz.ui.idle import Preparer
 from rnnviz.ui.settings import settings
@@ -68,6 +69,55 @@ def preparer() -> Preparer:
         more=lambda s: s.more,
         keep=lambda shape, step: keep_ahead(cache, shape, step),
     )
+
+
+@st.cache_resource(show_spinner=False)
+def neighbour_preparer() -> Preparer:
+    """The workers' idle time, taking turns with :func:`preparer` (a job each): the shapes a
+    visitor may switch to next, compiled in every worker (:func:`prepare_neighbours`). One
+    wish per shape and worker, enough for two pages' cells."""
+    return Preparer(
+        pool(),
+        jobs.compile_shape,
+        "compiling a shape a visitor may switch to",
+        turns_with=preparer(),
+        max_wanted=2 * len(cell_names()) * settings().workers,
+    )
+
+
+def neighbours(cfg: RunConfig) -> tuple[RunConfig, ...]:
+    """The configs one switch of the cell selector away from ``cfg``
+    (:meth:`~rnnviz.config.RunConfig.with_cell`), in the selector's order; those over a
+    budget at this shape are left out (the page would refuse them before compiling)."""
+    out = []
+    for name in cell_names():
+        if name == cfg.cell:
+            continue
+        try:
+            out.append(cfg.with_cell(name))
+        except ConfigError:
+            continue
+    return tuple(out)
+
+
+def prepare_neighbours(cfg: RunConfig) -> None:
+    """Have the workers' idle time, in turns with this page's tabs (:func:`prepare_tabs`),
+    compile the analysis of every other cell at this page's shape, in every worker (the
+    route's own first, the others then read it from the compilation cache): switching
+    cells, the dashboard's most common change of shape, then finds its executables in
+    whichever worker takes the call, instead of 2–3 s of compiling on 2 cores before the
+    first chart (#33). On the session's data set, never its trained weights (executables
+    do not depend on them). Nothing without worker processes."""
+    if isinstance(pool(), InlinePool):
+        return
+    wishes = []
+    for other in neighbours(static_config(cfg)):
+        key = job_key(other, trained=False)
+        # every worker, its own first: a page's call goes to another when its own is busy
+        # (spill), and the others read the executable from the compilation cache
+        wishes += [(to, key) for to in pool().routes_to_each(route(other))]
+    for to, key in reversed(wishes):  # the newest wish is served first: the selector's order
+        neighbour_preparer().want(to, key)
 
 
 def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:

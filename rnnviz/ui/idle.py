@@ -42,6 +42,11 @@ class Preparer:
       more: ``answer -> bool``: whether the job has more to do (default: the answer's truth).
       keep: ``(route, answer) -> None``, given every answer (what a job measured, for the
         server to keep), in a thread of the pool's.
+      turns_with: a preparer to take turns with, one job each, that one first: while both
+        have wishes left, neither starts a job before the other has started one since its
+        last (two kinds of work a visitor may ask for next both progress; alone, each runs
+        freely).
+      max_wanted: wishes held at once (:data:`MAX_WANTED`); a newer one pushes the oldest out.
 
     >>> import time
     >>> from rnnviz.ui.worker import WorkerPool
@@ -64,9 +69,17 @@ class Preparer:
         what: str,
         more: Callable[[Any], bool] = bool,
         keep: Callable[[str, Any], None] | None = None,
+        turns_with: Preparer | None = None,
+        max_wanted: int = MAX_WANTED,
     ):
         self.pool, self.job, self.what = pool, job, what
         self.more, self.keep = more, keep
+        self.turns_with, self.max_wanted = turns_with, max_wanted
+        self.started = 0  # jobs started, all wishes together (what the other of a pair watches)
+        self._other_seen = -1  # the other's `started` when this one last started a job
+        if turns_with is not None:
+            turns_with.turns_with = self
+            self._other_seen = 0  # the other goes first
         self._wanted: collections.OrderedDict[str, tuple] = collections.OrderedDict()  # route -> args
         self._jobs: collections.Counter[str] = collections.Counter()
         self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
@@ -88,8 +101,13 @@ class Preparer:
             if older is not None and older[0] != key:
                 self._jobs.pop(older[0], None)
             self._wanted[route] = (key, args)  # newest last
-            while len(self._wanted) > MAX_WANTED:
+            while len(self._wanted) > self.max_wanted:
                 self._forget(next(iter(self._wanted)))
+
+    def pending(self) -> bool:
+        """Whether any wish is left to prepare."""
+        with self._lock:
+            return bool(self._wanted)
 
     def done_routes(self) -> list[str]:
         """The wishes prepared (or given up on), oldest first: their keys."""
@@ -129,6 +147,9 @@ class Preparer:
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
+            other = self.turns_with
+            if other is not None and other.pending() and other.started == self._other_seen:
+                continue  # its turn: it has not started a job since this one's last
             with self._lock:
                 ready = [(r, k, a) for r, (k, a) in reversed(self._wanted.items()) if r not in self._busy]
             for route, key, args in ready:  # newest first
@@ -152,8 +173,13 @@ class Preparer:
                     started = False
                 if started:
                     with self._lock:
+                        self.started += 1
+                        if other is not None:
+                            self._other_seen = other.started
                         if key not in self._done:  # (its answer may have finished it already)
                             self._jobs[key] += 1
+                    if other is not None:
+                        break  # one job a turn
                 else:
                     with self._lock:
                         self._busy.discard(route)

@@ -204,6 +204,14 @@ def is_compiled(cfg_json: str) -> bool:
     return _is_compiled(config_of(cfg_json), data=_data(cfg_json))  # weights: the same executables
 
 
+def compile_shape(cfg_json: str) -> bool:
+    """The idle-time job for a shape the visitor may switch to next (another cell at the
+    page's shape, :func:`rnnviz.ui.calls.prepare_neighbours`): its analysis compiled in
+    this worker, nothing run. False: nothing is left to do (it prepares in one call)."""
+    compile_analysis(config_of(cfg_json), data=_data(cfg_json))
+    return False
+
+
 def analysis(cfg_json: str) -> Analysis:
     """The full analysis of a job's key, on its data set and weights, its timing bounded by
     time: at least one run, more while under :data:`TIMING_BUDGET_S`, at most five."""

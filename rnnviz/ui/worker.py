@@ -358,6 +358,26 @@ class WorkerPool:
         """The worker a route always goes to (a stable hash, the same in every process)."""
         return self.workers[zlib.crc32(route.encode()) % len(self.workers)]
 
+    def routes_to_each(self, route: str) -> list[str]:
+        """One route to each worker, ``route``'s own first (``route`` itself, then ``route``
+        with a suffix that hashes to the next worker): work that every worker should hold,
+        because a call spills to whichever is free (:meth:`call`).
+
+        >>> pool = WorkerPool(size=3)
+        >>> routes = pool.routes_to_each("lstm T=50")
+        >>> routes[0], sorted(pool.worker_for(r).index for r in routes)
+        ('lstm T=50', [0, 1, 2])
+        """
+        out, seen = [route], {self.worker_for(route).index}
+        n = 0
+        while len(seen) < len(self.workers):
+            other = f"{route} #{n}"
+            if self.worker_for(other).index not in seen:
+                seen.add(self.worker_for(other).index)
+                out.append(other)
+            n += 1
+        return out
+
     def call(
         self,
         fn: Callable,

@@ -138,6 +138,26 @@ def test_strategy_widget_and_tabs_render():
     assert learn.session_state["cfg_recurrent_gain"] == 0.8
 
 
+@pytest.mark.parametrize(
+    "start, cell",
+    [
+        ({"activation": "relu"}, "lstm"),  # lstm has no activation to choose: its first
+        ({"cell": "lstm", "forget_bias": "1.5"}, "gru"),  # no forget gate: 0.0
+        ({"cell": "lstm", "forget_bias": "1.5"}, "minlstm"),  # a forget gate: kept
+        ({"cell": "lru", "strategy": "parallel"}, "lstm"),  # a nonlinear cell: accumulate
+    ],
+)
+def test_switching_the_cell_gives_the_config_with_cell_names(start, cell):
+    """What idle time compiles ahead for a cell switch (calls.neighbours) is the config the
+    sidebar then makes: RunConfig.with_cell and the selector agree."""
+    small = {"hidden_size": "4", "seq_len": "6", **start}
+    at = run_app(small)
+    before = RunConfig.from_mapping(small)
+    at.selectbox(key="cfg_cell").select(cell).run()
+    _clean(at)
+    assert dict(at.query_params) == config_to_params(before.with_cell(cell))
+
+
 def test_url_round_trip_reopens_the_same_view():
     at = run_app()
     at.selectbox(key="cfg_cell").select("mgu").run()

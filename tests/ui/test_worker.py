@@ -637,6 +637,80 @@ def test_a_route_holds_one_wish_and_a_wish_prepared_is_not_prepared_again():
         prep.stop()
 
 
+def test_two_preparers_take_turns_a_job_each_and_alone_each_runs_freely():
+    """The tabs of the page a visitor is on (calls.preparer) and the cells they may switch to
+    (calls.neighbour_preparer) take turns, the tabs first: neither waits for all of the other."""
+    from rnnviz.ui.idle import Preparer
+
+    order, pool = [], _OpenablePool()
+
+    def tabs(page):
+        order.append(("tabs", page))
+        return page
+
+    first = Preparer(pool, tabs, "tabs", more=lambda page: order.count(("tabs", page)) < 3)
+    second = Preparer(pool, lambda c: order.append(("cell", c)), "cells", more=bool, turns_with=first)
+    try:
+        for cell in ("d", "c", "b", "a"):  # the newest first: a, b, c, d
+            second.want(cell, cell)
+        first.want("page", 1)
+        assert first.pending() and second.pending()
+        pool.opened.set()
+        _until(lambda: not second.pending())
+        one = [
+            ("tabs", 1),
+            ("cell", "a"),
+            ("tabs", 1),
+            ("cell", "b"),
+            ("tabs", 1),
+            ("cell", "c"),
+            ("cell", "d"),
+        ]
+        assert order == one  # the tabs done: the cells go on alone
+        first.want("page", 2, key="page 2")  # alone: its three jobs one after the other
+        _until(lambda: not first.pending())
+        assert order[len(one) :] == [("tabs", 2)] * 3
+    finally:
+        first.stop()
+        second.stop()
+
+
+def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
+    """calls.prepare_neighbours: each cell one switch away is compiled by every worker, the
+    route's own first, so the page's analysis compiles nothing (a cache hit) in whichever
+    worker takes it (its own, or another when its own is busy: spill)."""
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.engine.prepare import static_config
+    from rnnviz.ui import jobs
+    from rnnviz.ui.idle import Preparer
+
+    def key(cfg):
+        return json.dumps(cfg.to_dict(), sort_keys=True)
+
+    def route(cfg):  # calls.route without a session: the static config's key
+        return key(static_config(cfg))
+
+    page = RunConfig(cell="lstm", hidden_size=5, input_size=2, seq_len=7, batch_size=2, forget_bias=1.0)
+    others = [page.with_cell(c) for c in ("gru", "simple", "minlstm")]
+    prep = Preparer(pool, jobs.compile_shape, "compiling a shape", more=bool, max_wanted=6)
+    try:
+        for other in others:
+            routes = pool.routes_to_each(route(other))
+            assert routes[0] == route(other) and {pool.worker_for(r).index for r in routes} == {0, 1}
+            for to in routes:
+                prep.want(to, key(static_config(other)))  # a wish per worker (named by its route)
+        _until(lambda: len(prep.done_routes()) == 2 * len(others), within_s=180.0)
+        for other in others:
+            for to in pool.routes_to_each(route(other)):
+                assert pool.call(jobs.is_compiled, key(other), route=to, what="a look-up")
+                a = pool.call(jobs.analysis, key(other), route=to, what="the analysis")
+                assert a.timing.cache_hit and a.config == other
+    finally:
+        prep.stop()
+
+
 def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs(pool):
     """The dashboard's use (calls.prepare_tabs): the route's worker compiles every strategy in
     its idle time; the Strategies tab's table then compiles nothing, and shows the compile
