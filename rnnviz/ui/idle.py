@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import collections
 import logging
+import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -43,10 +44,14 @@ class Preparer:
       keep: ``(route, answer) -> None``, given every answer (what a job measured, for the
         server to keep), in a thread of the pool's.
       turns_with: a preparer to take turns with, one job each, that one first: while both
-        have wishes left, neither starts a job before the other has started one since its
+        are :meth:`ready`, neither starts a job before the other has started one since its
         last (two kinds of work a visitor may ask for next both progress; alone, each runs
         freely).
       max_wanted: wishes held at once (:data:`MAX_WANTED`); a newer one pushes the oldest out.
+      quiet_s: start a job only once no page has run for this long (the pool's
+        ``since_visit_s``; 0: whenever the pool is idle): work a visitor may well not ask
+        for waits until they are reading, so that a job of it is rarely under way when a
+        visitor's call needs its worker.
 
     >>> import time
     >>> from rnnviz.ui.worker import WorkerPool
@@ -71,10 +76,11 @@ class Preparer:
         keep: Callable[[str, Any], None] | None = None,
         turns_with: Preparer | None = None,
         max_wanted: int = MAX_WANTED,
+        quiet_s: float = 0.0,
     ):
         self.pool, self.job, self.what = pool, job, what
         self.more, self.keep = more, keep
-        self.turns_with, self.max_wanted = turns_with, max_wanted
+        self.turns_with, self.max_wanted, self.quiet_s = turns_with, max_wanted, quiet_s
         self.started = 0  # jobs started, all wishes together (what the other of a pair watches)
         self._other_seen = -1  # the other's `started` when this one last started a job
         if turns_with is not None:
@@ -108,6 +114,12 @@ class Preparer:
         """Whether any wish is left to prepare."""
         with self._lock:
             return bool(self._wanted)
+
+    def ready(self) -> bool:
+        """Whether a wish is left and the visitors have been quiet for :attr:`quiet_s` (what
+        the other of a pair taking turns waits for)."""
+        since = getattr(self.pool, "since_visit_s", lambda: math.inf)
+        return self.pending() and (self.quiet_s <= 0 or since() >= self.quiet_s)
 
     def done_routes(self) -> list[str]:
         """The wishes prepared (or given up on), oldest first: their keys."""
@@ -147,8 +159,10 @@ class Preparer:
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
+            if not self.ready():
+                continue
             other = self.turns_with
-            if other is not None and other.pending() and other.started == self._other_seen:
+            if other is not None and other.ready() and other.started == self._other_seen:
                 continue  # its turn: it has not started a job since this one's last
             with self._lock:
                 ready = [(r, k, a) for r, (k, a) in reversed(self._wanted.items()) if r not in self._busy]

@@ -456,6 +456,11 @@ class WorkerPool:
         timer.daemon = True
         timer.start()
 
+    def since_visit_s(self) -> float:
+        """Seconds since a page run last began (:meth:`visit`; inf before any): how long the
+        visitors have been reading."""
+        return time.monotonic() - self._visited
+
     def _in_grace(self) -> bool:
         return time.monotonic() - self._visited < VISIT_GRACE_S
 

@@ -675,6 +675,34 @@ def test_two_preparers_take_turns_a_job_each_and_alone_each_runs_freely():
         second.stop()
 
 
+def test_a_preparer_with_quiet_s_waits_for_visitors_to_read_and_never_holds_up_its_partner():
+    """The other cells (calls.neighbour_preparer, quiet_s) start only once no page has run
+    for quiet_s; meanwhile the tabs' preparation, whose turn partner they are, runs alone."""
+    from rnnviz.ui.idle import Preparer
+
+    order, pool = [], _OpenablePool()
+    pool.since = 1.0
+    pool.since_visit_s = lambda: pool.since
+    first = Preparer(pool, lambda page: order.append(("tabs", page)), "tabs", more=bool)
+    second = Preparer(
+        pool, lambda c: order.append(("cell", c)), "cells", more=bool, turns_with=first, quiet_s=5.0
+    )
+    try:
+        second.want("a", "a")
+        first.want("page", 1)
+        first.want("other page", 2)  # two wishes: the cells' turn comes after the first
+        pool.opened.set()
+        _until(lambda: not first.pending())
+        time.sleep(0.6)
+        assert order == [("tabs", 2), ("tabs", 1)] and second.pending() and not second.ready()
+        pool.since = 6.0  # the visitors have been reading
+        _until(lambda: not second.pending())
+        assert order[2:] == [("cell", "a")]
+    finally:
+        first.stop()
+        second.stop()
+
+
 def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
     """calls.prepare_neighbours: each cell one switch away is compiled by every worker, the
     route's own first, so the page's analysis compiles nothing (a cache hit) in whichever
