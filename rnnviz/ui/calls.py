@@ -71,16 +71,16 @@ def preparer() -> Preparer:
     )
 
 
-#: Seconds without a page run before idle time compiles the other cells: a compile takes
-#: 1–2.6 s, and one under way when a visitor's call needs its worker (the other busy with a
-#: heavy view) is waited for; a visitor who has been reading this long is likely to go on.
+#: Seconds without a page run or a visitor's job before idle time compiles the other cells:
+#: a compile takes 1–2.6 s, and one under way when a visitor's call needs its worker (the
+#: other busy with a heavy view) is waited for; a visitor reading this long may go on.
 NEIGHBOURS_QUIET_S = 8.0
 
 
 @st.cache_resource(show_spinner=False)
 def neighbour_preparer() -> Preparer:
-    """The workers' idle time once the visitors have been quiet for
-    :data:`NEIGHBOURS_QUIET_S`, taking turns with :func:`preparer` (a job each): the shapes a
+    """The workers' idle time once the visitors have done nothing for
+    :data:`NEIGHBOURS_QUIET_S` (:meth:`~rnnviz.ui.worker.WorkerPool.quiet_for_s`), taking turns with :func:`preparer` (a job each): the shapes a
     visitor may switch to next, compiled in every worker (:func:`prepare_neighbours`). One
     wish per shape and worker, enough for two pages' cells."""
     return Preparer(

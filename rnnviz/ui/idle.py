@@ -48,8 +48,8 @@ class Preparer:
         last (two kinds of work a visitor may ask for next both progress; alone, each runs
         freely).
       max_wanted: wishes held at once (:data:`MAX_WANTED`); a newer one pushes the oldest out.
-      quiet_s: start a job only once no page has run for this long (the pool's
-        ``since_visit_s``; 0: whenever the pool is idle): work a visitor may well not ask
+      quiet_s: start a job only once the visitors have done nothing for this long (the
+        pool's ``quiet_for_s``: no page run, no visitor's job; 0: whenever the pool is idle): work a visitor may well not ask
         for waits until they are reading, so that a job of it is rarely under way when a
         visitor's call needs its worker.
 
@@ -118,7 +118,7 @@ class Preparer:
     def ready(self) -> bool:
         """Whether a wish is left and the visitors have been quiet for :attr:`quiet_s` (what
         the other of a pair taking turns waits for)."""
-        since = getattr(self.pool, "since_visit_s", lambda: math.inf)
+        since = getattr(self.pool, "quiet_for_s", lambda: math.inf)
         return self.pending() and (self.quiet_s <= 0 or since() >= self.quiet_s)
 
     def done_routes(self) -> list[str]:

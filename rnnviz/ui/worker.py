@@ -344,6 +344,7 @@ class WorkerPool:
         self._waiting = 0  # visitors waiting for a worker (idle-time work then finishes)
         self._pausing = threading.Lock()
         self._visited = -math.inf  # when a page run last began (monotonic)
+        self._visitor_seen = -math.inf  # when a visitor's job last began or ended
         atexit.register(self.shutdown)  # the server exits: its workers too
 
     def start(self) -> None:
@@ -456,10 +457,13 @@ class WorkerPool:
         timer.daemon = True
         timer.start()
 
-    def since_visit_s(self) -> float:
-        """Seconds since a page run last began (:meth:`visit`; inf before any): how long the
-        visitors have been reading."""
-        return time.monotonic() - self._visited
+    def quiet_for_s(self) -> float:
+        """Seconds since a visitor last did anything: a page run began (:meth:`visit`), or a
+        visitor's job began or ended (a page computing a long view is not being read); inf
+        before any. How long the visitors have been reading."""
+        if self._visitors > 0:
+            return 0.0
+        return time.monotonic() - max(self._visited, self._visitor_seen)
 
     def _in_grace(self) -> bool:
         return time.monotonic() - self._visited < VISIT_GRACE_S
@@ -480,6 +484,7 @@ class WorkerPool:
         worker would hold its lock: finishing its one job frees it)."""
         with self._pausing:
             self._visitors += change
+            self._visitor_seen = time.monotonic()  # a job began or ended: the visitor is not reading
             for w in self.workers:
                 if self._visitors > 0 and self._waiting == 0 and w.idle_job:
                     w.pause()

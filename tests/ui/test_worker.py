@@ -682,7 +682,7 @@ def test_a_preparer_with_quiet_s_waits_for_visitors_to_read_and_never_holds_up_i
 
     order, pool = [], _OpenablePool()
     pool.since = 1.0
-    pool.since_visit_s = lambda: pool.since
+    pool.quiet_for_s = lambda: pool.since
     first = Preparer(pool, lambda page: order.append(("tabs", page)), "tabs", more=bool)
     second = Preparer(
         pool, lambda c: order.append(("cell", c)), "cells", more=bool, turns_with=first, quiet_s=5.0
@@ -701,6 +701,23 @@ def test_a_preparer_with_quiet_s_waits_for_visitors_to_read_and_never_holds_up_i
     finally:
         first.stop()
         second.stop()
+
+
+def test_the_visitors_are_quiet_only_after_their_page_run_and_their_last_job(pool):
+    """quiet_for_s, what quiet_s waits for: 0 while a visitor's job runs (a long view being
+    computed is not being read), and counted from its end or from a page run's begin."""
+    assert pool.quiet_for_s() == float("inf")
+    job = threading.Thread(target=pool.call, args=(time.sleep, 1.5), kwargs=dict(route="a", what="a view"))
+    job.start()
+    _until(lambda: pool.quiet_for_s() == 0.0)
+    time.sleep(0.3)
+    assert pool.quiet_for_s() == 0.0
+    job.join()
+    assert pool.quiet_for_s() < 0.3
+    time.sleep(0.5)
+    assert pool.quiet_for_s() >= 0.5
+    pool.visit()
+    assert pool.quiet_for_s() < 0.3
 
 
 def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
