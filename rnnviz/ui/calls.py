@@ -80,9 +80,10 @@ NEIGHBOURS_QUIET_S = 8.0
 @st.cache_resource(show_spinner=False)
 def neighbour_preparer() -> Preparer:
     """The workers' idle time once the visitors have done nothing for
-    :data:`NEIGHBOURS_QUIET_S` (:meth:`~rnnviz.ui.worker.WorkerPool.quiet_for_s`), taking turns with :func:`preparer` (a job each): the shapes a
-    visitor may switch to next, compiled in every worker (:func:`prepare_neighbours`). One
-    wish per shape and worker, enough for two pages' cells."""
+    :data:`NEIGHBOURS_QUIET_S` (:meth:`~rnnviz.ui.worker.WorkerPool.quiet_for_s`), taking
+    turns with :func:`preparer` (a job each): the shapes a visitor may switch to next,
+    compiled in every worker (:func:`prepare_neighbours`). One wish per shape and worker,
+    enough for two pages' cells."""
     return Preparer(
         pool(),
         jobs.compile_shape,

@@ -49,9 +49,9 @@ class Preparer:
         freely).
       max_wanted: wishes held at once (:data:`MAX_WANTED`); a newer one pushes the oldest out.
       quiet_s: start a job only once the visitors have done nothing for this long (the
-        pool's ``quiet_for_s``: no page run, no visitor's job; 0: whenever the pool is idle): work a visitor may well not ask
-        for waits until they are reading, so that a job of it is rarely under way when a
-        visitor's call needs its worker.
+        pool's ``quiet_for_s``: no page run, no visitor's job; 0: whenever the pool is
+        idle): work a visitor may well not ask for waits until they are reading, so that a
+        job of it is rarely under way when a visitor's call needs its worker.
 
     >>> import time
     >>> from rnnviz.ui.worker import WorkerPool
