@@ -1,0 +1,101 @@
+"""Time switching the cell after a visitor has read the page: what compiling the other cells
+in the workers' idle time (:func:`rnnviz.ui.calls.prepare_neighbours`) buys, for any checkout.
+
+    .venv/bin/python scripts/cell_switch.py [--checkout DIR] [--read-s 20] [--runs 1]
+        [--query ""] [--cells "gru · classic,lstm · classic,mgu · classic,simple · classic"]
+
+A fresh ``rnnviz app`` from ``--checkout`` (its package first on the path; default this one)
+with an empty JAX compilation cache, warmed as it starts; Chromium at 1366×768 opens the page
+at ``--query``, waits for its run to end, then for each cell of ``--cells`` (as the selector
+labels it): ``--read-s`` seconds looking at the page, the pick in the cell selector, and the
+seconds until the main chart's data changed (``scripts/measure_app.py``'s shape change,
+after reading instead of at once). With ``--runs`` > 1, fresh servers, and the median of
+each switch. Run it for two checkouts (``git worktree add /tmp/before REV``) to compare.
+A measurement script: nothing is asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "tests"))
+sys.path.insert(0, str(ROOT / "scripts"))
+from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, SETTLED  # noqa: E402  (the tests' browser)
+from measure_app import FIRST_Y, STEP_LIMIT_S, _changed, _port, _select  # noqa: E402  (the walk's steps)
+
+
+async def _switches(url: str, cells: list[str], read_s: float) -> dict[str, float]:
+    from playwright.async_api import async_playwright
+
+    out = {}
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        ctx = await browser.new_context(viewport={"width": 1366, "height": 768})
+        await ctx.add_init_script(RUN_COUNTER)
+        page = await ctx.new_page()
+        start = time.perf_counter()
+        await page.goto(url, timeout=STEP_LIMIT_S * 1000)
+        await page.wait_for_function(f"() => ({FIRST_Y})() !== null", timeout=STEP_LIMIT_S * 1000)
+        out["page open → first chart"] = time.perf_counter() - start
+        await page.wait_for_function(SETTLED, arg=0, timeout=STEP_LIMIT_S * 1000)
+        for cell in cells:
+            await asyncio.sleep(read_s)  # a visitor reading: the workers' idle time (not counted)
+            out[f"→ {cell}"] = await _changed(page, _select(page, "cfg_cell", cell))
+        await browser.close()
+    return out
+
+
+def _one_run(args) -> dict[str, float]:
+    tmp = Path(tempfile.mkdtemp(prefix="rnnviz-cell-switch-"))
+    env = {**os.environ, "PYTHONPATH": str(args.checkout.resolve()), "RNNVIZ_JAX_CACHE": str(tmp / "jax")}
+    env["RNNVIZ_TRAINED_DIR"] = str(tmp / "trained")
+    env.pop("XLA_FLAGS", None)  # a user's server
+    port = _port()
+    log = (tmp / "server.log").open("w")
+    cmd = [sys.executable, "-m", "rnnviz", "app", f"--port={port}", "--server.headless=true"]
+    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "warm-up:" not in (tmp / "server.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.3)  # the warm-up's line: the server answers and its page has run once
+        url = f"http://127.0.0.1:{port}/" + (f"?{args.query}" if args.query else "")
+        return asyncio.run(_switches(url, args.cells.split(","), args.read_s))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--checkout", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
+    ap.add_argument("--read-s", type=float, default=20.0, help="seconds on the page before each switch")
+    ap.add_argument("--runs", type=int, default=1, help="fresh servers (each switch's median is printed)")
+    ap.add_argument("--query", default="", help="the page's URL query (default: the default configuration)")
+    ap.add_argument(
+        "--cells",
+        default="gru · classic,lstm · classic,mgu · classic,simple · classic",
+        help="comma-separated cells as the selector labels them",
+    )
+    args = ap.parse_args()
+    runs = [_one_run(args) for _ in range(args.runs)]
+    print(
+        f"{args.checkout} ?{args.query}, {args.read_s:g} s on the page before each switch, "
+        f"{args.runs} run(s):"
+    )
+    for step in runs[0]:
+        values = [r[step] for r in runs]
+        shown = " / ".join(f"{v:.2f}" for v in values)
+        print(f"  {step}: {statistics.median(values):.2f} s ({shown})")
+
+
+if __name__ == "__main__":
+    main()
