@@ -29,8 +29,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts"))
-from browser_helpers import CHROMIUM, FLAGS, RUN_COUNTER, SETTLED  # noqa: E402  (the tests' browser)
-from measure_app import FIRST_Y, STEP_LIMIT_S, _changed, _port, _select  # noqa: E402  (the walk's steps)
+from browser_helpers import CHROMIUM, FLAGS, SETTLED  # noqa: E402  (the tests' browser)
+from measure_app import STEP_LIMIT_S, _changed, _page, _port, _select  # noqa: E402  (the walk's steps)
 
 
 async def _switches(url: str, cells: list[str], read_s: float) -> dict[str, float]:
@@ -39,13 +39,7 @@ async def _switches(url: str, cells: list[str], read_s: float) -> dict[str, floa
     out = {}
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        ctx = await browser.new_context(viewport={"width": 1366, "height": 768})
-        await ctx.add_init_script(RUN_COUNTER)
-        page = await ctx.new_page()
-        start = time.perf_counter()
-        await page.goto(url, timeout=STEP_LIMIT_S * 1000)
-        await page.wait_for_function(f"() => ({FIRST_Y})() !== null", timeout=STEP_LIMIT_S * 1000)
-        out["page open → first chart"] = time.perf_counter() - start
+        page, out["page open → first chart"] = await _page(browser, url)
         await page.wait_for_function(SETTLED, arg=0, timeout=STEP_LIMIT_S * 1000)
         for cell in cells:
             await asyncio.sleep(read_s)  # a visitor reading: the workers' idle time (not counted)
