@@ -18,19 +18,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 sys.path.insert(0, str(ROOT / "scripts"))
 from browser_helpers import CHROMIUM, FLAGS, SETTLED  # noqa: E402  (the tests' browser)
-from measure_app import STEP_LIMIT_S, _changed, _page, _port, _select  # noqa: E402  (the walk's steps)
+from measure_app import STEP_LIMIT_S, _changed, _page, _select  # noqa: E402  (the walk's steps)
+from tab_after_read import served  # noqa: E402  (a checkout's server, warmed)
 
 
 async def _switches(url: str, cells: list[str], read_s: float) -> dict[str, float]:
@@ -49,23 +46,9 @@ async def _switches(url: str, cells: list[str], read_s: float) -> dict[str, floa
 
 
 def _one_run(args) -> dict[str, float]:
-    tmp = Path(tempfile.mkdtemp(prefix="rnnviz-cell-switch-"))
-    env = {**os.environ, "PYTHONPATH": str(args.checkout.resolve()), "RNNVIZ_JAX_CACHE": str(tmp / "jax")}
-    env["RNNVIZ_TRAINED_DIR"] = str(tmp / "trained")
-    env.pop("XLA_FLAGS", None)  # a user's server
-    port = _port()
-    log = (tmp / "server.log").open("w")
-    cmd = [sys.executable, "-m", "rnnviz", "app", f"--port={port}", "--server.headless=true"]
-    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        deadline = time.monotonic() + 120
-        while "warm-up:" not in (tmp / "server.log").read_text() and time.monotonic() < deadline:
-            time.sleep(0.3)  # the warm-up's line: the server answers and its page has run once
-        url = f"http://127.0.0.1:{port}/" + (f"?{args.query}" if args.query else "")
+    with served(args.checkout, "rnnviz-cell-switch-") as base:
+        url = base + (f"?{args.query}" if args.query else "")
         return asyncio.run(_switches(url, args.cells.split(","), args.read_s))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
 
 
 def main() -> None:

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import os
 import socket
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -81,6 +83,29 @@ async def _visit(url: str, tabs: list[str], read_s: float) -> dict[str, tuple[fl
     return out
 
 
+@contextlib.contextmanager
+def served(checkout: Path, prefix: str) -> Iterator[str]:
+    """A fresh ``rnnviz app`` from ``checkout`` (its package first on the path), with an
+    empty JAX compilation cache and trained-runs folder, once its warm-up has run: its URL.
+    Stopped on leaving (``scripts/cell_switch.py`` serves its checkouts the same way)."""
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    env = {**os.environ, "PYTHONPATH": str(checkout.resolve()), "RNNVIZ_JAX_CACHE": str(tmp / "jax")}
+    env["RNNVIZ_TRAINED_DIR"] = str(tmp / "trained")
+    env.pop("XLA_FLAGS", None)  # a user's server
+    port = _port()
+    log = (tmp / "server.log").open("w")
+    cmd = [sys.executable, "-m", "rnnviz", "app", f"--port={port}", "--server.headless=true"]
+    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.monotonic() + 120
+        while "warm-up:" not in (tmp / "server.log").read_text() and time.monotonic() < deadline:
+            time.sleep(0.3)  # the warm-up's line: the server answers and its page has run once
+        yield f"http://127.0.0.1:{port}/"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--checkout", type=Path, default=ROOT, help="the checkout to serve (default: this one)")
@@ -88,23 +113,8 @@ def main() -> None:
     ap.add_argument("--query", default="cell=lstm&hidden_size=128&seq_len=1000&batch_size=32")
     ap.add_argument("--tabs", default="Strategies,Phase diagram", help="comma-separated tab titles")
     args = ap.parse_args()
-    tmp = Path(tempfile.mkdtemp(prefix="rnnviz-tab-after-read-"))
-    env = {**os.environ, "PYTHONPATH": str(args.checkout.resolve()), "RNNVIZ_JAX_CACHE": str(tmp / "jax")}
-    env["RNNVIZ_TRAINED_DIR"] = str(tmp / "trained")
-    env.pop("XLA_FLAGS", None)  # a user's server
-    port = _port()
-    log = (tmp / "server.log").open("w")
-    cmd = [sys.executable, "-m", "rnnviz", "app", f"--port={port}"]
-    proc = subprocess.Popen(cmd, cwd=tmp, env=env, stdout=log, stderr=subprocess.STDOUT)
-    try:
-        base = f"http://127.0.0.1:{port}/"
-        deadline = time.monotonic() + 120
-        while "warm-up:" not in (tmp / "server.log").read_text() and time.monotonic() < deadline:
-            time.sleep(0.3)  # the warm-up's line: the server answers and its page has run once
+    with served(args.checkout, "rnnviz-tab-after-read-") as base:
         times = asyncio.run(_visit(f"{base}?{args.query}", args.tabs.split(","), args.read_s))
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
     print(f"{args.checkout} ?{args.query}, {args.read_s:g} s on the page before each tab:")
     for tab, (first, done, note) in times.items():
         shown = "no chart" if first is None else f"{first:.2f} s"
