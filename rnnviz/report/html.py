@@ -13,19 +13,21 @@ import json
 import math
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 
 import pandas as pd
-import plotly.graph_objects as go
-from plotly.offline import get_plotlyjs
 
 from rnnviz.base.formatting import pow10_text
 from rnnviz.charts.costs import bar_panels
+from rnnviz.charts.embed import figure_div, plotly_js
 from rnnviz.charts.lines import gradient_figure
 from rnnviz.charts.training import training_figure
 from rnnviz.config import FIELD_SPECS, ConfigError
 from rnnviz.frames.training import training_frame
 from rnnviz.report.compare import Comparison, comparison_json
+
+if TYPE_CHECKING:  # a type only: the figures are drawn, and embedded, by rnnviz.charts
+    import plotly.graph_objects as go
 
 #: The ``id`` of the ``<script type="application/json">`` holding :func:`comparison_json`.
 NUMBERS_ID = "rnnviz-numbers"
@@ -281,14 +283,7 @@ def report_html(c: Comparison) -> str:
     figures = report_figures(c)
     sections = []
     for f in figures:
-        div = f.figure.to_html(
-            include_plotlyjs=False,
-            full_html=False,
-            div_id=f"rnnviz-{f.key}",
-            default_width="100%",
-            default_height="480px",
-            config=PLOTLY_CONFIG,
-        )
+        div = figure_div(f.figure, f"rnnviz-{f.key}", PLOTLY_CONFIG)
         sections.append(f'<h2>{_e(f.heading)}</h2><div class="figure">{div}</div>')
     return "\n".join(
         [
@@ -299,7 +294,7 @@ def report_html(c: Comparison) -> str:
             f"<title>{_e(_title(c))}</title>",
             f"<style>{_STYLE}</style>",
             "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
-            f"<script>{get_plotlyjs()}</script>",
+            f"<script>{plotly_js()}</script>",
             "</head><body>",
             f"<h1>{_e(_title(c))}</h1>",
             _summary(c),
