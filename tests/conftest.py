@@ -11,9 +11,19 @@ import tempfile
 # (one, test_strategies' tangent sum, allowed less and was widened to it). At H=128, T=1000 the
 # code runs ~2.8× slower, so the soak's server, which runs the real sizes, gets the flags the
 # suite started with (RNNVIZ_SERVER_XLA_FLAGS).
+#
+# And XLA:CPU's older fused-kernel emitters instead of its MLIR fusion emitters: compiling
+# every built-in cell at a tiny shape, plus sweeps and Lyapunov runs, in a fresh process took
+# 16.0 s of backend compile instead of 27.9–29.5 s at -O0, and tests/engine/test_strategies.py
+# with test_traced.py took 144 and 155 s against 231 and 207 s on 2 workers (stop 48's note).
+# The product keeps the MLIR emitters: their code runs 15–40 % faster at real sizes (LSTM
+# B32·T200·H128: 86–94 ms against 100 ms a run), which matters there and not here.
 os.environ.setdefault("RNNVIZ_SERVER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     flags = os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
+    os.environ["XLA_FLAGS"] = flags.strip()
+if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
+    flags = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false"
     os.environ["XLA_FLAGS"] = flags.strip()
 
 import jax
