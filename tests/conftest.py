@@ -16,7 +16,8 @@ import tempfile
 # every built-in cell at a tiny shape, plus sweeps and Lyapunov runs, in a fresh process took
 # 16.0 s of backend compile instead of 27.9–29.5 s at -O0, and tests/engine/test_strategies.py
 # with test_traced.py took 144 and 155 s against 231 and 207 s on 2 workers (stop 48's note).
-# The product keeps the MLIR emitters: their code runs 15–40 % faster at real sizes (LSTM
+# The product's analysis keeps the MLIR emitters (only its run-once draws drop them,
+# rnnviz.engine.compile.RUN_ONCE_OPTIONS): their code runs 15–40 % faster at real sizes (LSTM
 # B32·T200·H128: 86–94 ms against 100 ms a run), which matters there and not here.
 os.environ.setdefault("RNNVIZ_SERVER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):

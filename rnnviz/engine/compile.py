@@ -44,10 +44,19 @@ def abstract(tree: Any, device: jax.Device) -> Any:
 
 #: XLA options for an executable that runs once per value change and costs little to run
 #: (drawing the parameters, the inputs, a data batch): LLVM at -O0 without its expensive
-#: passes. The HLO is the same; only the machine code is less optimised. On this 2-core CPU
-#: it halves these compiles (GRU H=64: params 0.60 → 0.31 s, inputs 0.36 → 0.10 s), which
-#: every new shape pays before its first chart (#33). CPU only: measured there.
-RUN_ONCE_OPTIONS = {"xla_backend_optimization_level": 0, "xla_llvm_disable_expensive_passes": True}
+#: passes, and XLA:CPU's older fused-kernel emitters instead of its MLIR fusion emitters. The
+#: HLO is the same; only the machine code is less optimised: the emitters change no bit of
+#: the draws, -O0 only float32 rounding (tests/engine/test_engine.py). On this 2-core CPU
+#: the first two halve these compiles (GRU H=64: params 0.60 → 0.31 s, inputs 0.36 → 0.10 s),
+#: and the emitters take another ~40 % off (seven cells and sizes, params + inputs:
+#: 10.0–11.2 s → 6.4–6.6 s), which every new shape pays before its first chart (#33). CPU
+#: only: measured there. The analysis keeps the MLIR emitters: its code runs 15–40 % faster
+#: with them at real sizes.
+RUN_ONCE_OPTIONS = {
+    "xla_backend_optimization_level": 0,
+    "xla_llvm_disable_expensive_passes": True,
+    "xla_cpu_use_fusion_emitters": False,
+}
 
 
 def compile_for(fn: Callable, args: tuple, device: jax.Device, *, run_once: bool = False) -> Compiled:

@@ -294,6 +294,39 @@ def test_only_the_run_once_executables_are_compiled_for_compile_speed(monkeypatc
     assert compile_mod.run_once_options(jax.devices("cpu")[0]) == compile_mod.RUN_ONCE_OPTIONS
 
 
+@pytest.mark.parametrize("cell", ["lstm", "mlstm"])
+def test_the_run_once_options_draw_what_xlas_defaults_draw(cell):
+    """:data:`RUN_ONCE_OPTIONS` change only the machine code. The fusion emitters change no
+    bit of the seed's parameters, carry and inputs; LLVM's -O0 only float32 rounding (-O3
+    fuses a multiply and an add), against XLA's defaults named here (the suite's own
+    XLA_FLAGS change two of them)."""
+    from rnnviz.engine import compile as compile_mod
+    from rnnviz.engine.prepare import Values, draw_inputs, prepare_params, seed_key, static_config
+
+    cfg = static_config(RunConfig(cell=cell, hidden_size=6, input_size=3, seq_len=5, batch_size=2))
+    device = jax.devices("cpu")[0]
+    mlir_emitters = {**compile_mod.RUN_ONCE_OPTIONS, "xla_cpu_use_fusion_emitters": True}
+    defaults = {
+        "xla_backend_optimization_level": 3,
+        "xla_llvm_disable_expensive_passes": False,
+        "xla_cpu_use_fusion_emitters": True,
+    }
+    assert set(defaults) == set(compile_mod.RUN_ONCE_OPTIONS)
+    for fn in (functools.partial(prepare_params, cfg), functools.partial(draw_inputs, cfg, 5)):
+        args = (seed_key(0), Values.of(cfg))
+        fast = compile_mod.compile_for(fn, args, device, run_once=True).fn(seed_key(7), Values.of(cfg))
+        lowered = jax.jit(fn).lower(*compile_mod.abstract(args, device))
+
+        def draw(options, lowered=lowered):
+            return jax.tree.leaves(
+                compile_mod.compile_lowered(lowered, "a draw", options)(seed_key(7), Values.of(cfg))
+            )
+
+        for a, b, c in zip(jax.tree.leaves(fast), draw(mlir_emitters), draw(defaults), strict=True):
+            np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+            np.testing.assert_allclose(np.asarray(a), np.asarray(c), rtol=1e-5, atol=1e-6)
+
+
 def test_analysis_record_shapes_and_types():
     cfg = RunConfig(cell="lstm", seq_len=11, hidden_size=6, batch_size=None)
     a = analyze(cfg, repeats=3)
