@@ -15,7 +15,8 @@ import tempfile
 # And XLA:CPU's older fused-kernel emitters instead of its MLIR fusion emitters: compiling
 # every built-in cell at a tiny shape, plus sweeps and Lyapunov runs, in a fresh process took
 # 16.0 s of backend compile instead of 27.9–29.5 s at -O0, and tests/engine/test_strategies.py
-# with test_traced.py took 144 and 155 s against 231 and 207 s on 2 workers (stop 48's note).
+# with test_traced.py took 144 and 155 s against 231 and 207 s on 2 workers, the whole engine
+# group 649 s against 1041 s (stop 48's note).
 # The product's analysis keeps the MLIR emitters (only its run-once draws drop them,
 # rnnviz.engine.compile.RUN_ONCE_OPTIONS): their code runs 15–40 % faster at real sizes (LSTM
 # B32·T200·H128: 86–94 ms against 100 ms a run), which matters there and not here.
