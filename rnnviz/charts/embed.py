@@ -9,6 +9,10 @@ from __future__ import annotations
 import plotly.graph_objects as go
 from plotly.offline import get_plotlyjs
 
+#: The figure type every chart of :mod:`rnnviz.charts` returns, for the layers above to name
+#: without importing plotly themselves (the report's :class:`~rnnviz.report.html.Figure`).
+PlotlyFigure = go.Figure
+
 
 def plotly_js() -> str:
     """plotly.js's whole source (about 4.7 MB), to inline once in a page that must work

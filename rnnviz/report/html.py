@@ -27,7 +27,7 @@ from rnnviz.frames.training import training_frame
 from rnnviz.report.compare import Comparison, comparison_json
 
 if TYPE_CHECKING:  # a type only: the figures are drawn, and embedded, by rnnviz.charts
-    import plotly.graph_objects as go
+    from rnnviz.charts.embed import PlotlyFigure
 
 #: The ``id`` of the ``<script type="application/json">`` holding :func:`comparison_json`.
 NUMBERS_ID = "rnnviz-numbers"
@@ -52,7 +52,7 @@ class Figure(NamedTuple):
 
     key: str
     heading: str
-    figure: go.Figure
+    figure: PlotlyFigure
 
 
 def gradient_frame(c: Comparison) -> pd.DataFrame:
