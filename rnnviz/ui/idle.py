@@ -34,7 +34,10 @@ MAX_DONE = 512
 class Preparer:
     """Jobs ``job(*args)`` run in the pool's idle time for each route wanted with ``args``,
     until one answers that nothing is left to prepare, or raises. A route holds one wish,
-    named by its ``key``: a newer one for the route replaces it.
+    named by its ``key``: a newer one for the route replaces it. A wish prepared is
+    remembered with the worker process that prepared it (the pool's ``generation(route)``,
+    where it has one): once a successor or a replacement serves the route, it is prepared
+    again when a page asks. A wish whose job failed is not.
 
     Args:
       pool: a :class:`~rnnviz.ui.worker.WorkerPool` (anything with its ``call_if_idle``).
@@ -88,7 +91,9 @@ class Preparer:
             self._other_seen = 0  # the other goes first
         self._wanted: collections.OrderedDict[str, tuple] = collections.OrderedDict()  # route -> args
         self._jobs: collections.Counter[str] = collections.Counter()
-        self._done: collections.OrderedDict[str, None] = collections.OrderedDict()
+        # key -> the generation of the worker process that prepared it (None: given up on for
+        # good): a successor or a replacement holds none of what its predecessor compiled
+        self._done: collections.OrderedDict[str, int | None] = collections.OrderedDict()
         self._busy: set[str] = set()  # routes with a job under way
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -98,11 +103,13 @@ class Preparer:
     def want(self, route: str, *args: Any, key: str | None = None) -> None:
         """Run ``job(*args)`` on ``route``'s worker when it is idle, until it is done: the wish
         ``key`` (default: the route), which replaces the route's older one (nothing when
-        ``key`` was prepared already)."""
+        ``key`` was prepared already by the route's worker process as it is now, or given up on)."""
         key = route if key is None else key
         with self._lock:
             if key in self._done:
-                return
+                if self._done[key] in (None, self._generation(route)):
+                    return
+                del self._done[key]  # prepared in a process that has since been replaced
             older = self._wanted.pop(route, None)
             if older is not None and older[0] != key:
                 self._jobs.pop(older[0], None)
@@ -131,20 +138,25 @@ class Preparer:
         self._stop.set()
         self._thread.join(timeout=5)
 
+    def _generation(self, route: str) -> int:
+        generation = getattr(self.pool, "generation", None)
+        return 0 if generation is None else generation(route)
+
     def _forget(self, route: str) -> None:
         key, _ = self._wanted.pop(route, (None, None))
         self._jobs.pop(key, None)
 
-    def _finish(self, route: str, key: str) -> None:
+    def _finish(self, route: str, key: str, generation: int | None) -> None:
         with self._lock:
             if self._wanted.get(route, (None,))[0] == key:  # not a newer wish for the route
                 self._forget(route)
             self._jobs.pop(key, None)
-            self._done[key] = None
+            self._done[key] = generation
+            self._done.move_to_end(key)
             while len(self._done) > MAX_DONE:
                 self._done.popitem(last=False)
 
-    def _answered(self, route: str, key: str, status: str, answer: Any) -> None:
+    def _answered(self, route: str, key: str, generation: int, status: str, answer: Any) -> None:
         with self._lock:
             self._busy.discard(route)
         if status == "ok" and self.keep is not None:
@@ -152,10 +164,11 @@ class Preparer:
                 self.keep(route, answer)
             except Exception:  # keeping is a bonus: the preparation goes on
                 log.exception("keeping what preparing %s answered", route)
-        if status != "ok" or not self.more(answer):
-            if status != "ok":
-                log.debug("preparing %s stopped: %r", route, answer)
-            self._finish(route, key)
+        if status != "ok":  # given up on for good: a job that fails would fail again
+            log.debug("preparing %s stopped: %r", route, answer)
+            self._finish(route, key, None)
+        elif not self.more(answer):
+            self._finish(route, key, generation)
 
     def _loop(self) -> None:
         while not self._stop.wait(POLL_S):
@@ -168,24 +181,28 @@ class Preparer:
                 ready = [(r, k, a) for r, (k, a) in reversed(self._wanted.items()) if r not in self._busy]
             for route, key, args in ready:  # newest first
                 if self._jobs[key] >= MAX_JOBS:
-                    self._finish(route, key)
+                    self._finish(route, key, None)
                     continue
                 with self._lock:
                     self._busy.add(route)
+                # the process the job runs in: known once it is sent (a successor takes over then),
+                # and the same until the job has answered (the worker is held meanwhile)
+                generation = [self._generation(route)]
                 try:
                     started = self.pool.call_if_idle(
                         self.job,
                         *args,
                         route=route,
                         what=self.what,
-                        on_answer=lambda status, more, route=route, key=key: self._answered(
-                            route, key, status, more
+                        on_answer=lambda status, more, route=route, key=key, gen=generation: self._answered(
+                            route, key, gen[0], status, more
                         ),
                     )
                 except Exception as err:  # the worker could not be started: try again later
                     log.debug("preparing %s: %s", route, err)
                     started = False
                 if started:
+                    generation[0] = self._generation(route)
                     with self._lock:
                         self.started += 1
                         if other is not None:

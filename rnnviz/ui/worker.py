@@ -203,6 +203,8 @@ class _Worker:
         self.process: subprocess.Popen | None = None
         self.conn: Any = None
         self.jobs = 0
+        #: processes this worker has had: a new one holds nothing the old one compiled
+        self.generation = 0
         self.successor: tuple[subprocess.Popen, Any] | None = None
         self.free_since = time.monotonic()  # when the lock was last released
         self.doing: str | None = None  # the job under way, in words
@@ -261,6 +263,7 @@ class _Worker:
         self.kill()
         self.process, self.conn = _start(self.setup)
         self.jobs = 0
+        self.generation += 1
 
     def exitcode(self) -> int | None:
         return None if self.process is None else self.process.poll()
@@ -291,6 +294,7 @@ class _Worker:
             return False
         old = (self.process, self.conn)
         self.process, self.conn, self.jobs, self.successor = process, conn, 0, None
+        self.generation += 1
         threading.Thread(target=_stop, args=(*old, 30.0), daemon=True, name="retired-worker").start()
         return True
 
@@ -358,6 +362,11 @@ class WorkerPool:
     def worker_for(self, route: str) -> _Worker:
         """The worker a route always goes to (a stable hash, the same in every process)."""
         return self.workers[zlib.crc32(route.encode()) % len(self.workers)]
+
+    def generation(self, route: str) -> int:
+        """How many processes the route's worker has had (0 before its first): what was
+        prepared in one is gone once a successor or a replacement has taken over."""
+        return self.worker_for(route).generation
 
     def routes_to_each(self, route: str) -> list[str]:
         """One route to each worker, ``route``'s own first (``route`` itself, then ``route``

@@ -208,12 +208,14 @@ def test_a_worker_retires_after_its_jobs_its_successor_ready_before_it_takes_ove
     try:
         first = pool.call(os.getpid, route="r", what="pid")
         assert [pool.call(os.getpid, route="r", what="pid") for _ in range(2)] == [first, first]
+        assert pool.generation("r") == 1  # one process so far (what idle time prepared is its)
         # three jobs done: the successor is starting, and the old worker still answers meanwhile
         assert pool.retirements == 1 and len(pool.pids()) == 2
         successor = pool.workers[0].successor[0]
         _wait_for(lambda: pool.workers[0].successor[1].poll())  # its setup ran: it has answered
         second = pool.call(os.getpid, route="r", what="pid")
         assert second == successor.pid != first and pool.restarts == 0
+        assert pool.generation("r") == 2  # the successor holds nothing the first had prepared
         _wait_for(
             lambda: rss_bytes(first) is None or "State:\tZ" in Path(f"/proc/{first}/status").read_text()
         )

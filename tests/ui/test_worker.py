@@ -73,6 +73,7 @@ def test_a_worker_that_dies_is_reported_and_replaced(pool):
     with pytest.raises(WorkerDied, match="exit code 3|ended before answering"):
         pool.call(os._exit, 3, route="x", what="an exit")
     assert pool.call(divmod, 7, 7, route="x", what="a division") == (1, 0)
+    assert pool.generation("x") == 2  # the replacement is a second process
 
 
 def test_an_abandoned_call_finishes_in_the_background_and_the_worker_serves_the_next(pool):
@@ -633,6 +634,53 @@ def test_a_route_holds_one_wish_and_a_wish_prepared_is_not_prepared_again():
         _until(lambda: prep.done_routes() == ["gain 2", "gain 3"])
         time.sleep(0.6)
         assert kept == [("shape", -2), ("shape", -3)] and prep.done_routes() == ["gain 2", "gain 3"]
+    finally:
+        prep.stop()
+
+
+def test_a_wish_prepared_in_a_worker_process_since_replaced_is_prepared_again_and_a_failed_one_is_not():
+    """What idle time prepared lives in the worker process that prepared it: once a successor
+    or a replacement serves the route, a page asking again has it prepared anew. A job that
+    failed is not tried again, whatever the process (it would fail again, or kill its worker)."""
+    from rnnviz.ui.idle import Preparer
+
+    class Pool:  # workers always idle, a job's error answered as WorkerPool answers it
+        generations = {"shape": 1, "broken": 1}
+
+        def generation(self, route):
+            return self.generations[route]
+
+        def call_if_idle(self, fn, *args, route, what, on_answer):
+            try:
+                on_answer("ok", fn(*args))
+            except RuntimeError as err:
+                on_answer("error", err)
+            return True
+
+    ran, pool = [], Pool()
+
+    def job(value):
+        ran.append(value)
+        if value == "bad":
+            raise RuntimeError("no")
+        return False
+
+    prep = Preparer(pool, job, "preparing", more=bool)
+    try:
+        prep.want("shape", "gain 1", key="gain 1")
+        prep.want("broken", "bad", key="bad")
+        _until(lambda: sorted(prep.done_routes()) == ["bad", "gain 1"])
+        prep.want("shape", "gain 1", key="gain 1")  # the same process: nothing to do
+        prep.want("broken", "bad", key="bad")
+        time.sleep(0.6)
+        assert sorted(ran) == ["bad", "gain 1"]
+        pool.generations = {"shape": 2, "broken": 2}  # both workers replaced
+        prep.want("shape", "gain 1", key="gain 1")
+        prep.want("broken", "bad", key="bad")
+        _until(lambda: ran.count("gain 1") == 2)
+        time.sleep(0.6)
+        assert sorted(ran) == ["bad", "gain 1", "gain 1"]
+        assert sorted(prep.done_routes()) == ["bad", "gain 1"]
     finally:
         prep.stop()
 
