@@ -20,13 +20,22 @@ import tempfile
 # The product's analysis keeps the MLIR emitters (only its run-once draws drop them,
 # rnnviz.engine.compile.RUN_ONCE_OPTIONS): their code runs 15–40 % faster at real sizes (LSTM
 # B32·T200·H128: 86–94 ms against 100 ms a run), which matters there and not here.
+#
+# And one LLVM module per executable (XLA:CPU splits it into up to 32 to compile the parts on
+# its thread pool, which the suite's two workers already keep busy): backend compile of the
+# tiny configs 7.8–8.0 s against 9.0–9.7 s, and their code runs 10–20 % faster, split modules
+# not inlining across one another at -O0 (scripts/xla_flags.py --rounds 3, docs/dev/benchmarks.md).
+#
+# A flag a user's XLA_FLAGS names keeps the user's value.
+SUITE_XLA_FLAGS = {
+    "xla_backend_optimization_level": "0",
+    "xla_cpu_use_fusion_emitters": "false",
+    "xla_cpu_parallel_codegen_split_count": "1",
+}
 os.environ.setdefault("RNNVIZ_SERVER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0"
-    os.environ["XLA_FLAGS"] = flags.strip()
-if "xla_cpu_use_fusion_emitters" not in os.environ.get("XLA_FLAGS", ""):
-    flags = os.environ.get("XLA_FLAGS", "") + " --xla_cpu_use_fusion_emitters=false"
-    os.environ["XLA_FLAGS"] = flags.strip()
+for _name, _value in SUITE_XLA_FLAGS.items():
+    if _name not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_name}={_value}".strip()
 
 import jax
 import pytest

@@ -49,13 +49,16 @@ def abstract(tree: Any, device: jax.Device) -> Any:
 #: the draws, -O0 only float32 rounding (tests/engine/test_engine.py). On this 2-core CPU
 #: the first two halve these compiles (GRU H=64: params 0.60 → 0.31 s, inputs 0.36 → 0.10 s),
 #: and the emitters take another ~40 % off (seven cells and sizes, params + inputs:
-#: 10.0–11.2 s → 6.4–6.6 s), which every new shape pays before its first chart (#33). CPU
-#: only: measured there. The analysis keeps the MLIR emitters: its code runs 15–40 % faster
-#: with them at real sizes.
+#: 10.0–11.2 s → 6.4–6.6 s), which every new shape pays before its first chart (#33). One
+#: LLVM module instead of up to 32 compiled in parallel takes another ~10 % off (7 shapes:
+#: 3.05–3.08 s → 2.67–2.77 s on a faster day) and changes no bit either. CPU only: measured
+#: there. The analysis keeps the MLIR emitters: its code runs 15–40 % faster with them at
+#: real sizes.
 RUN_ONCE_OPTIONS = {
     "xla_backend_optimization_level": 0,
     "xla_llvm_disable_expensive_passes": True,
     "xla_cpu_use_fusion_emitters": False,
+    "xla_cpu_parallel_codegen_split_count": 1,
 }
 
 

@@ -296,20 +296,25 @@ def test_only_the_run_once_executables_are_compiled_for_compile_speed(monkeypatc
 
 @pytest.mark.parametrize("cell", ["lstm", "mlstm"])
 def test_the_run_once_options_draw_what_xlas_defaults_draw(cell):
-    """:data:`RUN_ONCE_OPTIONS` change only the machine code. The fusion emitters change no
-    bit of the seed's parameters, carry and inputs; LLVM's -O0 only float32 rounding (-O3
-    fuses a multiply and an add), against XLA's defaults named here (the suite's own
-    XLA_FLAGS change two of them)."""
+    """:data:`RUN_ONCE_OPTIONS` change only the machine code. The fusion emitters and one LLVM
+    module instead of 32 change no bit of the seed's parameters, carry and inputs; LLVM's -O0
+    only float32 rounding (-O3 fuses a multiply and an add), against XLA's defaults named
+    here (the suite's own XLA_FLAGS change three of them)."""
     from rnnviz.engine import compile as compile_mod
     from rnnviz.engine.prepare import Values, draw_inputs, prepare_params, seed_key, static_config
 
     cfg = static_config(RunConfig(cell=cell, hidden_size=6, input_size=3, seq_len=5, batch_size=2))
     device = jax.devices("cpu")[0]
-    mlir_emitters = {**compile_mod.RUN_ONCE_OPTIONS, "xla_cpu_use_fusion_emitters": True}
+    mlir_emitters = {
+        **compile_mod.RUN_ONCE_OPTIONS,
+        "xla_cpu_use_fusion_emitters": True,
+        "xla_cpu_parallel_codegen_split_count": 32,
+    }
     defaults = {
         "xla_backend_optimization_level": 3,
         "xla_llvm_disable_expensive_passes": False,
         "xla_cpu_use_fusion_emitters": True,
+        "xla_cpu_parallel_codegen_split_count": 32,
     }
     assert set(defaults) == set(compile_mod.RUN_ONCE_OPTIONS)
     for fn in (functools.partial(prepare_params, cfg), functools.partial(draw_inputs, cfg, 5)):
