@@ -37,8 +37,8 @@ for _name, _value in SUITE_XLA_FLAGS.items():
     if _name not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} --{_name}={_value}".strip()
 
-import jax
-import pytest
+import jax  # noqa: E402 (after XLA_FLAGS is set)
+import pytest  # noqa: E402
 
 # The app's workers turn on JAX's persistent compilation cache. AppTest runs the views in
 # this process (below), which would turn it on here too: jaxlib 0.10.2 segfaulted twice in
