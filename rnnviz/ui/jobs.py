@@ -46,7 +46,7 @@ from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, compile_lyapunov, compile_lyapunov_phase, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
 from rnnviz.studies.over_training import OverTraining, over_training
-from rnnviz.studies.sweep import compile_points, critical_gain, sweep
+from rnnviz.studies.sweep import compile_points, critical_gain, sweep_reusing
 from rnnviz.studies.training import Trainer, Training, load_run
 from rnnviz.tables.strategies import contributions_source, strategy_names
 from rnnviz.ui import budget, trained_runs, worker
@@ -571,7 +571,9 @@ def phase(
     gains = part_gains(_gains(lo, hi, n), part, parts)
     over = {"recurrent_gain": gains, "seed": list(range(cfg.seed, cfg.seed + seeds))}
     weights = _weights(cfg_json)
-    df = sweep(cfg, over, data=_data(cfg_json), params=weights).drop_duplicates(
+    # point by point through the page's compiled analysis where that is quicker than
+    # compiling the sweep (a small shape whose Phase diagram idle time has not prepared)
+    df = sweep_reusing(cfg, over, data=_data(cfg_json), params=weights).drop_duplicates(
         ignore_index=True
     )  # the padding
     # The closed-form critical gain is the initialisation's; trained weights have none.

@@ -6,14 +6,17 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from rnnviz import ConfigError, RunConfig, analyze, charts
 from rnnviz.cli.main import main as cli_main
 from rnnviz.frames.dynamics import phase_frames
-from rnnviz.studies.sweep import critical_gain, sweep, sweep_executable
+from rnnviz.studies import sweep as sweep_module
+from rnnviz.studies.sweep import critical_gain, sweep, sweep_executable, sweep_reusing
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -46,6 +49,61 @@ def test_sweep_equals_individual_analyses_at_sampled_points():
         np.testing.assert_allclose(
             pick[pick.component == "total"].sort_values("t")["log10_grad_norm"], a.log10_grad_norms, atol=1e-5
         )
+
+
+def _sweep_key(cfg, n):
+    return sweep_module._executable_key(cfg, n, sweep_module.GRADIENTS, None, None)[0]
+
+
+@pytest.mark.parametrize("cell", ["lstm", "simple"])
+def test_a_cheap_grid_goes_through_the_compiled_analysis_and_equals_the_sweep(cell):
+    """With the analysis compiled, a grid that takes less point by point than compiling a
+    sweep compiles none, and its frame is the sweep's: the same rows and columns, log₁₀
+    norms equal up to float32 rounding, also where float32 underflows (gain 0.02 over 30
+    steps: the analysis's log-magnitude pass)."""
+    cfg = RunConfig(cell=cell, seq_len=30, hidden_size=5, batch_size=3)
+    over = {"recurrent_gain": [0.9, 1.4, 0.02], "seed": [0, 3]}
+    analyze(cfg, repeats=1)
+    assert _sweep_key(cfg, 6) not in sweep_executable
+    got = sweep_reusing(cfg, over)
+    assert _sweep_key(cfg, 6) not in sweep_executable  # nothing compiled for the grid
+    want = sweep(cfg, over)
+    assert list(got.columns) == list(want.columns) and len(got) == len(want) == 6 * (
+        31 if cell == "simple" else 93
+    )
+    keys = ["recurrent_gain", "seed", "t", "lag", "component"]
+    assert got[keys].equals(want[keys])
+    deep = want.log10_grad_norm < -40
+    assert deep.any()  # below float32's smallest normal: the log pass's numbers
+    np.testing.assert_allclose(got.log10_grad_norm, want.log10_grad_norm, atol=1e-4)
+    np.testing.assert_allclose(got.grad_norm, want.grad_norm, rtol=3e-4, atol=0)
+
+
+def test_a_grid_compiles_its_sweep_when_the_analysis_is_not_compiled_or_the_points_cost_more(monkeypatch):
+    cfg = RunConfig(seq_len=9, hidden_size=7, batch_size=2)
+    over = {"recurrent_gain": [0.8, 1.2], "seed": [0, 1, 2]}
+    # nothing compiled: the vmapped sweep, not the analysis and then the points
+    got = sweep_reusing(cfg, over)
+    assert _sweep_key(cfg, 6) in sweep_executable and len(got) == 6 * 10
+    # compiled: then the sweep, already compiled, serves (even where the points are cheap)
+    analyze(cfg, repeats=1)
+    calls = []
+    monkeypatch.setattr(sweep_module, "analyze", lambda *a, **k: calls.append(a))
+    pd.testing.assert_frame_equal(sweep_reusing(cfg, over), got)
+    assert calls == []
+    # the analysis compiled and no sweep, but each point slow: the first point says so
+    monkeypatch.undo()
+    other = {"recurrent_gain": [0.8, 1.2, 1.3], "seed": [0, 1, 2]}
+    clock = iter(range(0, 10**6, 100))  # every reading 100 s after the last
+    monkeypatch.setattr(sweep_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    slow = sweep_reusing(cfg, other)
+    monkeypatch.undo()
+    assert _sweep_key(cfg, 9) in sweep_executable and len(slow) == 9 * 10
+
+
+def test_a_grid_over_a_shape_field_is_refused_by_sweep_reusing():
+    with pytest.raises(ConfigError, match="value fields only"):
+        sweep_reusing(RunConfig(hidden_size=4, seq_len=5), {"hidden_size": [4, 8]})
 
 
 def test_shape_fields_loop_with_one_compile_per_shape():
