@@ -462,6 +462,32 @@ def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call(
     assert not jobs.prepare_next(other, False, False, 0) and not is_compiled(cfg.replace(hidden_size=6))
 
 
+def test_the_phase_job_at_a_small_shape_goes_through_the_pages_analysis_and_compiles_no_sweep():
+    """After a page's analysis, the Phase diagram's job at a small shape (its sweep not
+    compiled by idle time) runs the grid through that executable, point by point
+    (:func:`rnnviz.studies.sweep.sweep_reusing`): no sweep is compiled, and its frame is the
+    sweep's, part by part."""
+    import json
+
+    import numpy as np
+
+    from rnnviz import RunConfig
+    from rnnviz.studies.sweep import sweep, sweep_executable
+    from rnnviz.ui import jobs
+
+    cfg = RunConfig(cell="lstm", hidden_size=3, input_size=2, seq_len=6, batch_size=2, seed=2)
+    key = json.dumps(cfg.to_dict(), sort_keys=True)
+    jobs.analysis(key)
+    compiled = sweep_executable.cache_info().currsize
+    parts = [jobs.phase(key, 0.5, 1.5, 5, 2, part, 2)[0] for part in range(2)]
+    assert sweep_executable.cache_info().currsize == compiled
+    for part, gains in zip(parts, ([0.5, 1.0, 1.5], [0.75, 1.25]), strict=True):  # every 2nd gain
+        want = sweep(cfg, {"recurrent_gain": gains, "seed": [2, 3]})
+        assert list(part.columns) == list(want.columns) and len(part) == len(want)
+        np.testing.assert_allclose(part.recurrent_gain, want.recurrent_gain)
+        np.testing.assert_allclose(part.log10_grad_norm, want.log10_grad_norm, atol=1e-4)
+
+
 def test_prepare_ahead_times_the_shape_quietly_first_then_plans_the_tabs_with_that_unit(monkeypatch):
     """The page's timing of its analysis ran beside a page being drawn (3x slow on 2 cores);
     idle time times the shape again, once, and plans the other tabs with the faster one."""
