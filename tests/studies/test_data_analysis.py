@@ -172,6 +172,23 @@ def test_sweep_on_data_equals_each_analysis(text):
         np.testing.assert_allclose(rows.log10_grad_norm, a.log10_grad_norms, atol=1e-4)
 
 
+def test_a_grid_on_data_through_the_compiled_analysis_equals_the_sweep(text):
+    """The Phase diagram's path (:func:`rnnviz.studies.sweep.sweep_reusing`) on data: each
+    point's batch drawn by its seed, as the sweep draws it."""
+    from rnnviz.studies.sweep import sweep_executable, sweep_reusing
+
+    cfg = fit_to_data(RunConfig(cell="gru", hidden_size=5, batch_size=2), text)
+    over = {"seed": [0, 3], "recurrent_gain": [0.5, 1.2]}
+    analyze(cfg, data=text, repeats=1)
+    held = sweep_executable.cache_info().currsize
+    reused = sweep_reusing(cfg, over, data=text)
+    assert sweep_executable.cache_info().currsize == held  # through the analysis
+    df = sweep(cfg, over, data=text)
+    keys = ["seed", "recurrent_gain", "t", "component"]
+    assert reused[keys].equals(df[keys])
+    np.testing.assert_allclose(reused.log10_grad_norm, df.log10_grad_norm, atol=1e-4)
+
+
 def test_strategies_agree_on_data(digits):
     cfg = fit_to_data(RunConfig(cell="gru", hidden_size=6, batch_size=2), digits)
     df = compare_strategies(cfg, repeats=1, strategies=["accumulate", "per_step", "fused"], data=digits)

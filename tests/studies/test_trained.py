@@ -32,6 +32,7 @@ from rnnviz.engine.cells import make_cell
 from rnnviz.engine.prepare import seed_key
 from rnnviz.studies.jacobians import initial_directions
 from rnnviz.studies.over_training import over_training, probe_inputs
+from rnnviz.studies.sweep import sweep_executable, sweep_reusing
 from rnnviz.studies.training import runfile
 from rnnviz.studies.training.model import PROBE_BATCH
 
@@ -191,7 +192,13 @@ def test_every_view_runs_at_trained_weights(digits_run, digits):
     # the trained readout is read: the loss is far below the untrained ln 10
     assert a.loss < 0.8 * np.log(10) and a.data == "digits rows" and a.readout == "trained"
     assert analyze(cfg, data=digits, repeats=1).readout == "seed"
+    # the analysis compiled: the Phase diagram's path goes through it, point by point
+    held = sweep_executable.cache_info().currsize
+    reused = sweep_reusing(cfg, {"recurrent_gain": [1.0, 0.5]}, data=digits, params=w)
+    assert sweep_executable.cache_info().currsize == held
     df = sweep(cfg, {"recurrent_gain": [1.0, 0.5]}, data=digits, params=w)
+    assert reused[["recurrent_gain", "t", "component"]].equals(df[["recurrent_gain", "t", "component"]])
+    np.testing.assert_allclose(reused.log10_grad_norm, df.log10_grad_norm, atol=1e-4)
     total = df[df["component"] == "total"]
     np.testing.assert_allclose(
         total[total.recurrent_gain == 1.0]["log10_grad_norm"], a.log10_grad_norms, atol=1e-4
