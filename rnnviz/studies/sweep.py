@@ -49,10 +49,14 @@ from rnnviz.engine.rollout import rollout
 MAX_POINTS = 4096
 #: Seconds that a grid may always take point by point through the analysis's own executable
 #: (:func:`sweep_reusing`) instead of compiling a vmapped one: compiling the smallest
-#: sweep takes longer than this on 2 cores (the default config's: 2.4 s, where its 123
-#: points of the Phase diagram take 0.4 s one by one). More where the analysis itself took
-#: longer to compile: a sweep of the same shape compiles at least as long.
+#: sweep takes longer than this on 2 cores (the default config's: 2.3 s, where its 123
+#: points of the Phase diagram take 0.4 s one by one).
 REUSE_BUDGET_S = 1.0
+#: A vmapped sweep (its log-magnitude pass included) compiles at least this many times as
+#: long as the analysis of its shape: 2.1–3.6× measured on 2 cores (simple H=32 T=50, GRU
+#: H=64 T=200 B=8, Mamba H=32 T=100, LSTM H=128 T=1000 B=32), so a grid that takes less
+#: one by one surely costs less than compiling the sweep.
+SWEEP_COMPILE_RATIO = 2.0
 
 
 class SweepResult(NamedTuple):
@@ -353,14 +357,15 @@ def sweep_reusing(
     when that costs less than compiling the sweep's own.
 
     A vmapped sweep compiles an executable of its own for each shape and number of points
-    (2.4 s at the default config on 2 cores, where the sweep then runs in 0.2 s). When this
+    (2.3 s at the default config on 2 cores, where the sweep then runs in 0.2 s). When this
     process has compiled the analysis of ``cfg``'s shape (a page has shown it) and not that
-    sweep, the points go through :func:`rnnviz.analyze` one after the other, as long as the
-    first point says they all take less than ``budget_s`` or than the analysis took to
-    compile (a lower bound on the sweep's compile); else (or once the sweep is compiled)
-    the vmapped :func:`sweep` runs. Either way the frame has the same rows and columns, and the
-    same values up to float32 rounding: the analysis's log₁₀ norms are float32's where those
-    are exact and the log-magnitude pass's elsewhere, the sweep's always the pass's.
+    sweep, the points go through :func:`rnnviz.analyze` one after the other (one run each),
+    as long as the first point says they all take less than ``budget_s`` or than
+    :data:`SWEEP_COMPILE_RATIO` times the analysis's compile (a lower bound on the sweep's);
+    else (or once the sweep is compiled) the vmapped :func:`sweep` runs. Either way the frame
+    has the same rows and columns, and the same values up to float32 rounding: the
+    analysis's log₁₀ norms are float32's where those are exact and the log-magnitude pass's
+    elsewhere, the sweep's always the pass's.
 
     Args:
         cfg, over, data, params: as for :func:`sweep` (here over value fields only, the
@@ -389,11 +394,11 @@ def sweep_reusing(
         logs, losses = [], []
         start = time.perf_counter()
         for p in points:
-            a = analyze(base.replace(**p), data=data, params=params, repeats=1)
+            a = analyze(base.replace(**p), data=data, params=params, repeats=1, budget_s=0.0)  # one run
             logs.append(np.stack([a.log10_component_grad_norms[c] for c in base.carry_components]))
             losses.append(a.loss)
             if len(logs) == 1 and (time.perf_counter() - start) * len(points) > max(
-                budget_s, a.timing.compile_s
+                budget_s, SWEEP_COMPILE_RATIO * a.timing.compile_s
             ):
                 break  # compiling the vmapped sweep costs less
         else:
