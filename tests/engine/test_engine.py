@@ -305,7 +305,7 @@ def test_the_run_once_options_draw_what_xlas_defaults_draw(cell):
 
     cfg = static_config(RunConfig(cell=cell, hidden_size=6, input_size=3, seq_len=5, batch_size=2))
     device = jax.devices("cpu")[0]
-    mlir_emitters = {
+    xla_codegen = {  # the fast options with XLA's emitters and its 32 modules
         **compile_mod.RUN_ONCE_OPTIONS,
         "xla_cpu_use_fusion_emitters": True,
         "xla_cpu_parallel_codegen_split_count": 32,
@@ -327,7 +327,7 @@ def test_the_run_once_options_draw_what_xlas_defaults_draw(cell):
                 compile_mod.compile_lowered(lowered, "a draw", options)(seed_key(7), Values.of(cfg))
             )
 
-        for a, b, c in zip(jax.tree.leaves(fast), draw(mlir_emitters), draw(defaults), strict=True):
+        for a, b, c in zip(jax.tree.leaves(fast), draw(xla_codegen), draw(defaults), strict=True):
             np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
             np.testing.assert_allclose(np.asarray(a), np.asarray(c), rtol=1e-5, atol=1e-6)
 
