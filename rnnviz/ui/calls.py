@@ -16,6 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz.analysis import Analysis
+from rnnviz.base.presets import PRESETS
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.engine.environment import Environment, environment
 from rnnviz.engine.prepare import static_config
@@ -89,7 +90,7 @@ def neighbour_preparer() -> Preparer:
         jobs.compile_shape,
         "compiling a shape a visitor may switch to",
         turns_with=preparer(),
-        max_wanted=2 * len(cell_names()) * settings().workers,
+        max_wanted=2 * (len(cell_names()) * settings().workers + len(preset_shapes())),
         quiet_s=NEIGHBOURS_QUIET_S,
     )
 
@@ -109,24 +110,69 @@ def neighbours(cfg: RunConfig) -> tuple[RunConfig, ...]:
     return tuple(out)
 
 
+def preset_shapes(cfg: RunConfig | None = None) -> tuple[RunConfig, ...]:
+    """The teaching presets' configs (:data:`~rnnviz.base.presets.PRESETS`), one per shape
+    (its static config) in the presets' order, without ``cfg``'s shape: what a class is most
+    likely to open next, known before anyone asks (#33). The first preset of each shape stands
+    for the others, whose values the same executables serve."""
+    seen = set() if cfg is None else {static_config(cfg)}
+    out = []
+    for preset in PRESETS.values():
+        shape = static_config(preset.config())
+        if shape not in seen:
+            seen.add(shape)
+            out.append(preset.config())
+    return tuple(out)
+
+
+def neighbour_wishes(
+    cfg: RunConfig, routes_to_each, key_of, presets: bool = True
+) -> list[tuple[str, str, bool]]:
+    """``(route, key, run)`` of every shape :func:`prepare_neighbours` has prepared
+    (:func:`rnnviz.ui.jobs.compile_shape`), first served first: every other cell at ``cfg``'s
+    shape (:func:`neighbours`) in every worker, the one its route goes to first
+    (``routes_to_each(route)``), compiled; then the teaching presets' other shapes
+    (:func:`preset_shapes`), each in the worker its route goes to (the others read its
+    executables from the compilation cache when a call spills), run once so that their log
+    pass is compiled where they need it; none unless ``presets``. ``key_of(cfg)`` is the job's
+    key (:func:`job_key` on a page).
+
+    >>> cfg = RunConfig(cell="lstm")
+    >>> wishes = neighbour_wishes(cfg, lambda r: [r, r + "+"], lambda c: c.cell)
+    >>> [key for _, key, _ in wishes[:4]], len(wishes) == 2 * len(neighbours(cfg)) + len(preset_shapes(cfg))
+    (['simple', 'simple', 'gru', 'gru'], True)
+    >>> {run for _, _, run in wishes[: 2 * len(neighbours(cfg))]}, {run for _, _, run in wishes[-3:]}
+    ({False}, {True})
+    """
+    wishes = []
+    for other in neighbours(static_config(cfg)):
+        key = key_of(other)
+        # every worker, its own first: a page's call goes to another when its own is busy
+        # (spill), and the others read the executable from the compilation cache
+        wishes += [(to, key, False) for to in routes_to_each(route(other))]
+    if presets:
+        wishes += [(route(p), key_of(p), True) for p in preset_shapes(cfg)]
+    return wishes
+
+
 def prepare_neighbours(cfg: RunConfig) -> None:
     """Have the workers' idle time, in turns with this page's tabs (:func:`prepare_tabs`),
     compile the analysis of every other cell at this page's shape, in every worker (the
     route's own first, the others then read it from the compilation cache): switching
     cells, the dashboard's most common change of shape, then finds its executables in
     whichever worker takes the call, instead of 2–3 s of compiling on 2 cores before the
-    first chart (#33). On the session's data set, never its trained weights (executables
-    do not depend on them). Nothing without worker processes."""
+    first chart (#33); then the teaching presets' shapes (:func:`neighbour_wishes`). On the
+    session's data set, never its trained weights (executables do not depend on them); the
+    presets only without a data set. Nothing without worker processes."""
     if isinstance(pool(), InlinePool):
         return
-    wishes = []
-    for other in neighbours(static_config(cfg)):
-        key = job_key(other, trained=False)
-        # every worker, its own first: a page's call goes to another when its own is busy
-        # (spill), and the others read the executable from the compilation cache
-        wishes += [(to, key) for to in pool().routes_to_each(route(other))]
-    for to, key in reversed(wishes):  # the newest wish is served first: the selector's order
-        neighbour_preparer().want(to, key)
+    # the presets load synthetic inputs' lessons; a session on a data set keeps its data
+    presets = st.session_state.get("data_source") is None
+    wishes = neighbour_wishes(
+        cfg, pool().routes_to_each, lambda other: job_key(other, trained=False), presets=presets
+    )
+    for to, key, run in reversed(wishes):  # the newest wish is served first: the list's order
+        neighbour_preparer().want(to, key, run)
 
 
 def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:

@@ -204,11 +204,17 @@ def is_compiled(cfg_json: str) -> bool:
     return _is_compiled(config_of(cfg_json), data=_data(cfg_json))  # weights: the same executables
 
 
-def compile_shape(cfg_json: str) -> bool:
+def compile_shape(cfg_json: str, run: bool = False) -> bool:
     """The idle-time job for a shape the visitor may switch to next (another cell at the
-    page's shape, :func:`rnnviz.ui.calls.prepare_neighbours`): its analysis compiled in
-    this worker, nothing run. False: nothing is left to do (it prepares in one call)."""
-    compile_analysis(config_of(cfg_json), data=_data(cfg_json))
+    page's shape, or a teaching preset's, :func:`rnnviz.ui.calls.prepare_neighbours`): its
+    analysis compiled in this worker, nothing run; with ``run``, run once, so that the
+    log-magnitude pass is compiled too where this config's gradients need it (the underflow
+    presets' do). False: nothing is left to do (it prepares in one call)."""
+    cfg, data = config_of(cfg_json), _data(cfg_json)
+    if run:
+        analyze(cfg, repeats=1, budget_s=0.0, data=data)
+    else:
+        compile_analysis(cfg, data=data)
     return False
 
 

@@ -830,6 +830,78 @@ def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
         prep.stop()
 
 
+def test_idle_time_then_compiles_the_teaching_presets_shapes_each_in_its_own_worker(monkeypatch):
+    """calls.prepare_neighbours after the other cells: one wish per teaching preset's shape
+    (its static config), the page's own shape left out, each in the worker its route goes to;
+    none with a data set. The wishes reach the preparer newest first, so the first one listed
+    is served first (the cells, then the presets in their list's order)."""
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.base.presets import PRESETS
+    from rnnviz.engine.prepare import static_config
+    from rnnviz.ui import calls
+
+    monkeypatch.setattr(calls, "route", lambda cfg: json.dumps(static_config(cfg).to_dict(), sort_keys=True))
+    page = RunConfig(cell="lstm", seq_len=100)  # the shape of "LSTM with forget bias 1" and "… 0"
+    shapes = calls.preset_shapes(page)
+    every = {static_config(p.config()) for p in PRESETS.values()}
+    assert len(shapes) == len(every) - 1 and static_config(page) not in {static_config(c) for c in shapes}
+    assert {static_config(c) for c in shapes} | {static_config(page)} == every
+    assert len(calls.preset_shapes()) == len(every)  # one per shape, each preset's own config
+    assert all(c in [p.config() for p in PRESETS.values()] for c in shapes)
+
+    class Pool:  # two workers: a route and its twin
+        def routes_to_each(self, route):
+            return [route, route + "#twin"]
+
+    wanted = []
+
+    class Prep:
+        def want(self, to, key, run):
+            wanted.append((to, key, run))
+
+    monkeypatch.setattr(calls, "pool", Pool)
+    monkeypatch.setattr(calls, "neighbour_preparer", Prep)
+    monkeypatch.setattr(calls, "job_key", lambda cfg, trained=True: f"key of {calls.route(cfg)}")
+    for source, with_presets in ((None, True), ("digits", False)):
+        monkeypatch.setattr(calls.st, "session_state", {"data_source": source})
+        wanted.clear()
+        calls.prepare_neighbours(page)
+        served = wanted[::-1]  # the newest wish is served first
+        cells = calls.neighbours(static_config(page))
+        twins = [
+            (to, f"key of {calls.route(c)}", False)
+            for c in cells
+            for to in Pool().routes_to_each(calls.route(c))
+        ]
+        assert served[: 2 * len(cells)] == twins
+        presets = [(calls.route(c), f"key of {calls.route(c)}", True) for c in shapes]
+        assert served[2 * len(cells) :] == (presets if with_presets else [])
+
+
+def test_a_preset_prepared_in_idle_time_leaves_its_analysis_nothing_to_compile_log_pass_included():
+    """jobs.compile_shape with ``run`` (the presets' wishes): a config whose float32 gradient
+    underflows (gain 0.02 over 30 steps) gets its log-magnitude pass compiled too, so its
+    analysis afterwards compiles nothing; without ``run`` only the analysis is compiled."""
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.analysis import compile_analysis, is_compiled
+    from rnnviz.ui import jobs
+
+    def key(cfg):
+        return json.dumps(cfg.to_dict(), sort_keys=True)
+
+    under = RunConfig(hidden_size=4, input_size=2, seq_len=30, batch_size=2, recurrent_gain=0.02)
+    assert jobs.compile_shape(key(under), True) is False  # one call prepares it
+    assert compile_analysis(under.replace(seed=5), log_pass=True) is False  # nothing left to compile
+    assert jobs.analysis(key(under.replace(seed=5))).log10_grad_norms[0] < -30  # the log pass ran
+    plain = under.replace(hidden_size=3)
+    assert jobs.compile_shape(key(plain)) is False and is_compiled(plain)
+    assert compile_analysis(plain, log_pass=True) is True  # the log pass was left to compile
+
+
 def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs(pool):
     """The dashboard's use (calls.prepare_tabs): the route's worker compiles every strategy in
     its idle time; the Strategies tab's table then compiles nothing, and shows the compile
