@@ -134,8 +134,8 @@ def neighbour_wishes(
     (``routes_to_each(route)``), compiled; then the teaching presets' other shapes
     (:func:`preset_shapes`), each in the worker its route goes to (the others read its
     executables from the compilation cache when a call spills), run once so that their log
-    pass is compiled where they need it; none unless ``presets``. ``key_of(cfg)`` is the job's
-    key (:func:`job_key` on a page).
+    pass is compiled where they need it (those at one of the cells' shapes left out); none
+    unless ``presets``. ``key_of(cfg)`` is the job's key (:func:`job_key` on a page).
 
     >>> cfg = RunConfig(cell="lstm")
     >>> wishes = neighbour_wishes(cfg, lambda r: [r, r + "+"], lambda c: c.cell)
@@ -151,7 +151,8 @@ def neighbour_wishes(
         # (spill), and the others read the executable from the compilation cache
         wishes += [(to, key, False) for to in routes_to_each(route(other))]
     if presets:
-        wishes += [(route(p), key_of(p), True) for p in preset_shapes(cfg)]
+        taken = {to for to, _, _ in wishes}  # a preset at another cell's shape: compiled already
+        wishes += [(route(p), key_of(p), True) for p in preset_shapes(cfg) if route(p) not in taken]
     return wishes
 
 
