@@ -27,7 +27,7 @@ from rnnviz.base.weights import Weights
 from rnnviz.config import RunConfig, estimate_flops
 from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import PARAM_GROUPS, carry_to_dict, make_cell
-from rnnviz.engine.compile import Compiled, compile_cache, compile_for
+from rnnviz.engine.compile import Compiled, compile_cache, compile_for, quick_compile
 from rnnviz.engine.gradients import analysis_outputs, plain_grad, time_major
 from rnnviz.engine.logpass import log_carry_gradients, reduce_log_norms
 from rnnviz.engine.losses import DataArrays, DataSpec
@@ -68,23 +68,41 @@ def _objective_shapes(inputs: Compiled, data: DataSpec | None):
     return None if data is None else inputs.fn.out_info[1]
 
 
-@compile_cache(maxsize=64)
-def executables(static: RunConfig, device: jax.Device, data: DataSpec | None = None) -> Executables:
+def _codegen_key(
+    static: RunConfig, device: jax.Device, data: DataSpec | None = None
+) -> tuple[RunConfig, jax.Device, DataSpec | None, bool]:
+    """An executable's cache key and build arguments: the shape, the device, the data spec,
+    and whether it compiles for compile speed (:func:`~rnnviz.engine.compile.quick_compile`:
+    a small shape on the CPU, outside ``optimised_code``)."""
+    return static, device, data, quick_compile(estimate_flops(static), device)
+
+
+@compile_cache(maxsize=64, key=_codegen_key)
+def executables(static: RunConfig, device: jax.Device, data: DataSpec | None, quick: bool) -> Executables:
     """Compile the prepare and analysis functions for one shape (and data spec) on one
-    device (cached)."""
+    device (cached; called as ``executables(static, device, data=None)``, ``quick`` decided
+    by :func:`~rnnviz.engine.compile.quick_compile`)."""
     params, inputs = prepare_executables(static, device, data)
     # The compiled prepares already know their output shapes: no second trace of cell.init.
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
     args = (*params.fn.out_info, xs, _objective_shapes(inputs, data))
-    run = compile_for(functools.partial(analysis_outputs, static, make_cell(static)), args, device)
+    run = compile_for(
+        functools.partial(analysis_outputs, static, make_cell(static)), args, device, run_once=quick
+    )
     return Executables(params, inputs, run, static.seq_len, data)
 
 
-@compile_cache(maxsize=64)
-def baseline_executable(static: RunConfig, device: jax.Device, data: DataSpec | None = None) -> Compiled:
-    """Plain ``jax.value_and_grad`` of the same loss w.r.t. params (the benchmark's yardstick)."""
+@compile_cache(maxsize=64, key=_codegen_key)
+def baseline_executable(
+    static: RunConfig, device: jax.Device, data: DataSpec | None, quick: bool
+) -> Compiled:
+    """Plain ``jax.value_and_grad`` of the same loss w.r.t. params (the benchmark's
+    yardstick), compiled as the analysis of the same shape is (``quick`` alike)."""
     return compile_for(
-        functools.partial(plain_grad, static, make_cell(static)), prepared_shapes(static, data), device
+        functools.partial(plain_grad, static, make_cell(static)),
+        prepared_shapes(static, data),
+        device,
+        run_once=quick,
     )
 
 
@@ -96,15 +114,18 @@ def log_outputs(cfg: RunConfig, cell, params, carries, xs, objective=None):
     )
 
 
-@compile_cache(maxsize=64)
-def log_executable(static: RunConfig, device: jax.Device, data: DataSpec | None = None) -> Compiled:
-    """The log-magnitude pass for one shape (compiled only once a run needs it)."""
+@compile_cache(maxsize=64, key=_codegen_key)
+def log_executable(static: RunConfig, device: jax.Device, data: DataSpec | None, quick: bool) -> Compiled:
+    """The log-magnitude pass for one shape (compiled only once a run needs it, as the
+    analysis of the same shape is)."""
     exe = executables(static, device, data)
     params_info, _ = exe.params.fn.out_info
     carries_info = exe.analysis.fn.out_info[0].carries
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
     args = (params_info, carries_info, xs, _objective_shapes(exe.inputs, data))
-    return compile_for(functools.partial(log_outputs, static, make_cell(static)), args, device)
+    return compile_for(
+        functools.partial(log_outputs, static, make_cell(static)), args, device, run_once=quick
+    )
 
 
 #: float32 norms inside [tiny·2^MARGIN, max·2^−MARGIN] are exact to float32 precision; outside
@@ -360,6 +381,7 @@ def analyze(
         log_pass_s=logs.run_s,
         log_pass_compile_s=logs.compile_s,
         run_halfwidth_s=run.halfwidth_s,
+        quick_compiled=_codegen_key(static, device, spec)[3],
     )
     return _assemble(
         cfg,

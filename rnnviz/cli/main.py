@@ -84,6 +84,7 @@ def _summary_text(a) -> str:
     t = a.timing
     lines.append(
         f"timing: compile {t.compile_s:.3f}s, run median {t.run_s * 1e3:.3f} ms over {t.repeats} ({t.device})"
+        + (", a small shape compiled for compile speed (-O0)" if t.quick_compiled else "")
     )
     return "\n".join(lines)
 

@@ -5,6 +5,8 @@ executable), the per-shape :func:`compile_cache`, peak memory, and JAX's persist
 from __future__ import annotations
 
 import collections
+import contextlib
+import contextvars
 import functools
 import hashlib
 import importlib.util
@@ -53,7 +55,7 @@ def abstract(tree: Any, device: jax.Device) -> Any:
 #: LLVM module instead of up to 32 compiled in parallel takes another ~10 % off (7 shapes:
 #: 3.05–3.08 s → 2.67–2.77 s on a faster day) and changes no bit either. CPU only: measured
 #: there. The analysis keeps the MLIR emitters: its code runs 15–40 % faster with them at
-#: real sizes.
+#: real sizes (a small shape's analysis compiles with these options too: :data:`QUICK_COMPILE_FLOPS`).
 RUN_ONCE_OPTIONS = {
     "xla_backend_optimization_level": 0,
     "xla_llvm_disable_expensive_passes": True,
@@ -79,6 +81,49 @@ def compile_for(fn: Callable, args: tuple, device: jax.Device, *, run_once: bool
 def run_once_options(device: jax.Device) -> dict | None:
     """:data:`RUN_ONCE_OPTIONS` on a CPU device, else None (XLA's defaults)."""
     return RUN_ONCE_OPTIONS if device.platform == "cpu" else None
+
+
+#: The most FLOPs (:func:`rnnviz.config.estimate_flops`, one gradient evaluation) at which an
+#: analysis compiles for compile speed (:data:`RUN_ONCE_OPTIONS`) instead of run speed. Below
+#: it the analysis runs in milliseconds whatever its code, and compiling is what a new shape
+#: costs. On this 2-core CPU (scripts/quick_compile.py), for the default config, GRU, LSTM
+#: H=48 T=60 B=8, mLSTM, Mamba, Gated DeltaNet and sLSTM, compiling took 0.14–0.64 s with
+#: those options against 0.50–1.36 s with XLA's defaults, and a run 0.8–6.6 ms against
+#: 0.5–3.0 ms. Just over the line, at LSTM H=32 T=1000 B=4 (1.2e8), compiling took 0.34
+#: against 0.95 s and a run 37 against 16 ms: some thirty value changes would spend the gain.
+QUICK_COMPILE_FLOPS = 1e8
+
+_OPTIMISED = contextvars.ContextVar("rnnviz_optimised_code", default=False)
+
+
+@contextlib.contextmanager
+def optimised_code():
+    """Within this block (this thread), every analysis compiles at XLA's full optimisation
+    whatever its size: what recorded measurements time (:func:`rnnviz.studies.comparisons.measure`),
+    so that a benchmark's numbers are those of the fastest code.
+
+    >>> from rnnviz.engine.compile import optimised_code, quick_compile
+    >>> import jax
+    >>> cpu = jax.devices("cpu")[0]
+    >>> quick_compile(1e6, cpu), quick_compile(1e9, cpu)
+    (True, False)
+    >>> with optimised_code():
+    ...     quick_compile(1e6, cpu)
+    False
+    """
+    token = _OPTIMISED.set(True)
+    try:
+        yield
+    finally:
+        _OPTIMISED.reset(token)
+
+
+def quick_compile(flops: float, device: jax.Device) -> bool:
+    """Whether an analysis of ``flops`` (:func:`rnnviz.config.estimate_flops`) on ``device``
+    compiles for compile speed: on a CPU, at most :data:`QUICK_COMPILE_FLOPS`, outside
+    :func:`optimised_code`. The answer is part of each executable's cache key, so a quick
+    and an optimised executable of one shape never stand in for each other."""
+    return device.platform == "cpu" and flops <= QUICK_COMPILE_FLOPS and not _OPTIMISED.get()
 
 
 def compile_lowered(lowered: Any, what: str, options: dict | None = None) -> Any:
@@ -123,14 +168,15 @@ class _CompileCache:
     app's sessions): one lock, so two sessions asking for a new shape compile it once.
     Supports ``key in cache`` so callers can say "compiling…" before they wait."""
 
-    def __init__(self, build: Callable, maxsize: int):
-        self._build, self._maxsize = build, maxsize
+    def __init__(self, build: Callable, maxsize: int, key: Callable | None = None):
+        self._build, self._maxsize, self._key = build, maxsize, key
         self._items: collections.OrderedDict = collections.OrderedDict()
         self._lock = threading.RLock()
         self._hits = self._misses = 0
         functools.update_wrapper(self, build)
 
-    def __call__(self, *key: Any) -> Any:
+    def __call__(self, *args: Any) -> Any:
+        key = self._key(*args) if self._key else args
         with self._lock:
             if key in self._items:
                 self._hits += 1
@@ -143,17 +189,19 @@ class _CompileCache:
                 self._items.popitem(last=False)
             return value
 
-    def __contains__(self, key: Any) -> bool:
+    def __contains__(self, args: Any) -> bool:
+        """Whether the entry for the argument tuple ``args`` is held."""
+        key = self._key(*args) if self._key else args
         with self._lock:
             return key in self._items
 
-    def ensure(self, *key: Any) -> bool:
-        """Build the entry for ``key`` unless it is held; whether it was built (what the
+    def ensure(self, *args: Any) -> bool:
+        """Build the entry for ``args`` unless it is held; whether it was built (what the
         ``compile_*`` functions that prepare a tab in a server's idle time return)."""
         with self._lock:
-            if key in self._items:
+            if args in self:
                 return False
-            self(*key)
+            self(*args)
             return True
 
     def cache_info(self) -> CacheInfo:
@@ -161,9 +209,11 @@ class _CompileCache:
             return CacheInfo(self._hits, self._misses, len(self._items))
 
 
-def compile_cache(maxsize: int) -> Callable[[Callable], _CompileCache]:
-    """Decorator: cache a ``(static_config, device) -> executable`` builder."""
-    return lambda build: _CompileCache(build, maxsize)
+def compile_cache(maxsize: int, key: Callable | None = None) -> Callable[[Callable], _CompileCache]:
+    """Decorator: cache a ``(static_config, device) -> executable`` builder. With ``key``,
+    a call's arguments become ``key(*args)``, which is both the cache's key and what the
+    builder is called with (defaults filled in, a choice such as :func:`quick_compile` added)."""
+    return lambda build: _CompileCache(build, maxsize, key)
 
 
 def enable_compilation_cache(folder: str, max_bytes: int | None = None) -> None:

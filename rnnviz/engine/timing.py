@@ -76,6 +76,9 @@ class Timing(NamedTuple):
     log_pass_compile_s: float = 0.0
     #: Half-width of the 90 % confidence interval of the mean run (inf for one run).
     run_halfwidth_s: float = math.inf
+    #: Whether the analysis was compiled for compile speed (a small shape on the CPU,
+    #: :func:`rnnviz.engine.compile.quick_compile`): its runs are of less optimised code.
+    quick_compiled: bool = False
 
 
 def budgeted_repeats(repeats: int, per_run_s: float, budget_s: float | None) -> int:

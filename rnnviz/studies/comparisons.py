@@ -7,6 +7,7 @@ benchmark build on it.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import time
 from collections.abc import Iterable, Sequence
@@ -22,7 +23,7 @@ from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig, estimate_flops
 from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import cell_spec, make_cell
-from rnnviz.engine.compile import Compiled, compile_cache, compile_for
+from rnnviz.engine.compile import Compiled, compile_cache, compile_for, optimised_code
 from rnnviz.engine.environment import run_stamp
 from rnnviz.engine.gradients import strategy_grad
 from rnnviz.engine.losses import DataSpec
@@ -104,13 +105,14 @@ def _prepared_measurement(
     strategy = strategy or cfg.strategy
     spec = data_on(cfg, device, data)[1]
     run_cfg = cfg if strategy == "plain_grad" else cfg.replace(strategy=strategy)
-    exe = measured_executable(cfg, measure, strategy, device, spec)
-    args = tuple(prepared_batch(run_cfg, device, data, params))
-    if measure == "log_pass":
-        params, _, xs, objective = args
-        sg, _ = executables(static_config(run_cfg), device, spec).analysis.fn(*args)
-        exe = log_executable(static_config(run_cfg), device, spec)
-        args = (params, sg.carries, xs, objective)
+    with optimised_code():  # a recorded measurement times the fastest code, whatever the size
+        exe = measured_executable(cfg, measure, strategy, device, spec)
+        args = tuple(prepared_batch(run_cfg, device, data, params))
+        if measure == "log_pass":
+            params, _, xs, objective = args
+            sg, _ = executables(static_config(run_cfg), device, spec).analysis.fn(*args)
+            exe = log_executable(static_config(run_cfg), device, spec)
+            args = (params, sg.carries, xs, objective)
     fields = {
         "schema": SCHEMA,
         "kind": "bench",
@@ -280,9 +282,11 @@ def compare_strategies(
 
     Returns:
         One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
-        run_halfwidth_s, repeats, peak_bytes, flops, max_abs_diff, rel_diff`` (differences
-        of ∂L/∂W against the accumulator; ``run_halfwidth_s`` the 90 % interval's half-width
-        of the mean run). Strategies whose config is over budget (per-step tangents at large
+        run_halfwidth_s, repeats, peak_bytes, flops, max_abs_diff, rel_diff, device,
+        quick_compiled`` (differences of ∂L/∂W against the accumulator; ``run_halfwidth_s``
+        the 90 % interval's half-width of the mean run; ``quick_compiled``: a small shape's
+        code, compiled for compile speed, :func:`~rnnviz.engine.compile.quick_compile`).
+        Strategies whose config is over budget (per-step tangents at large
         T·P) are left out.
 
     Example:
@@ -320,6 +324,7 @@ def compare_strategies(
                 max_abs_diff=max_abs,
                 rel_diff=rel,
                 device=t.device,
+                quick_compiled=t.quick_compiled,
             )
         )
     return pd.DataFrame(rows)
@@ -407,13 +412,19 @@ def run_on_devices(
 
     Returns:
         Rows ``device_kind, device_name, device_id, strategy, compile_s, run_s,
-        run_halfwidth_s, repeats, peak_bytes, loss, max_grad_diff`` (∂L/∂W's largest
-        difference from ``reference``).
+        run_halfwidth_s, repeats, peak_bytes, loss, max_grad_diff, quick_compiled``
+        (∂L/∂W's largest difference from ``reference``; whether the CPU's code was compiled
+        for compile speed, :func:`~rnnviz.engine.compile.quick_compile`). Beside another
+        kind of device, every row is of optimised code: CPU against GPU compares each one's
+        fastest code.
     """
     rows, ref = [], reference
-    for device in devices or present_devices():
+    devices = list(devices or present_devices())
+    optimised = len({d.platform for d in devices}) > 1
+    for device in devices:
         for s in strategies or (cfg.strategy,):
-            a = _timed_analysis(cfg.replace(strategy=s), repeats, precision, data, params, device)
+            with optimised_code() if optimised else contextlib.nullcontext():
+                a = _timed_analysis(cfg.replace(strategy=s), repeats, precision, data, params, device)
             ref = ref or a.param_grads
             rows.append(
                 dict(
@@ -428,6 +439,7 @@ def run_on_devices(
                     peak_bytes=a.timing.peak_bytes,
                     loss=a.loss,
                     max_grad_diff=_grad_difference(ref, a.param_grads)[0],
+                    quick_compiled=a.timing.quick_compiled,
                 )
             )
     return pd.DataFrame(rows)

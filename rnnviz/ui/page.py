@@ -74,7 +74,9 @@ def metrics(a: Analysis) -> list[tuple[str, str, str, str]]:
             "compile",
             "compile",
             f"{t.compile_s:.2f} s",
-            "compiling this shape, once; cached afterwards" + (" (reused now)" if t.cache_hit else ""),
+            "compiling this shape, once; cached afterwards"
+            + (" (reused now)" if t.cache_hit else "")
+            + ("; a small shape, compiled for compile speed (LLVM -O0)" if t.quick_compiled else ""),
         ),
         (
             "run",

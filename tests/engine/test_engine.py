@@ -12,9 +12,10 @@ from conftest import CELLS, MATRIX_CARRIES
 
 from rnnviz import ConfigError, RunConfig, analyze
 from rnnviz.analysis import executables
+from rnnviz.config import estimate_flops
 from rnnviz.engine.cells import final_output, make_cell, outputs
 from rnnviz.engine.gradients import loss_from_outputs, step_gradients, time_major
-from rnnviz.engine.prepare import prepared_inputs
+from rnnviz.engine.prepare import prepared_inputs, static_config
 from rnnviz.engine.rollout import reference_loop, rollout
 
 
@@ -267,10 +268,15 @@ def test_changing_values_does_not_recompile():
     assert executables.cache_info().misses == misses + 1
 
 
-def test_only_the_run_once_executables_are_compiled_for_compile_speed(monkeypatch):
+def test_only_the_run_once_executables_and_small_analyses_are_compiled_for_compile_speed(monkeypatch):
     """The parameters, inputs and a training init run once per value change: they compile
-    with :data:`RUN_ONCE_OPTIONS` on the CPU; the analysis, which is timed, with XLA's defaults."""
+    with :data:`RUN_ONCE_OPTIONS` on the CPU. So does the analysis of a shape of at most
+    :data:`QUICK_COMPILE_FLOPS` (with its log pass and its plain-grad yardstick), and
+    ``Timing.quick_compiled`` says so; a larger one, and any analysis under
+    ``optimised_code()`` (what recorded measurements time), compiles with XLA's defaults."""
+    from rnnviz.analysis import baseline_executable, compile_analysis
     from rnnviz.engine import compile as compile_mod
+    from rnnviz.studies.comparisons import measure
     from rnnviz.studies.training import train
 
     seen = {}
@@ -284,14 +290,31 @@ def test_only_the_run_once_executables_are_compiled_for_compile_speed(monkeypatc
     from rnnviz.studies.training import loop
 
     monkeypatch.setattr(loop, "compile_lowered", spy)
-    cfg = RunConfig(cell="gru", seq_len=11, hidden_size=5, batch_size=2, input_size=2)  # a new shape
-    analyze(cfg, repeats=1, log_pass=False)
-    assert seen["prepare_params"] == seen["draw_inputs"] == compile_mod.RUN_ONCE_OPTIONS
-    assert seen["analysis_outputs"] is None
+    quick = compile_mod.RUN_ONCE_OPTIONS
+    # a shape no other test uses: each executable is compiled here, where the spy sees it
+    cfg = RunConfig(cell="gru", seq_len=17, hidden_size=7, batch_size=3, input_size=2)
+    assert estimate_flops(cfg) <= compile_mod.QUICK_COMPILE_FLOPS
+    assert analyze(cfg, repeats=1, log_pass=True).timing.quick_compiled
+    assert seen["prepare_params"] == seen["draw_inputs"] == quick
+    assert seen["analysis_outputs"] == seen["log_outputs"] == quick
+    device = jax.devices("cpu")[0]
+    baseline_executable(static_config(cfg), device)
+    assert seen.pop("plain_grad") == quick
+    # a recorded measurement: the same shape's fastest code, compiled apart from the quick one
+    del seen["analysis_outputs"]
+    measure(cfg, repeats=1)
+    assert seen.pop("analysis_outputs") is None
+    measure(cfg, measure="grad", strategy="plain_grad", repeats=1)
+    assert seen["plain_grad"] is None
+    # over the threshold (lowered here so that the shape stays small): XLA's defaults, the
+    # executable the measurement compiled (nothing compiled again)
+    monkeypatch.setattr(compile_mod, "QUICK_COMPILE_FLOPS", estimate_flops(cfg) / 2)
+    assert not analyze(cfg.replace(seed=1), repeats=1, log_pass=False).timing.quick_compiled
+    assert "analysis_outputs" not in seen and compile_analysis(cfg) is False
     train(cfg, "adding", steps=2, log_every=2)
-    assert seen["the gru training init"] == compile_mod.RUN_ONCE_OPTIONS
+    assert seen["the gru training init"] == quick
     assert seen["the gru training chunk"] is None
-    assert compile_mod.run_once_options(jax.devices("cpu")[0]) == compile_mod.RUN_ONCE_OPTIONS
+    assert compile_mod.run_once_options(device) == quick
 
 
 @pytest.mark.parametrize("cell", ["lstm", "mlstm"])

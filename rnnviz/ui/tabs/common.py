@@ -76,13 +76,24 @@ def rows_as_they_arrive(
     return done
 
 
-def timing_note(repeats: int) -> str:
-    """How the run times were measured, for the tables that show them (Strategies, Devices)."""
-    return (
+def timing_note(repeats: int, rows: pd.DataFrame | None = None) -> str:
+    """How the run times were measured, for the tables that show them (Strategies, Devices),
+    and, when one of ``rows`` ran code compiled for compile speed, that it did."""
+    note = (
         "run_ms: the median of the timed runs after one warm-up; ± the 90 % confidence interval of "
         f"their mean. Each was timed until that interval was within ± {TIMING_PRECISION:.0%} "
         f"(at least {min(MIN_PRECISE_REPEATS, repeats)}, at most {repeats} runs: the 'repeats' column)."
     )
+    if rows is not None and bool(rows.get("quick_compiled", pd.Series(dtype=bool)).any()):
+        note += " " + QUICK_NOTE
+    return note
+
+
+#: What a small shape's times are of (:func:`rnnviz.engine.compile.quick_compile`).
+QUICK_NOTE = (
+    "This shape is small, so its code was compiled for compile speed (LLVM -O0), which runs "
+    "1.5–3× slower but still in milliseconds; `rnnviz bench` records the optimised code's times."
+)
 
 
 def csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:

@@ -36,7 +36,7 @@ def render(ctx: TabContext) -> None:
             available, lambda name: costs.devices_live(ctx.config, repeats, (name,)), _live_chart
         )
         st.dataframe(_with_labels(live), hide_index=True, key="table_devices_live")
-        st.caption(timing_note(repeats))
+        st.caption(timing_note(repeats, live))
     # under the live chart: above it, on a 1366×768 projector, the text pushed it off the screen
     st.markdown(
         "Live runs of the current configuration on every device JAX sees, next to recorded runs (shipped "

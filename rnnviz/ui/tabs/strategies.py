@@ -51,7 +51,7 @@ def render(ctx: TabContext) -> None:
         key="table_strategies",
         column_config={"run_pm_ms": st.column_config.NumberColumn("± run_ms (90 %)", format="%.2f")},
     )
-    st.caption(timing_note(repeats))
+    st.caption(timing_note(repeats, df))
     worst = float(df["rel_diff"].max())
     st.caption(
         f"Largest relative difference of ∂L/∂W from the accumulator: {worst:.2e}"
