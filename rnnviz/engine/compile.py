@@ -83,15 +83,20 @@ def run_once_options(device: jax.Device) -> dict | None:
     return RUN_ONCE_OPTIONS if device.platform == "cpu" else None
 
 
-#: The most FLOPs (:func:`rnnviz.config.estimate_flops`, one gradient evaluation) at which an
-#: analysis compiles for compile speed (:data:`RUN_ONCE_OPTIONS`) instead of run speed. Below
-#: it the analysis runs in milliseconds whatever its code, and compiling is what a new shape
-#: costs. On this 2-core CPU (scripts/quick_compile.py), for the default config, GRU, LSTM
-#: H=48 T=60 B=8, mLSTM, Mamba, Gated DeltaNet and sLSTM, compiling took 0.14–0.64 s with
-#: those options against 0.50–1.36 s with XLA's defaults, and a run 0.8–6.6 ms against
-#: 0.5–3.0 ms. Just over the line, at LSTM H=32 T=1000 B=4 (1.2e8), compiling took 0.34
-#: against 0.95 s and a run 37 against 16 ms: some thirty value changes would spend the gain.
-QUICK_COMPILE_FLOPS = 1e8
+#: The most FLOPs (:func:`rnnviz.config.estimate_flops`, one gradient evaluation; a sweep's
+#: points and their parameter draws) at which an executable compiles for compile speed
+#: (:data:`RUN_ONCE_OPTIONS`) instead of run speed. Below it the code runs in milliseconds
+#: either way, and compiling is what a new shape costs. The analysis on this 2-core CPU
+#: (scripts/quick_compile.py): for the default config, GRU, LSTM H=48 T=60 B=8, mLSTM, Mamba,
+#: Gated DeltaNet and sLSTM, compiling took 0.13–0.60 s with those options against
+#: 0.51–1.29 s with XLA's defaults, and a run 0.7–6.3 ms against 0.4–2.3 ms; nearer the line,
+#: at LSTM H=32 T=1000 B=4 (1.2e8) and H=64 T=200 B=8 (1.8e8), 0.28 and 0.31 s against 0.89
+#: and 0.94 s, and 34 and 23 ms against 14 and 6 ms a run: 30 and 37 value changes would
+#: spend the gain. Over it, at mLSTM H=64 T=200 B=16 (3.5e8) and LSTM H=64 T=200 B=32
+#: (7.1e8), 14 and 16 would. The default Phase diagram's sweeps (123 points, 2.4e8): λ₁'s
+#: first call (compile and run) took 0.70 s against 2.02 s, a run 99 against 67 ms; the
+#: gradients' 0.89 against 2.87 s, 145 against 81 ms.
+QUICK_COMPILE_FLOPS = 2.5e8
 
 _OPTIMISED = contextvars.ContextVar("rnnviz_optimised_code", default=False)
 

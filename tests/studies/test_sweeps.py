@@ -242,3 +242,31 @@ def test_two_processes_with_gloo_collectives_equal_the_single_process_sweep(tmp_
         {"recurrent_gain": [0.5 + i / 7 for i in range(8)]},
     )["log10_grad_norm"].to_numpy()
     np.testing.assert_allclose(np.load(out), single, atol=1e-5)
+
+
+def test_a_small_sweep_compiles_for_compile_speed_and_a_large_one_or_a_measured_one_does_not(monkeypatch):
+    """:func:`sweep_flops` counts each point's gradient evaluation and its parameter draw (12·H³
+    per orthogonal kernel); at most ``QUICK_COMPILE_FLOPS`` the sweep compiles with the run-once
+    options, above it or under ``optimised_code()`` with XLA's defaults, each its own executable."""
+    from rnnviz.engine import compile as compile_mod
+    from rnnviz.studies.sweep import sweep_devices, sweep_flops
+
+    seen = []
+    real = sweep_module.compile_lowered
+    monkeypatch.setattr(
+        sweep_module,
+        "compile_lowered",
+        lambda low, what, options=None: seen.append(options) or real(low, what, options),
+    )
+    cfg = RunConfig(cell="gru", hidden_size=5, input_size=2, seq_len=9, batch_size=2)
+    assert sweep_flops(cfg, 3) == 3 * (sweep_module.estimate_flops(cfg) + 3 * 12.0 * 5**3)
+    assert sweep_flops(cfg.replace(recurrent_init="normal"), 3) == 3 * sweep_module.estimate_flops(cfg)
+    devices = sweep_devices(cfg)
+    sweep_executable(cfg, devices, 3)
+    assert seen == [compile_mod.RUN_ONCE_OPTIONS]
+    with compile_mod.optimised_code():
+        sweep_executable(cfg, devices, 3)  # not the quick one, which is held
+    assert seen[1:] == [None]
+    monkeypatch.setattr(compile_mod, "QUICK_COMPILE_FLOPS", sweep_flops(cfg, 3) / 2)
+    sweep_executable(cfg, devices, 3)  # over the line: the optimised one, held already
+    assert len(seen) == 2
