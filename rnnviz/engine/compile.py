@@ -103,9 +103,10 @@ _OPTIMISED = contextvars.ContextVar("rnnviz_optimised_code", default=False)
 
 @contextlib.contextmanager
 def optimised_code():
-    """Within this block (this thread), every analysis compiles at XLA's full optimisation
-    whatever its size: what recorded measurements time (:func:`rnnviz.studies.comparisons.measure`),
-    so that a benchmark's numbers are those of the fastest code.
+    """Within this block (this thread), every analysis and sweep compiles at XLA's full
+    optimisation whatever its size: what recorded measurements time
+    (:func:`rnnviz.studies.comparisons.measure`), so that a benchmark's numbers are those of
+    the fastest code.
 
     >>> from rnnviz.engine.compile import optimised_code, quick_compile
     >>> import jax
@@ -124,10 +125,11 @@ def optimised_code():
 
 
 def quick_compile(flops: float, device: jax.Device) -> bool:
-    """Whether an analysis of ``flops`` (:func:`rnnviz.config.estimate_flops`) on ``device``
-    compiles for compile speed: on a CPU, at most :data:`QUICK_COMPILE_FLOPS`, outside
-    :func:`optimised_code`. The answer is part of each executable's cache key, so a quick
-    and an optimised executable of one shape never stand in for each other."""
+    """Whether an executable of ``flops`` (an analysis: :func:`rnnviz.config.estimate_flops`;
+    a sweep: :func:`rnnviz.studies.sweep.sweep_flops`) on ``device`` compiles for compile
+    speed: on a CPU, at most :data:`QUICK_COMPILE_FLOPS`, outside :func:`optimised_code`. The
+    answer is part of each executable's cache key, so a quick and an optimised executable of
+    one shape never stand in for each other."""
     return device.platform == "cpu" and flops <= QUICK_COMPILE_FLOPS and not _OPTIMISED.get()
 
 
