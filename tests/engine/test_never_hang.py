@@ -2,6 +2,7 @@
 deadlock), checked on the HLO of every executable and in fresh processes that run the
 vmapped paths again and again under a timeout."""
 
+import functools
 import os
 import subprocess
 import sys
@@ -84,6 +85,39 @@ def test_thin_qr_handles_a_zero_column_and_refuses_wide_input():
     assert np.isfinite(np.asarray(q)).all() and float(r[1, 1]) == 0.0
     with pytest.raises(ValueError, match="at least as many rows"):
         thin_qr(jnp.ones((2, 3)))
+
+
+@pytest.mark.parametrize(
+    ("cell", "gathered"), [("lstm", 4), ("gru", 3), ("mgu", 2), ("slstm", 16), ("simple", 0)]
+)
+def test_drawing_the_orthogonal_kernels_together_changes_no_bit(cell, gathered, monkeypatch):
+    """The parameters drawn with :func:`orthogonal_draws_together` (an LSTM's four recurrent
+    kernels, a GRU's three, an MGU's two, an sLSTM's sixteen head blocks in one vmapped
+    factorisation; the simple cell's one, drawn in place) equal, bit for bit, those drawn one
+    kernel at a time, as compiled for the analysis and, vmapped over runs, for training."""
+    from rnnviz.engine import linalg
+    from rnnviz.engine import prepare as prepare_mod
+    from rnnviz.engine.prepare import Values, prepare_params, seed_key
+
+    cfg = static_config(RunConfig(cell=cell, hidden_size=8, input_size=3, seq_len=2, batch_size=2))
+    keys = jnp.stack([seed_key(s) for s in (3, 4)])
+    vals = jax.tree.map(lambda v: jnp.full((2,), v), Values.of(cfg))
+    one = functools.partial(prepare_params, cfg)
+
+    def draws():  # one run's parameters and carry, and two runs' vmapped (the training init's)
+        alone = jax.jit(one)(keys[0], jax.tree.map(lambda v: v[0], vals))
+        return jax.tree.leaves(alone), jax.tree.leaves(jax.jit(jax.vmap(one))(keys, vals))
+
+    made = []
+    real_make = linalg._Draws.make
+    monkeypatch.setattr(linalg._Draws, "make", lambda self: made.append(len(self.asked)) or real_make(self))
+    together = draws()
+    assert made == ([gathered, gathered] if gathered else [])  # analysis and training: one gathering each
+    monkeypatch.setattr(prepare_mod, "orthogonal_draws_together", lambda fn: fn())
+    apart = draws()
+    for a, b in zip(together, apart):
+        assert len(a) == len(b) and all(np.array_equal(x, y) for x, y in zip(a, b))
+    assert all(np.array_equal(x[0], y) for x, y in zip(together[1], together[0]))  # run 0 is run 0
 
 
 # ---- the HLO check -----------------------------------------------------------------------------

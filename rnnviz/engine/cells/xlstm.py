@@ -50,6 +50,7 @@ import jax.numpy as jnp
 
 from rnnviz.engine.cells.modern import Initializer, _Cell
 from rnnviz.engine.cells.shared import affine, dense, split_heads
+from rnnviz.engine.linalg import drawing_together
 
 Params = dict[str, Any]
 SLSTMCarry = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
@@ -102,7 +103,10 @@ def _per_head(init: Initializer, num_heads: int) -> Initializer:
     draw to compile, not one per head."""
 
     def draw(key: jax.Array, shape: tuple[int, ...], dtype: Any = jnp.float32) -> jax.Array:
-        return jax.vmap(lambda k: init(k, shape[1:], dtype))(jax.random.split(key, num_heads))
+        keys = jax.random.split(key, num_heads)
+        if drawing_together():  # each head's draw joins the parameters' others, vmapped there
+            return jnp.stack([init(keys[h], shape[1:], dtype) for h in range(num_heads)])
+        return jax.vmap(lambda k: init(k, shape[1:], dtype))(keys)
 
     return draw
 
