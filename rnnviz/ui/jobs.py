@@ -524,8 +524,8 @@ def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = Non
     cell can run (or those in ``only``, one call per strategy as the tab asks), at most
     ``repeats`` timed runs each (until :data:`TIMING_PRECISION`): rows ``device_kind,
     device_name, device_id, strategy, compile_s, run_s, run_halfwidth_s, repeats,
-    peak_bytes, loss, max_grad_diff`` (against the accumulator's ∂L/∂W on the config's device;
-    :func:`~rnnviz.studies.comparisons.run_on_devices`)."""
+    peak_bytes, loss, max_grad_diff, quick_compiled`` (against the accumulator's ∂L/∂W on the
+    config's device; :func:`~rnnviz.studies.comparisons.run_on_devices`)."""
     cfg = config_of(cfg_json)
     return run_on_devices(
         cfg,
