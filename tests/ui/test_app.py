@@ -9,6 +9,7 @@ from apptest_helpers import decode, figure_by_title, figures, run_app, total_gra
 from rnnviz import RunConfig, analyze
 from rnnviz.base.presets import PRESETS, config_to_params
 from rnnviz.ui import page
+from rnnviz.ui.tabs.common import QUICK_NOTE
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -122,6 +123,8 @@ def test_strategy_widget_and_tabs_render():
     assert [t["name"] for t in bars["data"][:3]] == ["accumulate", "per_step", "split_transpose"]
     heat = figure_by_title(at, "Per-step contributions")
     assert heat["data"][0]["type"] == "heatmap" and heat["data"][0]["y"] == ["recurrent", "input", "bias"]
+    # a small shape's code is compiled for compile speed, and the table's note says so
+    assert any(QUICK_NOTE in c.value for c in at.caption)
     for tab, title in [
         ("Carry", "Carry norm over time"),
         ("Devices", "This configuration, live"),
