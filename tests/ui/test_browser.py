@@ -203,6 +203,16 @@ def _idle(page) -> None:
     page.wait_for_selector('[data-test-script-state="notRunning"]', timeout=TAB_MS)
 
 
+def _choose(page, key: str, name: str, exact: bool = True) -> None:
+    """Pick ``name`` in the select box keyed ``key`` by typing it: typing opens the list and
+    filters it to the match. (A click alone left the sidebar's data list closed on a page just
+    drawn, which cost a 10 s wait and a second click each time.)"""
+    box = page.locator(f".st-key-{key}").get_by_role("combobox")
+    box.click()
+    box.fill(name)
+    page.get_by_role("option", name=name, exact=exact).first.click()
+
+
 def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, tmp_path):
     import numpy as np
 
@@ -231,15 +241,7 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     page.goto(f"{server}/?hidden_size=8")
     page.wait_for_selector(CHART, timeout=TAB_MS)  # the first run has drawn the page
     _idle(page)
-    option = page.get_by_role("option", name="upload a file…", exact=True)
-    for _ in range(3):  # a rerun that lands between the click and the list closes the list
-        page.locator(".st-key-data_choice").get_by_role("combobox").click()
-        try:
-            option.wait_for(timeout=10_000)
-            break
-        except Exception:
-            _idle(page)
-    option.click()
+    _choose(page, "data_choice", "upload a file…")
     page.locator('.st-key-data_upload input[type="file"]').set_input_files(str(path))
     page.wait_for_function(
         "() => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith('waves.npz'))",
@@ -263,15 +265,7 @@ def test_memory_shades_the_text_by_what_a_trained_lstm_remembers(server, browser
     page.goto(f"{server}/?tab=Memory&seq_len=40&hidden_size=8")
     page.wait_for_selector(".st-key-weights_choice", timeout=TAB_MS)
     _idle(page)
-    option = page.get_by_role("option", name="lstm on text prose T=40", exact=False)
-    for _ in range(3):  # a rerun that lands between the click and the list closes the list
-        page.locator(".st-key-weights_choice").get_by_role("combobox").click()
-        try:
-            option.first.wait_for(timeout=10_000)
-            break
-        except Exception:
-            _idle(page)
-    option.first.click()
+    _choose(page, "weights_choice", "lstm on text prose T=40", exact=False)
     page.wait_for_selector(".rnnviz-char", timeout=TAB_MS)
     _idle(page)
     chars = page.locator(".rnnviz-char")
