@@ -394,9 +394,10 @@ def sweep_reusing(
     (2.3 s at the default config on 2 cores, where the sweep then runs in 0.2 s). When this
     process has compiled the analysis of ``cfg``'s shape (a page has shown it) and not that
     sweep, the points go through :func:`rnnviz.analyze` one after the other (one run each),
-    as long as the faster of the first two says they all take less than ``budget_s`` or than
-    :data:`SWEEP_COMPILE_RATIO` times the analysis's compile (a lower bound on the sweep's);
-    else (or once the sweep is compiled) the vmapped :func:`sweep` runs. Either way the frame
+    as long as the faster of the first two says they all take less than ``budget_s``, or the
+    points left take less than :data:`SWEEP_COMPILE_RATIO` times the analysis's compile (a
+    lower bound on the sweep's); else (or once the sweep is compiled) the vmapped
+    :func:`sweep` runs. Either way the frame
     has the same rows and columns, and the same values up to float32 rounding: the
     analysis's log₁₀ norms are float32's where those are exact and the log-magnitude pass's
     elsewhere, the sweep's always the pass's.
@@ -434,13 +435,25 @@ def sweep_reusing(
             took.append(time.perf_counter() - start)
             # judged on the faster of the first two points: the first alone also pays what a first
             # call after a pause pays (caches, a log pass compiled once), 2–3× a point at times
-            if len(took) == min(2, len(points)) and min(took) * len(points) > max(
-                budget_s, SWEEP_COMPILE_RATIO * a.timing.compile_s
+            if len(took) == min(2, len(points)) and _compile_instead(
+                min(took), len(points), len(took), budget_s, a.timing.compile_s
             ):
                 break  # compiling the vmapped sweep costs less
         else:
             return _tidy(base, shape_point, points, SweepResult(np.stack(logs), np.asarray(losses)))
     return sweep(cfg, over, data=data, params=params)
+
+
+def _compile_instead(point_s: float, n: int, done: int, budget_s: float, analysis_compile_s: float) -> bool:
+    """Whether a grid of ``n`` points, ``done`` of them run one by one at ``point_s`` each,
+    should compile its vmapped sweep for the rest: when the whole grid one by one takes more
+    than ``budget_s`` and the points still to run take longer than compiling the sweep would
+    (at least :data:`SWEEP_COMPILE_RATIO` × the analysis's compile). The points already run
+    are spent either way: counting them too had a part of the big config's Phase diagram
+    (5 gains of LSTM H=128 T=1000 B=32, 0.52 s each, the analysis compiled in 1.0 s) run two
+    points, then compile the sweep (3.5 s) and run all five again, its first picture after
+    5.9 s; the other three one by one take 1.6 s."""
+    return point_s * n > budget_s and point_s * (n - done) > SWEEP_COMPILE_RATIO * analysis_compile_s
 
 
 def grid_points(

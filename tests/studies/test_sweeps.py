@@ -101,6 +101,25 @@ def test_a_grid_compiles_its_sweep_when_the_analysis_is_not_compiled_or_the_poin
     assert _sweep_key(cfg, 9) in sweep_executable and len(slow) == 9 * 10
 
 
+def test_the_points_already_run_do_not_count_against_going_on_one_by_one(monkeypatch):
+    """Five points at half the analysis's compile each: all five (2.5×) cost more than the
+    sweep's compile at its least (2×), but the three left after the two that decide (1.5×)
+    cost less, so they run one by one too and no sweep is compiled; at 0.7× a point the three
+    left (2.1×) do not, and the sweep is compiled."""
+    cfg = RunConfig(seq_len=8, hidden_size=6, batch_size=2)
+    compile_s = analyze(cfg, repeats=1).timing.compile_s
+    over = {"recurrent_gain": [0.6, 0.8, 1.0, 1.2, 1.4]}
+    assert sweep_module.SWEEP_COMPILE_RATIO == 2.0
+    for per_point, compiled in ((0.5, False), (0.7, True)):
+        step = per_point * compile_s  # every clock reading this long after the last: one point
+        clock = (k * step for k in range(10**6))
+        monkeypatch.setattr(sweep_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+        got = sweep_reusing(cfg, over, budget_s=0.0)
+        monkeypatch.undo()
+        assert (_sweep_key(cfg, 5) in sweep_executable) is compiled and len(got) == 5 * 9
+    pd.testing.assert_frame_equal(sweep_reusing(cfg, over), got)
+
+
 def test_a_grid_over_a_shape_field_is_refused_by_sweep_reusing():
     with pytest.raises(ConfigError, match="value fields only"):
         sweep_reusing(RunConfig(hidden_size=4, seq_len=5), {"hidden_size": [4, 8]})
