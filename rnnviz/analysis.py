@@ -382,6 +382,7 @@ def analyze(
         log_pass_compile_s=logs.compile_s,
         run_halfwidth_s=run.halfwidth_s,
         quick_compiled=_codegen_key(static, device, spec)[3],
+        fresh_compile_s=exe.analysis.fresh_compile_s or exe.analysis.compile_s,
     )
     return _assemble(
         cfg,

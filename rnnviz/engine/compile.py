@@ -11,6 +11,8 @@ import functools
 import hashlib
 import importlib.util
 import logging
+import math
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -34,8 +36,16 @@ class Compiled(NamedTuple):
     """
 
     fn: Callable
+    #: Seconds this process spent getting it: compiling, or reading it from JAX's persistent
+    #: compilation cache (then often a third of compiling it).
     compile_s: float
     peak_bytes: int
+    #: Seconds compiling it takes: ``compile_s`` where this process compiled it, the compile
+    #: time that the entry it was read from records (:func:`seal_compilation_cache`; None: not
+    #: known). What
+    #: a decision that weighs compiling something else of this shape needs, as
+    #: :func:`rnnviz.studies.sweep.sweep_reusing` does.
+    fresh_compile_s: float | None = None
 
 
 def abstract(tree: Any, device: jax.Device) -> Any:
@@ -69,13 +79,25 @@ def compile_for(fn: Callable, args: tuple, device: jax.Device, *, run_once: bool
     with ``run_once``, on the CPU, compiled for compile speed (:data:`RUN_ONCE_OPTIONS`)."""
     start = time.perf_counter()
     options = run_once_options(device) if run_once else None
-    compiled = compile_lowered(
-        jax.jit(fn).lower(*abstract(args, device)),
-        getattr(getattr(fn, "func", fn), "__name__", "an executable"),
-        options,
-    )
+    # what a persistent-cache entry written or read during this compile records (_sealed_put)
+    _compiling.start, _compiling.read_s = start, None
+    try:
+        compiled = compile_lowered(
+            jax.jit(fn).lower(*abstract(args, device)),
+            getattr(getattr(fn, "func", fn), "__name__", "an executable"),
+            options,
+        )
+    finally:
+        _compiling.start = None
     elapsed = time.perf_counter() - start
-    return Compiled(compiled, elapsed, peak_bytes(compiled))
+    fresh = elapsed if _compiling.read_s is None else max(_compiling.read_s, elapsed)
+    return Compiled(compiled, elapsed, peak_bytes(compiled), fresh)
+
+
+#: Per thread: when the :func:`compile_for` under way began (None: none is), so that the cache
+#: entry its compile writes records the seconds compiling took (lowering included, as
+#: ``Compiled.compile_s``); and the seconds recorded in the entry it read, if it read one.
+_compiling = threading.local()
 
 
 def run_once_options(device: jax.Device) -> dict | None:
@@ -242,21 +264,39 @@ def enable_compilation_cache(folder: str, max_bytes: int | None = None) -> None:
     jax.config.update("jax_persistent_cache_min_entry_size_bytes", 0)
 
 
-#: What a sealed cache entry starts with, before the SHA-256 digest of the rest.
+#: What a sealed cache entry starts with, before the SHA-256 digest of the rest (the entries
+#: of stops before the compile seconds were recorded; still read).
 _SEAL = b"rnnviz-sha256:"
+#: What a sealed entry that records its compile starts with: then the seconds compiling took
+#: (a big-endian float64, NaN: not known), the SHA-256 digest of those 8 bytes and the value,
+#: and the value. JAX's own record of a compile keeps whole seconds (0 for most of ours).
+_SEAL_TIMED = b"rnnviz-sha256-s:"
 
 
-def _seal(value: bytes) -> bytes:
-    return _SEAL + hashlib.sha256(value).digest() + value
+def _seal(value: bytes, compile_s: float = math.nan) -> bytes:
+    seconds = struct.pack(">d", compile_s)
+    return _SEAL_TIMED + seconds + hashlib.sha256(seconds + value).digest() + value
+
+
+def _unseal_timed(blob: bytes) -> tuple[bytes | None, float]:
+    """``(value, compile seconds)`` of an entry: the value None when the entry is not sealed
+    or its digest does not match, the seconds NaN where it records none."""
+    if blob.startswith(_SEAL_TIMED) and len(blob) >= len(_SEAL_TIMED) + 40:
+        seconds, digest = blob[len(_SEAL_TIMED) : len(_SEAL_TIMED) + 8], blob[len(_SEAL_TIMED) + 8 :][:32]
+        value = blob[len(_SEAL_TIMED) + 40 :]
+        if hashlib.sha256(seconds + value).digest() == digest:
+            return value, struct.unpack(">d", seconds)[0]
+        return None, math.nan
+    head = len(_SEAL) + 32
+    if len(blob) < head or not blob.startswith(_SEAL):
+        return None, math.nan
+    value = blob[head:]
+    return (value if hashlib.sha256(value).digest() == blob[len(_SEAL) : head] else None), math.nan
 
 
 def _unseal(blob: bytes) -> bytes | None:
     """The entry's value, or None when it is not sealed or its digest does not match."""
-    head = len(_SEAL) + 32
-    if len(blob) < head or not blob.startswith(_SEAL):
-        return None
-    value = blob[head:]
-    return value if hashlib.sha256(value).digest() == blob[len(_SEAL) : head] else None
+    return _unseal_timed(blob)[0]
 
 
 def seal_compilation_cache() -> bool:
@@ -272,6 +312,10 @@ def seal_compilation_cache() -> bool:
     die again. The digest costs one SHA-256 of each entry read or written (well under a
     millisecond for these sizes, next to a compile). Unsealed entries (another program's) count
     as absent too.
+
+    An entry written during :func:`compile_for` also records the seconds compiling took, so
+    a process that reads it knows (``Compiled.fresh_compile_s``): reading the big config's
+    analysis takes 0.34 s where compiling it took 1.0 s, and JAX records whole seconds.
 
     Patches ``jax._src.lru_cache.LRUCache`` (the cache JAX builds for a folder, reached through
     :func:`rnnviz.engine.compat.persistent_cache_module`); returns False, changing nothing,
@@ -290,15 +334,19 @@ def seal_compilation_cache() -> bool:
         blob = get(self, key)
         if blob is None:
             return None
-        value = _unseal(blob)
+        value, compile_s = _unseal_timed(blob)
         if value is None:
             log.warning("compilation cache entry %s is damaged or not sealed: compiling it again", key)
             for suffix in suffixes:
                 (self.path / f"{key}{suffix}").unlink(missing_ok=True)
+        elif math.isfinite(compile_s):
+            _compiling.read_s = compile_s
         return value
 
     def sealed_put(self, key: str, value: bytes) -> None:
-        put(self, key, _seal(value))
+        # written by JAX right after the compile, in the compiling thread
+        start = getattr(_compiling, "start", None)
+        put(self, key, _seal(value, math.nan if start is None else time.perf_counter() - start))
 
     cls.get, cls.put, cls._rnnviz_sealed = checked_get, sealed_put, True
     return True

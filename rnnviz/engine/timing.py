@@ -57,8 +57,11 @@ def mean_halfwidth(times: list[float]) -> float:
 
 
 class Timing(NamedTuple):
-    """Timing of one analysis. ``compile_s`` is what compiling took when it happened;
-    ``cache_hit`` says whether this call reused an executable compiled earlier."""
+    """Timing of one analysis. ``compile_s`` is what compiling took when it happened (or
+    reading the executable from JAX's persistent compilation cache, where it came from
+    there); ``cache_hit`` says whether this call reused an executable compiled earlier;
+    ``fresh_compile_s`` is what compiling it takes (``compile_s``, or the compile time the
+    persistent cache recorded)."""
 
     compile_s: float
     run_s: float
@@ -79,6 +82,9 @@ class Timing(NamedTuple):
     #: Whether the analysis was compiled for compile speed (a small shape on the CPU,
     #: :func:`rnnviz.engine.compile.quick_compile`): its runs are of less optimised code.
     quick_compiled: bool = False
+    #: Seconds compiling the analysis takes: ``compile_s`` where this process compiled it,
+    #: the persistent cache's record where it read it from there (0.0: not known).
+    fresh_compile_s: float = 0.0
 
 
 def budgeted_repeats(repeats: int, per_run_s: float, budget_s: float | None) -> int:

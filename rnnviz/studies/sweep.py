@@ -436,7 +436,7 @@ def sweep_reusing(
             # judged on the faster of the first two points: the first alone also pays what a first
             # call after a pause pays (caches, a log pass compiled once), 2–3× a point at times
             if len(took) == min(2, len(points)) and _compile_instead(
-                min(took), len(points), len(took), budget_s, a.timing.compile_s
+                min(took), len(points), len(took), budget_s, a.timing.fresh_compile_s
             ):
                 break  # compiling the vmapped sweep costs less
         else:
@@ -452,7 +452,10 @@ def _compile_instead(point_s: float, n: int, done: int, budget_s: float, analysi
     are spent either way: counting them too had a part of the big config's Phase diagram
     (5 gains of LSTM H=128 T=1000 B=32, 0.52 s each, the analysis compiled in 1.0 s) run two
     points, then compile the sweep (3.5 s) and run all five again, its first picture after
-    5.9 s; the other three one by one take 1.6 s."""
+    5.9 s; the other three one by one take 1.6 s. ``analysis_compile_s`` is what compiling
+    the analysis takes (``Timing.fresh_compile_s``), not what reading it from the persistent
+    compilation cache took: a worker that read it in 0.36 s (compiled in 1.0 s) judged the
+    sweep's compile at 0.7 s and compiled it."""
     return point_s * n > budget_s and point_s * (n - done) > SWEEP_COMPILE_RATIO * analysis_compile_s
 
 

@@ -2,12 +2,14 @@
 instead of run (jaxlib 0.10.2 runs a damaged executable whose compressed stream is whole, and
 the process dies), and its folder held to its cap."""
 
+import hashlib
+import math
 import subprocess
 import sys
 import textwrap
 from pathlib import Path
 
-from rnnviz.engine.compile import _seal, _unseal
+from rnnviz.engine.compile import _seal, _unseal, _unseal_timed
 
 PROGRAM = textwrap.dedent("""
     import logging, sys
@@ -50,6 +52,15 @@ def test_seal_round_trips_and_refuses_what_it_did_not_seal():
     damaged = bytearray(_seal(value))
     damaged[-1] ^= 1
     assert _unseal(bytes(damaged)) is None and _unseal(value) is None and _unseal(b"") is None
+    # the compile's seconds travel with the value, under the digest
+    assert _unseal_timed(_seal(value, 1.25)) == (value, 1.25)
+    timed = bytearray(_seal(value, 1.25))
+    timed[len(b"rnnviz-sha256-s:")] ^= 1  # the seconds changed: refused like a damaged value
+    assert _unseal_timed(bytes(timed))[0] is None
+    # an entry sealed before the seconds were recorded is still read, with none
+    old = b"rnnviz-sha256:" + hashlib.sha256(value).digest() + value
+    value_read, seconds = _unseal_timed(old)
+    assert value_read == value and math.isnan(seconds)
 
 
 def test_a_damaged_entry_is_compiled_again_not_run(tmp_path):
@@ -75,3 +86,38 @@ def test_the_folder_is_held_to_its_cap(tmp_path):
     size = sum(p.stat().st_size for p in tmp_path.glob("*-cache"))
     assert size <= 100_000 and not (tmp_path / "old0-cache").exists()  # the least recently used went
     assert any(tmp_path.glob("jit__lambda*-cache"))
+
+
+ANALYSIS = textwrap.dedent("""
+    import sys, jax
+    from rnnviz import RunConfig, analyze
+    from rnnviz.engine.compile import enable_compilation_cache
+    hits = []
+    count = lambda event, **_: hits.append(event) if event.endswith("/cache_hits") else None
+    jax.monitoring.register_event_listener(count)
+    enable_compilation_cache(sys.argv[1])
+    t = analyze(RunConfig(cell="gru", hidden_size=8, seq_len=10), repeats=1).timing
+    print(t.compile_s, t.fresh_compile_s, len(hits))
+""")
+
+
+def test_an_analysis_read_from_the_cache_knows_what_compiling_it_took(tmp_path):
+    """Read from the persistent cache, an analysis takes a fraction of its compile to arrive
+    (``compile_s``), and ``fresh_compile_s`` is the compile that its entry recorded (JAX's own
+    record keeps whole seconds: 0 here), which is what compiling another executable of its
+    shape is judged against (``sweep_reusing``)."""
+
+    def run() -> tuple[float, float, float]:
+        done = subprocess.run(
+            [sys.executable, "-c", ANALYSIS, str(tmp_path)], capture_output=True, text=True, timeout=300
+        )
+        assert done.returncode == 0, done.stderr
+        compile_s, fresh_s, hits = map(float, done.stdout.split())
+        return compile_s, fresh_s, hits
+
+    compiled, compiled_fresh, hits = run()
+    assert hits == 0 and compiled_fresh == compiled  # compiled here: the same seconds
+    read, read_fresh, hits = run()
+    # read: the seconds the first process recorded as its compile ended (its check of the
+    # LAPACK calls aside), or the read's own where that took longer
+    assert hits > 0 and 0.8 * compiled <= read_fresh <= max(compiled, read)
