@@ -10,9 +10,11 @@ code (hidden size, seq_len, cell, …) are swept by an outer loop, one compile p
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from typing import Any, NamedTuple
@@ -426,6 +428,11 @@ def sweep_reusing(
         raise ConfigError("over", sorted(over), "value fields only: " + ", ".join(RunConfig.VALUE_FIELDS))
     sweep_key = _executable_key(base, len(points), GRADIENTS, data, params)[0]
     if sweep_key not in sweep_executable and is_compiled(base, data=data):
+        spent, seen = _one_by_one.get(sweep_key, (0.0, None))
+        if seen is not None and _compile_instead(
+            seen.point_s, len(points), 0, budget_s, seen.compile_s, spent
+        ):
+            return sweep(cfg, over, data=data, params=params)  # known: compiling costs less now
         logs, losses, took = [], [], []
         for p in points:
             start = time.perf_counter()
@@ -436,27 +443,72 @@ def sweep_reusing(
             # judged on the faster of the first two points: the first alone also pays what a first
             # call after a pause pays (caches, a log pass compiled once), 2–3× a point at times
             if len(took) == min(2, len(points)) and _compile_instead(
-                min(took), len(points), len(took), budget_s, a.timing.fresh_compile_s
+                min(took), len(points), len(took), budget_s, a.timing.fresh_compile_s, spent
             ):
                 break  # compiling the vmapped sweep costs less
         else:
+            point_s = min(took) if seen is None else min(seen.point_s, min(took))
+            _one_by_one.note(sweep_key, spent + sum(took), _Seen(point_s, a.timing.fresh_compile_s))
             return _tidy(base, shape_point, points, SweepResult(np.stack(logs), np.asarray(losses)))
     return sweep(cfg, over, data=data, params=params)
 
 
-def _compile_instead(point_s: float, n: int, done: int, budget_s: float, analysis_compile_s: float) -> bool:
+class _Seen(NamedTuple):
+    """A grid's points run one by one: the fastest point, and what compiling the analysis takes."""
+
+    point_s: float
+    compile_s: float
+
+
+class _OneByOne:
+    """Per sweep executable not compiled (its key): the seconds this process has spent running
+    its grids' points one by one instead, and what it saw (:class:`_Seen`); the newest
+    :data:`MAX_KEYS` keys, safe across threads (the app's sessions)."""
+
+    MAX_KEYS = 256
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._spent: collections.OrderedDict[Any, tuple[float, _Seen]] = collections.OrderedDict()
+
+    def get(self, key: Any, default: tuple[float, _Seen | None]) -> tuple[float, _Seen | None]:
+        with self._lock:
+            return self._spent.get(key, default)
+
+    def note(self, key: Any, spent_s: float, seen: _Seen) -> None:
+        with self._lock:
+            self._spent[key] = (spent_s, seen)
+            self._spent.move_to_end(key)
+            while len(self._spent) > self.MAX_KEYS:
+                self._spent.popitem(last=False)
+
+
+#: What :func:`sweep_reusing` spent one by one, per sweep it did not compile.
+_one_by_one = _OneByOne()
+
+
+def _compile_instead(
+    point_s: float, n: int, done: int, budget_s: float, analysis_compile_s: float, spent_s: float = 0.0
+) -> bool:
     """Whether a grid of ``n`` points, ``done`` of them run one by one at ``point_s`` each,
     should compile its vmapped sweep for the rest: when the whole grid one by one takes more
-    than ``budget_s`` and the points still to run take longer than compiling the sweep would
-    (at least :data:`SWEEP_COMPILE_RATIO` × the analysis's compile). The points already run
-    are spent either way: counting them too had a part of the big config's Phase diagram
+    than ``budget_s`` and the points still to run, with the ``spent_s`` that earlier grids of
+    its sweep already spent one by one, take longer than compiling the sweep would (at least
+    :data:`SWEEP_COMPILE_RATIO` × the analysis's compile). So a shape whose grids keep coming
+    (the Phase diagram's parts, a gain range changed again) goes one by one until that has
+    cost as much as the compile, then compiles, as a skier rents until renting has cost the
+    price of skis: never more than about twice the better choice made in hindsight. The
+    points of this grid already run are spent either way: counting them too had a part of
+    the big config's Phase diagram
     (5 gains of LSTM H=128 T=1000 B=32, 0.52 s each, the analysis compiled in 1.0 s) run two
     points, then compile the sweep (3.5 s) and run all five again, its first picture after
     5.9 s; the other three one by one take 1.6 s. ``analysis_compile_s`` is what compiling
     the analysis takes (``Timing.fresh_compile_s``), not what reading it from the persistent
     compilation cache took: a worker that read it in 0.36 s (compiled in 1.0 s) judged the
     sweep's compile at 0.7 s and compiled it."""
-    return point_s * n > budget_s and point_s * (n - done) > SWEEP_COMPILE_RATIO * analysis_compile_s
+    return (
+        point_s * n > budget_s and spent_s + point_s * (n - done) > SWEEP_COMPILE_RATIO * analysis_compile_s
+    )
 
 
 def grid_points(

@@ -101,23 +101,45 @@ def test_a_grid_compiles_its_sweep_when_the_analysis_is_not_compiled_or_the_poin
     assert _sweep_key(cfg, 9) in sweep_executable and len(slow) == 9 * 10
 
 
-def test_the_points_already_run_do_not_count_against_going_on_one_by_one(monkeypatch):
+def test_one_by_one_until_that_has_cost_what_compiling_the_sweep_would(monkeypatch):
     """Five points at half the analysis's compile each: all five (2.5×) cost more than the
     sweep's compile at its least (2×), but the three left after the two that decide (1.5×)
     cost less, so they run one by one too and no sweep is compiled; at 0.7× a point the three
-    left (2.1×) do not, and the sweep is compiled."""
-    cfg = RunConfig(seq_len=8, hidden_size=6, batch_size=2)
-    compile_s = analyze(cfg, repeats=1).timing.compile_s
-    over = {"recurrent_gain": [0.6, 0.8, 1.0, 1.2, 1.4]}
-    assert sweep_module.SWEEP_COMPILE_RATIO == 2.0
-    for per_point, compiled in ((0.5, False), (0.7, True)):
-        step = per_point * compile_s  # every clock reading this long after the last: one point
-        clock = (k * step for k in range(10**6))
+    left (2.1×) do not, and the sweep is compiled. The next grid of the first shape: the 2.5×
+    spent one by one and its own five points cost more than the compile, so it compiles at
+    once, without running a point (as a skier buys once renting has cost the skis' price)."""
+    clocked = {"analyze": 0}
+
+    def grid(cfg, gains, per_point):
+        compile_s = analyze(cfg, repeats=1).timing.fresh_compile_s
+        clock = (k * per_point * compile_s for k in range(10**6))  # each reading a point later
+        real_analyze = sweep_module.analyze
+
+        def counted(*args, **kwargs):
+            clocked["analyze"] += 1
+            return real_analyze(*args, **kwargs)
+
         monkeypatch.setattr(sweep_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
-        got = sweep_reusing(cfg, over, budget_s=0.0)
-        monkeypatch.undo()
-        assert (_sweep_key(cfg, 5) in sweep_executable) is compiled and len(got) == 5 * 9
-    pd.testing.assert_frame_equal(sweep_reusing(cfg, over), got)
+        monkeypatch.setattr(sweep_module, "analyze", counted)
+        try:
+            return sweep_reusing(cfg, {"recurrent_gain": gains}, budget_s=0.0)
+        finally:
+            monkeypatch.undo()
+
+    assert sweep_module.SWEEP_COMPILE_RATIO == 2.0
+    gains = [0.6, 0.8, 1.0, 1.2, 1.4]
+    cheap, dear = (
+        RunConfig(seq_len=8, hidden_size=6, batch_size=2),
+        RunConfig(seq_len=7, hidden_size=6, batch_size=2),
+    )
+    got = grid(cheap, gains, 0.5)
+    assert _sweep_key(cheap, 5) not in sweep_executable and len(got) == 5 * 9 and clocked["analyze"] == 5
+    assert len(grid(dear, gains, 0.7)) == 5 * 8 and _sweep_key(dear, 5) in sweep_executable
+    clocked["analyze"] = 0
+    again = grid(cheap, [0.7, 0.9, 1.1, 1.3, 1.5], 0.5)
+    assert _sweep_key(cheap, 5) in sweep_executable and clocked["analyze"] == 0 and len(again) == 5 * 9
+    want = sweep(cheap, {"recurrent_gain": gains})  # the one-by-one frame is the sweep's
+    np.testing.assert_allclose(got.log10_grad_norm, want.log10_grad_norm, atol=1e-4)
 
 
 def test_a_grid_over_a_shape_field_is_refused_by_sweep_reusing():
