@@ -397,9 +397,10 @@ def sweep_reusing(
     process has compiled the analysis of ``cfg``'s shape (a page has shown it) and not that
     sweep, the points go through :func:`rnnviz.analyze` one after the other (one run each),
     as long as the faster of the first two says they all take less than ``budget_s``, or the
-    points left take less than :data:`SWEEP_COMPILE_RATIO` times the analysis's compile (a
-    lower bound on the sweep's); else (or once the sweep is compiled) the vmapped
-    :func:`sweep` runs. Either way the frame
+    points left, with what the shape's earlier grids spent one by one, take less than
+    :data:`SWEEP_COMPILE_RATIO` times the analysis's compile (a lower bound on the sweep's;
+    :func:`_compile_instead`); else (or once the sweep is compiled) the vmapped :func:`sweep`
+    runs, at once where the earlier grids already tell. Either way the frame
     has the same rows and columns, and the same values up to float32 rounding: the
     analysis's log₁₀ norms are float32's where those are exact and the log-magnitude pass's
     elsewhere, the sweep's always the pass's.
