@@ -42,8 +42,7 @@ class Compiled(NamedTuple):
     peak_bytes: int
     #: Seconds compiling it takes: ``compile_s`` where this process compiled it, the compile
     #: time that the entry it was read from records (:func:`seal_compilation_cache`; None: not
-    #: known). What
-    #: a decision that weighs compiling something else of this shape needs, as
+    #: known). What a decision that weighs compiling something else of this shape needs, as
     #: :func:`rnnviz.studies.sweep.sweep_reusing` does.
     fresh_compile_s: float | None = None
 
@@ -79,7 +78,7 @@ def compile_for(fn: Callable, args: tuple, device: jax.Device, *, run_once: bool
     with ``run_once``, on the CPU, compiled for compile speed (:data:`RUN_ONCE_OPTIONS`)."""
     start = time.perf_counter()
     options = run_once_options(device) if run_once else None
-    # what a persistent-cache entry written or read during this compile records (_sealed_put)
+    # what a persistent-cache entry written or read during this compile records (sealed_put)
     _compiling.start, _compiling.read_s = start, None
     try:
         compiled = compile_lowered(
