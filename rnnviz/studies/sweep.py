@@ -400,8 +400,8 @@ def sweep_reusing(
     points left, with what the shape's earlier grids spent one by one, take less than
     :data:`SWEEP_COMPILE_RATIO` times the analysis's compile (a lower bound on the sweep's;
     :func:`_compile_instead`); else (or once the sweep is compiled) the vmapped :func:`sweep`
-    runs, at once where the earlier grids already tell. Either way the frame
-    has the same rows and columns, and the same values up to float32 rounding: the
+    runs, at once where the earlier grids already tell. Either way the frame has the same
+    rows and columns, and the same values up to float32 rounding: the
     analysis's log₁₀ norms are float32's where those are exact and the log-magnitude pass's
     elsewhere, the sweep's always the pass's.
 
@@ -500,13 +500,12 @@ def _compile_instead(
     cost as much as the compile, then compiles, as a skier rents until renting has cost the
     price of skis: never more than about twice the better choice made in hindsight. The
     points of this grid already run are spent either way: counting them too had a part of
-    the big config's Phase diagram
-    (5 gains of LSTM H=128 T=1000 B=32, 0.52 s each, the analysis compiled in 1.0 s) run two
-    points, then compile the sweep (3.5 s) and run all five again, its first picture after
-    5.9 s; the other three one by one take 1.6 s. ``analysis_compile_s`` is what compiling
-    the analysis takes (``Timing.fresh_compile_s``), not what reading it from the persistent
-    compilation cache took: a worker that read it in 0.36 s (compiled in 1.0 s) judged the
-    sweep's compile at 0.7 s and compiled it."""
+    the big config's Phase diagram (5 gains of LSTM H=128 T=1000 B=32, 0.52 s each, the
+    analysis compiled in 1.0 s) run two points, then compile the sweep (3.5 s) and run all
+    five again, its first picture after 5.9 s; the other three one by one take 1.6 s.
+    ``analysis_compile_s`` is what compiling the analysis takes (``Timing.fresh_compile_s``),
+    not what reading it from the persistent compilation cache took: a worker that read it in
+    0.36 s (compiled in 1.0 s) judged the sweep's compile at 0.7 s and compiled it."""
     return (
         point_s * n > budget_s and spent_s + point_s * (n - done) > SWEEP_COMPILE_RATIO * analysis_compile_s
     )
