@@ -98,8 +98,7 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
     assert "total" in legend and "c" not in legend
 
     # Change the cell to LSTM: the chart gains the c and h component lines.
-    page.locator(".st-key-cfg_cell").get_by_role("combobox").click()
-    page.get_by_role("option", name="lstm · classic", exact=True).click()
+    _choose(page, "cfg_cell", "lstm · classic")
     page.wait_for_function(
         """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .legendtext')]
                  .some(e => e.textContent === 'c')""",
@@ -206,7 +205,7 @@ def _idle(page) -> None:
 def _choose(page, key: str, name: str, exact: bool = True) -> None:
     """Pick ``name`` in the select box keyed ``key`` by typing it: typing opens the list and
     filters it to the match. (A click alone left the sidebar's data list closed on a page just
-    drawn, which cost a 10 s wait and a second click each time.)"""
+    drawn, which cost a 10 s wait and a second click each time, and the cell's list at times.)"""
     box = page.locator(f".st-key-{key}").get_by_role("combobox")
     box.click()
     box.fill(name)
