@@ -207,9 +207,16 @@ def _choose(page, key: str, name: str, exact: bool = True) -> None:
     filters it to the match. (A click alone left the sidebar's data list closed on a page just
     drawn, which cost a 10 s wait and a second click each time, and the cell's list at times.)"""
     box = page.locator(f".st-key-{key}").get_by_role("combobox")
-    box.click()
-    box.fill(name)
-    page.get_by_role("option", name=name, exact=exact).first.click()
+    option = page.get_by_role("option", name=name, exact=exact).first
+    for _ in range(3):  # a rerun that lands between the typing and the pick closes the list
+        box.click()
+        box.fill(name)
+        try:
+            option.wait_for(timeout=5_000)
+            break
+        except Exception:
+            _idle(page)
+    option.click()
 
 
 def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, tmp_path):
