@@ -124,6 +124,42 @@ def test_vmapped_runs_equal_individual_runs_and_curves_repeat_across_processes()
     assert out.stdout.strip() == one.losses.tobytes().hex(), out.stderr[-2000:]
 
 
+def test_a_call_that_changes_only_the_steps_or_rate_starts_from_the_kept_draw(monkeypatch):
+    """The init runs once for two calls that share seeds and values; the kept state survives the
+    chunk's donation (the second call equals a call that drew afresh); other seeds or values,
+    or a state over the byte bound, draw again."""
+    from rnnviz.studies.training import loop
+
+    monkeypatch.setattr(loop, "init_states", loop._InitStates(loop.INIT_CACHE_BYTES))
+    over = {"seed": [3, 4]}
+    first = train_many(TINY, over, task="recall", steps=20, learning_rate=1e-3, log_every=10)
+    drawn = loop.init_states.hits
+    again = train_many(TINY, over, task="recall", steps=20, learning_rate=1e-3, log_every=10)
+    faster = train_many(TINY, over, task="recall", steps=10, learning_rate=3e-3, log_every=10)
+    assert loop.init_states.hits == drawn + 2
+    for a, b in zip(first, again):
+        np.testing.assert_array_equal(a.losses, b.losses)
+        for x, y in zip(jax.tree.leaves(a.weight_tree), jax.tree.leaves(b.weight_tree)):
+            np.testing.assert_array_equal(x, y)
+    # the same draw, another rate: its first weights are the first call's
+    for a, b in zip(first, faster):
+        for x, y in zip(jax.tree.leaves(a.weight_tree), jax.tree.leaves(b.weight_tree)):
+            np.testing.assert_array_equal(x[0], y[0])
+        assert not np.array_equal(a.losses[:10], b.losses)
+    loop.init_states.clear()
+    fresh = train_many(TINY, over, task="recall", steps=20, learning_rate=1e-3, log_every=10)
+    assert loop.init_states.hits == drawn + 2
+    for a, b in zip(first, fresh):
+        np.testing.assert_array_equal(a.losses, b.losses)
+    train_many(TINY.replace(recurrent_gain=0.5), over, task="recall", steps=10, log_every=10)
+    train_many(TINY, {"seed": [3, 5]}, task="recall", steps=10, log_every=10)
+    assert loop.init_states.hits == drawn + 2
+    monkeypatch.setattr(loop, "init_states", loop._InitStates(16))  # no state fits in 16 bytes
+    train_many(TINY, over, task="recall", steps=10, log_every=10)
+    train_many(TINY, over, task="recall", steps=10, log_every=10)
+    assert loop.init_states.hits == 0 and not loop.init_states._items
+
+
 def test_clipping_counts_match_a_direct_computation():
     cfg = RunConfig(
         cell="simple",
