@@ -30,10 +30,13 @@ lint: $(STAMP)
 # (a segfault or an abort in backend_compile, "Failed to materialize symbols"; in the CI run
 # of stop 36 and in a full run here since), never fresh ones. The trained-network tests
 # keep a run of their own (see the #23 closing note). Every group runs; any failure fails.
-TEST_GROUPS := "tests/house tests/config tests/charts tests/dataset tests/cli tests/report" \
-	"tests/engine" "tests/studies --deselect tests/studies/test_trained.py" \
+# The base layers share a run with the studies: together their workers compile less than the
+# engine group's do alone, and one run less saves its start and end (about 10 s).
+TEST_GROUPS := "tests/house tests/config tests/charts tests/dataset tests/cli tests/report \
+	tests/studies --deselect tests/studies/test_trained.py" "tests/engine" \
 	"tests/studies/test_trained.py" "tests/ui --dist loadgroup"
-# tests/ui: loadgroup keeps its two soaks (xdist_group "soaks") on one worker, one after the other.
+# tests/ui: loadgroup keeps its two soaks (xdist_group "soaks") on one worker, one after the other,
+# and its browser pages (xdist_group "browser") on one worker. Tests marked slow start first.
 test: lint browser
 	@failed=""; for group in $(TEST_GROUPS); do \
 	  echo "== pytest $$group"; $(PY) -m pytest -q --dist worksteal --durations=15 $$group || failed="$$failed [$$group]"; \

@@ -78,3 +78,11 @@ MATRIX_CARRIES = ("mamba", "mlstm", "gated_deltanet", "deltanet")
 def tiny() -> RunConfig:
     """A config small enough to compile in well under a second."""
     return RunConfig(hidden_size=6, input_size=3, seq_len=7, batch_size=2)
+
+
+def pytest_collection_modifyitems(config, items):
+    """The tests marked ``slow`` first, the rest in their order (a stable sort, the same in
+    every xdist worker): each worker's queue then ends on short tests, so that at a group's
+    end neither worker idles beside the other's long one (the engine group's last 21 s had
+    one worker idle beside a 71 s probe)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -38,3 +38,28 @@ def test_loadgroup_runs_an_xdist_group_on_one_worker(tmp_path):
     assert all("@together" in line for line in lines), lines  # the node id carries the group
     workers = {line.split("]")[0] for line in lines}  # "[gw0" or "[gw1"
     assert len(workers) == 1, lines
+
+
+def test_the_slow_tests_are_collected_first_and_the_rest_keep_their_order():
+    """tests/conftest.py moves the tests marked ``slow`` to the front (a stable sort), so
+    that a worker's queue ends on short tests: here the never-hang module's fresh-process
+    probes, defined last in their file, come first."""
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    module = "tests/engine/test_never_hang.py"
+    done = subprocess.run(
+        [sys.executable, "-m", "pytest", "--collect-only", "-q", "-n", "0", module],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    ids = [line for line in done.stdout.splitlines() if "::" in line]
+    slow = [i for i, line in enumerate(ids) if "in_a_fresh_process" in line]
+    assert slow == list(range(6)), ids[:8]
+    rest = [line for line in ids if "in_a_fresh_process" not in line]
+    source = (root / "tests/engine/test_never_hang.py").read_text()
+    defined = [line.split("::")[1].split("[")[0] for line in rest]
+    assert defined == sorted(defined, key=lambda name: source.index(f"def {name}(")), defined

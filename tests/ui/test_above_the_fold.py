@@ -17,7 +17,8 @@ from browser_helpers import load_script
 from rnnviz.ui.tabs import TABS
 
 ROOT = Path(__file__).resolve().parents[2]
-pytestmark = pytest.mark.browser
+#: One xdist group, "browser", with test_browser.py: one after another (see there).
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 
 def test_every_tab_shows_its_main_picture_above_the_fold(tmp_path_factory):

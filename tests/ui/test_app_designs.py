@@ -20,6 +20,7 @@ def _clean(at, where):
     assert not at.error, (where, [e.value for e in at.error])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("cell", DESIGNS)
 def test_every_tab_opens_on_the_design(cell):
     at = run_app({"cell": cell, **SMALL})

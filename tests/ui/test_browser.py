@@ -19,7 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 #: which then shows as an error box, not as this timeout.
 TAB_MS = 240_000
 
-pytestmark = pytest.mark.browser
+#: One xdist group, "browser", with test_above_the_fold.py: these pages run one after another
+#: on one worker, not beside each other. Two at once, each with its server, workers and
+#: Chromium, took 48 s each where they take 13 and 32 s alone. (Putting them after the fault
+#: soak on its worker instead moved the contention to the AppTest tests: 352 s for tests/ui.)
+pytestmark = [pytest.mark.browser, pytest.mark.xdist_group("browser")]
 
 
 def _unavailable(reason: str):

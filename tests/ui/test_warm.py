@@ -56,6 +56,7 @@ def _open(browser, url: str) -> bool:
     return compiled
 
 
+@pytest.mark.slow
 def test_rnnviz_app_runs_its_page_once_before_the_first_visitor(tmp_path):
     if not Path(CHROMIUM).exists():
         if os.environ.get("RNNVIZ_REQUIRE_BROWSER") == "1":

@@ -137,6 +137,7 @@ def _state(pid: int) -> str:
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
 
 
+@pytest.mark.slow
 def test_idle_time_work_is_paused_while_a_visitors_job_runs_and_its_limit_excludes_the_pause(pool):
     from rnnviz.ui.worker import IDLE_S
 
@@ -794,6 +795,7 @@ def test_the_visitors_are_quiet_only_after_their_page_run_and_their_last_job(poo
     assert pool.quiet_for_s() < 0.3
 
 
+@pytest.mark.slow
 def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
     """calls.prepare_neighbours: each cell one switch away is compiled by every worker, the
     route's own first, so the page's analysis compiles nothing (a cache hit) in whichever
@@ -905,6 +907,7 @@ def test_a_preset_prepared_in_idle_time_leaves_its_analysis_nothing_to_compile_l
     assert compile_analysis(plain, log_pass=True) is True  # the log pass was left to compile
 
 
+@pytest.mark.slow
 def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs(pool):
     """The dashboard's use (calls.prepare_tabs): the route's worker compiles every strategy in
     its idle time; the Strategies tab's table then compiles nothing, and shows the compile

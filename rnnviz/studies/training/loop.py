@@ -121,6 +121,7 @@ class _InitStates:
             self._items.clear()
 
 
+#: This process's kept initial states (what :class:`Trainer` starts from when it can).
 init_states = _InitStates(INIT_CACHE_BYTES)
 
 
