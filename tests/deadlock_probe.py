@@ -5,8 +5,8 @@
 PATH is ``sweep`` (the gradient phase diagram), ``lyapunov`` (λ₁ over the gains) or
 ``train_many`` (runs trained in one vmapped call; from the second call on, its runs start
 from the draw the first kept, as a dashboard's next training call does: the init and the
-chunk hold no LAPACK call at all, which ``test_never_hang.py`` checks in every cell's
-executables, and the chunk runs every call). The test that calls it
+chunk hold no LAPACK call at all, which ``test_never_hang.py`` checks for the LSTM, GRU,
+mLSTM and Mamba, and the chunk runs every call). The test that calls it
 (``test_never_hang.py``) kills it after a timeout: a hang in jaxlib's CPU LAPACK thread
 pool never returns, so only a separate process can show one and survive it.
 """
