@@ -340,8 +340,13 @@ class Upload:
     expect: str
 
 
-def build_files(folder: Path) -> dict[str, Upload]:
-    """Every hostile file of ``tests/hostile_files.py`` and two good ones, by file name."""
+def build_files(folder: Path, worker_cap_mb: int) -> dict[str, Upload]:
+    """Every hostile file of ``tests/hostile_files.py`` and two good ones, by file name.
+
+    Two long parquet files of 40 000 sequences: ``long.parquet`` (200 steps, 8 M rows, 122 MiB
+    as float32) and ``big.parquet`` (1000 steps, 40 M rows, 610 MiB), each expected to load
+    or be refused by the budget a worker under ``worker_cap_mb`` holds a file to (a quarter
+    of its cap, at most 1 GiB: :func:`rnnviz.ui.jobs.data_budget`)."""
     import hostile_files as hf  # tests/ is on the path (above)
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -349,7 +354,10 @@ def build_files(folder: Path) -> dict[str, Upload]:
         p.name: Upload(p, "data", "refused")
         for p in (hf.bomb_npz(folder), hf.lying_npy(folder), hf.lying_npz(folder), hf.objects_npy(folder))
     }
-    files["long.parquet"] = Upload(hf.long_parquet(folder), "data", "loads")
+    budget = min(2**30, worker_cap_mb * 2**20 // 4)
+    for name, steps in (("long.parquet", 200), ("big.parquet", 1000)):
+        path = hf.constant_parquet(folder / name, 40_000, steps, 4)
+        files[name] = Upload(path, "data", "loads" if 4 * 40_000 * steps * 4 <= budget else "refused")
     for p in hf.lying_run_files(folder):
         files[p.name] = Upload(p, "run", "refused")
     return files
@@ -923,7 +931,7 @@ class Session:
             if not job.done.done():
                 job.done.set_result(errors)
             if job.upload.expect == "loads" and job.upload.uploader == "data":
-                # as a user would after a 40 M-row file: back to synthetic, or every rerun loads it again
+                # as a user would after a long file: back to synthetic, or every rerun loads it again
                 await self.set_data("synthetic")
             return
         if not await self.page.get_by_role("tab").count():
@@ -2058,7 +2066,8 @@ def main(argv: list[str] | None = None) -> int:
     soak.tabs = [t.TITLE for t in TABS]
     with ThreadPoolExecutor(1) as pool:
         # the files take seconds to build (the 40 M-row parquet): meanwhile the server starts
-        soak.files_ready = pool.submit(build_files, tmp / "files")
+        cap = int(soak.env["RNNVIZ_WORKER_MAX_RSS_MB"])
+        soak.files_ready = pool.submit(build_files, tmp / "files", cap)
         try:
             start_server(soak)
             soak.coverage = coverage_plan(soak, random.Random(f"coverage-{opts.seed}"))

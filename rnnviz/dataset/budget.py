@@ -16,10 +16,13 @@ class Budget(NamedTuple):
     Attributes:
         data_bytes: the largest inputs ``[N, T, I]``, in bytes as float32.
         sequences: the most sequences N.
+        why: where a limit lower than the loaders' own comes from, for the message (the
+            dashboard's workers: a quarter of their memory cap); empty for the loaders' own.
     """
 
     data_bytes: int
     sequences: int
+    why: str = ""
 
     def check(self, name: str, n: int, t: int, i: int, claim: str = "") -> None:
         """Refuse ``n`` sequences of ``t`` steps of ``i`` features unless each is in range and
@@ -46,12 +49,13 @@ class Budget(NamedTuple):
         """Refuse ``nbytes`` of data over :attr:`data_bytes`.
 
         Raises:
-            DataError: ``name: 5.7 GiB as float32, over the 1 GiB limit (claim).``
+            DataError: ``name: 5.7 GiB as float32, over the 1 GiB limit (claim).``, then
+                ``; the limit is`` :attr:`why` where there is one.
         """
         where = f" ({claim})" if claim else ""
-        raise DataError(
-            name, f"{nbytes / 2**30:.1f} GiB as float32, over the {size_text(self.data_bytes)} limit{where}"
-        )
+        amount = f"{nbytes / 2**30:.1f} GiB" if nbytes >= 2**30 else size_text(nbytes)
+        why = f"; the limit is {self.why}" if self.why else ""
+        raise DataError(name, f"{amount} as float32, over the {size_text(self.data_bytes)} limit{where}{why}")
 
 
 def size_text(nbytes: int) -> str:

@@ -45,18 +45,21 @@ MAX_SEQUENCES = 1_000_000
 _CHECK_BYTES = 16 * 2**20
 
 
-def load_file(path: str | Path) -> Dataset:
+def load_file(path: str | Path, budget: Budget | None = None) -> Dataset:
     """Load a data file.
 
     Args:
         path: a ``.npz``, ``.npy``, ``.csv`` or ``.parquet`` file (see the module docstring).
+        budget: the most it may hold; None: :data:`MAX_DATA_BYTES` and :data:`MAX_SEQUENCES`
+            (a lower one is the caller's, as the dashboard's workers hold theirs to their
+            memory cap).
 
     Returns:
         A :class:`Dataset` named after the file, with a fixed 80/20 split.
 
     Raises:
         DataError: the file is missing, of an unknown kind, unreadable, claims more than
-            :data:`MAX_DATA_BYTES` as float32, or its contents are not allowed (each message
+            the budget's bytes as float32, or its contents are not allowed (each message
             names the file and the problem; no other exception escapes).
     """
     path = Path(path)
@@ -69,8 +72,9 @@ def load_file(path: str | Path) -> Dataset:
     try:
         if not path.is_file():
             raise DataError(name, f"no such file ({path})")
-        arrays = reader[path.suffix.lower()](path, name, Budget(MAX_DATA_BYTES, MAX_SEQUENCES))
-        return _dataset(name, str(path), *arrays, Budget(MAX_DATA_BYTES, MAX_SEQUENCES))
+        budget = budget or Budget(MAX_DATA_BYTES, MAX_SEQUENCES)
+        arrays = reader[path.suffix.lower()](path, name, budget)
+        return _dataset(name, str(path), *arrays, budget)
     except DataError:
         raise
     except MemoryError:

@@ -26,7 +26,10 @@ from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
 from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig
-from rnnviz.dataset import Dataset, load_dataset
+from rnnviz.dataset import Dataset, load_dataset, resolve
+from rnnviz.dataset.budget import Budget
+from rnnviz.dataset.builtin import BUILTINS
+from rnnviz.dataset.files import MAX_DATA_BYTES, MAX_SEQUENCES, load_file
 from rnnviz.dataset.describe import Preview, preview_record
 from rnnviz.engine.allocator import keep_freed_buffers
 from rnnviz.engine.compile import enable_compilation_cache
@@ -180,7 +183,25 @@ def _load(source_json: str, stamp: tuple[int, int] | None) -> Dataset:
     del stamp  # part of the cache key only: a changed file is read again
     source = json.loads(source_json)
     options = {k: v for k, v in source.items() if k != "name" and not k.startswith("_")}
-    return load_dataset(source["name"], **options)
+    if source["name"] in BUILTINS or options:  # the built-ins bound themselves (the text's windows)
+        return load_dataset(source["name"], **options)
+    return load_file(resolve(source["name"]), data_budget())
+
+
+def data_budget() -> Budget:
+    """What a data file may hold in a worker: the loaders' own budget, or a quarter of the
+    worker's memory cap (``RNNVIZ_WORKER_MAX_RSS_MB``) where that is less.
+
+    Reading a file takes up to twice its float32 inputs, and the worker's JAX runtime and
+    executables need the rest. A file that a worker could hold only over its cap would make
+    it retire after every job, and each successor read the file and compile again: such a
+    file is refused at once instead, by its headers, with the setting named.
+    """
+    cap_mb = settings().worker_max_rss_mb
+    if cap_mb * 2**20 // 4 >= MAX_DATA_BYTES:
+        return Budget(MAX_DATA_BYTES, MAX_SEQUENCES)
+    why = f"a quarter of a worker's {cap_mb} MB memory cap (RNNVIZ_WORKER_MAX_RSS_MB)"
+    return Budget(cap_mb * 2**20 // 4, MAX_SEQUENCES, why)
 
 
 def load_source(source_json: str) -> Dataset:
@@ -750,6 +771,7 @@ __all__ = [
     "saved_run",
     "light",
     "trained_curves",
+    "data_budget",
     "data_preview",
     "devices_live",
     "load_source",

@@ -255,3 +255,29 @@ def test_a_worker_past_its_memory_retires_and_its_successor_finds_the_executable
         assert 0 < size <= 64 * 2**20
     finally:
         pool.shutdown()
+
+
+def test_a_worker_refuses_a_data_file_it_could_hold_only_over_its_memory_cap(tmp_path, monkeypatch):
+    """A worker holds a file to a quarter of its memory cap, where that is under the loaders'
+    1 GiB: a file over it is refused by its header (a worker over its cap after every job would
+    retire after every job, each successor reading the file and compiling again)."""
+    from rnnviz.dataset import DataError
+    from rnnviz.ui import jobs
+
+    big, small = tmp_path / "big.npy", tmp_path / "small.npy"
+    np.save(big, np.ones((20, 256, 1024), np.float32))  # 20 MiB
+    np.save(small, np.ones((4, 256, 1024), np.float32))  # 4 MiB
+    monkeypatch.setenv("RNNVIZ_WORKER_MAX_RSS_MB", "64")
+    assert jobs.data_budget().data_bytes == 16 * 2**20
+    with pytest.raises(DataError) as err:
+        jobs.load_source(json.dumps({"name": str(big)}))
+    assert str(err.value) == (
+        "big.npy: 20 MiB as float32, over the 16 MiB limit (its header claims [20, 256, 1024] float32); "
+        "the limit is a quarter of a worker's 64 MB memory cap (RNNVIZ_WORKER_MAX_RSS_MB)."
+    )
+    assert jobs.load_source(json.dumps({"name": str(small)})).inputs.shape == (4, 256, 1024)
+    monkeypatch.setenv("RNNVIZ_WORKER_MAX_RSS_MB", "4096")  # the default: the loaders' own limit
+    assert jobs.data_budget() == (2**30, 1_000_000, "")
+    assert jobs.load_source(json.dumps({"name": str(big)})).inputs.shape == (20, 256, 1024)
+    # the built-ins bound themselves
+    assert jobs.load_source(json.dumps({"name": "digits", "order": "rows"})).inputs.shape[1:] == (8, 8)

@@ -28,6 +28,7 @@ HOSTILE = (
     "lies.npz",
     "objects.npy",
     "long.parquet",
+    "big.parquet",
     "arrays.rnnviz",
     "header.rnnviz",
 )
