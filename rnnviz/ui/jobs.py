@@ -29,8 +29,8 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import Dataset, load_dataset, resolve
 from rnnviz.dataset.budget import Budget
 from rnnviz.dataset.builtin import BUILTINS
-from rnnviz.dataset.files import MAX_DATA_BYTES, MAX_SEQUENCES, load_file
 from rnnviz.dataset.describe import Preview, preview_record
+from rnnviz.dataset.files import MAX_DATA_BYTES, MAX_SEQUENCES, load_file
 from rnnviz.engine.allocator import keep_freed_buffers
 from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.engine.prepare import static_config

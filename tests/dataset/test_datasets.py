@@ -218,7 +218,8 @@ def test_missing_file_and_memory_limit(tmp_path, monkeypatch):
         load_dataset(tmp_path / "gone.npz")
     np.save(tmp_path / "big.npy", np.zeros((4, 8, 2), np.float32))
     monkeypatch.setattr(files_module, "MAX_DATA_BYTES", 100)
-    with pytest.raises(DataError, match=r"^big\.npy: 256 bytes as float32, over the 100 bytes limit \(its header"):
+    over = r"^big\.npy: 256 bytes as float32, over the 100 bytes limit \(its header"
+    with pytest.raises(DataError, match=over):
         load_dataset(tmp_path / "big.npy")
 
 
