@@ -198,3 +198,34 @@ def test_a_run_file_is_uploaded_and_a_changed_one_is_refused(digits_run, trained
     errors = [e.value for e in at.sidebar.error]
     assert any(e.startswith("bad.rnnviz: its checksum does not match") for e in errors), errors
     assert at.sidebar.selectbox(key="weights_choice").value == "initial"
+
+
+def test_a_run_file_whose_checking_worker_died_is_checked_again_on_the_next_run(
+    digits_run, trained_dir, tmp_path, monkeypatch
+):
+    """A worker killed while it reads an uploaded run file is not the file's fault: the
+    sidebar says so (no exception, nothing remembered as refused) and the next run checks the
+    file again and opens it."""
+    from rnnviz.ui.worker import WorkerDied
+
+    data = digits_run.save(tmp_path / "mine.rnnviz").read_bytes()
+    checked = calls.check_run
+
+    def dies(path):
+        raise WorkerDied("the worker computing reading the run file ended before answering")
+
+    monkeypatch.setattr(calls, "check_run", dies)
+    at = run_app()
+    at.sidebar.file_uploader(key="weights_upload").set_value(
+        ("mine.rnnviz", data, "application/octet-stream")
+    ).run()
+    assert not at.exception
+    assert [e.value for e in at.sidebar.error] == [
+        "mine.rnnviz was not checked: the worker computing reading the run file ended before answering; "
+        "it is checked again on the page's next run."
+    ]
+    assert not list(trained_dir.glob("*.part"))  # nothing half-written is left
+    monkeypatch.setattr(calls, "check_run", checked)
+    at.run()
+    _clean(at)
+    assert "Weights: **gru on digits rows, step 40**" in _captions(at)

@@ -21,6 +21,7 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.ui.folders import FolderFull
 from rnnviz.ui.sidebar.configuration import KEY
 from rnnviz.ui.trained_runs import FOLLOWS_RUN, header, keep_run, run_label, runs_folder, saved_runs
+from rnnviz.ui.worker import ComputationTimeout, WorkerDied
 
 INITIAL = "initial"
 
@@ -86,6 +87,10 @@ def _upload(sb, check: Callable[[str], Any]) -> None:
         tmp.unlink(missing_ok=True)
         refused[digest] = str(err).replace(tmp.name, f.name)
         sb.error(refused[digest])
+        return
+    except (ComputationTimeout, WorkerDied) as err:  # the check's worker, not the file: not remembered
+        tmp.unlink(missing_ok=True)
+        sb.error(f"{f.name} was not checked: {err}; it is checked again on the page's next run.")
         return
     tmp.replace(path)
     try:
