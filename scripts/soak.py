@@ -1347,14 +1347,25 @@ async def fault_fill_uploads(soak: Soak, record: dict) -> None:
 
 
 #: Tries of one hostile upload whose step failed in the driver (a widget not there in time on a
-#: loaded machine): the fault is the file reaching the server, so a driver failure is retried.
+#: loaded machine), or whose file the server did not judge because the soak's own fault had
+#: stopped the worker reading it: the fault is the file reaching a reader, so either is retried.
 UPLOAD_TRIES = 3
+#: Error-box kinds that say the computation was stopped, not what the file holds.
+STOPPED = ("worker died", "computation time-out")
+
+
+def unjudged(item: Upload, errors: list[str]) -> bool:
+    """Whether the page's only words on ``item`` were that its reader was stopped (a worker
+    killed or timed out while it read the file): the file itself was not judged."""
+    named = [e for e in errors if item.path.name in e]
+    return bool(named) and all(classify(e)[0] in STOPPED for e in named)
 
 
 async def fault_hostile_upload(soak: Soak, record: dict) -> None:
     """Have the next free session upload a hostile file; resolved when a refused one is
     refused by name, or the loadable one loads. A step that failed in the driver (the page
-    never showed the uploader, or the file never appeared on it) is tried again, up to
+    never showed the uploader, or the file never appeared on it), or a file the page did not
+    judge because its worker was stopped (:func:`unjudged`), is tried again, up to
     :data:`UPLOAD_TRIES` times, while the run has time left; the tries are recorded."""
     item = soak.files[record["target"]]
     for attempt in range(1, UPLOAD_TRIES + 1):
@@ -1367,7 +1378,9 @@ async def fault_hostile_upload(soak: Soak, record: dict) -> None:
             return
         record["tries"] = attempt
         record["made_s"] = round(soak.now(), 1)  # past minutes × 60: made while draining the queue
-        if errors is not None or soak.deadline - time.monotonic() < 20:
+        if errors is ENDED or soak.deadline - time.monotonic() < 20:
+            break
+        if errors is not None and not unjudged(item, errors):
             break
     if errors is None or errors is ENDED:
         outcome = "the soak ended before a session took it" if errors is ENDED else "the upload step failed"

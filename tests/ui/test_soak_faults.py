@@ -54,6 +54,12 @@ def test_the_driver_classifies_error_boxes_and_judges_trends():
     assert soak.classify(refused) == ("data file refused", False)
     assert soak.classify("The Phase diagram view failed (KeyError: 'x').") == ("view failed", True)
     assert soak.classify("something nobody wrote down") == ("unclassified", True)
+    # a run file whose reader the soak's kill -9 met was not judged: its upload is tried again
+    item = soak.Upload(Path("arrays.rnnviz"), "run", "refused")
+    died = "arrays.rnnviz was not checked: the worker computing … ended before answering; …"
+    assert soak.unjudged(item, [died]) and soak.unjudged(item, [died, "other.npz: truncated"])
+    assert not soak.unjudged(item, [died, "arrays.rnnviz: truncated: 100 bytes of the 2⁶² it declares."])
+    assert not soak.unjudged(item, []) and not soak.unjudged(item, ["lies.npz: … ended before answering"])
     flat = [(t, 400.0 + (t % 7)) for t in range(0, 1500, 3)]
     leak = [(t, 400.0 + 0.2 * t) for t in range(0, 1500, 3)]  # 12 MB/min
     assert soak.trend(flat)["upward"] is False and soak.trend(leak)["upward"] is True
