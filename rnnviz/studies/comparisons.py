@@ -282,7 +282,7 @@ def compare_strategies(
 
     Returns:
         One row per strategy: ``strategy, compile_s, run_s, run_min_s, run_max_s,
-        run_halfwidth_s, repeats, peak_bytes, flops, max_abs_diff, rel_diff, device,
+        run_halfwidth_s, repeats, peak_bytes, flops, max_abs_diff, rel_diff, loss, device,
         quick_compiled`` (differences of ∂L/∂W against the accumulator; ``run_halfwidth_s``
         the 90 % interval's half-width of the mean run; ``quick_compiled``: a small shape's
         code, compiled for compile speed, :func:`~rnnviz.engine.compile.quick_compile`).
@@ -323,6 +323,7 @@ def compare_strategies(
                 flops=t.flops,
                 max_abs_diff=max_abs,
                 rel_diff=rel,
+                loss=a.loss,
                 device=t.device,
                 quick_compiled=t.quick_compiled,
             )

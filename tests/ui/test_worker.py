@@ -952,3 +952,48 @@ def test_a_stuck_idle_job_holds_its_worker_no_longer_than_the_pools_limit():
         assert time.perf_counter() - start < 10 and pool.restarts == 1
     finally:
         pool.shutdown()
+
+
+def test_the_devices_tab_reuses_the_strategies_rows_this_worker_just_timed(monkeypatch):
+    """On a machine of one device, a strategy the Strategies tab timed at a key (with at least
+    as many runs allowed) is the Devices tab's live row, not timed again; one timed with fewer
+    runs allowed, one not timed yet, and one whose timing a pause cut into are timed."""
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.ui import jobs, worker
+
+    cfg = RunConfig(cell="gru", hidden_size=4, input_size=2, seq_len=5, batch_size=2)
+    key = json.dumps(cfg.to_dict(), sort_keys=True)
+    timed = []
+    real = jobs.run_on_devices
+
+    def recorded(cfg, *, strategies, **kw):
+        timed.append(tuple(strategies))
+        return real(cfg, strategies=strategies, **kw)
+
+    monkeypatch.setattr(jobs, "run_on_devices", recorded)
+    row = jobs.strategies_table(key, 3, ("per_step",)).iloc[0]
+    jobs.strategies_table(key, 1, ("fused",))  # fewer runs allowed than the Devices tab asks
+    live = jobs.devices_live(key, 3, ("accumulate", "per_step", "fused"))
+    assert timed == [("accumulate", "fused")]  # per_step is the Strategies row
+    assert list(live["strategy"]) == ["accumulate", "per_step", "fused"]
+    assert list(live.columns) == list(real(cfg, strategies=("accumulate",), repeats=1).columns)
+    device = jobs.present_devices()[0]
+    reused = live.iloc[1]
+    assert (reused["device_kind"], reused["device_name"], reused["device_id"]) == (
+        device.platform,
+        str(device.device_kind),
+        device.id,
+    )
+    for col in ("compile_s", "run_s", "run_halfwidth_s", "repeats", "peak_bytes", "loss", "quick_compiled"):
+        assert reused[col] == row[col], col
+    assert reused["max_grad_diff"] == row["max_abs_diff"]
+    assert live.iloc[0]["loss"] == reused["loss"]  # the same analysis under another strategy
+    # a pause (idle-time work stopped for a visitor) during the Strategies timing: not kept
+    counts = iter(range(100))
+    monkeypatch.setattr(worker, "resumes", lambda: next(counts))
+    jobs.strategies_table(key, 3, ("checkpoint",))
+    timed.clear()
+    jobs.devices_live(key, 3, ("checkpoint",))
+    assert timed == [("checkpoint",)]
