@@ -595,20 +595,14 @@ def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = Non
 
 def _device_row(device: jax.Device, row: dict[str, Any]) -> dict[str, Any]:
     """A Strategies row as :func:`~rnnviz.studies.comparisons.run_on_devices` writes it."""
-    return dict(
-        device_kind=device.platform,
-        device_name=str(device.device_kind),
-        device_id=device.id,
-        strategy=row["strategy"],
-        compile_s=row["compile_s"],
-        run_s=row["run_s"],
-        run_halfwidth_s=row["run_halfwidth_s"],
-        repeats=row["repeats"],
-        peak_bytes=row["peak_bytes"],
-        loss=row["loss"],
-        max_grad_diff=row["max_abs_diff"],
-        quick_compiled=row["quick_compiled"],
-    )
+    where = {"device_kind": device.platform, "device_name": str(device.device_kind), "device_id": device.id}
+    same = ("strategy", "compile_s", "run_s", "run_halfwidth_s", "repeats", "peak_bytes", "loss")
+    return {
+        **where,
+        **{c: row[c] for c in same},
+        "max_grad_diff": row["max_abs_diff"],
+        "quick_compiled": row["quick_compiled"],
+    }
 
 
 def part_gains(gains: list[float], part: int, parts: int) -> list[float]:
