@@ -53,7 +53,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit
 ROOT = Path(__file__).resolve().parents[1]
 PROBE_DIR = ROOT / "scripts" / "soak_probe"
 sys.path.insert(0, str(ROOT / "tests"))  # the browser and the hostile files the tests use
-from browser_helpers import CHROMIUM, FLAGS, FRAMES, RUN_COUNTER, RUNS, SETTLED, WHERE  # noqa: E402
+from browser_helpers import CHROMIUM, FLAGS, FRAMES, POLL_MS, RUN_COUNTER, RUNS, SETTLED, WHERE  # noqa: E402
 
 VIEWPORT = {"width": 1400, "height": 1000}
 ERROR_BOX = '[data-testid="stAlertContentError"]'
@@ -513,7 +513,9 @@ class Session:
         page = page or self.page
         start_ms = max(1000, (until - time.monotonic()) * 1000) if fresh else RUN_START_MS
         try:
-            await page.wait_for_function(f"n => ({RUNS})() > n", arg=before, timeout=start_ms)
+            await page.wait_for_function(
+                f"n => ({RUNS})() > n", arg=before, timeout=start_ms, polling=POLL_MS
+            )
         except Exception:
             if fresh:
                 return False
@@ -521,7 +523,7 @@ class Session:
         left_ms = max(1000, (until - time.monotonic()) * 1000)
         try:  # the run's end read from the server's messages (a short run never shows "running")
             settled_or_none = f"n => ({SETTLED})(n) || ({RUNS})() <= n"
-            await page.wait_for_function(settled_or_none, arg=before, timeout=left_ms)
+            await page.wait_for_function(settled_or_none, arg=before, timeout=left_ms, polling=POLL_MS)
             return True
         except Exception:
             return False
@@ -663,7 +665,9 @@ class Session:
 
     async def idle(self) -> None:
         """Wait until the page's script run has ended (every run begun has ended)."""
-        await self.page.wait_for_function(SETTLED, arg=-1, timeout=self.soak.step_limit_s * 1000)
+        await self.page.wait_for_function(
+            SETTLED, arg=-1, timeout=self.soak.step_limit_s * 1000, polling=POLL_MS
+        )
 
     # -- widgets --
 
@@ -747,7 +751,10 @@ class Session:
             before = [t.strip() for t in await self.page.locator(ERROR_BOX).all_text_contents()]
             await self.page.locator(selector).set_input_files(str(item.path))
             await self.page.wait_for_function(
-                UPLOAD_SHOWN, arg=[item.path.name, before], timeout=self.soak.step_limit_s * 1000
+                UPLOAD_SHOWN,
+                arg=[item.path.name, before],
+                timeout=self.soak.step_limit_s * 1000,
+                polling=POLL_MS,
             )
 
         ok = await self.step("upload", item.path.name, act)
@@ -824,7 +831,9 @@ class Session:
         await self.click(".st-key-train_start button")
         # Training redraws itself (st.rerun) chunk after chunk: done when its results, a
         # message or a new error box show, whatever the run state says in between.
-        await self.page.wait_for_function(TRAINING_DONE, arg=before, timeout=self.soak.step_limit_s * 1000)
+        await self.page.wait_for_function(
+            TRAINING_DONE, arg=before, timeout=self.soak.step_limit_s * 1000, polling=POLL_MS
+        )
 
     def _remember_run(self, path: Path) -> None:
         from rnnviz.ui.trained_runs import header, run_label
@@ -1139,7 +1148,10 @@ async def url_mismatches(page: Any, want: dict[str, str], tab: str) -> list[str]
             await box.first.wait_for(timeout=ACTION_MS)
             handle = await box.first.element_handle()
             await page.wait_for_function(
-                f"([el, v]) => ({ok})(el, v)", arg=[handle, value], timeout=URL_SETTLE_MS
+                f"([el, v]) => ({ok})(el, v)",
+                arg=[handle, value],
+                timeout=URL_SETTLE_MS,
+                polling=POLL_MS,
             )
         except Exception:
             shown = await box.first.input_value(timeout=ACTION_MS) if await box.count() else "(not drawn)"

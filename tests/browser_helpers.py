@@ -26,6 +26,11 @@ FLAGS = [
     "--disable-quic",
 ]
 
+#: How often a test's or the soak's wait reads the page, in ms. Playwright's default reads it
+#: on every animation frame, which keeps a headless chromium producing frames: 0.03–0.05 of a
+#: core per waiting page, against 0.003 at this interval (an idle dashboard page, measured).
+#: The timing scripts (scripts/measure_app.py, page_open.py) keep the default, for its 16 ms.
+POLL_MS = 50
 #: An init script that follows the script runs a page sees, from the server's own messages:
 #: each binary websocket frame is one Streamlit ``ForwardMsg``. Its top-level field 4
 #: (``new_session``) begins a run (a fragment's too), field 6 (``script_finished``) ends one,

@@ -10,7 +10,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHART, CHROMIUM, FLAGS, PROBLEMS, RUN_COUNTER, WHERE
+from browser_helpers import CHART, CHROMIUM, FLAGS, POLL_MS, PROBLEMS, RUN_COUNTER, WHERE
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Milliseconds a page may take to show what a step computes. Not a speed check (the suite never
@@ -79,7 +79,9 @@ def _open_tab(page, tab: str, expect: str, tmp_path: Path) -> None:
         else f"[...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith({expect!r}))"
     )
     try:
-        page.wait_for_function(f"() => {shown} || !!document.querySelector({PROBLEMS!r})", timeout=TAB_MS)
+        page.wait_for_function(
+            f"() => {shown} || !!document.querySelector({PROBLEMS!r})", timeout=TAB_MS, polling=POLL_MS
+        )
     except Exception:
         shot = tmp_path / f"no-{tab}.png"
         page.screenshot(path=str(shot), full_page=True)
@@ -107,6 +109,7 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
         """() => [...document.querySelectorAll('[data-testid="stPlotlyChart"] .legendtext')]
                  .some(e => e.textContent === 'c')""",
         timeout=TAB_MS,
+        polling=POLL_MS,
     )
     assert "cell=lstm" in page.url
     page.screenshot(path=str(tmp_path / "gradients_lstm.png"), full_page=True)
@@ -122,11 +125,14 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
     page.screenshot(path=str(tmp_path / "learn.png"), full_page=True)
     # A Learn button loads its preset: the URL and the gradient chart follow.
     page.locator(".st-key-learn_1 button").first.click()
-    page.wait_for_function("() => location.search.includes('recurrent_gain=0.8')", timeout=TAB_MS)
+    page.wait_for_function(
+        "() => location.search.includes('recurrent_gain=0.8')", timeout=TAB_MS, polling=POLL_MS
+    )
     page.get_by_role("tab", name="Gradients").click()
     page.wait_for_function(
         "() => [...document.querySelectorAll('.legendtext')].some(e => e.textContent.startsWith('bound'))",
         timeout=TAB_MS,
+        polling=POLL_MS,
     )
     page.screenshot(path=str(tmp_path / "vanishing_preset.png"), full_page=True)
     assert (tmp_path / "gradients_lstm.png").stat().st_size > 10_000
@@ -174,7 +180,7 @@ def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
         query = "&".join(f"{k}={v}" for k, v in config_to_params(cfg).items())
         # eight pages at once on 2 cores: the load, not only the chart, may take over 30 s
         await page.goto(f"{server}/?{query}", timeout=TAB_MS)
-        await page.wait_for_function(f"() => ({FIRST_TOTAL})() !== null", timeout=TAB_MS)
+        await page.wait_for_function(f"() => ({FIRST_TOTAL})() !== null", timeout=TAB_MS, polling=POLL_MS)
         y = await page.evaluate(FIRST_TOTAL)
         await page.get_by_role("tab", name="Compare").click()
         await page.locator(".st-key-pin button").first.click()
@@ -231,6 +237,7 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     page.wait_for_function(
         "() => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith('digits rows'))",
         timeout=TAB_MS,
+        polling=POLL_MS,
     )
     _idle(page)
     sidebar = page.locator('[data-testid="stSidebar"]')
@@ -256,6 +263,7 @@ def test_data_previews_the_digit_the_text_and_an_uploaded_file(server, browser, 
     page.wait_for_function(
         "() => [...document.querySelectorAll('.gtitle')].some(e => e.textContent.startsWith('waves.npz'))",
         timeout=TAB_MS,
+        polling=POLL_MS,
     )
     _idle(page)
     assert "T = 30 and I = 1 follow the data" in sidebar.inner_text()

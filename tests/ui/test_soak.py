@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-from browser_helpers import CHROMIUM, FLAGS, FRAMES, PROBLEMS, RUN_COUNTER, RUNS, SETTLED, WHERE
+from browser_helpers import CHROMIUM, FLAGS, FRAMES, POLL_MS, PROBLEMS, RUN_COUNTER, RUNS, SETTLED, WHERE
 
 from rnnviz.ui.tabs import TABS
 
@@ -89,11 +89,11 @@ async def _settle(page, step: str, log: list, before: int) -> None:
     or an error box."""
     start = time.perf_counter()
     try:
-        await page.wait_for_function(f"n => ({RUNS})() > n", arg=before, timeout=60_000)
+        await page.wait_for_function(f"n => ({RUNS})() > n", arg=before, timeout=60_000, polling=POLL_MS)
     except Exception:
         raise AssertionError(f"{step}: no script run started within 60 s; {await _where(page)}") from None
     try:
-        await page.wait_for_function(SETTLED, arg=before, timeout=STEP_LIMIT_S * 1000)
+        await page.wait_for_function(SETTLED, arg=before, timeout=STEP_LIMIT_S * 1000, polling=POLL_MS)
     except Exception:
         where = await _where(page)
         raise AssertionError(f"{step}: still running after {STEP_LIMIT_S} s (hung?); {where}") from None
