@@ -956,8 +956,9 @@ def test_a_stuck_idle_job_holds_its_worker_no_longer_than_the_pools_limit():
 
 def test_the_devices_tab_reuses_the_strategies_rows_this_worker_just_timed(monkeypatch):
     """On a machine of one device, a strategy the Strategies tab timed at a key (with at least
-    as many runs allowed) is the Devices tab's live row, not timed again; one timed with fewer
-    runs allowed, one not timed yet, and one whose timing a pause cut into are timed."""
+    as many runs allowed, or fewer but already within the precision) is the Devices tab's live
+    row, not timed again; one timed with fewer runs allowed and a wider interval, one not
+    timed yet, and one whose timing a pause cut into are timed."""
     import json
 
     from rnnviz import RunConfig
@@ -990,6 +991,16 @@ def test_the_devices_tab_reuses_the_strategies_rows_this_worker_just_timed(monke
         assert reused[col] == row[col], col
     assert reused["max_grad_diff"] == row["max_abs_diff"]
     assert live.iloc[0]["loss"] == reused["loss"]  # the same analysis under another strategy
+    # allowed fewer runs than the Devices tab asks: reused when its interval already met the
+    # precision (more runs would have stopped there), timed again when it did not
+    kept = jobs._TIMED_ROWS[key, "per_step"][1]
+    kept.update(repeats=3, run_halfwidth_s=0.05 * kept["run_s"])
+    timed.clear()
+    assert jobs.devices_live(key, 5, ("per_step",)).iloc[0]["run_halfwidth_s"] == kept["run_halfwidth_s"]
+    assert timed == []
+    kept.update(run_halfwidth_s=0.5 * kept["run_s"])
+    jobs.devices_live(key, 5, ("per_step",))
+    assert timed == [("per_step",)]
     # a pause (idle-time work stopped for a visitor) during the Strategies timing: not kept
     counts = iter(range(100))
     monkeypatch.setattr(worker, "resumes", lambda: next(counts))
