@@ -1,6 +1,6 @@
 """Page open → first chart, where the time goes: the dashboard against the floor of its stack.
 
-    .venv/bin/python scripts/page_open.py --pages 5 [--profile]
+    .venv/bin/python scripts/page_open.py --pages 5 [--profile] [--class-size 8]
 
 Starts a fresh ``rnnviz app`` (waits for its warm-up) and, beside it, a minimal Streamlit page
 that draws one Plotly chart of 200 points: the least any Streamlit + Plotly page costs a
@@ -12,6 +12,11 @@ context (1366×768, no cache: a first visit) and timed from navigation start, in
 * ``run``: the script run's begin and end, as the server's messages say;
 * ``plotly``: the fetch of Streamlit's Plotly chunk, begin and end, and its size;
 * ``chart``: the main area's first chart holds data (what ``measure_app.py`` calls the first chart).
+
+With ``--class-size N`` it then opens each page in N fresh contexts at once, as
+``measure_app.py``'s class does, and prints their first charts' median and maximum: what a
+class costs these cores before anything is computed (every visitor here asks for the default
+page, whose results the warm-up left cached).
 
 With ``--profile`` it also samples the page's main thread (Chrome's CPU profiler) on the last
 open of each page and prints where it went, by script file. The table gives medians. Run
@@ -138,6 +143,18 @@ async def _measure(name: str, url: str, pages: int, profile: bool) -> list[dict]
     return rows
 
 
+async def _class(url: str, size: int) -> list[float]:
+    """``size`` fresh browser contexts opening ``url`` at once (one browser, as
+    ``measure_app.py``'s class): each one's seconds from its navigation start to its first chart."""
+    async with async_playwright() as p:
+        browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            opened = await asyncio.gather(*(_open(browser, url, False) for _ in range(size)))
+        finally:
+            await browser.close()
+    return sorted(row["chart"] / 1000 for row, _ in opened)
+
+
 def _median(values: list) -> float | None:
     """The median of the values a page reported (None where no open saw the stage)."""
     seen = [v for v in values if v is not None]
@@ -154,6 +171,13 @@ def main() -> None:
         default=0.0,
         help="seconds to wait after the server is up (and rnnviz warmed) before the first open (default 0)",
     )
+    ap.add_argument(
+        "--class-size",
+        type=int,
+        default=0,
+        help="then this many fresh contexts opening each page at once: the floor of a class's first "
+        "charts on these cores (measure_app.py's class also computes: each visitor has another cell)",
+    )
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="rnnviz-minimal-"))
     (folder / "minimal.py").write_text(MINIMAL)
@@ -164,13 +188,15 @@ def main() -> None:
             *("--server.port", str(port), "--browser.gatherUsageStats=false"),
         ],
     }
-    table = {}
+    table, classes = {}, {}
     for name, cmd in pages.items():
         port = _port()
         proc, _ = _serve([*cmd(port), "--server.headless=true"], port, warm=name == "rnnviz")
         time.sleep(args.settle_s)
         try:
             rows = asyncio.run(_measure(name, f"http://127.0.0.1:{port}/", args.pages, args.profile))
+            if args.class_size:
+                classes[name] = asyncio.run(_class(f"http://127.0.0.1:{port}/", args.class_size))
         finally:
             proc.terminate()
             proc.wait(timeout=30)
@@ -184,6 +210,13 @@ def main() -> None:
             for c in COLUMNS
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    if classes:
+        print(f"\n{args.class_size} fresh contexts opening the page at once: seconds to each first chart\n")
+        print("| page | median | max | all |")
+        print("|---|---:|---:|---|")
+        for name, times in classes.items():
+            each = ", ".join(f"{t:.1f}" for t in times)
+            print(f"| {name} | {statistics.median(times):.1f} | {max(times):.1f} | {each} |")
 
 
 if __name__ == "__main__":
