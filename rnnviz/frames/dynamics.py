@@ -36,12 +36,12 @@ def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     matrix = (
         df.groupby(["lag", "recurrent_gain"])["log10_ratio"].mean().unstack("recurrent_gain").sort_index()
     )
-    surv = []
-    for (seed, lag), s in df.groupby(["seed", "lag"]):
-        ok = s[s["log10_ratio"] >= SURVIVAL_LOG10]["recurrent_gain"]
-        surv.append({"seed": seed, "lag": lag, "gain": ok.min() if not ok.empty else np.nan})
-    s = pd.DataFrame(surv)
-    survival = s.groupby("lag")["gain"].agg(gain_mean="mean", gain_min="min", gain_max="max").reset_index()
+    # per seed and lag, the smallest gain that passes (NaN where none does), in one groupby:
+    # a loop over the (seed, lag) groups took 1.4 s of each redraw at T = 1000 (#33)
+    every = pd.MultiIndex.from_frame(df[["seed", "lag"]].drop_duplicates())
+    passing = df[df["log10_ratio"] >= SURVIVAL_LOG10]
+    first = passing.groupby(["seed", "lag"])["recurrent_gain"].min().reindex(every).sort_index()
+    survival = first.groupby("lag").agg(gain_mean="mean", gain_min="min", gain_max="max").reset_index()
     return matrix, survival
 
 

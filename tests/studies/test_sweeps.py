@@ -224,6 +224,34 @@ def test_phase_diagram_axes_boundary_and_survival():
     assert critical_gain(RunConfig(cell="lstm"), [0]) is None
 
 
+def test_the_survival_line_equals_a_loop_over_seeds_and_lags():
+    """phase_frames' survival line, computed in one groupby, against the smallest passing gain
+    per seed and lag found by hand: ratios that vanish (−inf), gaps (NaN), lags where no
+    gain of a seed passes, and rows of another component left out."""
+    rng = np.random.default_rng(0)
+    gains, seeds, lags = [0.3, 0.5, 0.7, 0.8], [0, 1, 2], range(40)
+    rows, ratio = [], {}
+    for g in gains:
+        for s in seeds:
+            end = rng.normal()
+            for k in lags:
+                r = 0.0 if k == 0 else k * np.log10(g) + rng.normal(scale=0.5)
+                r = -np.inf if (g, s, k) == (0.7, 1, 7) else np.nan if (g, s, k) == (0.8, 2, 9) else r
+                ratio[g, s, k] = r
+                at = {"recurrent_gain": g, "seed": s, "lag": k}
+                rows += [{**at, "component": "total", "log10_grad_norm": end + r}]
+                rows += [{**at, "component": "c", "log10_grad_norm": 9.0}]
+    _, survival = phase_frames(pd.DataFrame(rows))
+    want = []
+    for k in lags:
+        per_seed = [min((g for g in gains if ratio[g, s, k] >= -2.0), default=np.nan) for s in seeds]
+        seen = [v for v in per_seed if not np.isnan(v)]
+        want.append([k, *((np.mean(seen), min(seen), max(seen)) if seen else (np.nan,) * 3)])
+    assert np.isnan(want[-1][1]) and not np.isnan(want[1][1])  # both kinds of lag are there
+    got = survival[["lag", "gain_mean", "gain_min", "gain_max"]].to_numpy(dtype=float)
+    np.testing.assert_allclose(got, np.array(want, dtype=float), equal_nan=True)
+
+
 def test_cli_sweep_writes_csv(tmp_path, capsys):
     path = tmp_path / "s.csv"
     assert (
