@@ -198,9 +198,6 @@ def compute_calls() -> Compute:
             lyapunov_phase=lambda c, lo, hi, n, k: calls.lyapunov_phase(
                 key(c.replace(recurrent_gain=1.0)), lo, hi, n, k
             ),
-            start_lyapunov_phase=lambda c, lo, hi, n, k: calls.start_lyapunov_phase(
-                key(c.replace(recurrent_gain=1.0)), lo, hi, n, k
-            ),
             lyapunov=lambda c, k: calls.lyapunov(key(c), k),
             jacobians=lambda c, k, e, n: calls.jacobians(key(c), k, e, n),
         ),

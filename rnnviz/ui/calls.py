@@ -265,23 +265,6 @@ def compute(what: str, route: str, fn, *args):
         note.empty()
 
 
-def start_beside(what: str, route_: str, fn, *args) -> bool:
-    """Start ``fn(*args)`` now on a free worker other than ``route_``'s, through the result
-    cache (:meth:`~rnnviz.ui.worker.ResultCache.start`): a view made of independent jobs then
-    has both workers compute at once, and its later :func:`compute` of the same job finds it
-    under way or done (#33: at LSTM H=128 T=1000 B=32 the Phase diagram's λ₁ takes 4.3 s,
-    2.0 of them compiling, beside the gain sweep's 6.8 s). Nothing starts when the job is
-    cached or under way, on one worker or none (the inline pool), or while another visitor's
-    job runs or waits (:meth:`~rnnviz.ui.worker.WorkerPool.free_beside`): a second visitor
-    then finds a worker free. True when it started."""
-    p = pool()
-    other = p.free_beside(route_)
-    if other is None:
-        return False
-    job = lambda: p.call(fn, *args, route=other, what=what)  # noqa: E731
-    return results().start((fn.__name__,) + args, job, name=f"{what}, started beside the view's other jobs")
-
-
 def this_machine() -> Environment:
     """The workers' :class:`~rnnviz.engine.environment.Environment` (GPUs, strategies), once."""
     return compute("looking at this machine's devices", "environment", environment)
@@ -405,19 +388,17 @@ def lyapunov_phase(
       ``(frame, edge)``: per gain ``lyapunov`` (the mean λ₁) and ``lo``/``hi`` (its range over
       seeds), and the gain where the mean crosses 0 (None when it does not in the range).
     """
-    return compute(*_lyapunov_phase_job(cfg_json, lo, hi, n, seeds))
-
-
-def start_lyapunov_phase(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> bool:
-    """Start :func:`lyapunov_phase`'s job beside the gain sweep (:func:`start_beside`)."""
-    return start_beside(*_lyapunov_phase_job(cfg_json, lo, hi, n, seeds))
-
-
-def _lyapunov_phase_job(cfg_json: str, lo: float, hi: float, n: int, seeds: int) -> tuple:
-    """``(what, route, fn, *args)`` of the λ₁-over-gains job: one key, asked or started."""
     cfg = jobs.config_of(cfg_json)
-    what = f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})"
-    return what, route(cfg), jobs.lyapunov_phase_table, cfg_json, lo, hi, n, seeds
+    return compute(
+        f"λ₁ over {n} gains × {seeds} seeds ({describe(cfg)})",
+        route(cfg),
+        jobs.lyapunov_phase_table,
+        cfg_json,
+        lo,
+        hi,
+        n,
+        seeds,
+    )
 
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:

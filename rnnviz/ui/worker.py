@@ -667,27 +667,6 @@ class WorkerPool:
         """What the route's worker is busy with, in words (None when it is free)."""
         return self.worker_for(route).doing
 
-    def free_beside(self, route: str) -> str | None:
-        """A route to a worker other than ``route``'s that is free now (no job, not even an
-        idle-time one), when no visitor's job is under way or waiting for a worker: where a
-        view made of independent jobs may run one beside the others (:func:`rnnviz.ui.calls.start_beside`).
-        None when there is none, or when another visitor could want it.
-
-        >>> pool = WorkerPool(size=2)
-        >>> pool.worker_for(pool.free_beside("lstm T=50")) is not pool.worker_for("lstm T=50")
-        True
-        >>> WorkerPool(size=1).free_beside("lstm T=50") is None
-        True
-        """
-        if self._visitors or self._waiting:
-            return None
-        home = self.worker_for(route)
-        for other in self.routes_to_each(route)[1:]:
-            w = self.worker_for(other)
-            if w is not home and not w.lock.locked() and not w.idle_job:
-                return other
-        return None
-
     def pids(self) -> list[int]:
         """The process ids of the running workers (and of successors being started)."""
         found = [w.process.pid for w in self.workers if w.alive()]
@@ -730,10 +709,6 @@ class InlinePool:
 
     def doing(self, route: str) -> str | None:
         """None: no worker is ever busy with another's job here."""
-        return None
-
-    def free_beside(self, route: str) -> str | None:
-        """None: there is no other worker to run a job beside this process's own."""
         return None
 
     def start(self) -> None:
@@ -818,38 +793,6 @@ class ResultCache:
             while not event.wait(POLL_S):  # another session computes it: wait, then look again
                 if on_wait is not None:
                     on_wait(time.perf_counter() - start, False)
-        return self._fill(key, event, compute)
-
-    def start(self, key: Hashable, compute: Callable[[], Any], name: str = "rnnviz result") -> bool:
-        """Begin ``compute()`` for ``key`` now, in a thread of its own, unless ``key`` has a
-        value or is being computed: whoever asks for it meanwhile (:meth:`get`) waits for that
-        computation. A failure is logged, not kept (the next asker computes it again and sees
-        it). True when it began.
-
-        >>> import threading
-        >>> cache, go = ResultCache(), threading.Event()
-        >>> cache.start("answer", lambda: go.wait() and 42), cache.start("answer", lambda: 0)
-        (True, False)
-        >>> go.set(); cache.get("answer", lambda: 0)  # waits for the one begun
-        42
-        """
-        with self._lock:
-            if key in self._values or key in self._pending:
-                return False
-            event = self._pending[key] = threading.Event()
-
-        def run() -> None:
-            try:
-                self._fill(key, event, compute)
-            except Exception as err:
-                log.info("%s failed: %s", name, err)
-
-        threading.Thread(target=run, name=name, daemon=True).start()
-        return True
-
-    def _fill(self, key: Hashable, event: threading.Event, compute: Callable[[], Any]) -> Any:
-        """``compute()`` kept under ``key``, whose pending ``event`` this caller holds: set
-        when done, whatever happened, so that those waiting look again."""
         try:
             value = compute()
             self.put(key, value)

@@ -132,43 +132,6 @@ def test_a_pure_call_takes_a_free_worker_when_its_own_is_busy_and_a_stateful_one
     assert time.perf_counter() - start < SPILL_S
 
 
-def test_a_job_started_beside_a_view_runs_on_the_other_worker_and_the_view_finds_it(pool, monkeypatch):
-    """calls.start_beside (#33): a view made of independent jobs starts one on the other
-    worker (its own jobs keep their route's), and its later ask for that job waits for it
-    instead of computing it again; nothing starts twice, while another visitor's job runs,
-    or without worker processes."""
-    from rnnviz.ui import calls
-    from rnnviz.ui.worker import InlinePool
-
-    cache = ResultCache()
-    monkeypatch.setattr(calls, "pool", lambda: pool)
-    monkeypatch.setattr(calls, "results", lambda: cache)
-    route, _ = _routes(pool)
-    home = pool.call(os.getpid, route=route, what="pid")
-    assert calls.start_beside("a nap beside", route, time.sleep, 1.0)
-    _until(lambda: any(w.doing == "a nap beside" for w in pool.workers))
-    assert pool.doing(route) is None and pool.call(os.getpid, route=route, what="a part") == home
-    assert not calls.start_beside("a nap beside", route, time.sleep, 1.0)  # under way
-    cache.get(("sleep", 1.0), lambda: pytest.fail("asked again: computed twice"))  # waits for it
-    assert not calls.start_beside("a nap beside", route, time.sleep, 1.0)  # done: cached
-    assert calls.start_beside("a pid beside", route, os.getpid)
-    assert cache.get(("getpid",), lambda: pytest.fail("computed twice")) != home
-    # another visitor's job under way: the other worker stays free for their next one
-    theirs = threading.Thread(
-        target=pool.call, args=(time.sleep, 1.0), kwargs=dict(route=route, what="another visitor's")
-    )
-    theirs.start()
-    _until(lambda: pool.doing(route) == "another visitor's")
-    assert not calls.start_beside("a nap beside", route, time.sleep, 0.5)
-    theirs.join()
-    # a failure is not kept: the view's own ask computes it again and sees the error
-    assert calls.start_beside("a division beside", route, operator.truediv, 1, 0)
-    with pytest.raises(ZeroDivisionError):
-        cache.get(("truediv", 1, 0), lambda: operator.truediv(1, 0))
-    monkeypatch.setattr(calls, "pool", InlinePool)
-    assert not calls.start_beside("a nap beside", route, time.sleep, 0.5)
-
-
 def _state(pid: int) -> str:
     """A process's state letter from ``/proc`` (T: stopped)."""
     return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]

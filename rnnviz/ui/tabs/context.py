@@ -54,9 +54,6 @@ class DynamicsCalls(NamedTuple):
         phase: ``(cfg, lo, hi, gains, seeds, part, parts) -> (sweep, boundary)``: the gain × lag
           grid, g from lo to hi (part ``part`` of ``parts``: every ``parts``-th gain).
         lyapunov_phase: ``(cfg, lo, hi, gains, seeds) -> (λ₁ frame, edge)``: λ₁ over the same gains.
-        start_lyapunov_phase: ``(cfg, lo, hi, gains, seeds) -> started``: that job begun now
-          beside the gain sweep, on another worker when one is free (its later
-          ``lyapunov_phase`` finds it under way or done); False when it did not start.
         lyapunov: ``(cfg, k) -> Lyapunov``: the k leading exponents.
         jacobians: ``(cfg, k, example, steps) -> Jacobians``: the top k singular values of the
             step Jacobians, at up to ``steps`` steps.
@@ -64,7 +61,6 @@ class DynamicsCalls(NamedTuple):
 
     phase: Callable[[RunConfig, float, float, int, int, int, int], tuple[pd.DataFrame, float | None]]
     lyapunov_phase: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]
-    start_lyapunov_phase: Callable[[RunConfig, float, float, int, int], bool]
     lyapunov: Callable[[RunConfig, int], Lyapunov]
     jacobians: Callable[[RunConfig, int, int, int], Jacobians]
 

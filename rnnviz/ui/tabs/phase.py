@@ -36,8 +36,6 @@ def render(ctx: TabContext) -> None:
     found: list[float | None] = []  # the boundary each part's job returns (the same each time)
 
     def part_of(name: str) -> pd.DataFrame:
-        if name == "1":  # the first part is drawn: λ₁ on the other worker meanwhile, if one is free
-            dynamics.start_lyapunov_phase(cfg, float(lo), float(hi), int(n), int(seeds))
         df, found_boundary = dynamics.phase(cfg, float(lo), float(hi), int(n), int(seeds), int(name), parts)
         found.append(found_boundary)
         return df
