@@ -138,10 +138,17 @@ def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
     if source is None:
         return cfg
     source_json = json.dumps(source, sort_keys=True)
+    name = Path(source["name"]).name  # a built-in's name, or the uploaded file's
     try:
-        preview = calls.compute("loading the data", "data", jobs.data_preview, source_json)
+        preview = calls.compute(f"loading {name}", "data", jobs.data_preview, source_json)
     except ConfigError as err:  # DataError: the file and what is wrong
         st.sidebar.error(f"{err} The inputs stay synthetic.")
+        return cfg
+    except (ComputationTimeout, WorkerDied) as err:  # its worker, not the data: nothing judged
+        st.sidebar.error(
+            f"{name} was not loaded: {err}; it is loaded again on the page's next run. "
+            "The inputs stay synthetic."
+        )
         return cfg
     data.draw_preview(preview)
     fitted = fitted_config(cfg, preview.seq_len, preview.input_size, preview.kind)

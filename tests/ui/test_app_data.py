@@ -119,6 +119,37 @@ def test_an_uploaded_file_is_analysed_and_a_bad_one_is_one_message():
     assert "Inputs:" not in _captions(at)  # nothing half-loaded is used
 
 
+def test_a_data_file_whose_loading_worker_died_is_loaded_again_on_the_next_run(monkeypatch):
+    """A worker killed while it reads an uploaded data file is not the file's fault: the
+    sidebar names the file and says so (no exception, the inputs stay synthetic), and the
+    next run loads it."""
+    from rnnviz.ui import jobs
+    from rnnviz.ui.worker import WorkerDied
+
+    inputs = np.random.default_rng(1).normal(size=(6, 5, 2)).astype(np.float32)
+    loads = jobs.data_preview
+
+    def dies(source_json):
+        raise WorkerDied("the worker computing loading mine.npz ended before answering")
+
+    monkeypatch.setattr(jobs, "data_preview", dies)
+    at = run_app({"hidden_size": "8"})
+    at.sidebar.selectbox(key="data_choice").select(UPLOAD).run()
+    at.sidebar.file_uploader(key="data_upload").set_value(
+        ("mine.npz", _npz(inputs=inputs), "application/octet-stream")
+    ).run()
+    assert not at.exception
+    assert [e.value for e in at.sidebar.error] == [
+        "mine.npz was not loaded: the worker computing loading mine.npz ended before answering; it is "
+        "loaded again on the page's next run. The inputs stay synthetic."
+    ]
+    assert "Inputs:" not in _captions(at)  # nothing half-loaded is used
+    monkeypatch.setattr(jobs, "data_preview", loads)
+    at.run()
+    _clean(at)
+    assert len(total_gradient(at)) == 6 and "mine.npz" in _captions(at)  # T + 1 steps
+
+
 def test_a_file_dropped_in_the_data_folder_is_offered(tmp_path, monkeypatch):
     monkeypatch.setenv("RNNVIZ_DATA_DIR", str(tmp_path))
     series = np.sin(np.linspace(0, 6, 40)).astype(np.float32).reshape(1, 40, 1).repeat(5, 0)

@@ -60,6 +60,12 @@ def test_the_driver_classifies_error_boxes_and_judges_trends():
     assert soak.unjudged(item, [died]) and soak.unjudged(item, [died, "other.npz: truncated"])
     assert not soak.unjudged(item, [died, "arrays.rnnviz: truncated: 100 bytes of the 2⁶² it declares."])
     assert not soak.unjudged(item, []) and not soak.unjudged(item, ["lies.npz: … ended before answering"])
+    # so is a data file whose loading worker the kill met (the sidebar names the file)
+    data = soak.Upload(Path("claims.npy"), "data", "refused")
+    loading = "claims.npy was not loaded: the worker computing loading claims.npy ended before answering; …"
+    assert soak.unjudged(data, [loading]) and not soak.unjudged(
+        data, [loading, "claims.npy: claims 2⁴⁰ rows"]
+    )
     flat = [(t, 400.0 + (t % 7)) for t in range(0, 1500, 3)]
     leak = [(t, 400.0 + 0.2 * t) for t in range(0, 1500, 3)]  # 12 MB/min
     assert soak.trend(flat)["upward"] is False and soak.trend(leak)["upward"] is True
