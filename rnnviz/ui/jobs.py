@@ -598,8 +598,8 @@ def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = Non
 def _precise(row: dict[str, Any]) -> bool:
     """Whether a timed row's 90 % interval is within :data:`TIMING_PRECISION` of its run time
     after the fewest runs the rule stops at: the Strategies tab allowed fewer runs than the
-    Devices tab asks (a budget sized before the strategies were compiled), yet they say as
-    much (at LSTM H=128 T=1000 B=32 the Devices tab then timed all five again: 9.1 s).
+    Devices tab asks (its budget was sized before the strategies were compiled), yet they
+    say as much. A row of one run has no interval: it is timed again.
 
     >>> _precise({"repeats": 3, "run_s": 0.5, "run_halfwidth_s": 0.02})
     True
