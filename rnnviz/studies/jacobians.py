@@ -189,6 +189,25 @@ def jacobian_pass(
     key_data,
 ) -> jax.Array:
     """``[S, k]`` top singular values of J_t at t = stride, 2·stride, … ≤ T for one example."""
+    ts = jnp.arange(stride, cfg.seq_len + 1, stride)
+    return jacobian_pass_at(cfg, method, k, iterations, example, params, carry0, xs, key_data, ts)
+
+
+def jacobian_pass_at(
+    cfg: RunConfig,
+    method: str,
+    k: int,
+    iterations: int,
+    example: int,
+    params,
+    carry0,
+    xs,
+    key_data,
+    ts: jax.Array,
+) -> jax.Array:
+    """``[S, k]`` top singular values of J_t at the steps ``ts`` ``[S]`` (1 ≤ t ≤ T) for one
+    example: :func:`jacobian_pass` at any steps, so that one executable serves every part of
+    an interleaved pass (:func:`jacobians`' ``part``)."""
     cell = make_cell(cfg)
     xs_tm = time_major(cfg, xs)
     carries = rollout(cell, params, full_carry0(cfg, carry0), xs_tm)
@@ -198,7 +217,6 @@ def jacobian_pass(
     shapes = unit_shapes(cfg)
     vs = pack(carries, shapes)  # [T+1, D]
     step = flat_step(cell, params, unpacker(jax.tree.map(lambda c: c[0], carries), shapes))
-    ts = jnp.arange(stride, cfg.seq_len + 1, stride)
     if method == "exact":
         one = lambda t: _top_singular_exact(step, vs[t - 1], xs_tm[t - 1], k)  # noqa: E731
     else:
@@ -215,27 +233,29 @@ def jacobian_pass(
 
 @compile_cache(maxsize=32)
 def jacobian_executable(
-    static: RunConfig, method: str, k: int, iterations: int, stride: int, example: int, device: jax.Device
+    static: RunConfig, method: str, k: int, iterations: int, n_steps: int, example: int, device: jax.Device
 ):
-    """The compiled :func:`jacobian_pass` for one shape (cached per argument tuple, 32 kept).
+    """The compiled :func:`jacobian_pass_at` for one shape (cached per argument tuple, 32 kept).
 
     Args:
         static: the shape-deciding config (:func:`~rnnviz.engine.prepare.static_config`).
         method: ``"exact"`` or ``"subspace"`` (already chosen, not ``"auto"``).
         k: how many singular values per step.
         iterations: power-iteration rounds (subspace only).
-        stride: J_t at every ``stride``-th step.
+        n_steps: how many steps one call takes J_t at (an argument ``ts``).
         example: which example of the batch.
         device: where it runs.
 
     Returns:
-        A :class:`~rnnviz.engine.compile.Compiled` ``(params, carry0, xs, key data [2] uint32) -> [S, k]``.
+        A :class:`~rnnviz.engine.compile.Compiled` ``(params, carry0, xs, key data [2] uint32,
+        ts [n_steps] int32) -> [n_steps, k]``.
     """
     params, _ = prepare_executables(static, device)
     xs = jax.ShapeDtypeStruct(static.input_shape, jnp.dtype(static.dtype))
     key = jax.ShapeDtypeStruct((2,), jnp.uint32)
-    fn = functools.partial(jacobian_pass, static, method, k, iterations, stride, example)
-    return compile_for(fn, (*params.fn.out_info, xs, key), device)
+    ts = jax.ShapeDtypeStruct((n_steps,), jnp.int32)
+    fn = functools.partial(jacobian_pass_at, static, method, k, iterations, example)
+    return compile_for(fn, (*params.fn.out_info, xs, key, ts), device)
 
 
 def jacobian_flops(cfg: RunConfig, method: str, k: int, iterations: int, n_steps: int) -> float:
@@ -266,9 +286,11 @@ def _executable_key(
     iterations: int,
     max_steps: int | None,
     device: jax.Device | None,
-) -> tuple:
-    """The checked arguments of :func:`jacobian_executable` for :func:`jacobians`' arguments
-    (its validation and FLOP budget: the one place both it and :func:`compile_jacobians` read)."""
+    parts: int = 1,
+) -> tuple[tuple, int]:
+    """``(key, stride)``: the checked arguments of :func:`jacobian_executable` for
+    :func:`jacobians`' arguments, and the stride (its validation and FLOP budget: the one
+    place both it and :func:`compile_jacobians` read)."""
     dim = carry_dim(cfg)
     if method not in JACOBIAN_METHODS:
         raise ConfigError("method", method, "one of " + ", ".join(JACOBIAN_METHODS))
@@ -280,6 +302,7 @@ def _executable_key(
     method = choose_method(dim, method)
     stride = 1 if max_steps is None else max(1, -(-cfg.seq_len // max_steps))
     n_steps = cfg.seq_len // stride
+    parts = check_number("parts", parts, 1, n_steps, integer=True, note=f"J_t is taken at {n_steps} steps")
     flops = jacobian_flops(cfg, method, int(k), int(iterations), n_steps)
     if flops > FLOP_BUDGET:
         per = flops / n_steps
@@ -290,7 +313,19 @@ def _executable_key(
             f"{FLOP_BUDGET / 1e12:g} TFLOP budget; at most {int(FLOP_BUDGET // per)} steps fit",
         )
     device = device or resolve_device(cfg)
-    return (static_config(cfg), method, int(k), int(iterations), stride, int(example), device)
+    per_call = -(-n_steps // int(parts))  # every part the same size: one executable for all
+    return (static_config(cfg), method, int(k), int(iterations), per_call, int(example), device), stride
+
+
+def part_steps(seq_len: int, stride: int, part: int, parts: int) -> np.ndarray:
+    """The steps t one part of an interleaved pass takes J_t at: every ``parts``-th of
+    stride, 2·stride, … ≤ T, from the ``part``-th on.
+
+    Example:
+        >>> part_steps(10, 1, 0, 3).tolist(), part_steps(10, 1, 2, 3).tolist()
+        ([1, 4, 7, 10], [3, 6, 9])
+    """
+    return np.arange(stride * (1 + part), seq_len + 1, stride * parts)
 
 
 def compile_jacobians(
@@ -302,6 +337,7 @@ def compile_jacobians(
     iterations: int = 12,
     max_steps: int | None = None,
     device: jax.Device | None = None,
+    parts: int = 1,
 ) -> bool:
     """Compile what :func:`jacobians` runs with these arguments, without running it; whether
     it compiled (False: it already was). A server's idle time prepares the Jacobians tab so.
@@ -312,7 +348,7 @@ def compile_jacobians(
         >>> compile_jacobians(cfg, 2), compile_jacobians(cfg.replace(seed=3), 2)
         (True, False)
     """
-    key = _executable_key(cfg, k, example, method, iterations, max_steps, device)
+    key, _ = _executable_key(cfg, k, example, method, iterations, max_steps, device, parts)
     return jacobian_executable.ensure(*key)
 
 
@@ -327,6 +363,8 @@ def jacobians(
     device: jax.Device | None = None,
     data: Dataset | None = None,
     params: Weights | None = None,
+    part: int = 0,
+    parts: int = 1,
 ) -> Jacobians:
     """Top-k singular values σ_i(J_t) of each step Jacobian J_t = ∂carry_t/∂carry_{t−1}.
 
@@ -343,9 +381,13 @@ def jacobians(
         data: along the trajectory of a batch of this data set drawn by the seed
             (:func:`rnnviz.analyze`).
         params: trained weights (``run.weights(step)``), as :func:`rnnviz.analyze`.
+        part, parts: one part of the pass in ``parts`` interleaved ones: J_t at every
+            ``parts``-th of its steps, from the ``part``-th on (:func:`part_steps`), so that
+            a first picture of the whole sequence arrives before the steps between; every
+            part runs one executable. Default: the whole pass.
 
     Returns:
-        A :class:`Jacobians`.
+        A :class:`Jacobians` (of the part's steps).
 
     Raises:
         ConfigError: a bad argument (``BudgetError`` when the steps are over the FLOP
@@ -357,20 +399,23 @@ def jacobians(
         >>> j.method, j.singular_values.shape  # D = 16 (c and h): exact; [T, k]
         ('exact', (12, 3))
     """
-    key = _executable_key(cfg, k, example, method, iterations, max_steps, device)
+    key, stride = _executable_key(cfg, k, example, method, iterations, max_steps, device, parts)
+    part = check_number("part", part, 0, int(parts) - 1, integer=True, note=f"one of {parts} parts")
     exe = jacobian_executable(*key)
-    _, method, k, _, stride, example, device = key
+    _, method, k, _, per_call, example, device = key
+    steps = part_steps(cfg.seq_len, stride, int(part), int(parts))
+    ts = np.concatenate([steps, np.full(per_call - steps.size, steps[-1])]).astype(np.int32)
     params, carry0, xs = prepared_inputs(cfg, device, data, params)
     key = jax.device_put(jax.random.key_data(jax.random.key(cfg.seed)), device)
     start = time.perf_counter()
-    sv = np.asarray(jax.block_until_ready(exe.fn(params, carry0, xs, key)), np.float64)
+    sv = jax.block_until_ready(exe.fn(params, carry0, xs, key, jax.device_put(ts, device)))
     return Jacobians(
         cfg,
         int(example),
         method,
         stride,
-        np.arange(stride, cfg.seq_len + 1, stride),
-        sv,
+        steps,
+        np.asarray(sv, np.float64)[: steps.size],  # a shorter part repeats its last step
         exe.compile_s,
         time.perf_counter() - start,
     )
@@ -385,8 +430,10 @@ __all__ = [
     "compile_jacobians",
     "flat_step",
     "initial_directions",
+    "jacobian_pass_at",
     "jacobians",
     "pack",
+    "part_steps",
     "unit_shapes",
     "Unpacker",
     "step_jacobian",

@@ -206,7 +206,7 @@ def compute_calls() -> Compute:
                 key(c.replace(recurrent_gain=1.0)), lo, hi, n, k
             ),
             lyapunov=lambda c, k: calls.lyapunov(key(c), k),
-            jacobians=lambda c, k, e, n: calls.jacobians(key(c), k, e, n),
+            jacobians=lambda c, k, e, n, p, ps: calls.jacobians(key(c), k, e, n, p, ps),
         ),
         connectivity=ConnectivityCalls(
             connectivity=calls.connectivity,

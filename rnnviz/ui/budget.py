@@ -216,6 +216,20 @@ def phase_parts(plan: Plan) -> int:
     return PHASE_PARTS if long and plan.settings["gains"] >= PHASE_PARTS else 1
 
 
+#: The Jacobians tab's σ_i(J_t) comes in this many interleaved parts (every 4th step each:
+#: the whole sequence at once, then the steps between) when its estimate is over
+#: :data:`JACOBIAN_PARTS_OVER_S`; the estimate counts the SVDs generously (at D = 256 about
+#: 9× what they take here), so this is about 0.7 s of real work: at LSTM H=128 T=1000 B=32
+#: a part's 84 SVDs took 0.46 s and the whole pass 1.37 s (scripts/profile_tab.py).
+JACOBIAN_PARTS, JACOBIAN_PARTS_OVER_S = 4, 6.0
+
+
+def jacobians_parts(plan: Plan) -> int:
+    """How many parts the Jacobians tab's σ_i(J_t) is computed in under ``plan``."""
+    long = plan.work_s > JACOBIAN_PARTS_OVER_S  # compiling is done once, before the first part
+    return JACOBIAN_PARTS if long and plan.settings["steps"] >= 8 * JACOBIAN_PARTS else 1
+
+
 #: The Jacobians tab takes J_t at up to this many steps (every ⌈T/400⌉-th; fewer when over
 #: the budget, :func:`jacobians_plan`); the library, at every step.
 JACOBIAN_STEPS = 400
@@ -297,6 +311,7 @@ class Ahead(NamedTuple):
       phase_points: the Phase diagram's gains × seeds.
       phase_part_points: the points of one part of its gradient sweep (:func:`phase_parts`).
       jacobian_steps: the Jacobians tab's steps with σ_i(J_t).
+      jacobian_parts: the parts those are computed in (:func:`jacobians_parts`).
       lyapunov_k: its Lyapunov exponents.
       strategy_repeats: the Strategies tab's timed runs per strategy (its plan's ``repeats``).
       phase_gains: the Phase diagram's gains, as its budget sizes the session's grid.
@@ -315,6 +330,7 @@ class Ahead(NamedTuple):
     phase_seeds: int = 0
     phase_parts: int = 1
     devices_repeats: int = 0
+    jacobian_parts: int = 1
 
 
 def ahead(
@@ -341,6 +357,7 @@ def ahead(
         phase_part_points=-(-gains // phase_parts(phase)) * seeds,  # as the tab computes it
         jacobian_steps=sv.settings["steps"] if sv.fits else 0,
         lyapunov_k=ly.settings["k"] if ly.fits else 0,
+        jacobian_parts=jacobians_parts(sv),
         strategy_repeats=strategies.settings["repeats"],
         phase_gains=gains,
         phase_seeds=seeds,
@@ -364,6 +381,8 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
 __all__ = [
     "Ahead",
     "ahead",
+    "JACOBIAN_PARTS",
+    "JACOBIAN_PARTS_OVER_S",
     "JACOBIAN_STEPS",
     "jacobians_plans",
     "phase_parts",
@@ -375,6 +394,7 @@ __all__ = [
     "VIEW_BUDGET_S",
     "devices_plan",
     "jacobians_plan",
+    "jacobians_parts",
     "lyapunov_plan",
     "phase_plan",
     "strategies_plan",

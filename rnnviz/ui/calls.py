@@ -408,18 +408,22 @@ def lyapunov(cfg_json: str, k: int) -> Lyapunov:
     return compute(f"{k} Lyapunov exponents of {describe(cfg)}", route(cfg), jobs.lyapunov, cfg_json, k)
 
 
-def jacobians(cfg_json: str, k: int, example: int, steps: int) -> Jacobians:
+def jacobians(cfg_json: str, k: int, example: int, steps: int, part: int = 0, parts: int = 1) -> Jacobians:
     """The top ``k`` singular values of each step Jacobian J_t = ∂carry_t/∂carry_{t−1} of the
-    batch's example ``example``, at up to ``steps`` steps (:func:`rnnviz.ui.jobs.jacobians`)."""
+    batch's example ``example``, at up to ``steps`` steps; the ``part``-th of ``parts``
+    interleaved parts of them (:func:`rnnviz.ui.jobs.jacobians`)."""
     cfg = jobs.config_of(cfg_json)
+    which = f", part {part + 1} of {parts}" if parts > 1 else ""
     return compute(
-        f"the step Jacobians' top {k} singular values ({describe(cfg)})",
+        f"the step Jacobians' top {k} singular values ({describe(cfg)}{which})",
         route(cfg),
         jobs.jacobians,
         cfg_json,
         k,
         example,
         steps,
+        part,
+        parts,
     )
 
 

@@ -296,12 +296,14 @@ def _reference(cfg_json: str) -> Any:
 
 class JacobiansWork(NamedTuple):
     """What the Jacobians tab will run within its budget: σ_i(J_t) of the example ``example``
-    at ``steps`` steps (0: over budget) and ``lyapunov_k`` exponents (0: over budget)."""
+    at ``steps`` steps (0: over budget) in ``parts`` parts, and ``lyapunov_k`` exponents (0:
+    over budget)."""
 
     k: int
     example: int
     steps: int
     lyapunov_k: int
+    parts: int = 1
 
 
 def prepare_next(
@@ -344,9 +346,9 @@ def prepare_next(
     if jacobians is None:
         return False
     j = jacobians
-    return bool(j.steps and compile_jacobians(cfg, j.k, example=j.example, max_steps=j.steps)) or bool(
-        j.lyapunov_k and compile_lyapunov(cfg, j.lyapunov_k)
-    )
+    return bool(
+        j.steps and compile_jacobians(cfg, j.k, example=j.example, max_steps=j.steps, parts=j.parts)
+    ) or bool(j.lyapunov_k and compile_lyapunov(cfg, j.lyapunov_k))
 
 
 #: Timed runs of a quiet timing (fewer when they pass :data:`QUIET_TIMING_S`; at least one):
@@ -450,7 +452,8 @@ def tab_calls(cfg_json: str, plan: budget.Ahead, asks: TabAsks) -> list[tuple[An
         out += [(phase, (*grid, p, plan.phase_parts)) for p in range(plan.phase_parts)]
         out.append((lyapunov_phase_table, grid))
     if plan.jacobian_steps:
-        out.append((jacobians, (cfg_json, asks.k, asks.example, plan.jacobian_steps)))
+        jac = (cfg_json, asks.k, asks.example, plan.jacobian_steps)
+        out += [(jacobians, (*jac, p, plan.jacobian_parts)) for p in range(plan.jacobian_parts)]
         if plan.lyapunov_k:
             out.append((lyapunov, (cfg_json, plan.lyapunov_k)))
     if plan.devices_repeats:
@@ -503,7 +506,7 @@ def prepare_ahead(cfg_json: str, page: budget.Cost, log_pass: bool, asks: TabAsk
     cost = page._replace(run_s=min(page.run_s, quiet_run_s(cfg_json)))
     n_devices = len(present_devices())
     plan = budget.ahead(cfg, cost, len(available_strategies(cfg)), asks.k, asks.gains, asks.seeds, n_devices)
-    jac = JacobiansWork(asks.k, asks.example, plan.jacobian_steps, plan.lyapunov_k)
+    jac = JacobiansWork(asks.k, asks.example, plan.jacobian_steps, plan.lyapunov_k, plan.jacobian_parts)
     calls = tab_calls(cfg_json, plan, asks)
     stages = (  # each tab's executables, then its answers
         (lambda: prepare_next(cfg_json, plan.strategies, log_pass, 0), ("strategies_table", "analysis")),
@@ -706,9 +709,10 @@ def lyapunov(cfg_json: str, k: int) -> Lyapunov:
     )
 
 
-def jacobians(cfg_json: str, k: int, example: int, steps: int) -> Jacobians:
+def jacobians(cfg_json: str, k: int, example: int, steps: int, part: int = 0, parts: int = 1) -> Jacobians:
     """Top-``k`` singular values of each step Jacobian J_t = ∂carry_t/∂carry_{t−1} for the batch's
-    example ``example``, at every ⌈T / steps⌉-th step."""
+    example ``example``, at every ⌈T / steps⌉-th step; of those, the ``part``-th of ``parts``
+    interleaved parts (:func:`~rnnviz.studies.jacobians.part_steps`)."""
     return _jacobians(
         config_of(cfg_json),
         k=k,
@@ -716,6 +720,8 @@ def jacobians(cfg_json: str, k: int, example: int, steps: int) -> Jacobians:
         max_steps=steps,
         data=_data(cfg_json),
         params=_weights(cfg_json),
+        part=part,
+        parts=parts,
     )
 
 

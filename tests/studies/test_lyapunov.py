@@ -377,3 +377,53 @@ def test_jacobians_controls_follow_the_config():
     at.number_input(key="cfg_hidden_size").set_value(2).run()  # nor k = 4 (D = 2)
     assert not at.exception and not at.error, [e.value for e in at.error]
     assert at.number_input(key="jac_example").value == 1 and at.number_input(key="jac_k").value == 2
+
+
+def test_the_parts_of_an_interleaved_pass_are_the_whole_pass_and_share_one_executable():
+    """Every ``parts``-th step from the ``part``-th on: together exactly the whole pass's
+    steps and singular values (bit for bit), one compile for all parts, bad parts refused."""
+    from rnnviz.studies.jacobians import jacobian_executable, part_steps
+
+    cfg = RunConfig(cell="lstm", hidden_size=6, input_size=2, seq_len=23, batch_size=3, carry_init="normal")
+    whole = jacobians(cfg, k=4, example=2, max_steps=12)  # stride 2: t = 2, 4, …, 22
+    before = jacobian_executable.cache_info().currsize
+    got = [jacobians(cfg, k=4, example=2, max_steps=12, part=p, parts=3) for p in range(3)]
+    assert jacobian_executable.cache_info().currsize == before + 1  # 4, 4 and 3 steps: one shape
+    assert [list(j.steps) for j in got] == [[2, 8, 14, 20], [4, 10, 16, 22], [6, 12, 18]]
+    assert [list(part_steps(23, 2, p, 3)) for p in range(3)] == [list(j.steps) for j in got]
+    steps = np.concatenate([j.steps for j in got])
+    order = np.argsort(steps)
+    assert list(steps[order]) == list(whole.steps)
+    assert np.array_equal(np.concatenate([j.singular_values for j in got])[order], whole.singular_values)
+    assert all(j.stride == whole.stride == 2 for j in got)
+    with pytest.raises(ConfigError, match="part"):
+        jacobians(cfg, k=4, max_steps=12, part=3, parts=3)
+    with pytest.raises(ConfigError, match="parts"):
+        jacobians(cfg, k=4, max_steps=12, parts=12)  # 11 steps, so at most 11 parts
+
+
+def test_the_jacobians_tab_draws_its_parts_into_one_chart_of_every_step(monkeypatch):
+    """Over the estimate's line, σ_i(J_t) comes in interleaved parts, asked for in order; the
+    chart that stays holds every step, equal to the whole pass."""
+    from apptest_helpers import decode, figure_by_title, run_app
+
+    from rnnviz.ui import budget, jobs
+
+    asked = []
+    real = jobs.jacobians
+
+    def recording(cfg_json, k, example, steps, part=0, parts=1):
+        asked.append((part, parts))
+        return real(cfg_json, k, example, steps, part, parts)
+
+    monkeypatch.setattr(jobs, "jacobians", recording)
+    monkeypatch.setattr(budget, "JACOBIAN_PARTS_OVER_S", -1.0)  # any estimate is over it
+    at = run_app({"cell": "gru", "seq_len": "40", "hidden_size": "4", "seed": "3", "tab": "Jacobians"})
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert asked == [(p, budget.JACOBIAN_PARTS) for p in range(budget.JACOBIAN_PARTS)]
+    (sv,) = figure_by_title(at, "Singular values of J_t")["data"]
+    whole = jacobians(RunConfig(cell="gru", seq_len=40, hidden_size=4, seed=3), k=4, max_steps=400)
+    assert list(decode(sv["x"])) == list(whole.steps)
+    z = decode(sv["z"])
+    np.testing.assert_allclose(z, np.log10(whole.singular_values.T), rtol=1e-6)
+    assert not any("parts of the steps in" in c.value for c in at.caption)  # the progress line is gone

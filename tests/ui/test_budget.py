@@ -146,3 +146,19 @@ def test_a_long_phase_diagram_is_computed_in_interleaved_parts_of_one_size():
     parts = [part_gains(gains, p, 3) for p in range(3)]
     assert {len(p) for p in parts} == {14}  # one executable for every part
     assert sorted(set().union(*parts)) == gains and parts[0][:3] == [0.5, 0.575, 0.65]
+
+
+def test_the_jacobians_pass_comes_in_parts_where_its_estimate_is_long():
+    """At LSTM H=128 T=1000 B=32 (D = 256, 333 steps; the quiet timing measured there) the
+    singular values come in JACOBIAN_PARTS parts; at the default config, and wherever a part
+    would hold fewer than 8 steps, in one."""
+    from rnnviz.ui.budget import JACOBIAN_PARTS, jacobians_parts
+
+    big = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
+    plan = jacobians_plan(big, Cost(run_s=0.38, compile_s=1.0), "exact", 8, 400)
+    assert plan.fits and plan.settings["steps"] == 400 and jacobians_parts(plan) == JACOBIAN_PARTS
+    default = RunConfig()
+    small = jacobians_plan(default, Cost(run_s=0.001, compile_s=0.5), "exact", 8, default.seq_len)
+    assert jacobians_parts(small) == 1
+    short = jacobians_plan(big.replace(seq_len=31), Cost(run_s=0.38, compile_s=1.0), "exact", 8, 31)
+    assert short.work_s > 0 and jacobians_parts(short) == 1  # 31 steps: under 8 a part

@@ -582,7 +582,7 @@ def test_idle_time_computes_what_each_tab_will_ask_for_under_the_key_of_the_tabs
     pd.testing.assert_frame_equal(frame, again)
     row = asked(("strategies_table", key, 5, ("per_step",)))
     assert list(row["strategy"]) == ["per_step"] and row["rel_diff"].iloc[0] < 1e-5
-    jac = asked(("jacobians", key, 2, 1, plan.jacobian_steps))
+    jac = asked(("jacobians", key, 2, 1, plan.jacobian_steps, 0, plan.jacobian_parts))
     assert jac.singular_values.shape[1] == 2
     assert len(asked(("devices_live", key, 5, ("accumulate",)))) == len(jobs.present_devices())
     # asked again (another visitor, the same values): nothing left

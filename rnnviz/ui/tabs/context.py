@@ -55,14 +55,15 @@ class DynamicsCalls(NamedTuple):
           grid, g from lo to hi (part ``part`` of ``parts``: every ``parts``-th gain).
         lyapunov_phase: ``(cfg, lo, hi, gains, seeds) -> (λ₁ frame, edge)``: λ₁ over the same gains.
         lyapunov: ``(cfg, k) -> Lyapunov``: the k leading exponents.
-        jacobians: ``(cfg, k, example, steps) -> Jacobians``: the top k singular values of the
-            step Jacobians, at up to ``steps`` steps.
+        jacobians: ``(cfg, k, example, steps, part, parts) -> Jacobians``: the top k singular
+            values of the step Jacobians, at up to ``steps`` steps (part ``part`` of ``parts``:
+            every ``parts``-th of them).
     """
 
     phase: Callable[[RunConfig, float, float, int, int, int, int], tuple[pd.DataFrame, float | None]]
     lyapunov_phase: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]
     lyapunov: Callable[[RunConfig, int], Lyapunov]
-    jacobians: Callable[[RunConfig, int, int, int], Jacobians]
+    jacobians: Callable[[RunConfig, int, int, int, int, int], Jacobians]
 
 
 class ConnectivityCalls(NamedTuple):

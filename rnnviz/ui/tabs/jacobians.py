@@ -4,16 +4,17 @@ exponents and their convergence, and λ₁ next to the measured decay of the gra
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.base.readings import decay_fit, regime
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
-from rnnviz.studies.jacobians import carry_dim
+from rnnviz.studies.jacobians import Jacobians, carry_dim
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import csv_button, prose, within_budget
+from rnnviz.ui.tabs.common import csv_button, prose, rows_as_they_arrive, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Jacobians"
@@ -29,13 +30,28 @@ def render(ctx: TabContext) -> None:
     steps, plan = budget.jacobians_plans(cfg, ctx.compute.cost(a), k)
     if not within_budget(steps, "jacobians"):
         return
-    jac = dynamics.jacobians(cfg, k, example, steps.settings["steps"])
-    st.plotly_chart(
-        charts.singular_values_figure(
-            singular_values_frame(jac), f"Singular values of J_t = ∂carry_t/∂carry_(t−1), example {example}"
+    parts = budget.jacobians_parts(steps)
+    got: list[Jacobians] = []
+
+    def part_of(name: str) -> pd.DataFrame:
+        got.append(dynamics.jacobians(cfg, k, example, steps.settings["steps"], int(name), parts))
+        return singular_values_frame(got[-1])
+
+    def draw(rows: pd.DataFrame, final: bool) -> None:
+        title = f"Singular values of J_t = ∂carry_t/∂carry_(t−1), example {example}"
+        figure = charts.singular_values_figure(rows, title)  # its pivot puts the parts' steps in order
+        st.plotly_chart(figure, key="chart_singular_values" if final else None)
+
+    # in interleaved parts when it takes a while: the whole sequence at once, then the steps between
+    rows_as_they_arrive(
+        tuple(str(p) for p in range(parts)),
+        part_of,
+        draw,
+        lambda done: (
+            f"{done} of {parts} parts of the steps in (every {parts}th step each); the steps between next"
         ),
-        key="chart_singular_values",
     )
+    jac = got[-1]
     how = (
         "exact: J_t built with jax.jacfwd, then its SVD"
         if jac.method == "exact"
