@@ -1008,3 +1008,25 @@ def test_the_devices_tab_reuses_the_strategies_rows_this_worker_just_timed(monke
     timed.clear()
     jobs.devices_live(key, 3, ("checkpoint",))
     assert timed == [("checkpoint",)]
+
+
+def test_idle_time_asks_for_the_jacobians_parts_the_tab_asks_for_at_a_long_pass():
+    """At LSTM H=128 T=1000 B=32 the Jacobians tab asks for σ_i(J_t) in parts; idle time
+    plans the same parts under the same keys (the tab's ``(cfg, k, example, steps, part,
+    parts)``), and compiles the one executable they share."""
+    import json
+
+    from rnnviz import RunConfig
+    from rnnviz.studies.comparisons import available_strategies
+    from rnnviz.ui import budget, jobs
+
+    cfg = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
+    key = json.dumps(cfg.to_dict(), sort_keys=True)
+    asks = jobs.TabAsks(k=8, example=0)
+    unit = budget.Cost(run_s=0.38, compile_s=1.0)  # the quiet timing measured there
+    plan = budget.ahead(cfg, unit, len(available_strategies(cfg)), asks.k)
+    sv, _ = budget.jacobians_plans(cfg, unit, asks.k)  # as the tab plans it
+    assert plan.jacobian_parts == budget.jacobians_parts(sv) == budget.JACOBIAN_PARTS
+    calls = [args for fn, args in jobs.tab_calls(key, plan, asks) if fn is jobs.jacobians]
+    parts = budget.JACOBIAN_PARTS
+    assert calls == [(key, 8, 0, sv.settings["steps"], p, parts) for p in range(parts)]
