@@ -76,6 +76,36 @@ def rows_as_they_arrive(
     return done
 
 
+def interleaved_parts(
+    parts: int,
+    part_of: Callable[[int], pd.DataFrame],
+    draw: Callable[[pd.DataFrame, bool], None],
+    unit: str,
+) -> pd.DataFrame:
+    """:func:`rows_as_they_arrive` over the parts 0 … ``parts``−1 of an interleaved job (part p
+    holds every ``parts``-th of its ``unit``s, from the p-th on): the whole range at once, then
+    finer, with a line saying how many parts are in.
+
+    Args:
+      parts: how many parts (1: the whole at once, no line).
+      part_of: ``part -> DataFrame`` of its rows.
+      draw: ``(rows so far, final)``, as for :func:`rows_as_they_arrive`.
+      unit: what a part holds every ``parts``-th of, singular ("gain", "step").
+
+    Returns:
+      Every part's rows, in order.
+    """
+    return rows_as_they_arrive(
+        tuple(str(p) for p in range(parts)),
+        lambda name: part_of(int(name)),
+        draw,
+        lambda done: (
+            f"{done} of {parts} parts of the {unit}s in (every {parts}th {unit} each); "
+            f"the {unit}s between next"
+        ),
+    )
+
+
 def timing_note(repeats: int, rows: pd.DataFrame | None = None) -> str:
     """How the run times were measured, for the tables that show them (Strategies, Devices),
     and, when one of ``rows`` ran code compiled for compile speed, that it did."""

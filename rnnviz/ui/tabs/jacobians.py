@@ -14,7 +14,7 @@ from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_f
 from rnnviz.studies.jacobians import Jacobians, carry_dim
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import csv_button, prose, rows_as_they_arrive, within_budget
+from rnnviz.ui.tabs.common import csv_button, interleaved_parts, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Jacobians"
@@ -33,8 +33,8 @@ def render(ctx: TabContext) -> None:
     parts = budget.jacobians_parts(steps)
     got: list[Jacobians] = []
 
-    def part_of(name: str) -> pd.DataFrame:
-        got.append(dynamics.jacobians(cfg, k, example, steps.settings["steps"], int(name), parts))
+    def part_of(part: int) -> pd.DataFrame:
+        got.append(dynamics.jacobians(cfg, k, example, steps.settings["steps"], part, parts))
         return singular_values_frame(got[-1])
 
     def draw(rows: pd.DataFrame, final: bool) -> None:
@@ -43,14 +43,7 @@ def render(ctx: TabContext) -> None:
         st.plotly_chart(figure, key="chart_singular_values" if final else None)
 
     # in interleaved parts when it takes a while: the whole sequence at once, then the steps between
-    rows_as_they_arrive(
-        tuple(str(p) for p in range(parts)),
-        part_of,
-        draw,
-        lambda done: (
-            f"{done} of {parts} parts of the steps in (every {parts}th step each); the steps between next"
-        ),
-    )
+    interleaved_parts(parts, part_of, draw, "step")
     jac = got[-1]
     how = (
         "exact: J_t built with jax.jacfwd, then its SVD"

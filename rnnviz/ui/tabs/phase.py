@@ -10,7 +10,7 @@ from rnnviz import charts
 from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.ui import budget
-from rnnviz.ui.tabs.common import csv_button, prose, rows_as_they_arrive, within_budget
+from rnnviz.ui.tabs.common import csv_button, interleaved_parts, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Phase diagram"
@@ -35,8 +35,8 @@ def render(ctx: TabContext) -> None:
     parts = budget.phase_parts(plan)
     found: list[float | None] = []  # the boundary each part's job returns (the same each time)
 
-    def part_of(name: str) -> pd.DataFrame:
-        df, found_boundary = dynamics.phase(cfg, float(lo), float(hi), int(n), int(seeds), int(name), parts)
+    def part_of(part: int) -> pd.DataFrame:
+        df, found_boundary = dynamics.phase(cfg, float(lo), float(hi), int(n), int(seeds), part, parts)
         found.append(found_boundary)
         return df
 
@@ -47,14 +47,7 @@ def render(ctx: TabContext) -> None:
         )
 
     # in interleaved parts when it takes a while: the whole gain range at once, then finer
-    df = rows_as_they_arrive(
-        tuple(str(p) for p in range(parts)),
-        part_of,
-        draw,
-        lambda done: (
-            f"{done} of {parts} parts of the gains in (every {parts}th gain each); the gains between next"
-        ),
-    )
+    df = interleaved_parts(parts, part_of, draw, "gain")
     boundary = found[-1]
     # what the picture means, under it: above it, on a 1366×768 projector, it pushed the chart off
     st.markdown(prose(__name__, "intro"))
