@@ -11,6 +11,8 @@ context (1366×768, no cache: a first visit) and timed from navigation start, in
 * ``socket``: the first websocket message (the session begins);
 * ``run``: the script run's begin and end, as the server's messages say;
 * ``plotly``: the fetch of Streamlit's Plotly chunk, begin and end, and its size;
+* ``last frame``: the last websocket message before the chart (the server has sent the page:
+  from here to ``chart`` is the browser's own work);
 * ``chart``: the main area's first chart holds data (what ``measure_app.py`` calls the first chart).
 
 With ``--class-size N`` it then opens each page in N fresh contexts at once, as
@@ -55,7 +57,8 @@ st.plotly_chart(go.Figure(go.Scatter(y=np.sin(np.arange(200) / 10))))
 PROBE = (
     RUN_COUNTER.replace(
         "const count = (data) => {",
-        "const count = (data) => {\n    if (s.t_socket === undefined) s.t_socket = performance.now();",
+        "const count = (data) => {\n    if (s.t_socket === undefined) s.t_socket = performance.now();"
+        "\n    (s.t_frames = s.t_frames || []).push(performance.now());",
     )
     .replace(
         "if (field === 4) {",
@@ -81,9 +84,13 @@ READ = """() => {
   return { dom: nav.domContentLoadedEventEnd, socket: window.__runs.t_socket,
     'run begin': window.__runs.t_begin, 'run end': window.__runs.t_end,
     'plotly begin': plotly.startTime, 'plotly end': plotly.responseEnd,
-    'plotly MB': plotly.encodedBodySize / 2 ** 20, chart: window.__chart };
+    'plotly MB': plotly.encodedBodySize / 2 ** 20, chart: window.__chart,
+    'last frame': Math.max(...(window.__runs.t_frames || [0]).filter((t) => t <= window.__chart)) };
 }"""
-COLUMNS = ("dom", "socket", "run begin", "run end", "plotly begin", "plotly end", "chart", "plotly MB")
+COLUMNS = (
+    *("dom", "socket", "run begin", "run end", "plotly begin", "plotly end"),
+    *("last frame", "chart", "plotly MB"),
+)
 
 
 def _serve(cmd: list[str], port: int, warm: bool) -> tuple[subprocess.Popen, Path]:
