@@ -249,6 +249,7 @@ def main() -> None:
     calls.pool().visit()  # first: idle-time work waits while this page is drawn (#33)
     page.title()
     heap.start()  # once per process: few malloc arenas, trimmed (a server left running stays its size)
+    heap.freeze_imports()  # once per process: Streamlit's collection after each run skips the imports
     _mark_in_use()
     configuration.init_from_url()
     weights.apply_pending()  # an uploaded run sets the sidebar before it is drawn

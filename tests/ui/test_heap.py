@@ -87,3 +87,34 @@ def test_start_holds_the_mmap_threshold_so_large_blocks_go_back_when_freed():
 
     assert mapped("default") == 0  # glibc's dynamic threshold: the hazard is real here
     assert mapped("start") >= 2 << 20
+
+
+def test_the_imports_are_frozen_once_so_the_collection_after_each_run_skips_them():
+    """What the server has imported when its first page runs is frozen: the collector tracks
+    none of it afterwards (Streamlit's collection after every run walks only what runs made),
+    and a second call freezes nothing."""
+    code = textwrap.dedent(
+        """
+        import gc
+        import rnnviz.ui.app  # what the server has imported when its first page runs
+        from rnnviz.ui import heap
+        before = len(gc.get_objects())
+        frozen = heap.freeze_imports()
+        print(before, frozen, gc.get_freeze_count(), len(gc.get_objects()), heap.freeze_imports())
+        """
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stderr[-2000:]
+    before, frozen, count, left, again = map(int, done.stdout.split()[-5:])
+    assert frozen == count >= 0.9 * before > 100_000  # JAX, Plotly, pandas, Streamlit
+    assert left < 0.01 * before and again == 0
+
+
+def test_the_page_freezes_the_imports_of_its_process():
+    import gc
+
+    from apptest_helpers import run_app
+
+    gc.unfreeze()  # as a fresh server: nothing frozen yet
+    at = run_app({"seq_len": "20", "hidden_size": "4"})
+    assert not at.exception and gc.get_freeze_count() > 100_000
