@@ -21,6 +21,10 @@ times, from the browser's side:
   seed (H=64, T=200), beside one visitor already there; and the CPU seconds the workers,
   the browsers and the server spent meanwhile (where a class's time goes on shared cores).
 
+``--visitors-only`` runs just the last two (a second visitor, the class) on each fresh
+server: enough to compare two server settings or checkouts (set in the environment) in a
+third of the time.
+
 It prints one table (step, target, median, the runs, met) and every tab's times, and writes
 them with ``--json``. A measurement script, not a test: nothing here is asserted.
 """
@@ -190,17 +194,26 @@ async def _walk(browser, url: str, read_s: float) -> dict:
     page, m["big: first chart"] = await _page(browser, f"{url}?{BIG}")
     await _idle(page, 0)  # a page's first run has ended
     m["tabs (big)"] = await _tabs(page, read_s)
-    # a second visitor arrives while the first computes the Phase diagram at the big config
+    m["second visitor's first chart"] = await _second_visitor(browser, url, page)
+    return m
+
+
+async def _second_visitor(browser, url: str, page=None) -> float:
+    """A second visitor's first chart while the first computes the Phase diagram at the big
+    config (``page``: the first visitor's, already at the big config; None: opened here)."""
+    if page is None:
+        page, _ = await _page(browser, f"{url}?{BIG}")
+        await _idle(page, 0)
     before = await page.evaluate(RUNS)
     await page.get_by_role("tab", name="Carry", exact=True).click()
     await _idle(page, before)
     await page.goto(f"{url}?{BIG}&seed=5&tab=Phase+diagram")  # a new seed: nothing cached
     await asyncio.sleep(1.0)
-    other, m["second visitor's first chart"] = await _page(browser, f"{url}?seed=9")
+    other, seconds = await _page(browser, f"{url}?seed=9")
     await _idle(page, 0)  # a page's first run has ended
     await other.context.close()
     await page.context.close()
-    return m
+    return seconds
 
 
 def _cpu_seconds(server_pid: int) -> dict[str, float]:
@@ -244,6 +257,8 @@ async def _class(browser, url: str, size: int, server_pid: int) -> tuple[list[fl
 def _summary(m: dict) -> dict[str, float]:
     """The table's rows from one run's measurements."""
     row = {k: m[k] for k in ("server start → health", "server start → warm-up done") if m.get(k) is not None}
+    if "page open → first chart" not in m:  # --visitors-only
+        return row | _visitors(m)
     row.update({k: m[k] for k in ("page open → first chart", "value change (seed, gain, scale)")})
     row["shape change (cell, H, T, B)"] = m["shape change (cell, H, T, B)"]
     for which in ("default", "big"):
@@ -253,7 +268,11 @@ def _summary(m: dict) -> dict[str, float]:
         row[f"any tab → complete ({which})"] = max(t["complete"] for t in tabs.values())
     row["Phase diagram complete (big)"] = m["tabs (big)"]["Phase diagram"]["complete"]
     row["Devices complete (big)"] = m["tabs (big)"]["Devices"]["complete"]
-    row["second visitor's first chart"] = m["second visitor's first chart"]
+    return row | _visitors(m)
+
+
+def _visitors(m: dict) -> dict[str, float]:
+    row = {"second visitor's first chart": m["second visitor's first chart"]}
     if m.get("class"):
         row["class: median first chart"] = statistics.median(m["class"])
         row["class: max first chart"] = max(m["class"])
@@ -284,7 +303,10 @@ async def _one_run(args, run: int) -> dict:
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             try:
-                m.update(await _walk(browser, url, args.read_s))
+                if args.visitors_only:
+                    m["second visitor's first chart"] = await _second_visitor(browser, url)
+                else:
+                    m.update(await _walk(browser, url, args.read_s))
                 if args.class_size:
                     m["class"], m["class cpu"] = await _class(browser, url, args.class_size, proc.pid)
             finally:
@@ -334,6 +356,8 @@ def report(runs: list[dict], read_s: float = 0.0) -> str:
             f"{busy:.1f} CPU s, at least {busy / (os.cpu_count() or 1):.1f} s on these cores.",
         ]
     for which in ("default", "big"):
+        if any(f"tabs ({which})" not in m for m in runs):  # --visitors-only
+            continue
         lines += ["", f"Tabs at the {which} config (median s): first chart / complete", ""]
         lines += ["| tab | first chart | complete |", "|---|---:|---:|"]
         for title in TITLES:
@@ -354,6 +378,11 @@ def main() -> None:
         type=float,
         default=0.0,
         help="seconds a visitor looks at a tab before opening the next (the workers' idle time; default 0)",
+    )
+    ap.add_argument(
+        "--visitors-only",
+        action="store_true",
+        help="only the second visitor and the class (no walk, no tabs): to compare server settings",
     )
     args = ap.parse_args()
     runs = [asyncio.run(_one_run(args, i)) for i in range(args.runs)]
