@@ -388,6 +388,7 @@ def sweep_reusing(
     data: Dataset | None = None,
     params: Weights | None = None,
     budget_s: float = REUSE_BUDGET_S,
+    to_come: int = 0,
 ) -> pd.DataFrame:
     """:func:`sweep`'s frame, computed point by point through the analysis's executable
     when that costs less than compiling the sweep's own.
@@ -409,6 +410,10 @@ def sweep_reusing(
         cfg, over, data, params: as for :func:`sweep` (here over value fields only, the
             fields that never recompile: seed, gain, forget bias, scales).
         budget_s: seconds the points may take one by one whatever the analysis's compile took.
+        to_come: points that later grids of the same sweep will ask for (the Phase diagram's
+            parts still to come). Once the shape's first grid has run one by one (the first
+            picture, soon), they count as points left: the second compiles the sweep when all
+            of them one by one would cost more, rather than renting on until that is spent.
 
     Returns:
         :func:`sweep`'s tidy frame.
@@ -431,7 +436,7 @@ def sweep_reusing(
     if sweep_key not in sweep_executable and is_compiled(base, data=data):
         spent, seen = _one_by_one.get(sweep_key, (0.0, None))
         if seen is not None and _compile_instead(
-            seen.point_s, len(points), 0, budget_s, seen.compile_s, spent
+            seen.point_s, len(points) + to_come, 0, budget_s, seen.compile_s, spent
         ):
             return sweep(cfg, over, data=data, params=params)  # known: compiling costs less now
         logs, losses, took = [], [], []

@@ -199,15 +199,17 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     )
 
 
-#: The Phase diagram computes its gradient sweep in this many interleaved parts (every 5th
+#: The Phase diagram computes its gradient sweep in this many interleaved parts (every 8th
 #: gain, then the next, …), drawing after each, when its plan's work (compiling aside) is
-#: estimated over :data:`PHASE_PARTS_OVER_S`: the whole gain range is on the screen after a
-#: fifth of the work (#33: draw as results arrive). The parts are equal (padded), so one
-#: executable runs them. Five rather than three: at LSTM H=128 T=1000 B=32 (14 gains) the
-#: first part, one by one, took 1.5 s instead of 2.6 s, and the whole gradient diagram 7.5 s
-#: instead of 8.4 s (its sweep compiled for 3 points rather than 5, fewer points one by one
-#: before it), the next one 3.2 s instead of 3.6 s (``scripts/big_phase.py``).
-PHASE_PARTS, PHASE_PARTS_OVER_S = 5, 1.5
+#: estimated over :data:`PHASE_PARTS_OVER_S`: the whole gain range is on the screen after an
+#: eighth of the work (#33: draw as results arrive). The parts are equal (padded), so one
+#: executable runs them; the first runs one by one through the page's analysis, and the
+#: second compiles the sweep for the rest (``to_come`` of
+#: :func:`~rnnviz.studies.sweep.sweep_reusing`). At LSTM H=128 T=1000 B=32 (15 gains,
+#: ``scripts/big_phase.py``): eight parts of 2 gains drew the first after 0.97 s and the whole
+#: gradient diagram after 6.6 s; five parts of 3, after 1.55 s and 7.2 s; three (5 gains),
+#: after 2.6 s and 8.4 s.
+PHASE_PARTS, PHASE_PARTS_OVER_S = 8, 1.5
 
 
 def phase_parts(plan: Plan) -> int:

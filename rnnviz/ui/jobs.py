@@ -667,7 +667,10 @@ def phase(
     weights = _weights(cfg_json)
     # point by point through the page's compiled analysis where that is quicker than
     # compiling the sweep (a small shape whose Phase diagram idle time has not prepared)
-    df = sweep_reusing(cfg, over, data=_data(cfg_json), params=weights).drop_duplicates(
+    # the later parts' points count once the first part is drawn: the second compiles the
+    # sweep if the rest one by one would cost more
+    to_come = len(gains) * seeds * (parts - part - 1)
+    df = sweep_reusing(cfg, over, data=_data(cfg_json), params=weights, to_come=to_come).drop_duplicates(
         ignore_index=True
     )  # the padding
     # The closed-form critical gain is the initialisation's; trained weights have none.

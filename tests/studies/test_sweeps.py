@@ -142,6 +142,48 @@ def test_one_by_one_until_that_has_cost_what_compiling_the_sweep_would(monkeypat
     np.testing.assert_allclose(got.log10_grad_norm, want.log10_grad_norm, atol=1e-4)
 
 
+def test_the_parts_still_to_come_have_the_second_part_compile_the_sweep(monkeypatch):
+    """The Phase diagram's parts of 2 points, each point at half the analysis's compile: the
+    first part runs one by one whatever comes after it (its picture comes first); the second,
+    with 10 points still to come, compiles the sweep at once (spent 1× + 12 points × 0.5×
+    is over the compile's 2×). Without those it would run one by one (1× + 2 × 0.5× is not)."""
+    calls = {"analyze": 0}
+
+    def part(cfg, gains, to_come):
+        compile_s = analyze(cfg, repeats=1).timing.fresh_compile_s
+        clock = (k * 0.5 * compile_s for k in range(10**6))  # each reading a point later
+        real_analyze = sweep_module.analyze
+
+        def counted(*args, **kwargs):
+            calls["analyze"] += 1
+            return real_analyze(*args, **kwargs)
+
+        monkeypatch.setattr(sweep_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+        monkeypatch.setattr(sweep_module, "analyze", counted)
+        try:
+            return sweep_reusing(cfg, {"recurrent_gain": gains}, budget_s=0.0, to_come=to_come)
+        finally:
+            monkeypatch.undo()
+
+    told, untold = (
+        RunConfig(seq_len=10, hidden_size=6, batch_size=2),
+        RunConfig(seq_len=11, hidden_size=6, batch_size=2),
+    )
+    seconds = {}
+    for cfg, to_come in ((told, 10), (untold, 0)):
+        calls["analyze"] = 0
+        first = part(cfg, [0.6, 1.4], to_come + 2)
+        assert calls["analyze"] == 2 and _sweep_key(cfg, 2) not in sweep_executable  # one by one
+        seconds[cfg] = part(cfg, [0.8, 1.2], to_come)
+        compiled = _sweep_key(cfg, 2) in sweep_executable
+        assert compiled == (to_come > 0) and calls["analyze"] == (2 if compiled else 4)
+        assert len(first) == len(seconds[cfg]) == 2 * (cfg.seq_len + 1)
+    # either way the same frame: the sweep's, or the analyses' one by one
+    for cfg in (told, untold):
+        want = sweep(cfg, {"recurrent_gain": [0.8, 1.2]})
+        np.testing.assert_allclose(seconds[cfg].log10_grad_norm, want.log10_grad_norm, atol=1e-4)
+
+
 def test_a_grid_over_a_shape_field_is_refused_by_sweep_reusing():
     with pytest.raises(ConfigError, match="value fields only"):
         sweep_reusing(RunConfig(hidden_size=4, seq_len=5), {"hidden_size": [4, 8]})

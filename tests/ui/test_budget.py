@@ -141,7 +141,7 @@ def test_a_long_phase_diagram_is_computed_in_interleaved_parts_of_one_size():
     quick = phase_plan(RunConfig(), Cost(run_s=0.0003, compile_s=3.0), gains=41, seeds=3, budget=15)
     assert quick.work_s < 1.5 < quick.estimate_s and phase_parts(quick) == 1  # compiling does not count
     slow = phase_plan(MID, Cost(run_s=0.05, compile_s=0.5), gains=41, seeds=3, budget=15)
-    assert slow.work_s > 1.5 and phase_parts(slow) == PHASE_PARTS == 5
+    assert slow.work_s > 1.5 and phase_parts(slow) == PHASE_PARTS == 8
     gains = [0.5 + 0.025 * i for i in range(41)]
     parts = [part_gains(gains, p, 3) for p in range(3)]
     assert {len(p) for p in parts} == {14}  # one executable for every part
