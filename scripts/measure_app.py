@@ -21,9 +21,9 @@ times, from the browser's side:
   seed (H=64, T=200), beside one visitor already there; and the CPU seconds the workers,
   the browsers and the server spent meanwhile (where a class's time goes on shared cores).
 
-``--visitors-only`` runs just the last two (a second visitor, the class) on each fresh
-server: enough to compare two server settings or checkouts (set in the environment) in a
-third of the time.
+``--visitors-only`` runs just the last two (a second visitor, the class; the Phase diagram
+opened at the big config first, as the walk has) on each fresh server: enough to compare
+two server settings or checkouts (set in the environment) in a third of the time.
 
 It prints one table (step, target, median, the runs, met) and every tab's times, and writes
 them with ``--json``. A measurement script, not a test: nothing here is asserted.
@@ -201,8 +201,8 @@ async def _walk(browser, url: str, read_s: float) -> dict:
 async def _second_visitor(browser, url: str, page=None) -> float:
     """A second visitor's first chart while the first computes the Phase diagram at the big
     config (``page``: the first visitor's, already at the big config; None: opened here)."""
-    if page is None:
-        page, _ = await _page(browser, f"{url}?{BIG}")
+    if page is None:  # as the walk leaves it: the Phase diagram opened there once already
+        page, _ = await _page(browser, f"{url}?{BIG}&tab=Phase+diagram")
         await _idle(page, 0)
     before = await page.evaluate(RUNS)
     await page.get_by_role("tab", name="Carry", exact=True).click()

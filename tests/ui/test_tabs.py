@@ -252,6 +252,38 @@ def test_rows_are_drawn_as_they_arrive_and_a_name_left_out_draws_nothing_new():
     assert list(ends_left_out["strategy"]) == ["a"] and drawn == [(["a"], False), (["a"], True)]
 
 
+def test_rows_that_come_quickly_are_drawn_together_and_the_first_and_last_always(monkeypatch):
+    from rnnviz.ui.tabs import common
+
+    now = [0.0]
+    monkeypatch.setattr(common.time, "monotonic", lambda: now[0])
+    arrive = {"0": 0.5, "1": 0.4, "2": 0.4, "3": 0.4, "4": 2.0, "5": 0.3}  # seconds each part takes
+    drawn = []
+
+    def part_of(p):
+        now[0] += arrive[str(p)]
+        return pd.DataFrame({"part": [p]})
+
+    rows = common.interleaved_parts(
+        6, part_of, lambda rows, final: drawn.append((list(rows["part"]), final)), "x"
+    )
+    assert list(rows["part"]) == [0, 1, 2, 3, 4, 5]
+    # drawn at 0.5 s (the first), 1.7 s (over a second after it: parts 1–3 together), 3.7 s
+    # (part 4 came slowly), and at the end: 4 redraws for 6 parts, none of them left out
+    assert drawn == [
+        ([0], False),
+        ([0, 1, 2, 3], False),
+        ([0, 1, 2, 3, 4], False),
+        ([0, 1, 2, 3, 4, 5], True),
+    ]
+    assert common.PART_GAP_S == 1.0
+    drawn.clear()
+    common.rows_as_they_arrive(
+        ("a", "b", "c"), lambda n: pd.DataFrame({"part": [n]}), lambda r, f: drawn.append(f)
+    )
+    assert drawn == [False, False, True]  # no gap asked for (Strategies): every row is drawn
+
+
 def test_a_long_phase_diagram_is_drawn_in_interleaved_parts_and_ends_with_every_gain():
     import json
 

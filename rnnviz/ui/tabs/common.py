@@ -4,6 +4,7 @@ file beside each tab's module)."""
 from __future__ import annotations
 
 import functools
+import time
 from collections.abc import Callable
 from importlib import resources
 
@@ -36,6 +37,7 @@ def rows_as_they_arrive(
     row_of: Callable[[str], pd.DataFrame],
     draw: Callable[[pd.DataFrame, bool], None],
     progress: Callable[[int], str] | None = None,
+    min_gap_s: float = 0.0,
 ) -> pd.DataFrame:
     """Ask for each name's rows in turn and draw what has arrived after each, in one place:
     the first row is on the screen while the others are measured, with a line saying how
@@ -48,6 +50,9 @@ def rows_as_they_arrive(
         may then carry keys, drawn once per run).
       progress: ``done -> line`` under a partial picture (default: how many of the names
         are in, and which come next).
+      min_gap_s: a partial picture is drawn again only this long after the last (the first
+        and the final always are): rows that come quickly are drawn together, so the
+        browser redraws the chart less often while another visitor's page needs the cores.
 
     Returns:
       Every name's rows, in order.
@@ -55,14 +60,18 @@ def rows_as_they_arrive(
     slot = st.empty()
     frames: list[pd.DataFrame] = []
     done = pd.DataFrame()
+    drawn_at = None  # when a partial picture was last drawn (monotonic)
     for i, name in enumerate(names):
         frames.append(row_of(name))
         final = i == len(names) - 1
         if frames[-1].empty and not final:
             continue  # nothing new to draw (and the same chart twice would be one element twice)
+        if not final and drawn_at is not None and time.monotonic() - drawn_at < min_gap_s:
+            continue  # drawn a moment ago: the next rows come with the next picture
         done = pd.concat(frames, ignore_index=True)
         if done.empty:
             continue
+        drawn_at = time.monotonic()
         with slot.container():
             draw(done, final)
             note = st.empty()  # written every time: a line left from an earlier draw would stay
@@ -74,6 +83,12 @@ def rows_as_they_arrive(
                 )
                 note.caption(f"⏳ {line}…")
     return done
+
+
+#: An interleaved job's partial picture is drawn again at most this often: parts of a
+#: compiled sweep arrive every 0.36 s at the big config, and each redraw of the picture is
+#: the browser's work while another visitor's page may be opening (#33).
+PART_GAP_S = 1.0
 
 
 def interleaved_parts(
@@ -103,6 +118,7 @@ def interleaved_parts(
             f"{done} of {parts} parts of the {unit}s in (every {parts}th {unit} each); "
             f"the {unit}s between next"
         ),
+        min_gap_s=PART_GAP_S,
     )
 
 
