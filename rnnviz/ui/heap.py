@@ -121,11 +121,20 @@ def freeze_imports() -> int:
         True
         >>> gc.unfreeze()  # (a doctest process is no server)
     """
-    if gc.get_freeze_count():
+    global _frozen
+    # a flag, not gc.get_freeze_count(): that walks the whole frozen list (~210,000 objects
+    # in a server), 40 ms on every page run here
+    if _frozen or gc.get_freeze_count():
+        _frozen = True
         return 0
     gc.collect()  # garbage now is not frozen with the rest
     gc.freeze()
+    _frozen = True
     return gc.get_freeze_count()
+
+
+#: Whether :func:`freeze_imports` has frozen this process's objects (or found them frozen).
+_frozen = False
 
 
 __all__ = ["ARENAS", "MMAP_THRESHOLD", "TRIM_EVERY_S", "TRIM_THRESHOLD", "freeze_imports", "start", "trim"]
