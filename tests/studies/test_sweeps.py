@@ -101,6 +101,25 @@ def test_a_grid_compiles_its_sweep_when_the_analysis_is_not_compiled_or_the_poin
     assert _sweep_key(cfg, 9) in sweep_executable and len(slow) == 9 * 10
 
 
+def _clocked_grid(monkeypatch, calls: dict, cfg, gains, per_point: float, **kwargs):
+    """:func:`sweep_reusing` over ``gains`` on a clock where each point through the analysis
+    takes ``per_point`` × the analysis's compile; ``calls["analyze"]`` counts those points."""
+    compile_s = analyze(cfg, repeats=1).timing.fresh_compile_s
+    clock = (k * per_point * compile_s for k in range(10**6))  # each reading a point later
+    real_analyze = sweep_module.analyze
+
+    def counted(*args, **kw):
+        calls["analyze"] += 1
+        return real_analyze(*args, **kw)
+
+    monkeypatch.setattr(sweep_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
+    monkeypatch.setattr(sweep_module, "analyze", counted)
+    try:
+        return sweep_reusing(cfg, {"recurrent_gain": gains}, budget_s=0.0, **kwargs)
+    finally:
+        monkeypatch.undo()
+
+
 def test_one_by_one_until_that_has_cost_what_compiling_the_sweep_would(monkeypatch):
     """Five points at half the analysis's compile each: all five (2.5×) cost more than the
     sweep's compile at its least (2×), but the three left after the two that decide (1.5×)
@@ -109,22 +128,7 @@ def test_one_by_one_until_that_has_cost_what_compiling_the_sweep_would(monkeypat
     spent one by one and its own five points cost more than the compile, so it compiles at
     once, without running a point (as a skier buys once renting has cost the skis' price)."""
     clocked = {"analyze": 0}
-
-    def grid(cfg, gains, per_point):
-        compile_s = analyze(cfg, repeats=1).timing.fresh_compile_s
-        clock = (k * per_point * compile_s for k in range(10**6))  # each reading a point later
-        real_analyze = sweep_module.analyze
-
-        def counted(*args, **kwargs):
-            clocked["analyze"] += 1
-            return real_analyze(*args, **kwargs)
-
-        monkeypatch.setattr(sweep_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
-        monkeypatch.setattr(sweep_module, "analyze", counted)
-        try:
-            return sweep_reusing(cfg, {"recurrent_gain": gains}, budget_s=0.0)
-        finally:
-            monkeypatch.undo()
+    grid = lambda cfg, gains, per_point: _clocked_grid(monkeypatch, clocked, cfg, gains, per_point)  # noqa: E731
 
     assert sweep_module.SWEEP_COMPILE_RATIO == 2.0
     gains = [0.6, 0.8, 1.0, 1.2, 1.4]
@@ -148,22 +152,7 @@ def test_the_parts_still_to_come_have_the_second_part_compile_the_sweep(monkeypa
     with 10 points still to come, compiles the sweep at once (spent 1× + 12 points × 0.5×
     is over the compile's 2×). Without those it would run one by one (1× + 2 × 0.5× is not)."""
     calls = {"analyze": 0}
-
-    def part(cfg, gains, to_come):
-        compile_s = analyze(cfg, repeats=1).timing.fresh_compile_s
-        clock = (k * 0.5 * compile_s for k in range(10**6))  # each reading a point later
-        real_analyze = sweep_module.analyze
-
-        def counted(*args, **kwargs):
-            calls["analyze"] += 1
-            return real_analyze(*args, **kwargs)
-
-        monkeypatch.setattr(sweep_module, "time", SimpleNamespace(perf_counter=lambda: next(clock)))
-        monkeypatch.setattr(sweep_module, "analyze", counted)
-        try:
-            return sweep_reusing(cfg, {"recurrent_gain": gains}, budget_s=0.0, to_come=to_come)
-        finally:
-            monkeypatch.undo()
+    part = lambda cfg, gains, to_come: _clocked_grid(monkeypatch, calls, cfg, gains, 0.5, to_come=to_come)  # noqa: E731
 
     told, untold = (
         RunConfig(seq_len=10, hidden_size=6, batch_size=2),
