@@ -123,7 +123,7 @@ def freeze_imports() -> int:
     """
     global _frozen
     # a flag, not gc.get_freeze_count(): that walks the whole frozen list (~210,000 objects
-    # in a server), 40 ms on every page run here
+    # in a server): 6.6 ms a call in a quiet process, about 40 ms a page run in a busy server
     if _frozen or gc.get_freeze_count():
         _frozen = True
         return 0
