@@ -20,7 +20,7 @@ from typing import Any
 
 log = logging.getLogger("rnnviz.idle")
 
-#: Seconds between looks for an idle worker.
+#: Seconds between looks for an idle worker (a job's answer wakes the next look at once).
 POLL_S = 0.25
 #: Shapes waiting at once; a newer one pushes the oldest out (its visitor has moved on).
 MAX_WANTED = 8
@@ -97,6 +97,7 @@ class Preparer:
         self._busy: set[str] = set()  # routes with a job under way
         self._lock = threading.Lock()
         self._stop = threading.Event()
+        self._wake = threading.Event()  # a job answered: look again now, not a poll later
         self._thread = threading.Thread(target=self._loop, daemon=True, name="idle-preparer")
         self._thread.start()
 
@@ -116,6 +117,7 @@ class Preparer:
             self._wanted[route] = (key, args)  # newest last
             while len(self._wanted) > self.max_wanted:
                 self._forget(next(iter(self._wanted)))
+        self._wake.set()
 
     def pending(self) -> bool:
         """Whether any wish is left to prepare."""
@@ -136,6 +138,7 @@ class Preparer:
     def stop(self) -> None:
         """End the thread (jobs under way finish in the pool)."""
         self._stop.set()
+        self._wake.set()
         self._thread.join(timeout=5)
 
     def _generation(self, route: str) -> int:
@@ -169,9 +172,16 @@ class Preparer:
             self._finish(route, key, None)
         elif not self.more(answer):
             self._finish(route, key, generation)
+        for preparer in (self, self.turns_with):  # the next job, of either, may start now
+            if preparer is not None:
+                preparer._wake.set()
 
     def _loop(self) -> None:
-        while not self._stop.wait(POLL_S):
+        while True:
+            self._wake.wait(POLL_S)
+            self._wake.clear()  # before looking: an answer from now on wakes the next look
+            if self._stop.is_set():
+                return
             if not self.ready():
                 continue
             other = self.turns_with

@@ -17,8 +17,8 @@ Results are cached in the server (:class:`ResultCache`): a second session asking
 same thing gets it without a call, and one already being computed is waited for, not
 computed twice.
 
-Idle time is used (:meth:`WorkerPool.call_if_idle`): when nobody has asked any worker
-anything for :data:`IDLE_S` and no page has run for :data:`VISIT_GRACE_S`
+Idle time is used (:meth:`WorkerPool.call_if_idle`): when no visitor's job has ended for
+:data:`IDLE_S`, none is under way and no page has run for :data:`VISIT_GRACE_S`
 (:meth:`WorkerPool.visit`), a worker takes a short job whose answer nobody waits for —
 timing a page's shape, or compiling and computing what its tabs not yet opened will ask
 for (:func:`rnnviz.ui.jobs.prepare_ahead`).
@@ -62,8 +62,10 @@ log = logging.getLogger("rnnviz.worker")
 
 #: Seconds between checks while waiting (each check may call ``on_wait``).
 POLL_S = 0.2
-#: Seconds a worker must have been free before :meth:`WorkerPool.call_if_idle` gives it a
-#: job: longer than the gap between two calls of one script run.
+#: Seconds a worker must have been free of a visitor's job before
+#: :meth:`WorkerPool.call_if_idle` gives it a job: longer than the gap between two calls of
+#: one script run. An idle-time job's end starts no such wait: the next may follow at once
+#: (at LSTM H=128 T=1000 the wait was a third of the idle time a reader left, #33).
 IDLE_S = 0.5
 #: The longest an idle-time job may hold its worker (less when the pool's own limit is): a
 #: visitor who arrives meanwhile waits for it, and a stuck one (a stopped process) is
@@ -206,7 +208,9 @@ class _Worker:
         #: processes this worker has had: a new one holds nothing the old one compiled
         self.generation = 0
         self.successor: tuple[subprocess.Popen, Any] | None = None
-        self.free_since = time.monotonic()  # when the lock was last released
+        # when a visitor's job last released it (an idle-time job's end is no gap in a script
+        # run: the next idle-time job may follow at once)
+        self.free_since = time.monotonic()
         self.doing: str | None = None  # the job under way, in words
         self.idle_job = False  # whether that job is idle-time work (nobody waits for it)
         self.paused_at: float | None = None  # when a visitor's job paused it (SIGSTOP)
@@ -249,9 +253,10 @@ class _Worker:
         with self.state:
             self.resume()
             self.doing = None
-            self.idle_job = False
+            was_idle, self.idle_job = self.idle_job, False
             self.paused_s = 0.0
-        self.free_since = time.monotonic()
+        if not was_idle:  # a visitor's job: their script run may call again in a moment
+            self.free_since = time.monotonic()
         self.lock.release()
 
     def alive(self) -> bool:
@@ -650,10 +655,11 @@ class WorkerPool:
         return True
 
     def idle(self) -> bool:
-        """Whether every worker has been free for :data:`IDLE_S` and no page has run for
-        :data:`VISIT_GRACE_S`: the workers share the machine's cores with the browser, so an
-        idle-time compile beside a visitor's job (timed runs, above all) or a page being
-        drawn would slow it; this also keeps idle-time jobs to one at a time."""
+        """Whether every worker is free, none has ended a visitor's job within :data:`IDLE_S`,
+        and no page has run for :data:`VISIT_GRACE_S`: the workers share the machine's cores
+        with the browser, so an idle-time compile beside a visitor's job (timed runs, above
+        all) or a page being drawn would slow it; this also keeps idle-time jobs to one at a
+        time, each free to follow the last at once."""
         now = time.monotonic()
         busy = any(w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers)
         return not busy and not self._in_grace()

@@ -2,6 +2,7 @@
 calls, routing, the shared result cache — and the dashboard's message when a computation
 is stopped (pins and the URL kept)."""
 
+import math
 import operator
 import os
 import threading
@@ -209,6 +210,25 @@ def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monke
     assert not pool.idle()  # every worker free, but a page has just run: nothing starts
     _until(pool.idle, within_s=2.0)
     assert pool.idle() and pool.call_if_idle(divmod, 7, 2, **{**work, "on_answer": None})
+
+
+def test_an_idle_time_job_may_follow_another_at_once_but_waits_after_a_visitors_job(pool, monkeypatch):
+    """IDLE_S is the gap between two calls of one script run: only a visitor's job starts it.
+    Idle-time jobs come one after another (a step each), and a wait after each took a third of
+    a reader's idle time at LSTM H=128 T=1000 (#33)."""
+    from rnnviz.ui import worker
+
+    monkeypatch.setattr(worker, "IDLE_S", 3600.0)  # read when used: a wait no test outlasts
+    for w in pool.workers:
+        w.free_since = -math.inf  # as if the last visitor left long ago
+    route, answers = "x", []
+    work = dict(route=route, what="idle work", on_answer=lambda *a: answers.append(a))
+    for n in range(3):
+        assert pool.call_if_idle(divmod, 7, 2, **work)  # at once, the last one just answered
+        _until(lambda: len(answers) == n + 1 and not pool.worker_for(route).lock.locked())
+    assert answers == [("ok", (3, 1))] * 3
+    assert pool.call(divmod, 9, 2, route=route, what="a visitor's job") == (4, 1)
+    assert not pool.idle() and not pool.call_if_idle(divmod, 7, 2, **work)  # their next call may come
 
 
 def test_a_pause_that_comes_after_the_idle_time_job_has_ended_stops_nothing(pool):
@@ -642,6 +662,30 @@ class _OpenablePool:
             return False
         on_answer("ok", fn(*args))
         return True
+
+
+def test_a_wish_and_each_answer_start_the_next_job_at_once_not_a_poll_later(monkeypatch):
+    """The preparer's loop looks for an idle worker every POLL_S, but a wish or an answer wakes
+    it: steps of one wish follow each other, and a reader's idle time is not spent waiting."""
+    from rnnviz.ui import idle
+    from rnnviz.ui.idle import Preparer
+
+    monkeypatch.setattr(idle, "POLL_S", 3600.0)  # no look would come by polling in this test
+    pool = _OpenablePool()
+    pool.opened.set()
+    ticks, cells = [], []
+    first = Preparer(
+        pool, lambda n: ticks.append(n) or n - len(ticks), "counting down", more=lambda left: left > 0
+    )
+    second = Preparer(pool, cells.append, "cells", more=bool, turns_with=first)
+    try:
+        first.want("page", 4)  # four steps: each answer says how many are left
+        second.want("cell", "a")  # and its turn comes after the first's answer
+        _until(lambda: not first.pending() and not second.pending())
+        assert ticks == [4, 4, 4, 4] and cells == ["a"]
+    finally:
+        first.stop()
+        second.stop()
 
 
 def test_a_route_holds_one_wish_and_a_wish_prepared_is_not_prepared_again():
