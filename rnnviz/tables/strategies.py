@@ -82,6 +82,10 @@ class StrategyRules:
         cell_reason: ``CellSpec -> str | None``: why a cell cannot use it (None: it can).
         residual_steps: ``T -> steps`` of per-step residuals the reverse pass holds at once.
         param_copies: ``T -> k``: parameter-sized buffers held (params, grads, tangents).
+        compile_cost: seconds to compile its analysis, per second of the accumulator's (the
+            dashboard's budgets; the median over 8 configs of 6 cells, measured here).
+        run_cost: seconds of one run per second of the accumulator's, apart from its buffers
+            beyond the accumulator's (``param_copies``, counted by the budgets on their own).
     """
 
     name: str
@@ -89,6 +93,8 @@ class StrategyRules:
     cell_reason: Callable[[Any], str | None] = _any_cell
     residual_steps: Callable[[int], int] = _every_step
     param_copies: Callable[[int], int] = _three_buffers
+    compile_cost: float = 1.0
+    run_cost: float = 1.0
 
 
 _TABLE: dict[str, StrategyRules] = {}
@@ -116,6 +122,14 @@ def cell_unavailable(name: str, spec: Any) -> str | None:
     return _TABLE[name].cell_reason(spec)
 
 
+# compile_cost and run_cost: measured here with ``scripts/strategy_costs.py`` (each
+# strategy compiled and timed as the Strategies tab does, over the accumulator's analysis),
+# at LSTM H=128 T=1000 B=32 and H=256 T=300, GRU and simple H=128–256 T=1000, mLSTM, Mamba
+# and DeltaNet H=64 T=200 B=16, and simple H=32 T=50 B=4. Compile: per-step 1.3–1.7,
+# split-transpose 0.8–1.1, fused 1.1–1.45, checkpoint 1.3–1.75, parallel 1.3–3.2. Run:
+# fused 0.8–1.25; split-transpose and checkpoint 0.9–1.1 on vector carries, 2–3 on matrix
+# memories; parallel 4.2–4.5; per-step 1.9–4.6, which is its buffers (2–6.5 ns per float of
+# its 2·T copies of P), so its run_cost is 1 and the budgets add the buffers.
 ACCUMULATE = register_rules(
     StrategyRules(
         name="accumulate",
@@ -129,12 +143,14 @@ PER_STEP = register_rules(
         summary="one tangent per step [T, …], summed afterwards (O(T·P) memory); shows each step's "
         "contribution",
         param_copies=_per_step_copies,
+        compile_cost=1.5,
     )
 )
 SPLIT_TRANSPOSE = register_rules(
     StrategyRules(
         name="split_transpose",
         summary="the accumulator with lax.scan's experimental split transpose (weight part outside the loop)",
+        run_cost=1.3,
     )
 )
 PARALLEL = register_rules(
@@ -142,6 +158,8 @@ PARALLEL = register_rules(
         name="parallel",
         summary="associative scan over time, depth O(log T), for recurrences linear in the carry",
         cell_reason=_linear,
+        compile_cost=3.0,
+        run_cost=4.5,
     )
 )
 FUSED = register_rules(
@@ -150,6 +168,8 @@ FUSED = register_rules(
         summary="input GEMM before the scan, carry cotangents only in the reverse scan, ∂L/∂W as one "
         "GEMM after (cuDNN/oneDNN's layout); per-step contributions in O(T·B²)",
         cell_reason=_fusable,
+        compile_cost=1.3,
+        run_cost=1.15,
     )
 )
 CHECKPOINT = register_rules(
@@ -158,5 +178,7 @@ CHECKPOINT = register_rules(
         summary="jax.checkpoint over blocks of ⌈√T⌉ steps: the reverse pass recomputes each block "
         "(O(√T) residual memory, about one more forward pass of time)",
         residual_steps=_two_blocks,
+        compile_cost=1.6,
+        run_cost=1.5,
     )
 )

@@ -17,11 +17,13 @@ guard, for the estimate that is wrong or the computation that never returns.
 from __future__ import annotations
 
 import math
+from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops
+from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops, param_count
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.studies.jacobians import carry_dim, choose_method
+from rnnviz.tables.strategies import strategy_rules
 from rnnviz.ui.settings import settings as server_settings
 
 if TYPE_CHECKING:
@@ -33,11 +35,12 @@ VIEW_BUDGET_S: float | None = None
 #: The least seconds counted per executable to compile (a cached one costs nothing, so
 #: counting every one is an upper bound).
 MIN_COMPILE_S = 0.5
-#: A strategy's analysis against the accumulator's, to compile and to run, on average over
-#: the strategies (measured here at LSTM H=128 T=1000 B=32: per-step 1.6× to compile and
-#: 2.6× to run, the others 1.0–1.8× and 0.8–1.3×; the whole tab took 16.2 s where one
-#: compile and 6 runs of the accumulator per strategy predicted 10.6 s).
-STRATEGY_COMPILE, STRATEGY_RUN = 1.5, 1.8
+#: Seconds per float of a parameter-sized buffer a strategy holds beyond the accumulator's
+#: (``param_copies`` of :mod:`rnnviz.tables.strategies`; per-step: 2·T copies), written and
+#: read once per run. Measured here: per-step's run beyond the accumulator's was 2–6.5 ns
+#: per such float over 8 configs (LSTM H=128 T=1000 B=32: 0.41 s; LSTM H=256 T=300: 0.81 s);
+#: a run factor alone put it 2.3× at the first and 4.6× at the second.
+BUFFER_S_PER_FLOAT = 5e-9
 #: A phase-diagram point against one analysis: the sweep always runs the log-magnitude
 #: pass (≈ 0.6 of a run more), and its executable and the λ₁ one each compile about twice
 #: as long as the analysis (vmapped, with the initialisation inside).
@@ -143,16 +146,51 @@ def _timed_runs(repeats: int) -> int:
     return 1 + min(repeats, MIN_PRECISE_REPEATS)
 
 
+def strategy_compile_s(name: str, c: Cost) -> float:
+    """Seconds to compile strategy ``name``'s analysis: its ``compile_cost`` (the table's,
+    :class:`~rnnviz.tables.strategies.StrategyRules`) times the accumulator's compile.
+
+    >>> strategy_compile_s("per_step", Cost(run_s=0.3, compile_s=2.0))  # 1.5 × 2 s
+    3.0
+    """
+    return strategy_rules(name).compile_cost * c.compile
+
+
+def strategy_run_s(cfg: RunConfig, name: str, c: Cost) -> float:
+    """Seconds one run of strategy ``name``'s analysis of ``cfg`` takes: its ``run_cost``
+    times the accumulator's run, plus writing and reading the parameter-sized buffers it
+    holds beyond the accumulator's (``param_copies``, P floats each) at
+    :data:`BUFFER_S_PER_FLOAT`: ``run_cost·r + (copies(T) − copies_acc(T))·P·s_float``.
+
+    >>> lstm = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
+    >>> c = Cost(run_s=0.3, compile_s=1.0)
+    >>> strategy_run_s(lstm, "accumulate", c)
+    0.3
+    >>> round(strategy_run_s(lstm, "per_step", c), 2)  # + 2·T·P floats (P = 70 144)
+    1.0
+    """
+    rules, t = strategy_rules(name), cfg.seq_len
+    extra = rules.param_copies(t) - strategy_rules("accumulate").param_copies(t)
+    return rules.run_cost * c.run_s + max(extra, 0) * param_count(cfg) * BUFFER_S_PER_FLOAT
+
+
 def strategies_plan(
-    c: Cost, n_strategies: int, repeats: int = 5, budget: float | None = None, compiled: int = 0
+    cfg: RunConfig,
+    c: Cost,
+    strategies: Sequence[str],
+    repeats: int = 5,
+    budget: float | None = None,
+    compiled: Collection[str] = (),
 ) -> Plan:
-    """The Strategies tab: every strategy compiled (but the ``compiled`` ones, e.g. in the
-    worker's idle time), run once to warm up and timed until its mean is known (at most
-    ``repeats`` times, :func:`_timed_runs`), plus the per-step contributions (one more
-    analysis, compiled with the rest when they all are)."""
-    to_compile = n_strategies - min(compiled, n_strategies)
-    fixed = to_compile * STRATEGY_COMPILE * c.compile + (c.compile if to_compile else 0.0)
-    work = lambda s: n_strategies * _timed_runs(s["repeats"]) * STRATEGY_RUN * c.run_s + c.run_s  # noqa: E731
+    """The Strategies tab: each of ``strategies`` compiled (but the ``compiled`` ones, e.g.
+    in the worker's idle time; :func:`strategy_compile_s`), run once to warm up and timed
+    until its mean is known (at most ``repeats`` times, :func:`_timed_runs`;
+    :func:`strategy_run_s`), plus the per-step contributions (one more analysis, compiled
+    with the rest when they all are)."""
+    to_compile = [s for s in strategies if s not in compiled]
+    fixed = sum(strategy_compile_s(s, c) for s in to_compile) + (c.compile if to_compile else 0.0)
+    one_each = sum(strategy_run_s(cfg, s, c) for s in strategies)
+    work = lambda s: _timed_runs(s["repeats"]) * one_each + c.run_s  # noqa: E731
     return _plan(
         {"repeats": repeats},
         fixed,
@@ -165,14 +203,23 @@ def strategies_plan(
 
 
 def devices_plan(
-    c: Cost, n_runs: int, repeats: int = 5, budget: float | None = None, compiled: int = 0
+    cfg: RunConfig,
+    c: Cost,
+    strategies: Sequence[str],
+    n_devices: int = 1,
+    repeats: int = 5,
+    budget: float | None = None,
+    compiled: Collection[str] = (),
 ) -> Plan:
-    """The Devices tab: ``n_runs`` (devices × strategies) compiled (but the ``compiled``
-    ones), warmed up and timed as in :func:`strategies_plan`."""
-    work = lambda s: n_runs * _timed_runs(s["repeats"]) * STRATEGY_RUN * c.run_s  # noqa: E731
+    """The Devices tab: each of ``strategies`` on each of ``n_devices`` devices, compiled (but
+    the ``compiled`` ones, on the default device), warmed up and timed as in
+    :func:`strategies_plan` (every device counted at this one's unit)."""
+    fixed = sum(strategy_compile_s(s, c) * (n_devices - (s in compiled)) for s in strategies)
+    one_each = n_devices * sum(strategy_run_s(cfg, s, c) for s in strategies)
+    work = lambda s: _timed_runs(s["repeats"]) * one_each  # noqa: E731
     return _plan(
         {"repeats": repeats},
-        (n_runs - min(compiled, n_runs)) * STRATEGY_COMPILE * c.compile,
+        fixed,
         work,
         ("repeats",),
         {"repeats": 1},
@@ -338,18 +385,18 @@ class Ahead(NamedTuple):
 def ahead(
     cfg: RunConfig,
     c: Cost,
-    n_strategies: int,
+    names: Sequence[str],
     k: int,
     gains: int = PHASE_GAINS,
     seeds: int = PHASE_SEEDS,
     n_devices: int = 1,
 ) -> Ahead:
     """What the tabs not opened yet will ask for at ``cfg``, planned as they will plan it
-    with the unit ``c``: the Strategies and Devices tabs with every strategy compiled (what
-    idle time does; the Devices tab over ``n_devices`` devices), the Phase diagram at the
+    with the unit ``c``: the Strategies and Devices tabs with every strategy of ``names``
+    compiled (what idle time does; the Devices tab over ``n_devices`` devices), the Phase diagram at the
     session's ``gains`` × ``seeds``, the Jacobians tab at ``k``."""
-    strategies = strategies_plan(c, n_strategies, compiled=n_strategies)
-    devices = devices_plan(c, n_devices * n_strategies, compiled=n_strategies)
+    strategies = strategies_plan(cfg, c, names, compiled=names)
+    devices = devices_plan(cfg, c, names, n_devices, compiled=names)
     phase = phase_plan(cfg, c, gains, seeds)
     gains, seeds = phase.settings["gains"], phase.settings["seeds"]
     sv, ly = jacobians_plans(cfg, c, k)
@@ -388,6 +435,7 @@ __all__ = [
     "JACOBIAN_STEPS",
     "jacobians_plans",
     "phase_parts",
+    "BUFFER_S_PER_FLOAT",
     "MIN_COMPILE_S",
     "QR_FLOPS_PER_S",
     "SVD_FLOPS_PER_S",
@@ -400,6 +448,8 @@ __all__ = [
     "lyapunov_plan",
     "phase_plan",
     "strategies_plan",
+    "strategy_compile_s",
+    "strategy_run_s",
     "tangent_s",
     "training_plan",
 ]

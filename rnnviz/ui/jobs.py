@@ -505,7 +505,7 @@ def prepare_ahead(cfg_json: str, page: budget.Cost, log_pass: bool, asks: TabAsk
     cfg = config_of(cfg_json)
     cost = page._replace(run_s=min(page.run_s, quiet_run_s(cfg_json)))
     n_devices = len(present_devices())
-    plan = budget.ahead(cfg, cost, len(available_strategies(cfg)), asks.k, asks.gains, asks.seeds, n_devices)
+    plan = budget.ahead(cfg, cost, available_strategies(cfg), asks.k, asks.gains, asks.seeds, n_devices)
     jac = JacobiansWork(asks.k, asks.example, plan.jacobian_steps, plan.lyapunov_k, plan.jacobian_parts)
     calls = tab_calls(cfg_json, plan, asks)
     stages = (  # each tab's executables, then its answers

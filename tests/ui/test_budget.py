@@ -18,42 +18,84 @@ from rnnviz.ui.budget import (
 MID = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
 
 
+LSTM = ("accumulate", "per_step", "split_transpose", "fused", "checkpoint")
+#: A shape whose per-step buffers are negligible: 2·T·P = 2·10·40 floats.
+TINY = RunConfig(cell="simple", hidden_size=4, input_size=5, seq_len=10, batch_size=1)
+
+
 def test_a_plan_that_fits_changes_nothing_and_says_nothing():
-    plan = strategies_plan(Cost(run_s=0.01, compile_s=0.5), 6, budget=15)
+    plan = strategies_plan(MID, Cost(run_s=0.01, compile_s=0.5), LSTM, budget=15)
     assert plan.settings == {"repeats": 5} and plan.fits and plan.note is None
-    # six strategies: compile (×1.5) + warm-up + the 3 runs a steady run stops at (×1.8 the
-    # accumulator's), then the contributions' analysis
-    assert plan.estimate_s == pytest.approx(6 * (1.5 * 0.5 + 4 * 1.8 * 0.01) + 0.5 + 0.01)
+    # compiles: 1 + 1.5 + 1 + 1.3 + 1.6 (each strategy's compile_cost) of 0.5 s, and the
+    # contributions' analysis; each run 1 + 1 + 1.3 + 1.15 + 1.5 of 0.01 s, and per-step's
+    # 2·T copies of P = 70 144 floats at 5 ns; warm-up + the 3 runs a steady run stops at
+    compile, runs = 6.4 * 0.5 + 0.5, 5.95 * 0.01 + 2 * 1000 * 70144 * 5e-9
+    assert plan.estimate_s == pytest.approx(compile + 4 * runs + 0.01)
+
+
+def test_each_strategy_counts_its_own_costs_and_per_step_its_buffers():
+    """Per-step's cost beyond the accumulator's is its [T, …] tangent buffer, not a factor
+    of the run: a factor of 2.3 fitted LSTM H=128 T=1000 and 4.6 was measured at H=256
+    T=300, where each step's copy is 4× larger."""
+    c = Cost(run_s=0.3, compile_s=2.0)
+    assert budget.strategy_run_s(MID, "accumulate", c) == pytest.approx(0.3)
+    assert budget.strategy_run_s(MID, "checkpoint", c) == pytest.approx(0.45)
+    wide = MID.replace(hidden_size=256, seq_len=300)
+    grown = [budget.strategy_run_s(cfg, "per_step", c) / 0.3 for cfg in (MID, wide)]
+    assert grown[0] == pytest.approx(1 + 2 * 1000 * 70144 * 5e-9 / 0.3) and grown[1] > grown[0]
+    assert budget.strategy_compile_s("parallel", c) == pytest.approx(6.0)  # an associative scan
+    # the same unit, another cell's strategies: the matrix memory's parallel form compiles 3×
+    mlstm = ("accumulate", "per_step", "split_transpose", "parallel", "checkpoint")
+    short = MID.replace(seq_len=10)
+    assert (
+        strategies_plan(short, c, mlstm, budget=100).estimate_s
+        > strategies_plan(short, c, LSTM, budget=100).estimate_s
+    )
 
 
 def test_a_slow_compile_does_not_starve_a_small_view():
-    # Six strategies compiling 3 s each (a loaded machine) but running in 1 ms: nothing to shrink.
-    plan = strategies_plan(Cost(run_s=0.001, compile_s=3.0), 6, budget=15)
+    # Five strategies compiling 3 s each (a loaded machine) but running in 1 ms: nothing to shrink.
+    plan = strategies_plan(TINY, Cost(run_s=0.001, compile_s=3.0), LSTM, budget=15)
     assert plan.settings == {"repeats": 5} and plan.fits and plan.note is None and plan.estimate_s > 15
 
 
 def test_strategies_shrink_their_repeats_and_say_what_changed():
-    plan = strategies_plan(Cost(run_s=0.25, compile_s=0.6), 6, budget=15)
-    # a run counts 1.8 · 0.25 = 0.45 s; 5 runs asked count as warm-up + 3 (where a steady
-    # timing stops): 6·(0.9 + 4·0.45) + 0.85 = 17.05 > 15 ≥ 6·(0.9 + 3·0.45) + 0.85 = 14.35
-    assert plan.settings == {"repeats": 2} and plan.fits
-    assert plan.asked_estimate_s == pytest.approx(17.05) and plan.estimate_s == pytest.approx(14.35)
+    plan = strategies_plan(TINY, Cost(run_s=0.3, compile_s=0.6), LSTM, budget=15)
+    # compiles 6.4·0.6 + 0.6 = 4.44 s; a round of runs 5.95·0.3 = 1.785 s (and 4 µs of
+    # buffers): 5 runs asked count as warm-up + 3, 4.44 + 4·1.785 + 0.3 = 11.88; at 15
+    # that fits, so at 10 s: warm-up + 2 runs, 4.44 + 3·1.785 + 0.3 = 10.1 > 10 ≥ 8.3
+    plan = strategies_plan(TINY, Cost(run_s=0.3, compile_s=0.6), LSTM, budget=10)
+    assert plan.settings == {"repeats": 1} and plan.fits
+    assert plan.asked_estimate_s == pytest.approx(11.88, abs=1e-3) and plan.estimate_s == pytest.approx(
+        8.31, abs=1e-3
+    )
     assert plan.note == (
-        "Within the 15 s budget of a view: what was asked would take ≈ 17 s here, so runs per strategy 5 → 2 "
-        "(≈ 14 s)."
+        "Within the 10 s budget of a view: what was asked would take ≈ 12 s here, so runs per strategy 5 → 1 "
+        "(≈ 8 s)."
     )
 
 
 def test_strategies_compiled_already_are_not_counted_again():
     cost = Cost(run_s=0.25, compile_s=2.0)
-    # compiling six: 6·1.5·2 + 2 = 20 s leaves a third of the budget, and one run each
-    # (6·2·0.45 + 0.25 = 5.65 s) is over it
-    assert not strategies_plan(cost, 6, budget=15).fits
-    ready = strategies_plan(cost, 6, budget=15, compiled=6)  # e.g. in the worker's idle time
-    assert ready.fits and ready.settings == {"repeats": 5} and ready.estimate_s == pytest.approx(11.05)
-    half = strategies_plan(cost, 6, budget=15, compiled=3)  # three left: 3·3 + 2 = 11 s to compile
-    assert half.estimate_s == pytest.approx(11.0 + 5.65) and not half.fits
-    assert devices_plan(cost, 6, budget=15, compiled=6).estimate_s == pytest.approx(6 * 4 * 0.45)
+    # compiling five: 6.4·2 + 2 = 14.8 s leaves a third of the budget, and one run each
+    # (2·5.95·0.25 + 0.25 = 3.225 s) fits it; compiling twice as long does not
+    assert strategies_plan(TINY, cost, LSTM, budget=15).fits
+    slow = cost._replace(compile_s=4.0, run_s=0.5)  # one run each: 6.2 s > 5 s
+    assert not strategies_plan(TINY, slow, LSTM, budget=15).fits
+    ready = strategies_plan(TINY, slow, LSTM, budget=15, compiled=LSTM)  # e.g. in the worker's idle time
+    assert (
+        ready.fits and ready.settings == {"repeats": 5} and ready.estimate_s == pytest.approx(12.4, abs=1e-3)
+    )
+    # nothing left to compile: warm-up + 3 runs, 4·5.95·0.5 + 0.5 = 12.4 s. Per-step and
+    # checkpoint left: 3.1·4 s and the contributions' 4 s, 16.4 s, and one run each is over
+    half = strategies_plan(TINY, slow, LSTM, budget=15, compiled=("accumulate", "split_transpose", "fused"))
+    assert half.estimate_s == pytest.approx(16.4 + 6.45, abs=1e-3) and not half.fits
+    # the Devices tab compiles nothing the default device has, and all of it on another
+    assert devices_plan(TINY, cost, LSTM, 1, budget=15, compiled=LSTM).estimate_s == pytest.approx(
+        4 * 5.95 * 0.25, abs=1e-3
+    )
+    two = devices_plan(TINY, cost, LSTM, 2, budget=100, compiled=LSTM)
+    assert two.estimate_s == pytest.approx(6.4 * 2 + 2 * 4 * 5.95 * 0.25, abs=1e-3)
 
 
 def test_the_phase_diagram_drops_seeds_before_gains_and_keeps_two_gains():
@@ -76,13 +118,11 @@ def test_the_phase_diagram_drops_seeds_before_gains_and_keeps_two_gains():
 def test_lyapunov_devices_and_training_shrink_within_the_budget():
     ly = lyapunov_plan(MID, Cost(run_s=0.25, compile_s=1.0), k=64, budget=3)
     assert 1 <= ly.settings["k"] < 64 and ly.estimate_s <= 3 and "exponents k 64 →" in ly.note
-    dev = devices_plan(Cost(run_s=0.3, compile_s=0.5), n_runs=6, budget=15)
-    assert (
-        dev.settings == {"repeats": 2} and dev.estimate_s == pytest.approx(6 * (0.75 + 3 * 0.54)) and dev.fits
-    )
-    assert not devices_plan(
-        Cost(run_s=1.0, compile_s=1.0), n_runs=6, budget=15
-    ).fits  # one run each is 30.6 s
+    dev = devices_plan(TINY, Cost(run_s=0.3, compile_s=0.5), LSTM, 2, budget=15)
+    # two devices: compiles 2·6.4·0.5 = 6.4 s, a round of runs 2·5.95·0.3 = 3.57 s: 6.4 + 2·3.57
+    assert dev.settings == {"repeats": 1} and dev.estimate_s == pytest.approx(6.4 + 2 * 3.57, abs=1e-3)
+    assert dev.fits
+    assert not devices_plan(TINY, Cost(run_s=1.0, compile_s=1.0), LSTM, 2, budget=15).fits  # 23.8 s of runs
     train = training_plan(MID.replace(input_size=2, batch_size=64), chunk=1000, budget=15)
     assert (
         1 <= train.settings["chunk"] < 1000

@@ -527,8 +527,8 @@ def test_prepare_ahead_times_the_shape_quietly_first_then_plans_the_tabs_with_th
         != jobs.shape_key(json.dumps(cfg.replace(seq_len=10).to_dict(), sort_keys=True))
     )
     slow = budget.Cost(run_s=1e4, compile_s=0.1)  # as the page measured it, beyond any budget
-    n = len(available_strategies(cfg))
-    over = budget.ahead(cfg, slow, n, 2)  # all over budget by it
+    names = available_strategies(cfg)
+    over = budget.ahead(cfg, slow, names, 2)  # all over budget by it
     assert not over.strategies and over.phase_points == over.jacobian_steps == over.devices_repeats == 0
     seen = []
     monkeypatch.setattr(jobs, "prepare_next", lambda *args: seen.append(args) or False)
@@ -542,7 +542,7 @@ def test_prepare_ahead_times_the_shape_quietly_first_then_plans_the_tabs_with_th
     # each later step says which strategies this worker has compiled at the shape (the
     # timing compiled the config's own): the server keeps them for a tab that another worker serves
     assert jobs.prepare_ahead(key, slow, True, asks) == jobs.AheadStep(False, None, (cfg.strategy,))
-    plan = budget.ahead(cfg, slow._replace(run_s=quiet), n, 2)
+    plan = budget.ahead(cfg, slow._replace(run_s=quiet), names, 2)
     assert plan.strategies and plan.phase_points == budget.PHASE_GAINS * budget.PHASE_SEEDS
     assert plan.strategy_repeats == 5 and plan.devices_repeats == 5 and plan.phase_parts == 1
     work = jobs.JacobiansWork(2, 1, plan.jacobian_steps, plan.lyapunov_k)
@@ -585,7 +585,7 @@ def test_idle_time_computes_what_each_tab_will_ask_for_under_the_key_of_the_tabs
     assert not steps[-1].more
     kept = [k for step in steps for k, _ in step.results]
     unit = cheap._replace(run_s=jobs.quiet_run_s(key))
-    plan = budget.ahead(cfg, unit, len(available_strategies(cfg)), 2, 3, 2)
+    plan = budget.ahead(cfg, unit, available_strategies(cfg), 2, 3, 2)
     # every call the tabs make, each computed once, in the tabs' order
     assert kept == [(fn.__name__, *args) for fn, args in jobs.tab_calls(key, plan, asks)]
     at_one = json.dumps(cfg.replace(recurrent_gain=1.0).to_dict(), sort_keys=True)  # calls.job_key's form
@@ -1068,7 +1068,7 @@ def test_idle_time_asks_for_the_jacobians_parts_the_tab_asks_for_at_a_long_pass(
     key = json.dumps(cfg.to_dict(), sort_keys=True)
     asks = jobs.TabAsks(k=8, example=0)
     unit = budget.Cost(run_s=0.38, compile_s=1.0)  # the quiet timing measured there
-    plan = budget.ahead(cfg, unit, len(available_strategies(cfg)), asks.k)
+    plan = budget.ahead(cfg, unit, available_strategies(cfg), asks.k)
     sv, _ = budget.jacobians_plans(cfg, unit, asks.k)  # as the tab plans it
     assert plan.jacobian_parts == budget.jacobians_parts(sv) == budget.JACOBIAN_PARTS
     calls = [args for fn, args in jobs.tab_calls(key, plan, asks) if fn is jobs.jacobians]

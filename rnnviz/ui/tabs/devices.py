@@ -26,9 +26,9 @@ def render(ctx: TabContext) -> None:
     next to the recorded ones."""
     costs, env = ctx.compute.costs, ctx.environment
     available = costs.availability(ctx.config)[0]
-    compiled = len(costs.compiled(ctx.config))  # on the default device: the others compile
+    compiled = costs.compiled(ctx.config)  # on the default device: the others compile
     plan = budget.devices_plan(
-        ctx.compute.cost(ctx.analysis), (1 + len(env.gpus)) * len(available), compiled=compiled
+        ctx.config, ctx.compute.cost(ctx.analysis), available, 1 + len(env.gpus), compiled=compiled
     )
     if within_budget(plan, "devices"):
         repeats = plan.settings["repeats"]

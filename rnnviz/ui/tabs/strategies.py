@@ -22,7 +22,7 @@ def render(ctx: TabContext) -> None:
     """The cost bars and table (within the budget), the contributions heatmap, the scaling."""
     a, costs = ctx.analysis, ctx.compute.costs
     available, hidden = costs.availability(a.config)
-    plan = budget.strategies_plan(ctx.compute.cost(a), len(available), compiled=len(costs.compiled(a.config)))
+    plan = budget.strategies_plan(a.config, ctx.compute.cost(a), available, compiled=costs.compiled(a.config))
     if not within_budget(plan, "strategies"):
         _about(available, hidden)
         return
