@@ -83,7 +83,8 @@ class StrategyRules:
         residual_steps: ``T -> steps`` of per-step residuals the reverse pass holds at once.
         param_copies: ``T -> k``: parameter-sized buffers held (params, grads, tangents).
         compile_cost: seconds to compile its analysis, per second of the accumulator's (the
-            dashboard's budgets; the median over 8 configs of 6 cells, measured here).
+            dashboard's budgets; measured here over 8 configs of 6 cells and rounded up
+            within that range: the comment above the table).
         run_cost: seconds of one run per second of the accumulator's, apart from its buffers
             beyond the accumulator's (``param_copies``, counted by the budgets on their own).
     """
@@ -129,7 +130,8 @@ def cell_unavailable(name: str, spec: Any) -> str | None:
 # split-transpose 0.8–1.1, fused 1.1–1.45, checkpoint 1.3–1.75, parallel 1.3–3.2. Run:
 # fused 0.8–1.25; split-transpose and checkpoint 0.9–1.1 on vector carries, 2–3 on matrix
 # memories; parallel 4.2–4.5; per-step 1.9–4.6, which is its buffers (2–6.5 ns per float of
-# its 2·T copies of P), so its run_cost is 1 and the budgets add the buffers.
+# its 2·T copies of P), so its run_cost is 1 and the budgets add the buffers. The values
+# sit in the upper half of each range: a budget that counts too little runs over it.
 ACCUMULATE = register_rules(
     StrategyRules(
         name="accumulate",
