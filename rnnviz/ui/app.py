@@ -246,7 +246,8 @@ def main() -> None:
     except SettingsError as err:
         st.error(f"The server cannot start its computations: {err}. Whoever runs it can fix the setting.")
         return
-    calls.pool().visit()  # first: idle-time work waits while this page is drawn (#33)
+    # first: idle-time work waits while this page is drawn (#33)
+    calls.pool().visit(fresh_local=_fresh_local_page())
     page.title()
     heap.start()  # once per process: few malloc arenas, trimmed (a server left running stays its size)
     heap.freeze_imports()  # once per process: Streamlit's collection after each run skips the imports
@@ -307,6 +308,13 @@ def main() -> None:
                 _guarded(tab.TITLE, lambda tab=tab: tab.render(ctx), cfg)
     calls.prepare_tabs(cfg, a)  # the other tabs, in the workers' idle time
     calls.prepare_neighbours(cfg)  # then the other cells at this shape
+
+
+def _fresh_local_page() -> bool:
+    """Whether this run is a session's first (its browser draws the whole page and compiles
+    Streamlit's Plotly bundle) and that browser runs on this machine (Streamlit gives no
+    address for localhost): its drawing takes the cores idle-time work would use."""
+    return not st.session_state.get("_initialised") and st.context.ip_address is None
 
 
 def _mark_in_use(source: dict | None = None) -> None:

@@ -82,6 +82,13 @@ SPILL_S = 0.3
 #: chart, median of 5 opens by ``scripts/page_open.py``: 3.66 s with idle-time compiles beside
 #: it, 2.47–2.75 s without; a minimal Streamlit page with one Plotly chart, 1.85–2.20 s; #33).
 VISIT_GRACE_S = 3.0
+#: Seconds of drawing each fresh page (a session's first run) adds when its browser runs on
+#: this machine: Streamlit's page and its Plotly bundle, compiled and drawn by the browser
+#: long after the script run ends. Eight such pages opened at once took 17.7–18.9 s to their
+#: first charts with no idle-time work beside them (``scripts/page_open.py --class-size 8``),
+#: about 2.2 s a page on 2 cores; with a fixed 3 s grace, idle-time compiles began while
+#: seven of the eight still drew, and the class's median was 19.0–21.5 s (#33).
+PAGE_DRAW_S = 2.5
 
 
 class ComputationTimeout(RuntimeError):
@@ -353,6 +360,7 @@ class WorkerPool:
         self._waiting = 0  # visitors waiting for a worker (idle-time work then finishes)
         self._pausing = threading.Lock()
         self._visited = -math.inf  # when a page run last began (monotonic)
+        self._grace_until = -math.inf  # idle-time work neither starts nor resumes before (monotonic)
         self._visitor_seen = -math.inf  # when a visitor's job last began or ended
         atexit.register(self.shutdown)  # the server exits: its workers too
 
@@ -457,17 +465,28 @@ class WorkerPool:
                 worker.release()
                 self._visiting(-1)
 
-    def visit(self) -> None:
+    def visit(self, fresh_local: bool = False) -> None:
         """A page run begins: pause idle-time work now, and let it start or resume only once
         no page has run for :data:`VISIT_GRACE_S` (and no visitor's job is under way). A
         page run that finds every result cached calls no worker, but its browser still
-        draws: idle time is the machine's, not only the workers'."""
+        draws: idle time is the machine's, not only the workers'.
+
+        Args:
+            fresh_local: the run is a session's first (a fresh page) and its browser runs on
+                this machine. Such pages' drawing queues on the shared cores, so each adds
+                :data:`PAGE_DRAW_S` to the grace still left: eight opened at once hold
+                idle-time work back for 20 s, one alone for the usual 3 s.
+        """
         with self._pausing:
-            self._visited = time.monotonic()
+            now = time.monotonic()
+            self._visited = now
+            drawing = max(self._grace_until, now) + PAGE_DRAW_S if fresh_local else self._grace_until
+            self._grace_until = max(drawing, now + VISIT_GRACE_S)
+            wait_s = self._grace_until - now
             for w in self.workers:
                 if self._waiting == 0 and w.idle_job:
                     w.pause()
-        timer = threading.Timer(VISIT_GRACE_S + 0.05, self._grace_over)  # fires once the grace is over
+        timer = threading.Timer(wait_s + 0.05, self._grace_over)  # fires once the grace is over
         timer.daemon = True
         timer.start()
 
@@ -480,11 +499,11 @@ class WorkerPool:
         return time.monotonic() - max(self._visited, self._visitor_seen)
 
     def _in_grace(self) -> bool:
-        return time.monotonic() - self._visited < VISIT_GRACE_S
+        return time.monotonic() < self._grace_until
 
     def _grace_over(self) -> None:
-        """Resume paused idle-time work if no page has run since (a later page run's own
-        timer comes after) and no visitor's job is under way."""
+        """Resume paused idle-time work if the grace is over (a later page run's own timer
+        comes after) and no visitor's job is under way."""
         with self._pausing:
             if self._visitors == 0 and not self._in_grace():
                 for w in self.workers:
@@ -709,7 +728,7 @@ class InlinePool:
         """False: nothing runs beside this process's own calls (the arguments are ignored)."""
         return False
 
-    def visit(self) -> None:
+    def visit(self, fresh_local: bool = False) -> None:
         """Nothing to pause: no idle-time work runs here."""
         return None
 

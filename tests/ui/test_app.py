@@ -42,6 +42,9 @@ def test_defaults_render_the_engine_numbers():
 @pytest.mark.parametrize("title", list(PRESETS))
 def test_every_preset_runs_and_sets_its_config(title):
     at = run_app()
+    assert not at.button  # the presets' expander is closed: its buttons are not even built
+    at.session_state["presets_open"] = True  # opened: the page runs again and draws them
+    at.run()
     at.button(key=f"preset_{title}").click().run()
     _clean(at)
     cfg = PRESETS[title].config()

@@ -212,6 +212,27 @@ def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monke
     assert pool.idle() and pool.call_if_idle(divmod, 7, 2, **{**work, "on_answer": None})
 
 
+def test_fresh_pages_drawn_on_this_machine_add_up_their_grace_and_reruns_do_not(pool, monkeypatch):
+    from rnnviz.ui import worker
+
+    monkeypatch.setattr(worker, "VISIT_GRACE_S", 0.6)  # read when used: shorter, same rules
+    monkeypatch.setattr(worker, "PAGE_DRAW_S", 0.5)
+    _until(pool.idle, within_s=5.0)
+    start = time.monotonic()
+    for _ in range(4):  # a class opening the page at once: 0.6, then 0.5 more for each of 3 others
+        pool.visit(fresh_local=True)
+    pool.visit()  # a rerun within that: it adds nothing (its own grace ends sooner)
+    time.sleep(1.4 - (time.monotonic() - start))
+    assert not pool.idle()  # past two single graces, within the four pages' 2.1 s
+    _until(pool.idle, within_s=1.5)
+    assert 2.0 <= time.monotonic() - start < 3.0
+    start = time.monotonic()
+    for _ in range(4):  # four reruns, or pages drawn elsewhere: the grace counts from the last
+        pool.visit()
+    _until(pool.idle, within_s=2.0)
+    assert time.monotonic() - start < 1.2
+
+
 def test_an_idle_time_job_may_follow_another_at_once_but_waits_after_a_visitors_job(pool, monkeypatch):
     """IDLE_S is the gap between two calls of one script run: only a visitor's job starts it.
     Idle-time jobs come one after another (a step each), and a wait after each took a third of

@@ -75,17 +75,7 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     """Draw the sidebar; return the raw field values (validated by RunConfig later)."""
     sb = st.sidebar
     sb.header("Configuration")
-    with sb.expander("Teaching presets", expanded=False):
-        for title, preset in PRESETS.items():
-            st.button(
-                title,
-                key=f"preset_{title}",
-                help=preset.lesson,
-                on_click=apply_preset,
-                args=(title,),
-                width="stretch",
-            )
-        st.button("Reset to defaults", key="preset_reset", on_click=reset_defaults, width="stretch")
+    _presets(sb)
     v: dict[str, Any] = {}
     sb.subheader("Cell")
     names = cell_names()  # registered cells only: a URL can name one, never a module
@@ -204,6 +194,26 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
         "Seed", 0, FIELD_SPECS["seed"].hi, key=KEY("seed"), step=1, help=_help("seed")
     )
     return v
+
+
+def _presets(sb: Any) -> None:
+    """The teaching presets' buttons, in an expander drawn only while it is open: closed (as
+    every page opens), its 15 buttons and their tooltips are neither built nor sent, and a
+    fresh browser has that much less to draw before the first chart (#33)."""
+    box = sb.expander("Teaching presets", expanded=False, key="presets_open", on_change="rerun")
+    if not box.open:
+        return
+    with box:
+        for title, preset in PRESETS.items():
+            st.button(
+                title,
+                key=f"preset_{title}",
+                help=preset.lesson,
+                on_click=apply_preset,
+                args=(title,),
+                width="stretch",
+            )
+        st.button("Reset to defaults", key="preset_reset", on_click=reset_defaults, width="stretch")
 
 
 def _cell_label(name: str) -> str:
