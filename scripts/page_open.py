@@ -1,6 +1,6 @@
 """Page open → first chart, where the time goes: the dashboard against the floor of its stack.
 
-    .venv/bin/python scripts/page_open.py --pages 5 [--profile] [--class-size 8]
+    .venv/bin/python scripts/page_open.py --pages 5 [--trace] [--profile] [--class-size 8]
 
 Starts a fresh ``rnnviz app`` (waits for its warm-up) and, beside it, a minimal Streamlit page
 that draws one Plotly chart of 200 points: the least any Streamlit + Plotly page costs a
@@ -20,6 +20,13 @@ With ``--class-size N`` it then opens each page in N fresh contexts at once, as
 class costs these cores before anything is computed (every visitor here asks for the default
 page, whose results the warm-up left cached).
 
+With ``--trace`` it opens each page once more with Chrome's tracing on and prints how busy the
+page's main thread (the renderer's, where Streamlit, React and Plotly run) was until the
+first chart, by kind of work: evaluating the JavaScript bundles (Streamlit's, and Plotly's
+4.5 MB chunk), other script (React rendering the elements, Plotly drawing), style and layout,
+garbage collection. A main thread busy nearly all the time to the chart is the floor: only
+less work there draws sooner.
+
 With ``--profile`` it also samples the page's main thread (Chrome's CPU profiler) on the last
 open of each page and prints where it went, by script file. The table gives medians. Run
 it alone: the browser and both servers share the machine's cores.
@@ -30,6 +37,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import collections
+import json
 import os
 import statistics
 import subprocess
@@ -132,7 +140,77 @@ async def _open(browser, url: str, profile: bool) -> tuple[dict, collections.Cou
     return row, where
 
 
-async def _measure(name: str, url: str, pages: int, profile: bool) -> list[dict]:
+#: Chrome's trace categories for the main thread's tasks and what runs in them.
+TRACE_CATEGORIES = [
+    *("devtools.timeline", "disabled-by-default-devtools.timeline", "v8", "v8.execute"),
+    "blink.user_timing",  # navigationStart: where the page's clock starts
+]
+#: Kinds of main-thread work, by trace event name (the first prefix that matches).
+WORK_KINDS = (
+    ("evaluating bundles", ("v8.evaluateModule", "EvaluateScript", "v8.compile", "v8.compileModule")),
+    ("garbage collection", ("V8.GC", "MajorGC", "MinorGC", "BlinkGC")),
+    ("style and layout", ("UpdateLayoutTree", "Layout", "PrePaint", "Paint", "Layerize", "Commit")),
+    ("other script (React, Plotly)", ("FunctionCall", "RunMicrotasks", "v8.", "V8.", "TimerFire")),
+)
+
+
+def _work_kind(name: str) -> str:
+    return next((kind for kind, prefixes in WORK_KINDS if name.startswith(prefixes)), "other")
+
+
+def main_thread_work(events: list[dict], chart_ms: float) -> tuple[float, collections.Counter]:
+    """From a Chrome trace: the renderer main thread's busy ms from its last navigation to
+    ``chart_ms`` after it, and that time split by :data:`WORK_KINDS` (each event's self time,
+    its nested events' taken out)."""
+    names = {(e["pid"], e["tid"]): e["args"].get("name") for e in events if e.get("name") == "thread_name"}
+    navs = [
+        e
+        for e in events
+        if e.get("name") == "navigationStart" and names.get((e["pid"], e["tid"])) == "CrRendererMain"
+    ]
+    nav = max(navs, key=lambda e: e["ts"])  # the page's (a blank page's renderer may come first)
+    mine = [e for e in events if (e["pid"], e["tid"]) == (nav["pid"], nav["tid"])]
+    t0 = nav["ts"]
+    end = t0 + chart_ms * 1000
+    spans = sorted(
+        (e for e in mine if e.get("ph") == "X" and "dur" in e and t0 <= e["ts"] < end),
+        key=lambda e: (e["ts"], -e["dur"]),
+    )
+    kinds: collections.Counter = collections.Counter()
+    stack: list[tuple[float, float, str]] = []  # (end, kind) of the enclosing events
+    busy = 0.0
+    for e in spans:
+        start, stop = e["ts"], min(e["ts"] + e["dur"], end)
+        while stack and stack[-1][0] <= start:
+            stack.pop()
+        if stack:
+            kinds[stack[-1][1]] -= stop - start  # nested: not its parent's own time
+        else:
+            busy += stop - start
+        kind = _work_kind(e["name"])
+        kinds[kind] += stop - start
+        stack.append((stop, kind))
+    return busy / 1000, collections.Counter({k: v / 1000 for k, v in kinds.items()})
+
+
+async def _trace(browser, url: str) -> tuple[float, float, collections.Counter]:
+    """One more fresh open with tracing on: ``(chart ms, main thread busy ms, ms by kind)``."""
+    ctx = await browser.new_context(viewport={"width": 1366, "height": 768})
+    await ctx.add_init_script(CHART_WATCH)
+    page = await ctx.new_page()
+    path = Path(tempfile.mkdtemp(prefix="rnnviz-trace-")) / "trace.json"
+    await browser.start_tracing(page=page, path=str(path), categories=TRACE_CATEGORIES)
+    await page.goto(url, timeout=120_000)
+    await page.wait_for_function("() => window.__chart !== undefined", timeout=120_000)
+    chart = await page.evaluate("() => window.__chart")
+    await browser.stop_tracing()
+    await ctx.close()
+    events = json.loads(path.read_text())
+    busy, kinds = main_thread_work(events["traceEvents"] if isinstance(events, dict) else events, chart)
+    return chart, busy, kinds
+
+
+async def _measure(name: str, url: str, pages: int, profile: bool, trace: bool = False) -> list[dict]:
     rows = []
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
@@ -145,6 +223,11 @@ async def _measure(name: str, url: str, pages: int, profile: bool) -> list[dict]
                     print(f"{name}: the main thread until the first chart ({total:.0f} ms sampled), by file:")
                     for file, ms in where.most_common(8):
                         print(f"  {ms:7.0f} ms  {file}")
+            if trace:
+                chart, busy, kinds = await _trace(browser, url)
+                print(f"{name}: traced open, chart at {chart:.0f} ms; main thread busy {busy:.0f} ms of it:")
+                for kind, ms in kinds.most_common():
+                    print(f"  {ms:7.0f} ms  {kind}")
         finally:
             await browser.close()
     return rows
@@ -172,6 +255,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--pages", type=int, default=5, help="fresh contexts per page (the table gives medians)")
     ap.add_argument("--profile", action="store_true", help="also sample the main thread on the last open")
+    ap.add_argument(
+        "--trace", action="store_true", help="then one traced open: the main thread's work by kind"
+    )
     ap.add_argument(
         "--settle-s",
         type=float,
@@ -201,7 +287,9 @@ def main() -> None:
         proc, _ = _serve([*cmd(port), "--server.headless=true"], port, warm=name == "rnnviz")
         time.sleep(args.settle_s)
         try:
-            rows = asyncio.run(_measure(name, f"http://127.0.0.1:{port}/", args.pages, args.profile))
+            rows = asyncio.run(
+                _measure(name, f"http://127.0.0.1:{port}/", args.pages, args.profile, args.trace)
+            )
             if args.class_size:
                 classes[name] = asyncio.run(_class(f"http://127.0.0.1:{port}/", args.class_size))
         finally:

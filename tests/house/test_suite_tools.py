@@ -63,3 +63,36 @@ def test_the_slow_tests_are_collected_first_and_the_rest_keep_their_order():
     source = (root / "tests/engine/test_never_hang.py").read_text()
     defined = [line.split("::")[1].split("[")[0] for line in rest]
     assert defined == sorted(defined, key=lambda name: source.index(f"def {name}(")), defined
+
+
+def test_page_opens_trace_splits_the_main_threads_busy_time_by_kind_of_work():
+    """``scripts/page_open.py --trace``: each event counts its own time (its nested events'
+    taken out), only on the page's renderer main thread, from its navigation to the chart."""
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    from page_open import main_thread_work
+
+    def span(name, ts, dur, tid=1):
+        return {"name": name, "ph": "X", "pid": tid, "tid": tid, "ts": ts, "dur": dur}
+
+    events = [
+        {"name": "thread_name", "ph": "M", "pid": 1, "tid": 1, "ts": 0, "args": {"name": "CrRendererMain"}},
+        {"name": "thread_name", "ph": "M", "pid": 2, "tid": 2, "ts": 0, "args": {"name": "CrRendererMain"}},
+        {"name": "navigationStart", "ph": "R", "pid": 2, "tid": 2, "ts": 500},  # a blank page's, earlier
+        {"name": "navigationStart", "ph": "R", "pid": 1, "tid": 1, "ts": 1000},
+        span("RunTask", 1000, 1000),  # 300 µs of its own
+        span("v8.evaluateModule", 1100, 500),  # 400 µs of its own
+        span("FunctionCall", 1200, 100),  # called from the module's evaluation
+        span("Layout", 1700, 200),
+        span("RunTask", 2400, 300),  # the chart is at 2500: 100 µs of it count
+        span("RunTask", 1000, 900, tid=2),  # another renderer: not the page's
+    ]
+    busy, kinds = main_thread_work(events, chart_ms=1.5)
+    assert busy == 1.1  # ms: the two top-level tasks, the second cut at the chart
+    assert dict(kinds) == {
+        "other": 0.4,
+        "evaluating bundles": 0.4,
+        "other script (React, Plotly)": 0.1,
+        "style and layout": 0.2,
+    }
