@@ -18,8 +18,9 @@ same thing gets it without a call, and one already being computed is waited for,
 computed twice.
 
 Idle time is used (:meth:`WorkerPool.call_if_idle`): when no visitor's job has ended for
-:data:`IDLE_S`, none is under way and no page has run for :data:`VISIT_GRACE_S`
-(:meth:`WorkerPool.visit`), a worker takes a short job whose answer nobody waits for —
+:data:`IDLE_S`, none is under way and the pages' grace is over (:data:`VISIT_GRACE_S` after
+the last page run, more while fresh pages are drawn on this machine: :meth:`WorkerPool.visit`),
+a worker takes a short job whose answer nobody waits for —
 timing a page's shape, or compiling and computing what its tabs not yet opened will ask
 for (:func:`rnnviz.ui.jobs.prepare_ahead`).
 One at a time, and never beside a visitor's job or a page being drawn: the workers share
@@ -89,6 +90,9 @@ VISIT_GRACE_S = 3.0
 #: about 2.2 s a page on 2 cores; with a fixed 3 s grace, idle-time compiles began while
 #: seven of the eight still drew, and the class's median was 19.0–21.5 s (#33).
 PAGE_DRAW_S = 2.5
+#: The longest grace any crowd of fresh pages gives, from the latest (idle time is only put
+#: off, never lost, but a flood of fresh sessions must not put it off for good).
+MAX_GRACE_S = 30.0
 
 
 class ComputationTimeout(RuntimeError):
@@ -475,13 +479,14 @@ class WorkerPool:
             fresh_local: the run is a session's first (a fresh page) and its browser runs on
                 this machine. Such pages' drawing queues on the shared cores, so each adds
                 :data:`PAGE_DRAW_S` to the grace still left: eight opened at once hold
-                idle-time work back for 20 s, one alone for the usual 3 s.
+                idle-time work back for 20 s, one alone for the usual 3 s (never more
+                than :data:`MAX_GRACE_S`).
         """
         with self._pausing:
             now = time.monotonic()
             self._visited = now
             drawing = max(self._grace_until, now) + PAGE_DRAW_S if fresh_local else self._grace_until
-            self._grace_until = max(drawing, now + VISIT_GRACE_S)
+            self._grace_until = min(max(drawing, now + VISIT_GRACE_S), now + MAX_GRACE_S)
             wait_s = self._grace_until - now
             for w in self.workers:
                 if self._waiting == 0 and w.idle_job:
@@ -675,7 +680,7 @@ class WorkerPool:
 
     def idle(self) -> bool:
         """Whether every worker is free, none has ended a visitor's job within :data:`IDLE_S`,
-        and no page has run for :data:`VISIT_GRACE_S`: the workers share the machine's cores
+        and the pages' grace is over (:meth:`visit`): the workers share the machine's cores
         with the browser, so an idle-time compile beside a visitor's job (timed runs, above
         all) or a page being drawn would slow it; this also keeps idle-time jobs to one at a
         time, each free to follow the last at once."""

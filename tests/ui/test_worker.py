@@ -231,6 +231,12 @@ def test_fresh_pages_drawn_on_this_machine_add_up_their_grace_and_reruns_do_not(
         pool.visit()
     _until(pool.idle, within_s=2.0)
     assert time.monotonic() - start < 1.2
+    monkeypatch.setattr(worker, "MAX_GRACE_S", 1.0)
+    start = time.monotonic()
+    for _ in range(40):  # a flood of fresh pages: 20 s of drawing, held to the cap
+        pool.visit(fresh_local=True)
+    _until(pool.idle, within_s=3.0)
+    assert 0.9 <= time.monotonic() - start < 1.6
 
 
 def test_an_idle_time_job_may_follow_another_at_once_but_waits_after_a_visitors_job(pool, monkeypatch):
