@@ -1,6 +1,6 @@
 """Page open → first chart, where the time goes: the dashboard against the floor of its stack.
 
-    .venv/bin/python scripts/page_open.py --pages 5 [--trace] [--profile] [--class-size 8]
+    .venv/bin/python scripts/page_open.py --pages 5 [--fresh-browsers] [--trace] [--profile] [--class-size 8]
 
 Starts a fresh ``rnnviz app`` (waits for its warm-up) and, beside it, a minimal Streamlit page
 that draws one Plotly chart of 200 points: the least any Streamlit + Plotly page costs a
@@ -19,6 +19,10 @@ With ``--class-size N`` it then opens each page in N fresh contexts at once, as
 ``measure_app.py``'s class does, and prints their first charts' median and maximum: what a
 class costs these cores before anything is computed (every visitor here asks for the default
 page, whose results the warm-up left cached).
+
+With ``--fresh-browsers`` each open launches a new Chromium, as the walk's page open does,
+instead of a new context of one browser. The list after the table gives each open's chart in
+order: the first comes right after the warm-up (and its idle-time work).
 
 With ``--trace`` it opens each page once more with Chrome's tracing on and prints how busy the
 page's main thread (the renderer's, where Streamlit, React and Plotly run) was until the
@@ -210,12 +214,17 @@ async def _trace(browser, url: str) -> tuple[float, float, collections.Counter]:
     return chart, busy, kinds
 
 
-async def _measure(name: str, url: str, pages: int, profile: bool, trace: bool = False) -> list[dict]:
+async def _measure(
+    name: str, url: str, pages: int, profile: bool, trace: bool = False, fresh_browsers: bool = False
+) -> list[dict]:
     rows = []
     async with async_playwright() as p:
         browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
         try:
             for i in range(pages):
+                if fresh_browsers and i:  # as the walk's page open: a browser just launched
+                    await browser.close()
+                    browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
                 row, where = await _open(browser, url, profile and i == pages - 1)
                 rows.append(row)
                 if where:
@@ -259,6 +268,11 @@ def main() -> None:
         "--trace", action="store_true", help="then one traced open: the main thread's work by kind"
     )
     ap.add_argument(
+        "--fresh-browsers",
+        action="store_true",
+        help="open each page in a newly launched Chromium (as the walk's page open), not a new context",
+    )
+    ap.add_argument(
         "--settle-s",
         type=float,
         default=0.0,
@@ -281,14 +295,17 @@ def main() -> None:
             *("--server.port", str(port), "--browser.gatherUsageStats=false"),
         ],
     }
-    table, classes = {}, {}
+    table, classes, opens = {}, {}, {}
     for name, cmd in pages.items():
         port = _port()
         proc, _ = _serve([*cmd(port), "--server.headless=true"], port, warm=name == "rnnviz")
         time.sleep(args.settle_s)
         try:
             rows = asyncio.run(
-                _measure(name, f"http://127.0.0.1:{port}/", args.pages, args.profile, args.trace)
+                _measure(
+                    *(name, f"http://127.0.0.1:{port}/", args.pages, args.profile),
+                    *(args.trace, args.fresh_browsers),
+                )
             )
             if args.class_size:
                 classes[name] = asyncio.run(_class(f"http://127.0.0.1:{port}/", args.class_size))
@@ -296,7 +313,9 @@ def main() -> None:
             proc.terminate()
             proc.wait(timeout=30)
         table[name] = {c: _median([r[c] for r in rows]) for c in COLUMNS}
-    print(f"\npage open, median of {args.pages} fresh contexts (ms from navigation start)\n")
+        opens[name] = [r["chart"] for r in rows]
+    fresh = "newly launched browsers" if args.fresh_browsers else "fresh contexts"
+    print(f"\npage open, median of {args.pages} {fresh} (ms from navigation start)\n")
     print("| page | " + " | ".join(COLUMNS) + " |")
     print("|---|" + "---:|" * len(COLUMNS))
     for name, med in table.items():
@@ -305,6 +324,9 @@ def main() -> None:
             for c in COLUMNS
         ]
         print(f"| {name} | " + " | ".join(cells) + " |")
+    print("\nthe chart of each open, in order (the first comes right after the warm-up):\n")
+    for name, charts in opens.items():
+        print(f"- {name}: " + ", ".join(f"{c:.0f}" for c in charts) + " ms")
     if classes:
         print(f"\n{args.class_size} fresh contexts opening the page at once: seconds to each first chart\n")
         print("| page | median | max | all |")

@@ -246,8 +246,17 @@ def main() -> None:
     except SettingsError as err:
         st.error(f"The server cannot start its computations: {err}. Whoever runs it can fix the setting.")
         return
-    # first: idle-time work waits while this page is drawn (#33)
-    calls.pool().visit(fresh_local=_fresh_local_page())
+    fresh = _fresh_local_page()  # before this run marks the session initialised
+    calls.pool().visit()  # first: idle-time work waits while this page runs (#33)
+    try:
+        _page()
+    finally:  # every way out, an error's message included, leaves a page for the browser to draw
+        calls.pool().drawn(fresh_local=fresh)
+
+
+def _page() -> None:
+    """The page, once the settings are valid: the sidebar, the config, its analysis and
+    header, then the open tab (errors become messages on it)."""
     page.title()
     heap.start()  # once per process: few malloc arenas, trimmed (a server left running stays its size)
     heap.freeze_imports()  # once per process: Streamlit's collection after each run skips the imports

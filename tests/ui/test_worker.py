@@ -212,6 +212,26 @@ def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monke
     assert pool.idle() and pool.call_if_idle(divmod, 7, 2, **{**work, "on_answer": None})
 
 
+def test_a_fresh_pages_drawing_counts_from_its_runs_end_and_a_reruns_end_adds_nothing(pool, monkeypatch):
+    from rnnviz.ui import worker
+
+    monkeypatch.setattr(worker, "VISIT_GRACE_S", 0.6)  # read when used: shorter, same rules
+    monkeypatch.setattr(worker, "PAGE_DRAW_S", 0.5)
+    _until(pool.idle, within_s=5.0)
+    pool.visit()  # a fresh page whose run takes longer than the grace (it compiled, say)
+    time.sleep(0.8)
+    assert pool.idle()  # its begin's grace is over
+    pool.drawn(fresh_local=True)  # it ends: its browser draws the page it sent
+    ended = time.monotonic()
+    assert not pool.idle()
+    _until(pool.idle, within_s=2.0)
+    assert 0.45 <= time.monotonic() - ended < 1.0
+    pool.visit()  # a rerun as long: its end holds nothing back
+    time.sleep(0.8)
+    pool.drawn()
+    assert pool.idle()
+
+
 def test_fresh_pages_drawn_on_this_machine_add_up_their_grace_and_reruns_do_not(pool, monkeypatch):
     from rnnviz.ui import worker
 
@@ -219,22 +239,30 @@ def test_fresh_pages_drawn_on_this_machine_add_up_their_grace_and_reruns_do_not(
     monkeypatch.setattr(worker, "PAGE_DRAW_S", 0.5)
     _until(pool.idle, within_s=5.0)
     start = time.monotonic()
-    for _ in range(4):  # a class opening the page at once: 0.6, then 0.5 more for each of 3 others
-        pool.visit(fresh_local=True)
+    pool.visit()
+    pool.drawn(fresh_local=True)  # one fresh page, a quick run: its 0.5 s of drawing is within the grace
+    _until(pool.idle, within_s=2.0)
+    assert 0.55 <= time.monotonic() - start < 1.0
+    start = time.monotonic()
+    for _ in range(4):  # a class opening the page at once: 4 × 0.5 s of drawing, one after another
+        pool.visit()
+        pool.drawn(fresh_local=True)
     pool.visit()  # a rerun within that: it adds nothing (its own grace ends sooner)
+    pool.drawn()
     time.sleep(1.4 - (time.monotonic() - start))
-    assert not pool.idle()  # past two single graces, within the four pages' 2.1 s
+    assert not pool.idle()  # past two single graces, within the four pages' 2 s
     _until(pool.idle, within_s=1.5)
-    assert 2.0 <= time.monotonic() - start < 3.0
+    assert 1.9 <= time.monotonic() - start < 2.6
     start = time.monotonic()
     for _ in range(4):  # four reruns, or pages drawn elsewhere: the grace counts from the last
         pool.visit()
+        pool.drawn()
     _until(pool.idle, within_s=2.0)
     assert time.monotonic() - start < 1.2
     monkeypatch.setattr(worker, "MAX_GRACE_S", 1.0)
     start = time.monotonic()
     for _ in range(40):  # a flood of fresh pages: 20 s of drawing, held to the cap
-        pool.visit(fresh_local=True)
+        pool.drawn(fresh_local=True)
     _until(pool.idle, within_s=3.0)
     assert 0.9 <= time.monotonic() - start < 1.6
 
