@@ -20,9 +20,9 @@ computed twice.
 Idle time is used (:meth:`WorkerPool.call_if_idle`): when no visitor's job has ended for
 :data:`IDLE_S`, none is under way and the pages' grace is over (:data:`VISIT_GRACE_S` after
 the last page run began, and until fresh pages drawn on this machine are done:
-:meth:`WorkerPool.visit`, :meth:`WorkerPool.drawn`), a worker takes a short job whose answer
-nobody waits for — timing a page's shape, or compiling and computing what its tabs not yet opened will ask
-for (:func:`rnnviz.ui.jobs.prepare_ahead`).
+:meth:`WorkerPool.visit`, :meth:`WorkerPool.drawn`), a worker takes a short job whose
+answer nobody waits for — timing a page's shape, or compiling and computing what its tabs
+not yet opened will ask for (:func:`rnnviz.ui.jobs.prepare_ahead`).
 One at a time, and never beside a visitor's job or a page being drawn: the workers share
 the machine's cores with the browser. A job under way is paused meanwhile (SIGSTOP); a
 call that must wait for its worker lets it finish first.
@@ -86,10 +86,10 @@ VISIT_GRACE_S = 3.0
 #: Seconds of drawing each fresh page (a session's first run) adds when its browser runs on
 #: this machine: Streamlit's page and its Plotly bundle, compiled and drawn by the browser
 #: long after the script run ends (:meth:`WorkerPool.drawn`); the pages' drawing queues,
-#: one after another. Eight such pages opened at once took 17.7–18.9 s to their
-#: first charts with no idle-time work beside them (``scripts/page_open.py --class-size 8``),
-#: about 2.2 s a page on 2 cores; with a fixed 3 s grace, idle-time compiles began while
-#: seven of the eight still drew, and the class's median was 19.0–21.5 s (#33).
+#: one after another. Eight such pages opened at once took about 18 s to their first charts
+#: here, about 2.2 s a page on 2 cores; with a fixed 3 s grace, idle-time compiles began
+#: while most of them still drew (``scripts/measure_app.py --visitors-only --class-size 8``:
+#: the class's median 25.9 and 22.8 s before, 21.0 and 21.5 s with this; #33).
 PAGE_DRAW_S = 2.5
 #: The longest grace any crowd of fresh pages gives, from the latest (idle time is only put
 #: off, never lost, but a flood of fresh sessions must not put it off for good).
@@ -364,7 +364,7 @@ class WorkerPool:
         self._visitors = 0  # visitors' jobs under way (idle-time work pauses meanwhile)
         self._waiting = 0  # visitors waiting for a worker (idle-time work then finishes)
         self._pausing = threading.Lock()
-        self._visited = -math.inf  # when a page run last began (monotonic)
+        self._visited = -math.inf  # when a page run last began or ended (monotonic)
         self._grace_until = -math.inf  # idle-time work neither starts nor resumes before (monotonic)
         self._drawing_until = -math.inf  # when the fresh pages drawn on this machine are done
         self._visitor_seen = -math.inf  # when a visitor's job last began or ended
@@ -702,10 +702,10 @@ class WorkerPool:
 
     def idle(self) -> bool:
         """Whether every worker is free, none has ended a visitor's job within :data:`IDLE_S`,
-        and the pages' grace is over (:meth:`visit`, :meth:`drawn`): the workers share the machine's cores
-        with the browser, so an idle-time compile beside a visitor's job (timed runs, above
-        all) or a page being drawn would slow it; this also keeps idle-time jobs to one at a
-        time, each free to follow the last at once."""
+        and the pages' grace is over (:meth:`visit`, :meth:`drawn`): the workers share the
+        machine's cores with the browser, so an idle-time compile beside a visitor's job
+        (timed runs, above all) or a page being drawn would slow it; this also keeps
+        idle-time jobs to one at a time, each free to follow the last at once."""
         now = time.monotonic()
         busy = any(w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers)
         return not busy and not self._in_grace()
