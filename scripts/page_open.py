@@ -181,7 +181,7 @@ def main_thread_work(events: list[dict], chart_ms: float) -> tuple[float, collec
         key=lambda e: (e["ts"], -e["dur"]),
     )
     kinds: collections.Counter = collections.Counter()
-    stack: list[tuple[float, float, str]] = []  # (end, kind) of the enclosing events
+    stack: list[tuple[float, str]] = []  # (end, kind) of the enclosing events
     busy = 0.0
     for e in spans:
         start, stop = e["ts"], min(e["ts"] + e["dur"], end)
@@ -202,14 +202,15 @@ async def _trace(browser, url: str) -> tuple[float, float, collections.Counter]:
     ctx = await browser.new_context(viewport={"width": 1366, "height": 768})
     await ctx.add_init_script(CHART_WATCH)
     page = await ctx.new_page()
-    path = Path(tempfile.mkdtemp(prefix="rnnviz-trace-")) / "trace.json"
-    await browser.start_tracing(page=page, path=str(path), categories=TRACE_CATEGORIES)
-    await page.goto(url, timeout=120_000)
-    await page.wait_for_function("() => window.__chart !== undefined", timeout=120_000)
-    chart = await page.evaluate("() => window.__chart")
-    await browser.stop_tracing()
-    await ctx.close()
-    events = json.loads(path.read_text())
+    with tempfile.TemporaryDirectory(prefix="rnnviz-trace-") as folder:  # a trace is tens of MB
+        path = Path(folder) / "trace.json"
+        await browser.start_tracing(page=page, path=str(path), categories=TRACE_CATEGORIES)
+        await page.goto(url, timeout=120_000)
+        await page.wait_for_function("() => window.__chart !== undefined", timeout=120_000)
+        chart = await page.evaluate("() => window.__chart")
+        await browser.stop_tracing()
+        await ctx.close()
+        events = json.loads(path.read_text())
     busy, kinds = main_thread_work(events["traceEvents"] if isinstance(events, dict) else events, chart)
     return chart, busy, kinds
 
