@@ -1,0 +1,275 @@
+"""Mamba-2 checkpoints (``model_type`` ``"mamba2"``): the sizes ``config.json`` gives, and the
+tensors transformers' ``Mamba2ForCausalLM`` saves.
+
+The sizes and defaults follow transformers' ``Mamba2Config``
+(``models/mamba2/configuration_mamba2.py``). The inner width is ``num_heads · head_dim``, which
+the config class requires to equal ``expand · hidden_size``. ``in_proj`` gives exactly
+[z; xBC; dt] (``I + (I + 2·G·N) + n_heads`` rows): the original ``mamba_ssm`` layer's optional
+extra MLP half (``d_ssm < d_inner``) has no place in transformers' layer, so a file that has it
+fails the shape check. ``chunk_size`` and the ``time_step_*`` initialisation fields change no
+output (rnnviz scans step by step) and are not kept. transformers writes the infinite upper
+``time_step_limit`` as ``{"__float__": "Infinity"}``; both that and a bare number are read.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rnnviz.checkpoints.record import CheckpointError, Family
+
+MODEL_TYPES = ("mamba2",)
+#: transformers' ``Mamba2Config`` defaults for the fields the forward pass reads.
+DEFAULTS: dict[str, Any] = {
+    "vocab_size": 32768,
+    "hidden_size": 4096,
+    "num_hidden_layers": 64,
+    "num_heads": 128,
+    "head_dim": 64,
+    "state_size": 128,
+    "n_groups": 8,
+    "expand": 2,
+    "conv_kernel": 4,
+    "use_bias": False,
+    "use_conv_bias": True,
+    "hidden_act": "silu",
+    "layer_norm_epsilon": 1e-5,
+    "residual_in_fp32": True,
+    "time_step_limit": (0.0, math.inf),
+    "tie_word_embeddings": False,
+}
+#: the activation after the convolution (``ACT2FN[hidden_act]``: both names are SiLU); the
+#: gate's SiLU in the gated norm is fixed.
+ACTIVATIONS = ("silu", "swish")
+#: transformers' JSON tags for the floats JSON has no literal for (``PreTrainedConfig``).
+_FLOAT_TAGS = {"Infinity": math.inf, "-Infinity": -math.inf, "NaN": math.nan}
+
+
+@dataclass(frozen=True)
+class Mamba2Spec:
+    """The sizes of a Mamba-2 language model, read from its ``config.json``.
+
+    Attributes:
+        vocab_size: V, rows of the embeddings and of ``lm_head``.
+        hidden_size: H, the residual stream's width.
+        num_hidden_layers: L, the number of Mamba-2 blocks.
+        num_heads: n_h, SSM heads per layer, each with its own scalar A, Δ and D.
+        head_dim: P, channels per head; I = n_h · P is the inner width.
+        state_size: N, the state per channel.
+        n_groups: G, groups of heads sharing one B_t and one C_t (and one gated-norm group).
+        conv_kernel: K, the depthwise causal convolution's width.
+        use_bias: whether ``in_proj`` and ``out_proj`` have biases.
+        use_conv_bias: whether ``conv1d`` has a bias.
+        layer_norm_epsilon: ε of every RMS norm (block, gated and final).
+        residual_in_fp32: whether the residual stream is kept in float32.
+        time_step_limit: (lo, hi), Δ clamped into it after the softplus.
+        tie_word_embeddings: whether ``lm_head.weight`` is the embeddings.
+    """
+
+    vocab_size: int
+    hidden_size: int
+    num_hidden_layers: int
+    num_heads: int
+    head_dim: int
+    state_size: int
+    n_groups: int
+    conv_kernel: int
+    use_bias: bool
+    use_conv_bias: bool
+    layer_norm_epsilon: float
+    residual_in_fp32: bool
+    time_step_limit: tuple[float, float]
+    tie_word_embeddings: bool
+
+    @property
+    def n_layers(self) -> int:
+        """L, the number of Mamba-2 blocks."""
+        return self.num_hidden_layers
+
+    @property
+    def d_model(self) -> int:
+        """H, the width of the residual stream."""
+        return self.hidden_size
+
+    @property
+    def intermediate_size(self) -> int:
+        """I = n_h · P, the inner (SSM) width."""
+        return self.num_heads * self.head_dim
+
+    @property
+    def conv_dim(self) -> int:
+        """I + 2·G·N, the channels of xBC that the convolution mixes."""
+        return self.intermediate_size + 2 * self.n_groups * self.state_size
+
+
+def _field(config: Mapping[str, Any], name: str) -> Any:
+    return config.get(name, DEFAULTS[name])
+
+
+def _positive_int(config: Mapping[str, Any], name: str, source: str) -> int:
+    value = _field(config, name)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise CheckpointError(source, f"{name} is {value!r}; allowed: a positive integer")
+    return value
+
+
+def _positive_float(config: Mapping[str, Any], name: str, source: str) -> float:
+    value = _field(config, name)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise CheckpointError(source, f"{name} is {value!r}; allowed: a positive number")
+    return float(value)
+
+
+def _flag(config: Mapping[str, Any], name: str, source: str) -> bool:
+    value = _field(config, name)
+    if not isinstance(value, bool):
+        raise CheckpointError(source, f"{name} is {value!r}; allowed: true or false")
+    return value
+
+
+def _number(value: Any) -> float | None:
+    """A JSON number or transformers' ``{"__float__": "Infinity"}`` tag as a float, else None."""
+    if isinstance(value, Mapping) and set(value) == {"__float__"}:
+        return _FLOAT_TAGS.get(value["__float__"])
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return float(value)
+
+
+def _time_step_limit(config: Mapping[str, Any], source: str) -> tuple[float, float]:
+    """(lo, hi), lo ≤ hi, the clamp on Δ (transformers' default (0, ∞) never binds)."""
+    value = _field(config, "time_step_limit")
+    bounds = [_number(v) for v in value] if isinstance(value, list | tuple) else []
+    if len(bounds) != 2 or None in bounds or not bounds[0] <= bounds[1]:
+        raise CheckpointError(source, f"time_step_limit is {value!r}; allowed: [lo, hi] with lo ≤ hi")
+    return bounds[0], bounds[1]
+
+
+def _check_supported(config: Mapping[str, Any], source: str) -> None:
+    """Refuse what transformers' Mamba-2 forward pass (and so rnnviz's) does not compute."""
+    if config.get("model_type") not in MODEL_TYPES:
+        raise CheckpointError(source, f"model_type is {config.get('model_type')!r}; allowed: mamba2")
+    if _field(config, "hidden_act") not in ACTIVATIONS:
+        raise CheckpointError(source, f"hidden_act is {_field(config, 'hidden_act')!r}; allowed: silu")
+    # Fields of mamba_ssm's own configs that transformers ignores: it always gates before a
+    # grouped RMS norm, so a model trained otherwise would be computed wrongly, not refused.
+    if config.get("rms_norm", True) is not True:
+        raise CheckpointError(source, f"rms_norm is {config['rms_norm']!r}; allowed: true")
+    if config.get("norm_before_gate", False) is not False:
+        raise CheckpointError(source, f"norm_before_gate is {config['norm_before_gate']!r}; allowed: false")
+    if config.get("quantization_config") is not None:
+        # quantized weights are stored packed, under names and shapes of their own
+        raise CheckpointError(source, "quantization_config is set; allowed: an unquantized checkpoint")
+
+
+def _check_heads(config: Mapping[str, Any], spec: Mamba2Spec, source: str) -> None:
+    """I = expand · H (as ``Mamba2Config`` demands) and whole groups of heads."""
+    expand = _field(config, "expand")
+    numeric = not isinstance(expand, bool) and isinstance(expand, int | float)
+    if not numeric or expand * spec.hidden_size != spec.intermediate_size:
+        raise CheckpointError(
+            source,
+            f"expand · hidden_size is {expand!r} · {spec.hidden_size}; allowed: num_heads · head_dim"
+            f" = {spec.intermediate_size}",
+        )
+    if spec.num_heads % spec.n_groups:
+        raise CheckpointError(
+            source, f"n_groups is {spec.n_groups}; allowed: a divisor of num_heads ({spec.num_heads})"
+        )
+
+
+def parse(config: Mapping[str, Any], source: str) -> Mamba2Spec:
+    """The :class:`Mamba2Spec` of a ``config.json`` mapping, transformers' defaults for absent fields.
+
+    Args:
+        config: the parsed ``config.json``.
+        source: the file or folder, named in errors.
+
+    Returns:
+        The frozen spec.
+
+    Raises:
+        CheckpointError: the model type, activation, norm or a size is not one rnnviz implements.
+
+    Example:
+        >>> spec = parse({"model_type": "mamba2", "hidden_size": 16, "num_heads": 4, "head_dim": 8,
+        ...               "n_groups": 2, "time_step_limit": [0.0, {"__float__": "Infinity"}]}, "demo")
+        >>> spec.intermediate_size, spec.conv_dim, spec.time_step_limit
+        (32, 544, (0.0, inf))
+    """
+    _check_supported(config, source)
+    spec = Mamba2Spec(
+        vocab_size=_positive_int(config, "vocab_size", source),
+        hidden_size=_positive_int(config, "hidden_size", source),
+        num_hidden_layers=_positive_int(config, "num_hidden_layers", source),
+        num_heads=_positive_int(config, "num_heads", source),
+        head_dim=_positive_int(config, "head_dim", source),
+        state_size=_positive_int(config, "state_size", source),
+        n_groups=_positive_int(config, "n_groups", source),
+        conv_kernel=_positive_int(config, "conv_kernel", source),
+        use_bias=_flag(config, "use_bias", source),
+        use_conv_bias=_flag(config, "use_conv_bias", source),
+        layer_norm_epsilon=_positive_float(config, "layer_norm_epsilon", source),
+        residual_in_fp32=_flag(config, "residual_in_fp32", source),
+        time_step_limit=_time_step_limit(config, source),
+        tie_word_embeddings=_flag(config, "tie_word_embeddings", source),
+    )
+    _check_heads(config, spec, source)
+    return spec
+
+
+def _layer_tensors(spec: Mamba2Spec, layer: int) -> dict[str, tuple[int, ...]]:
+    h, i, heads, conv = spec.hidden_size, spec.intermediate_size, spec.num_heads, spec.conv_dim
+    projected = i + conv + heads  # [z; xBC; dt]
+    shapes = {
+        "norm.weight": (h,),
+        "mixer.dt_bias": (heads,),
+        "mixer.A_log": (heads,),
+        "mixer.D": (heads,),
+        "mixer.conv1d.weight": (conv, 1, spec.conv_kernel),
+        "mixer.in_proj.weight": (projected, h),
+        "mixer.norm.weight": (i,),
+        "mixer.out_proj.weight": (h, i),
+    }
+    if spec.use_conv_bias:
+        shapes["mixer.conv1d.bias"] = (conv,)
+    if spec.use_bias:
+        shapes["mixer.in_proj.bias"] = (projected,)
+        shapes["mixer.out_proj.bias"] = (h,)
+    return {f"backbone.layers.{layer}.{name}": shape for name, shape in shapes.items()}
+
+
+def tensors(spec: Mamba2Spec) -> dict[str, tuple[int, ...]]:
+    """Every tensor the model uses, under its state-dict name, with its shape.
+
+    Args:
+        spec: the model's sizes.
+
+    Returns:
+        ``{name: shape}``: the embeddings ``[V, H]``; per layer its norm ``[H]`` and mixer
+        (``in_proj`` ``[2I + 2GN + n_h, H]``, ``conv1d`` ``[I + 2GN, 1, K]``, ``dt_bias``,
+        ``A_log`` and ``D`` ``[n_h]``, the gated norm ``[I]``, ``out_proj`` ``[H, I]``, biases as
+        configured); ``backbone.norm_f.weight`` ``[H]`` and ``lm_head.weight`` ``[V, H]``.
+
+    Example:
+        >>> spec = parse({"model_type": "mamba2", "hidden_size": 16, "num_heads": 4, "head_dim": 8,
+        ...               "n_groups": 2, "state_size": 4, "num_hidden_layers": 1}, "demo")
+        >>> tensors(spec)["backbone.layers.0.mixer.in_proj.weight"]
+        (84, 16)
+    """
+    shapes = {"backbone.embeddings.weight": (spec.vocab_size, spec.hidden_size)}
+    for layer in range(spec.num_hidden_layers):
+        shapes |= _layer_tensors(spec, layer)
+    shapes["backbone.norm_f.weight"] = (spec.hidden_size,)
+    shapes["lm_head.weight"] = (spec.vocab_size, spec.hidden_size)
+    return shapes
+
+
+def tied(spec: Mamba2Spec) -> dict[str, str]:
+    """``{"lm_head.weight": "backbone.embeddings.weight"}`` when the embeddings are tied, else ``{}``."""
+    return {"lm_head.weight": "backbone.embeddings.weight"} if spec.tie_word_embeddings else {}
+
+
+FAMILY = Family(model_types=MODEL_TYPES, parse=parse, tensors=tensors, tied=tied)

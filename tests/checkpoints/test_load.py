@@ -1,0 +1,169 @@
+"""read_checkpoint: round trips against the libraries that wrote the files, and every hostile
+file refused from its headers with one message naming the file and what was expected."""
+
+from __future__ import annotations
+
+import json
+import pickle
+import struct
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+import safetensors.numpy
+import torch
+
+from rnnviz.checkpoints import CheckpointError, read_checkpoint
+
+
+def _lstm_state(layers: int = 2) -> dict[str, torch.Tensor]:
+    torch.manual_seed(0)
+    return torch.nn.LSTM(3, 5, layers, batch_first=True).state_dict()
+
+
+@pytest.mark.parametrize("suffix", [".pt", ".safetensors"])
+def test_state_dict_round_trip(tmp_path, suffix):
+    state = _lstm_state()
+    path = tmp_path / f"lstm{suffix}"
+    if suffix == ".pt":
+        torch.save(state, path)
+    else:
+        safetensors.numpy.save_file({k: v.numpy() for k, v in state.items()}, str(path))
+    ckpt = read_checkpoint(path)
+    assert ckpt.model_type == "torch_lstm"
+    assert set(ckpt.tensors) == set(state)
+    for name, value in state.items():
+        np.testing.assert_array_equal(ckpt.tensors[name], value.numpy())
+
+
+def test_bfloat16_on_request(tmp_path):
+    state = _lstm_state(1)
+    torch.save(state, tmp_path / "lstm.pt")
+    ckpt = read_checkpoint(tmp_path / "lstm.pt", dtype="bfloat16")
+    w = ckpt.tensors["weight_hh_l0"]
+    assert w.dtype.name == "bfloat16"
+    np.testing.assert_array_equal(
+        w.astype(np.float32), state["weight_hh_l0"].to(torch.bfloat16).float().numpy()
+    )
+
+
+def test_a_parameter_saved_as_such_and_a_view_with_an_offset(tmp_path):
+    """nn.Parameter pickles through _rebuild_parameter; a slice of a larger storage keeps its offset."""
+    big = torch.arange(40, dtype=torch.float32)
+    state = {
+        "weight_ih_l0": torch.nn.Parameter(torch.randn(20, 3)),
+        "weight_hh_l0": torch.randn(20, 5),
+        "bias_ih_l0": big[:20],
+        "bias_hh_l0": big[20:],  # offset 20 into the storage bias_ih_l0 shares
+    }
+    torch.save(state, tmp_path / "p.pt")
+    ckpt = read_checkpoint(tmp_path / "p.pt")
+    for name, value in state.items():
+        np.testing.assert_array_equal(ckpt.tensors[name], value.detach().numpy())
+
+
+# --- hostile files: each refused before any data are read, naming the file ---------------
+
+
+def _safetensors(path: Path, header: dict, data: bytes) -> Path:
+    text = json.dumps(header).encode()
+    path.write_bytes(struct.pack("<Q", len(text)) + text + data)
+    return path
+
+
+def _entry(shape, begin, end, dtype="F32"):
+    return {"dtype": dtype, "shape": shape, "data_offsets": [begin, end]}
+
+
+def _lstm_header(**overrides) -> dict:
+    header = {
+        "weight_ih_l0": _entry([8, 3], 0, 96),
+        "weight_hh_l0": _entry([8, 2], 96, 160),
+        "bias_ih_l0": _entry([8], 160, 192),
+        "bias_hh_l0": _entry([8], 192, 224),
+    }
+    return header | overrides
+
+
+HOSTILE_SAFETENSORS = {
+    "header longer than the file": (None, "its header claims"),
+    "offsets past the end": ({"bias_hh_l0": _entry([8], 192, 10**12)}, "needs 32"),
+    "extent disagrees with shape": ({"bias_hh_l0": _entry([9], 192, 224)}, "needs 36"),
+    "data past the end of the file": ({"bias_hh_l0": _entry([8], 224, 256)}, "the file holds"),
+    "overlap": ({"bias_hh_l0": _entry([8], 160, 192)}, "overlaps"),
+    "unknown dtype": ({"bias_hh_l0": _entry([8], 192, 224, "F8_E4M3")}, "allowed: F64"),
+    "shape not sizes": ({"bias_hh_l0": _entry([-8], 192, 224)}, "allowed: a list of sizes"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOSTILE_SAFETENSORS))
+def test_hostile_safetensors(tmp_path, case):
+    overrides, message = HOSTILE_SAFETENSORS[case]
+    path = tmp_path / "x.safetensors"
+    if overrides is None:
+        path.write_bytes(struct.pack("<Q", 2**40) + b"{}")
+    else:
+        _safetensors(path, _lstm_header(**overrides), bytes(224))
+    with pytest.raises(CheckpointError, match=message) as err:
+        read_checkpoint(path)
+    assert str(path) in str(err.value)
+
+
+def test_header_not_json(tmp_path):
+    path = tmp_path / "x.safetensors"
+    path.write_bytes(struct.pack("<Q", 4) + b"\xff{[ " + bytes(8))
+    with pytest.raises(CheckpointError, match="not JSON"):
+        read_checkpoint(path)
+
+
+def test_a_bare_pickle_is_refused(tmp_path):
+    path = tmp_path / "x.pt"
+    path.write_bytes(pickle.dumps({"weight_ih_l0": [1.0, 2.0]}))
+    with pytest.raises(CheckpointError, match="not a torch.save zip archive"):
+        read_checkpoint(path)
+
+
+class _Payload:
+    def __init__(self, marker: Path):
+        self.marker = marker
+
+    def __reduce__(self):
+        return (Path.touch, (self.marker,))
+
+
+def test_a_pickle_that_would_run_code_is_refused_and_runs_nothing(tmp_path):
+    marker = tmp_path / "ran"
+    state = dict(_lstm_state(1))
+    torch.save(state, tmp_path / "good.pt")
+    with zipfile.ZipFile(tmp_path / "good.pt") as z, zipfile.ZipFile(tmp_path / "evil.pt", "w") as out:
+        for info in z.infolist():
+            data = z.read(info)
+            if info.filename.endswith("data.pkl"):
+                data = pickle.dumps({"weight_ih_l0": _Payload(marker)}, protocol=2)
+            out.writestr(info, data)
+    with pytest.raises(CheckpointError, match="its pickle asks for .*refused") as err:
+        read_checkpoint(tmp_path / "evil.pt")
+    assert "evil.pt" in str(err.value) and not marker.exists()
+
+
+def test_a_missing_tensor(tmp_path):
+    header = _lstm_header()
+    del header["bias_hh_l0"]
+    # without bias_hh the state dict is read as a bias-free stack missing bias_ih's partner
+    with pytest.raises(CheckpointError, match="bias"):
+        read_checkpoint(_safetensors(tmp_path / "x.safetensors", header, bytes(224)))
+
+
+def test_over_the_cap(tmp_path):
+    torch.save(_lstm_state(1), tmp_path / "lstm.pt")
+    with pytest.raises(CheckpointError, match="GiB of weights; allowed: at most"):
+        read_checkpoint(tmp_path / "lstm.pt", max_bytes=100)
+
+
+def test_not_found_and_bad_suffix(tmp_path):
+    with pytest.raises(CheckpointError, match="does not exist"):
+        read_checkpoint(tmp_path / "nothing")
+    (tmp_path / "x.txt").write_text("hello")
+    with pytest.raises(CheckpointError, match="allowed: .safetensors"):
+        read_checkpoint(tmp_path / "x.txt")
