@@ -1,0 +1,255 @@
+r"""Mamba and FalconMamba language models as transformers computes them, in JAX, with probes.
+
+Follows transformers' ``models/mamba/modeling_mamba.py`` (``MambaForCausalLM``, ``MambaModel``,
+``MambaBlock``, ``MambaRMSNorm``, ``MambaMixer.forward`` and its sequential scan
+``mamba_selective_scan``) and ``models/falcon_mamba/modeling_falcon_mamba.py``
+(``FalconMambaMixer``, ``FalconMambaWeightlessRMSNorm``). Each block is pre-norm and residual,
+x ← x + Mixer(RMSNorm(x)); the mixer, over inner width I and state size N:
+
+.. math::
+    [u; z] = W_{in} x + b_{in},\quad u ← \mathrm{SiLU}(\mathrm{conv}_K(u) + b_{conv}),\quad
+    [δ; B; C] = W_x u,
+
+    Δ = \mathrm{softplus}(W_Δ δ + b_Δ),\quad A = −\exp(A_{log}),\quad
+    h_t = \exp(Δ_t A) ⊙ h_{t−1} + (Δ_t B_t) ⊙ u_t,
+
+    y_t = (h_t C_t + D ⊙ u_t) ⊙ \mathrm{SiLU}(z_t),\quad \mathrm{out} = W_{out} y + b_{out}
+
+with conv_K depthwise and causal (K − 1 zeros in front, the first T outputs kept) and h ``[I, N]``
+per example. FalconMamba normalises δ, B and C by their RMS, without weights, before use.
+
+Subtleties kept from the reference:
+
+* RMSNorm is ``w · x / sqrt(mean x² + ε)`` with w itself (not 1 + w), the normalisation in
+  float32 and cast back to the input's dtype before the weight multiplies.
+* Each block's norm reads the stream cast to the norm weight's dtype, while the residual is
+  kept in float32 (``residual_in_fp32``); the final norm reads the float32 stream itself.
+* The bias b_Δ is added inside the softplus, after the bias-free W_Δ δ, in the weights' dtype;
+  then Δ widens, and exp(ΔA), ΔBu and the state are float32 whatever the weights. The readout
+  h·C is computed in the weights' dtype, D·u in float32, the gate multiplies in float32, and
+  ``out_proj`` reads the product cast back.
+
+No attention mask: transformers' ``attention_mask`` zeroes padded positions' inputs to the mixer
+and its convolution; here every position of ``inputs`` is a token.
+
+In float32 every cast is the identity; in bfloat16 the casts follow the reference's. Float64
+weights compute in float64 throughout (the reference's float32 steps widen with them), which is
+what a finite-difference check needs.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+
+from rnnviz.engine.blocks import Probes
+
+if TYPE_CHECKING:
+    from rnnviz.checkpoints.families.mamba import MambaSpec
+
+Params = dict[str, jax.Array]
+
+
+def _wide(dtype: Any) -> Any:
+    """The dtype the reference's float32 steps run in: float32, or float64 for float64 weights."""
+    return jnp.dtype(jnp.float64) if jnp.dtype(dtype) == jnp.float64 else jnp.dtype(jnp.float32)
+
+
+def _promoted(a: Any, b: Any) -> Any:
+    """torch's promotion of two float dtypes (bfloat16 with float32 is float32), spelled out:
+    the tests run JAX's strict promotion, which has no implicit path between them."""
+    if jnp.dtype(a) == jnp.dtype(b):
+        return jnp.dtype(a)
+    return max(_wide(a), _wide(b), key=lambda d: d.itemsize)
+
+
+def _row(vector: jax.Array, ndim: int) -> jax.Array:
+    """A ``[D]`` vector as ``[1, …, 1, D]`` of rank ``ndim`` (ranks are never promoted silently)."""
+    return vector.reshape((1,) * (ndim - 1) + vector.shape)
+
+
+def _linear(x: jax.Array, weight: jax.Array, bias: jax.Array | None = None) -> jax.Array:
+    """torch's ``nn.Linear``: ``x Wᵀ + b``, x ``[B, T, in]``, W ``[out, in]`` → ``[B, T, out]``."""
+    y = jnp.einsum("bti,oi->bto", x, weight.astype(x.dtype))
+    return y if bias is None else y + _row(bias.astype(x.dtype), 3)
+
+
+def rms_norm(x: jax.Array, weight: jax.Array | None, eps: float) -> jax.Array:
+    r"""RMS norm over the last axis: :math:`w ⊙ \hat x`, :math:`\hat x = x / \sqrt{\mathrm{mean}(x^2) + ε}`.
+
+    :math:`\hat x` is computed in float32 (float64 for float64 input) and cast back to x's dtype;
+    then w (if any) multiplies, in the wider of the two dtypes, as ``MambaRMSNorm``.
+    FalconMamba's weight-free norm is ``weight=None``.
+
+    Args:
+        x: ``[..., D]``.
+        weight: ``[D]``, or None.
+        eps: ε.
+
+    Returns:
+        ``[..., D]`` in the promoted dtype of x and the weight.
+    """
+    xf = x.astype(_wide(x.dtype))
+    normed = (xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)).astype(x.dtype)
+    if weight is None:
+        return normed
+    dtype = _promoted(weight.dtype, x.dtype)
+    return _row(weight.astype(dtype), x.ndim) * normed.astype(dtype)
+
+
+def causal_conv(u: jax.Array, weight: jax.Array, bias: jax.Array | None) -> jax.Array:
+    r"""Depthwise causal convolution, torch's ``conv1d(padding=K − 1)[..., :T]``:
+    :math:`c_t = \sum_{k=0}^{K−1} w_k ⊙ u_{t+k−K+1} + b` with u = 0 before t = 0.
+
+    Args:
+        u: ``[B, T, I]``.
+        weight: ``[I, 1, K]`` (torch's depthwise layout).
+        bias: ``[I]``, or None.
+
+    Returns:
+        ``[B, T, I]`` in u's dtype.
+    """
+    k_size, seq_len = weight.shape[-1], u.shape[1]
+    padded = jnp.pad(u, ((0, 0), (k_size - 1, 0), (0, 0)))
+    w = weight[:, 0, :].astype(u.dtype)  # [I, K]
+    out = sum(padded[:, k : k + seq_len, :] * _row(w[:, k], 3) for k in range(k_size))
+    return out if bias is None else out + _row(bias.astype(u.dtype), 3)
+
+
+def selective_scan(decay: jax.Array, drive: jax.Array) -> jax.Array:
+    r"""The SSM states after every step, sequentially: :math:`h_t = a_t ⊙ h_{t−1} + b_t`, h₋₁ = 0.
+
+    Args:
+        decay: a_t = exp(Δ_t A) ``[B, T, I, N]``.
+        drive: b_t = Δ_t B_t u_t (plus the state probe) ``[B, T, I, N]``.
+
+    Returns:
+        h ``[B, T, I, N]``.
+    """
+
+    def step(h: jax.Array, inputs: tuple[jax.Array, jax.Array]) -> tuple[jax.Array, jax.Array]:
+        a, b = inputs
+        h = a * h + b
+        return h, h
+
+    h0 = jnp.zeros(drive.shape[:1] + drive.shape[2:], drive.dtype)
+    _, states = jax.lax.scan(step, h0, (decay.swapaxes(0, 1), drive.swapaxes(0, 1)))
+    return states.swapaxes(0, 1)
+
+
+def _selection(spec: MambaSpec, p: Params, u: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
+    """Δ ``[B, T, I]`` (float32), B_t and C_t ``[B, T, N]`` (u's dtype) from the convolved u."""
+    rank, n = spec.time_step_rank, spec.state_size
+    x_dbl = _linear(u, p["mixer.x_proj.weight"])
+    low, b_t, c_t = x_dbl[..., :rank], x_dbl[..., rank : rank + n], x_dbl[..., rank + n :]
+    if spec.mixer_rms_eps is not None:  # FalconMamba
+        low, b_t, c_t = (rms_norm(v, None, spec.mixer_rms_eps) for v in (low, b_t, c_t))
+    # the bias joins in u's dtype (transformers casts it to the time step's), then Δ widens
+    dt_raw = _linear(low, p["mixer.dt_proj.weight"], p["mixer.dt_proj.bias"])
+    return jax.nn.softplus(dt_raw).astype(_wide(u.dtype)), b_t, c_t
+
+
+def mixer(spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | None) -> jax.Array:
+    """``MambaMixer`` (or ``FalconMambaMixer``) on the normed stream.
+
+    Args:
+        spec: the model's sizes.
+        p: the layer's tensors, named after ``backbone.layers.{l}.``.
+        x: ``[B, T, H]``, the block norm's output.
+        state_probe: ``[B, T, I, N]`` added to the state after each step, or None.
+
+    Returns:
+        ``[B, T, H]`` in x's dtype.
+    """
+    dtype, wide = x.dtype, _wide(x.dtype)
+    u, z = jnp.split(_linear(x, p["mixer.in_proj.weight"], p.get("mixer.in_proj.bias")), 2, axis=-1)
+    u = jax.nn.silu(causal_conv(u, p["mixer.conv1d.weight"], p.get("mixer.conv1d.bias")))
+    delta, b_t, c_t = _selection(spec, p, u)
+    a = -jnp.exp(p["mixer.A_log"].astype(wide))  # [I, N]
+    decay = jnp.exp(delta[..., None] * a[None, None])
+    drive = (delta[..., None] * b_t.astype(wide)[:, :, None, :]) * u.astype(wide)[..., None]
+    if state_probe is not None:
+        drive = drive + state_probe.astype(wide)
+    h = selective_scan(decay, drive)
+    readout = jnp.einsum("btin,btn->bti", h.astype(dtype), c_t).astype(wide)
+    y = (readout + u.astype(wide) * _row(p["mixer.D"].astype(wide), 3)) * jax.nn.silu(z).astype(wide)
+    return _linear(y.astype(dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
+
+
+def block(spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | None) -> jax.Array:
+    """``MambaBlock``: x + Mixer(RMSNorm(x)), the residual in float32 if ``residual_in_fp32``.
+
+    Args:
+        spec: the model's sizes.
+        p: the layer's tensors, named after ``backbone.layers.{l}.``.
+        x: the stream ``[B, T, H]``.
+        state_probe: ``[B, T, I, N]`` or None (:func:`mixer`).
+
+    Returns:
+        The stream after the block ``[B, T, H]``.
+    """
+    weight = p["norm.weight"]
+    normed = rms_norm(x.astype(weight.dtype), weight, spec.layer_norm_epsilon)
+    residual = x.astype(_wide(x.dtype)) if spec.residual_in_fp32 else x
+    out = mixer(spec, p, normed, state_probe)
+    dtype = _promoted(residual.dtype, out.dtype)
+    return residual.astype(dtype) + out.astype(dtype)
+
+
+def _layer_params(params: Params, layer: int) -> Params:
+    prefix = f"backbone.layers.{layer}."
+    return {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
+
+
+def _probe(x: jax.Array, probes: Probes | None, row: int) -> jax.Array:
+    return x if probes is None else x + probes.stream[row].astype(x.dtype)
+
+
+def forward(spec: MambaSpec, params: Params, inputs: jax.Array, probes: Probes | None = None) -> jax.Array:
+    """The logits of ``MambaForCausalLM`` / ``FalconMambaForCausalLM``.
+
+    Args:
+        spec: the model's sizes (:func:`rnnviz.checkpoints.families.mamba.parse`).
+        params: every tensor of :func:`~rnnviz.checkpoints.families.mamba.tensors`, tied ones
+            included as their own entries (the gradient of a tied pair is the sum of the two).
+        inputs: token ids ``<int>[B, T]``.
+        probes: zeros to differentiate (:class:`~rnnviz.engine.blocks.Probes`): ``stream`` rows
+            ``[B, T, H]`` (row l enters block l, row L the final norm) and ``states`` as
+            :func:`state_shapes`; or None.
+
+    Returns:
+        Logits ``[B, T, V]``, float32 (float64 for float64 weights).
+
+    Example:
+        >>> import jax.numpy as jnp
+        >>> from rnnviz.checkpoints.families.mamba import parse, tensors
+        >>> spec = parse({"model_type": "mamba", "vocab_size": 11, "hidden_size": 8,
+        ...               "num_hidden_layers": 1, "state_size": 2}, "demo")
+        >>> params = {k: jnp.full(s, 0.1) for k, s in tensors(spec).items()}
+        >>> forward(spec, params, jnp.zeros((2, 5), jnp.int32)).shape
+        (2, 5, 11)
+    """
+    x = _probe(jnp.take(params["backbone.embeddings.weight"], inputs, axis=0), probes, 0)
+    for layer in range(spec.num_hidden_layers):
+        state_probe = None if probes is None else probes.states[layer]["h"]
+        x = _probe(block(spec, _layer_params(params, layer), x, state_probe), probes, layer + 1)
+    normed = rms_norm(x, params["backbone.norm_f.weight"], spec.layer_norm_epsilon)
+    head = params["lm_head.weight"]
+    logits = jnp.einsum("bth,vh->btv", normed.astype(head.dtype), head)
+    return logits.astype(_wide(head.dtype))
+
+
+def state_shapes(spec: MambaSpec, batch: int, seq_len: int) -> tuple[dict[str, jax.ShapeDtypeStruct], ...]:
+    """Each layer's SSM state after each step: ``{"h": [B, T, I, N]}`` float32, L entries.
+
+    Example:
+        >>> from rnnviz.checkpoints.families.mamba import parse
+        >>> spec = parse({"model_type": "mamba", "hidden_size": 8, "num_hidden_layers": 2,
+        ...               "state_size": 3}, "demo")
+        >>> [s["h"].shape for s in state_shapes(spec, 2, 5)]
+        [(2, 5, 16, 3), (2, 5, 16, 3)]
+    """
+    leaf = jax.ShapeDtypeStruct((batch, seq_len, spec.intermediate_size, spec.state_size), jnp.float32)
+    return tuple({"h": leaf} for _ in range(spec.num_hidden_layers))

@@ -1,0 +1,145 @@
+r"""A ``torch.nn.LSTM`` / ``torch.nn.GRU`` stack (one-way, no projection) as a pure JAX
+function of its state dict, batch-first (inputs ``[B, T, I]``), from a zero initial state.
+
+Follows torch's documented equations (``torch/nn/modules/rnn.py``, ``LSTM`` and ``GRU``),
+the gates stacked along the weights' rows in torch's order. LSTM (i, f, g, o):
+
+.. math::
+    i, f, o = σ(W_{i·} x_t + b_{i·} + W_{h·} h_{t−1} + b_{h·}),\quad
+    g = \tanh(W_{ig} x_t + b_{ig} + W_{hg} h_{t−1} + b_{hg}),\quad
+    c_t = f ⊙ c_{t−1} + i ⊙ g,\quad h_t = o ⊙ \tanh(c_t)
+
+GRU (r, z, n), whose candidate reads the reset gate *after* the recurrent bias:
+
+.. math::
+    r, z = σ(W_{i·} x_t + b_{i·} + W_{h·} h_{t−1} + b_{h·}),\quad
+    n = \tanh(W_{in} x_t + b_{in} + r ⊙ (W_{hn} h_{t−1} + b_{hn})),\quad
+    h_t = (1 − z) ⊙ n + z ⊙ h_{t−1}
+
+Layer k reads layer k − 1's outputs h; the stack returns the top layer's. Without biases
+(``bias=False``) both b terms are zero. The input projections of all steps are one matmul
+before the scan; only ``W_h h`` runs inside it.
+
+The probes: ``stream[k]`` is added to layer k's input (row L to the top layer's output);
+``states[k]`` holds ``{"c", "h"}`` (LSTM) or ``{"h"}`` (GRU), each ``[B, T, H]``. The LSTM's c
+probe is added before h_t = o ⊙ tanh(c_t) is read, so ∂L/∂c_t counts both the paths through
+h_t and through c_{t+1}: the gradient torch gives a step's c with ``retain_grad``.
+
+Weights of any float dtype are computed in float32 (the recurrence is short and small, and
+torch's fused kernels accumulate the gates in float32 too).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+
+from rnnviz.engine.blocks import Probes
+
+if TYPE_CHECKING:
+    from rnnviz.checkpoints.families.torch_rnn import TorchRNNSpec
+
+Params = dict[str, jax.Array]
+
+
+def _layer_weights(spec: TorchRNNSpec, params: Params, k: int) -> tuple[jax.Array, ...]:
+    """``(W_ih [G·H, I_k], W_hh [G·H, H], b_ih [G·H], b_hh [G·H])`` of layer k in float32
+    (zero biases when the stack has none)."""
+    w_ih, w_hh = (params[spec.name(n, k)].astype(jnp.float32) for n in ("weight_ih", "weight_hh"))
+    if not spec.bias:
+        zero = jnp.zeros(w_hh.shape[:1], jnp.float32)
+        return w_ih, w_hh, zero, zero
+    b_ih, b_hh = (params[spec.name(n, k)].astype(jnp.float32) for n in ("bias_ih", "bias_hh"))
+    return w_ih, w_hh, b_ih, b_hh
+
+
+def lstm_step(
+    c: jax.Array, x_gates: jax.Array, h_gates: jax.Array, probe: dict | None
+) -> tuple[jax.Array, jax.Array]:
+    """One LSTM step: ``(c_t, h_t)`` ``[B, H]`` from the gate pre-activations ``[B, 4H]`` of the
+    input (``W_ih x_t + b_ih``) and of the state (``W_hh h_{t−1} + b_hh``), rows (i, f, g, o);
+    ``probe`` ``{"c", "h"}`` ``[B, H]`` (or None) added to c_t before h_t reads it, and to h_t."""
+    i, f, g, o = jnp.split(x_gates + h_gates, 4, axis=-1)
+    c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
+    if probe is not None:
+        c = c + probe["c"]
+    h = jax.nn.sigmoid(o) * jnp.tanh(c)
+    if probe is not None:
+        h = h + probe["h"]
+    return c, h
+
+
+def gru_step(h: jax.Array, x_gates: jax.Array, h_gates: jax.Array, probe: dict | None) -> jax.Array:
+    """One GRU step: h_t ``[B, H]`` from the input's and the state's gate pre-activations
+    ``[B, 3H]`` (rows r, z, n; the reset gate scales ``W_hn h + b_hn``), plus ``probe["h"]``."""
+    x_r, x_z, x_n = jnp.split(x_gates, 3, axis=-1)
+    h_r, h_z, h_n = jnp.split(h_gates, 3, axis=-1)
+    r, z = jax.nn.sigmoid(x_r + h_r), jax.nn.sigmoid(x_z + h_z)
+    n = jnp.tanh(x_n + r * h_n)
+    h = (1.0 - z) * n + z * h
+    return h if probe is None else h + probe["h"]
+
+
+def layer(spec: TorchRNNSpec, params: Params, k: int, x: jax.Array, probe: dict | None = None) -> jax.Array:
+    """Layer k over the whole sequence: its outputs h ``[B, T, H]`` float32 from its inputs
+    ``x`` ``[B, T, I_k]``, with ``probe`` (leaves ``[B, T, H]``, or None) added to its state."""
+    w_ih, w_hh, b_ih, b_hh = _layer_weights(spec, params, k)
+    x_gates = jnp.einsum("bti,gi->tbg", x.astype(jnp.float32), w_ih) + b_ih[None, None]
+    probe_t = None if probe is None else {n: jnp.swapaxes(p, 0, 1) for n, p in probe.items()}
+    batch, h_size = x.shape[0], spec.hidden_size
+    zeros = jnp.zeros((batch, h_size), jnp.float32)
+    lstm = spec.model_type == "torch_lstm"
+
+    def step(carry: tuple[jax.Array, jax.Array], xs: tuple[jax.Array, Any]):
+        c, h = carry
+        x_g, p = xs
+        h_g = h @ w_hh.T + b_hh[None]
+        c, h = lstm_step(c, x_g, h_g, p) if lstm else (c, gru_step(h, x_g, h_g, p))
+        return (c, h), h
+
+    _, hs = jax.lax.scan(step, (zeros, zeros), (x_gates, probe_t))
+    return jnp.swapaxes(hs, 0, 1)
+
+
+def forward(spec: TorchRNNSpec, params: Params, inputs: jax.Array, probes: Probes | None = None) -> jax.Array:
+    """The stack's top-layer outputs ``[B, T, H]`` float32 for inputs ``[B, T, I]``.
+
+    Args:
+        spec: the stack's sizes (:class:`~rnnviz.checkpoints.families.torch_rnn.TorchRNNSpec`).
+        params: ``{name: array}``, named as the state dict (prefix included).
+        inputs: ``[B, T, I]`` float features, batch first.
+        probes: optional :class:`~rnnviz.engine.blocks.Probes`: ``stream`` L + 1 arrays (row k
+            ``[B, T, I_k]`` added to layer k's input, row L ``[B, T, H]`` to the output),
+            ``states`` L dicts as :func:`state_shapes`.
+
+    Returns:
+        h^{(L−1)} ``[B, T, H]`` float32, plus ``probes.stream[L]``.
+
+    >>> import jax.numpy as jnp
+    >>> from rnnviz.checkpoints.families.torch_rnn import TorchRNNSpec, tensors
+    >>> spec = TorchRNNSpec("torch_lstm", num_layers=2, input_size=3, hidden_size=4)
+    >>> params = {n: jnp.full(s, 0.1) for n, s in tensors(spec).items()}
+    >>> forward(spec, params, jnp.ones((2, 5, 3))).shape
+    (2, 5, 4)
+    """
+    x = inputs.astype(jnp.float32)
+    for k in range(spec.num_layers):
+        if probes is not None:
+            x = x + probes.stream[k]
+        x = layer(spec, params, k, x, None if probes is None else probes.states[k])
+    return x if probes is None else x + probes.stream[spec.num_layers]
+
+
+def state_shapes(spec: TorchRNNSpec, batch: int, seq_len: int) -> tuple[dict[str, jax.ShapeDtypeStruct], ...]:
+    """Each layer's state probe: ``{"c", "h"}`` (LSTM) or ``{"h"}`` (GRU), leaves ``[B, T, H]`` float32.
+
+    >>> from rnnviz.checkpoints.families.torch_rnn import TorchRNNSpec
+    >>> shapes = state_shapes(TorchRNNSpec("torch_gru", 2, 3, 4), batch=2, seq_len=5)
+    >>> len(shapes), shapes[0]["h"].shape
+    (2, (2, 5, 4))
+    """
+    leaf = jax.ShapeDtypeStruct((batch, seq_len, spec.hidden_size), jnp.float32)
+    names = ("c", "h") if spec.model_type == "torch_lstm" else ("h",)
+    return tuple({n: leaf for n in names} for _ in range(spec.num_layers))

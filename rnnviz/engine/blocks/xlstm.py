@@ -1,0 +1,330 @@
+r"""transformers' ``xLSTMForCausalLM`` (``transformers/models/xlstm/modeling_xlstm.py``: the
+xLSTM-7B stack of mLSTM blocks) as a pure JAX function of its state dict.
+
+Per block l (``xLSTMBlock``), with RMSNorm(x) = w ⊙ x / √(mean x² + ε) (+ b):
+
+.. math::
+    x ← x + \mathrm{out\_proj}\big(σ(o) ⊙ \mathrm{MHLN}(\mathrm{mLSTM}(q, k, v, ĩ, f̃))\big),\quad
+    [q, k, v, o, ĩ, f̃] = \text{projections of } \mathrm{RMSNorm}_{mlstm}(x),
+
+    x ← x + W_{down}\big(\mathrm{SiLU}(W_{gate} u) ⊙ W_{up} u\big),\quad u = \mathrm{RMSNorm}_{ffn}(x)
+
+then logits = cap · tanh(W_{lm} RMSNorm_{out}(x) / cap). The input and forget pre-activations
+are soft-capped the same way (``gate_soft_cap``); the output gate is not, and multiplies
+*after* the per-head layer norm MHLN (mean and biased variance over each head's d_v values, one
+weight and bias over all v_dim). Per head, from m₀ = 0, C₀ = 0, n₀ = 0 (``xLSTMLayer``,
+``mlstm_recurrent_step_native``):
+
+.. math::
+    m_t = \max(\log σ(f̃_t) + m_{t−1},\ ĩ_t),\quad
+    f'_t = e^{\log σ(f̃_t) + m_{t−1} − m_t},\quad i'_t = e^{ĩ_t − m_t},
+
+    C_t = f'_t C_{t−1} + i'_t\, k_t v_t^⊤,\quad n_t = f'_t n_{t−1} + i'_t k_t,\quad
+    h_t = \frac{C_t^⊤ q̂_t}{\max(|q̂_t^⊤ n_t|,\ e^{−m_t}) + ε},\quad q̂_t = q_t / \sqrt{d_{qk}}
+
+with the raw key (the 1/√d_qk scales the query). transformers computes this with a chunkwise
+kernel where T allows (mode ``"train"``, or the whole chunks of mode ``"inference"``) and with
+this step loop for the rest; both give this recurrence, which here is one ``lax.scan`` so every
+step's state can be probed.
+
+The recurrent state of a layer, as :func:`state_shapes` names it: ``C [B, T, heads, d_qk, d_v]``
+(key index first, transformers' ``matC``), ``n [B, T, heads, d_qk]`` and ``m [B, T, heads]``, the
+stabilised state (the true C and n times e^{−m_t}).
+
+Two gradients are small by construction, not by training. The readout's denominator is one
+scale per head and step, which the per-head layer norm divides out but for its ε: n (which
+reaches the output only through that denominator) has a gradient of the order of ε, round-off
+at the default ε = 10⁻⁶. And the input gate's bias moves every step's ĩ alike, which scales a
+head's whole history (C, n from zero) by one factor that the readout or the norm divides out:
+but for the soft cap and the ε, its gradient is zero.
+
+Dtypes: the projections, norms' scaling and residual stream run in the parameters' dtype; the
+norms reduce in float32 when ``norm_reduction_force_float32``; the recurrence runs in float32,
+as transformers' step kernel keeps its state (``inference_state_dtype``), its output cast back;
+the logits are float32 before their cap. In bfloat16 the chunkwise kernels round differently,
+so only float32 matches transformers to float32's error.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jax
+import jax.numpy as jnp
+
+if TYPE_CHECKING:
+    from rnnviz.checkpoints.families.xlstm import XLSTMSpec
+    from rnnviz.engine.blocks import Probes
+
+Params = dict[str, jax.Array]
+#: A layer's recurrent state: ``{"C": [..., heads, d_qk, d_v], "n": [..., heads, d_qk], "m": [..., heads]}``.
+State = dict[str, jax.Array]
+
+
+def state_shapes(spec: XLSTMSpec, batch: int, seq_len: int) -> tuple[State, ...]:
+    """Each block's recurrent state over a sequence, as :class:`~rnnviz.engine.blocks.Probes` holds it.
+
+    Args:
+        spec: the model.
+        batch: B.
+        seq_len: T.
+
+    Returns:
+        L dicts of float32 ``jax.ShapeDtypeStruct``: ``C [B, T, heads, d_qk, d_v]``,
+        ``n [B, T, heads, d_qk]``, ``m [B, T, heads]``.
+
+    >>> from rnnviz.checkpoints.families.xlstm import parse
+    >>> spec = parse({"vocab_size": 8, "hidden_size": 32, "num_blocks": 1, "num_heads": 2}, "c")
+    >>> {k: v.shape for k, v in state_shapes(spec, 3, 5)[0].items()}
+    {'C': (3, 5, 2, 8, 16), 'n': (3, 5, 2, 8), 'm': (3, 5, 2)}
+    """
+    lead = (batch, seq_len, spec.num_heads)
+    state = {
+        "C": jax.ShapeDtypeStruct((*lead, spec.qk_head_dim, spec.v_head_dim), jnp.float32),
+        "n": jax.ShapeDtypeStruct((*lead, spec.qk_head_dim), jnp.float32),
+        "m": jax.ShapeDtypeStruct(lead, jnp.float32),
+    }
+    return tuple(dict(state) for _ in range(spec.num_blocks))
+
+
+def _bias(b: jax.Array, ndim: int) -> jax.Array:
+    """A vector ``[n]`` as ``[1, …, 1, n]`` of rank ``ndim``, to add without rank promotion."""
+    return b.reshape((1,) * (ndim - 1) + b.shape)
+
+
+def _linear(params: Params, name: str, x: jax.Array) -> jax.Array:
+    """``nn.Linear`` ``name``: x Wᵀ (+ b), ``[..., in] -> [..., out]``."""
+    y = jnp.einsum("...i,oi->...o", x, params[name + ".weight"].astype(x.dtype))
+    bias = params.get(name + ".bias")
+    return y if bias is None else y + _bias(bias.astype(x.dtype), y.ndim)
+
+
+def _affine(params: Params, name: str, x: jax.Array) -> jax.Array:
+    """A norm's w ⊙ x (+ b) over the last axis."""
+    y = x * _bias(params[name + ".weight"].astype(x.dtype), x.ndim)
+    bias = params.get(name + ".bias")
+    return y if bias is None else y + _bias(bias.astype(x.dtype), x.ndim)
+
+
+def _reduce_dtype(force_float32: bool, x: jax.Array) -> Any:
+    return jnp.float32 if force_float32 else x.dtype
+
+
+def rms_norm(spec: XLSTMSpec, params: Params, name: str, x: jax.Array, force_float32: bool) -> jax.Array:
+    """``xLSTMRMSNorm``: w ⊙ x / √(mean_D x² + ε) (+ b), reduced in float32 when forced.
+
+    Args:
+        spec: the model (ε).
+        params: the state dict.
+        name: the norm's prefix (``backbone.blocks.0.norm_mlstm``).
+        x: ``[B, T, D]``.
+        force_float32: reduce in float32 whatever x's dtype.
+
+    Returns:
+        ``[B, T, D]`` in x's dtype.
+    """
+    xr = x.astype(_reduce_dtype(force_float32, x))
+    y = xr * jax.lax.rsqrt(jnp.mean(xr * xr, axis=-1, keepdims=True) + spec.norm_eps)
+    return _affine(params, name, y.astype(x.dtype))
+
+
+def head_layer_norm(spec: XLSTMSpec, params: Params, name: str, h: jax.Array) -> jax.Array:
+    """``xLSTMMultiHeadLayerNorm``: each head's vector centred and scaled by its biased
+    variance, (h − mean) / √(var + ε), then one w ⊙ · (+ b) over all heads.
+
+    Args:
+        spec: the model.
+        params: the state dict.
+        name: the norm's prefix.
+        h: ``[B, T, heads, d_v]``.
+
+    Returns:
+        ``[B, T, heads · d_v]`` in h's dtype.
+    """
+    hr = h.astype(_reduce_dtype(spec.norm_reduction_force_float32, h))
+    mean = jnp.mean(hr, axis=-1, keepdims=True)
+    var = jnp.mean(jnp.square(hr - mean), axis=-1, keepdims=True)
+    y = ((hr - mean) * jax.lax.rsqrt(var + spec.norm_eps)).astype(h.dtype)
+    return _affine(params, name, y.reshape(*h.shape[:2], -1))
+
+
+def soft_cap(x: jax.Array, cap: float | None) -> jax.Array:
+    """cap · tanh(x / cap), or x when ``cap`` is None."""
+    return x if cap is None else cap * jnp.tanh(x / cap)
+
+
+def mlstm_step(
+    state: State, inputs: tuple[jax.Array, ...], probe: State | None, eps: float
+) -> tuple[State, jax.Array]:
+    """One step of the stabilised mLSTM recurrence for every head (module docstring).
+
+    Args:
+        state: ``C [B, heads, d_qk, d_v]``, ``n [B, heads, d_qk]``, ``m [B, heads]``.
+        inputs: ``(q, k, v, ĩ, f̃)``: ``[B, heads, d_qk]`` twice, ``[B, heads, d_v]``,
+            ``[B, heads]`` twice (the gates soft-capped).
+        probe: added to the new state before the readout, or None.
+        eps: ε of the readout's denominator.
+
+    Returns:
+        The new state and h_t ``[B, heads, d_v]``.
+    """
+    q, k, v, i_pre, f_pre = inputs
+    log_f = jax.nn.log_sigmoid(f_pre)
+    m = jnp.maximum(log_f + state["m"], i_pre)
+    f_act = jnp.exp(log_f + state["m"] - m)
+    i_act = jnp.exp(i_pre - m)
+    kv = k[..., :, None] * v[..., None, :]  # [B, heads, d_qk, d_v]: key index first, as matC
+    new = {
+        "C": f_act[..., None, None] * state["C"] + i_act[..., None, None] * kv,
+        "n": f_act[..., None] * state["n"] + i_act[..., None] * k,
+        "m": m,
+    }
+    if probe is not None:
+        new = {name: new[name] + probe[name] for name in new}
+    q_hat = q * q.shape[-1] ** -0.5
+    numerator = jnp.einsum("bhd,bhde->bhe", q_hat, new["C"])
+    qn = jnp.einsum("bhd,bhd->bh", q_hat, new["n"])
+    denominator = jnp.maximum(jnp.abs(qn), jnp.exp(-new["m"])) + eps
+    return new, numerator / denominator[..., None]
+
+
+def mlstm(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    i_pre: jax.Array,
+    f_pre: jax.Array,
+    eps: float,
+    probe: State | None = None,
+) -> jax.Array:
+    """The mLSTM recurrence over a sequence from zero state, one ``lax.scan`` over time.
+
+    Args:
+        q: ``[B, T, heads, d_qk]``.
+        k: ``[B, T, heads, d_qk]``.
+        v: ``[B, T, heads, d_v]``.
+        i_pre: ``[B, T, heads]``, the soft-capped input-gate pre-activation ĩ.
+        f_pre: ``[B, T, heads]``, the soft-capped forget-gate pre-activation f̃.
+        eps: ε of the readout.
+        probe: the layer's state probe (leaves ``[B, T, ...]``, :func:`state_shapes`), or None.
+
+    Returns:
+        h ``[B, T, heads, d_v]``, float32 (float64 for float64 inputs).
+    """
+    b, _, heads, d_qk = q.shape
+    dtype = q.dtype if jnp.finfo(q.dtype).bits >= 32 else jnp.dtype(jnp.float32)  # float64 stays
+    state = {
+        "C": jnp.zeros((b, heads, d_qk, v.shape[-1]), dtype),
+        "n": jnp.zeros((b, heads, d_qk), dtype),
+        "m": jnp.zeros((b, heads), dtype),
+    }
+
+    def time_major(a: jax.Array) -> jax.Array:
+        return jnp.swapaxes(a.astype(dtype), 0, 1)
+
+    xs = tuple(time_major(a) for a in (q, k, v, i_pre, f_pre))
+    probes_t = None if probe is None else {name: time_major(p) for name, p in probe.items()}
+
+    def step(carry: State, x: tuple[Any, State | None]) -> tuple[State, jax.Array]:
+        return mlstm_step(carry, x[0], x[1], eps)
+
+    _, h = jax.lax.scan(step, state, (xs, probes_t))
+    return jnp.swapaxes(h, 0, 1)
+
+
+def _projections(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> tuple[jax.Array, ...]:
+    """``(q, k, v, o, ĩ, f̃)`` of ``xLSTMLayer`` from its normed input ``[B, T, D]``: the first four
+    ``[B, T, width]``, the gates ``[B, T, heads]`` soft-capped."""
+    if spec.weight_mode == "single":
+        q, k, v, o = (_linear(params, prefix + n, x) for n in ("q", "k", "v", "ogate_preact"))
+        i_pre = _linear(params, prefix + "igate_preact", x)
+        f_pre = _linear(params, prefix + "fgate_preact", x)
+    else:
+        qkvo = _linear(params, prefix + "qkv_opreact", x)
+        q, k, v, o = jnp.split(qkvo, [spec.qk_dim, 2 * spec.qk_dim, 2 * spec.qk_dim + spec.v_dim], axis=-1)
+        i_pre, f_pre = jnp.split(_linear(params, prefix + "ifgate_preact", x), [spec.num_heads], axis=-1)
+    cap = spec.gate_soft_cap
+    return q, k, v, o, soft_cap(i_pre, cap), soft_cap(f_pre, cap)
+
+
+def mlstm_layer(
+    spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array, probe: State | None = None
+) -> jax.Array:
+    """``xLSTMLayer``: projections, the mLSTM recurrence, per-head layer norm, output gate, out_proj.
+
+    Args:
+        spec: the model.
+        params: the state dict.
+        prefix: ``backbone.blocks.{l}.mlstm_layer.``.
+        x: the normed stream ``[B, T, D]``.
+        probe: the layer's state probe, or None.
+
+    Returns:
+        ``[B, T, D]``, the block's first residual update.
+    """
+    b, t, _ = x.shape
+    q, k, v, o, i_pre, f_pre = _projections(spec, params, prefix, x)
+    heads = spec.num_heads
+    h = mlstm(
+        q.reshape(b, t, heads, -1),
+        k.reshape(b, t, heads, -1),
+        v.reshape(b, t, heads, -1),
+        i_pre,
+        f_pre,
+        spec.eps,
+        probe,
+    ).astype(x.dtype)
+    h = head_layer_norm(spec, params, prefix + "multihead_norm", h)
+    return _linear(params, prefix + "out_proj", jax.nn.sigmoid(o) * h)
+
+
+def feed_forward(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> jax.Array:
+    """``xLSTMFeedForward``: W_down(SiLU(W_gate x) ⊙ W_up x), ``[B, T, D] -> [B, T, D]``."""
+    if spec.weight_mode == "single":
+        gate, up = _linear(params, prefix + "proj_up_gate", x), _linear(params, prefix + "proj_up", x)
+    else:
+        gate, up = jnp.split(_linear(params, prefix + "proj_up_gate_z", x), [spec.ffn_dim], axis=-1)
+    return _linear(params, prefix + "proj_down", jax.nn.silu(gate) * up)
+
+
+def block(spec: XLSTMSpec, params: Params, layer: int, x: jax.Array, probe: State | None = None) -> jax.Array:
+    """``xLSTMBlock`` ``layer``: x + mLSTM(RMSNorm x), then + FFN(RMSNorm ·); ``[B, T, D]``."""
+    prefix, force = f"backbone.blocks.{layer}.", spec.norm_reduction_force_float32
+    x_mlstm = rms_norm(spec, params, prefix + "norm_mlstm", x, force)
+    x = x + mlstm_layer(spec, params, prefix + "mlstm_layer.", x_mlstm, probe)
+    x_ffn = rms_norm(spec, params, prefix + "norm_ffn", x, force)
+    return x + feed_forward(spec, params, prefix + "ffn.", x_ffn)
+
+
+def forward(spec: XLSTMSpec, params: Params, inputs: jax.Array, probes: Probes | None = None) -> jax.Array:
+    """The logits of ``xLSTMForCausalLM`` (``use_cache=False``: every sequence from zero state).
+
+    Args:
+        spec: the model.
+        params: ``{state-dict name: array}`` (:func:`~rnnviz.checkpoints.families.xlstm.tensors`,
+            tied ones filled in), float32 or bfloat16.
+        inputs: token ids ``<int>[B, T]``.
+        probes: zeros to differentiate: ``stream`` L + 1 arrays ``[B, T, D]`` (row l enters block l,
+            row L the final norm), ``states`` L dicts as :func:`state_shapes`; or None.
+
+    Returns:
+        ``<float32>[B, T, V]``, soft-capped by ``output_logit_soft_cap``.
+
+    >>> import jax.numpy as jnp
+    >>> from rnnviz.checkpoints.families.xlstm import parse, tensors
+    >>> spec = parse({"vocab_size": 8, "hidden_size": 32, "num_blocks": 1, "num_heads": 2}, "c")
+    >>> params = {n: jnp.full(s, 0.01, jnp.float32) for n, s in tensors(spec).items()}
+    >>> forward(spec, params, jnp.zeros((2, 5), jnp.int32)).shape
+    (2, 5, 8)
+    """
+    x = jnp.take(params["backbone.embeddings.weight"], inputs, axis=0)
+    for layer in range(spec.num_blocks):
+        if probes is not None:
+            x = x + probes.stream[layer].astype(x.dtype)
+        x = block(spec, params, layer, x, None if probes is None else probes.states[layer])
+    if probes is not None:
+        x = x + probes.stream[spec.num_blocks].astype(x.dtype)
+    # out_norm is built with xLSTMRMSNorm's defaults: it reduces in float32 whatever the config says
+    x = rms_norm(spec, params, "backbone.out_norm", x, force_float32=True)
+    logits = _linear(params, "lm_head", x).astype(jnp.float32)
+    return soft_cap(logits, spec.output_logit_soft_cap)
