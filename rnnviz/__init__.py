@@ -21,6 +21,8 @@ The public API, all importable from here::
 | ``connectivity``, ``Connectivity`` | how strongly an output depends on each earlier input |
 | ``over_training``, ``OverTraining`` | λ and the step-Jacobian spectrum at every kept step of a run |
 | ``keep_freed_buffers`` | keep XLA:CPU's per-call buffers in the heap (no page faults per call) |
+| ``load_model``, ``Model``, ``CheckpointError`` | your own model: Hugging Face and PyTorch checkpoints |
+| ``analyze_model``, ``ModelAnalysis`` | the gradient through every layer and step of your model |
 | ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
@@ -73,6 +75,11 @@ _EXPORTS = {
     "Dataset": "rnnviz.dataset",
     "DataError": "rnnviz.dataset",
     "fit_to_data": "rnnviz.dataset",
+    "load_model": "rnnviz.studies.models",
+    "Model": "rnnviz.studies.models",
+    "analyze_model": "rnnviz.studies.models",
+    "ModelAnalysis": "rnnviz.studies.models",
+    "CheckpointError": "rnnviz.checkpoints",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -80,6 +87,7 @@ __all__ = sorted(_EXPORTS) + ["__version__"]
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.analysis import Analysis, analyze
     from rnnviz.base.weights import Weights
+    from rnnviz.checkpoints import CheckpointError
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.dataset import DataError, Dataset, datasets, fit_to_data, load_dataset
     from rnnviz.engine.allocator import keep_freed_buffers
@@ -87,6 +95,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.studies.connectivity import Connectivity, connectivity
     from rnnviz.studies.jacobians import Jacobians, jacobians
     from rnnviz.studies.lyapunov import Lyapunov, lyapunov, lyapunov_sweep
+    from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, load_model
     from rnnviz.studies.over_training import OverTraining, over_training
     from rnnviz.studies.sweep import sweep
     from rnnviz.studies.training import RunFileError, Training, load_run, train, train_many

@@ -31,6 +31,7 @@ from rnnviz.cli.inputs import (
     data_options,
 )
 from rnnviz.cli.launch import add_parser as add_app
+from rnnviz.cli.model import add_model_flags, cmd_analyze_model
 from rnnviz.cli.trained import add_connectivity, cmd_over_training
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 
@@ -95,6 +96,8 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     Returns:
         0.
     """
+    if args.model is not None:
+        return cmd_analyze_model(args)
     from rnnviz.analysis import analyze  # jax is imported only once a command needs it
     from rnnviz.frames.gradients import timestep_frame
 
@@ -117,6 +120,7 @@ def _add_analyze(sub) -> None:
     p.add_argument("--repeats", type=_positive_int, default=10, help="timed runs (1..1000, default 10)")
     add_data_flag(p, "analyse a batch (B sequences drawn by the seed, with its task loss) of")
     add_weights_flag(p, "analyse")
+    add_model_flags(p)
     p.set_defaults(func=cmd_analyze)
 
 

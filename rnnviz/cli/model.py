@@ -1,0 +1,90 @@
+"""``rnnviz analyze --model PATH``: your own checkpoint's gradient through every layer and step."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+import numpy as np
+
+from rnnviz.base.formatting import pow10_text
+
+
+def add_model_flags(p: argparse.ArgumentParser) -> None:
+    """``--model``, and what the model reads: ``--text`` or ``--tokens`` (or a stack's ``--model-inputs``)."""
+    group = p.add_argument_group(
+        "your own model (--model; of the run configuration flags only --dtype applies)"
+    )
+    group.add_argument(
+        "--model",
+        metavar="PATH",
+        help="a Hugging Face folder (mamba, mamba2, falcon_mamba, recurrent_gemma, xlstm) or an "
+        "nn.LSTM/nn.GRU state dict (.safetensors, .pt)",
+    )
+    group.add_argument("--text", help="text, tokenised by the tokenizer.json beside the model")
+    group.add_argument("--tokens", help="token ids, comma-separated (instead of --text)")
+    group.add_argument(
+        "--model-inputs", dest="model_inputs", metavar="FILE.npy", help="a stack's inputs [B, T, I] (float)"
+    )
+    group.add_argument(
+        "--position",
+        type=int,
+        default=None,
+        help="the prediction whose connectivity is shown (default: last)",
+    )
+
+
+def _inputs(args: argparse.Namespace, model) -> tuple[np.ndarray, list[str] | None]:
+    """The model's inputs from ``--text``, ``--tokens`` or ``--model-inputs``."""
+    from rnnviz.config import ConfigError
+    from rnnviz.studies.models import tokenize
+
+    if args.text is not None:
+        return tokenize(model, args.text)
+    if args.tokens is not None:
+        try:
+            return np.asarray([[int(t) for t in args.tokens.split(",")]], np.int32), None
+        except ValueError:
+            raise ConfigError("tokens", args.tokens, "comma-separated integers") from None
+    if args.model_inputs is not None:
+        return np.load(args.model_inputs, allow_pickle=False), None
+    what = "--model-inputs FILE.npy [B, T, I]" if not model.vocab_size else "--text or --tokens"
+    raise ConfigError("model", args.model, f"needs its inputs: {what}")
+
+
+def summary_text(a, n_layers: int) -> str:
+    """A few lines: the loss, each row's gradient at the first, middle and last step, and the
+    recurrent states'."""
+    from rnnviz.frames.models import row_names
+
+    t = a.grad_norms.shape[1]
+    steps = (0, t // 2, t - 1)
+    lines = [f"model: {a.model_type} ({a.source}), {n_layers} layers, T = {t}", f"loss = {a.loss:.6g}"]
+    lines.append("‖∂L/∂x_t^(l)‖ at t = " + ", ".join(map(str, steps)) + ":")
+    for name, row in zip(row_names(len(a.log10_grad_norms)), a.log10_grad_norms):
+        lines.append(f"  {name:>15}: " + "  ".join(pow10_text(row[s]) for s in steps))
+    for layer, leaves in a.state_grad_norms.items():
+        with np.errstate(divide="ignore"):
+            parts = [
+                f"{leaf} " + "  ".join(pow10_text(np.log10(v[s])) for s in steps)
+                for leaf, v in leaves.items()
+            ]
+        lines.append(f"  state of layer {layer + 1}: " + "; ".join(parts))
+    lines.append(f"timing: compile {a.compile_s:.2f} s, run {a.run_s * 1e3:.1f} ms")
+    return "\n".join(lines)
+
+
+def cmd_analyze_model(args: argparse.Namespace) -> int:
+    """Load ``--model``, analyse its inputs, print the summary or ``--json``."""
+    from rnnviz.studies.models import analyze_model, load_model
+
+    model = load_model(args.model, dtype=args.dtype or "float32")
+    inputs, tokens = _inputs(args, model)
+    try:
+        a = analyze_model(model, inputs, position=args.position, tokens=tokens)
+    except ValueError as err:
+        from rnnviz.config import ConfigError
+
+        raise ConfigError("inputs", args.model, str(err)) from None
+    print(json.dumps(a.to_json()) if args.json else summary_text(a, model.n_layers))
+    return 0

@@ -1,0 +1,76 @@
+"""Your own model's analysis (:class:`~rnnviz.studies.models.ModelAnalysis`) as tidy frames:
+the gradient per layer and step, each recurrent state's, and the connectivity over the tokens."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pandas as pd
+
+if TYPE_CHECKING:
+    from rnnviz.studies.models import ModelAnalysis
+
+
+def row_names(n_rows: int) -> list[str]:
+    """The residual stream's rows: ``input`` (the embeddings, or a stack's inputs), then
+    ``after block 1`` … ``after block L`` (row L: what the final norm reads)."""
+    return ["input", *(f"after block {row}" for row in range(1, n_rows))]
+
+
+def _labels(a: ModelAnalysis, steps: int) -> list[str]:
+    """Each position's label: ``t: token`` where the tokens are known, else ``t``."""
+    if a.tokens is None or len(a.tokens) != steps:
+        return [str(t) for t in range(steps)]
+    return [f"{t}: {tok}" for t, tok in enumerate(a.tokens)]
+
+
+def layer_frame(a: ModelAnalysis) -> pd.DataFrame:
+    """``row, layer, t, token, log10``: ‖∂L/∂x_t^{(l)}‖ for every row of the residual stream
+    (``layer`` 0 … L) and position, log₁₀ (−inf: a true zero)."""
+    n_rows, steps = a.log10_grad_norms.shape
+    names, labels = row_names(n_rows), _labels(a, steps)
+    return pd.DataFrame(
+        {
+            "row": np.repeat(names, steps),
+            "layer": np.repeat(np.arange(n_rows), steps),
+            "t": np.tile(np.arange(steps), n_rows),
+            "token": np.tile(labels, n_rows),
+            "log10": a.log10_grad_norms.reshape(-1),
+        }
+    )
+
+
+def state_frame(a: ModelAnalysis) -> pd.DataFrame:
+    """``layer, leaf, series, t, log10``: ‖∂L/∂state_t‖ of each recurrent layer's state leaves
+    (``series``: ``layer 1 · h``, layers counted from 1)."""
+    parts = []
+    for layer, leaves in a.state_grad_norms.items():
+        for leaf, norms in leaves.items():
+            with np.errstate(divide="ignore"):
+                logs = np.log10(np.asarray(norms, np.float64))
+            parts.append(
+                pd.DataFrame(
+                    {
+                        "layer": layer + 1,
+                        "leaf": leaf,
+                        "series": f"layer {layer + 1} · {leaf}",
+                        "t": np.arange(len(logs)),
+                        "log10": logs,
+                    }
+                )
+            )
+    if not parts:
+        return pd.DataFrame(columns=["layer", "leaf", "series", "t", "log10"])
+    return pd.concat(parts, ignore_index=True)
+
+
+def token_connectivity_frame(a: ModelAnalysis) -> pd.DataFrame:
+    """``t, token, log10``: how much the prediction at position p depends on each input
+    (‖∂ℓ_p/∂x_t^{(0)}‖), up to p."""
+    steps = a.position + 1
+    with np.errstate(divide="ignore"):
+        logs = np.log10(np.asarray(a.connectivity[:steps], np.float64))
+    return pd.DataFrame(
+        {"t": np.arange(steps), "token": _labels(a, len(a.connectivity))[:steps], "log10": logs}
+    )

@@ -1,0 +1,132 @@
+"""analyze_model and the CLI on checkpoints written by transformers and torch: the loss equals
+transformers' own, and the per-step norms equal gradients torch computes independently
+(∂L/∂inputs_embeds and ∂ℓ_p/∂inputs_embeds); load_model reads each family through its
+headers; the CLI prints the same record as JSON, with a tokenizer.json's tokens."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+import transformers
+
+import rnnviz
+from rnnviz.cli.main import main
+
+T = 9
+
+
+def _perturbed(model: torch.nn.Module, seed: int = 0) -> torch.nn.Module:
+    """The model with every parameter moved off its initial value (norms off 1, biases off 0)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.2 * torch.randn(p.shape, generator=g))
+    return model.eval()
+
+
+@pytest.fixture(scope="module")
+def mamba_folder(tmp_path_factory):
+    torch.manual_seed(0)
+    config = transformers.MambaConfig(
+        vocab_size=64, hidden_size=16, state_size=4, num_hidden_layers=2, conv_kernel=3, expand=2
+    )
+    model = _perturbed(transformers.MambaForCausalLM(config))
+    folder = tmp_path_factory.mktemp("mamba")
+    model.save_pretrained(folder)
+    return folder, model
+
+
+def _torch_norms(model, ids: torch.Tensor, position: int):
+    """‖∂L/∂e_t‖ and ‖∂ℓ_p/∂e_t‖ over the batch, by torch through inputs_embeds."""
+    embeds = model.get_input_embeddings()(ids).detach().requires_grad_(True)
+    logits = model(inputs_embeds=embeds, use_cache=False).logits
+    nll = torch.nn.functional.cross_entropy(
+        logits[:, :-1].reshape(-1, logits.shape[-1]), ids[:, 1:].reshape(-1), reduction="none"
+    ).view(ids.shape[0], -1)
+    loss = nll.mean()
+    (g_loss,) = torch.autograd.grad(loss, embeds, retain_graph=True)
+    (g_pos,) = torch.autograd.grad(nll[:, position].mean(), embeds)
+    norm = lambda g: g.double().pow(2).sum(dim=(0, 2)).sqrt().numpy()  # noqa: E731
+    return loss.item(), norm(g_loss), norm(g_pos)
+
+
+def test_the_analysis_equals_torchs_gradients(mamba_folder):
+    folder, model = mamba_folder
+    ids = np.random.default_rng(0).integers(0, 64, size=(3, T))
+    a = rnnviz.analyze_model(rnnviz.load_model(folder), ids, position=4)
+    reference = model(torch.as_tensor(ids), labels=torch.as_tensor(ids)).loss.item()
+    loss, g_loss, g_pos = _torch_norms(model, torch.as_tensor(ids), 4)
+    assert a.loss == pytest.approx(reference, rel=1e-5) and loss == pytest.approx(reference, rel=1e-6)
+    assert a.grad_norms.shape == (3, T)
+    np.testing.assert_allclose(a.grad_norms[0], g_loss, rtol=1e-4)
+    np.testing.assert_allclose(a.connectivity[:5], g_pos[:5], rtol=1e-4)
+    assert np.all(a.connectivity[5:] == 0)  # nothing after p reaches ℓ_p: a causal model
+    assert sorted(a.state_grad_norms) == [0, 1] and a.state_grad_norms[0]["h"].shape == (T,)
+    # The top row is the final norm's input, which every position's loss reads but the last.
+    assert a.grad_norms[2, -1] == 0 and np.all(a.grad_norms[2, :-1] > 0)
+
+
+def test_new_values_reuse_the_executable(mamba_folder):
+    model = rnnviz.load_model(mamba_folder[0])
+    rng = np.random.default_rng(1)
+    rnnviz.analyze_model(model, rng.integers(0, 64, size=(2, T)))
+    again = rnnviz.analyze_model(model, rng.integers(0, 64, size=(2, T)))
+    assert again.compile_s == 0.0
+
+
+def test_bad_inputs_are_named(mamba_folder):
+    model = rnnviz.load_model(mamba_folder[0])
+    with pytest.raises(ValueError, match="0 … 63"):
+        rnnviz.analyze_model(model, [[1, 2, 64]])
+    with pytest.raises(ValueError, match="integers"):
+        rnnviz.analyze_model(model, np.ones((1, 5), np.float32))
+    with pytest.raises(ValueError, match="position 9"):
+        rnnviz.analyze_model(model, np.ones((1, 5), np.int64), position=9)
+
+
+def test_a_torch_lstm_stack(tmp_path):
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(3, 6, 2, batch_first=True)
+    torch.save(lstm.state_dict(), tmp_path / "lstm.pt")
+    x = np.random.default_rng(0).normal(size=(2, T, 3)).astype(np.float32)
+    a = rnnviz.analyze_model(rnnviz.load_model(tmp_path / "lstm.pt"), x)
+    xt = torch.tensor(x, requires_grad=True)
+    y = lstm(xt)[0]
+    loss = 0.5 * (y[:, -1] ** 2).sum()  # the bare cells' "last" loss
+    loss.backward()
+    assert a.loss == pytest.approx(loss.item(), rel=1e-5)
+    np.testing.assert_allclose(a.grad_norms[0], xt.grad.double().pow(2).sum(dim=(0, 2)).sqrt(), rtol=1e-4)
+    assert sorted(a.state_grad_norms[1]) == ["c", "h"]
+
+
+def _word_tokenizer(folder) -> list[str]:
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    words = ["the", "cat", "sat", "on", "mat", "[UNK]"]
+    tok = Tokenizer(models.WordLevel({w: i for i, w in enumerate(words)}, unk_token="[UNK]"))
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.save(str(folder / "tokenizer.json"))
+    return words
+
+
+def test_the_cli_reads_text_through_the_tokenizer(mamba_folder, capsys):
+    folder, _ = mamba_folder
+    _word_tokenizer(folder)
+    assert main(["analyze", "--model", str(folder), "--text", "the cat sat on the mat", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["tokens"] == ["the", "cat", "sat", "on", "the", "mat"]
+    direct = rnnviz.analyze_model(rnnviz.load_model(folder), [[0, 1, 2, 3, 0, 4]])
+    np.testing.assert_allclose(out["grad_norms"], direct.grad_norms, rtol=1e-6)
+    assert out["loss"] == pytest.approx(direct.loss)
+    assert main(["analyze", "--model", str(folder), "--tokens", "0,1,2,3"]) == 0
+    assert "after block 2" in capsys.readouterr().out
+
+
+def test_the_cli_names_what_is_wrong(tmp_path, capsys):
+    (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
+    assert main(["analyze", "--model", str(tmp_path), "--tokens", "1,2"]) == 2
+    err = capsys.readouterr().err
+    assert "model_type is 'gpt2'; allowed: falcon_mamba, mamba, mamba2, recurrent_gemma, xlstm" in err
