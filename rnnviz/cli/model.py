@@ -63,13 +63,10 @@ def summary_text(a, n_layers: int) -> str:
     lines.append("‖∂L/∂x_t^(l)‖ at t = " + ", ".join(map(str, steps)) + ":")
     for name, row in zip(row_names(len(a.log10_grad_norms)), a.log10_grad_norms):
         lines.append(f"  {name:>15}: " + "  ".join(pow10_text(row[s]) for s in steps))
-    for layer, leaves in a.state_grad_norms.items():
-        with np.errstate(divide="ignore"):
-            parts = [
-                f"{leaf} " + "  ".join(pow10_text(np.log10(v[s])) for s in steps)
-                for leaf, v in leaves.items()
-            ]
+    for layer, leaves in a.log10_state_grad_norms.items():
+        parts = [f"{leaf} " + "  ".join(pow10_text(v[s]) for s in steps) for leaf, v in leaves.items()]
         lines.append(f"  state of layer {layer + 1}: " + "; ".join(parts))
+    lines.append(f"log10 from {a.log10_source}")
     lines.append(f"timing: compile {a.compile_s:.2f} s, run {a.run_s * 1e3:.1f} ms")
     return "\n".join(lines)
 

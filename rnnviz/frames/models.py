@@ -45,10 +45,8 @@ def state_frame(a: ModelAnalysis) -> pd.DataFrame:
     """``layer, leaf, series, t, log10``: ‖∂L/∂state_t‖ of each recurrent layer's state leaves
     (``series``: ``layer 1 · h``, layers counted from 1)."""
     parts = []
-    for layer, leaves in a.state_grad_norms.items():
-        for leaf, norms in leaves.items():
-            with np.errstate(divide="ignore"):
-                logs = np.log10(np.asarray(norms, np.float64))
+    for layer, leaves in a.log10_state_grad_norms.items():
+        for leaf, logs in leaves.items():
             parts.append(
                 pd.DataFrame(
                     {
@@ -69,8 +67,7 @@ def token_connectivity_frame(a: ModelAnalysis) -> pd.DataFrame:
     """``t, token, log10``: how much the prediction at position p depends on each input
     (‖∂ℓ_p/∂x_t^{(0)}‖), up to p."""
     steps = a.position + 1
-    with np.errstate(divide="ignore"):
-        logs = np.log10(np.asarray(a.connectivity[:steps], np.float64))
+    logs = np.asarray(a.log10_connectivity[:steps], np.float64)
     return pd.DataFrame(
         {"t": np.arange(steps), "token": _labels(a, len(a.connectivity))[:steps], "log10": logs}
     )

@@ -17,9 +17,11 @@ every layer and every step of it (:func:`analyze_model`).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,8 +34,9 @@ from rnnviz.base.formatting import finite_json
 from rnnviz.checkpoints import CheckpointError, read_checkpoint
 from rnnviz.checkpoints.load import MAX_BYTES
 from rnnviz.engine.blocks.gradients import ModelGrads, model_gradients
+from rnnviz.engine.blocks.placement import input_sharding, place
 from rnnviz.engine.blocks.registry import BLOCKS
-from rnnviz.engine.compile import Compiled, compile_cache, compile_for
+from rnnviz.engine.compile import Compiled, compile_cache, compile_lowered, peak_bytes
 
 
 @dataclass(frozen=True, eq=False)
@@ -88,7 +91,30 @@ def _forward(model_type: str, spec: Any, params: Any, inputs: jax.Array) -> jax.
     return BLOCKS[model_type].forward(spec, params, inputs)
 
 
-def load_model(path: str | Path, dtype: str = "float32", max_bytes: int = MAX_BYTES) -> Model:
+#: The share of one device's memory a model's weights may take before they are split over
+#: all its devices: the analysis holds the activations of every step besides.
+WEIGHTS_SHARE = 0.5
+
+
+def devices_for(nbytes: int, devices: Sequence[jax.Device] | None = None) -> list[jax.Device]:
+    """The devices a model of ``nbytes`` of weights goes on: ``devices`` when given, else the
+    default device when the weights take at most :data:`WEIGHTS_SHARE` of its memory (a CPU
+    reports none: the host's), else every device of its platform."""
+    if devices:
+        return list(devices)
+    first = jax.devices()[0]
+    limit = (first.memory_stats() or {}).get("bytes_limit")
+    if limit is None or nbytes <= WEIGHTS_SHARE * limit:
+        return [first]
+    return jax.devices(first.platform)
+
+
+def load_model(
+    path: str | Path,
+    dtype: str = "float32",
+    max_bytes: int = MAX_BYTES,
+    devices: Sequence[jax.Device] | None = None,
+) -> Model:
     """A Hugging Face model folder or a PyTorch state dict, read exactly.
 
     Args:
@@ -98,6 +124,8 @@ def load_model(path: str | Path, dtype: str = "float32", max_bytes: int = MAX_BY
             (``.safetensors``, or ``.pt``/``.pth``/``.bin``, read without running its pickle).
         dtype: ``"float32"`` (default) or ``"bfloat16"``.
         max_bytes: the most bytes of weights read.
+        devices: where the weights go; several devices split them over a mesh
+            (:mod:`rnnviz.engine.blocks.placement`). Default: :func:`devices_for`.
 
     Returns:
         The :class:`Model`.
@@ -107,9 +135,8 @@ def load_model(path: str | Path, dtype: str = "float32", max_bytes: int = MAX_BY
             checked before any data are read.
     """
     ckpt = read_checkpoint(path, dtype=dtype, max_bytes=max_bytes)
-    unique = {id(v): v for v in ckpt.tensors.values()}  # tied tensors stay one array on the device
-    arrays = {key: jnp.asarray(v) for key, v in unique.items()}
-    params = {name: arrays[id(value)] for name, value in ckpt.tensors.items()}
+    nbytes = sum(v.nbytes for v in {id(v): v for v in ckpt.tensors.values()}.values())
+    params = place(ckpt.tensors, devices_for(nbytes, devices))
     return Model(ckpt.model_type, ckpt.spec, params, ckpt.source, ckpt.tokenizer)
 
 
@@ -138,14 +165,17 @@ class ModelAnalysis:
         model_type: the model's family.
         source: the checkpoint it was read from.
         loss: L: next-token cross-entropy (mean over B·(T − 1)), or a stack's ½ Σ ‖y_T‖².
-        grad_norms: ``[L + 1, T]`` ‖∂L/∂x_t^{(l)}‖ over the batch: x^{(l)} the residual stream
-            entering block l (row 0: the embeddings; row L: the final norm's input).
-        log10_grad_norms: ``[L + 1, T]`` its log₁₀ (−inf for a true zero).
+        grad_norms: ``[L + 1, T]`` ‖∂L/∂x_t^{(l)}‖ over the batch (float32): x^{(l)} the residual
+            stream entering block l (row 0: the embeddings; row L: the final norm's input).
+        log10_grad_norms: ``[L + 1, T]`` its exact log₁₀ (−inf for a true zero; see ``log10_source``).
         state_grad_norms: ``{layer: {leaf: [T]}}`` ‖∂L/∂state_t‖ of each recurrent layer's
             state leaves (Mamba's ``h``, the mLSTM's ``C``, ``n``, ``m``, LSTM's ``c``, ``h``, …).
+        log10_state_grad_norms: their exact log₁₀, alike.
         position: p, the position whose own loss ℓ_p the connectivity reads.
         connectivity: ``[T]`` ‖∂ℓ_p/∂x_s^{(0)}‖: how much position p's prediction depends on each
             input (0 after p).
+        log10_connectivity: its exact log₁₀.
+        log10_source: ``"float32"``, or the float64 pass's where float32 fell below 2⁻¹⁰⁰.
         tokens: each position's token text, or None.
         compile_s: seconds compiling the analysis (0 when reused).
         run_s: seconds running it.
@@ -157,8 +187,11 @@ class ModelAnalysis:
     grad_norms: np.ndarray
     log10_grad_norms: np.ndarray
     state_grad_norms: dict[int, dict[str, np.ndarray]]
+    log10_state_grad_norms: dict[int, dict[str, np.ndarray]]
     position: int
     connectivity: np.ndarray
+    log10_connectivity: np.ndarray
+    log10_source: str
     tokens: list[str] | None
     compile_s: float
     run_s: float
@@ -170,31 +203,54 @@ class ModelAnalysis:
                 **{k: v for k, v in vars(self).items() if not isinstance(v, (np.ndarray, dict))},
                 "grad_norms": self.grad_norms.tolist(),
                 "log10_grad_norms": self.log10_grad_norms.tolist(),
-                "state_grad_norms": {
-                    str(layer): {leaf: v.tolist() for leaf, v in leaves.items()}
-                    for layer, leaves in self.state_grad_norms.items()
+                **{
+                    name: {
+                        str(layer): {leaf: v.tolist() for leaf, v in leaves.items()}
+                        for layer, leaves in d.items()
+                    }
+                    for name, d in (
+                        ("state_grad_norms", self.state_grad_norms),
+                        ("log10_state_grad_norms", self.log10_state_grad_norms),
+                    )
                 },
                 "connectivity": self.connectivity.tolist(),
+                "log10_connectivity": self.log10_connectivity.tolist(),
             }
         )
 
 
 def _shape_key(model: Model, inputs: np.ndarray) -> tuple:
-    """What the analysis's executable depends on: the family, sizes, the arrays' shapes and
-    dtypes and the device, never their values."""
-    params = tuple(sorted((k, v.shape, str(v.dtype)) for k, v in model.params.items()))
-    device = next(iter(model.params.values())).devices().pop()
-    return model.model_type, model.spec, model.stream_widths, params, inputs.shape, str(inputs.dtype), device
+    """What the analysis's executable depends on: the family, sizes, the arrays' shapes,
+    dtypes and shardings, never their values."""
+    params = tuple(sorted((k, v.shape, str(v.dtype), v.sharding) for k, v in model.params.items()))
+    wide = "float64" if any(v.dtype == jnp.float64 for v in model.params.values()) else "float32"
+    placed = input_sharding(model.params)
+    return (
+        model.model_type,
+        model.spec,
+        model.stream_widths,
+        wide,
+        params,
+        inputs.shape,
+        str(inputs.dtype),
+        placed,
+    )
 
 
 @compile_cache(maxsize=16, key=_shape_key)
-def _executable(model_type, spec, widths, params, shape, dtype, device) -> Compiled:
-    """The analysis compiled for one model shape (:func:`_shape_key`): new weights or inputs
-    of the same shapes reuse it."""
-    fn = functools.partial(model_gradients, BLOCKS[model_type], spec, widths)
-    stand_ins = {k: jax.ShapeDtypeStruct(s, jnp.dtype(d)) for k, s, d in params}
-    args = (stand_ins, jax.ShapeDtypeStruct(shape, jnp.dtype(dtype)), jax.ShapeDtypeStruct((), jnp.int32))
-    return compile_for(fn, args, device)
+def _executable(model_type, spec, widths, wide, params, shape, dtype, placed) -> Compiled:
+    """The analysis compiled for one model shape and placement (:func:`_shape_key`): new
+    weights or inputs of the same shapes reuse it."""
+    start = time.perf_counter()
+    fn = functools.partial(model_gradients, BLOCKS[model_type], spec, widths, jnp.dtype(wide))
+    stand_ins = {k: jax.ShapeDtypeStruct(s, jnp.dtype(d), sharding=where) for k, s, d, where in params}
+    args = (
+        stand_ins,
+        jax.ShapeDtypeStruct(shape, jnp.dtype(dtype), sharding=placed),
+        jax.ShapeDtypeStruct((), jnp.int32, sharding=placed),
+    )
+    compiled = compile_lowered(jax.jit(fn).lower(*args), "the analysis of a model")
+    return Compiled(compiled, time.perf_counter() - start, peak_bytes(compiled))
 
 
 def _check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
@@ -215,16 +271,77 @@ def _check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
     return inputs.astype(np.float32)
 
 
-def _state_norms(states: tuple[Any, ...]) -> dict[int, dict[str, np.ndarray]]:
+#: Below this a float32 norm may have lost entries to underflow (XLA:CPU flushes subnormals,
+#: and the gradient's entries lie below the norm): such entries are taken from the float64 pass.
+TRUSTED_FLOAT32 = 2.0**-100
+
+
+def _log10(values: np.ndarray) -> np.ndarray:
+    with np.errstate(divide="ignore"):
+        return np.log10(np.asarray(values, np.float64))
+
+
+def _run(model: Model, inputs: np.ndarray, position: int) -> tuple[ModelGrads, float, float]:
+    """One compiled pass: its outputs as NumPy, the seconds compiling (0 when reused) and running."""
+    fresh = (model, inputs) not in _executable
+    compiled = _executable(model, inputs)
+    placed = input_sharding(model.params)
+    args = jax.device_put((inputs, np.int32(position)), placed)
+    start = time.perf_counter()
+    out = jax.block_until_ready(compiled.fn(model.params, *args))
+    run_s = time.perf_counter() - start
+    return jax.tree.map(lambda v: np.asarray(v, np.float64), out), compiled.compile_s if fresh else 0.0, run_s
+
+
+def _wide_pass(model: Model, inputs: np.ndarray, position: int) -> ModelGrads:
+    """The same pass with the weights, probes, loss and norms in float64 (JAX's x64 mode, for
+    this call only): norms down to about 1e-300, where float32 flushes below about 1e-38."""
+    with jax.enable_x64(True):
+        params = {
+            k: v.astype(jnp.float64) if jnp.issubdtype(v.dtype, jnp.floating) else v
+            for k, v in model.params.items()
+        }
+        wide = dataclasses.replace(model, params=params)
+        wide_inputs = inputs.astype(np.float64) if inputs.dtype.kind == "f" else inputs
+        return _run(wide, wide_inputs, position)[0]
+
+
+def _exact_logs(narrow: np.ndarray, wide: np.ndarray | None) -> np.ndarray:
+    """log₁₀ of the float32 norms, with the float64 pass's wherever float32 fell below
+    :data:`TRUSTED_FLOAT32` (−inf: exactly 0 in both)."""
+    logs = _log10(narrow)
+    if wide is None:
+        return logs
+    return np.where(narrow < TRUSTED_FLOAT32, _log10(wide), logs)
+
+
+def _underflows(out: ModelGrads) -> bool:
+    """Whether any norm of the float32 pass lies in (0, :data:`TRUSTED_FLOAT32`): a gradient
+    that shrinks along a chain of steps passes through there before float32 flushes it to 0,
+    while a true zero (a position no loss reads) does not ask for the float64 pass."""
+    leaves = jax.tree.leaves((out.stream, out.states))
+    return any(np.any((leaf > 0) & (leaf < TRUSTED_FLOAT32)) for leaf in leaves)
+
+
+def _state_logs(out: ModelGrads, wide: ModelGrads | None, row: int) -> dict[int, dict[str, np.ndarray]]:
+    """``{layer: {leaf: [T]}}`` of the exact log₁₀ state norms, for the loss (row 0) or ℓ_p (row 1)."""
     return {
-        layer: {leaf: np.asarray(v[0], np.float64) for leaf, v in leaves.items()}
-        for layer, leaves in enumerate(states)
+        layer: {
+            leaf: _exact_logs(v[row], None if wide is None else wide.states[layer][leaf][row])
+            for leaf, v in leaves.items()
+        }
+        for layer, leaves in enumerate(out.states)
         if leaves is not None
     }
 
 
 def analyze_model(
-    model: Model, inputs: Any, *, position: int | None = None, tokens: list[str] | None = None
+    model: Model,
+    inputs: Any,
+    *,
+    position: int | None = None,
+    tokens: list[str] | None = None,
+    exact: bool = True,
 ) -> ModelAnalysis:
     """Per-step gradient norms through every layer and recurrent state of ``model``, in one
     compiled forward and reverse pass.
@@ -236,6 +353,8 @@ def analyze_model(
         position: p, the position whose own prediction the connectivity reads (default: the
             last one with a loss, T − 2 for a language model, T − 1 for a stack).
         tokens: each position's text, carried into the record for the charts.
+        exact: where a float32 norm falls below :data:`TRUSTED_FLOAT32` (2⁻¹⁰⁰), run the pass
+            again in float64 and take its log₁₀ there (the record's ``log10_source`` says so).
 
     Returns:
         :class:`ModelAnalysis`.
@@ -251,24 +370,21 @@ def analyze_model(
     position = steps - 1 if position is None else position
     if not 0 <= position < steps:
         raise ValueError(f"position {position}; allowed: 0 … {steps - 1}")
-    fresh = (model, inputs) not in _executable
-    compiled = _executable(model, inputs)
-    start = time.perf_counter()
-    out: ModelGrads = jax.block_until_ready(compiled.fn(model.params, inputs, np.int32(position)))
-    run_s = time.perf_counter() - start
-    norms = np.asarray(out.stream, np.float64)
-    with np.errstate(divide="ignore"):
-        logs = np.log10(norms[0])
+    out, compile_s, run_s = _run(model, inputs, position)
+    wide = _wide_pass(model, inputs, position) if exact and _underflows(out) else None
     return ModelAnalysis(
-        model.model_type,
-        model.source,
-        float(out.loss),
-        norms[0],
-        logs,
-        _state_norms(out.states),
-        position,
-        norms[1, 0],
-        tokens,
-        compiled.compile_s if fresh else 0.0,
-        run_s,
+        model_type=model.model_type,
+        source=model.source,
+        loss=float(out.loss),
+        grad_norms=out.stream[0],
+        log10_grad_norms=_exact_logs(out.stream[0], None if wide is None else wide.stream[0]),
+        state_grad_norms={k: {leaf: v[0] for leaf, v in d.items()} for k, d in enumerate(out.states) if d},
+        log10_state_grad_norms=_state_logs(out, wide, 0),
+        position=position,
+        connectivity=out.stream[1, 0],
+        log10_connectivity=_exact_logs(out.stream[1, 0], None if wide is None else wide.stream[1, 0]),
+        log10_source="float32" if wide is None else "float64 where float32 fell below 2^-100",
+        tokens=tokens,
+        compile_s=compile_s,
+        run_s=run_s,
     )

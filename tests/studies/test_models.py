@@ -130,3 +130,61 @@ def test_the_cli_names_what_is_wrong(tmp_path, capsys):
     assert main(["analyze", "--model", str(tmp_path), "--tokens", "1,2"]) == 2
     err = capsys.readouterr().err
     assert "model_type is 'gpt2'; allowed: falcon_mamba, mamba, mamba2, recurrent_gemma, xlstm" in err
+
+
+def test_a_model_split_over_two_devices_gives_the_same_analysis(mamba_folder):
+    """Two host CPU devices (a subprocess: XLA's device count is fixed at start-up): the
+    weights split over a mesh, the analysis equal to one device's."""
+    import os
+    import subprocess
+    import sys
+    import textwrap
+    from pathlib import Path
+
+    script = textwrap.dedent(f"""
+        import json, jax, numpy as np, rnnviz
+        from jax.sharding import NamedSharding
+        devices = jax.devices("cpu")
+        assert len(devices) == 2, devices
+        ids = np.random.default_rng(0).integers(0, 64, size=(2, 9))
+        split = rnnviz.load_model({str(mamba_folder[0])!r}, devices=devices)
+        whole = rnnviz.load_model({str(mamba_folder[0])!r}, devices=devices[:1])
+        emb = split.params["backbone.embeddings.weight"]
+        a, b = rnnviz.analyze_model(split, ids), rnnviz.analyze_model(whole, ids)
+        print(json.dumps({{
+            "split": isinstance(emb.sharding, NamedSharding) and len(emb.sharding.device_set) == 2,
+            "shard_rows": [s.data.shape[0] for s in emb.addressable_shards],
+            "tied": split.params["lm_head.weight"] is emb,
+            "loss": [a.loss, b.loss],
+            "zeros": bool((np.isneginf(a.log10_grad_norms) == np.isneginf(b.log10_grad_norms)).all()),
+            "diff": float(np.nanmax(np.abs(a.log10_grad_norms - b.log10_grad_norms))),
+        }}))
+    """)
+    root = Path(__file__).resolve().parents[2]
+    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
+    env = {**os.environ, "XLA_FLAGS": flags, "PYTHONPATH": str(root)}
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["split"] and result["shard_rows"] == [32, 32] and result["tied"]
+    assert result["loss"][0] == pytest.approx(result["loss"][1], rel=1e-6)
+    assert result["zeros"] and result["diff"] < 1e-5
+
+
+def test_weights_too_large_for_one_device_go_on_all(monkeypatch):
+    from rnnviz.studies import models
+
+    class Device:
+        platform = "gpu"
+
+        def __init__(self, limit):
+            self.limit = limit
+
+        def memory_stats(self):
+            return {"bytes_limit": self.limit}
+
+    devices = [Device(100), Device(100)]
+    monkeypatch.setattr(models.jax, "devices", lambda platform=None: devices)
+    assert models.devices_for(50) == devices[:1]
+    assert models.devices_for(51) == devices
+    assert models.devices_for(10**9, devices[1:]) == devices[1:]

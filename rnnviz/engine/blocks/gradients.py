@@ -43,27 +43,27 @@ class ModelGrads(NamedTuple):
     states: tuple[Any, ...]
 
 
-def zero_probes(module: ModuleType, spec: Any, inputs: jax.Array, widths: tuple[int, ...]) -> Probes:
-    """All-zero probes for ``inputs`` ``[B, T, …]``; ``widths`` the L + 1 stream widths."""
+def zero_probes(
+    module: ModuleType, spec: Any, inputs: jax.Array, widths: tuple[int, ...], dtype: Any = jnp.float32
+) -> Probes:
+    """All-zero probes in ``dtype`` for ``inputs`` ``[B, T, …]``; ``widths`` the L + 1 stream widths."""
     batch, steps = inputs.shape[:2]
-    stream = tuple(jnp.zeros((batch, steps, w), jnp.float32) for w in widths)
+    stream = tuple(jnp.zeros((batch, steps, w), dtype) for w in widths)
     shapes = module.state_shapes(spec, batch, steps)
-    states = tuple(
-        None if s is None else jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), s) for s in shapes
-    )
+    states = tuple(None if s is None else jax.tree.map(lambda a: jnp.zeros(a.shape, dtype), s) for s in shapes)
     return Probes(stream, states)
 
 
 def position_losses(module: ModuleType, spec: Any, params: Any, inputs: jax.Array, probes: Probes):
-    """ℓ_p ``[P]`` and the model loss's weights w ``[P]`` (module docstring)."""
-    out = module.forward(spec, params, inputs, probes).astype(jnp.float32)
+    """ℓ_p ``[P]`` and the model loss's weights w ``[P]`` (module docstring), in the probes' dtype."""
+    out = module.forward(spec, params, inputs, probes).astype(probes.stream[0].dtype)
     if spec.vocab_size:
         logp = jax.nn.log_softmax(out[:, :-1], axis=-1)
         nll = -jnp.take_along_axis(logp, inputs[:, 1:, None], axis=-1)[..., 0]
         losses = jnp.mean(nll, axis=0)
-        return losses, jnp.full(losses.shape, 1.0 / losses.shape[0])
+        return losses, jnp.full(losses.shape, 1.0 / losses.shape[0], losses.dtype)
     losses = 0.5 * jnp.sum(out * out, axis=(0, 2))
-    return losses, jax.nn.one_hot(losses.shape[0] - 1, losses.shape[0])
+    return losses, jax.nn.one_hot(losses.shape[0] - 1, losses.shape[0], dtype=losses.dtype)
 
 
 def _norms(tree: Any) -> Any:
@@ -75,6 +75,7 @@ def model_gradients(
     module: ModuleType,
     spec: Any,
     widths: tuple[int, ...],
+    dtype: Any,
     params: Any,
     inputs: jax.Array,
     position: jax.Array,
@@ -85,6 +86,8 @@ def model_gradients(
         module: the block family (:data:`~rnnviz.engine.blocks.registry.BLOCKS`).
         spec: its sizes (hashable: static under ``jax.jit``).
         widths: the L + 1 widths of the residual stream's rows (static).
+        dtype: the probes', the loss's and the norms' dtype (static): float32, or float64 for
+            the pass that reaches below float32's range (the weights cast to it as well).
         params: ``{name: array}`` as the checkpoint names them.
         inputs: ``<int32>[B, T]`` tokens, or ``<float32>[B, T, I]`` for a stack.
         position: ``[]`` int, the position p whose own loss ℓ_p is differentiated too.
@@ -92,9 +95,9 @@ def model_gradients(
     Returns:
         :class:`ModelGrads`.
     """
-    probes = zero_probes(module, spec, inputs, widths)
+    probes = zero_probes(module, spec, inputs, widths, dtype)
     losses_of = lambda p: position_losses(module, spec, params, inputs, p)  # noqa: E731
     losses, vjp, weights = jax.vjp(losses_of, probes, has_aux=True)
-    cotangents = jnp.stack([weights, jax.nn.one_hot(position, losses.shape[0])])
+    cotangents = jnp.stack([weights, jax.nn.one_hot(position, losses.shape[0], dtype=weights.dtype)])
     (grads,) = jax.vmap(vjp)(cotangents)
     return ModelGrads(jnp.dot(weights, losses), jnp.stack(_norms(grads.stream), axis=1), _norms(grads.states))
