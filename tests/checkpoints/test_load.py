@@ -167,3 +167,96 @@ def test_not_found_and_bad_suffix(tmp_path):
     (tmp_path / "x.txt").write_text("hello")
     with pytest.raises(CheckpointError, match="allowed: .safetensors"):
         read_checkpoint(tmp_path / "x.txt")
+
+
+# --- Hugging Face folders: sharded, tied, and the folder-level refusals -----------------
+
+
+@pytest.fixture(scope="module")
+def mamba(tmp_path_factory):
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.MambaConfig(vocab_size=64, hidden_size=16, state_size=4, num_hidden_layers=2)
+    model = transformers.MambaForCausalLM(config)
+    whole, sharded = tmp_path_factory.mktemp("whole"), tmp_path_factory.mktemp("sharded")
+    model.save_pretrained(whole)
+    model.save_pretrained(sharded, max_shard_size="8KB")
+    return model, whole, sharded
+
+
+def test_a_sharded_folder_reads_as_one_with_the_tied_head_filled(mamba):
+    model, whole, sharded = mamba
+    assert (sharded / "model.safetensors.index.json").is_file()
+    assert len(list(sharded.glob("*.safetensors"))) > 1
+    a, b = read_checkpoint(whole), read_checkpoint(sharded)
+    state = model.state_dict()
+    assert a.model_type == b.model_type == "mamba" and set(a.tensors) == set(b.tensors) == set(state)
+    for name, value in state.items():
+        np.testing.assert_array_equal(b.tensors[name], value.numpy())
+    assert b.tensors["lm_head.weight"] is b.tensors["backbone.embeddings.weight"]  # tied: one array
+
+
+def _copy(folder: Path, tmp_path: Path) -> Path:
+    import shutil
+
+    return Path(shutil.copytree(folder, tmp_path / "copy"))
+
+
+def test_an_index_naming_a_file_outside_the_folder(mamba, tmp_path):
+    folder = _copy(mamba[2], tmp_path)
+    index = json.loads((folder / "model.safetensors.index.json").read_text())
+    index["weight_map"]["backbone.norm_f.weight"] = "../elsewhere.safetensors"
+    (folder / "model.safetensors.index.json").write_text(json.dumps(index))
+    with pytest.raises(
+        CheckpointError, match="names shard '../elsewhere.safetensors'; allowed: a file beside it"
+    ):
+        read_checkpoint(folder)
+
+
+def test_a_tensor_in_two_files(mamba, tmp_path):
+    folder = _copy(mamba[2], tmp_path)
+    shards = sorted(folder.glob("*.safetensors"))
+    first = safetensors.numpy.load_file(str(shards[0]))
+    name = next(iter(first))
+    second = safetensors.numpy.load_file(str(shards[1])) | {name: first[name]}
+    safetensors.numpy.save_file(second, str(shards[1]))
+    with pytest.raises(CheckpointError, match=f"tensor '{name}' is also in"):
+        read_checkpoint(folder)
+
+
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        (
+            {"model_type": "gpt2"},
+            "model_type is 'gpt2'; allowed: falcon_mamba, mamba, mamba2, recurrent_gemma, xlstm",
+        ),
+        ({"hidden_size": 24}, r"tensor 'backbone.embeddings.weight' is \[64, 16\]; expected \[64, 24\]"),
+        ({"num_hidden_layers": 3}, r"tensor 'backbone.layers.2.norm.weight' \[16\] is missing"),
+    ],
+)
+def test_a_config_that_disagrees_with_the_weights(mamba, tmp_path, change, message):
+    folder = _copy(mamba[1], tmp_path)
+    config = json.loads((folder / "config.json").read_text()) | change
+    (folder / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match=message):
+        read_checkpoint(folder)
+
+
+def test_a_config_too_large_or_absent(mamba, tmp_path):
+    folder = _copy(mamba[1], tmp_path)
+    (folder / "config.json").write_text(" " * (2**20 + 1))
+    with pytest.raises(CheckpointError, match="allowed: at most 1048576"):
+        read_checkpoint(folder)
+    (folder / "config.json").unlink()
+    with pytest.raises(CheckpointError, match="has no config.json"):
+        read_checkpoint(folder)
+
+
+def test_a_file_cut_short_is_refused_before_reading(mamba, tmp_path):
+    folder = _copy(mamba[1], tmp_path)
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:-100])
+    with pytest.raises(CheckpointError, match="the file holds"):
+        read_checkpoint(folder)
