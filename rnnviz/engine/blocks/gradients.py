@@ -50,7 +50,9 @@ def zero_probes(
     batch, steps = inputs.shape[:2]
     stream = tuple(jnp.zeros((batch, steps, w), dtype) for w in widths)
     shapes = module.state_shapes(spec, batch, steps)
-    states = tuple(None if s is None else jax.tree.map(lambda a: jnp.zeros(a.shape, dtype), s) for s in shapes)
+    states = tuple(
+        None if s is None else jax.tree.map(lambda a: jnp.zeros(a.shape, dtype), s) for s in shapes
+    )
     return Probes(stream, states)
 
 
