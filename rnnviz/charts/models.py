@@ -79,7 +79,8 @@ def _log_lines(df: pd.DataFrame, series: str, title: str, x_title: str, y_title:
         )
     if finite.size:
         ticks, labels = pow10_ticks(float(finite.min()), float(finite.max()))
-        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels)
+        # the range reaches the outer ticks, so a span of less than a decade still shows two
+        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels, range=[ticks[0], ticks[-1]])
     if "token" in df.columns:
         fig.update_xaxes(**_tick_labels(df))
     return fig

@@ -1,6 +1,8 @@
-"""``rnnviz compare``: several cell designs at one shape, side by side: a short table of the
-numbers (λ₁, the decay per step, the gradient at both ends, the verdict), and with
-``--report`` one self-contained HTML file to share (:mod:`rnnviz.report`).
+"""``rnnviz compare``: several cell designs at one shape (``--cells``), or your own models on
+the same text (``--model``, once per model), side by side: a short table of the numbers (for
+designs λ₁, the decay per step, the gradient at both ends, the verdict; for models the loss
+and how far back the gradient reaches), and with ``--report`` one self-contained HTML file to
+share (:mod:`rnnviz.report`).
 
 The numbers need only JAX; the report draws with plotly, imported only when ``--report`` is
 given (the rest of the command line runs without it)."""
@@ -14,7 +16,7 @@ import sys
 from rnnviz.base.formatting import pow10_text
 from rnnviz.cli.argtypes import bounded_int, finite_nonnegative
 from rnnviz.cli.inputs import add_config_flags, add_data_flag, config_and_data
-from rnnviz.config import ConfigError
+from rnnviz.config import FIELD_SPECS, ConfigError
 
 
 def _fmt(x: float | None) -> str:
@@ -41,28 +43,147 @@ def summary_lines(c) -> list[str]:
     return lines
 
 
-def cmd_compare(args: argparse.Namespace) -> int:
-    """``rnnviz compare``: compute every design of ``--cells`` (:func:`rnnviz.report.comparison`),
-    print the table (or ``--json``), and write ``--report`` as one HTML file.
+def model_summary_lines(c) -> list[str]:
+    """The table ``rnnviz compare --model …`` prints: one row per model of the
+    :class:`~rnnviz.report.models.ModelComparison` ``c`` (the reaches as
+    :func:`~rnnviz.report.models.reach` reads them, in positions back)."""
+    from rnnviz.report.models import REACH_FRACTION, reach_text
+
+    width = max(5, *(len(r.label) for r in c.rows))
+    cut = f"{REACH_FRACTION:.0%}"
+    lines = [
+        f"{'model':<{width}}  {'type':<15}  {'layers':>6}  {'params':>10}  {'T':>5}  {'loss':>9}  "
+        f"{f'‖∂L/∂x_t‖ < {cut} from':>22}  ‖∂ℓ_p/∂x_t‖ < {cut} from (positions back)"
+    ]
+    for r in c.rows:
+        loss_reach = reach_text(r.input_reach, r.loss_end)
+        p_reach = reach_text(r.connectivity_reach, r.analysis.position)
+        lines.append(
+            f"{r.label:<{width}}  {r.model_type:<15}  {r.n_layers:>6}  {r.n_params:>10,}  "
+            f"{r.token_ids.shape[1]:>5}  {r.analysis.loss:>9.5g}  {loss_reach:>22}  {p_reach}"
+        )
+    if not c.same_tokens:
+        lines.append("the models tokenise the text differently: position t is not the same text in each")
+    return lines
+
+
+def _report_path(args: argparse.Namespace):
+    """``--report``'s path checked (None without it), and the function that writes it.
+
+    Raises:
+        ConfigError: a bad path; plotly missing.
+    """
+    if args.report is None:
+        return None, None
+    try:  # the one command that draws: plotly is needed here only
+        from rnnviz.report.html import report_path, write_report
+    except ImportError as err:
+        raise ConfigError("report", args.report, f"plotly installed ({err.name} is missing)") from None
+    return report_path(args.report), write_report  # checked before minutes of computing
+
+
+def _write(args: argparse.Namespace, write, report, c) -> None:
+    path = write(c, report)
+    line = f"wrote the report to {path} ({path.stat().st_size} bytes)"
+    print(line, file=sys.stderr if args.json else sys.stdout)  # --json keeps stdout JSON
+
+
+def _model_inputs(args: argparse.Namespace):
+    """``--text``, or ``--tokens`` as ids ``[1, T]``.
+
+    Raises:
+        ConfigError: neither, both, or ids that are not integers.
+    """
+    import numpy as np
+
+    if (args.text is None) == (args.tokens is None):
+        raise ConfigError(
+            "model", args.models, "the same inputs for every model: --text or --tokens, one of them"
+        )
+    if args.text is not None:
+        return args.text
+    try:
+        return np.asarray([[int(t) for t in args.tokens.split(",")]], np.int32)
+    except ValueError:
+        raise ConfigError("tokens", args.tokens, "comma-separated integer ids") from None
+
+
+def _refuse_design_flags(args: argparse.Namespace) -> None:
+    """With ``--model`` the designs' flags mean nothing: name the first one given.
+
+    Raises:
+        ConfigError: ``--cells``, ``--data``, ``--train`` or a config flag other than ``--dtype``.
+    """
+    given = [name for name in ("cells", "data", "train") if getattr(args, name, None) is not None]
+    given += [name for name in FIELD_SPECS if name != "dtype" and getattr(args, name, None) is not None]
+    if given:
+        flag = "--" + given[0].replace("_", "-")
+        raise ConfigError(
+            given[0],
+            getattr(args, given[0]),
+            f"not with --model ({flag} sets up cell designs; with "
+            "--model only --text or --tokens, --dtype, --report and --json apply)",
+        )
+
+
+def cmd_compare_models(args: argparse.Namespace) -> int:
+    """``rnnviz compare --model A --model B``: every model on the same ``--text`` or
+    ``--tokens`` (:func:`rnnviz.report.model_comparison`), the table (or ``--json``), and
+    ``--report`` as one HTML file.
 
     Returns:
         0.
 
     Raises:
-        ConfigError: ``--cell`` given (this command takes ``--cells``), an unknown cell, a bad
-            ``--report`` path or a config a design cannot take; plotly missing with ``--report``.
+        ConfigError: a flag of the designs given, a checkpoint that does not load, inputs a
+            model cannot read, or a bad ``--report`` path; plotly missing with ``--report``.
     """
+    from rnnviz.report.models import model_comparison, model_comparison_json
+
+    _refuse_design_flags(args)
+    inputs = _model_inputs(args)
+    report, write = _report_path(args)
+    c = model_comparison(
+        args.models,
+        inputs,
+        dtype=args.dtype or "float32",
+        progress=lambda line: print(f"computing {line}", file=sys.stderr, flush=True),
+    )
+    print(json.dumps(model_comparison_json(c)) if args.json else "\n".join(model_summary_lines(c)))
+    if report is not None:
+        _write(args, write, report, c)
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """``rnnviz compare``: compute every design of ``--cells`` (:func:`rnnviz.report.comparison`),
+    print the table (or ``--json``), and write ``--report`` as one HTML file; with ``--model``,
+    your own models instead (:func:`cmd_compare_models`).
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: ``--cell`` given (this command takes ``--cells``), neither ``--cells`` nor
+            ``--model``, an unknown cell, a bad ``--report`` path or a config a design cannot
+            take; plotly missing with ``--report``.
+    """
+    if args.models:
+        return cmd_compare_models(args)
     from rnnviz.report.compare import comparison, comparison_json
 
     if args.cell is not None:
         raise ConfigError("cell", args.cell, "rnnviz compare takes --cells a,b,c (the designs to compare)")
-    report = None
-    if args.report is not None:
-        try:  # the one command that draws: plotly is needed here only
-            from rnnviz.report.html import report_path, write_report
-        except ImportError as err:
-            raise ConfigError("report", args.report, f"plotly installed ({err.name} is missing)") from None
-        report = report_path(args.report)  # checked before minutes of computing
+    if args.cells is None:
+        raise ConfigError(
+            "cells", None, "the designs to compare (--cells a,b,c) or your models (--model PATH, each)"
+        )
+    if args.text is not None or args.tokens is not None:
+        given = "text" if args.text is not None else "tokens"
+        raise ConfigError(
+            given, getattr(args, given), "only with --model (cell designs read synthetic inputs or --data)"
+        )
+    report, write = _report_path(args)
     cfg, ds, _ = config_and_data(args)
     c = comparison(
         args.cells,  # "lstm,gru,mamba": checked by the library, one message for a bad name
@@ -78,31 +199,40 @@ def cmd_compare(args: argparse.Namespace) -> int:
     else:
         print("\n".join(summary_lines(c)))
     if report is not None:
-        path = write_report(c, report)
-        line = f"wrote the report to {path} ({path.stat().st_size} bytes)"
-        print(line, file=sys.stderr if args.json else sys.stdout)  # --json keeps stdout JSON
+        _write(args, write, report, c)
     return 0
 
 
 def add_parser(sub) -> None:
-    """Add the ``compare`` subcommand (``--cells``, the config and data flags, ``--train``,
-    ``--report``) to ``sub``."""
+    """Add the ``compare`` subcommand (``--cells``, the config and data flags, ``--train``;
+    or ``--model`` with ``--text``/``--tokens``; ``--report``, ``--json``) to ``sub``."""
     from rnnviz.studies.tasks.synthetic import TASKS
     from rnnviz.studies.training import MAX_STEPS
 
     p = sub.add_parser(
         "compare",
-        help="compare cell designs at one shape: λ₁, gradient decay, learning; a shareable HTML report",
+        help="compare cell designs at one shape, or your own models on one text; a shareable HTML report",
         description="Analyse every cell of --cells at the same shape (the config flags), fit the decay "
-        "of ‖∂L/∂carry_t‖ per step and compute λ₁; --train also trains each; --report writes one "
-        "self-contained HTML file (opens offline) with the figures, the numbers, the configs and versions.",
+        "of ‖∂L/∂carry_t‖ per step and compute λ₁; --train also trains each. Or analyse every --model "
+        "on the same --text (each through its own tokenizer.json) or --tokens: the gradient through "
+        "every layer and step, and how far back it reaches. --report writes one self-contained HTML "
+        "file (opens offline) with the figures, the numbers, the configs and versions.",
     )
     p.add_argument(
         "--cells",
-        required=True,
         metavar="A,B,…",
         help="the registered cells to compare, comma-separated (e.g. lstm,gru,mamba,mlstm)",
     )
+    models = p.add_argument_group("your own models side by side (instead of --cells)")
+    models.add_argument(
+        "--model",
+        dest="models",
+        action="append",
+        metavar="PATH",
+        help="a Hugging Face folder (mamba, mamba2, falcon_mamba, recurrent_gemma, xlstm); once per model",
+    )
+    models.add_argument("--text", help="the text every model reads, through its own tokenizer.json")
+    models.add_argument("--tokens", metavar="ID,ID,…", help="token ids every model reads (instead of --text)")
     add_config_flags(p)
     add_data_flag(p, "analyse and train every design on a batch (drawn by the seed, with its task loss) of")
     p.add_argument(

@@ -1,11 +1,15 @@
-"""The shareable comparison report: several cell designs at one shape, as one self-contained
-HTML file (opens offline in any browser) or as JSON.
+"""The shareable comparison report: several cell designs at one shape, or your own models on
+the same text, as one self-contained HTML file (opens offline in any browser) or as JSON.
 
 * :mod:`~rnnviz.report.compare` — the numbers: :func:`comparison` (analysis, decay and λ₁,
   optionally training, per design), :func:`comparison_of` (from analyses in hand),
   :func:`comparison_json`; the :class:`Comparison` and :class:`Design` records (no plotly);
-* :mod:`~rnnviz.report.html` — the page: :func:`report_html`, :func:`write_report`,
-  :func:`report_figures` (drawn by :mod:`rnnviz.charts`).
+* :mod:`~rnnviz.report.models` — your own models' numbers: :func:`model_comparison`,
+  :func:`model_comparison_json`, :func:`reach` (how far back a gradient reaches); the
+  :class:`ModelComparison` and :class:`ModelRow` records (no plotly);
+* :mod:`~rnnviz.report.html` — the page: :func:`report_html`, :func:`model_report_html`,
+  :func:`write_report` (either), :func:`report_figures`, :func:`model_report_figures` (drawn
+  by :mod:`rnnviz.charts`).
 
 Example::
 
@@ -29,6 +33,13 @@ _EXPORTS = {
     "comparison_json": "rnnviz.report.compare",
     "comparison_of": "rnnviz.report.compare",
     "design_of": "rnnviz.report.compare",
+    "ModelComparison": "rnnviz.report.models",
+    "ModelRow": "rnnviz.report.models",
+    "model_comparison": "rnnviz.report.models",
+    "model_comparison_json": "rnnviz.report.models",
+    "reach": "rnnviz.report.models",
+    "model_report_figures": "rnnviz.report.html",
+    "model_report_html": "rnnviz.report.html",
     "report_figures": "rnnviz.report.html",
     "report_html": "rnnviz.report.html",
     "write_report": "rnnviz.report.html",
@@ -37,10 +48,17 @@ _EXPORTS = {
 __all__ = [
     "Comparison",
     "Design",
+    "ModelComparison",
+    "ModelRow",
     "comparison",
     "comparison_json",
     "comparison_of",
     "design_of",
+    "model_comparison",
+    "model_comparison_json",
+    "model_report_figures",
+    "model_report_html",
+    "reach",
     "report_figures",
     "report_html",
     "write_report",
@@ -55,7 +73,20 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         comparison_of,
         design_of,
     )
-    from rnnviz.report.html import report_figures, report_html, write_report
+    from rnnviz.report.html import (
+        model_report_figures,
+        model_report_html,
+        report_figures,
+        report_html,
+        write_report,
+    )
+    from rnnviz.report.models import (
+        ModelComparison,
+        ModelRow,
+        model_comparison,
+        model_comparison_json,
+        reach,
+    )
 
 
 def __getattr__(name: str) -> Any:

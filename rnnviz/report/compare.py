@@ -303,7 +303,7 @@ def design_of(
     )
 
 
-def _unique(labels: Sequence[str]) -> list[str]:
+def unique_labels(labels: Sequence[str]) -> list[str]:
     """Labels made distinct (a repeated one gets `` (2)``, `` (3)``, …): legends group by label."""
     seen: dict[str, int] = {}
     out = []
@@ -347,7 +347,7 @@ def comparison_of(
     if not designs:
         raise ConfigError("designs", (), "at least one analysed design")
     records = [d if isinstance(d, Design) else design_of(d, label=config_label(d)) for d in designs]
-    labels = _unique([d.label for d in records])
+    labels = unique_labels([d.label for d in records])
     records = [d if d.label == lab else dataclasses.replace(d, label=lab) for d, lab in zip(records, labels)]
     data = next((d.data for d in records if d.data is not None), None)
     return Comparison(
@@ -356,10 +356,9 @@ def comparison_of(
         task=task,
         train_steps=train_steps,
         environment=env if env is not None else environment(),
-        packages=tuple((p, _version(p)) for p in PACKAGES),
-        machine=f"{platform.platform()} ({platform.machine() or 'unknown'}"
-        f"{', ' + platform.processor() if platform.processor() else ''})",
-        created=datetime.now(UTC).isoformat(timespec="seconds"),
+        packages=package_versions(),
+        machine=machine_text(),
+        created=created_now(),
     )
 
 
@@ -370,6 +369,31 @@ def _version(package: str) -> str | None:
         return metadata.version(package)
     except metadata.PackageNotFoundError:
         return None
+
+
+def package_versions() -> tuple[tuple[str, str | None], ...]:
+    """``(name, version or None)`` for each of :data:`PACKAGES` (None: not installed)."""
+    return tuple((p, _version(p)) for p in PACKAGES)
+
+
+def machine_text() -> str:
+    """This host as a report names it: ``platform.platform()``, the machine and the processor."""
+    processor = platform.processor()
+    return f"{platform.platform()} ({platform.machine() or 'unknown'}{', ' + processor if processor else ''})"
+
+
+def created_now() -> str:
+    """The time now, as a report's ``created`` (UTC, ISO 8601, to the second)."""
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def environment_json(env: Environment) -> dict[str, Any]:
+    """The computing JAX's facts as JSON values (the strategies' reasons left out)."""
+    return {
+        **{k: v for k, v in env._asdict().items() if k != "hidden"},
+        "gpus": list(env.gpus),
+        "strategies": list(env.strategies),
+    }
 
 
 def _floats(x: np.ndarray) -> list[float]:
@@ -436,7 +460,6 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         >>> out["schema"], first["grad_norms"] == a.grad_norms.tolist()
         ('rnnviz-comparison-1', True)
     """
-    env = c.environment
     return {
         "schema": SCHEMA,
         "created": c.created,
@@ -444,11 +467,7 @@ def comparison_json(c: Comparison) -> dict[str, Any]:
         "task": c.task,
         "train_steps": c.train_steps,
         "designs": [design_json(d) for d in c.designs],
-        "environment": {
-            **{k: v for k, v in env._asdict().items() if k != "hidden"},
-            "gpus": list(env.gpus),
-            "strategies": list(env.strategies),
-        },
+        "environment": environment_json(c.environment),
         "packages": dict(c.packages),
         "machine": c.machine,
     }
@@ -464,7 +483,12 @@ __all__ = [
     "comparison",
     "comparison_json",
     "comparison_of",
+    "created_now",
     "design_config",
     "design_json",
     "design_of",
+    "environment_json",
+    "machine_text",
+    "package_versions",
+    "unique_labels",
 ]

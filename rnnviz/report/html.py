@@ -1,6 +1,8 @@
-"""A :class:`~rnnviz.report.compare.Comparison` as one self-contained HTML file: the figures
-(drawn by :mod:`rnnviz.charts` from :mod:`rnnviz.frames`' frames), the numbers as a table and
-as JSON, every design's config, and the versions and machine that computed them.
+"""A :class:`~rnnviz.report.compare.Comparison` (cell designs) or a
+:class:`~rnnviz.report.models.ModelComparison` (your own models) as one self-contained HTML
+file: the figures (drawn by :mod:`rnnviz.charts` from :mod:`rnnviz.frames`' frames), the
+numbers as a table and as JSON, every design's config or model's sizes, and the versions and
+machine that computed them.
 
 Self-contained: plotly.js is inlined once, there is no CDN, no external style sheet, font or
 image, so the file opens offline in any browser. Every text put into the page is escaped.
@@ -8,12 +10,14 @@ image, so the file opens offline in any browser. Every text put into the page is
 
 from __future__ import annotations
 
+import dataclasses
 import html
+import itertools
 import json
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import pandas as pd
 
@@ -21,18 +25,25 @@ from rnnviz.base.formatting import pow10_text
 from rnnviz.charts.costs import bar_panels
 from rnnviz.charts.embed import figure_div, plotly_js
 from rnnviz.charts.lines import gradient_figure
+from rnnviz.charts.models import layer_heatmap, layer_lines, state_lines, token_connectivity
 from rnnviz.charts.training import training_figure
 from rnnviz.config import FIELD_SPECS, ConfigError
+from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
 from rnnviz.frames.training import training_frame
 from rnnviz.report.compare import Comparison, comparison_json
+from rnnviz.report.models import REACH_FRACTION, ModelComparison, ModelRow, model_comparison_json, reach_text
 
-if TYPE_CHECKING:  # a type only: the figures are drawn, and embedded, by rnnviz.charts
+if TYPE_CHECKING:  # types only: the figures are drawn, and embedded, by rnnviz.charts
     from rnnviz.charts.embed import PlotlyFigure
+    from rnnviz.engine.environment import Environment
+    from rnnviz.studies.models import ModelAnalysis
 
 #: The ``id`` of the ``<script type="application/json">`` holding :func:`comparison_json`.
 NUMBERS_ID = "rnnviz-numbers"
 #: Plotly's options for every figure: no logo link, and the modebar's image export offline.
 PLOTLY_CONFIG = {"displaylogo": False, "responsive": True}
+#: At most this many figures share a row (more wrap): the page is 1200 px wide at most.
+PER_ROW = 3
 
 _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2em auto; max-width: 1200px;
@@ -43,6 +54,7 @@ th, td { border: 1px solid #ddd; padding: 0.25em 0.6em; text-align: left; vertic
 th { background: #f4f4f4; } td.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr.differs td { background: #fff8e1; }
 .figure { margin: 1em 0; } .note { color: #555; font-size: 0.9em; }
+.side-by-side { display: grid; gap: 0 1em; } .side-by-side > .figure { min-width: 0; }
 """
 
 
@@ -135,6 +147,62 @@ def report_figures(c: Comparison) -> list[Figure]:
     return figures
 
 
+class ModelFigureKind(NamedTuple):
+    """One kind of figure drawn for every model: its key (``rnnviz-<key>-<i>``, i the model's
+    place from 1), its section heading, the frame it draws and the chart that draws it, and the
+    title after the model's label."""
+
+    key: str
+    heading: str
+    frame: Callable[[ModelAnalysis], pd.DataFrame]
+    chart: Callable[..., PlotlyFigure]
+    title: str
+
+
+#: The figures of a model comparison, in page order: one section per kind, the models side by side.
+MODEL_FIGURES = (
+    ModelFigureKind(
+        "layers", "The gradient through every layer and step", layer_frame, layer_heatmap, "‖∂L/∂x_t‖"
+    ),
+    ModelFigureKind("layer-lines", "One line per layer", layer_frame, layer_lines, "‖∂L/∂x_t‖ per layer"),
+    ModelFigureKind(
+        "states", "The recurrent states", state_frame, state_lines, "‖∂L/∂state_t‖ of each recurrent layer"
+    ),
+    ModelFigureKind(
+        "connectivity",
+        "What the last prediction reads",
+        token_connectivity_frame,
+        token_connectivity,
+        "how much the prediction at p reads each token",
+    ),
+)
+
+
+def model_report_figures(c: ModelComparison) -> list[Figure]:
+    """A model comparison's figures, in page order: for each kind of :data:`MODEL_FIGURES`,
+    one per model (the layer × step heatmap, the per-layer lines, the state lines, the
+    connectivity over the tokens), drawn by :mod:`rnnviz.charts.models`.
+
+    Example:
+        >>> import tempfile, transformers
+        >>> from rnnviz.report import model_comparison, model_report_figures
+        >>> folder = tempfile.mkdtemp()
+        >>> config = transformers.MambaConfig(vocab_size=32, hidden_size=8, state_size=2, num_hidden_layers=1)
+        >>> transformers.MambaForCausalLM(config).save_pretrained(folder)
+        >>> tuple(f.key for f in model_report_figures(model_comparison([folder], [3, 1, 4, 1])))
+        ('layers-1', 'layer-lines-1', 'states-1', 'connectivity-1')
+    """
+    return [
+        Figure(
+            f"{kind.key}-{i}",
+            kind.heading,
+            kind.chart(kind.frame(r.analysis), title=f"{r.label}: {kind.title}"),
+        )
+        for kind in MODEL_FIGURES
+        for i, r in enumerate(c.rows, start=1)
+    ]
+
+
 def _e(x: object) -> str:
     return html.escape(str(x), quote=True)
 
@@ -204,25 +272,26 @@ def _config_table(c: Comparison) -> str:
     return _table(["field", *c.labels], rows, classes=classes)
 
 
-def _environment_table(c: Comparison) -> str:
-    env = c.environment
+def _environment_table(c: Comparison | ModelComparison, devices: Sequence[str]) -> str:
+    """The packages' versions, the host, the ``devices`` the analyses ran on, and when."""
+    env: Environment = c.environment
     rows = [[name, version or "not installed"] for name, version in c.packages]
     rows += [
         ["python", env.python],
         ["machine", c.machine],
         ["CPUs", str(env.cpu_count)],
         ["GPUs", ", ".join(env.gpus) or "none"],
-        ["analysed on", ", ".join(dict.fromkeys(d.device for d in c.designs))],
+        ["analysed on", ", ".join(dict.fromkeys(devices))],
         ["allocator", env.allocator],
         ["created", c.created],
     ]
     return _table(["what", "value"], rows)
 
 
-def _numbers_script(c: Comparison) -> str:
+def _numbers_script(numbers: dict[str, Any]) -> str:
     """The numbers as JSON inside a ``<script>``: ``<``, ``>`` and ``&`` written as ``\\u003c``
     … so no text can close the element (``json.loads`` reads them back as the characters)."""
-    text = json.dumps(comparison_json(c), ensure_ascii=False, allow_nan=False)
+    text = json.dumps(numbers, ensure_ascii=False, allow_nan=False)
     text = text.replace("&", "\\u0026").replace("<", "\\u003c").replace(">", "\\u003e")
     return f'<script type="application/json" id="{NUMBERS_ID}">{text}</script>'
 
@@ -280,36 +349,193 @@ def report_html(c: Comparison) -> str:
         >>> first["grad_norms"] == a.grad_norms.tolist()
         True
     """
-    figures = report_figures(c)
-    sections = []
-    for f in figures:
-        div = figure_div(f.figure, f"rnnviz-{f.key}", PLOTLY_CONFIG)
-        sections.append(f'<h2>{_e(f.heading)}</h2><div class="figure">{div}</div>')
-    return "\n".join(
+    return _page(
+        _title(c),
+        dict(c.packages).get("rnnviz"),
         [
-            "<!DOCTYPE html>",
-            '<html lang="en"><head><meta charset="utf-8">',
-            '<meta name="viewport" content="width=device-width, initial-scale=1">',
-            f'<meta name="generator" content="rnnviz {_e(dict(c.packages).get("rnnviz"))}">',
-            f"<title>{_e(_title(c))}</title>",
-            f"<style>{_STYLE}</style>",
-            "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
-            f"<script>{plotly_js()}</script>",
-            "</head><body>",
-            f"<h1>{_e(_title(c))}</h1>",
             _summary(c),
             "<h2>Numbers</h2>",
             _numbers_table(c),
-            *sections,
+            *_sections(report_figures(c)),
             "<h2>Configurations</h2>",
             '<p class="note">Every RunConfig field of every design; the rows where they differ are '
             "marked.</p>",
             _config_table(c),
             "<h2>Versions and machine</h2>",
-            _environment_table(c),
-            _numbers_script(c),
+            _environment_table(c, [d.device for d in c.designs]),
+            _numbers_script(comparison_json(c)),
+        ],
+    )
+
+
+def _sections(figures: Sequence[Figure]) -> list[str]:
+    """One section per heading: its figures in a row (side by side where several share it)."""
+    sections = []
+    for heading, group in itertools.groupby(figures, key=lambda f: f.heading):
+        divs = [figure_div(f.figure, f"rnnviz-{f.key}", PLOTLY_CONFIG) for f in group]
+        divs = [f'<div class="figure">{div}</div>' for div in divs]
+        # The columns are fixed before the first figure draws: plotly sizes a figure to its box
+        # once (and again only when the window resizes), so a box must not change as more arrive.
+        columns = f"grid-template-columns: repeat({min(len(divs), PER_ROW)}, minmax(0, 1fr))"
+        body = (
+            divs[0]
+            if len(divs) == 1
+            else f'<div class="side-by-side" style="{columns}">{"".join(divs)}</div>'
+        )
+        sections.append(f"<h2>{_e(heading)}</h2>{body}")
+    return sections
+
+
+def _page(title: str, version: str | None, body: Sequence[str]) -> str:
+    """The document around ``body`` (HTML, already escaped): the head, the style and plotly.js
+    inlined once, so that the page needs nothing else to open."""
+    return "\n".join(
+        [
+            "<!DOCTYPE html>",
+            '<html lang="en"><head><meta charset="utf-8">',
+            '<meta name="viewport" content="width=device-width, initial-scale=1">',
+            f'<meta name="generator" content="rnnviz {_e(version)}">',
+            f"<title>{_e(title)}</title>",
+            f"<style>{_STYLE}</style>",
+            "<script>window.PlotlyConfig = {MathJaxConfig: 'local'};</script>",
+            f"<script>{plotly_js()}</script>",
+            "</head><body>",
+            f"<h1>{_e(title)}</h1>",
+            *body,
             "</body></html>",
         ]
+    )
+
+
+def _notes(parts: Sequence[str]) -> str:
+    return "".join(f'<p class="note">{_e(p)}</p>' for p in parts)
+
+
+def _tokens_text(r: ModelRow) -> str:
+    """The tokens a model read, as their text where a tokenizer gave it, else their ids."""
+    tokens = r.analysis.tokens
+    shown = " · ".join(tokens) if tokens is not None else ", ".join(map(str, r.token_ids[0].tolist()))
+    return shown if r.token_ids.shape[0] == 1 else f"{shown} (the first of {r.token_ids.shape[0]} sequences)"
+
+
+def _model_summary(c: ModelComparison) -> str:
+    steps = sorted({r.token_ids.shape[1] for r in c.rows})
+    read = "through its own tokenizer.json" if c.text is not None else "as the same token ids"
+    parts = [f"{len(c.rows)} models on the same text, each {read} (T = {', '.join(map(str, steps))})."]
+    if not c.same_tokens:
+        parts.append(
+            "The models tokenise the text differently (their tokens are listed under Inputs): position t "
+            "is not the same piece of text in each, so compare the figures by token, not by position."
+        )
+    parts += [
+        "L: the mean next-token cross-entropy over the positions that have a next token, as transformers "
+        "computes it with labels=input_ids. x_t^(0): the embeddings entering the first block. ℓ_p: the "
+        "loss of the prediction at p alone, the last position with a next token.",
+        f"Reach: the number of positions back (from the last position with a loss for ‖∂L/∂x_t^(0)‖, "
+        f"from p for ‖∂ℓ_p/∂x_t^(0)‖) at which the norm has fallen below {REACH_FRACTION:.0%} of its "
+        "largest value and stays below to the start of the text (rnnviz.report.models.reach). "
+        "“> k (all of the text)”: it is still above that at the first token.",
+    ]
+    return _notes(parts)
+
+
+def _model_numbers_table(c: ModelComparison) -> str:
+    header = [
+        "model",
+        "type",
+        "layers",
+        "parameters",
+        "vocabulary",
+        "tokens T",
+        "loss",
+        f"‖∂L/∂x_t^(0)‖ below {REACH_FRACTION:.0%} from (positions back)",
+        "p",
+        f"‖∂ℓ_p/∂x_t^(0)‖ below {REACH_FRACTION:.0%} from (positions back)",
+    ]
+    rows = [
+        [
+            r.label,
+            r.model_type,
+            str(r.n_layers),
+            f"{r.n_params:,}",
+            f"{r.vocab_size:,}",
+            str(r.token_ids.shape[1]),
+            f"{r.analysis.loss:.6g}",
+            reach_text(r.input_reach, r.loss_end),
+            str(r.analysis.position),
+            reach_text(r.connectivity_reach, r.analysis.position),
+        ]
+        for r in c.rows
+    ]
+    return _table(header, rows, numeric=range(2, len(header)))
+
+
+def _inputs_table(c: ModelComparison) -> str:
+    rows = [[r.label, str(r.token_ids.shape[1]), _tokens_text(r)] for r in c.rows]
+    return _table(["model", "T", "tokens"], rows, numeric={1})
+
+
+def _sizes_table(c: ModelComparison) -> str:
+    """Each model's source and every field of its family's sizes; rows that differ marked."""
+    specs = [dataclasses.asdict(r.spec) if dataclasses.is_dataclass(r.spec) else {} for r in c.rows]
+    fields = list(dict.fromkeys(k for spec in specs for k in spec))
+    rows = [["source", *(r.source for r in c.rows)]]
+    rows += [[name, *("—" if name not in spec else str(spec[name]) for spec in specs)] for name in fields]
+    classes = ["differs" if len(set(row[1:])) > 1 else "" for row in rows]
+    return _table(["field", *c.labels], rows, classes=classes)
+
+
+def model_report_html(c: ModelComparison) -> str:
+    """The report of your own models side by side: one self-contained HTML document
+    (plotly.js inlined once, no external resource), opening offline in any browser.
+
+    It holds, in order: a summary (the inputs, what L, ℓ_p and the reach mean); the numbers as
+    a table (type, layers, parameters, vocabulary, T, loss, and how far back ‖∂L/∂x_t^{(0)}‖ and
+    ‖∂ℓ_p/∂x_t^{(0)}‖ reach: :func:`~rnnviz.report.models.reach`); the figures of
+    :func:`model_report_figures`, the models side by side; the tokens each model read; every
+    model's sizes (rows that differ marked); the package versions and the machine; and
+    :func:`~rnnviz.report.models.model_comparison_json` in ``<script type="application/json"
+    id="rnnviz-numbers">`` for reading the numbers back exactly.
+
+    Args:
+        c: the comparison (:func:`~rnnviz.report.models.model_comparison`).
+
+    Returns:
+        The document's text (about 5 MB, nearly all of it plotly.js).
+
+    Example:
+        >>> import json, re, tempfile, transformers
+        >>> from rnnviz.report import model_comparison, model_report_html
+        >>> folder = tempfile.mkdtemp()
+        >>> config = transformers.MambaConfig(vocab_size=32, hidden_size=8, state_size=2, num_hidden_layers=1)
+        >>> transformers.MambaForCausalLM(config).save_pretrained(folder)
+        >>> c = model_comparison([folder], [3, 1, 4, 1])
+        >>> page = model_report_html(c)
+        >>> found = re.search(r'id="rnnviz-numbers">(.*?)</script>', page, re.S)
+        >>> first = json.loads(found.group(1))["models"].pop(0)
+        >>> first["grad_norms"] == c.rows[0].analysis.grad_norms.tolist()
+        True
+    """
+    title = "rnnviz comparison of models: " + ", ".join(c.labels)
+    return _page(
+        title,
+        dict(c.packages).get("rnnviz"),
+        [
+            _model_summary(c),
+            "<h2>Numbers</h2>",
+            _model_numbers_table(c),
+            *_sections(model_report_figures(c)),
+            "<h2>Inputs</h2>",
+            _notes(["The text: “" + c.text + "”."] if c.text is not None else []),
+            _inputs_table(c),
+            "<h2>Models</h2>",
+            '<p class="note">Where each model was read from, and its sizes; the rows where they differ '
+            "are marked.</p>",
+            _sizes_table(c),
+            "<h2>Versions and machine</h2>",
+            _environment_table(c, [r.device for r in c.rows]),
+            _numbers_script(model_comparison_json(c)),
+        ],
     )
 
 
@@ -327,11 +553,12 @@ def report_path(path: str | Path) -> Path:
     return path
 
 
-def write_report(c: Comparison, path: str | Path) -> Path:
-    """Write :func:`report_html` to ``path`` (UTF-8; its folder must exist).
+def write_report(c: Comparison | ModelComparison, path: str | Path) -> Path:
+    """Write :func:`report_html` (cell designs) or :func:`model_report_html` (your own models)
+    to ``path`` (UTF-8; its folder must exist).
 
     Args:
-        c: the comparison.
+        c: the comparison of designs or of models.
         path: the file to write (replaced when it exists).
 
     Returns:
@@ -350,16 +577,22 @@ def write_report(c: Comparison, path: str | Path) -> Path:
         True
     """
     path = report_path(path)
-    path.write_text(report_html(c), encoding="utf-8")
+    page = model_report_html(c) if isinstance(c, ModelComparison) else report_html(c)
+    path.write_text(page, encoding="utf-8")
     return path
 
 
 __all__ = [
+    "MODEL_FIGURES",
     "Figure",
+    "ModelFigureKind",
     "NUMBERS_ID",
+    "PER_ROW",
     "PLOTLY_CONFIG",
     "dynamics_frame",
     "gradient_frame",
+    "model_report_figures",
+    "model_report_html",
     "report_figures",
     "report_html",
     "report_path",
