@@ -120,6 +120,7 @@ def fake_context(analysis, *, config=None, gpus=(), data_source=None, pins=(), *
         ConnectivityCalls,
         CostCalls,
         DynamicsCalls,
+        ModelCalls,
         Pins,
         TabContext,
         TrainingCalls,
@@ -136,6 +137,7 @@ def fake_context(analysis, *, config=None, gpus=(), data_source=None, pins=(), *
         dynamics=group(DynamicsCalls),
         connectivity=group(ConnectivityCalls),
         training=group(TrainingCalls),
+        model=group(ModelCalls),
     )
     assert not calls, f"no compute call is named {sorted(calls)}"
     overlays = tuple(p for p in pins if p.config != config)

@@ -39,6 +39,7 @@ from rnnviz.ui.tabs.context import (
     ConnectivityCalls,
     CostCalls,
     DynamicsCalls,
+    ModelCalls,
     Pins,
     TabContext,
     TrainingCalls,
@@ -220,6 +221,11 @@ def compute_calls() -> Compute:
             keep=calls.keep_trained,
             finished=calls.trained,
             over_training=calls.over_training,
+        ),
+        model=ModelCalls(
+            summary=calls.model_summary,
+            tokens=calls.model_tokens,
+            gradients=calls.model_analysis,
         ),
     )
 

@@ -427,6 +427,44 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
     return plan if math.isfinite(plan.estimate_s) else plan._replace(fits=False)
 
 
+def model_refusal(n_params: int, batch: int, steps: int, limit_m: int | None = None) -> str | None:
+    """Why the Your model tab will not analyse a model of ``n_params`` parameters on ``batch``
+    sequences of ``steps`` tokens, or None when it may: the work of its forward and reverse pass
+    grows as parameters × tokens, held to the server's ``model_work_m``
+    (``RNNVIZ_MODEL_WORK_M``, :mod:`rnnviz.ui.settings`) million.
+
+    Args:
+      n_params: the model's parameters (tied ones counted once).
+      batch: B, the sequences read at once.
+      steps: T, the tokens (or steps) of each.
+      limit_m: the limit in millions of parameters × tokens (default: the server's setting).
+
+    Returns:
+      One message naming the work, the limit and the longest T that fits, or None.
+
+    >>> model_refusal(28_480, 1, 24, limit_m=1) is None
+    True
+    >>> print(model_refusal(130_000_000, 1, 1000, limit_m=20_000))  # doctest: +NORMALIZE_WHITESPACE
+    130,000,000 parameters × 1 × 1000 tokens is 130,000 M parameter-tokens, over this dashboard's
+    limit of 20,000 M (RNNVIZ_MODEL_WORK_M): at most T = 153 here. `rnnviz analyze --model` on the
+    command line has no such limit.
+    """
+    limit = (server_settings().model_work_m if limit_m is None else limit_m) * 10**6
+    work = n_params * batch * steps
+    if work <= limit:
+        return None
+    longest = limit // max(n_params * batch, 1)
+    at = f" at B = {batch}" if batch > 1 else ""
+    fits = (
+        f"at most T = {longest}{at} here" if longest >= 2 else f"this model is too large for it{at} at any T"
+    )
+    return (
+        f"{n_params:,} parameters × {batch} × {steps} tokens is {work / 1e6:,.0f} M parameter-tokens, over "
+        f"this dashboard's limit of {limit / 1e6:,.0f} M (RNNVIZ_MODEL_WORK_M): {fits}. "
+        "`rnnviz analyze --model` on the command line has no such limit."
+    )
+
+
 __all__ = [
     "Ahead",
     "ahead",
@@ -446,6 +484,7 @@ __all__ = [
     "jacobians_plan",
     "jacobians_parts",
     "lyapunov_plan",
+    "model_refusal",
     "phase_plan",
     "strategies_plan",
     "strategy_compile_s",

@@ -530,6 +530,41 @@ def over_training(path: str, k: int):
     return compute(f"λ over training ({Path(path).name})", path, jobs.over_training_job, path, k)
 
 
+def _model_route(path: str) -> str:
+    """Calls for one checkpoint go to one worker, which then holds it loaded."""
+    return f"model {path}"
+
+
+def model_summary(path: str) -> jobs.ModelSummary:
+    """What the checkpoint at ``path`` is, loaded in a worker (:func:`rnnviz.ui.jobs.model_summary`);
+    one that cannot be used raises its :class:`~rnnviz.checkpoints.CheckpointError`."""
+    stamp = jobs.model_stamp(path)
+    return compute(f"loading {Path(path).name}", _model_route(path), jobs.model_summary, path, stamp)
+
+
+def model_tokens(path: str, text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """``text`` as the checkpoint's token ids and their text (:func:`rnnviz.ui.jobs.model_tokens`)."""
+    stamp = jobs.model_stamp(path)
+    return compute(
+        f"tokenising the text for {Path(path).name}", _model_route(path), jobs.model_tokens, path, stamp, text
+    )
+
+
+def model_analysis(path: str, inputs_json: str, position: int | None):
+    """The gradient through every layer and step of the checkpoint at ``path`` on the inputs
+    ``inputs_json`` asks for (:func:`rnnviz.ui.jobs.model_analysis`)."""
+    stamp = jobs.model_stamp(path)
+    return compute(
+        f"the gradient through every layer of {Path(path).name}",
+        _model_route(path),
+        jobs.model_analysis,
+        path,
+        stamp,
+        inputs_json,
+        position,
+    )
+
+
 def check_run(path: str) -> object:
     """The :class:`~rnnviz.ui.jobs.RunSummary` of the saved run at ``path``; a bad file raises
     its :class:`~rnnviz.studies.training.RunFileError` (:func:`rnnviz.ui.jobs.run_summary`)."""

@@ -194,8 +194,8 @@ def admit(
 
 def session_paths(state: Mapping[str, Any]) -> set[str]:
     """The files a session's state refers to: its data source, its trained weights and those
-    of every pin (a pin is recomputed from them when its result has left the cache), and
-    the run files of its pinned training runs."""
+    of every pin (a pin is recomputed from them when its result has left the cache), the
+    run files of its pinned training runs, and the Your model tab's checkpoint."""
     import json
 
     found = set()
@@ -216,6 +216,8 @@ def session_paths(state: Mapping[str, Any]) -> set[str]:
         except (TypeError, ValueError):
             continue
     found.update(str(p) for p in state.get("train_pinned_files", ()))
+    if state.get("model_source"):  # the Your model tab's checkpoint (an upload, or the demo)
+        found.add(str(state["model_source"]))
     return {p for p in found if "/" in p or os.sep in p}  # paths only, not "digits" or "text"
 
 

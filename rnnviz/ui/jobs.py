@@ -20,11 +20,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
+import numpy as np
 import pandas as pd
 
 from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
 from rnnviz.base.weights import Weights
+from rnnviz.checkpoints import CheckpointError
+from rnnviz.checkpoints.load import MAX_BYTES as MAX_MODEL_BYTES
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import Dataset, load_dataset, resolve
 from rnnviz.dataset.budget import Budget
@@ -49,6 +52,7 @@ from rnnviz.studies.jacobians import Jacobians, compile_jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, compile_lyapunov, compile_lyapunov_phase, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
+from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, load_model, tokenize
 from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import compile_points, critical_gain, sweep_reusing
 from rnnviz.studies.training import Trainer, Training, load_run
@@ -730,6 +734,132 @@ def jacobians(cfg_json: str, k: int, example: int, steps: int, part: int = 0, pa
     )
 
 
+# ---- your own model: loaded once per worker and version --------------------------------------
+
+
+class ModelSummary(NamedTuple):
+    """What the Your model tab shows of a loaded checkpoint, and needs to ask for its inputs
+    (no arrays).
+
+    Attributes:
+      model_type: its family (``"mamba"``, ``"torch_lstm"``, …).
+      source: the folder or file it was read from.
+      n_layers: L, its blocks (or stacked layers).
+      n_params: its parameters, tied ones counted once.
+      vocab_size: its vocabulary (0: a stack that reads vectors).
+      input_size: the width of what its first layer reads (a stack's I).
+      tokenizer: whether a ``tokenizer.json`` lies beside it.
+    """
+
+    model_type: str
+    source: str
+    n_layers: int
+    n_params: int
+    vocab_size: int
+    input_size: int
+    tokenizer: bool
+
+
+def model_max_bytes() -> int:
+    """The most bytes of weights (in float32) a worker loads: a quarter of its memory cap
+    (``RNNVIZ_WORKER_MAX_RSS_MB``), at most the loader's own cap. As for a data file
+    (:func:`data_budget`), a model the worker could hold only over its cap would make it
+    retire after every job, each successor loading it again."""
+    return min(MAX_MODEL_BYTES, settings().worker_max_rss_mb * 2**20 // 4)
+
+
+def model_stamp(path: str) -> tuple[tuple[str, int, int], ...]:
+    """Which version of a checkpoint ``path`` is: each of its files' name, size and time (a
+    folder's files directly in it), so that a checkpoint written again is read again; ``()``
+    when nothing is there (the loader says so)."""
+    p = Path(path)
+    try:
+        files = sorted(p.iterdir()) if p.is_dir() else [p] if p.is_file() else []
+        return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
+    except OSError:  # removed meanwhile (another session's upload evicted): the loader says so
+        return ()
+
+
+@functools.lru_cache(maxsize=2)
+def _model(path: str, stamp: tuple) -> Model:
+    del stamp  # part of the cache key only: a checkpoint written again is read again
+    return load_model(path, max_bytes=model_max_bytes())
+
+
+def model_summary(path: str, stamp: tuple) -> ModelSummary:
+    """Load the checkpoint at ``path`` (once per worker and version ``stamp``,
+    :func:`model_stamp`) and say what it is; a checkpoint that cannot be used raises its one
+    :class:`~rnnviz.checkpoints.CheckpointError`."""
+    model = _model(path, stamp)
+    return ModelSummary(
+        model.model_type,
+        model.source,
+        model.n_layers,
+        model.n_params,
+        model.vocab_size,
+        model.stream_widths[0],
+        model.tokenizer is not None,
+    )
+
+
+def model_tokens(path: str, stamp: tuple, text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+    """``text`` as the model's token ids and each token's text, by its ``tokenizer.json``.
+
+    Raises:
+      CheckpointError: no ``tokenizer.json``, no tokens, a tokenizer that cannot be read, or no
+        ``tokenizers`` package in the worker.
+    """
+    model = _model(path, stamp)
+    try:
+        ids, tokens = tokenize(model, text)
+    except CheckpointError:
+        raise
+    except ImportError:
+        raise CheckpointError(
+            str(model.tokenizer), 'needs the tokenizers package to read text (pip install "rnnviz[models]")'
+        ) from None
+    except Exception as err:  # the tokenizers library's own: a tokenizer.json it cannot read
+        raise CheckpointError(str(model.tokenizer), f"cannot be read by tokenizers ({err})") from None
+    return tuple(int(i) for i in ids[0]), tuple(tokens)
+
+
+def model_inputs(model: Model, inputs_json: str) -> tuple[np.ndarray, list[str] | None]:
+    """A model's inputs from what the tab asks for, and each position's text.
+
+    Args:
+      model: the loaded model.
+      inputs_json: ``{"ids": [...], "tokens": [...]}`` (one sequence of token ids, and
+        their text or None), or ``{"normal": [B, T], "seed": s}``: a stack's inputs
+        ``[B, T, I]`` drawn from N(0, 1) by the seed.
+
+    Returns:
+      ``(inputs, tokens)``: ``<int32>[1, T]`` ids or ``<float32>[B, T, I]``, and the tokens' text.
+    """
+    asked = json.loads(inputs_json)
+    if "ids" in asked:
+        return np.asarray([asked["ids"]], np.int64), asked.get("tokens")
+    batch, steps = asked["normal"]
+    rng = np.random.default_rng(asked["seed"])
+    return rng.normal(size=(batch, steps, model.stream_widths[0])).astype(np.float32), None
+
+
+def model_analysis(path: str, stamp: tuple, inputs_json: str, position: int | None) -> ModelAnalysis:
+    """The gradient through every layer and step of the checkpoint at ``path`` on the inputs
+    ``inputs_json`` asks for (:func:`model_inputs`), its connectivity read at ``position``
+    (None: the last prediction): :func:`~rnnviz.studies.models.analyze_model`.
+
+    Raises:
+      CheckpointError: the checkpoint cannot be used, or its inputs or position do not fit it
+        (naming the checkpoint and what is allowed).
+    """
+    model = _model(path, stamp)
+    inputs, tokens = model_inputs(model, inputs_json)
+    try:
+        return analyze_model(model, inputs, position=position, tokens=tokens)
+    except ValueError as err:  # ids outside the vocabulary, a position past the end
+        raise CheckpointError(path, str(err)) from None
+
+
 # ---- training: the Trainer stays in the worker ---------------------------------------------
 
 
@@ -833,6 +963,7 @@ def train_stop(key: str) -> None:
 __all__ = [
     "AheadStep",
     "JacobiansWork",
+    "ModelSummary",
     "RunSummary",
     "TabAsks",
     "TrainProgress",
@@ -858,6 +989,12 @@ __all__ = [
     "jacobians",
     "lyapunov",
     "lyapunov_phase_table",
+    "model_analysis",
+    "model_inputs",
+    "model_max_bytes",
+    "model_stamp",
+    "model_summary",
+    "model_tokens",
     "part_gains",
     "phase",
     "scaling_table",

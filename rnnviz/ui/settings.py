@@ -55,6 +55,8 @@ class ServerSettings:
       result_cache_mb: the server's cache of finished results, in MB of their pickled size.
       uploads_dir, uploads_mb, uploads_files: the uploaded data files, their folder's caps.
       trained_dir, trained_mb, trained_files: the trained runs (and uploaded run files).
+      model_work_m: the most parameters × tokens, in millions, of one analysis on the Your
+        model tab (refused with a message past it).
       jax_cache, jax_cache_mb: JAX's persistent compilation cache (``off``: none) and its cap.
     """
 
@@ -121,6 +123,17 @@ class ServerSettings:
         "runs the trained-runs folder may hold (oldest unused evicted first)",
         1,
         10**6,
+    )
+    # Your own model's analysis is a forward and a reverse pass whose work grows as its
+    # parameters times the tokens it reads; the default holds a 130M-parameter Mamba to about
+    # 75 tokens, so that its compile and run stay well within the time limit on a 2-core
+    # server (docs/dev/benchmarks.md, "The Your model tab's work limit").
+    model_work_m: int = _setting(
+        10_000,
+        "RNNVIZ_MODEL_WORK_M",
+        "millions of parameters × tokens (B·T) one analysis of a user's own model may take",
+        1,
+        10**9,
     )
     jax_cache: str = _setting(
         str(Path.home() / ".cache" / "rnnviz" / "jax"),

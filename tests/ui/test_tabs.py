@@ -56,6 +56,7 @@ def test_the_page_shows_exactly_the_tabs_of_the_tuple_in_order():
         "Jacobians",
         "Training",
         "Memory",
+        "Your model",
         "Devices",
         "Compare",
         "Learn",

@@ -19,10 +19,11 @@ if TYPE_CHECKING:
     from rnnviz.studies.connectivity import Connectivity
     from rnnviz.studies.jacobians import Jacobians
     from rnnviz.studies.lyapunov import Lyapunov
+    from rnnviz.studies.models import ModelAnalysis
     from rnnviz.studies.over_training import OverTraining
     from rnnviz.studies.training import Training
     from rnnviz.ui.budget import Cost
-    from rnnviz.ui.jobs import TrainProgress
+    from rnnviz.ui.jobs import ModelSummary, TrainProgress
 
 
 class CostCalls(NamedTuple):
@@ -102,6 +103,24 @@ class TrainingCalls(NamedTuple):
     over_training: Callable[[str, int], OverTraining]
 
 
+class ModelCalls(NamedTuple):
+    """The Your model tab's calls: the checkpoint at a path, loaded in a worker (once per
+    version of its files).
+
+    Attributes:
+        summary: ``(path) -> ModelSummary``: what the model is (its kind and sizes); a
+          checkpoint that cannot be used raises its ``CheckpointError``.
+        tokens: ``(path, text) -> (ids, tokens)``: the text by the ``tokenizer.json`` beside it.
+        gradients: ``(path, inputs_json, position) -> ModelAnalysis``: the gradient through
+          every layer and step on those inputs (:func:`rnnviz.ui.jobs.model_inputs`), the
+          connectivity read at ``position`` (None: the last prediction).
+    """
+
+    summary: Callable[[str], ModelSummary]
+    tokens: Callable[[str, str], tuple[tuple[int, ...], tuple[str, ...]]]
+    gradients: Callable[[str, str, int | None], ModelAnalysis]
+
+
 class Compute(NamedTuple):
     """Every computation a tab may ask for, one small record per family.
 
@@ -113,6 +132,7 @@ class Compute(NamedTuple):
         dynamics: the Phase diagram and Jacobians tabs' calls.
         connectivity: the Memory tab's calls.
         training: the Training tab's calls.
+        model: the Your model tab's calls.
     """
 
     analysis: Callable[[RunConfig], Analysis]
@@ -121,6 +141,7 @@ class Compute(NamedTuple):
     dynamics: DynamicsCalls
     connectivity: ConnectivityCalls
     training: TrainingCalls
+    model: ModelCalls
 
 
 class Pins(NamedTuple):

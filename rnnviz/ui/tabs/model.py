@@ -1,0 +1,262 @@
+"""The Your model tab: a team's own checkpoint (a Hugging Face folder of Mamba, Mamba-2,
+FalconMamba, RecurrentGemma or xLSTM, or a PyTorch ``nn.LSTM``/``nn.GRU`` state dict) from the
+data folder, an upload or the built-in demo, and the gradient through every layer and step of
+it on the user's text (:func:`rnnviz.studies.models.analyze_model`): the layer × step heatmap,
+one line per layer, each recurrent layer's state gradient, and how much one prediction reads
+each token.
+
+The server only lists, judges and writes files (:mod:`rnnviz.ui.model_files`); the worker
+processes load the model and compute (``ctx.compute.model``). Every refusal, of a file, its
+inputs or their size, is one message in the tab.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+import streamlit as st
+
+from rnnviz.charts.models import layer_heatmap, layer_lines, state_lines, token_connectivity
+from rnnviz.checkpoints import CheckpointError
+from rnnviz.config import ConfigError
+from rnnviz.dataset import data_dir
+from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
+from rnnviz.ui import budget, model_files
+from rnnviz.ui.folders import FolderFull
+from rnnviz.ui.sidebar.data import save_upload, upload_limit_bytes
+from rnnviz.ui.tabs.common import csv_button, prose
+from rnnviz.ui.tabs.context import TabContext
+
+if TYPE_CHECKING:
+    from rnnviz.studies.models import ModelAnalysis
+    from rnnviz.ui.jobs import ModelSummary
+
+TITLE = "Your model"
+DEMO = "demo"
+UPLOAD = "upload"
+#: What the text box holds until the user writes their own.
+DEFAULT_TEXT = "The cat sat on the mat, and the dog lay down beside the cat."
+#: The longest text read (its tokens are then held to the server's model work limit).
+MAX_TEXT_CHARS = 4000
+#: Token ids drawn from the seed when the ids box is empty.
+DRAWN_IDS = 32
+#: A stack's sequence length T: the slider's range and where it starts.
+MIN_STEPS, MAX_STEPS, DEFAULT_STEPS = 2, 2000, 100
+#: The heatmap's height: with the controls above it, it stays above a projector's fold.
+HEATMAP_HEIGHT = 360
+
+
+class Asked(NamedTuple):
+    """What the model will read: the job's inputs (:func:`rnnviz.ui.jobs.model_inputs`), B and
+    T, and P, the positions whose prediction has a loss (T − 1 for a language model)."""
+
+    inputs_json: str
+    batch: int
+    steps: int
+    positions: int
+
+
+def render(ctx: TabContext) -> None:
+    """The model chosen, its inputs and the prediction read, then its gradients drawn."""
+    c_model, c_inputs, c_position = st.columns([2, 3, 1])
+    try:
+        with c_model:
+            path = _chosen_model()
+        st.session_state["model_source"] = None if path is None else str(path)  # not evicted while open
+        if path is None:
+            st.markdown(prose(__name__, "intro"))
+            return
+        calls = ctx.compute.model
+        summary = calls.summary(str(path))
+        with c_inputs:
+            asked = _inputs(ctx, summary, str(path))
+        if asked is None:
+            return
+        with c_position:
+            position = _position(asked.positions)
+        refusal = budget.model_refusal(summary.n_params, asked.batch, asked.steps)
+        if refusal is not None:
+            st.info(refusal)
+            return
+        a = calls.gradients(str(path), asked.inputs_json, position)
+    except (ConfigError, FolderFull) as err:  # CheckpointError: the file, what is wrong, what is allowed
+        st.error(str(err))
+        return
+    _draw(a, summary)
+    st.markdown(prose(__name__, "intro"))
+
+
+# ---- choosing the model --------------------------------------------------------------------
+
+
+def _label(choice: str) -> str:
+    return {
+        DEMO: "a tiny demo LSTM (made here)",
+        UPLOAD: "upload a folder archive or state dict…",
+    }.get(choice, f"{choice} (data/)")
+
+
+def _chosen_model() -> Path | None:
+    """The model chosen: one in the data folder, the demo, or an upload (None: no file yet)."""
+    options = [*model_files.data_models(), DEMO, UPLOAD]
+    if st.session_state.get("model_choice") not in options:
+        st.session_state["model_choice"] = options[0]
+    choice = st.selectbox(
+        "Model",
+        options,
+        key="model_choice",
+        format_func=_label,
+        help=prose(__name__, "choice", folder=data_dir()),
+    )
+    if choice == DEMO:
+        return save_upload(model_files.DEMO_NAME, model_files.demo_bytes())
+    if choice == UPLOAD:
+        return _upload()
+    return data_dir() / choice
+
+
+def _upload() -> Path | None:
+    """An uploaded archive, extracted once judged (:func:`rnnviz.ui.model_files.keep_archive`),
+    or a state dict file, kept in the upload folder."""
+    limit = upload_limit_bytes()
+    types = [s.lstrip(".") for s in (*model_files.ARCHIVE_SUFFIXES, ".gz", *model_files.STATE_DICT_SUFFIXES)]
+    f = st.file_uploader(
+        "A model",
+        type=sorted(set(types)),
+        key="model_upload",
+        help=f"a folder archive (.zip, .tar, .tar.gz) of a Hugging Face model, or an nn.LSTM/nn.GRU state "
+        f"dict (.pt, .pth, .bin, .safetensors), up to {limit // 2**20} MB",
+    )
+    if f is None:
+        st.caption("No file yet.")
+        return None
+    if f.size > limit:  # Streamlit refuses these itself; a second line of defence
+        raise CheckpointError(f.name, f"{f.size / 2**20:.0f} MB; allowed: at most {limit // 2**20} MB")
+    try:
+        if model_files.is_archive(f.name):
+            return model_files.keep_archive(f.name, f.getvalue())
+        if f.name.lower().endswith(model_files.STATE_DICT_SUFFIXES):
+            return save_upload(f.name, f.getvalue())
+    except FolderFull as err:
+        raise FolderFull(f"{f.name} is not kept: {err}.") from None
+    allowed = ", ".join((*model_files.ARCHIVE_SUFFIXES, *model_files.STATE_DICT_SUFFIXES))
+    raise CheckpointError(f.name, f"is neither a folder archive nor a state dict; allowed: {allowed}")
+
+
+# ---- what it reads ---------------------------------------------------------------------------
+
+
+def _inputs(ctx: TabContext, summary: ModelSummary, path: str) -> Asked | None:
+    """The inputs' widgets for this kind of model: text (with a tokenizer), token ids (a
+    vocabulary without one), or a stack's random inputs of T steps."""
+    if not summary.vocab_size:
+        steps = st.slider("Steps T", MIN_STEPS, MAX_STEPS, DEFAULT_STEPS, key="model_steps")
+        batch, seed = ctx.config.batch_size or 1, ctx.config.seed
+        st.caption(
+            f"Inputs [B={batch}, T, I={summary.input_size}] ~ N(0, 1), drawn by the sidebar's seed {seed}."
+        )
+        inputs = json.dumps({"normal": [batch, steps], "seed": seed})
+        return Asked(inputs, batch, steps, steps)
+    if summary.tokenizer:
+        text = st.text_input("Text", DEFAULT_TEXT, max_chars=MAX_TEXT_CHARS, key="model_text")
+        ids, tokens = ctx.compute.model.tokens(path, text)
+    else:
+        ids = _ids(
+            st.text_input("Token ids, comma-separated", key="model_ids"), summary.vocab_size, ctx.config.seed
+        )
+        tokens = tuple(str(i) for i in ids)
+        st.caption(f"No tokenizer.json beside the model: ids from 0 to {summary.vocab_size - 1}.")
+    if len(ids) < 2:
+        st.info(
+            f"These inputs give {len(ids)} token: the loss predicts each next one, so it needs 2 or more."
+        )
+        return None
+    return Asked(json.dumps({"ids": list(ids), "tokens": list(tokens)}), 1, len(ids), len(ids) - 1)
+
+
+def _ids(text: str, vocab_size: int, seed: int) -> tuple[int, ...]:
+    """Token ids from comma-separated text; :data:`DRAWN_IDS` drawn by the seed when empty.
+
+    Raises:
+      ConfigError: a part that is not a whole number in 0 … vocab_size − 1.
+    """
+    if not text.strip():
+        return tuple(int(i) for i in np.random.default_rng(seed).integers(0, vocab_size, DRAWN_IDS))
+    allowed = f"comma-separated whole numbers from 0 to {vocab_size - 1}"
+    try:
+        ids = tuple(int(part) for part in text.replace(" ", "").split(",") if part)
+    except ValueError:
+        raise ConfigError("token ids", text, allowed) from None
+    if not all(0 <= i < vocab_size for i in ids):
+        raise ConfigError("token ids", text, allowed)
+    return ids
+
+
+def _position(positions: int) -> int | None:
+    """The prediction p whose reading of each token is drawn (None: the last, P − 1)."""
+    p = st.number_input(
+        "Prediction p",
+        min_value=0,
+        value=None,
+        step=1,
+        key="model_position",
+        placeholder="the last",
+        help="the position whose own next-token loss the connectivity reads (empty: the last)",
+    )
+    if p is None:
+        return None
+    if p >= positions:
+        st.caption(f"The last is p = {positions - 1}: drawn instead.")
+        return None
+    return int(p)
+
+
+# ---- the pictures ----------------------------------------------------------------------------
+
+
+def _summary_line(a: ModelAnalysis, summary: ModelSummary) -> str:
+    """The model, its size, its loss and what the analysis took, in one line."""
+    compiled = f"compiled in {a.compile_s:.2f} s" if a.compile_s else "compiled already"
+    exact = "" if a.log10_source == "float32" else f" · exact log₁₀: {a.log10_source}"
+    return (
+        f"**{summary.model_type}** · {summary.n_layers} layers · {summary.n_params:,} parameters · "
+        f"loss **{a.loss:.4g}** · {compiled}, run in {a.run_s * 1e3:.1f} ms{exact} · "
+        f"{Path(summary.source).name}"
+    )
+
+
+def _draw(a: ModelAnalysis, summary: ModelSummary) -> None:
+    """The heatmap and the summary line, the lines per layer and state, the connectivity, and
+    the record to download."""
+    layers = layer_frame(a)
+    heatmap = layer_heatmap(layers)
+    heatmap.update_layout(height=HEATMAP_HEIGHT)
+    st.plotly_chart(heatmap, key="chart_model_heatmap")
+    st.markdown(_summary_line(a, summary))
+    st.plotly_chart(layer_lines(layers), key="chart_model_layers")
+    labels = layers.drop_duplicates("t").set_index("t")["token"]
+    states = state_frame(a)
+    st.plotly_chart(state_lines(states.assign(token=states["t"].map(labels))), key="chart_model_states")
+    last = a.position == len(a.connectivity) - (2 if summary.vocab_size else 1)
+    reads = "the last prediction" if last else f"the prediction at p = {a.position}"
+    st.plotly_chart(
+        token_connectivity(token_connectivity_frame(a), f"How much {reads} reads each token"),
+        key="chart_model_connectivity",
+    )
+    c_csv, c_json = st.columns(2)
+    with c_csv:
+        csv_button(
+            layers, "rnnviz_model_layers.csv", "model_csv", "Download the layer × step gradients (CSV)"
+        )
+    with c_json:
+        st.download_button(
+            "Download the whole record (JSON)",
+            json.dumps(a.to_json()).encode(),
+            file_name="rnnviz_model.json",
+            mime="application/json",
+            key="model_json",
+            on_click="ignore",
+        )
