@@ -23,6 +23,7 @@ The public API, all importable from here::
 | ``keep_freed_buffers`` | keep XLA:CPU's per-call buffers in the heap (no page faults per call) |
 | ``load_model``, ``Model``, ``CheckpointError`` | your own model: Hugging Face and PyTorch checkpoints |
 | ``analyze_model``, ``ModelAnalysis`` | the gradient through every layer and step of your model |
+| ``model_jacobians``, ``ModelJacobians`` | the step-Jacobian spectra of your model's recurrent layers |
 | ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
@@ -80,6 +81,8 @@ _EXPORTS = {
     "analyze_model": "rnnviz.studies.models",
     "ModelAnalysis": "rnnviz.studies.models",
     "CheckpointError": "rnnviz.checkpoints",
+    "model_jacobians": "rnnviz.studies.model_jacobians",
+    "ModelJacobians": "rnnviz.studies.model_jacobians",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -95,6 +98,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.studies.connectivity import Connectivity, connectivity
     from rnnviz.studies.jacobians import Jacobians, jacobians
     from rnnviz.studies.lyapunov import Lyapunov, lyapunov, lyapunov_sweep
+    from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
     from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, load_model
     from rnnviz.studies.over_training import OverTraining, over_training
     from rnnviz.studies.sweep import sweep

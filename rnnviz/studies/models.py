@@ -253,7 +253,7 @@ def _executable(model_type, spec, widths, wide, params, shape, dtype, placed) ->
     return Compiled(compiled, time.perf_counter() - start, peak_bytes(compiled))
 
 
-def _check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
+def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
     """Tokens ``[B, T]`` within the vocabulary, or a stack's ``[B, T, I]`` floats."""
     if model.vocab_size:
         if inputs.ndim != 2 or inputs.dtype.kind not in "iu" or inputs.shape[1] < 2:
@@ -363,7 +363,7 @@ def analyze_model(
         ValueError: inputs of the wrong shape or type, ids outside the vocabulary, or a
             position outside 0 … P − 1.
     """
-    inputs = _check_inputs(
+    inputs = check_inputs(
         model, np.atleast_2d(np.asarray(inputs)) if model.vocab_size else np.asarray(inputs)
     )
     steps = inputs.shape[1] - (1 if model.vocab_size else 0)

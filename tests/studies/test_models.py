@@ -188,3 +188,64 @@ def test_weights_too_large_for_one_device_go_on_all(monkeypatch):
     assert models.devices_for(50) == devices[:1]
     assert models.devices_for(51) == devices
     assert models.devices_for(10**9, devices[1:]) == devices[1:]
+
+
+RANDOM_CONFIGS = [
+    {"model_type": "mamba", "vocab_size": 16, "hidden_size": 8, "state_size": 4, "num_hidden_layers": 2},
+    {
+        "model_type": "mamba2", "vocab_size": 16, "hidden_size": 8, "state_size": 4, "num_heads": 4,
+        "head_dim": 4, "n_groups": 1, "num_hidden_layers": 2, "chunk_size": 4,
+    },
+    {
+        "model_type": "recurrent_gemma", "vocab_size": 16, "hidden_size": 16, "lru_width": 16,
+        "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 32, "num_hidden_layers": 3,
+        "attention_window_size": 4,
+    },
+    {"model_type": "xlstm", "vocab_size": 16, "hidden_size": 16, "num_blocks": 2, "num_heads": 2},
+    {"model_type": "torch_gru", "num_layers": 2, "input_size": 3, "hidden_size": 5, "bias": True},
+]  # fmt: skip
+
+
+@pytest.mark.parametrize("config", RANDOM_CONFIGS, ids=lambda c: c["model_type"])
+def test_every_family_runs_the_float64_pass(config):
+    """The pass below float32's range runs for every family (its scans follow the weights'
+    width) and agrees with float32 where float32 holds the numbers."""
+    import jax
+
+    from rnnviz.checkpoints.registry import FAMILIES
+    from rnnviz.studies import models
+
+    family = FAMILIES[config["model_type"]]
+    spec = family.parse(config, "random")
+    keys = jax.random.split(jax.random.key(0), len(family.tensors(spec)))
+    params = {n: 0.3 * jax.random.normal(k, s) for k, (n, s) in zip(keys, family.tensors(spec).items())}
+    model = models.Model(config["model_type"], spec, params, "random")
+    rng = np.random.default_rng(0)
+    inputs = rng.integers(0, 16, size=(2, 11)) if spec.vocab_size else rng.normal(size=(2, 11, 3))
+    narrow = rnnviz.analyze_model(model, inputs, exact=False)
+    wide = models._wide_pass(model, models.check_inputs(model, inputs), narrow.position)
+    assert wide.stream.dtype == np.float64
+    np.testing.assert_allclose(wide.stream[0], narrow.grad_norms, rtol=2e-4, atol=1e-30)
+    assert wide.loss == pytest.approx(narrow.loss, rel=1e-5)
+
+
+def test_a_gradient_below_float32_is_exact_against_torch_in_float64(tmp_path):
+    """An LSTM whose forget gates are nearly shut: ‖∂L/∂x_t‖ falls several decades a step, far
+    below float32's 1e-38 by the first steps; the record's log10 equals torch's in float64."""
+    torch.manual_seed(0)
+    lstm = torch.nn.LSTM(2, 4, 1, batch_first=True)
+    with torch.no_grad():
+        lstm.weight_hh_l0.mul_(0.01)
+        lstm.bias_ih_l0[4:8] = -18.0  # the forget gate: σ(−18) ≈ 1.5e-8
+        lstm.bias_ih_l0[0:4] = -3.0  # the input gate
+    torch.save(lstm.state_dict(), tmp_path / "lstm.pt")
+    x = np.random.default_rng(0).normal(size=(1, 12, 2))
+    a = rnnviz.analyze_model(rnnviz.load_model(tmp_path / "lstm.pt"), x)
+    lstm64 = lstm.double()
+    xt = torch.tensor(x, requires_grad=True)
+    y = lstm64(xt)[0]
+    (0.5 * (y[:, -1] ** 2).sum()).backward()
+    reference = np.log10(xt.grad.pow(2).sum(dim=(0, 2)).sqrt().numpy())
+    assert a.log10_source.startswith("float64")
+    assert reference[0] < -40 and a.grad_norms[0, 0] == 0  # float32 has nothing there
+    np.testing.assert_allclose(a.log10_grad_norms[0], reference, atol=1e-4)

@@ -39,30 +39,22 @@ what a finite-difference check needs.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes
+from rnnviz.engine.blocks import Probes, Trajectory, promoted, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.mamba import MambaSpec
 
+#: Whether a step's Jacobian in the state is diagonal: ∂h_t/∂h_{t−1} = diag(exp(Δ_t A)): Δ_t reads the
+#: layer's input, never its state.
+STATE_IS_DIAGONAL = True
+
+
 Params = dict[str, jax.Array]
-
-
-def _wide(dtype: Any) -> Any:
-    """The dtype the reference's float32 steps run in: float32, or float64 for float64 weights."""
-    return jnp.dtype(jnp.float64) if jnp.dtype(dtype) == jnp.float64 else jnp.dtype(jnp.float32)
-
-
-def _promoted(a: Any, b: Any) -> Any:
-    """torch's promotion of two float dtypes (bfloat16 with float32 is float32), spelled out:
-    the tests run JAX's strict promotion, which has no implicit path between them."""
-    if jnp.dtype(a) == jnp.dtype(b):
-        return jnp.dtype(a)
-    return max(_wide(a), _wide(b), key=lambda d: d.itemsize)
 
 
 def _row(vector: jax.Array, ndim: int) -> jax.Array:
@@ -91,11 +83,11 @@ def rms_norm(x: jax.Array, weight: jax.Array | None, eps: float) -> jax.Array:
     Returns:
         ``[..., D]`` in the promoted dtype of x and the weight.
     """
-    xf = x.astype(_wide(x.dtype))
+    xf = x.astype(wide_dtype(x.dtype))
     normed = (xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)).astype(x.dtype)
     if weight is None:
         return normed
-    dtype = _promoted(weight.dtype, x.dtype)
+    dtype = promoted(weight.dtype, x.dtype)
     return _row(weight.astype(dtype), x.ndim) * normed.astype(dtype)
 
 
@@ -148,10 +140,31 @@ def _selection(spec: MambaSpec, p: Params, u: jax.Array) -> tuple[jax.Array, jax
         low, b_t, c_t = (rms_norm(v, None, spec.mixer_rms_eps) for v in (low, b_t, c_t))
     # the bias joins in u's dtype (transformers casts it to the time step's), then Δ widens
     dt_raw = _linear(low, p["mixer.dt_proj.weight"], p["mixer.dt_proj.bias"])
-    return jax.nn.softplus(dt_raw).astype(_wide(u.dtype)), b_t, c_t
+    return jax.nn.softplus(dt_raw).astype(wide_dtype(u.dtype)), b_t, c_t
 
 
-def mixer(spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | None) -> jax.Array:
+def ssm_terms(p: Params, inputs: dict[str, jax.Array]) -> tuple[jax.Array, jax.Array]:
+    r"""The recurrence's decay exp(Δ_t A) and drive Δ_t B_t u_t ``[..., I, N]`` from a step's
+    (or every step's) selected inputs.
+
+    Args:
+        p: the layer's tensors (``mixer.A_log`` ``[I, N]``).
+        inputs: ``delta`` Δ ``[..., I]``, ``b`` B_t ``[..., N]`` and ``u`` ``[..., I]``, all in the
+            state's dtype.
+
+    Returns:
+        ``(decay, drive)``, both ``[..., I, N]``.
+    """
+    delta, b_t, u = inputs["delta"], inputs["b"], inputs["u"]
+    a = -jnp.exp(p["mixer.A_log"].astype(delta.dtype))  # [I, N]
+    decay = jnp.exp(delta[..., None] * a.reshape((1,) * (delta.ndim - 1) + a.shape))
+    drive = (delta[..., None] * b_t[..., None, :]) * u[..., None]
+    return decay, drive
+
+
+def mixer(
+    spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | None
+) -> tuple[jax.Array, Trajectory]:
     """``MambaMixer`` (or ``FalconMambaMixer``) on the normed stream.
 
     Args:
@@ -161,24 +174,29 @@ def mixer(spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | Non
         state_probe: ``[B, T, I, N]`` added to the state after each step, or None.
 
     Returns:
-        ``[B, T, H]`` in x's dtype.
+        ``[B, T, H]`` in x's dtype, and the SSM's :class:`~rnnviz.engine.blocks.Trajectory`
+        (:func:`layer_step`).
     """
-    dtype, wide = x.dtype, _wide(x.dtype)
+    dtype, wide = x.dtype, wide_dtype(x.dtype)
     u, z = jnp.split(_linear(x, p["mixer.in_proj.weight"], p.get("mixer.in_proj.bias")), 2, axis=-1)
     u = jax.nn.silu(causal_conv(u, p["mixer.conv1d.weight"], p.get("mixer.conv1d.bias")))
     delta, b_t, c_t = _selection(spec, p, u)
-    a = -jnp.exp(p["mixer.A_log"].astype(wide))  # [I, N]
-    decay = jnp.exp(delta[..., None] * a[None, None])
-    drive = (delta[..., None] * b_t.astype(wide)[:, :, None, :]) * u.astype(wide)[..., None]
+    # Δ, B and u per step rather than the decay and drive: what layer_step needs, in (2I + N)
+    # numbers a step instead of 2·I·N
+    inputs = {"delta": delta, "b": b_t.astype(wide), "u": u.astype(wide)}
+    decay, drive = ssm_terms(p, inputs)
     if state_probe is not None:
         drive = drive + state_probe.astype(wide)
     h = selective_scan(decay, drive)
     readout = jnp.einsum("btin,btn->bti", h.astype(dtype), c_t).astype(wide)
     y = (readout + u.astype(wide) * _row(p["mixer.D"].astype(wide), 3)) * jax.nn.silu(z).astype(wide)
-    return _linear(y.astype(dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
+    out = _linear(y.astype(dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
+    return out, Trajectory({"h": h}, inputs)
 
 
-def block(spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | None) -> jax.Array:
+def block(
+    spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | None
+) -> tuple[jax.Array, Trajectory]:
     """``MambaBlock``: x + Mixer(RMSNorm(x)), the residual in float32 if ``residual_in_fp32``.
 
     Args:
@@ -188,14 +206,14 @@ def block(spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | Non
         state_probe: ``[B, T, I, N]`` or None (:func:`mixer`).
 
     Returns:
-        The stream after the block ``[B, T, H]``.
+        The stream after the block ``[B, T, H]``, and the mixer's trajectory.
     """
     weight = p["norm.weight"]
     normed = rms_norm(x.astype(weight.dtype), weight, spec.layer_norm_epsilon)
-    residual = x.astype(_wide(x.dtype)) if spec.residual_in_fp32 else x
-    out = mixer(spec, p, normed, state_probe)
-    dtype = _promoted(residual.dtype, out.dtype)
-    return residual.astype(dtype) + out.astype(dtype)
+    residual = x.astype(wide_dtype(x.dtype)) if spec.residual_in_fp32 else x
+    out, trajectory = mixer(spec, p, normed, state_probe)
+    dtype = promoted(residual.dtype, out.dtype)
+    return residual.astype(dtype) + out.astype(dtype), trajectory
 
 
 def _layer_params(params: Params, layer: int) -> Params:
@@ -207,7 +225,14 @@ def _probe(x: jax.Array, probes: Probes | None, row: int) -> jax.Array:
     return x if probes is None else x + probes.stream[row].astype(x.dtype)
 
 
-def forward(spec: MambaSpec, params: Params, inputs: jax.Array, probes: Probes | None = None) -> jax.Array:
+def forward(
+    spec: MambaSpec,
+    params: Params,
+    inputs: jax.Array,
+    probes: Probes | None = None,
+    *,
+    with_states: bool = False,
+) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
     """The logits of ``MambaForCausalLM`` / ``FalconMambaForCausalLM``.
 
     Args:
@@ -218,9 +243,12 @@ def forward(spec: MambaSpec, params: Params, inputs: jax.Array, probes: Probes |
         probes: zeros to differentiate (:class:`~rnnviz.engine.blocks.Probes`): ``stream`` rows
             ``[B, T, H]`` (row l enters block l, row L the final norm) and ``states`` as
             :func:`state_shapes`; or None.
+        with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
 
     Returns:
-        Logits ``[B, T, V]``, float32 (float64 for float64 weights).
+        Logits ``[B, T, V]``, float32 (float64 for float64 weights); with ``with_states``,
+        ``(logits, trajectories)``: L trajectories, states ``{"h": [B, T, I, N]}`` and inputs
+        as :func:`layer_step` reads them.
 
     Example:
         >>> import jax.numpy as jnp
@@ -232,13 +260,34 @@ def forward(spec: MambaSpec, params: Params, inputs: jax.Array, probes: Probes |
         (2, 5, 11)
     """
     x = _probe(jnp.take(params["backbone.embeddings.weight"], inputs, axis=0), probes, 0)
+    trajectories = []
     for layer in range(spec.num_hidden_layers):
         state_probe = None if probes is None else probes.states[layer]["h"]
-        x = _probe(block(spec, _layer_params(params, layer), x, state_probe), probes, layer + 1)
+        x, trajectory = block(spec, _layer_params(params, layer), x, state_probe)
+        x = _probe(x, probes, layer + 1)
+        trajectories.append(trajectory)
     normed = rms_norm(x, params["backbone.norm_f.weight"], spec.layer_norm_epsilon)
     head = params["lm_head.weight"]
-    logits = jnp.einsum("bth,vh->btv", normed.astype(head.dtype), head)
-    return logits.astype(_wide(head.dtype))
+    logits = jnp.einsum("bth,vh->btv", normed.astype(head.dtype), head).astype(wide_dtype(head.dtype))
+    return (logits, tuple(trajectories)) if with_states else logits
+
+
+def layer_step(spec: MambaSpec, params: Params, layer: int, state: dict, inputs: dict) -> dict:
+    r"""One step of layer ``layer``'s SSM: :math:`h_t = \exp(Δ_t A) ⊙ h_{t−1} + Δ_t B_t u_t`.
+
+    Args:
+        spec: the model's sizes.
+        params: every tensor, as :func:`forward` takes them.
+        layer: l.
+        state: ``{"h": [B, I, N]}``, h_{t−1}.
+        inputs: step t's ``{"delta": [B, I], "b": [B, N], "u": [B, I]}`` (a
+            :class:`~rnnviz.engine.blocks.Trajectory`'s inputs at t).
+
+    Returns:
+        ``{"h": [B, I, N]}``, h_t before the probe.
+    """
+    decay, drive = ssm_terms(_layer_params(params, layer), inputs)
+    return {"h": decay * state["h"] + drive}
 
 
 def state_shapes(spec: MambaSpec, batch: int, seq_len: int) -> tuple[dict[str, jax.ShapeDtypeStruct], ...]:

@@ -45,28 +45,17 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes
+from rnnviz.engine.blocks import Probes, Trajectory, promoted, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.mamba2 import Mamba2Spec
 
+#: Whether a step's Jacobian in the state is diagonal: ∂h_t/∂h_{t−1} = exp(Δ_t A_head)·I per head: the decay
+#: reads the layer's input, never its state.
+STATE_IS_DIAGONAL = True
+
+
 Params = dict[str, jax.Array]
-
-
-def _wide(dtype: Any) -> Any:
-    """The dtype of the reference's float32 steps: float32, or float64 for float64 weights."""
-    return jnp.dtype(jnp.float64) if dtype == jnp.float64 else jnp.dtype(jnp.float32)
-
-
-def _promoted(a: Any, b: Any) -> Any:
-    """torch's promotion of two float dtypes: the wider; bfloat16 with float16 gives float32.
-    (The suite runs with strict promotion, where ``jnp.promote_types`` refuses mixed widths.)"""
-    a, b = jnp.dtype(a), jnp.dtype(b)
-    if a == b:
-        return a
-    if a.itemsize == b.itemsize:
-        return jnp.dtype(jnp.float32)
-    return a if a.itemsize > b.itemsize else b
 
 
 def _row(vector: jax.Array, ndim: int) -> jax.Array:
@@ -76,19 +65,19 @@ def _row(vector: jax.Array, ndim: int) -> jax.Array:
 
 def _scaled(weight: jax.Array, x: jax.Array) -> jax.Array:
     """``weight ⊙ x`` over the last axis, in the promoted dtype of the two (torch's ``w * x``)."""
-    dtype = _promoted(weight.dtype, x.dtype)
+    dtype = promoted(weight.dtype, x.dtype)
     return _row(weight.astype(dtype), x.ndim) * x.astype(dtype)
 
 
 def _pointwise(fn: Any, x: jax.Array) -> jax.Array:
     """``fn(x)`` computed in float32 and rounded once to x's dtype, as torch's bfloat16 kernels do."""
-    return fn(x.astype(_wide(x.dtype))).astype(x.dtype)
+    return fn(x.astype(wide_dtype(x.dtype))).astype(x.dtype)
 
 
 def _linear(x: jax.Array, weight: jax.Array, bias: jax.Array | None = None) -> jax.Array:
     """torch's ``nn.Linear``: ``x Wᵀ + b``, x ``[B, T, in]``, W ``[out, in]`` → ``[B, T, out]``
     in x's dtype, summed and biased in float32 and rounded once (as torch's bfloat16 GEMM)."""
-    wide = _wide(x.dtype)
+    wide = wide_dtype(x.dtype)
     y = jnp.einsum("bti,oi->bto", x, weight.astype(x.dtype), preferred_element_type=wide)
     return (y if bias is None else y + _row(bias.astype(wide), 3)).astype(x.dtype)
 
@@ -111,7 +100,7 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float, group_size: int | None
     """
     width = x.shape[-1]
     size = width if group_size is None else group_size
-    xf = x.astype(_wide(x.dtype)).reshape(x.shape[:-1] + (width // size, size))
+    xf = x.astype(wide_dtype(x.dtype)).reshape(x.shape[:-1] + (width // size, size))
     normed = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
     return _scaled(weight, normed.reshape(x.shape).astype(x.dtype))
 
@@ -129,7 +118,7 @@ def gated_rms_norm(y: jax.Array, z: jax.Array, weight: jax.Array, groups: int, e
     Returns:
         ``[B, T, I]`` in the promoted dtype of y and the weight.
     """
-    wide = _wide(y.dtype)
+    wide = wide_dtype(y.dtype)
     gated = (y.astype(wide) * jax.nn.silu(z.astype(wide))).astype(y.dtype)
     return rms_norm(gated, weight, eps, y.shape[-1] // groups)
 
@@ -146,7 +135,7 @@ def causal_conv(x: jax.Array, weight: jax.Array, bias: jax.Array | None) -> jax.
     Returns:
         ``[B, T, C]`` in x's dtype, summed and biased in float32 and rounded once (as torch's).
     """
-    k_size, seq_len, wide = weight.shape[-1], x.shape[1], _wide(x.dtype)
+    k_size, seq_len, wide = weight.shape[-1], x.shape[1], wide_dtype(x.dtype)
     padded = jnp.pad(x.astype(wide), ((0, 0), (k_size - 1, 0), (0, 0)))
     w = weight[:, 0, :].astype(wide)  # [C, K]
     out = sum(padded[:, k : k + seq_len, :] * _row(w[:, k], 3) for k in range(k_size))
@@ -161,12 +150,18 @@ def time_steps(spec: Mamba2Spec, dt_raw: jax.Array, dt_bias: jax.Array) -> jax.A
     """
     lo, hi = spec.time_step_limit
     delta = jnp.clip(_pointwise(jax.nn.softplus, dt_raw + _row(dt_bias.astype(dt_raw.dtype), 3)), lo, hi)
-    return delta.astype(_wide(dt_raw.dtype))
+    return delta.astype(wide_dtype(dt_raw.dtype))
+
+
+def state_update(h: jax.Array, decay: jax.Array, drive: jax.Array, b: jax.Array) -> jax.Array:
+    r""":math:`a_t h_{t−1} + (Δ_t u_t) B_t^\top` per head, for h ``[B, n_h, P, N]``, a_t ``[B, n_h]``,
+    Δ_t u_t ``[B, n_h, P]`` and B_t ``[B, n_h, N]``: one step of the scan, before the probe."""
+    return decay[:, :, None, None] * h + drive[..., :, None] * b[..., None, :]
 
 
 def ssd_scan(
     decay: jax.Array, drive: jax.Array, b: jax.Array, c: jax.Array, probe: jax.Array | None
-) -> jax.Array:
+) -> tuple[jax.Array, jax.Array]:
     r"""The state-space recurrence step by step, read out at every step:
     :math:`h_t = a_t h_{t−1} + (Δ_t u_t) B_t^\top + p_t`, :math:`y_t = h_t C_t`, h₋₁ = 0.
 
@@ -178,24 +173,26 @@ def ssd_scan(
         probe: p_t ``[B, T, n_h, P, N]`` added to the state after step t, or None.
 
     Returns:
-        y ``[B, T, n_h, P]`` (without the D skip).
+        y ``[B, T, n_h, P]`` (without the D skip), and h ``[B, T, n_h, P, N]``.
     """
 
-    def step(h: jax.Array, inputs: tuple[jax.Array, ...]) -> tuple[jax.Array, jax.Array]:
+    def step(h: jax.Array, inputs: tuple[jax.Array, ...]) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         a_t, d_t, b_t, c_t, p_t = inputs
-        h = a_t[:, :, None, None] * h + d_t[..., :, None] * b_t[..., None, :]
+        h = state_update(h, a_t, d_t, b_t)
         if p_t is not None:
             h = h + p_t
-        return h, jnp.einsum("bhpn,bhn->bhp", h, c_t)
+        return h, (jnp.einsum("bhpn,bhn->bhp", h, c_t), h)
 
     batch, _, heads, width = drive.shape
     h0 = jnp.zeros((batch, heads, width, b.shape[-1]), drive.dtype)
     time_major = [None if v is None else v.swapaxes(0, 1) for v in (decay, drive, b, c, probe)]
-    _, y = jax.lax.scan(step, h0, tuple(time_major))
-    return y.swapaxes(0, 1)
+    _, (y, h) = jax.lax.scan(step, h0, tuple(time_major))
+    return y.swapaxes(0, 1), h.swapaxes(0, 1)
 
 
-def ssm(spec: Mamba2Spec, p: Params, xbc: jax.Array, dt_raw: jax.Array, probe: jax.Array | None) -> jax.Array:
+def ssm(
+    spec: Mamba2Spec, p: Params, xbc: jax.Array, dt_raw: jax.Array, probe: jax.Array | None
+) -> tuple[jax.Array, Trajectory]:
     """The SSM of one layer on the convolved xBC: y = scan + D·u ``[B, T, I]``, float32.
 
     Args:
@@ -206,24 +203,27 @@ def ssm(spec: Mamba2Spec, p: Params, xbc: jax.Array, dt_raw: jax.Array, probe: j
         probe: ``[B, T, n_h, P, N]`` added to the state after each step, or None.
 
     Returns:
-        ``[B, T, I]`` in float32 (float64 for float64 weights).
+        ``[B, T, I]`` in float32 (float64 for float64 weights), and the scan's
+        :class:`~rnnviz.engine.blocks.Trajectory` (:func:`layer_step`).
     """
     batch, seq_len, _ = xbc.shape
     heads, width, n, groups = spec.num_heads, spec.head_dim, spec.state_size, spec.n_groups
-    wide = _wide(xbc.dtype)
+    wide = wide_dtype(xbc.dtype)
     u, b, c = jnp.split(xbc.astype(wide), [heads * width, heads * width + groups * n], axis=-1)
     u = u.reshape(batch, seq_len, heads, width)
     # head j reads group j // (n_h / G): repeat each group's B and C over its heads
     b, c = (jnp.repeat(v.reshape(batch, seq_len, groups, n), heads // groups, axis=2) for v in (b, c))
     delta = time_steps(spec, dt_raw, p["mixer.dt_bias"])
     a = -jnp.exp(p["mixer.A_log"].astype(wide))
-    decay = jnp.exp(delta * _row(a, 3))
-    y = ssd_scan(decay, delta[..., None] * u, b, c, None if probe is None else probe.astype(wide))
+    inputs = {"decay": jnp.exp(delta * _row(a, 3)), "drive": delta[..., None] * u, "b": b}
+    y, h = ssd_scan(inputs["decay"], inputs["drive"], b, c, None if probe is None else probe.astype(wide))
     skip = _scaled(p["mixer.D"], u.swapaxes(-1, -2)).swapaxes(-1, -2)  # D per head
-    return (y + skip.astype(wide)).reshape(batch, seq_len, heads * width)
+    return (y + skip.astype(wide)).reshape(batch, seq_len, heads * width), Trajectory({"h": h}, inputs)
 
 
-def mixer(spec: Mamba2Spec, p: Params, x: jax.Array, state_probe: jax.Array | None) -> jax.Array:
+def mixer(
+    spec: Mamba2Spec, p: Params, x: jax.Array, state_probe: jax.Array | None
+) -> tuple[jax.Array, Trajectory]:
     """``Mamba2Mixer`` on the normed stream.
 
     Args:
@@ -233,7 +233,7 @@ def mixer(spec: Mamba2Spec, p: Params, x: jax.Array, state_probe: jax.Array | No
         state_probe: ``[B, T, n_h, P, N]`` added to the state after each step, or None.
 
     Returns:
-        ``[B, T, H]`` in x's dtype.
+        ``[B, T, H]`` in x's dtype, and the SSM's trajectory (:func:`ssm`).
     """
     inner = spec.intermediate_size
     projected = _linear(x, p["mixer.in_proj.weight"], p.get("mixer.in_proj.bias"))
@@ -242,12 +242,15 @@ def mixer(spec: Mamba2Spec, p: Params, x: jax.Array, state_probe: jax.Array | No
     xbc = _pointwise(
         jax.nn.silu, causal_conv(xbc.astype(conv_weight.dtype), conv_weight, p.get("mixer.conv1d.bias"))
     )
-    y = ssm(spec, p, xbc.astype(x.dtype), dt_raw, state_probe)
+    y, trajectory = ssm(spec, p, xbc.astype(x.dtype), dt_raw, state_probe)
     normed = gated_rms_norm(y, z, p["mixer.norm.weight"], spec.n_groups, spec.layer_norm_epsilon)
-    return _linear(normed.astype(x.dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
+    out = _linear(normed.astype(x.dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
+    return out, trajectory
 
 
-def block(spec: Mamba2Spec, p: Params, x: jax.Array, state_probe: jax.Array | None) -> jax.Array:
+def block(
+    spec: Mamba2Spec, p: Params, x: jax.Array, state_probe: jax.Array | None
+) -> tuple[jax.Array, Trajectory]:
     """``Mamba2Block``: x + Mixer(RMSNorm(x)), the residual in float32 if ``residual_in_fp32``.
 
     Args:
@@ -257,14 +260,14 @@ def block(spec: Mamba2Spec, p: Params, x: jax.Array, state_probe: jax.Array | No
         state_probe: ``[B, T, n_h, P, N]`` or None (:func:`mixer`).
 
     Returns:
-        The stream after the block ``[B, T, H]``.
+        The stream after the block ``[B, T, H]``, and the mixer's trajectory.
     """
     weight = p["norm.weight"]
     normed = rms_norm(x.astype(weight.dtype), weight, spec.layer_norm_epsilon)
-    residual = x.astype(_wide(x.dtype)) if spec.residual_in_fp32 else x
-    out = mixer(spec, p, normed, state_probe)
-    dtype = _promoted(residual.dtype, out.dtype)
-    return residual.astype(dtype) + out.astype(dtype)
+    residual = x.astype(wide_dtype(x.dtype)) if spec.residual_in_fp32 else x
+    out, trajectory = mixer(spec, p, normed, state_probe)
+    dtype = promoted(residual.dtype, out.dtype)
+    return residual.astype(dtype) + out.astype(dtype), trajectory
 
 
 def _layer_params(params: Params, layer: int) -> Params:
@@ -276,7 +279,14 @@ def _probe(x: jax.Array, probes: Probes | None, row: int) -> jax.Array:
     return x if probes is None else x + probes.stream[row].astype(x.dtype)
 
 
-def forward(spec: Mamba2Spec, params: Params, inputs: jax.Array, probes: Probes | None = None) -> jax.Array:
+def forward(
+    spec: Mamba2Spec,
+    params: Params,
+    inputs: jax.Array,
+    probes: Probes | None = None,
+    *,
+    with_states: bool = False,
+) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
     """The logits of ``Mamba2ForCausalLM``.
 
     Args:
@@ -287,9 +297,12 @@ def forward(spec: Mamba2Spec, params: Params, inputs: jax.Array, probes: Probes 
         probes: zeros to differentiate (:class:`~rnnviz.engine.blocks.Probes`): ``stream`` rows
             ``[B, T, H]`` (row l enters block l, row L the final norm) and ``states`` as
             :func:`state_shapes`; or None.
+        with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
 
     Returns:
-        Logits ``[B, T, V]``, float32 (float64 for float64 weights).
+        Logits ``[B, T, V]``, float32 (float64 for float64 weights); with ``with_states``,
+        ``(logits, trajectories)``: L trajectories, states ``{"h": [B, T, n_h, P, N]}`` and
+        inputs as :func:`layer_step` reads them.
 
     Example:
         >>> import jax.numpy as jnp
@@ -301,12 +314,33 @@ def forward(spec: Mamba2Spec, params: Params, inputs: jax.Array, probes: Probes 
         (2, 5, 11)
     """
     x = _probe(jnp.take(params["backbone.embeddings.weight"], inputs, axis=0), probes, 0)
+    trajectories = []
     for layer in range(spec.num_hidden_layers):
         state_probe = None if probes is None else probes.states[layer]["h"]
-        x = _probe(block(spec, _layer_params(params, layer), x, state_probe), probes, layer + 1)
+        x, trajectory = block(spec, _layer_params(params, layer), x, state_probe)
+        x = _probe(x, probes, layer + 1)
+        trajectories.append(trajectory)
     normed = rms_norm(x, params["backbone.norm_f.weight"], spec.layer_norm_epsilon)
     head = params["lm_head.weight"]
-    return _linear(normed.astype(head.dtype), head).astype(_wide(head.dtype))
+    logits = _linear(normed.astype(head.dtype), head).astype(wide_dtype(head.dtype))
+    return (logits, tuple(trajectories)) if with_states else logits
+
+
+def layer_step(spec: Mamba2Spec, params: Params, layer: int, state: dict, inputs: dict) -> dict:
+    r"""One step of a layer's SSM, every head: :math:`h_t = a_t h_{t−1} + (Δ_t u_t) B_t^\top`.
+
+    Args:
+        spec: the model's sizes.
+        params: every tensor (unused: the step's inputs hold all it reads).
+        layer: l.
+        state: ``{"h": [B, n_h, P, N]}``, h_{t−1}.
+        inputs: step t's ``{"decay": [B, n_h], "drive": [B, n_h, P], "b": [B, n_h, N]}`` (a
+            :class:`~rnnviz.engine.blocks.Trajectory`'s inputs at t).
+
+    Returns:
+        ``{"h": [B, n_h, P, N]}``, h_t before the probe.
+    """
+    return {"h": state_update(state["h"], inputs["decay"], inputs["drive"], inputs["b"])}
 
 
 def state_shapes(spec: Mamba2Spec, batch: int, seq_len: int) -> tuple[dict[str, jax.ShapeDtypeStruct], ...]:

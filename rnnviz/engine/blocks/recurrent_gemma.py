@@ -50,10 +50,15 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes
+from rnnviz.engine.blocks import Probes, Trajectory, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.recurrent_gemma import RecurrentGemmaSpec
+
+#: Whether a step's Jacobian in the state is diagonal: ∂h_t/∂h_{t−1} = diag(a_t): the RG-LRU's gates read
+#: the layer's input, never its state.
+STATE_IS_DIAGONAL = True
+
 
 Params = dict[str, jax.Array]
 
@@ -75,9 +80,9 @@ def rms_norm(x: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
     Returns:
         ``[B, T, D]`` in x's dtype.
     """
-    xf = x.astype(jnp.float32)
+    xf = x.astype(wide_dtype(x.dtype))
     scaled = xf * jax.lax.rsqrt(jnp.mean(xf * xf, axis=-1, keepdims=True) + eps)
-    return (scaled * (1.0 + weight.astype(jnp.float32))[None, None]).astype(x.dtype)
+    return (scaled * (1.0 + weight.astype(xf.dtype))[None, None]).astype(x.dtype)
 
 
 def linear(params: Params, prefix: str, x: jax.Array) -> jax.Array:
@@ -160,7 +165,7 @@ def linear_scan(a: jax.Array, x: jax.Array, probe: jax.Array | None = None) -> j
     Returns:
         h ``[B, T, W]`` float32.
     """
-    a_t, x_t = (jnp.swapaxes(v.astype(jnp.float32), 0, 1) for v in (a, x))
+    a_t, x_t = (jnp.swapaxes(v.astype(wide_dtype(x.dtype)), 0, 1) for v in (a, x))
     p_t = None if probe is None else jnp.swapaxes(probe, 0, 1)
 
     def step(h: jax.Array, inputs: tuple[jax.Array, jax.Array, jax.Array | None]):
@@ -173,7 +178,7 @@ def linear_scan(a: jax.Array, x: jax.Array, probe: jax.Array | None = None) -> j
     return jnp.swapaxes(hs, 0, 1)
 
 
-def rg_lru(params: Params, prefix: str, u: jax.Array, probe: dict | None) -> jax.Array:
+def rg_lru(params: Params, prefix: str, u: jax.Array, probe: dict | None) -> tuple[jax.Array, Trajectory]:
     """The RG-LRU over a whole sequence from position 0 (the reset at t = 0).
 
     Args:
@@ -183,7 +188,9 @@ def rg_lru(params: Params, prefix: str, u: jax.Array, probe: dict | None) -> jax
         probe: ``{"h": [B, T, W]}`` added to h_t, or None.
 
     Returns:
-        h ``[B, T, W]`` cast to u's dtype.
+        h ``[B, T, W]`` cast to u's dtype, and the scan's
+        :class:`~rnnviz.engine.blocks.Trajectory`: states ``{"h"}`` float32, inputs
+        ``{"a", "x"}`` ``[B, T, W]`` float32 (:func:`layer_step`).
     """
     gate_i = jax.nn.sigmoid(
         block_diagonal(u, params[prefix + "input_gate_weight"], params[prefix + "input_gate_bias"])
@@ -195,21 +202,25 @@ def rg_lru(params: Params, prefix: str, u: jax.Array, probe: dict | None) -> jax
     reset = (jnp.arange(u.shape[1]) == 0)[None, :, None]
     multiplier = jnp.where(reset, jnp.ones_like(log_a), sqrt_bounded(1 - jnp.exp(2 * log_a)))
     a = jnp.where(reset, jnp.zeros_like(log_a), jnp.exp(log_a))
-    h = linear_scan(a, u * gate_i * multiplier, None if probe is None else probe["h"])
-    return h.astype(u.dtype)
+    state = wide_dtype(u.dtype)
+    inputs = {"a": a.astype(state), "x": (u * gate_i * multiplier).astype(state)}
+    h = linear_scan(inputs["a"], inputs["x"], None if probe is None else probe["h"])
+    return h.astype(u.dtype), Trajectory({"h": h}, inputs)
 
 
 def recurrent_block(
     spec: RecurrentGemmaSpec, params: Params, i: int, x: jax.Array, probe: dict | None
-) -> jax.Array:
+) -> tuple[jax.Array, Trajectory]:
     """Griffin's recurrent block: ``linear_out(gelu(linear_y x) ⊙ rg_lru(conv(linear_x x)))``
-    ``[B, T, D]`` for normed x ``[B, T, D]``, ``probe`` as :func:`rg_lru` takes it."""
+    ``[B, T, D]`` for normed x ``[B, T, D]``, ``probe`` as :func:`rg_lru` takes it; and the
+    RG-LRU's trajectory."""
     p = spec.name(i, "temporal_block.")
     y = activation(spec, linear(params, p + "linear_y", x))
     u = causal_conv(
         linear(params, p + "linear_x", x), params[p + "conv_1d.weight"], params[p + "conv_1d.bias"]
     )
-    return linear(params, p + "linear_out", y * rg_lru(params, p + "rg_lru.", u, probe))
+    h, trajectory = rg_lru(params, p + "rg_lru.", u, probe)
+    return linear(params, p + "linear_out", y * h), trajectory
 
 
 def rotary(spec: RecurrentGemmaSpec, seq_len: int, dtype: jnp.dtype) -> tuple[jax.Array, jax.Array]:
@@ -266,7 +277,7 @@ def attention_block(spec: RecurrentGemmaSpec, params: Params, i: int, x: jax.Arr
     k, v = jnp.repeat(k, groups, axis=2), jnp.repeat(v, groups, axis=2)
     scores = jnp.einsum("bqhd,bkhd->bhqk", q, k) * d**-0.5
     mask = window_mask(seq_len, spec.attention_window_size)[None, None]
-    scores = jnp.where(mask, scores.astype(jnp.float32), -jnp.inf)
+    scores = jnp.where(mask, scores.astype(wide_dtype(scores.dtype)), -jnp.inf)
     weights = jax.nn.softmax(scores, axis=-1).astype(x.dtype)
     heads = jnp.einsum("bhqk,bkhd->bqhd", weights, v).reshape(batch, seq_len, -1)
     return linear(params, p + "o_proj", heads)
@@ -282,24 +293,31 @@ def mlp(spec: RecurrentGemmaSpec, params: Params, i: int, x: jax.Array) -> jax.A
     )
 
 
-def layer(spec: RecurrentGemmaSpec, params: Params, i: int, x: jax.Array, probe: dict | None) -> jax.Array:
-    """One residual layer: ``r = x + temporal(norm(x))``, then ``r + mlp(norm(r))`` ``[B, T, D]``."""
+def layer(
+    spec: RecurrentGemmaSpec, params: Params, i: int, x: jax.Array, probe: dict | None
+) -> tuple[jax.Array, Trajectory | None]:
+    """One residual layer: ``r = x + temporal(norm(x))``, then ``r + mlp(norm(r))`` ``[B, T, D]``;
+    and the RG-LRU's trajectory (None for an attention layer)."""
     eps = spec.rms_norm_eps
     normed = rms_norm(x, params[spec.name(i, "temporal_pre_norm.weight")], eps)
+    trajectory = None
     if spec.layer_kinds[i] == "recurrent":
-        mixed = recurrent_block(spec, params, i, normed, probe)
+        mixed, trajectory = recurrent_block(spec, params, i, normed, probe)
     else:
         mixed = attention_block(spec, params, i, normed)
     residual = mixed + x
-    return (
-        mlp(spec, params, i, rms_norm(residual, params[spec.name(i, "channel_pre_norm.weight")], eps))
-        + residual
-    )
+    out = mlp(spec, params, i, rms_norm(residual, params[spec.name(i, "channel_pre_norm.weight")], eps))
+    return out + residual, trajectory
 
 
 def forward(
-    spec: RecurrentGemmaSpec, params: Params, inputs: jax.Array, probes: Probes | None = None
-) -> jax.Array:
+    spec: RecurrentGemmaSpec,
+    params: Params,
+    inputs: jax.Array,
+    probes: Probes | None = None,
+    *,
+    with_states: bool = False,
+) -> jax.Array | tuple[jax.Array, tuple[Trajectory | None, ...]]:
     """The soft-capped logits ``[B, T, V]`` float32 of token ids ``[B, T]``, from position 0.
 
     Args:
@@ -309,9 +327,12 @@ def forward(
         inputs: ``[B, T]`` int token ids.
         probes: optional :class:`~rnnviz.engine.blocks.Probes`: ``stream`` L + 1 arrays
             ``[B, T, D]``, ``states`` as :func:`state_shapes`.
+        with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
 
     Returns:
-        ``c · tanh(norm(x^{(L)}) W_head^⊤ / c)`` ``[B, T, V]`` float32.
+        ``c · tanh(norm(x^{(L)}) W_head^⊤ / c)`` ``[B, T, V]`` float32; with ``with_states``,
+        ``(logits, trajectories)``: L entries, a recurrent layer's states ``{"h": [B, T, W]}``
+        and inputs as :func:`layer_step` reads them, None for attention.
 
     >>> import jax.numpy as jnp
     >>> from rnnviz.checkpoints.families.recurrent_gemma import parse, tensors
@@ -322,16 +343,37 @@ def forward(
     (2, 5, 11)
     """
     x = embed(params, inputs)
+    trajectories = []
     for i in range(spec.n_layers):
         if probes is not None:
             x = x + probes.stream[i].astype(x.dtype)
-        x = layer(spec, params, i, x, None if probes is None else probes.states[i])
+        x, trajectory = layer(spec, params, i, x, None if probes is None else probes.states[i])
+        trajectories.append(trajectory)
     if probes is not None:
         x = x + probes.stream[spec.n_layers].astype(x.dtype)
     x = rms_norm(x, params["model.final_norm.weight"], spec.rms_norm_eps)
     cap = spec.logits_soft_cap
     logits = jnp.einsum("btd,vd->btv", x, params["lm_head.weight"])
-    return (jnp.tanh(logits / cap) * cap).astype(jnp.float32)
+    logits = (jnp.tanh(logits / cap) * cap).astype(wide_dtype(logits.dtype))
+    return (logits, tuple(trajectories)) if with_states else logits
+
+
+def layer_step(spec: RecurrentGemmaSpec, params: Params, layer: int, state: dict, inputs: dict) -> dict:
+    """One step of a recurrent layer's RG-LRU: ``h_t = a_t ⊙ h_{t−1} + x_t``.
+
+    Args:
+        spec: the model's sizes.
+        params: every tensor (unused: the step's inputs hold all it reads).
+        layer: l, a recurrent layer.
+        state: ``{"h": [B, W]}`` float32, h_{t−1}.
+        inputs: step t's ``{"a": [B, W], "x": [B, W]}``: the decay and the gated, normalised
+            input √(1 − a_t²) ⊙ i_t ⊙ u_t (a :class:`~rnnviz.engine.blocks.Trajectory`'s
+            inputs at t; at t = 0, the reset, a_0 = 0).
+
+    Returns:
+        ``{"h": [B, W]}``, h_t before the probe.
+    """
+    return {"h": inputs["a"] * state["h"] + inputs["x"]}
 
 
 def state_shapes(

@@ -26,7 +26,7 @@ probe is added before h_t = o ⊙ tanh(c_t) is read, so ∂L/∂c_t counts both 
 h_t and through c_{t+1}: the gradient torch gives a step's c with ``retain_grad``.
 
 Weights of any float dtype are computed in float32 (the recurrence is short and small, and
-torch's fused kernels accumulate the gates in float32 too).
+torch's fused kernels accumulate the gates in float32 too), float64 weights in float64.
 """
 
 from __future__ import annotations
@@ -36,22 +36,27 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes
+from rnnviz.engine.blocks import Probes, Trajectory, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.torch_rnn import TorchRNNSpec
+
+#: Whether a step's Jacobian in the state is diagonal: the gates read h_{t−1}.
+STATE_IS_DIAGONAL = False
+
 
 Params = dict[str, jax.Array]
 
 
 def _layer_weights(spec: TorchRNNSpec, params: Params, k: int) -> tuple[jax.Array, ...]:
-    """``(W_ih [G·H, I_k], W_hh [G·H, H], b_ih [G·H], b_hh [G·H])`` of layer k in float32
-    (zero biases when the stack has none)."""
-    w_ih, w_hh = (params[spec.name(n, k)].astype(jnp.float32) for n in ("weight_ih", "weight_hh"))
+    """``(W_ih [G·H, I_k], W_hh [G·H, H], b_ih [G·H], b_hh [G·H])`` of layer k in float32, or
+    float64 for float64 weights (zero biases when the stack has none)."""
+    dtype = wide_dtype(params[spec.name("weight_hh", k)].dtype)
+    w_ih, w_hh = (params[spec.name(n, k)].astype(dtype) for n in ("weight_ih", "weight_hh"))
     if not spec.bias:
-        zero = jnp.zeros(w_hh.shape[:1], jnp.float32)
+        zero = jnp.zeros(w_hh.shape[:1], dtype)
         return w_ih, w_hh, zero, zero
-    b_ih, b_hh = (params[spec.name(n, k)].astype(jnp.float32) for n in ("bias_ih", "bias_hh"))
+    b_ih, b_hh = (params[spec.name(n, k)].astype(dtype) for n in ("bias_ih", "bias_hh"))
     return w_ih, w_hh, b_ih, b_hh
 
 
@@ -82,28 +87,50 @@ def gru_step(h: jax.Array, x_gates: jax.Array, h_gates: jax.Array, probe: dict |
     return h if probe is None else h + probe["h"]
 
 
-def layer(spec: TorchRNNSpec, params: Params, k: int, x: jax.Array, probe: dict | None = None) -> jax.Array:
+def _step(
+    lstm: bool, w_hh: jax.Array, b_hh: jax.Array, c: jax.Array, h: jax.Array, x_gates: jax.Array, probe: Any
+) -> tuple[jax.Array, jax.Array]:
+    """``(c_t, h_t)`` ``[B, H]`` of one LSTM step, or ``(c, h_t)`` of one GRU step (c unused)."""
+    h_gates = h @ w_hh.T + b_hh[None]
+    return lstm_step(c, x_gates, h_gates, probe) if lstm else (c, gru_step(h, x_gates, h_gates, probe))
+
+
+def _state(spec: TorchRNNSpec, c: jax.Array, h: jax.Array) -> dict[str, jax.Array]:
+    """The layer's state as :func:`state_shapes` names it: ``{"c", "h"}`` (LSTM) or ``{"h"}`` (GRU)."""
+    return {"c": c, "h": h} if spec.model_type == "torch_lstm" else {"h": h}
+
+
+def layer(
+    spec: TorchRNNSpec, params: Params, k: int, x: jax.Array, probe: dict | None = None
+) -> tuple[jax.Array, Trajectory]:
     """Layer k over the whole sequence: its outputs h ``[B, T, H]`` float32 from its inputs
-    ``x`` ``[B, T, I_k]``, with ``probe`` (leaves ``[B, T, H]``, or None) added to its state."""
+    ``x`` ``[B, T, I_k]``, with ``probe`` (leaves ``[B, T, H]``, or None) added to its state;
+    and its :class:`~rnnviz.engine.blocks.Trajectory` (states as :func:`state_shapes`, inputs
+    ``{"gates": [B, T, G·H]}``, :func:`layer_step`)."""
     w_ih, w_hh, b_ih, b_hh = _layer_weights(spec, params, k)
-    x_gates = jnp.einsum("bti,gi->tbg", x.astype(jnp.float32), w_ih) + b_ih[None, None]
+    x_gates = jnp.einsum("bti,gi->tbg", x.astype(w_ih.dtype), w_ih) + b_ih[None, None]
     probe_t = None if probe is None else {n: jnp.swapaxes(p, 0, 1) for n, p in probe.items()}
     batch, h_size = x.shape[0], spec.hidden_size
-    zeros = jnp.zeros((batch, h_size), jnp.float32)
+    zeros = jnp.zeros((batch, h_size), w_ih.dtype)
     lstm = spec.model_type == "torch_lstm"
 
     def step(carry: tuple[jax.Array, jax.Array], xs: tuple[jax.Array, Any]):
-        c, h = carry
-        x_g, p = xs
-        h_g = h @ w_hh.T + b_hh[None]
-        c, h = lstm_step(c, x_g, h_g, p) if lstm else (c, gru_step(h, x_g, h_g, p))
-        return (c, h), h
+        c, h = _step(lstm, w_hh, b_hh, *carry, *xs)
+        return (c, h), (c, h)
 
-    _, hs = jax.lax.scan(step, (zeros, zeros), (x_gates, probe_t))
-    return jnp.swapaxes(hs, 0, 1)
+    _, (cs, hs) = jax.lax.scan(step, (zeros, zeros), (x_gates, probe_t))
+    cs, hs, x_gates = (jnp.swapaxes(v, 0, 1) for v in (cs, hs, x_gates))
+    return hs, Trajectory(_state(spec, cs, hs), {"gates": x_gates})
 
 
-def forward(spec: TorchRNNSpec, params: Params, inputs: jax.Array, probes: Probes | None = None) -> jax.Array:
+def forward(
+    spec: TorchRNNSpec,
+    params: Params,
+    inputs: jax.Array,
+    probes: Probes | None = None,
+    *,
+    with_states: bool = False,
+) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
     """The stack's top-layer outputs ``[B, T, H]`` float32 for inputs ``[B, T, I]``.
 
     Args:
@@ -113,9 +140,11 @@ def forward(spec: TorchRNNSpec, params: Params, inputs: jax.Array, probes: Probe
         probes: optional :class:`~rnnviz.engine.blocks.Probes`: ``stream`` L + 1 arrays (row k
             ``[B, T, I_k]`` added to layer k's input, row L ``[B, T, H]`` to the output),
             ``states`` L dicts as :func:`state_shapes`.
+        with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
 
     Returns:
-        h^{(L−1)} ``[B, T, H]`` float32, plus ``probes.stream[L]``.
+        h^{(L−1)} ``[B, T, H]`` float32, plus ``probes.stream[L]``; with ``with_states``,
+        ``(outputs, trajectories)``: L trajectories (:func:`layer`).
 
     >>> import jax.numpy as jnp
     >>> from rnnviz.checkpoints.families.torch_rnn import TorchRNNSpec, tensors
@@ -124,12 +153,36 @@ def forward(spec: TorchRNNSpec, params: Params, inputs: jax.Array, probes: Probe
     >>> forward(spec, params, jnp.ones((2, 5, 3))).shape
     (2, 5, 4)
     """
-    x = inputs.astype(jnp.float32)
+    x = inputs.astype(wide_dtype(params[spec.name("weight_hh", 0)].dtype))
+    trajectories = []
     for k in range(spec.num_layers):
         if probes is not None:
             x = x + probes.stream[k]
-        x = layer(spec, params, k, x, None if probes is None else probes.states[k])
-    return x if probes is None else x + probes.stream[spec.num_layers]
+        x, trajectory = layer(spec, params, k, x, None if probes is None else probes.states[k])
+        trajectories.append(trajectory)
+    out = x if probes is None else x + probes.stream[spec.num_layers]
+    return (out, tuple(trajectories)) if with_states else out
+
+
+def layer_step(spec: TorchRNNSpec, params: Params, layer: int, state: dict, inputs: dict) -> dict:
+    """One step of layer ``layer``: the module docstring's LSTM or GRU update.
+
+    Args:
+        spec: the stack's sizes.
+        params: the state dict (the layer's ``weight_hh`` and ``bias_hh``).
+        layer: k.
+        state: ``{"c", "h"}`` (LSTM) or ``{"h"}`` (GRU), each ``[B, H]``: the state after step
+            t − 1, c and h taken as independent.
+        inputs: step t's ``{"gates": [B, G·H]}``, ``W_ih x_t + b_ih`` (a
+            :class:`~rnnviz.engine.blocks.Trajectory`'s inputs at t).
+
+    Returns:
+        The state after step t, before the probe, named as ``state``.
+    """
+    _, w_hh, _, b_hh = _layer_weights(spec, params, layer)
+    h = state["h"]
+    c, h = _step(spec.model_type == "torch_lstm", w_hh, b_hh, state.get("c", h), h, inputs["gates"], None)
+    return _state(spec, c, h)
 
 
 def state_shapes(spec: TorchRNNSpec, batch: int, seq_len: int) -> tuple[dict[str, jax.ShapeDtypeStruct], ...]:

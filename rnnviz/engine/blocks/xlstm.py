@@ -52,9 +52,16 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
+from rnnviz.engine.blocks import Trajectory
+
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.xlstm import XLSTMSpec
     from rnnviz.engine.blocks import Probes
+
+#: Whether a step's Jacobian in the state is diagonal: the stabiliser m_t = max(log f_t + m_{t−1}, ĩ_t)
+#: rescales C and n by the state's own m.
+STATE_IS_DIAGONAL = False
+
 
 Params = dict[str, jax.Array]
 #: A layer's recurrent state: ``{"C": [..., heads, d_qk, d_v], "n": [..., heads, d_qk], "m": [..., heads]}``.
@@ -153,6 +160,31 @@ def soft_cap(x: jax.Array, cap: float | None) -> jax.Array:
     return x if cap is None else cap * jnp.tanh(x / cap)
 
 
+def mlstm_update(state: State, k: jax.Array, v: jax.Array, i_pre: jax.Array, f_pre: jax.Array) -> State:
+    """The new stabilised state ``(C, n, m)`` of one step, every head (module docstring).
+
+    Args:
+        state: ``C [B, heads, d_qk, d_v]``, ``n [B, heads, d_qk]``, ``m [B, heads]``.
+        k: ``[B, heads, d_qk]``.
+        v: ``[B, heads, d_v]``.
+        i_pre: ĩ ``[B, heads]``, soft-capped.
+        f_pre: f̃ ``[B, heads]``, soft-capped.
+
+    Returns:
+        The state after the step, before the probe.
+    """
+    log_f = jax.nn.log_sigmoid(f_pre)
+    m = jnp.maximum(log_f + state["m"], i_pre)
+    f_act = jnp.exp(log_f + state["m"] - m)
+    i_act = jnp.exp(i_pre - m)
+    kv = k[..., :, None] * v[..., None, :]  # [B, heads, d_qk, d_v]: key index first, as matC
+    return {
+        "C": f_act[..., None, None] * state["C"] + i_act[..., None, None] * kv,
+        "n": f_act[..., None] * state["n"] + i_act[..., None] * k,
+        "m": m,
+    }
+
+
 def mlstm_step(
     state: State, inputs: tuple[jax.Array, ...], probe: State | None, eps: float
 ) -> tuple[State, jax.Array]:
@@ -169,16 +201,7 @@ def mlstm_step(
         The new state and h_t ``[B, heads, d_v]``.
     """
     q, k, v, i_pre, f_pre = inputs
-    log_f = jax.nn.log_sigmoid(f_pre)
-    m = jnp.maximum(log_f + state["m"], i_pre)
-    f_act = jnp.exp(log_f + state["m"] - m)
-    i_act = jnp.exp(i_pre - m)
-    kv = k[..., :, None] * v[..., None, :]  # [B, heads, d_qk, d_v]: key index first, as matC
-    new = {
-        "C": f_act[..., None, None] * state["C"] + i_act[..., None, None] * kv,
-        "n": f_act[..., None] * state["n"] + i_act[..., None] * k,
-        "m": m,
-    }
+    new = mlstm_update(state, k, v, i_pre, f_pre)
     if probe is not None:
         new = {name: new[name] + probe[name] for name in new}
     q_hat = q * q.shape[-1] ** -0.5
@@ -196,7 +219,7 @@ def mlstm(
     f_pre: jax.Array,
     eps: float,
     probe: State | None = None,
-) -> jax.Array:
+) -> tuple[jax.Array, Trajectory]:
     """The mLSTM recurrence over a sequence from zero state, one ``lax.scan`` over time.
 
     Args:
@@ -209,7 +232,9 @@ def mlstm(
         probe: the layer's state probe (leaves ``[B, T, ...]``, :func:`state_shapes`), or None.
 
     Returns:
-        h ``[B, T, heads, d_v]``, float32 (float64 for float64 inputs).
+        h ``[B, T, heads, d_v]``, float32 (float64 for float64 inputs), and the
+        :class:`~rnnviz.engine.blocks.Trajectory`: states as :func:`state_shapes`, inputs
+        ``{"k", "v", "i", "f"}`` in the recurrence's dtype (:func:`layer_step`).
     """
     b, _, heads, d_qk = q.shape
     dtype = q.dtype if jnp.finfo(q.dtype).bits >= 32 else jnp.dtype(jnp.float32)  # float64 stays
@@ -225,11 +250,17 @@ def mlstm(
     xs = tuple(time_major(a) for a in (q, k, v, i_pre, f_pre))
     probes_t = None if probe is None else {name: time_major(p) for name, p in probe.items()}
 
-    def step(carry: State, x: tuple[Any, State | None]) -> tuple[State, jax.Array]:
-        return mlstm_step(carry, x[0], x[1], eps)
+    def step(carry: State, x: tuple[Any, State | None]) -> tuple[State, tuple[jax.Array, State]]:
+        new, h = mlstm_step(carry, x[0], x[1], eps)
+        return new, (h, new)
 
-    _, h = jax.lax.scan(step, state, (xs, probes_t))
-    return jnp.swapaxes(h, 0, 1)
+    _, (h, states) = jax.lax.scan(step, state, (xs, probes_t))
+
+    def batch_major(tree: Any) -> Any:
+        return jax.tree.map(lambda a: jnp.swapaxes(a, 0, 1), tree)
+
+    inputs = batch_major(dict(zip(("k", "v", "i", "f"), xs[1:])))
+    return jnp.swapaxes(h, 0, 1), Trajectory(batch_major(states), inputs)
 
 
 def _projections(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> tuple[jax.Array, ...]:
@@ -249,7 +280,7 @@ def _projections(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> 
 
 def mlstm_layer(
     spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array, probe: State | None = None
-) -> jax.Array:
+) -> tuple[jax.Array, Trajectory]:
     """``xLSTMLayer``: projections, the mLSTM recurrence, per-head layer norm, output gate, out_proj.
 
     Args:
@@ -260,12 +291,12 @@ def mlstm_layer(
         probe: the layer's state probe, or None.
 
     Returns:
-        ``[B, T, D]``, the block's first residual update.
+        ``[B, T, D]``, the block's first residual update, and the mLSTM's trajectory.
     """
     b, t, _ = x.shape
     q, k, v, o, i_pre, f_pre = _projections(spec, params, prefix, x)
     heads = spec.num_heads
-    h = mlstm(
+    h, trajectory = mlstm(
         q.reshape(b, t, heads, -1),
         k.reshape(b, t, heads, -1),
         v.reshape(b, t, heads, -1),
@@ -273,9 +304,9 @@ def mlstm_layer(
         f_pre,
         spec.eps,
         probe,
-    ).astype(x.dtype)
-    h = head_layer_norm(spec, params, prefix + "multihead_norm", h)
-    return _linear(params, prefix + "out_proj", jax.nn.sigmoid(o) * h)
+    )
+    h = head_layer_norm(spec, params, prefix + "multihead_norm", h.astype(x.dtype))
+    return _linear(params, prefix + "out_proj", jax.nn.sigmoid(o) * h), trajectory
 
 
 def feed_forward(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> jax.Array:
@@ -287,16 +318,27 @@ def feed_forward(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> 
     return _linear(params, prefix + "proj_down", jax.nn.silu(gate) * up)
 
 
-def block(spec: XLSTMSpec, params: Params, layer: int, x: jax.Array, probe: State | None = None) -> jax.Array:
-    """``xLSTMBlock`` ``layer``: x + mLSTM(RMSNorm x), then + FFN(RMSNorm ·); ``[B, T, D]``."""
+def block(
+    spec: XLSTMSpec, params: Params, layer: int, x: jax.Array, probe: State | None = None
+) -> tuple[jax.Array, Trajectory]:
+    """``xLSTMBlock`` ``layer``: x + mLSTM(RMSNorm x), then + FFN(RMSNorm ·); ``[B, T, D]``, and
+    the mLSTM's trajectory."""
     prefix, force = f"backbone.blocks.{layer}.", spec.norm_reduction_force_float32
     x_mlstm = rms_norm(spec, params, prefix + "norm_mlstm", x, force)
-    x = x + mlstm_layer(spec, params, prefix + "mlstm_layer.", x_mlstm, probe)
+    update, trajectory = mlstm_layer(spec, params, prefix + "mlstm_layer.", x_mlstm, probe)
+    x = x + update
     x_ffn = rms_norm(spec, params, prefix + "norm_ffn", x, force)
-    return x + feed_forward(spec, params, prefix + "ffn.", x_ffn)
+    return x + feed_forward(spec, params, prefix + "ffn.", x_ffn), trajectory
 
 
-def forward(spec: XLSTMSpec, params: Params, inputs: jax.Array, probes: Probes | None = None) -> jax.Array:
+def forward(
+    spec: XLSTMSpec,
+    params: Params,
+    inputs: jax.Array,
+    probes: Probes | None = None,
+    *,
+    with_states: bool = False,
+) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
     """The logits of ``xLSTMForCausalLM`` (``use_cache=False``: every sequence from zero state).
 
     Args:
@@ -306,9 +348,12 @@ def forward(spec: XLSTMSpec, params: Params, inputs: jax.Array, probes: Probes |
         inputs: token ids ``<int>[B, T]``.
         probes: zeros to differentiate: ``stream`` L + 1 arrays ``[B, T, D]`` (row l enters block l,
             row L the final norm), ``states`` L dicts as :func:`state_shapes`; or None.
+        with_states: also return each block's :class:`~rnnviz.engine.blocks.Trajectory`.
 
     Returns:
-        ``<float32>[B, T, V]``, soft-capped by ``output_logit_soft_cap``.
+        ``<float32>[B, T, V]``, soft-capped by ``output_logit_soft_cap``; with ``with_states``,
+        ``(logits, trajectories)``: L trajectories, states as :func:`state_shapes` and inputs as
+        :func:`layer_step` reads them.
 
     >>> import jax.numpy as jnp
     >>> from rnnviz.checkpoints.families.xlstm import parse, tensors
@@ -318,13 +363,33 @@ def forward(spec: XLSTMSpec, params: Params, inputs: jax.Array, probes: Probes |
     (2, 5, 8)
     """
     x = jnp.take(params["backbone.embeddings.weight"], inputs, axis=0)
+    trajectories = []
     for layer in range(spec.num_blocks):
         if probes is not None:
             x = x + probes.stream[layer].astype(x.dtype)
-        x = block(spec, params, layer, x, None if probes is None else probes.states[layer])
+        x, trajectory = block(spec, params, layer, x, None if probes is None else probes.states[layer])
+        trajectories.append(trajectory)
     if probes is not None:
         x = x + probes.stream[spec.num_blocks].astype(x.dtype)
     # out_norm is built with xLSTMRMSNorm's defaults: it reduces in float32 whatever the config says
     x = rms_norm(spec, params, "backbone.out_norm", x, force_float32=True)
-    logits = _linear(params, "lm_head", x).astype(jnp.float32)
-    return soft_cap(logits, spec.output_logit_soft_cap)
+    logits = soft_cap(_linear(params, "lm_head", x).astype(jnp.float32), spec.output_logit_soft_cap)
+    return (logits, tuple(trajectories)) if with_states else logits
+
+
+def layer_step(spec: XLSTMSpec, params: Params, layer: int, state: State, inputs: dict) -> State:
+    """One step of block ``layer``'s mLSTM state, every head (:func:`mlstm_update`).
+
+    Args:
+        spec: the model.
+        params: every tensor (unused: the step's inputs hold all it reads).
+        layer: l.
+        state: ``C [B, heads, d_qk, d_v]``, ``n [B, heads, d_qk]``, ``m [B, heads]``.
+        inputs: step t's ``{"k": [B, heads, d_qk], "v": [B, heads, d_v], "i": [B, heads],
+            "f": [B, heads]}``, the gates soft-capped (a
+            :class:`~rnnviz.engine.blocks.Trajectory`'s inputs at t).
+
+    Returns:
+        The state after step t, before the probe.
+    """
+    return mlstm_update(state, inputs["k"], inputs["v"], inputs["i"], inputs["f"])
