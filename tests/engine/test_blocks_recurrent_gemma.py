@@ -334,7 +334,7 @@ REFUSALS = [  # (change, words the message must hold)
     ({"partial_rotary_factor": 0.2}, ["partial_rotary_factor", "even"]),
     ({"model_type": "gemma"}, ["model_type", "'recurrent_gemma'"]),
     ({"hidden_size": 0}, ["hidden_size", "positive integer"]),
-    ({"tie_word_embeddings": "yes"}, ["tie_word_embeddings", "True, False"]),
+    ({"tie_word_embeddings": "yes"}, ["tie_word_embeddings", "true or false"]),
 ]
 
 

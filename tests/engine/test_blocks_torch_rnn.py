@@ -222,7 +222,7 @@ def test_spec_from_shapes_refuses(case):
         ({"num_layers": None}, "num_layers is None; allowed: a positive integer"),
         ({"bidirectional": True}, "bidirectional is True; allowed: False"),
         ({"proj_size": 4}, "proj_size is 4; allowed: 0"),
-        ({"bias": "yes"}, "bias is 'yes'; allowed: True, False"),
+        ({"bias": "yes"}, "bias is 'yes'; allowed: true or false"),
         ({"prefix": "rnn"}, "prefix is 'rnn'; allowed: '' or a name ending in '.'"),
     ],
 )

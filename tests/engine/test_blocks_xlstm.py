@@ -375,7 +375,7 @@ def test_state_shapes():
         ({"hidden_size": 30, "num_heads": 4}, "qk_dim_factor is 0.5: int(hidden_size · qk_dim_factor) = 15"),
         ({"hidden_size": 32, "embedding_dim": 16}, "embedding_dim is 16; allowed: null or hidden_size (32)"),
         ({"num_heads": 0}, "num_heads is 0; allowed: a positive integer"),
-        ({"use_bias": "no"}, "use_bias is 'no'; allowed: true, false"),
+        ({"use_bias": "no"}, "use_bias is 'no'; allowed: true or false"),
         ({"gate_soft_cap": -1.0}, "gate_soft_cap is -1.0; allowed: a positive number or null"),
     ],
 )

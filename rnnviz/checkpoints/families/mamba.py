@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rnnviz.checkpoints.families.fields import Fields
 from rnnviz.checkpoints.record import CheckpointError, Family
 
 MODEL_TYPES = ("mamba", "falcon_mamba")
@@ -91,52 +92,27 @@ class MambaSpec:
         return self.hidden_size
 
 
-def _field(config: Mapping[str, Any], name: str) -> Any:
-    return config.get(name, DEFAULTS[name])
-
-
-def _positive_int(config: Mapping[str, Any], name: str, source: str) -> int:
-    value = _field(config, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: a positive integer")
-    return value
-
-
-def _positive_float(config: Mapping[str, Any], name: str, source: str) -> float:
-    value = _field(config, name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: a positive number")
-    return float(value)
-
-
-def _flag(config: Mapping[str, Any], name: str, source: str) -> bool:
-    value = _field(config, name)
-    if not isinstance(value, bool):
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: true or false")
-    return value
-
-
-def _time_step_rank(config: Mapping[str, Any], hidden_size: int, source: str) -> int:
+def _time_step_rank(f: Fields, hidden_size: int) -> int:
     """R: ``"auto"`` is ⌈H / 16⌉, as ``MambaConfig.__post_init__``."""
-    if _field(config, "time_step_rank") == "auto":
+    if f.get("time_step_rank") == "auto":
         return math.ceil(hidden_size / 16)
-    value = _field(config, "time_step_rank")
+    value = f.get("time_step_rank")
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(source, f'time_step_rank is {value!r}; allowed: "auto" or a positive integer')
+        raise f.refuse("time_step_rank", value, '"auto" or a positive integer')
     return value
 
 
-def _check_supported(config: Mapping[str, Any], source: str) -> str:
+def _check_supported(f: Fields) -> str:
     """The model type, after refusing what the forward pass does not implement."""
-    model_type = config.get("model_type")
+    model_type = f.config.get("model_type")
     if model_type not in MODEL_TYPES:
-        raise CheckpointError(source, f"model_type is {model_type!r}; allowed: {', '.join(MODEL_TYPES)}")
-    if _field(config, "hidden_act") not in ACTIVATIONS:
-        act = _field(config, "hidden_act")
-        raise CheckpointError(source, f"hidden_act is {act!r}; allowed: {', '.join(ACTIVATIONS)}")
-    if config.get("quantization_config") is not None:
+        raise CheckpointError(f.source, f"model_type is {model_type!r}; allowed: {', '.join(MODEL_TYPES)}")
+    if f.get("hidden_act") not in ACTIVATIONS:
+        act = f.get("hidden_act")
+        raise CheckpointError(f.source, f"hidden_act is {act!r}; allowed: {', '.join(ACTIVATIONS)}")
+    if f.config.get("quantization_config") is not None:
         # quantized weights are stored packed, under names and shapes of their own
-        raise CheckpointError(source, "quantization_config is set; allowed: an unquantized checkpoint")
+        raise CheckpointError(f.source, "quantization_config is set; allowed: an unquantized checkpoint")
     return model_type
 
 
@@ -158,25 +134,26 @@ def parse(config: Mapping[str, Any], source: str) -> MambaSpec:
         >>> spec.intermediate_size, spec.time_step_rank, spec.mixer_rms_eps
         (80, 3, None)
     """
-    model_type = _check_supported(config, source)
-    hidden = _positive_int(config, "hidden_size", source)
-    expand = _positive_int(config, "expand", source)
+    f = Fields(config, source, DEFAULTS)
+    model_type = _check_supported(f)
+    hidden = f.positive_int("hidden_size")
+    expand = f.positive_int("expand")
     falcon = model_type == "falcon_mamba"
     return MambaSpec(
         model_type=model_type,
-        vocab_size=_positive_int(config, "vocab_size", source),
+        vocab_size=f.positive_int("vocab_size"),
         hidden_size=hidden,
-        num_hidden_layers=_positive_int(config, "num_hidden_layers", source),
-        state_size=_positive_int(config, "state_size", source),
+        num_hidden_layers=f.positive_int("num_hidden_layers"),
+        state_size=f.positive_int("state_size"),
         intermediate_size=int(expand * hidden),
-        conv_kernel=_positive_int(config, "conv_kernel", source),
-        time_step_rank=_time_step_rank(config, hidden, source),
-        use_bias=_flag(config, "use_bias", source),
-        use_conv_bias=_flag(config, "use_conv_bias", source),
-        layer_norm_epsilon=_positive_float(config, "layer_norm_epsilon", source),
-        residual_in_fp32=_flag(config, "residual_in_fp32", source),
-        tie_word_embeddings=_flag(config, "tie_word_embeddings", source),
-        mixer_rms_eps=_positive_float(config, "mixer_rms_eps", source) if falcon else None,
+        conv_kernel=f.positive_int("conv_kernel"),
+        time_step_rank=_time_step_rank(f, hidden),
+        use_bias=f.flag("use_bias"),
+        use_conv_bias=f.flag("use_conv_bias"),
+        layer_norm_epsilon=f.number("layer_norm_epsilon"),
+        residual_in_fp32=f.flag("residual_in_fp32"),
+        tie_word_embeddings=f.flag("tie_word_embeddings"),
+        mixer_rms_eps=f.number("mixer_rms_eps") if falcon else None,
     )
 
 

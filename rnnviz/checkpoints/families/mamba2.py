@@ -18,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rnnviz.checkpoints.families.fields import Fields
 from rnnviz.checkpoints.record import CheckpointError, Family
 
 MODEL_TYPES = ("mamba2",)
@@ -104,31 +105,6 @@ class Mamba2Spec:
         return self.intermediate_size + 2 * self.n_groups * self.state_size
 
 
-def _field(config: Mapping[str, Any], name: str) -> Any:
-    return config.get(name, DEFAULTS[name])
-
-
-def _positive_int(config: Mapping[str, Any], name: str, source: str) -> int:
-    value = _field(config, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: a positive integer")
-    return value
-
-
-def _positive_float(config: Mapping[str, Any], name: str, source: str) -> float:
-    value = _field(config, name)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: a positive number")
-    return float(value)
-
-
-def _flag(config: Mapping[str, Any], name: str, source: str) -> bool:
-    value = _field(config, name)
-    if not isinstance(value, bool):
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: true or false")
-    return value
-
-
 def _number(value: Any) -> float | None:
     """A JSON number or transformers' ``{"__float__": "Infinity"}`` tag as a float, else None."""
     if isinstance(value, Mapping) and set(value) == {"__float__"}:
@@ -138,45 +114,45 @@ def _number(value: Any) -> float | None:
     return float(value)
 
 
-def _time_step_limit(config: Mapping[str, Any], source: str) -> tuple[float, float]:
+def _time_step_limit(f: Fields) -> tuple[float, float]:
     """(lo, hi), lo ≤ hi, the clamp on Δ (transformers' default (0, ∞) never binds)."""
-    value = _field(config, "time_step_limit")
+    value = f.get("time_step_limit")
     bounds = [_number(v) for v in value] if isinstance(value, list | tuple) else []
     if len(bounds) != 2 or None in bounds or not bounds[0] <= bounds[1]:
-        raise CheckpointError(source, f"time_step_limit is {value!r}; allowed: [lo, hi] with lo ≤ hi")
+        raise f.refuse("time_step_limit", value, "[lo, hi] with lo ≤ hi")
     return bounds[0], bounds[1]
 
 
-def _check_supported(config: Mapping[str, Any], source: str) -> None:
+def _check_supported(f: Fields) -> None:
     """Refuse what transformers' Mamba-2 forward pass (and so rnnviz's) does not compute."""
-    if config.get("model_type") not in MODEL_TYPES:
-        raise CheckpointError(source, f"model_type is {config.get('model_type')!r}; allowed: mamba2")
-    if _field(config, "hidden_act") not in ACTIVATIONS:
-        raise CheckpointError(source, f"hidden_act is {_field(config, 'hidden_act')!r}; allowed: silu")
+    if f.config.get("model_type") not in MODEL_TYPES:
+        raise f.refuse("model_type", f.config.get("model_type"), "mamba2")
+    if f.get("hidden_act") not in ACTIVATIONS:
+        raise f.refuse("hidden_act", f.get("hidden_act"), "silu")
     # Fields of mamba_ssm's own configs that transformers ignores: it always gates before a
     # grouped RMS norm, so a model trained otherwise would be computed wrongly, not refused.
-    if config.get("rms_norm", True) is not True:
-        raise CheckpointError(source, f"rms_norm is {config['rms_norm']!r}; allowed: true")
-    if config.get("norm_before_gate", False) is not False:
-        raise CheckpointError(source, f"norm_before_gate is {config['norm_before_gate']!r}; allowed: false")
-    if config.get("quantization_config") is not None:
+    if f.config.get("rms_norm", True) is not True:
+        raise f.refuse("rms_norm", f.config["rms_norm"], "true")
+    if f.config.get("norm_before_gate", False) is not False:
+        raise f.refuse("norm_before_gate", f.config["norm_before_gate"], "false")
+    if f.config.get("quantization_config") is not None:
         # quantized weights are stored packed, under names and shapes of their own
-        raise CheckpointError(source, "quantization_config is set; allowed: an unquantized checkpoint")
+        raise CheckpointError(f.source, "quantization_config is set; allowed: an unquantized checkpoint")
 
 
-def _check_heads(config: Mapping[str, Any], spec: Mamba2Spec, source: str) -> None:
+def _check_heads(f: Fields, spec: Mamba2Spec) -> None:
     """I = expand · H (as ``Mamba2Config`` demands) and whole groups of heads."""
-    expand = _field(config, "expand")
+    expand = f.get("expand")
     numeric = not isinstance(expand, bool) and isinstance(expand, int | float)
     if not numeric or expand * spec.hidden_size != spec.intermediate_size:
         raise CheckpointError(
-            source,
+            f.source,
             f"expand · hidden_size is {expand!r} · {spec.hidden_size}; allowed: num_heads · head_dim"
             f" = {spec.intermediate_size}",
         )
     if spec.num_heads % spec.n_groups:
         raise CheckpointError(
-            source, f"n_groups is {spec.n_groups}; allowed: a divisor of num_heads ({spec.num_heads})"
+            f.source, f"n_groups is {spec.n_groups}; allowed: a divisor of num_heads ({spec.num_heads})"
         )
 
 
@@ -199,24 +175,25 @@ def parse(config: Mapping[str, Any], source: str) -> Mamba2Spec:
         >>> spec.intermediate_size, spec.conv_dim, spec.time_step_limit
         (32, 544, (0.0, inf))
     """
-    _check_supported(config, source)
+    f = Fields(config, source, DEFAULTS)
+    _check_supported(f)
     spec = Mamba2Spec(
-        vocab_size=_positive_int(config, "vocab_size", source),
-        hidden_size=_positive_int(config, "hidden_size", source),
-        num_hidden_layers=_positive_int(config, "num_hidden_layers", source),
-        num_heads=_positive_int(config, "num_heads", source),
-        head_dim=_positive_int(config, "head_dim", source),
-        state_size=_positive_int(config, "state_size", source),
-        n_groups=_positive_int(config, "n_groups", source),
-        conv_kernel=_positive_int(config, "conv_kernel", source),
-        use_bias=_flag(config, "use_bias", source),
-        use_conv_bias=_flag(config, "use_conv_bias", source),
-        layer_norm_epsilon=_positive_float(config, "layer_norm_epsilon", source),
-        residual_in_fp32=_flag(config, "residual_in_fp32", source),
-        time_step_limit=_time_step_limit(config, source),
-        tie_word_embeddings=_flag(config, "tie_word_embeddings", source),
+        vocab_size=f.positive_int("vocab_size"),
+        hidden_size=f.positive_int("hidden_size"),
+        num_hidden_layers=f.positive_int("num_hidden_layers"),
+        num_heads=f.positive_int("num_heads"),
+        head_dim=f.positive_int("head_dim"),
+        state_size=f.positive_int("state_size"),
+        n_groups=f.positive_int("n_groups"),
+        conv_kernel=f.positive_int("conv_kernel"),
+        use_bias=f.flag("use_bias"),
+        use_conv_bias=f.flag("use_conv_bias"),
+        layer_norm_epsilon=f.number("layer_norm_epsilon"),
+        residual_in_fp32=f.flag("residual_in_fp32"),
+        time_step_limit=_time_step_limit(f),
+        tie_word_embeddings=f.flag("tie_word_embeddings"),
     )
-    _check_heads(config, spec, source)
+    _check_heads(f, spec)
     return spec
 
 

@@ -33,6 +33,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rnnviz.checkpoints.families.fields import Fields
 from rnnviz.checkpoints.record import CheckpointError, Family
 
 #: The temporal blocks rnnviz implements, by their ``block_types`` names.
@@ -141,87 +142,54 @@ class RecurrentGemmaSpec:
         return f"model.layers.{layer}.{rest}"
 
 
-def _get(config: Mapping[str, Any], key: str, default: Any) -> Any:
-    """``config[key]``, or ``default`` where it is absent or null (transformers' "derive it")."""
-    value = config.get(key)
-    return default if value is None else value
-
-
-def _int(config: Mapping[str, Any], key: str, source: str, default: Any = None) -> int:
-    value = _get(config, key, default)
-    # bool is an int to Python, never a size
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(source, f"{key} is {value!r}; allowed: a positive integer")
-    return value
-
-
-def _number(config: Mapping[str, Any], key: str, source: str, default: float, positive: bool = True) -> float:
-    value = _get(config, key, default)
-    ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-    if not ok or value < 0 or (positive and value == 0):
-        kind = "a positive number" if positive else "a number ≥ 0"
-        raise CheckpointError(source, f"{key} is {value!r}; allowed: {kind}")
-    return float(value)
-
-
-def _flag(config: Mapping[str, Any], key: str, source: str) -> bool:
-    value = _get(config, key, DEFAULTS[key])
-    if not isinstance(value, bool):
-        raise CheckpointError(source, f"{key} is {value!r}; allowed: True, False")
-    return value
-
-
-def _block_types(config: Mapping[str, Any], source: str) -> tuple[str, ...]:
+def _block_types(f: Fields) -> tuple[str, ...]:
     """The pattern from ``block_types``, else the older spelling ``_block_types``, else the default."""
-    key = "block_types" if config.get("block_types") is not None else "_block_types"
-    value = config.get(key)
+    key = "block_types" if f.config.get("block_types") is not None else "_block_types"
+    value = f.config.get(key)
     if value is None:
         return DEFAULTS["block_types"]
     if isinstance(value, str) or not isinstance(value, (list, tuple)) or not value:
-        raise CheckpointError(source, f"{key} is {value!r}; allowed: a non-empty list of {list(KINDS)}")
+        raise CheckpointError(f.source, f"{key} is {value!r}; allowed: a non-empty list of {list(KINDS)}")
     unknown = [kind for kind in value if kind not in KINDS]
     if unknown:
-        raise CheckpointError(source, f"{key} holds {unknown}; allowed: {list(KINDS)}")
+        raise CheckpointError(f.source, f"{key} holds {unknown}; allowed: {list(KINDS)}")
     return tuple(value)
 
 
-def _rope(config: Mapping[str, Any], source: str, head_dim: int) -> tuple[float, float]:
+def _rope(f: Fields, head_dim: int) -> tuple[float, float]:
     """``(rope_theta, partial_rotary_factor)``: ``rope_parameters`` first, then the top level."""
-    rope = config.get("rope_parameters") or {}
+    rope = f.config.get("rope_parameters") or {}
     if not isinstance(rope, Mapping):
-        raise CheckpointError(source, f"rope_parameters is {rope!r}; allowed: a mapping")
+        raise f.refuse("rope_parameters", rope, "a mapping")
     if rope.get("rope_type", "default") != "default":
         raise CheckpointError(
-            source, f"rope_parameters.rope_type is {rope['rope_type']!r}; allowed: 'default'"
+            f.source, f"rope_parameters.rope_type is {rope['rope_type']!r}; allowed: 'default'"
         )
-    merged = {
-        key: _get(rope, key, _get(config, key, DEFAULTS[key]))
-        for key in ("rope_theta", "partial_rotary_factor")
-    }
-    theta = _number(merged, "rope_theta", source, DEFAULTS["rope_theta"])
-    factor = _number(merged, "partial_rotary_factor", source, DEFAULTS["partial_rotary_factor"])
+    # a field of rope_parameters wins over the same field at the top level
+    merged = f._replace(config={**f.config, **{k: v for k, v in rope.items() if v is not None}})
+    theta, factor = merged.number("rope_theta"), merged.number("partial_rotary_factor")
     if factor > 1 or int(head_dim * factor) % 2:
         raise CheckpointError(
-            source,
+            f.source,
             f"partial_rotary_factor is {factor!r} (head_dim {head_dim}); allowed: a factor ≤ 1 that "
             "rotates an even number int(head_dim · factor) of features",
         )
     return theta, factor
 
 
-def _heads(config: Mapping[str, Any], source: str, hidden: int, lru: int) -> tuple[int, int, int]:
+def _heads(f: Fields, hidden: int, lru: int) -> tuple[int, int, int]:
     """``(H, H_kv, d)``, checked: H divides W (the RG-LRU's blocks), H_kv divides H."""
-    heads = _int(config, "num_attention_heads", source, DEFAULTS["num_attention_heads"])
-    kv = _int(config, "num_key_value_heads", source, heads)
+    heads = f.positive_int("num_attention_heads")
+    kv = f.positive_int("num_key_value_heads", heads)
     if lru % heads:
         raise CheckpointError(
-            source, f"lru_width is {lru}; allowed: a multiple of num_attention_heads ({heads})"
+            f.source, f"lru_width is {lru}; allowed: a multiple of num_attention_heads ({heads})"
         )
     if heads % kv:
         raise CheckpointError(
-            source, f"num_key_value_heads is {kv}; allowed: a divisor of num_attention_heads ({heads})"
+            f.source, f"num_key_value_heads is {kv}; allowed: a divisor of num_attention_heads ({heads})"
         )
-    head_dim = _int(config, "head_dim", source, hidden // heads)
+    head_dim = f.positive_int("head_dim", hidden // heads)
     return heads, kv, head_dim
 
 
@@ -243,40 +211,39 @@ def parse(config: Mapping[str, Any], source: str) -> RecurrentGemmaSpec:
     >>> spec.layer_kinds, spec.lru_width, spec.head_dim, spec.rotary_dim
     (('recurrent', 'attention', 'recurrent', 'attention'), 32, 16, 8)
     """
-    kind = _get(config, "model_type", "recurrent_gemma")
+    f = Fields(config, source, DEFAULTS, null_is_default=True)
+    kind = f.get("model_type", "recurrent_gemma")
     if kind != "recurrent_gemma":
         raise CheckpointError(source, f"model_type is {kind!r}; allowed: 'recurrent_gemma'")
-    hidden = _int(config, "hidden_size", source, DEFAULTS["hidden_size"])
-    lru = _int(config, "lru_width", source, hidden)
-    heads, kv, head_dim = _heads(config, source, hidden, lru)
-    activation = _get(config, "hidden_activation", DEFAULTS["hidden_activation"])
+    hidden = f.positive_int("hidden_size")
+    lru = f.positive_int("lru_width", hidden)
+    heads, kv, head_dim = _heads(f, hidden, lru)
+    activation = f.get("hidden_activation")
     if activation not in ACTIVATIONS:
         raise CheckpointError(
             source, f"hidden_activation is {activation!r}; allowed: {', '.join(ACTIVATIONS)}"
         )
-    theta, factor = _rope(config, source, head_dim)
-    window = _get(
-        config, "attention_window_size", _get(config, "sliding_window", DEFAULTS["attention_window_size"])
-    )
+    theta, factor = _rope(f, head_dim)
+    window = f.get("attention_window_size", f.get("sliding_window", DEFAULTS["attention_window_size"]))
     return RecurrentGemmaSpec(
-        vocab_size=_int(config, "vocab_size", source, DEFAULTS["vocab_size"]),
+        vocab_size=f.positive_int("vocab_size"),
         hidden_size=hidden,
-        intermediate_size=_int(config, "intermediate_size", source, DEFAULTS["intermediate_size"]),
-        num_hidden_layers=_int(config, "num_hidden_layers", source, DEFAULTS["num_hidden_layers"]),
+        intermediate_size=f.positive_int("intermediate_size"),
+        num_hidden_layers=f.positive_int("num_hidden_layers"),
         num_attention_heads=heads,
         num_key_value_heads=kv,
         head_dim=head_dim,
         lru_width=lru,
-        attention_window_size=_int({"attention_window_size": window}, "attention_window_size", source),
-        conv1d_width=_int(config, "conv1d_width", source, DEFAULTS["conv1d_width"]),
-        block_types=_block_types(config, source),
-        logits_soft_cap=_number(config, "logits_soft_cap", source, DEFAULTS["logits_soft_cap"]),
-        rms_norm_eps=_number(config, "rms_norm_eps", source, DEFAULTS["rms_norm_eps"], positive=False),
+        attention_window_size=f.positive_int("attention_window_size", window),
+        conv1d_width=f.positive_int("conv1d_width"),
+        block_types=_block_types(f),
+        logits_soft_cap=f.number("logits_soft_cap"),
+        rms_norm_eps=f.number("rms_norm_eps", zero=True),
         hidden_activation=activation,
         rope_theta=theta,
         partial_rotary_factor=factor,
-        attention_bias=_flag(config, "attention_bias", source),
-        tie_word_embeddings=_flag(config, "tie_word_embeddings", source),
+        attention_bias=f.flag("attention_bias"),
+        tie_word_embeddings=f.flag("tie_word_embeddings"),
     )
 
 

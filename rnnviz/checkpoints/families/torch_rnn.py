@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rnnviz.checkpoints.families.fields import Fields
 from rnnviz.checkpoints.record import CheckpointError, Family
 
 #: The gates per model type, in the order torch stacks their rows.
@@ -86,14 +87,6 @@ class TorchRNNSpec:
         return f"{self.prefix}{kind}_l{layer}"
 
 
-def _positive_int(config: Mapping[str, Any], key: str, source: str) -> int:
-    value = config.get(key)
-    # bool is an int to Python, never a size
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(source, f"{key} is {value!r}; allowed: a positive integer")
-    return value
-
-
 def parse(config: Mapping[str, Any], source: str) -> TorchRNNSpec:
     """The spec of a stack described by ``config``, torch's constructor arguments.
 
@@ -120,12 +113,11 @@ def parse(config: Mapping[str, Any], source: str) -> TorchRNNSpec:
         raise CheckpointError(source, "bidirectional is True; allowed: False (a one-way stack)")
     if config.get("proj_size", 0):
         raise CheckpointError(source, f"proj_size is {config['proj_size']!r}; allowed: 0 (no projection)")
-    bias, prefix = config.get("bias", True), config.get("prefix", "")
-    if not isinstance(bias, bool):
-        raise CheckpointError(source, f"bias is {bias!r}; allowed: True, False")
+    f = Fields(config, source, {"bias": True, "prefix": ""})
+    bias, prefix = f.flag("bias"), f.get("prefix")
     if not isinstance(prefix, str) or (prefix and not prefix.endswith(".")):
         raise CheckpointError(source, f"prefix is {prefix!r}; allowed: '' or a name ending in '.'")
-    sizes = (_positive_int(config, k, source) for k in ("num_layers", "input_size", "hidden_size"))
+    sizes = (f.positive_int(k) for k in ("num_layers", "input_size", "hidden_size"))
     return TorchRNNSpec(kind, *sizes, bias=bias, prefix=prefix)
 
 

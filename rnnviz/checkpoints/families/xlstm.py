@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from rnnviz.checkpoints.families.fields import Fields
 from rnnviz.checkpoints.record import CheckpointError, Family
 
 WEIGHT_MODES = ("single", "fused")
@@ -121,34 +122,6 @@ def round_up(x: float, multiple: int) -> int:
     return int(((x + multiple - 1) // multiple) * multiple)
 
 
-def _get(config: Mapping[str, Any], name: str) -> Any:
-    return config[name] if name in config else DEFAULTS[name]
-
-
-def _positive_int(config: Mapping[str, Any], name: str, source: str) -> int:
-    value = _get(config, name)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: a positive integer")
-    return value
-
-
-def _number(config: Mapping[str, Any], name: str, source: str, optional: bool = False) -> float | None:
-    value = _get(config, name)
-    if value is None and optional:
-        return None
-    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
-        allowed = "a positive number" + (" or null" if optional else "")
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: {allowed}")
-    return float(value)
-
-
-def _flag(config: Mapping[str, Any], name: str, source: str) -> bool:
-    value = _get(config, name)
-    if not isinstance(value, bool):
-        raise CheckpointError(source, f"{name} is {value!r}; allowed: true, false")
-    return value
-
-
 def _head_width(hidden: int, factor: float, heads: int, name: str, source: str) -> int:
     """``int(hidden · factor)``, checked to split into ``heads`` equal non-empty heads."""
     width = int(hidden * factor)
@@ -161,19 +134,17 @@ def _head_width(hidden: int, factor: float, heads: int, name: str, source: str) 
     return width
 
 
-def _widths(config: Mapping[str, Any], source: str) -> tuple[int, int]:
+def _widths(f: Fields) -> tuple[int, int]:
     """(hidden_size, num_blocks) as ``xLSTMConfig.__post_init__`` resolves them."""
-    hidden = _get(config, "hidden_size")
-    if hidden is None:
-        hidden = _get(config, "embedding_dim")
-    hidden = _positive_int({"hidden_size": hidden}, "hidden_size", source)
-    embedding = _get(config, "embedding_dim")
+    embedding = f.get("embedding_dim")
+    hidden = f.get("hidden_size")
+    hidden = f.positive_int("hidden_size", embedding if hidden is None else hidden)
     if embedding is not None and embedding != hidden:
         raise CheckpointError(
-            source, f"embedding_dim is {embedding!r}; allowed: null or hidden_size ({hidden})"
+            f.source, f"embedding_dim is {embedding!r}; allowed: null or hidden_size ({hidden})"
         )
-    name = "num_blocks" if _get(config, "num_blocks") is not None else "num_hidden_layers"
-    return hidden, _positive_int(config, name, source)
+    name = "num_blocks" if f.get("num_blocks") is not None else "num_hidden_layers"
+    return hidden, f.positive_int(name)
 
 
 def parse(config: Mapping[str, Any], source: str) -> XLSTMSpec:
@@ -195,31 +166,32 @@ def parse(config: Mapping[str, Any], source: str) -> XLSTMSpec:
     >>> spec.qk_dim, spec.v_dim, spec.ffn_dim, spec.n_layers
     (16, 32, 128, 2)
     """
+    f = Fields(config, source, DEFAULTS)
     model_type = config.get("model_type", "xlstm")
     if model_type != "xlstm":
         raise CheckpointError(source, f"model_type is {model_type!r}; allowed: 'xlstm'")
-    weight_mode = _get(config, "weight_mode")
+    weight_mode = f.get("weight_mode")
     if weight_mode not in WEIGHT_MODES:
         raise CheckpointError(source, f"weight_mode is {weight_mode!r}; allowed: {', '.join(WEIGHT_MODES)}")
-    hidden, blocks = _widths(config, source)
-    heads = _positive_int(config, "num_heads", source)
-    ffn_factor = _number(config, "ffn_proj_factor", source)
+    hidden, blocks = _widths(f)
+    heads = f.positive_int("num_heads")
+    ffn_factor = f.number("ffn_proj_factor")
     return XLSTMSpec(
-        vocab_size=_positive_int(config, "vocab_size", source),
+        vocab_size=f.positive_int("vocab_size"),
         hidden_size=hidden,
         num_blocks=blocks,
         num_heads=heads,
-        qk_dim=_head_width(hidden, _number(config, "qk_dim_factor", source), heads, "qk_dim_factor", source),
-        v_dim=_head_width(hidden, _number(config, "v_dim_factor", source), heads, "v_dim_factor", source),
-        ffn_dim=round_up(hidden * ffn_factor, _positive_int(config, "ffn_round_up_to_multiple_of", source)),
-        use_bias=_flag(config, "use_bias", source),
+        qk_dim=_head_width(hidden, f.number("qk_dim_factor"), heads, "qk_dim_factor", source),
+        v_dim=_head_width(hidden, f.number("v_dim_factor"), heads, "v_dim_factor", source),
+        ffn_dim=round_up(hidden * ffn_factor, f.positive_int("ffn_round_up_to_multiple_of")),
+        use_bias=f.flag("use_bias"),
         weight_mode=weight_mode,
-        norm_eps=_number(config, "norm_eps", source),
-        eps=_number(config, "eps", source),
-        gate_soft_cap=_number(config, "gate_soft_cap", source, optional=True),
-        output_logit_soft_cap=_number(config, "output_logit_soft_cap", source, optional=True),
-        norm_reduction_force_float32=_flag(config, "norm_reduction_force_float32", source),
-        tie_word_embeddings=_flag(config, "tie_word_embeddings", source),
+        norm_eps=f.number("norm_eps"),
+        eps=f.number("eps"),
+        gate_soft_cap=f.number("gate_soft_cap", optional=True),
+        output_logit_soft_cap=f.number("output_logit_soft_cap", optional=True),
+        norm_reduction_force_float32=f.flag("norm_reduction_force_float32"),
+        tie_word_embeddings=f.flag("tie_word_embeddings"),
     )
 
 

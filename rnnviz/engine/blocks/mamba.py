@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz.engine.blocks import Probes, Trajectory, promoted, wide_dtype
+from rnnviz.engine.blocks.backbone import language_model, linear, row
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.mamba import MambaSpec
@@ -56,17 +57,6 @@ STATE_IS_DIAGONAL = True
 
 
 Params = dict[str, jax.Array]
-
-
-def _row(vector: jax.Array, ndim: int) -> jax.Array:
-    """A ``[D]`` vector as ``[1, …, 1, D]`` of rank ``ndim`` (ranks are never promoted silently)."""
-    return vector.reshape((1,) * (ndim - 1) + vector.shape)
-
-
-def _linear(x: jax.Array, weight: jax.Array, bias: jax.Array | None = None) -> jax.Array:
-    """torch's ``nn.Linear``: ``x Wᵀ + b``, x ``[B, T, in]``, W ``[out, in]`` → ``[B, T, out]``."""
-    y = jnp.einsum("bti,oi->bto", x, weight.astype(x.dtype))
-    return y if bias is None else y + _row(bias.astype(x.dtype), 3)
 
 
 def rms_norm(x: jax.Array, weight: jax.Array | None, eps: float) -> jax.Array:
@@ -89,7 +79,7 @@ def rms_norm(x: jax.Array, weight: jax.Array | None, eps: float) -> jax.Array:
     if weight is None:
         return normed
     dtype = promoted(weight.dtype, x.dtype)
-    return _row(weight.astype(dtype), x.ndim) * normed.astype(dtype)
+    return row(weight.astype(dtype), x.ndim) * normed.astype(dtype)
 
 
 def causal_conv(u: jax.Array, weight: jax.Array, bias: jax.Array | None) -> jax.Array:
@@ -107,8 +97,8 @@ def causal_conv(u: jax.Array, weight: jax.Array, bias: jax.Array | None) -> jax.
     k_size, seq_len = weight.shape[-1], u.shape[1]
     padded = jnp.pad(u, ((0, 0), (k_size - 1, 0), (0, 0)))
     w = weight[:, 0, :].astype(u.dtype)  # [I, K]
-    out = sum(padded[:, k : k + seq_len, :] * _row(w[:, k], 3) for k in range(k_size))
-    return out if bias is None else out + _row(bias.astype(u.dtype), 3)
+    out = sum(padded[:, k : k + seq_len, :] * row(w[:, k], 3) for k in range(k_size))
+    return out if bias is None else out + row(bias.astype(u.dtype), 3)
 
 
 def ssm_step(a: jax.Array, h: jax.Array, inputs: dict[str, jax.Array]) -> jax.Array:
@@ -166,12 +156,12 @@ def selective_scan(
 def _selection(spec: MambaSpec, p: Params, u: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
     """Δ ``[B, T, I]`` (float32), B_t and C_t ``[B, T, N]`` (u's dtype) from the convolved u."""
     rank, n = spec.time_step_rank, spec.state_size
-    x_dbl = _linear(u, p["mixer.x_proj.weight"])
+    x_dbl = linear(u, p["mixer.x_proj.weight"])
     low, b_t, c_t = x_dbl[..., :rank], x_dbl[..., rank : rank + n], x_dbl[..., rank + n :]
     if spec.mixer_rms_eps is not None:  # FalconMamba
         low, b_t, c_t = (rms_norm(v, None, spec.mixer_rms_eps) for v in (low, b_t, c_t))
     # the bias joins in u's dtype (transformers casts it to the time step's), then Δ widens
-    dt_raw = _linear(low, p["mixer.dt_proj.weight"], p["mixer.dt_proj.bias"])
+    dt_raw = linear(low, p["mixer.dt_proj.weight"], p["mixer.dt_proj.bias"])
     return jax.nn.softplus(dt_raw).astype(wide_dtype(u.dtype)), b_t, c_t
 
 
@@ -191,7 +181,7 @@ def mixer(
         (:func:`layer_step`).
     """
     dtype, wide = x.dtype, wide_dtype(x.dtype)
-    u, z = jnp.split(_linear(x, p["mixer.in_proj.weight"], p.get("mixer.in_proj.bias")), 2, axis=-1)
+    u, z = jnp.split(linear(x, p["mixer.in_proj.weight"], p.get("mixer.in_proj.bias")), 2, axis=-1)
     u = jax.nn.silu(causal_conv(u, p["mixer.conv1d.weight"], p.get("mixer.conv1d.bias")))
     delta, b_t, c_t = _selection(spec, p, u)
     # Δ, B and u per step rather than the decay and drive: what layer_step needs, in (2I + N)
@@ -200,40 +190,9 @@ def mixer(
     a = -jnp.exp(p["mixer.A_log"].astype(wide)).T  # [N, I]
     readout, h = selective_scan(a, inputs, c_t, state_probe, dtype)
     readout = readout.astype(dtype).astype(wide)
-    y = (readout + u.astype(wide) * _row(p["mixer.D"].astype(wide), 3)) * jax.nn.silu(z).astype(wide)
-    out = _linear(y.astype(dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
+    y = (readout + u.astype(wide) * row(p["mixer.D"].astype(wide), 3)) * jax.nn.silu(z).astype(wide)
+    out = linear(y.astype(dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
     return out, Trajectory({"h": h}, inputs)
-
-
-def block(
-    spec: MambaSpec, p: Params, x: jax.Array, state_probe: jax.Array | None
-) -> tuple[jax.Array, Trajectory]:
-    """``MambaBlock``: x + Mixer(RMSNorm(x)), the residual in float32 if ``residual_in_fp32``.
-
-    Args:
-        spec: the model's sizes.
-        p: the layer's tensors, named after ``backbone.layers.{l}.``.
-        x: the stream ``[B, T, H]``.
-        state_probe: ``[B, T, I, N]`` or None (:func:`mixer`).
-
-    Returns:
-        The stream after the block ``[B, T, H]``, and the mixer's trajectory.
-    """
-    weight = p["norm.weight"]
-    normed = rms_norm(x.astype(weight.dtype), weight, spec.layer_norm_epsilon)
-    residual = x.astype(wide_dtype(x.dtype)) if spec.residual_in_fp32 else x
-    out, trajectory = mixer(spec, p, normed, state_probe)
-    dtype = promoted(residual.dtype, out.dtype)
-    return residual.astype(dtype) + out.astype(dtype), trajectory
-
-
-def _layer_params(params: Params, layer: int) -> Params:
-    prefix = f"backbone.layers.{layer}."
-    return {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
-
-
-def _probe(x: jax.Array, probes: Probes | None, row: int) -> jax.Array:
-    return x if probes is None else x + probes.stream[row].astype(x.dtype)
 
 
 def forward(
@@ -270,17 +229,8 @@ def forward(
         >>> forward(spec, params, jnp.zeros((2, 5), jnp.int32)).shape
         (2, 5, 11)
     """
-    x = _probe(jnp.take(params["backbone.embeddings.weight"], inputs, axis=0), probes, 0)
-    trajectories = []
-    for layer in range(spec.num_hidden_layers):
-        state_probe = None if probes is None else probes.states[layer]["h"]
-        x, trajectory = block(spec, _layer_params(params, layer), x, state_probe)
-        x = _probe(x, probes, layer + 1)
-        trajectories.append(trajectory)
-    normed = rms_norm(x, params["backbone.norm_f.weight"], spec.layer_norm_epsilon)
-    head = params["lm_head.weight"]
-    logits = jnp.einsum("bth,vh->btv", normed.astype(head.dtype), head).astype(wide_dtype(head.dtype))
-    return (logits, tuple(trajectories)) if with_states else logits
+    logits, trajectories = language_model(spec, params, inputs, probes, mixer, rms_norm)
+    return (logits, trajectories) if with_states else logits
 
 
 def layer_step(spec: MambaSpec, params: Params, layer: int, state: dict, inputs: dict) -> dict:

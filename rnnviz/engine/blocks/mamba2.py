@@ -46,6 +46,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz.engine.blocks import Probes, Trajectory, promoted, wide_dtype
+from rnnviz.engine.blocks.backbone import language_model, linear, row
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.mamba2 import Mamba2Spec
@@ -58,28 +59,15 @@ STATE_IS_DIAGONAL = True
 Params = dict[str, jax.Array]
 
 
-def _row(vector: jax.Array, ndim: int) -> jax.Array:
-    """A ``[D]`` vector as ``[1, …, 1, D]`` of rank ``ndim`` (ranks are never promoted silently)."""
-    return vector.reshape((1,) * (ndim - 1) + vector.shape)
-
-
 def _scaled(weight: jax.Array, x: jax.Array) -> jax.Array:
     """``weight ⊙ x`` over the last axis, in the promoted dtype of the two (torch's ``w * x``)."""
     dtype = promoted(weight.dtype, x.dtype)
-    return _row(weight.astype(dtype), x.ndim) * x.astype(dtype)
+    return row(weight.astype(dtype), x.ndim) * x.astype(dtype)
 
 
 def _pointwise(fn: Any, x: jax.Array) -> jax.Array:
     """``fn(x)`` computed in float32 and rounded once to x's dtype, as torch's bfloat16 kernels do."""
     return fn(x.astype(wide_dtype(x.dtype))).astype(x.dtype)
-
-
-def _linear(x: jax.Array, weight: jax.Array, bias: jax.Array | None = None) -> jax.Array:
-    """torch's ``nn.Linear``: ``x Wᵀ + b``, x ``[B, T, in]``, W ``[out, in]`` → ``[B, T, out]``
-    in x's dtype, summed and biased in float32 and rounded once (as torch's bfloat16 GEMM)."""
-    wide = wide_dtype(x.dtype)
-    y = jnp.einsum("bti,oi->bto", x, weight.astype(x.dtype), preferred_element_type=wide)
-    return (y if bias is None else y + _row(bias.astype(wide), 3)).astype(x.dtype)
 
 
 def rms_norm(x: jax.Array, weight: jax.Array, eps: float, group_size: int | None = None) -> jax.Array:
@@ -138,8 +126,8 @@ def causal_conv(x: jax.Array, weight: jax.Array, bias: jax.Array | None) -> jax.
     k_size, seq_len, wide = weight.shape[-1], x.shape[1], wide_dtype(x.dtype)
     padded = jnp.pad(x.astype(wide), ((0, 0), (k_size - 1, 0), (0, 0)))
     w = weight[:, 0, :].astype(wide)  # [C, K]
-    out = sum(padded[:, k : k + seq_len, :] * _row(w[:, k], 3) for k in range(k_size))
-    return (out if bias is None else out + _row(bias.astype(wide), 3)).astype(x.dtype)
+    out = sum(padded[:, k : k + seq_len, :] * row(w[:, k], 3) for k in range(k_size))
+    return (out if bias is None else out + row(bias.astype(wide), 3)).astype(x.dtype)
 
 
 def time_steps(spec: Mamba2Spec, dt_raw: jax.Array, dt_bias: jax.Array) -> jax.Array:
@@ -149,7 +137,7 @@ def time_steps(spec: Mamba2Spec, dt_raw: jax.Array, dt_bias: jax.Array) -> jax.A
     limit (0, ∞).
     """
     lo, hi = spec.time_step_limit
-    delta = jnp.clip(_pointwise(jax.nn.softplus, dt_raw + _row(dt_bias.astype(dt_raw.dtype), 3)), lo, hi)
+    delta = jnp.clip(_pointwise(jax.nn.softplus, dt_raw + row(dt_bias.astype(dt_raw.dtype), 3)), lo, hi)
     return delta.astype(wide_dtype(dt_raw.dtype))
 
 
@@ -215,7 +203,7 @@ def ssm(
     b, c = (jnp.repeat(v.reshape(batch, seq_len, groups, n), heads // groups, axis=2) for v in (b, c))
     delta = time_steps(spec, dt_raw, p["mixer.dt_bias"])
     a = -jnp.exp(p["mixer.A_log"].astype(wide))
-    inputs = {"decay": jnp.exp(delta * _row(a, 3)), "drive": delta[..., None] * u, "b": b}
+    inputs = {"decay": jnp.exp(delta * row(a, 3)), "drive": delta[..., None] * u, "b": b}
     y, h = ssd_scan(inputs["decay"], inputs["drive"], b, c, None if probe is None else probe.astype(wide))
     skip = _scaled(p["mixer.D"], u.swapaxes(-1, -2)).swapaxes(-1, -2)  # D per head
     return (y + skip.astype(wide)).reshape(batch, seq_len, heads * width), Trajectory({"h": h}, inputs)
@@ -236,7 +224,7 @@ def mixer(
         ``[B, T, H]`` in x's dtype, and the SSM's trajectory (:func:`ssm`).
     """
     inner = spec.intermediate_size
-    projected = _linear(x, p["mixer.in_proj.weight"], p.get("mixer.in_proj.bias"))
+    projected = linear(x, p["mixer.in_proj.weight"], p.get("mixer.in_proj.bias"))
     z, xbc, dt_raw = jnp.split(projected, [inner, inner + spec.conv_dim], axis=-1)
     conv_weight = p["mixer.conv1d.weight"]
     xbc = _pointwise(
@@ -244,39 +232,8 @@ def mixer(
     )
     y, trajectory = ssm(spec, p, xbc.astype(x.dtype), dt_raw, state_probe)
     normed = gated_rms_norm(y, z, p["mixer.norm.weight"], spec.n_groups, spec.layer_norm_epsilon)
-    out = _linear(normed.astype(x.dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
+    out = linear(normed.astype(x.dtype), p["mixer.out_proj.weight"], p.get("mixer.out_proj.bias"))
     return out, trajectory
-
-
-def block(
-    spec: Mamba2Spec, p: Params, x: jax.Array, state_probe: jax.Array | None
-) -> tuple[jax.Array, Trajectory]:
-    """``Mamba2Block``: x + Mixer(RMSNorm(x)), the residual in float32 if ``residual_in_fp32``.
-
-    Args:
-        spec: the model's sizes.
-        p: the layer's tensors, named after ``backbone.layers.{l}.``.
-        x: the stream ``[B, T, H]``.
-        state_probe: ``[B, T, n_h, P, N]`` or None (:func:`mixer`).
-
-    Returns:
-        The stream after the block ``[B, T, H]``, and the mixer's trajectory.
-    """
-    weight = p["norm.weight"]
-    normed = rms_norm(x.astype(weight.dtype), weight, spec.layer_norm_epsilon)
-    residual = x.astype(wide_dtype(x.dtype)) if spec.residual_in_fp32 else x
-    out, trajectory = mixer(spec, p, normed, state_probe)
-    dtype = promoted(residual.dtype, out.dtype)
-    return residual.astype(dtype) + out.astype(dtype), trajectory
-
-
-def _layer_params(params: Params, layer: int) -> Params:
-    prefix = f"backbone.layers.{layer}."
-    return {k[len(prefix) :]: v for k, v in params.items() if k.startswith(prefix)}
-
-
-def _probe(x: jax.Array, probes: Probes | None, row: int) -> jax.Array:
-    return x if probes is None else x + probes.stream[row].astype(x.dtype)
 
 
 def forward(
@@ -313,17 +270,8 @@ def forward(
         >>> forward(spec, params, jnp.zeros((2, 5), jnp.int32)).shape
         (2, 5, 11)
     """
-    x = _probe(jnp.take(params["backbone.embeddings.weight"], inputs, axis=0), probes, 0)
-    trajectories = []
-    for layer in range(spec.num_hidden_layers):
-        state_probe = None if probes is None else probes.states[layer]["h"]
-        x, trajectory = block(spec, _layer_params(params, layer), x, state_probe)
-        x = _probe(x, probes, layer + 1)
-        trajectories.append(trajectory)
-    normed = rms_norm(x, params["backbone.norm_f.weight"], spec.layer_norm_epsilon)
-    head = params["lm_head.weight"]
-    logits = _linear(normed.astype(head.dtype), head).astype(wide_dtype(head.dtype))
-    return (logits, tuple(trajectories)) if with_states else logits
+    logits, trajectories = language_model(spec, params, inputs, probes, mixer, rms_norm)
+    return (logits, trajectories) if with_states else logits
 
 
 def layer_step(spec: Mamba2Spec, params: Params, layer: int, state: dict, inputs: dict) -> dict:
