@@ -55,6 +55,13 @@ PUBLIC = [
     "Dataset",
     "DataError",
     "fit_to_data",
+    "load_model",
+    "Model",
+    "analyze_model",
+    "ModelAnalysis",
+    "CheckpointError",
+    "model_jacobians",
+    "ModelJacobians",
 ]
 
 
