@@ -25,6 +25,7 @@ from rnnviz.checkpoints import safetensors, torchfile
 from rnnviz.checkpoints.record import Checkpoint, CheckpointError, Family
 from rnnviz.checkpoints.registry import FAMILIES
 from rnnviz.checkpoints.tensors import DTYPES, TensorInfo, read_tensor
+from rnnviz.dataset.budget import size_text
 
 #: The largest ``config.json`` or sharded index read.
 MAX_CONFIG_BYTES = 2**20
@@ -114,7 +115,7 @@ def _check(family: Family, spec, infos: Mapping[str, TensorInfo], source: str, d
     nbytes = sum(math.prod(infos[n].shape) * dtype.itemsize for n in read)
     if nbytes > cap:
         raise CheckpointError(
-            source, f"{nbytes / 2**30:.2f} GiB of weights; allowed: at most {cap / 2**30:.2f} GiB"
+            source, f"{size_text(nbytes)} of weights as {dtype.name}; allowed: at most {size_text(cap)}"
         )
     return read, fill
 

@@ -42,9 +42,11 @@ def _header_json(path: str, size: int) -> dict:
         raise CheckpointError(path, f"{size} bytes: too short for a safetensors header")
     with open(path, "rb") as f:
         (n,) = struct.unpack("<Q", f.read(8))
-        if n > min(MAX_HEADER_BYTES, size - 8):
+        if n > MAX_HEADER_BYTES:
+            raise CheckpointError(path, f"its header claims {n} bytes; allowed: at most {MAX_HEADER_BYTES}")
+        if n > size - 8:
             raise CheckpointError(
-                path, f"its header claims {n} bytes; allowed: at most {min(MAX_HEADER_BYTES, size - 8)}"
+                path, f"its header claims {n} bytes; the file holds {size - 8} after its length"
             )
         text = f.read(n)
     try:
