@@ -27,6 +27,13 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "--model-inputs", dest="model_inputs", metavar="FILE.npy", help="a stack's inputs [B, T, I] (float)"
     )
     group.add_argument(
+        "--jacobians",
+        type=int,
+        default=0,
+        metavar="K",
+        help="also the top K singular values of each recurrent layer's step Jacobian (default: 0, none)",
+    )
+    group.add_argument(
         "--position",
         type=int,
         default=None,
@@ -71,17 +78,31 @@ def summary_text(a, n_layers: int) -> str:
     return "\n".join(lines)
 
 
+def _jacobians_text(j) -> str:
+    """One line per recurrent layer: its mean ln σ₁(J_t) and σ₁ … σ_k at the last step taken."""
+    lines = [f"step Jacobians ({j.method}, D = {j.state_dim}, at {j.steps.size} steps):"]
+    for layer, mean, last in zip(j.layers, j.mean_log_sigma1, j.singular_values[:, -1]):
+        top = ", ".join(f"{v:.4g}" for v in last)
+        lines.append(f"  layer {layer + 1}: mean ln σ1 = {mean:.4g}; σ at t = {j.steps[-1]}: {top}")
+    return "\n".join(lines)
+
+
 def cmd_analyze_model(args: argparse.Namespace) -> int:
-    """Load ``--model``, analyse its inputs, print the summary or ``--json``."""
+    """Load ``--model``, analyse its inputs (and ``--jacobians K``: the step-Jacobian spectra),
+    print the summary or ``--json``."""
+    from rnnviz.config import ConfigError
+    from rnnviz.studies.model_jacobians import model_jacobians
     from rnnviz.studies.models import analyze_model, load_model
 
     model = load_model(args.model, dtype=args.dtype or "float32")
     inputs, tokens = _inputs(args, model)
     try:
         a = analyze_model(model, inputs, position=args.position, tokens=tokens)
+        j = None if not args.jacobians else model_jacobians(model, inputs, k=args.jacobians)
     except ValueError as err:
-        from rnnviz.config import ConfigError
-
         raise ConfigError("inputs", args.model, str(err)) from None
-    print(json.dumps(a.to_json()) if args.json else summary_text(a, model.n_layers))
+    if args.json:
+        print(json.dumps(a.to_json() | ({} if j is None else {"jacobians": j.to_json()})))
+    else:
+        print(summary_text(a, model.n_layers) + ("" if j is None else "\n" + _jacobians_text(j)))
     return 0

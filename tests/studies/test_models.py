@@ -121,8 +121,13 @@ def test_the_cli_reads_text_through_the_tokenizer(mamba_folder, capsys):
     direct = rnnviz.analyze_model(rnnviz.load_model(folder), [[0, 1, 2, 3, 0, 4]])
     np.testing.assert_allclose(out["grad_norms"], direct.grad_norms, rtol=1e-6)
     assert out["loss"] == pytest.approx(direct.loss)
-    assert main(["analyze", "--model", str(folder), "--tokens", "0,1,2,3"]) == 0
-    assert "after block 2" in capsys.readouterr().out
+    assert main(["analyze", "--model", str(folder), "--tokens", "0,1,2,3", "--jacobians", "2"]) == 0
+    text = capsys.readouterr().out
+    assert "after block 2" in text and "step Jacobians (diagonal" in text and "layer 2: mean ln σ1" in text
+    assert main(["analyze", "--model", str(folder), "--tokens", "0,1,2,3", "--jacobians", "2", "--json"]) == 0
+    j = json.loads(capsys.readouterr().out)["jacobians"]
+    direct = rnnviz.model_jacobians(rnnviz.load_model(folder), [[0, 1, 2, 3]], k=2)
+    np.testing.assert_allclose(j["singular_values"], direct.singular_values, rtol=1e-6)
 
 
 def test_the_cli_names_what_is_wrong(tmp_path, capsys):
