@@ -16,8 +16,9 @@ A second kind, ``"train"`` (:data:`TRAIN_FIELDS`), records training runs; a thir
 ``"gradient"`` (:data:`GRADIENT_FIELDS`), a design's gradient decay and λ₁ at initialisation;
 a fourth, ``"peer"`` (:data:`PEER_FIELDS`), another implementation's LSTM gradient (cuDNN's)
 and rnnviz's ratios to it; a fifth, ``"error"`` (:data:`ERROR_FIELDS`), a part of a suite
-that crashed or did not run, and why. A bench record may carry the measured device peak
-(:data:`OPTIONAL_FIELDS`).
+that crashed or did not run, and why; a sixth, ``"model"`` (:data:`MODEL_FIELDS`), rnnviz's
+analysis of a whole model against transformers' forward + backward. A bench record may carry
+the measured device peak (:data:`OPTIONAL_FIELDS`).
 Reading never raises on bad data: lines that are not JSON, have another schema, miss a
 field or hold a wrong type are counted and skipped.
 """
@@ -160,12 +161,82 @@ ERROR_FIELDS: dict[str, tuple[type, ...]] = {
     "part": (str,),
     "error": (str,),
 }
+_MAYBE_NUMBER = (int, float, type(None))
+#: Fields of a ``kind: "model"`` record (``python -m rnnviz bench --suite models``): rnnviz's
+#: analysis of a whole model (``model_type``, ``n_params``, ``seq_len`` T, ``batch_size`` B,
+#: weights in ``dtype``, why in ``dtype_note``) built with transformers at ``config``'s fields
+#: (``size``: ``real`` or ``tiny``), with ``threads`` CPU threads for XLA and torch alike.
+#: rnnviz: ``load_s``, ``compile_s``, ``first_call_s`` (the first ``analyze_model`` call's wall
+#: seconds, compiling included) and ``first_run_s`` (its run), ``run_s`` (the median wall seconds of
+#: ``repeats`` later calls, ``run_min_s``/``run_max_s``), ``pass_run_s`` (the median of their own
+#: ``run_s``: the float32 pass alone), ``run_cpu_s`` (the median of the process's CPU seconds
+#: during each, every thread) and ``log10_source`` (whether the float64 pass ran too).
+#: transformers' forward + backward of the same checkpoint: its first call (``reference_first_forward_s`` +
+#: ``reference_first_backward_s`` = ``reference_first_s``) and the medians of
+#: ``reference_repeats`` steady calls (``reference_forward_s``, ``reference_backward_s``,
+#: ``reference_run_s``, the median of their sums), what it ran in ``reference``;
+#: ``ratio_to_reference`` = ``run_s / reference_run_s`` (null where not measured); CPU seconds
+#: likewise (``reference_first_cpu_s``, ``reference_run_cpu_s``, ``cpu_ratio_to_reference`` =
+#: ``run_cpu_s / reference_run_cpu_s``: less moved than wall time by other processes), and the
+#: 1-minute load average as each phase began (``load_average``, ``reference_load_average``). The GEMM floor:
+#: ``floor_flops`` = 6 · n_params · B · T, ``gemm_flops_per_s`` measured in the same run at
+#: ``gemm_shape`` [m, k, n], ``floor_s`` = floor_flops / gemm_flops_per_s, ``ratio_to_floor`` =
+#: run_s / floor_s. Memory: ``estimated_bytes`` (before loading) against ``available_bytes``, and
+#: each phase's resident bytes at its start and its peak (``start_rss_bytes``, ``peak_rss_bytes``
+#: for rnnviz; ``reference_start_rss_bytes``, ``reference_peak_rss_bytes``), read as ``rss_note`` says.
+MODEL_FIELDS: dict[str, tuple[type, ...]] = {
+    **{name: FIELDS[name] for name in _COMMON},
+    "size": (str,),
+    "model_type": (str,),
+    "n_params": (int,),
+    "seq_len": (int,),
+    "batch_size": (int,),
+    "dtype": (str,),
+    "dtype_note": (str,),
+    "threads": (int,),
+    "load_s": _NUMBER,
+    "first_call_s": _NUMBER,
+    "first_run_s": _NUMBER,
+    "run_min_s": _NUMBER,
+    "run_max_s": _NUMBER,
+    "repeats": (int,),
+    "pass_run_s": _NUMBER,
+    "run_cpu_s": _NUMBER,
+    "log10_source": (str,),
+    "reference_first_forward_s": _MAYBE_NUMBER,
+    "reference_first_backward_s": _MAYBE_NUMBER,
+    "reference_first_s": _MAYBE_NUMBER,
+    "reference_forward_s": _MAYBE_NUMBER,
+    "reference_backward_s": _MAYBE_NUMBER,
+    "reference_run_s": _MAYBE_NUMBER,
+    "reference_repeats": (int,),
+    "ratio_to_reference": _MAYBE_NUMBER,
+    "reference_first_cpu_s": _MAYBE_NUMBER,
+    "reference_run_cpu_s": _MAYBE_NUMBER,
+    "cpu_ratio_to_reference": _MAYBE_NUMBER,
+    "load_average": _NUMBER,
+    "reference_load_average": _MAYBE_NUMBER,
+    "reference": (str,),
+    "gemm_flops_per_s": _NUMBER,
+    "gemm_shape": (list,),
+    "floor_flops": _NUMBER,
+    "floor_s": _NUMBER,
+    "ratio_to_floor": _NUMBER,
+    "estimated_bytes": (int,),
+    "available_bytes": (int,),
+    "start_rss_bytes": (int,),
+    "peak_rss_bytes": (int,),
+    "reference_start_rss_bytes": _MAYBE_INT,
+    "reference_peak_rss_bytes": _MAYBE_INT,
+    "rss_note": (str,),
+}
 KINDS: dict[str, dict[str, tuple[type, ...]]] = {
     "bench": FIELDS,
     "train": TRAIN_FIELDS,
     "gradient": GRADIENT_FIELDS,
     "peer": PEER_FIELDS,
     "error": ERROR_FIELDS,
+    "model": MODEL_FIELDS,
 }
 
 
@@ -198,7 +269,7 @@ def validate(record: Any) -> str | None:
         return "negative time or size"
     if record["kind"] == "train":
         return None if record["mode"] in ("chunked", "loop") else f"unknown mode {record['mode']!r}"
-    if record["kind"] == "gradient":
+    if record["kind"] in ("gradient", "model"):
         return None
     if record["kind"] == "peer":
         return None if record["measure"] == "grad" else f"unknown measure {record['measure']!r}"

@@ -25,6 +25,7 @@ from rnnviz.bench.designs import (
 from rnnviz.bench.designs import parallel_suite as designs_parallel_suite
 from rnnviz.bench.gpu import gpu_suite
 from rnnviz.bench.learning import data_bench, train_bench
+from rnnviz.bench.models import models_suite, parse_types
 from rnnviz.bench.references import (
     gemm_flops_per_s,
     reference_lyapunov,
@@ -282,6 +283,8 @@ def run_bench(
     all_devices: bool = False,
     steps: int = 1500,
     sizes: str = "auto",
+    types: str | None = None,
+    skip_reference: bool = False,
 ) -> int:
     """Run one suite, print its table and append its records to ``record`` when given.
 
@@ -293,14 +296,29 @@ def run_bench(
         budget: seconds of timed runs per measurement (0: no limit).
         all_devices: measure on the first CPU and the first GPU (when present).
         steps: training steps per run of the train suite's learning table.
-        sizes: the gpu suite's sizes: ``auto``, ``full`` or ``tiny``.
+        sizes: the gpu suite's sizes: ``auto``, ``full`` or ``tiny``; the models suite's:
+            ``real`` (``auto`` too) or ``tiny``.
+        types: the models suite's model types, comma-separated (None: every one).
+        skip_reference: the models suite without transformers' forward + backward.
 
     Returns:
-        The process exit status: 0, or 1 when a measurement of the gpu suite raised.
+        The process exit status: 0, or 1 when a measurement of the gpu or models suite raised
+        (or, for models, did not fit in memory).
+
+    Raises:
+        ConfigError: the models suite with ``sizes="full"`` or an unknown type, or without
+            torch and transformers.
     """
 
     if suite == "gpu":
         return 1 if gpu_suite(record, sizes).errors else 0
+    if suite == "models":
+        if sizes == "full":
+            raise ConfigError("sizes", sizes, "real or tiny for the models suite")
+        records = models_suite("tiny" if sizes == "tiny" else "real", parse_types(types), skip_reference)
+        if record:
+            print(f"appended {append_records(record, records)} records to {record}")
+        return 1 if any(r["kind"] == "error" for r in records) else 0
     configs = SUITES[suite]()
     budget_s = budget if budget > 0 else None
     if suite == "sweep":

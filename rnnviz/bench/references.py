@@ -63,12 +63,14 @@ def reference_lyapunov(cfg: RunConfig, k: int):
     return total / cfg.seq_len
 
 
-def gemm_flops_per_s(repeats: int = 20) -> float:
-    """FLOP/s of one large float32 GEMM (6400×160 · 160×512, the LSTM's input-and-recurrent
-    product at B·T = 6400), measured now: the machine's practical peak for this work."""
+def gemm_flops_per_s(repeats: int = 20, shape: tuple[int, int, int] = (6400, 160, 512)) -> float:
+    """FLOP/s of one large float32 GEMM ``[m, k] · [k, n]``, measured now (the median of
+    ``repeats`` runs): the machine's practical peak for this work. The default shape is the
+    LSTM's input-and-recurrent product at B·T = 6400."""
 
-    a = jax.random.normal(jax.random.key(0), (6400, 160), jnp.float32)
-    b = jax.random.normal(jax.random.key(1), (160, 512), jnp.float32)
+    m, k, n = shape
+    a = jax.random.normal(jax.random.key(0), (m, k), jnp.float32)
+    b = jax.random.normal(jax.random.key(1), (k, n), jnp.float32)
     f = jax.jit(jnp.dot)
     f(a, b).block_until_ready()
     times = []
@@ -76,7 +78,7 @@ def gemm_flops_per_s(repeats: int = 20) -> float:
         start = time.perf_counter()
         f(a, b).block_until_ready()
         times.append(time.perf_counter() - start)
-    return 2.0 * 6400 * 160 * 512 / float(np.median(times))
+    return 2.0 * m * k * n / float(np.median(times))
 
 
 class Floor(NamedTuple):

@@ -66,6 +66,8 @@ SUITES = {
     "designs-learning": lambda: [],
     # what a lent GPU measures in one command: devices, cuDNN, parallel, memory (rnnviz.bench.gpu)
     "gpu": lambda: [],
+    # whole models built with transformers: the analysis against its forward + backward (rnnviz.bench.models)
+    "models": lambda: [],
 }
 
 #: The learning table's designs (Le, Jaitly & Hinton 2015): tanh RNN, IRNN (ReLU with an

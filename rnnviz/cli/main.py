@@ -183,10 +183,22 @@ def _add_bench(sub) -> None:
     )
     p.add_argument(
         "--sizes",
-        choices=("auto", "full", "tiny"),
+        choices=("auto", "full", "tiny", "real"),
         default="auto",
-        help="--suite gpu only: full (the GPU's sizes, about 5 minutes on one GPU), tiny (about a "
-        "minute on a CPU), auto (full when JAX sees a GPU; default); it sizes its own repeats and budget",
+        help="--suite gpu: full (the GPU's sizes, about 5 minutes on one GPU), tiny (about a "
+        "minute on a CPU), auto (full when JAX sees a GPU; default); it sizes its own repeats and budget. "
+        "--suite models: real (about 130M parameters at T=512; auto too) or tiny; it sizes its own repeats",
+    )
+    p.add_argument(
+        "--types",
+        metavar="T1,T2",
+        help="--suite models only: the model types, comma-separated (default: mamba, falcon_mamba, "
+        "mamba2, recurrent_gemma, xlstm)",
+    )
+    p.add_argument(
+        "--skip-reference",
+        action="store_true",
+        help="--suite models only: measure rnnviz alone, not transformers' forward + backward",
     )
     p.set_defaults(func=cmd_bench)
 
@@ -249,7 +261,17 @@ def cmd_bench(args: argparse.Namespace) -> int:
 
         record = str(runs_dir() / f"{args.suite}-{jax.default_backend()}.jsonl")
         Path(record).parent.mkdir(parents=True, exist_ok=True)
-    return run_bench(args.suite, args.repeats, record, args.budget, args.all_devices, args.steps, args.sizes)
+    return run_bench(
+        args.suite,
+        args.repeats,
+        record,
+        args.budget,
+        args.all_devices,
+        args.steps,
+        args.sizes,
+        args.types,
+        args.skip_reference,
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
