@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import struct
+from collections.abc import Mapping
 
 import ml_dtypes
 import numpy as np
@@ -105,3 +106,28 @@ def read_header(path: str) -> dict[str, TensorInfo]:
     if end > size:
         raise CheckpointError(path, f"its header claims {end} bytes of data; the file holds {size}")
     return {i.name: i for i in infos}
+
+
+def encode(tensors: Mapping[str, np.ndarray]) -> bytes:
+    """float32 tensors as the bytes of a ``.safetensors`` file, as :func:`read_header` reads
+    them: an 8-byte little-endian header length, the JSON header (``dtype``, ``shape``,
+    ``data_offsets`` per tensor, padded to 8 bytes), then the data, in order.
+
+    >>> blob = encode({"w": np.ones((2, 3), np.float32)})
+    >>> n = int.from_bytes(blob[:8], "little")
+    >>> json.loads(blob[8 : 8 + n])["w"], len(blob) - 8 - n
+    ({'dtype': 'F32', 'shape': [2, 3], 'data_offsets': [0, 24]}, 24)
+    """
+    header, blobs, offset = {}, [], 0
+    for key, array in tensors.items():
+        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
+        header[key] = {
+            "dtype": "F32",
+            "shape": list(array.shape),
+            "data_offsets": [offset, offset + len(data)],
+        }
+        blobs.append(data)
+        offset += len(data)
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    return struct.pack("<Q", len(text)) + text + b"".join(blobs)

@@ -27,15 +27,13 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
-import json
 import re
 import secrets
 import shutil
-import struct
 import tarfile
 import zipfile
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
@@ -43,6 +41,7 @@ import numpy as np
 
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.checkpoints.load import TORCH_SUFFIXES
+from rnnviz.checkpoints.safetensors import encode
 from rnnviz.dataset import data_dir
 from rnnviz.ui.folders import admit, touch
 from rnnviz.ui.jobs import model_max_bytes
@@ -358,31 +357,6 @@ def _one_model(root: Path, name: str) -> Path:
 # ---- the demo ----------------------------------------------------------------------------
 
 
-def safetensors_bytes(tensors: Mapping[str, np.ndarray]) -> bytes:
-    """float32 tensors as a ``.safetensors`` file: an 8-byte little-endian header length, the
-    JSON header (``dtype``, ``shape``, ``data_offsets`` per tensor, padded to 8 bytes), then
-    the data, in order.
-
-    >>> blob = safetensors_bytes({"w": np.ones((2, 3), np.float32)})
-    >>> n = int.from_bytes(blob[:8], "little")
-    >>> json.loads(blob[8 : 8 + n])["w"], len(blob) - 8 - n
-    ({'dtype': 'F32', 'shape': [2, 3], 'data_offsets': [0, 24]}, 24)
-    """
-    header, blobs, offset = {}, [], 0
-    for key, array in tensors.items():
-        data = np.ascontiguousarray(array, dtype="<f4").tobytes()
-        header[key] = {
-            "dtype": "F32",
-            "shape": list(array.shape),
-            "data_offsets": [offset, offset + len(data)],
-        }
-        blobs.append(data)
-        offset += len(data)
-    text = json.dumps(header, separators=(",", ":")).encode()
-    text += b" " * (-len(text) % 8)
-    return struct.pack("<Q", len(text)) + text + b"".join(blobs)
-
-
 #: The demo: a 2-layer ``torch.nn.LSTM`` state dict, I = 4 inputs, H = 16, as torch initialises
 #: it (every weight and bias uniform in ±1/√H), drawn by a fixed seed: every visitor gets one file.
 DEMO_NAME, DEMO_LAYERS, DEMO_INPUT, DEMO_HIDDEN, DEMO_SEED = "demo-lstm.safetensors", 2, 4, 16, 0
@@ -401,7 +375,7 @@ def demo_bytes() -> bytes:
         shapes |= {"bias_ih": (4 * h,), "bias_hh": (4 * h,)}
         for kind, shape in shapes.items():
             tensors[f"{kind}_l{k}"] = rng.uniform(-bound, bound, size=shape).astype(np.float32)
-    return safetensors_bytes(tensors)
+    return encode(tensors)
 
 
 __all__ = [
@@ -417,5 +391,4 @@ __all__ = [
     "find_models",
     "is_archive",
     "keep_archive",
-    "safetensors_bytes",
 ]
