@@ -146,3 +146,35 @@ def load_script(name: str) -> ModuleType:
     sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     return module
+
+
+def plots_offline(browser, path: Path, figures: int, per_plot: str, **options) -> tuple[list, list, list]:
+    """A saved page opened from ``file://`` in a fresh context that is offline and lets only
+    ``file://`` requests through: ``(what the script ``per_plot`` returns once ``figures``
+    Plotly figures have drawn, the requests it aborted, the console's errors)``.
+    ``options`` go to ``browser.new_context``."""
+    context = browser.new_context(**options)
+    context.set_offline(True)
+    aborted, errors = [], []
+
+    def only_files(route):
+        if route.request.url.startswith("file://"):
+            route.continue_()
+        else:
+            aborted.append(route.request.url)
+            route.abort()
+
+    context.route("**/*", only_files)
+    page = context.new_page()
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.goto(path.resolve().as_uri(), wait_until="load")
+    page.wait_for_function(
+        "n => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('svg.main-svg'))"
+        ".length === n",
+        arg=figures,
+        timeout=60_000,
+    )
+    plots = page.evaluate(per_plot)
+    context.close()
+    return plots, aborted, errors

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from browser_helpers import plots_offline
 
 from rnnviz import ConfigError, RunConfig, analyze, cell_names, lyapunov, train
 from rnnviz.base.readings import decay_fit
@@ -191,31 +192,8 @@ PER_PLOT = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => (
 def test_chromium_offline_renders_every_figure_from_the_file(which, request, browser, tmp_path):
     c = request.getfixturevalue(which)
     path = write_report(c, tmp_path / f"{which}.html")
-    context = browser.new_context()
-    context.set_offline(True)
-    aborted, errors = [], []
-
-    def only_files(route):
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            aborted.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_files)
-    page = context.new_page()
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(path.resolve().as_uri(), wait_until="load")
     figures = report_figures(c)
-    page.wait_for_function(
-        "n => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('svg.main-svg'))"
-        ".length === n",
-        arg=len(figures),
-        timeout=60_000,
-    )
-    plots = page.evaluate(PER_PLOT)
-    context.close()
+    plots, aborted, errors = plots_offline(browser, path, len(figures), PER_PLOT)
     assert [p["id"] for p in plots] == [f"rnnviz-{f.key}" for f in figures]
     assert all(p["svgs"] >= 1 for p in plots)
     assert plots[0]["traces"] == len(c.designs)  # one gradient line per design

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
+from browser_helpers import plots_offline
 
 import rnnviz
 from rnnviz.charts.embed import plotly_js
@@ -272,31 +273,10 @@ PLOTS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => {
 @pytest.mark.browser
 def test_chromium_offline_draws_every_figure_side_by_side(compared, browser, tmp_path):
     path = write_report(compared, tmp_path / "models.html")
-    context = browser.new_context(viewport={"width": 1280, "height": 900})
-    context.set_offline(True)
-    aborted, errors = [], []
-
-    def only_files(route):
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            aborted.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_files)
-    page = context.new_page()
-    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    page.on("pageerror", lambda e: errors.append(str(e)))
-    page.goto(path.resolve().as_uri(), wait_until="load")
     figures = model_report_figures(compared)
-    page.wait_for_function(
-        "n => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('svg.main-svg'))"
-        ".length === n",
-        arg=len(figures),
-        timeout=60_000,
+    plots, aborted, errors = plots_offline(
+        browser, path, len(figures), PLOTS, viewport={"width": 1280, "height": 900}
     )
-    plots = page.evaluate(PLOTS)
-    context.close()
     assert [p["id"] for p in plots] == [f"rnnviz-{f.key}" for f in figures]
     for first, second in zip(plots[::2], plots[1::2]):  # the two models of one kind: one row
         assert first["top"] == second["top"] and first["right"] <= second["left"], (first, second)
