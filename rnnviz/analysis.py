@@ -486,6 +486,43 @@ def _assemble(
     )
 
 
+def analysis_of_outputs(
+    cfg: RunConfig, sg, summary, log_scaled, *, params, xs, timing: Timing, objective=None
+) -> Analysis:
+    """The :class:`Analysis` of outputs computed elsewhere (a vmapped sweep's point), with
+    :func:`analyze`'s own choice of magnitudes: float32's norms where they are exact
+    (:func:`needs_log_pass`), else the log-magnitude pass ``log_scaled`` (:func:`log_outputs`).
+
+    Args:
+        cfg: the point's configuration.
+        sg, summary: :func:`~rnnviz.engine.gradients.analysis_outputs` of that point (host arrays).
+        log_scaled: :func:`log_outputs` of that point (host arrays).
+        params, xs: the point's params and inputs ``[(B,) T, I]``.
+        timing: what the point cost (a sweep's share).
+        objective: the data set's loss terms, or None.
+
+    Returns:
+        The same record :func:`analyze` would give at ``cfg``.
+    """
+    if needs_log_pass(cfg.dtype, summary.component_grad_norms, summary.example_grad_norms):
+        comp, example, total = log_scaled
+        logs = _Logs(log10(comp), log10(example), log10(total), "log pass")
+    else:
+        logs = _float32_logs(summary)
+    return _assemble(
+        cfg,
+        sg,
+        summary,
+        logs,
+        params=params,
+        xs=xs,
+        timing=timing,
+        objective=objective,
+        data=None,
+        weights=None,
+    )
+
+
 def _readout_kind(objective, weights: Weights | None) -> str | None:
     if objective is None or objective.w is None:
         return None

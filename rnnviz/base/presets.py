@@ -198,6 +198,140 @@ PRESETS: dict[str, Preset] = {
 }
 
 
+class PagePreset(NamedTuple):
+    """One teaching page (``rnnviz explorable --preset NAME``): a base config and the grid of
+    fields its lesson is about, precomputed so the page's sliders and menus only look up.
+
+    Attributes:
+        name: the short name on the command line (``vanishing``).
+        title: the page's heading.
+        lesson: what to try, one or two sentences.
+        changes: the base :class:`~rnnviz.config.RunConfig` fields it sets.
+        over: ``{field: values}``, the page's controls in order (each combination is computed).
+        shows: the dashboard presets (:data:`PRESETS`) whose lesson this page is, for the
+            Learn tab's "page for your class".
+    """
+
+    name: str
+    title: str
+    lesson: str
+    changes: dict[str, Any]
+    over: dict[str, tuple[Any, ...]]
+    shows: tuple[str, ...] = ()
+
+    def config(self) -> RunConfig:
+        """The validated base configuration (raises ConfigError if invalid)."""
+        return RunConfig(**self.changes)
+
+
+def _steps(lo: float, hi: float, step: float) -> tuple[float, ...]:
+    """``lo, lo + step, …, hi`` rounded to 4 decimals (no 0.30000000000000004 on a slider)."""
+    return tuple(round(lo + i * step, 4) for i in range(int(round((hi - lo) / step)) + 1))
+
+
+PAGES: dict[str, PagePreset] = {
+    p.name: p
+    for p in (
+        PagePreset(
+            "vanishing",
+            "Vanishing gradients in a tanh RNN",
+            "Move the gain below 1 and lengthen the sequence: every step back multiplies the gradient by "
+            "at most σ₁·γ, so it falls along (and under) the dashed Pascanu bound.",
+            dict(cell="simple", activation="tanh"),
+            dict(recurrent_gain=_steps(0.5, 1.5, 0.1), seq_len=(25, 50, 100, 200), seed=(0, 1, 2)),
+            ("Vanishing: tanh RNN, gain 0.8",),
+        ),
+        PagePreset(
+            "exploding",
+            "Exploding gradients in a linear RNN",
+            "With the identity activation and W_h = g·Q the gradient is g^{T−t}·‖h_T‖ exactly: a straight "
+            "line whose slope is log₁₀ g. Above g = 1 it grows going back in time.",
+            dict(cell="simple", activation="identity"),
+            dict(recurrent_gain=_steps(0.8, 1.3, 0.05), seq_len=(25, 50, 100, 200), seed=(0, 1, 2)),
+            ("Exploding: linear RNN, gain 1.2",),
+        ),
+        PagePreset(
+            "edge",
+            "The edge: gain 1 and the activation",
+            "An orthogonal W_h at gain 1 keeps norms: the linear RNN neither vanishes nor explodes. tanh and "
+            "ReLU shrink the gradient wherever they saturate or switch off, so their edge lies above 1.",
+            dict(cell="simple", seq_len=100),
+            dict(
+                activation=("identity", "tanh", "relu"),
+                recurrent_gain=_steps(0.9, 1.1, 0.025),
+                seed=(0, 1, 2),
+            ),
+            ("Edge: linear RNN, gain 1.0",),
+        ),
+        PagePreset(
+            "forget-bias",
+            "The LSTM's forget bias",
+            "The cell state's gradient is multiplied by the forget gate f = σ(… + b_f) at every step back: "
+            "raise the forget bias and it reaches across the whole sequence.",
+            dict(cell="lstm"),
+            dict(forget_bias=(-2.0, -1.0, 0.0, 0.5, 1.0, 2.0, 3.0), seq_len=(50, 100, 200), seed=(0, 1, 2)),
+            ("LSTM with forget bias 1", "LSTM with forget bias 0"),
+        ),
+        PagePreset(
+            "lru",
+            "A linear recurrence against gated cells over long sequences",
+            "The LRU's units decay by exactly |λ_j| per step (dashed: the closed form), so its slowest "
+            "units carry the gradient across 1000 steps; compare the LSTM and the GRU at the same length.",
+            dict(hidden_size=32),
+            dict(cell=("lru", "lstm", "gru"), seq_len=(100, 300, 1000), seed=(0, 1, 2)),
+            ("Linear recurrence: LRU, T=1000", "GRU vs LSTM at T=200"),
+        ),
+        PagePreset(
+            "underflow",
+            "Where low precision runs out",
+            "The magnitudes drawn are exact; the dotted line is the smallest normal number of the dtype. "
+            "Below it bfloat16 and float16 hold 0: their early gradients are lost, not small.",
+            dict(cell="simple", activation="tanh"),
+            dict(
+                dtype=("float32", "bfloat16", "float16"),
+                recurrent_gain=_steps(0.5, 1.0, 0.1),
+                seq_len=(50, 100, 200),
+            ),
+            ("bf16 underflow", "float16 underflow"),
+        ),
+        PagePreset(
+            "chaos",
+            "Order, the edge of chaos, and chaos",
+            "A random tanh network (W_h normal, variance g²/H) running on its own: λ₁ < 0 below g ≈ 1, the "
+            "gradient shrinks by about e^λ₁ per step; above it λ₁ > 0 and the gradient grows back in time.",
+            dict(
+                cell="simple",
+                activation="tanh",
+                hidden_size=128,
+                seq_len=300,
+                recurrent_init="normal",
+                carry_init="normal",
+                input_scale=0.0,
+            ),
+            dict(recurrent_gain=_steps(0.6, 2.0, 0.2), seed=(0, 1, 2)),
+            tuple(p for p in PRESETS if p.startswith("Lyapunov:")),
+        ),
+        PagePreset(
+            "carry-init",
+            "Where the carry starts",
+            "The initial carry (zeros, or drawn at a scale) changes the first steps of the trajectory and "
+            "how saturated the tanh units are, and with it how much gradient gets through.",
+            dict(cell="simple", activation="tanh", seq_len=100),
+            dict(
+                carry_init=("zeros", "normal", "uniform"),
+                carry_scale=(0.5, 1.0, 2.0, 4.0),
+                recurrent_gain=(0.8, 1.0, 1.2),
+            ),
+        ),
+    )
+}
+
+
+def page_for(preset_title: str) -> PagePreset | None:
+    """The teaching page whose lesson the dashboard preset ``preset_title`` is, if any."""
+    return next((p for p in PAGES.values() if preset_title in p.shows), None)
+
+
 def config_to_params(cfg: RunConfig) -> dict[str, str]:
     """URL query params for ``cfg``: only fields that differ from the defaults."""
     defaults = RunConfig()

@@ -4,10 +4,11 @@ turned into ``(RunConfig, Dataset or None, Weights or None)`` by :func:`config_a
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 from typing import Any
 
 from rnnviz.cli.argtypes import bounded_int
-from rnnviz.config import FIELD_SPECS, RunConfig
+from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 
 DATA_OPTIONS = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
 
@@ -122,3 +123,26 @@ def add_data_flag(p: argparse.ArgumentParser, what: str) -> None:
         help=f"{what} a data set: digits, text, or your .npz/.npy/.csv/.parquet file (T and I follow it)",
     )
     add_data_options(p, with_seq_len=False)
+
+
+def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
+    """``field=a,b,c`` or ``field=start:stop:count`` (inclusive, evenly spaced) → values."""
+    out: dict[str, list[str]] = {}
+    for item in items:
+        name, sep, spec = item.partition("=")
+        name = name.strip().replace("-", "_")
+        if not sep or not spec:
+            raise ConfigError("over", item, "FIELD=v1,v2,... or FIELD=start:stop:count")
+        if spec.count(":") == 2:
+            try:
+                lo, hi, n = float(spec.split(":")[0]), float(spec.split(":")[1]), int(spec.split(":")[2])
+            except ValueError:
+                raise ConfigError(
+                    "over", item, "start:stop:count with numbers and an integer count"
+                ) from None
+            if not 2 <= n <= 4096:
+                raise ConfigError("over", item, "a count in [2, 4096]")
+            out[name] = [repr(lo + (hi - lo) * i / (n - 1)) for i in range(n)]
+        else:
+            out[name] = [v for v in spec.split(",") if v.strip()]
+    return out

@@ -1,5 +1,5 @@
 """Command line: ``rnnviz analyze | sweep | lyapunov | train | bench | data | connectivity | compare |
-app`` (or ``python -m rnnviz …``).
+explorable | app`` (or ``python -m rnnviz …``).
 
 Every :class:`RunConfig` field is a flag (``--hidden-size``), with its range in
 ``--help``. Bad values print one line naming the field and what is allowed, exit 2.
@@ -22,6 +22,7 @@ from rnnviz.base.readings import regime
 from rnnviz.bench.suites import SUITES
 from rnnviz.cli.argtypes import bounded_int, finite_nonnegative
 from rnnviz.cli.compare import add_parser as add_compare
+from rnnviz.cli.explorable import add_parser as add_explorable
 from rnnviz.cli.inputs import (
     add_config_flags,
     add_data_flag,
@@ -29,6 +30,7 @@ from rnnviz.cli.inputs import (
     add_weights_flag,
     config_and_data,
     data_options,
+    parse_over,
 )
 from rnnviz.cli.launch import add_parser as add_app
 from rnnviz.cli.model import add_model_flags, cmd_analyze_model
@@ -298,29 +300,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-
-
-def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
-    """``field=a,b,c`` or ``field=start:stop:count`` (inclusive, evenly spaced) → values."""
-    out: dict[str, list[str]] = {}
-    for item in items:
-        name, sep, spec = item.partition("=")
-        name = name.strip().replace("-", "_")
-        if not sep or not spec:
-            raise ConfigError("over", item, "FIELD=v1,v2,... or FIELD=start:stop:count")
-        if spec.count(":") == 2:
-            try:
-                lo, hi, n = float(spec.split(":")[0]), float(spec.split(":")[1]), int(spec.split(":")[2])
-            except ValueError:
-                raise ConfigError(
-                    "over", item, "start:stop:count with numbers and an integer count"
-                ) from None
-            if not 2 <= n <= 4096:
-                raise ConfigError("over", item, "a count in [2, 4096]")
-            out[name] = [repr(lo + (hi - lo) * i / (n - 1)) for i in range(n)]
-        else:
-            out[name] = [v for v in spec.split(",") if v.strip()]
-    return out
 
 
 def cmd_sweep(args: argparse.Namespace) -> int:
@@ -648,5 +627,6 @@ COMMANDS = (
     ("data", _add_data),
     ("connectivity", add_connectivity),
     ("compare", add_compare),
+    ("explorable", add_explorable),
     ("app", add_app),
 )

@@ -10,9 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -35,8 +33,6 @@ BASE = RunConfig(hidden_size=4, input_size=2, seq_len=6, batch_size=4)
 CELLS = ("gru", "mamba")  # a gated cell and a matrix-memory one
 SHAPE_FLAGS = ["--hidden-size", "4", "--input-size", "2", "--seq-len", "6", "--batch-size", "4"]
 TRAIN_STEPS = 20
-CHROMIUM = "/usr/bin/chromium"
-FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update"]
 NUMBERS = re.compile(r'<script type="application/json" id="rnnviz-numbers">(.*?)</script>', re.S)
 
 
@@ -160,26 +156,6 @@ def test_the_compare_tab_offers_the_same_report_built_from_its_runs(monkeypatch)
     assert [d["config"]["seed"] for d in out["designs"]] == [0, 1]
     assert out["designs"][1]["grad_norms"] == pinned.grad_norms.astype(float).tolist()
     assert all(d["lambda1"] is None for d in out["designs"])  # not computed in the page
-
-
-def _unavailable(reason: str):
-    if os.environ.get("RNNVIZ_REQUIRE_BROWSER") == "1":
-        pytest.fail(f"browser required (RNNVIZ_REQUIRE_BROWSER=1) but {reason}")
-    pytest.skip(reason)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        _unavailable(f"{CHROMIUM} is not installed (make test installs it with apt-get when run as root)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
 
 
 PER_PLOT = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => ({

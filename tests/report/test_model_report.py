@@ -11,7 +11,6 @@ import dataclasses
 import json
 import re
 import shutil
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -239,29 +238,6 @@ def test_the_cli_refuses_a_missing_model_and_a_foreign_token_in_one_line(folders
         err = capsys.readouterr().err.strip()
         assert "\n" not in err and err.startswith("error: ") and all(w in err for w in words), err
     assert not path.exists()
-
-
-@pytest.fixture(scope="module")
-def browser():
-    import os
-
-    from browser_helpers import CHROMIUM, FLAGS
-
-    def unavailable(reason: str):
-        if os.environ.get("RNNVIZ_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"browser required (RNNVIZ_REQUIRE_BROWSER=1) but {reason}")
-        pytest.skip(reason)
-
-    if not Path(CHROMIUM).exists():
-        unavailable(f"{CHROMIUM} is not installed (make test installs it with apt-get when run as root)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        unavailable("playwright is not installed")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
 
 
 #: Each drawn figure's id and where its drawing lies on the page.
