@@ -138,6 +138,7 @@ def fake_context(analysis, *, config=None, gpus=(), data_source=None, pins=(), *
         connectivity=group(ConnectivityCalls),
         training=group(TrainingCalls),
         model=group(ModelCalls),
+        teaching_page=calls.pop("teaching_page", None) or _unexpected("teaching_page"),
     )
     assert not calls, f"no compute call is named {sorted(calls)}"
     overlays = tuple(p for p in pins if p.config != config)

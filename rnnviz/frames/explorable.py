@@ -74,7 +74,7 @@ def point_view(point: LessonPoint) -> PointView:
         >>> g = explorable_grid(RunConfig(hidden_size=4, seq_len=6), {"recurrent_gain": [0.5]}, k=2)
         >>> v = point_view(g.points[0])
         >>> v.kind, v.grad["total"].shape, v.log10_singular_values.shape  # [T+1], [k, S]
-        ('stable', (7,), (2, 6))
+        ('vanishing', (7,), (2, 6))
     """
     a = point.analysis
     cfg = a.config

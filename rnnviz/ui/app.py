@@ -227,6 +227,7 @@ def compute_calls() -> Compute:
             tokens=calls.model_tokens,
             gradients=calls.model_analysis,
         ),
+        teaching_page=calls.teaching_page,
     )
 
 

@@ -10,13 +10,14 @@ with a line on the page while it runs.
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
 import pandas as pd
 import streamlit as st
 
 from rnnviz.analysis import Analysis
-from rnnviz.base.presets import PRESETS
+from rnnviz.base.presets import PAGES, PRESETS
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.engine.environment import Environment, environment
 from rnnviz.engine.prepare import static_config
@@ -528,6 +529,15 @@ def over_training(path: str, k: int):
     in that run's worker: an :class:`~rnnviz.studies.over_training.OverTraining`
     (:func:`rnnviz.ui.jobs.over_training_job`)."""
     return compute(f"λ over training ({Path(path).name})", path, jobs.over_training_job, path, k)
+
+
+def teaching_page(name: str) -> str:
+    """The teaching page ``name`` as HTML text (:func:`rnnviz.ui.jobs.teaching_page`), computed
+    in a worker once and kept in the result cache for every session."""
+    points = math.prod(len(v) for v in PAGES[name].over.values())
+    return compute(
+        f"the page for your class ({points} configurations)", "teaching pages", jobs.teaching_page, name
+    )
 
 
 def _model_route(path: str) -> str:

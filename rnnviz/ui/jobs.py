@@ -25,6 +25,7 @@ import pandas as pd
 
 from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
+from rnnviz.base.presets import PAGES
 from rnnviz.base.weights import Weights
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.checkpoints.load import MAX_BYTES as MAX_MODEL_BYTES
@@ -47,7 +48,9 @@ from rnnviz.studies.comparisons import (
     scaling,
     strategy_unavailable,
 )
+from rnnviz.report.explorable import preset_html
 from rnnviz.studies.connectivity import Connectivity, connectivity
+from rnnviz.studies.explorable import explorable_grid
 from rnnviz.studies.jacobians import Jacobians, compile_jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, compile_lyapunov, compile_lyapunov_phase, lyapunov_phase
@@ -732,6 +735,13 @@ def jacobians(cfg_json: str, k: int, example: int, steps: int, part: int = 0, pa
         part=part,
         parts=parts,
     )
+
+
+def teaching_page(name: str) -> str:
+    """The teaching page ``name`` (:data:`rnnviz.base.presets.PAGES`) as one self-contained
+    HTML text: every point of its grid computed here, for the page to look up offline."""
+    preset = PAGES[name]
+    return preset_html(preset, explorable_grid(preset.config(), preset.over))
 
 
 # ---- your own model: loaded once per worker and version --------------------------------------

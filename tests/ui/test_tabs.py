@@ -312,3 +312,40 @@ def test_a_long_phase_diagram_is_drawn_in_interleaved_parts_and_ends_with_every_
     assert asked == [(41, 3, part, PHASE_PARTS) for part in range(PHASE_PARTS)] and PHASE_PARTS > 1
     heat = next(t for t in figure_by_title(at, "Phase diagram")["data"] if t["type"] == "heatmap")
     np.testing.assert_allclose(decode(heat["x"]), np.linspace(0.5, 1.5, 41))  # every gain, in order
+
+
+def test_the_learn_tab_makes_each_lessons_page_for_a_class_then_offers_its_file(monkeypatch):
+    import streamlit as st
+
+    from rnnviz.base.presets import PAGES
+    from rnnviz.ui.tabs import learn
+
+    asked, buttons = [], {}
+    real = st.download_button
+
+    def spy(label, data, **kw):
+        buttons[kw.get("key")] = (label, data, kw)
+        return real(label, data, **kw)
+
+    def page(name):
+        asked.append(name)
+        return f"<html>{name}</html>"
+
+    monkeypatch.setattr(st, "download_button", spy)
+    a = analyze(RunConfig(hidden_size=4, seq_len=5), repeats=1)
+    at = _render_tab(learn, fake_context(a, teaching_page=page))
+    _clean(at)
+    offered = [b.key for b in at.button if b.key.startswith("learn_make_")]
+    # every lesson whose preset has a page offers it, once
+    assert offered == [
+        f"learn_make_{n}" for n in ("vanishing", "exploding", "forget-bias", "underflow", "lru", "chaos")
+    ]
+    assert not asked  # nothing computed before a teacher asks
+    at.button(key="learn_make_underflow").click().run()
+    _clean(at)
+    assert asked == ["underflow"]
+    label, data, kw = buttons["learn_page_download_underflow"]
+    assert data == b"<html>underflow</html>" and kw["mime"] == "text/html"
+    assert kw["file_name"] == "rnnviz_underflow.html" and "underflow.html" in label
+    assert "learn_make_underflow" not in [b.key for b in at.button]
+    assert set(PAGES) >= {"vanishing", "edge", "carry-init"}  # the others: rnnviz explorable --preset

@@ -133,6 +133,8 @@ class Compute(NamedTuple):
         connectivity: the Memory tab's calls.
         training: the Training tab's calls.
         model: the Your model tab's calls.
+        teaching_page: ``(name) -> str``: the teaching page ``name`` (``rnnviz.base.presets.PAGES``)
+          as one self-contained HTML text, for the Learn tab's download.
     """
 
     analysis: Callable[[RunConfig], Analysis]
@@ -142,6 +144,7 @@ class Compute(NamedTuple):
     connectivity: ConnectivityCalls
     training: TrainingCalls
     model: ModelCalls
+    teaching_page: Callable[[str], str]
 
 
 class Pins(NamedTuple):

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import streamlit as st
 
-from rnnviz.base.presets import PRESETS
+from rnnviz.base.presets import PRESETS, PagePreset, page_for
 from rnnviz.ui.sidebar.configuration import apply_preset
 from rnnviz.ui.tabs.context import TabContext
 
@@ -76,10 +76,46 @@ def lessons() -> tuple[Lesson, ...]:
     return tuple(parse(resources.files("rnnviz.ui.tabs").joinpath("learn.md").read_text(encoding="utf-8")))
 
 
+def pages(lesson: Lesson) -> list[PagePreset]:
+    """The teaching pages of a lesson's presets, each once, in the order of its presets."""
+    found = {p.name: p for p in map(page_for, lesson.presets) if p is not None}
+    return list(found.values())
+
+
+def _ask_for(name: str) -> None:
+    st.session_state[f"learn_page_{name}"] = True
+
+
+def page_offer(page: PagePreset, ctx: TabContext) -> None:
+    """The lesson's page for a class: a button that makes it (in a worker, once for every
+    session), then the download of the one ``.html`` file."""
+    points = 1
+    for values in page.over.values():
+        points *= len(values)
+    if not st.session_state.get(f"learn_page_{page.name}"):
+        st.button(
+            f"Make a page for your class: {page.title.lower()}",
+            key=f"learn_make_{page.name}",
+            on_click=_ask_for,
+            args=(page.name,),
+            help=f"One .html file that needs no server: sliders over {', '.join(page.over)} move through "
+            f"{points} precomputed configurations, offline (from a USB stick, a shared drive, any web "
+            "space). Computing it takes up to a minute, once.",
+        )
+        return
+    st.download_button(
+        f"Download the page for your class ({page.name}.html)",
+        ctx.compute.teaching_page(page.name).encode("utf-8"),
+        file_name=f"rnnviz_{page.name}.html",
+        mime="text/html",
+        key=f"learn_page_download_{page.name}",
+        on_click="ignore",
+    )
+
+
 def render(ctx: TabContext) -> None:
-    """Every lesson: heading, prose, formula and one button per preset (``ctx`` is not read:
-    the lessons are the same for every config)."""
-    del ctx
+    """Every lesson: heading, prose, formula, one button per preset and, where the lesson has
+    a teaching page, the offer of that page for a class."""
     for i, lesson in enumerate(lessons()):
         st.subheader(lesson.title)
         st.markdown(lesson.text)
@@ -90,3 +126,5 @@ def render(ctx: TabContext) -> None:
             st.button(
                 f"Show me: {name}", key=key, on_click=apply_preset, args=(name,), help=PRESETS[name].lesson
             )
+        for page in pages(lesson):
+            page_offer(page, ctx)
