@@ -156,7 +156,8 @@ class Jacobians:
 
 
 def _top_singular_exact(step, v, x, k: int):
-    return jnp.linalg.svd(jax.jacfwd(step)(v, x), compute_uv=False)[:k]
+    # the Jacobian in the cell's dtype, its SVD in float32: LAPACK has none in bfloat16 or float16
+    return jnp.linalg.svd(jax.jacfwd(step)(v, x).astype(jnp.float32), compute_uv=False)[:k]
 
 
 def _top_singular_subspace(step, v, x, k: int, iterations: int, v0):

@@ -256,6 +256,13 @@ def test_low_precision_cells_run_in_their_dtype():
     assert jnp.dtype(RunConfig(dtype="bfloat16").dtype) == jnp.bfloat16
 
 
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_step_jacobians_of_low_precision_cells_take_their_svd_in_float32(dtype):
+    # W_h = 0.8·Q and the identity activation: every singular value of J_t is 0.8, to the dtype's rounding
+    cfg = RunConfig(hidden_size=8, seq_len=6, dtype=dtype, activation="identity", recurrent_gain=0.8)
+    np.testing.assert_allclose(jacobians(cfg, k=3).singular_values, 0.8, rtol=0.02)
+
+
 # ---- CLI, charts and the dashboard -------------------------------------------------------
 
 
