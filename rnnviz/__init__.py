@@ -24,6 +24,7 @@ The public API, all importable from here::
 | ``load_model``, ``Model``, ``CheckpointError`` | your own model: Hugging Face and PyTorch checkpoints |
 | ``analyze_model``, ``ModelAnalysis`` | the gradient through every layer and step of your model |
 | ``model_jacobians``, ``ModelJacobians`` | the step-Jacobian spectra of your model's recurrent layers |
+| ``explorable_grid``, ``ExplorableGrid`` | every point of a grid, for a teaching page (``rnnviz explorable``) |
 | ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
@@ -83,6 +84,8 @@ _EXPORTS = {
     "CheckpointError": "rnnviz.checkpoints",
     "model_jacobians": "rnnviz.studies.model_jacobians",
     "ModelJacobians": "rnnviz.studies.model_jacobians",
+    "explorable_grid": "rnnviz.studies.explorable",
+    "ExplorableGrid": "rnnviz.studies.explorable",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]
@@ -96,6 +99,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.engine.allocator import keep_freed_buffers
     from rnnviz.studies.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.studies.connectivity import Connectivity, connectivity
+    from rnnviz.studies.explorable import ExplorableGrid, explorable_grid
     from rnnviz.studies.jacobians import Jacobians, jacobians
     from rnnviz.studies.lyapunov import Lyapunov, lyapunov, lyapunov_sweep
     from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
