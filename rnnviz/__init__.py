@@ -24,7 +24,7 @@ The public API, all importable from here::
 | ``load_model``, ``Model``, ``CheckpointError`` | your own model: Hugging Face and PyTorch checkpoints |
 | ``analyze_model``, ``ModelAnalysis`` | the gradient through every layer and step of your model |
 | ``model_jacobians``, ``ModelJacobians`` | the step-Jacobian spectra of your model's recurrent layers |
-| ``explorable_grid``, ``ExplorableGrid`` | every point of a grid, for a teaching page (``rnnviz explorable``) |
+| ``explorable_grid``, ``ExplorableGrid`` | every point of a grid, for a teaching page |
 | ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do

@@ -242,10 +242,6 @@ def explorable_html(
     """
     start = {name: getattr(grid.config, name) for name in grid.over} if start is None else start
     theme = {k: v for k, v in base_layout().items() if k not in ("height", "title")}
-    # the page draws scatter traces only: the template's defaults for the other types are
-    # work for every redraw and bytes for nothing
-    template = theme["template"]
-    theme["template"] = {"layout": template["layout"], "data": {"scatter": template["data"].get("scatter", [])}}
     page = {
         "controls": controls_json(grid.over, start),
         "log_step": LOG_STEP,

@@ -39,6 +39,7 @@ from rnnviz.engine.allocator import keep_freed_buffers
 from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.engine.prepare import static_config
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
+from rnnviz.report.explorable import preset_html
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -48,7 +49,6 @@ from rnnviz.studies.comparisons import (
     scaling,
     strategy_unavailable,
 )
-from rnnviz.report.explorable import preset_html
 from rnnviz.studies.connectivity import Connectivity, connectivity
 from rnnviz.studies.explorable import explorable_grid
 from rnnviz.studies.jacobians import Jacobians, compile_jacobians
