@@ -2,6 +2,7 @@
 
 import os
 import tempfile
+from pathlib import Path
 
 # XLA:CPU's LLVM back end at -O0 in the test processes (before JAX starts its backend): the
 # suite is mostly compiling small executables, and -O0 compiles them about 40% faster
@@ -61,6 +62,8 @@ os.environ.setdefault("RNNVIZ_TRAINED_DIR", tempfile.mkdtemp(prefix="rnnviz-test
 jax.config.update("jax_numpy_dtype_promotion", "strict")
 jax.config.update("jax_numpy_rank_promotion", "raise")
 
+from browser_helpers import CHROMIUM, FLAGS  # noqa: E402
+
 from rnnviz import RunConfig  # noqa: E402
 from rnnviz.engine.allocator import keep_freed_buffers  # noqa: E402
 
@@ -86,3 +89,30 @@ def pytest_collection_modifyitems(config, items):
     end neither worker idles beside the other's long one (the engine group's last 21 s had
     one worker idle beside a 71 s probe)."""
     items.sort(key=lambda item: item.get_closest_marker("slow") is None)
+
+
+# ---- the reports' browser: Debian's chromium through Playwright, once per module ----------
+# A browser test skips where /usr/bin/chromium or playwright is missing, unless
+# RNNVIZ_REQUIRE_BROWSER=1 (then that is a failure), as tests/ui/test_browser.py does.
+
+
+def _browser_unavailable(reason: str):
+    if os.environ.get("RNNVIZ_REQUIRE_BROWSER") == "1":
+        pytest.fail(f"browser required (RNNVIZ_REQUIRE_BROWSER=1) but {reason}")
+    pytest.skip(reason)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        _browser_unavailable(
+            f"{CHROMIUM} is not installed (make test installs it with apt-get when run as root)"
+        )
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        _browser_unavailable("playwright is not installed")
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        yield b
+        b.close()

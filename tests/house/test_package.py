@@ -23,6 +23,8 @@ from rnnviz.config import BudgetError, RunConfig, fit_to_budget
 ROOT = Path(__file__).resolve().parents[2]
 PUBLIC = [
     "Analysis",
+    "ExplorableGrid",
+    "explorable_grid",
     "Connectivity",
     "OverTraining",
     "RunFileError",
