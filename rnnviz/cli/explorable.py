@@ -71,7 +71,7 @@ def cmd_explorable(args: argparse.Namespace) -> int:
     if not over:
         raise ConfigError("grid", None, "at least one field to sweep: --grid FIELD=VALUES")
     # heavy imports after the arguments are known good: --list and --help need no JAX
-    from rnnviz.report.explorable import check_page_size, explorable_html, write_explorable
+    from rnnviz.report.explorable import check_page_size, grid_html, write_explorable
     from rnnviz.studies.explorable import explorable_grid
     from rnnviz.studies.sweep import validate_over
 
@@ -81,7 +81,7 @@ def cmd_explorable(args: argparse.Namespace) -> int:
     grid = explorable_grid(base, over, k=args.k, progress=lambda d, t: _bar(d, t, started))
     title = args.title or (preset.title if preset else "Gradients over " + ", ".join(over))
     lesson = preset.lesson if preset and not args.grid else ""
-    path = write_explorable(explorable_html(grid, title, lesson), args.out)
+    path = write_explorable(grid_html(grid, title, lesson), args.out)
     size = path.stat().st_size
     print(
         f"wrote {path} ({size / 1e6:.2f} MB, {len(grid.points)} points, "

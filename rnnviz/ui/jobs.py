@@ -39,7 +39,7 @@ from rnnviz.engine.allocator import keep_freed_buffers
 from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.engine.prepare import static_config
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
-from rnnviz.report.explorable import preset_html
+from rnnviz.report.explorable_data import preset_data
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -737,11 +737,12 @@ def jacobians(cfg_json: str, k: int, example: int, steps: int, part: int = 0, pa
     )
 
 
-def teaching_page(name: str) -> str:
-    """The teaching page ``name`` (:data:`rnnviz.base.presets.PAGES`) as one self-contained
-    HTML text: every point of its grid computed here, for the page to look up offline."""
+def teaching_page(name: str) -> dict[str, Any]:
+    """The data of the teaching page ``name`` (:data:`rnnviz.base.presets.PAGES`): every point
+    of its grid computed here, stored as the page looks it up
+    (:func:`~rnnviz.report.explorable_data.page_data`; the server puts it in the page)."""
     preset = PAGES[name]
-    return preset_html(preset, explorable_grid(preset.config(), preset.over))
+    return preset_data(preset, explorable_grid(preset.config(), preset.over))
 
 
 # ---- your own model: loaded once per worker and version --------------------------------------

@@ -19,13 +19,8 @@ from rnnviz.charts.embed import plotly_js
 from rnnviz.config import ConfigError
 from rnnviz.frames.explorable import point_view
 from rnnviz.frames.verdicts import verdict
-from rnnviz.report.explorable import (
-    LOG_STEP,
-    check_page_size,
-    decode,
-    explorable_html,
-    write_explorable,
-)
+from rnnviz.report.explorable import check_page_size, explorable_html, grid_html, write_explorable
+from rnnviz.report.explorable_data import LOG_STEP, decode
 from rnnviz.studies.explorable import explorable_grid, product_of
 
 BASE = RunConfig(hidden_size=8, input_size=3, seq_len=10, batch_size=2, recurrent_gain=1.0)
@@ -36,13 +31,13 @@ TOLERANCE = LOG_STEP / 2 + 1e-9
 
 @pytest.fixture(scope="module")
 def grid():
-    return explorable_grid(BASE, OVER, k=2)
+    return explorable_grid(BASE, OVER)  # k = 4, as every page
 
 
 @pytest.fixture(scope="module")
 def page(grid, tmp_path_factory):
     return write_explorable(
-        explorable_html(grid, "Gain & <length>", "Try the gain."),
+        grid_html(grid, "Gain & <length>", "Try the gain."),
         tmp_path_factory.mktemp("page") / "page.html",
     )
 
@@ -105,7 +100,7 @@ def _matches_the_library(shown: dict, grid) -> None:
     y = np.array([np.nan if v is None else v for v in total["y"]], np.float64)
     assert np.nanmax(np.abs(y - a.log10_grad_norms)) <= TOLERANCE + 1e-5, values
     assert shown["verdict"] == verdict(a).text
-    j = jacobians(cfg, k=2)
+    j = jacobians(cfg, k=4)
     assert shown["sv"][0]["x"] == j.steps.tolist()
     sv = np.array([t["y"] for t in shown["sv"]], np.float64)
     np.testing.assert_allclose(sv, np.log10(j.singular_values).T, atol=TOLERANCE + 1e-4)
@@ -155,3 +150,18 @@ def test_chromium_offline_every_control_redraws_the_library_values_at_its_point(
     context.close()
     assert not aborted, aborted
     assert not errors, errors
+
+
+def test_the_dashboards_page_is_the_commands_byte_for_byte(monkeypatch, grid):
+    """The Learn tab's page: its data from the worker's job (no plotly there), put in the page by
+    the server; the same bytes ``rnnviz explorable`` writes for that grid."""
+    from rnnviz.base.presets import PagePreset
+    from rnnviz.ui import jobs
+
+    tiny = PagePreset(
+        "tiny", "A tiny lesson", "Try it.", BASE.to_dict(), {k: tuple(v) for k, v in OVER.items()}
+    )
+    monkeypatch.setitem(jobs.PAGES, "tiny", tiny)
+    data = jobs.teaching_page("tiny")
+    assert json.loads(json.dumps(data)) == data  # plain JSON values: what a worker sends back
+    assert explorable_html(data) == grid_html(grid, "A tiny lesson", "Try it.")
