@@ -12,7 +12,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -q -e ".[test]"
 	touch $(STAMP)
 
-# `rnnviz app`: the project's settings, and the page warmed before the first visitor (rnnviz.ui.warm).
+# `rnnviz app`: the project's settings, and the page warmed before the first visitor (rnnviz.serve.warm).
 run: $(STAMP)
 	$(VENV)/bin/rnnviz app
 
@@ -34,8 +34,8 @@ lint: $(STAMP)
 # engine group's do alone, and one run less saves its start and end (about 10 s).
 TEST_GROUPS := "tests/house tests/config tests/charts tests/dataset tests/checkpoints tests/cli tests/report \
 	tests/studies --deselect tests/studies/test_trained.py" "tests/engine" \
-	"tests/studies/test_trained.py" "tests/ui --dist loadgroup"
-# tests/ui: loadgroup keeps its two soaks (xdist_group "soaks") on one worker, one after the other,
+	"tests/studies/test_trained.py" "tests/serve tests/ui --dist loadgroup"
+# tests/serve and tests/ui: loadgroup keeps the two soaks (xdist_group "soaks") on one worker, one after the other,
 # and its browser pages (xdist_group "browser") on one worker. Tests marked slow start first.
 test: lint browser
 	@failed=""; for group in $(TEST_GROUPS); do \

@@ -4,7 +4,7 @@ process, without the page: what a worker does when the tab opens there (#33's pr
     XLA_FLAGS= .venv/bin/python scripts/big_phase.py
 
 Prints the analysis (compile and run), the tab's plan (gains × seeds, in how many parts),
-each part of the gradient diagram (:func:`rnnviz.ui.jobs.phase`: one by one through the
+each part of the gradient diagram (:func:`rnnviz.serve.jobs.phase`: one by one through the
 analysis, or the vmapped sweep compiled and run), and λ₁ over the gains; then each again,
 compiled. A measurement script, not a test.
 """
@@ -15,7 +15,7 @@ import json
 import time
 
 from rnnviz import RunConfig, analyze
-from rnnviz.ui import budget, jobs
+from rnnviz.serve import budget, jobs
 
 
 def timed(label: str, fn, *args):

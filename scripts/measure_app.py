@@ -14,7 +14,7 @@ times, from the browser's side:
 * every tab at the default config and at the big one (LSTM H=128 T=1000 B=32): the click →
   the tab's first chart holds data ("first chart"), and → the page stops running
   ("complete"); with ``--read-s S`` the visitor looks at each tab for S seconds before
-  opening the next (the workers' idle time, :mod:`rnnviz.ui.idle`);
+  opening the next (the workers' idle time, :mod:`rnnviz.serve.idle`);
 * a second visitor's first chart while the first computes the Phase diagram at the big
   config;
 * a class: ``--class-size`` browsers opening the page at once, each with another cell or

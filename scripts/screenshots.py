@@ -13,7 +13,7 @@ lesson's preset).
 
 With ``--read-s S`` a visitor first looks at each configuration's page for S seconds, as a
 class does while the teacher talks: the workers' idle time prepares the tabs meanwhile
-(:mod:`rnnviz.ui.idle`), so a tab that a cold page would refuse over its time budget (the
+(:mod:`rnnviz.serve.idle`), so a tab that a cold page would refuse over its time budget (the
 Strategies and Devices tabs at the big configuration) is shown computed.
 
 Starts ``streamlit run app.py`` on a free localhost port and drives Debian's chromium with

@@ -178,13 +178,13 @@ def cmdline(pid: int) -> str:
 
 
 def worker_pids(server: int) -> list[int]:
-    """The server's worker processes: its children whose command line names ``rnnviz.ui.worker``."""
+    """The server's worker processes: its children whose command line names ``rnnviz.serve.worker``."""
     found = []
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
             continue
         fields = _stat_fields(int(entry.name))
-        if fields and int(fields[1]) == server and "rnnviz.ui.worker" in cmdline(int(entry.name)):
+        if fields and int(fields[1]) == server and "rnnviz.serve.worker" in cmdline(int(entry.name)):
             found.append(int(entry.name))
     return sorted(found)
 
@@ -346,7 +346,7 @@ def build_files(folder: Path, worker_cap_mb: int) -> dict[str, Upload]:
     Two long parquet files of 40 000 sequences: ``long.parquet`` (200 steps, 8 M rows, 122 MiB
     as float32) and ``big.parquet`` (1000 steps, 40 M rows, 610 MiB), each expected to load
     or be refused by the budget a worker under ``worker_cap_mb`` holds a file to (a quarter
-    of its cap, at most 1 GiB: :func:`rnnviz.ui.jobs.data_budget`)."""
+    of its cap, at most 1 GiB: :func:`rnnviz.serve.jobs.data_budget`)."""
     import hostile_files as hf  # tests/ is on the path (above)
 
     folder.mkdir(parents=True, exist_ok=True)
@@ -836,7 +836,7 @@ class Session:
         )
 
     def _remember_run(self, path: Path) -> None:
-        from rnnviz.ui.trained_runs import header, run_label
+        from rnnviz.serve.trained_runs import header, run_label
 
         found = header(str(path))
         if found is None or not found.get("kept_steps"):
@@ -1588,7 +1588,7 @@ def stop_server(soak: Soak) -> None:
             soak.server.kill()
             soak.server.wait(timeout=30)
     for pid in soak.pids_seen:
-        if "rnnviz.ui.worker" in cmdline(pid):
+        if "rnnviz.serve.worker" in cmdline(pid):
             _signal(pid, signal.SIGKILL)
 
 

@@ -26,8 +26,8 @@ def measure(cell: str, h: int, t: int, b: int) -> dict:
     """One config, in this process: the ratios, the plan and the wall time."""
     from rnnviz import RunConfig, analyze
     from rnnviz.config import param_count
+    from rnnviz.serve import budget, jobs
     from rnnviz.studies.comparisons import available_strategies, compare_strategies
-    from rnnviz.ui import budget, jobs
 
     cfg = RunConfig(cell=cell, hidden_size=h, seq_len=t, batch_size=b)
     a = analyze(cfg, repeats=10, budget_s=0.3)

@@ -1,5 +1,5 @@
 """Time tabs opened after a visitor has read the page: what the workers' idle time
-(:mod:`rnnviz.ui.idle`) buys, for any checkout.
+(:mod:`rnnviz.serve.idle`) buys, for any checkout.
 
     .venv/bin/python scripts/tab_after_read.py [--checkout DIR] [--read-s 10]
         [--query "cell=lstm&hidden_size=128&seq_len=1000&batch_size=32"] [--tabs "Strategies,Phase diagram"]

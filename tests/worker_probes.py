@@ -1,7 +1,7 @@
 """Functions the tests send to worker processes (module-level, so a worker can import them:
 the workers see the tests' ``sys.path``)."""
 
-from rnnviz.ui import jobs
+from rnnviz.serve import jobs
 
 
 def analysis_and_cache_stats(cfg_json: str):

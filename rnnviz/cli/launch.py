@@ -17,7 +17,7 @@ import tomllib
 from pathlib import Path
 
 from rnnviz.cli.argtypes import bounded_int
-from rnnviz.ui.settings import SETTINGS, ServerSettings, SettingsError, flag_name, kind, parse
+from rnnviz.serve.settings import SETTINGS, ServerSettings, SettingsError, flag_name, kind, parse
 
 UI = Path(__file__).resolve().parents[1] / "ui"  # rnnviz/ui/, beside rnnviz/cli/
 ENTRY = UI / "entry.py"
@@ -47,7 +47,7 @@ def cmd_app(args: argparse.Namespace) -> int:
 
     Args:
         args: ``port``, ``runs_dir`` (exported as ``RNNVIZ_RUNS_DIR``), the server's limits
-            (:mod:`rnnviz.ui.settings`, exported as their ``RNNVIZ_*`` variables) and ``extra``
+            (:mod:`rnnviz.serve.settings`, exported as their ``RNNVIZ_*`` variables) and ``extra``
             Streamlit flags.
 
     Returns:
@@ -109,11 +109,11 @@ def served_at(cmd: list[str]) -> str:
 
 def _start_warming(cmd: list[str], env: dict[str, str]) -> None:
     """Beside the server, a short-lived process that has it run its page once as soon as it
-    answers (:mod:`rnnviz.ui.warm`): the first visitor then finds the imports, the workers
+    answers (:mod:`rnnviz.serve.warm`): the first visitor then finds the imports, the workers
     and the default analysis ready. It outlives this process's ``execve`` into Streamlit,
     and ends when the page has run (within about three minutes in any case)."""
     subprocess.Popen(
-        [sys.executable, "-m", "rnnviz.ui.warm", served_at(cmd)],
+        [sys.executable, "-m", "rnnviz.serve.warm", served_at(cmd)],
         env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pandas as pd
 import streamlit as st
+from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
 from rnnviz.analysis import Analysis
@@ -31,8 +32,11 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames.costs import records_frame
-from rnnviz.ui import calls, folders, heap, jobs, page, tabs
-from rnnviz.ui.settings import SettingsError, settings
+from rnnviz.serve import folders, heap, jobs
+from rnnviz.serve.settings import SettingsError, settings
+from rnnviz.serve.trained_runs import FOLLOWS_RUN, run_config
+from rnnviz.serve.worker import ComputationTimeout, WorkerDied
+from rnnviz.ui import calls, page, tabs
 from rnnviz.ui.sidebar import configuration, data, weights
 from rnnviz.ui.tabs.context import (
     Compute,
@@ -44,8 +48,6 @@ from rnnviz.ui.tabs.context import (
     TabContext,
     TrainingCalls,
 )
-from rnnviz.ui.trained_runs import FOLLOWS_RUN, run_config
-from rnnviz.ui.worker import ComputationTimeout, WorkerDied
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
 log = logging.getLogger("rnnviz.app")
@@ -339,8 +341,18 @@ def _mark_in_use(source: dict | None = None) -> None:
     another session's upload must not evict it meanwhile), so that no eviction takes them."""
     ctx = get_script_run_ctx()
     if ctx is not None:
+        folders.IN_USE.judge_by(_session_active)
         paths = folders.session_paths(st.session_state) | folders.session_paths({"data_source": source})
         folders.IN_USE.mark(ctx.session_id, paths)
+
+
+def _session_active(session: str) -> bool:
+    """Whether Streamlit's runtime still has the session ``session`` (with no runtime, in
+    AppTest or a script, every session that marked counts as live)."""
+    try:
+        return Runtime.instance().is_active_session(session)
+    except Exception:
+        return True
 
 
 def _guarded(name: str, render: Callable[[], None], cfg: RunConfig) -> None:

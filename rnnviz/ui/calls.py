@@ -1,9 +1,9 @@
-"""The dashboard's calls into its worker processes (:mod:`rnnviz.ui.worker`): one pool and one
+"""The dashboard's calls into its worker processes (:mod:`rnnviz.serve.worker`): one pool and one
 result cache shared by every session, the key every job carries (config, data source,
 trained weights), and one function per computation a tab asks for (app.py binds them into
 the tabs' :class:`~rnnviz.ui.tabs.context.Compute`).
 
-No JAX maths here: each function names a job in :mod:`rnnviz.ui.jobs` and waits for it,
+No JAX maths here: each function names a job in :mod:`rnnviz.serve.jobs` and waits for it,
 with a line on the page while it runs.
 """
 
@@ -21,20 +21,20 @@ from rnnviz.base.presets import PAGES, PRESETS
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.engine.environment import Environment, environment
 from rnnviz.engine.prepare import static_config
+from rnnviz.serve import budget, jobs, trained_runs
+from rnnviz.serve.idle import Preparer
+from rnnviz.serve.settings import settings
+from rnnviz.serve.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 from rnnviz.studies.jacobians import Jacobians, carry_dim
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.tables.cells import cell_names
-from rnnviz.ui import budget, jobs, trained_runs
-from rnnviz.ui.idle import Preparer
-from rnnviz.ui.settings import settings
-from rnnviz.ui.worker import ComputationTimeout, InlinePool, ResultCache, WorkerDied, WorkerPool, make_pool
 
 
 @st.cache_resource(show_spinner=False)
 def pool() -> WorkerPool | InlinePool:
     """The worker processes, shared by every session: no JAX computation runs in this process,
     so a stuck one can be killed without taking a session with it (``RNNVIZ_WORKERS``)."""
-    made = make_pool(setup="rnnviz.ui.jobs:setup")
+    made = make_pool(setup="rnnviz.serve.jobs:setup")
     made.start()  # every worker sets up (and compiles the default analysis) from the start
     return made
 
@@ -62,7 +62,7 @@ def keep_ahead(cache: ResultCache, shape: str, step: jobs.AheadStep) -> None:
 def preparer() -> Preparer:
     """The workers' idle time, shared by every session: timing each page's shape quietly,
     then compiling and computing what the tabs not opened yet will ask for
-    (:func:`rnnviz.ui.jobs.prepare_ahead`)."""
+    (:func:`rnnviz.serve.jobs.prepare_ahead`)."""
     cache = results()  # here, in a script run: the answers come in a thread of the pool's
     return Preparer(
         pool(),
@@ -82,7 +82,7 @@ NEIGHBOURS_QUIET_S = 8.0
 @st.cache_resource(show_spinner=False)
 def neighbour_preparer() -> Preparer:
     """The workers' idle time once the visitors have done nothing for
-    :data:`NEIGHBOURS_QUIET_S` (:meth:`~rnnviz.ui.worker.WorkerPool.quiet_for_s`), taking
+    :data:`NEIGHBOURS_QUIET_S` (:meth:`~rnnviz.serve.worker.WorkerPool.quiet_for_s`), taking
     turns with :func:`preparer` (a job each): the shapes a visitor may switch to next,
     compiled in every worker (:func:`prepare_neighbours`). One wish per shape and worker,
     enough for two pages' cells."""
@@ -130,7 +130,7 @@ def neighbour_wishes(
     cfg: RunConfig, routes_to_each, key_of, presets: bool = True
 ) -> list[tuple[str, str, bool]]:
     """``(route, key, run)`` of every shape :func:`prepare_neighbours` has prepared
-    (:func:`rnnviz.ui.jobs.compile_shape`), first served first: every other cell at ``cfg``'s
+    (:func:`rnnviz.serve.jobs.compile_shape`), first served first: every other cell at ``cfg``'s
     shape (:func:`neighbours`) in every worker, the one its route goes to first
     (``routes_to_each(route)``), compiled; then the teaching presets' other shapes
     (:func:`preset_shapes`), each in the worker its route goes to (the others read its
@@ -179,13 +179,13 @@ def prepare_neighbours(cfg: RunConfig) -> None:
 
 def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
     """Have the workers' idle time prepare this config's other tabs
-    (:func:`rnnviz.ui.jobs.prepare_ahead`): the shape's quiet timing (the budgets' unit,
+    (:func:`rnnviz.serve.jobs.prepare_ahead`): the shape's quiet timing (the budgets' unit,
     :func:`cost`), then tab by tab what each will compute within its budget, as the session
     has set it: each strategy's analysis compiled and timed (the Strategies and Devices
     tabs' rows), the Phase diagram's sweeps, the Jacobians tab's two passes at the session's
     k and example. A tab over its budget waits for the user's "Run anyway", and a worker's
     idle time is better left idle then. The worker plans them
-    (:func:`~rnnviz.ui.budget.ahead`), with its quiet timing. Nothing without worker
+    (:func:`~rnnviz.serve.budget.ahead`), with its quiet timing. Nothing without worker
     processes."""
     if isinstance(pool(), InlinePool):
         return
@@ -206,7 +206,7 @@ def prepare_tabs(cfg: RunConfig, a: Analysis) -> None:
 def cost(a: Analysis) -> budget.Cost:
     """What one analysis of ``a``'s shape costs here, the unit of every tab's budget: its
     compile, and the faster of the page's run and the worker's quiet timing of the shape
-    (:func:`rnnviz.ui.jobs.quiet_run_s`; kept here when idle time took it, else timed now,
+    (:func:`rnnviz.serve.jobs.quiet_run_s`; kept here when idle time took it, else timed now,
     once per shape)."""
     page = budget.Cost.of(a)
     shape = route(a.config)
@@ -273,14 +273,14 @@ def this_machine() -> Environment:
 
 def analysis(cfg_json: str) -> Analysis:
     """The :class:`~rnnviz.analysis.Analysis` of a job's key, on its data and weights
-    (:func:`rnnviz.ui.jobs.analysis`)."""
+    (:func:`rnnviz.serve.jobs.analysis`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(f"the analysis of {describe(cfg)}", route(cfg), jobs.analysis, cfg_json)
 
 
 def strategies(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
     """Every strategy's (or those in ``only``) cost and agreement on a job's key, at most
-    ``repeats`` timed runs each: one row per strategy (:func:`rnnviz.ui.jobs.strategies_table`)."""
+    ``repeats`` timed runs each: one row per strategy (:func:`rnnviz.serve.jobs.strategies_table`)."""
     cfg = jobs.config_of(cfg_json)
     which = "every strategy" if only is None else ", ".join(only)
     return compute(
@@ -295,12 +295,12 @@ def strategies(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None)
 
 def availability(cfg: RunConfig) -> tuple[tuple[str, ...], dict[str, str]]:
     """``(available, {strategy: why not})`` for ``cfg``'s cell, as its worker's JAX sees it
-    (:func:`rnnviz.ui.jobs.strategy_availability`)."""
+    (:func:`rnnviz.serve.jobs.strategy_availability`)."""
     return compute("which strategies apply", route(cfg), jobs.strategy_availability, job_key(cfg))
 
 
 def compiled_strategies(cfg: RunConfig) -> tuple[str, ...]:
-    """The strategies whose analysis of ``cfg`` is compiled (:func:`rnnviz.ui.jobs.compiled_strategies`):
+    """The strategies whose analysis of ``cfg`` is compiled (:func:`rnnviz.serve.jobs.compiled_strategies`):
     those the worker asked has, with those idle time compiled at the shape
     (:func:`preparer`): asked each time, never cached (idle time adds to it). With the
     route's worker busy, a free one answers; the tab's runs then go there too, and read
@@ -317,7 +317,7 @@ def compiled_strategies(cfg: RunConfig) -> tuple[str, ...]:
 def scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
     """Time and memory of every available strategy at each sequence length of ``lens``, on
     synthetic inputs: rows ``strategy, seq_len, compile_s, run_s, peak_bytes``
-    (:func:`rnnviz.ui.jobs.scaling_table`)."""
+    (:func:`rnnviz.serve.jobs.scaling_table`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(
         f"every strategy at T ∈ {list(lens)} ({cfg.cell})", route(cfg), jobs.scaling_table, cfg_json, lens
@@ -327,7 +327,7 @@ def scaling(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
 def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
     """The analysis of a job's key on every device the worker sees, under every available
     strategy (or those in ``only``), at most ``repeats`` timed runs each
-    (:func:`rnnviz.ui.jobs.devices_live`)."""
+    (:func:`rnnviz.serve.jobs.devices_live`)."""
     cfg = jobs.config_of(cfg_json)
     which = "" if only is None else f" ({', '.join(only)})"
     return compute(
@@ -344,7 +344,7 @@ def phase(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int, part: int = 0, parts: int = 1
 ) -> tuple[pd.DataFrame, float | None]:
     """The phase diagram: gradient norms over ``n`` gains × ``seeds`` seeds, or part ``part``
-    of ``parts`` of them (:func:`rnnviz.ui.jobs.phase`).
+    of ``parts`` of them (:func:`rnnviz.serve.jobs.phase`).
 
     Args:
       cfg_json: a job's key (:func:`job_key`).
@@ -376,7 +376,7 @@ def phase(
 def lyapunov_phase(
     cfg_json: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
-    """λ₁ over ``n`` gains × ``seeds`` seeds (:func:`rnnviz.ui.jobs.lyapunov_phase_table`).
+    """λ₁ over ``n`` gains × ``seeds`` seeds (:func:`rnnviz.serve.jobs.lyapunov_phase_table`).
 
     Args:
       cfg_json: a job's key (:func:`job_key`).
@@ -404,7 +404,7 @@ def lyapunov_phase(
 
 def lyapunov(cfg_json: str, k: int) -> Lyapunov:
     """The ``k`` leading Lyapunov exponents of a job's key, without the decay fit
-    (:func:`rnnviz.ui.jobs.lyapunov`)."""
+    (:func:`rnnviz.serve.jobs.lyapunov`)."""
     cfg = jobs.config_of(cfg_json)
     return compute(f"{k} Lyapunov exponents of {describe(cfg)}", route(cfg), jobs.lyapunov, cfg_json, k)
 
@@ -412,7 +412,7 @@ def lyapunov(cfg_json: str, k: int) -> Lyapunov:
 def jacobians(cfg_json: str, k: int, example: int, steps: int, part: int = 0, parts: int = 1) -> Jacobians:
     """The top ``k`` singular values of each step Jacobian J_t = ∂carry_t/∂carry_{t−1} of the
     batch's example ``example``, at up to ``steps`` steps; the ``part``-th of ``parts``
-    interleaved parts of them (:func:`rnnviz.ui.jobs.jacobians`)."""
+    interleaved parts of them (:func:`rnnviz.serve.jobs.jacobians`)."""
     cfg = jobs.config_of(cfg_json)
     which = f", part {part + 1} of {parts}" if parts > 1 else ""
     return compute(
@@ -527,12 +527,12 @@ def train_stop(key: str) -> None:
 def over_training(path: str, k: int):
     """λ₁ … λ_k and the step-Jacobian spectrum at every kept step of the saved run at ``path``,
     in that run's worker: an :class:`~rnnviz.studies.over_training.OverTraining`
-    (:func:`rnnviz.ui.jobs.over_training_job`)."""
+    (:func:`rnnviz.serve.jobs.over_training_job`)."""
     return compute(f"λ over training ({Path(path).name})", path, jobs.over_training_job, path, k)
 
 
 def teaching_page(name: str) -> str:
-    """The teaching page ``name`` as HTML text (:func:`rnnviz.ui.jobs.teaching_page`), computed
+    """The teaching page ``name`` as HTML text (:func:`rnnviz.serve.jobs.teaching_page`), computed
     in a worker once and kept in the result cache for every session."""
     points = math.prod(len(v) for v in PAGES[name].over.values())
     return compute(
@@ -546,14 +546,14 @@ def _model_route(path: str) -> str:
 
 
 def model_summary(path: str) -> jobs.ModelSummary:
-    """What the checkpoint at ``path`` is, loaded in a worker (:func:`rnnviz.ui.jobs.model_summary`);
+    """What the checkpoint at ``path`` is, loaded in a worker (:func:`rnnviz.serve.jobs.model_summary`);
     one that cannot be used raises its :class:`~rnnviz.checkpoints.CheckpointError`."""
     stamp = jobs.model_stamp(path)
     return compute(f"loading {Path(path).name}", _model_route(path), jobs.model_summary, path, stamp)
 
 
 def model_tokens(path: str, text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
-    """``text`` as the checkpoint's token ids and their text (:func:`rnnviz.ui.jobs.model_tokens`)."""
+    """``text`` as the checkpoint's token ids and their text (:func:`rnnviz.serve.jobs.model_tokens`)."""
     stamp = jobs.model_stamp(path)
     return compute(
         f"tokenising the text for {Path(path).name}", _model_route(path), jobs.model_tokens, path, stamp, text
@@ -562,7 +562,7 @@ def model_tokens(path: str, text: str) -> tuple[tuple[int, ...], tuple[str, ...]
 
 def model_analysis(path: str, inputs_json: str, position: int | None):
     """The gradient through every layer and step of the checkpoint at ``path`` on the inputs
-    ``inputs_json`` asks for (:func:`rnnviz.ui.jobs.model_analysis`)."""
+    ``inputs_json`` asks for (:func:`rnnviz.serve.jobs.model_analysis`)."""
     stamp = jobs.model_stamp(path)
     return compute(
         f"the gradient through every layer of {Path(path).name}",
@@ -576,6 +576,6 @@ def model_analysis(path: str, inputs_json: str, position: int | None):
 
 
 def check_run(path: str) -> object:
-    """The :class:`~rnnviz.ui.jobs.RunSummary` of the saved run at ``path``; a bad file raises
-    its :class:`~rnnviz.studies.training.RunFileError` (:func:`rnnviz.ui.jobs.run_summary`)."""
+    """The :class:`~rnnviz.serve.jobs.RunSummary` of the saved run at ``path``; a bad file raises
+    its :class:`~rnnviz.studies.training.RunFileError` (:func:`rnnviz.serve.jobs.run_summary`)."""
     return compute("reading the run file", "runs", jobs.run_summary, path)

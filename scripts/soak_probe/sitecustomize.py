@@ -145,5 +145,9 @@ def _command() -> str:
         return ""
 
 
-if os.environ.get("SOAK_HEAP_PROBE") and "streamlit" in _command() and "rnnviz.ui.worker" not in _command():
+if (
+    os.environ.get("SOAK_HEAP_PROBE")
+    and "streamlit" in _command()
+    and "rnnviz.serve.worker" not in _command()
+):
     _start()

@@ -309,12 +309,12 @@ def test_no_eval_and_no_file_access_from_user_input():
     ]
     assert re.findall(r"os\.environ\.get\(\"(\w+)\"", app) == ["RNNVIZ_RUNS_DIR"]
     ui = {name: (ROOT / "rnnviz" / "ui" / name).read_text() for name in ("jobs.py", "worker.py", "budget.py")}
-    # The server's other limits and folders are read in one place, rnnviz/ui/settings.py, and
+    # The server's other limits and folders are read in one place, rnnviz/serve/settings.py, and
     # only from the variables its table names: nothing else in the server reads the environment.
     for path in (ROOT / "rnnviz" / "ui").rglob("*.py"):
         if path.name not in ("settings.py", "app.py"):
             assert not re.search(r"os\.environ(\.get|\[)|getenv", path.read_text()), path
-    from rnnviz.ui.settings import SETTINGS
+    from rnnviz.serve.settings import SETTINGS
 
     assert all(f.metadata["env"].startswith("RNNVIZ_") for f in SETTINGS)
     # Calls reach the workers over a private socket pair to the server's own children: nothing listens.

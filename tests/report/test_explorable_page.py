@@ -156,7 +156,7 @@ def test_the_dashboards_page_is_the_commands_byte_for_byte(monkeypatch, grid):
     """The Learn tab's page: its data from the worker's job (no plotly there), put in the page by
     the server; the same bytes ``rnnviz explorable`` writes for that grid."""
     from rnnviz.base.presets import PagePreset
-    from rnnviz.ui import jobs
+    from rnnviz.serve import jobs
 
     tiny = PagePreset(
         "tiny", "A tiny lesson", "Try it.", BASE.to_dict(), {k: tuple(v) for k, v in OVER.items()}

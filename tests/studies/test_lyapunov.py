@@ -414,7 +414,7 @@ def test_the_jacobians_tab_draws_its_parts_into_one_chart_of_every_step(monkeypa
     chart that stays holds every step, equal to the whole pass."""
     from apptest_helpers import decode, figure_by_title, run_app
 
-    from rnnviz.ui import budget, jobs
+    from rnnviz.serve import budget, jobs
 
     asked = []
     real = jobs.jacobians

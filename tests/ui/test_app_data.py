@@ -123,8 +123,8 @@ def test_a_data_file_whose_loading_worker_died_is_loaded_again_on_the_next_run(m
     """A worker killed while it reads an uploaded data file is not the file's fault: the
     sidebar names the file and says so (no exception, the inputs stay synthetic), and the
     next run loads it."""
-    from rnnviz.ui import jobs
-    from rnnviz.ui.worker import WorkerDied
+    from rnnviz.serve import jobs
+    from rnnviz.serve.worker import WorkerDied
 
     inputs = np.random.default_rng(1).normal(size=(6, 5, 2)).astype(np.float32)
     loads = jobs.data_preview

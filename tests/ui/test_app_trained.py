@@ -10,9 +10,9 @@ import pytest
 from apptest_helpers import decode, figure_by_title, run_app, total_gradient
 
 from rnnviz import RunConfig, analyze, connectivity, fit_to_data, load_dataset, load_run, train
+from rnnviz.serve.trained_runs import saved_runs
 from rnnviz.ui import calls
 from rnnviz.ui.tabs import TABS
-from rnnviz.ui.trained_runs import saved_runs
 
 
 @pytest.fixture
@@ -206,7 +206,7 @@ def test_a_run_file_whose_checking_worker_died_is_checked_again_on_the_next_run(
     """A worker killed while it reads an uploaded run file is not the file's fault: the
     sidebar says so (no exception, nothing remembered as refused) and the next run checks the
     file again and opens it."""
-    from rnnviz.ui.worker import WorkerDied
+    from rnnviz.serve.worker import WorkerDied
 
     data = digits_run.save(tmp_path / "mine.rnnviz").read_bytes()
     checked = calls.check_run

@@ -23,9 +23,9 @@ import rnnviz
 from rnnviz import RunConfig
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.frames.models import row_names
+from rnnviz.serve import budget, folders, model_files
+from rnnviz.serve.jobs import ModelSummary
 from rnnviz.studies.models import ModelAnalysis
-from rnnviz.ui import budget, folders, model_files
-from rnnviz.ui.jobs import ModelSummary
 from rnnviz.ui.tabs import model as tab
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")

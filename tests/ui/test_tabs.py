@@ -122,7 +122,7 @@ def _live(cfg_seen: list):
 
 
 def test_the_devices_tab_draws_what_its_compute_calls_return():
-    from rnnviz.ui.budget import Cost
+    from rnnviz.serve.budget import Cost
 
     cfg = RunConfig(seq_len=9, hidden_size=4)
     # the page's own timing ran beside a page being drawn: far over the budget; the tab
@@ -220,7 +220,7 @@ def test_a_failing_tab_shows_its_error_in_itself_and_the_page_stays(monkeypatch)
 def test_the_training_progress_bar_and_its_text_are_one_figure():
     """The bar's fraction and the text's count and percentage come from one count; no rate or
     time left before the first step (compiling), clamped to [0, 1]."""
-    from rnnviz.ui.jobs import TrainProgress
+    from rnnviz.serve.jobs import TrainProgress
     from rnnviz.ui.tabs.training import progress_figure
 
     for done in (0, 1, 600, 950, 1000):
@@ -288,8 +288,8 @@ def test_rows_that_come_quickly_are_drawn_together_and_the_first_and_last_always
 def test_a_long_phase_diagram_is_drawn_in_interleaved_parts_and_ends_with_every_gain():
     import json
 
-    from rnnviz.ui import jobs
-    from rnnviz.ui.budget import PHASE_PARTS, Cost
+    from rnnviz.serve import jobs
+    from rnnviz.serve.budget import PHASE_PARTS, Cost
 
     cfg = RunConfig(hidden_size=4, seq_len=8, batch_size=2)
     key = lambda c: json.dumps(c.replace(recurrent_gain=1.0).to_dict(), sort_keys=True)  # noqa: E731

@@ -3,10 +3,10 @@ data folder, or an uploaded file; and the preview of one of its sequences.
 
 A choice becomes a *source*, a small JSON-ready dict (``{"name": "digits", "order":
 "rows"}``, ``{"name": "/path/file.npz"}``) that travels with the config to the worker
-processes, which load it (:func:`rnnviz.ui.jobs.load_source`); the server never parses a
+processes, which load it (:func:`rnnviz.serve.jobs.load_source`); the server never parses a
 data file. An upload is written once, by the hash of its bytes, under the system's
 temporary folder (``RNNVIZ_UPLOADS_DIR``), keeping its file name for the messages; the
-folder is held to its caps (:func:`rnnviz.ui.folders.admit`: the least recently used
+folder is held to its caps (:func:`rnnviz.serve.folders.admit`: the least recently used
 upload no open session uses goes first). Built-ins and dropped files are
 in the URL (``?data=digits:rows``); an upload is not.
 """
@@ -25,8 +25,8 @@ from rnnviz.charts import preview_figure
 from rnnviz.dataset import data_dir, data_files
 from rnnviz.dataset.describe import Preview
 from rnnviz.dataset.files import EXTENSIONS
-from rnnviz.ui.folders import FolderFull, admit, touch
-from rnnviz.ui.settings import settings
+from rnnviz.serve.folders import FolderFull, admit, touch
+from rnnviz.serve.settings import settings
 
 SYNTHETIC = "synthetic"
 UPLOAD = "upload a file…"

@@ -1,7 +1,7 @@
 """The sidebar's *Weights* section: the seed's initial weights, or a trained run at one of its
 kept steps, which every tab then analyses.
 
-The runs are those of the dashboard's folder (:mod:`rnnviz.ui.trained_runs`); an uploaded
+The runs are those of the dashboard's folder (:mod:`rnnviz.serve.trained_runs`); an uploaded
 run file is written there too, once, by the hash of its bytes (after a worker has read it
 whole: a changed, cut or foreign file is one message and is not kept). Choosing a run sets
 the sidebar to its cell, sizes, dtype, gain and data.
@@ -18,10 +18,10 @@ from typing import Any
 import streamlit as st
 
 from rnnviz.config import ConfigError, RunConfig
-from rnnviz.ui.folders import FolderFull
+from rnnviz.serve.folders import FolderFull
+from rnnviz.serve.trained_runs import FOLLOWS_RUN, header, keep_run, run_label, runs_folder, saved_runs
+from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.ui.sidebar.configuration import KEY
-from rnnviz.ui.trained_runs import FOLLOWS_RUN, header, keep_run, run_label, runs_folder, saved_runs
-from rnnviz.ui.worker import ComputationTimeout, WorkerDied
 
 INITIAL = "initial"
 

@@ -12,8 +12,8 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
-from rnnviz.ui import budget
-from rnnviz.ui.jobs import TIMING_PRECISION
+from rnnviz.serve import budget
+from rnnviz.serve.jobs import TIMING_PRECISION
 
 
 def within_budget(plan: budget.Plan, key: str) -> bool:

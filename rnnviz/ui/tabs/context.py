@@ -16,14 +16,14 @@ if TYPE_CHECKING:
     from rnnviz.analysis import Analysis
     from rnnviz.config import RunConfig
     from rnnviz.engine.environment import Environment
+    from rnnviz.serve.budget import Cost
+    from rnnviz.serve.jobs import ModelSummary, TrainProgress
     from rnnviz.studies.connectivity import Connectivity
     from rnnviz.studies.jacobians import Jacobians
     from rnnviz.studies.lyapunov import Lyapunov
     from rnnviz.studies.models import ModelAnalysis
     from rnnviz.studies.over_training import OverTraining
     from rnnviz.studies.training import Training
-    from rnnviz.ui.budget import Cost
-    from rnnviz.ui.jobs import ModelSummary, TrainProgress
 
 
 class CostCalls(NamedTuple):
@@ -112,7 +112,7 @@ class ModelCalls(NamedTuple):
           checkpoint that cannot be used raises its ``CheckpointError``.
         tokens: ``(path, text) -> (ids, tokens)``: the text by the ``tokenizer.json`` beside it.
         gradients: ``(path, inputs_json, position) -> ModelAnalysis``: the gradient through
-          every layer and step on those inputs (:func:`rnnviz.ui.jobs.model_inputs`), the
+          every layer and step on those inputs (:func:`rnnviz.serve.jobs.model_inputs`), the
           connectivity read at ``position`` (None: the last prediction).
     """
 
@@ -127,7 +127,7 @@ class Compute(NamedTuple):
     Attributes:
         analysis: ``(cfg) -> Analysis``: the full analysis of another config (the session's data and weights).
         cost: ``(analysis) -> Cost``: what one analysis of its shape costs here, the unit of
-          every tab's budget (:class:`~rnnviz.ui.budget.Cost`).
+          every tab's budget (:class:`~rnnviz.serve.budget.Cost`).
         costs: the Strategies and Devices tabs' calls.
         dynamics: the Phase diagram and Jacobians tabs' calls.
         connectivity: the Memory tab's calls.

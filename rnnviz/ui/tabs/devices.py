@@ -14,7 +14,7 @@ import streamlit as st
 
 from rnnviz import charts
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
-from rnnviz.ui import budget
+from rnnviz.serve import budget
 from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, timing_note, within_budget
 from rnnviz.ui.tabs.context import TabContext
 

@@ -5,7 +5,7 @@ it on the user's text (:func:`rnnviz.studies.models.analyze_model`): the layer Ã
 one line per layer, each recurrent layer's state gradient, and how much one prediction reads
 each token.
 
-The server only lists, judges and writes files (:mod:`rnnviz.ui.model_files`); the worker
+The server only lists, judges and writes files (:mod:`rnnviz.serve.model_files`); the worker
 processes load the model and compute (``ctx.compute.model``). Every refusal, of a file, its
 inputs or their size, is one message in the tab.
 """
@@ -24,15 +24,15 @@ from rnnviz.checkpoints import CheckpointError
 from rnnviz.config import ConfigError
 from rnnviz.dataset import data_dir
 from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
-from rnnviz.ui import budget, model_files
-from rnnviz.ui.folders import FolderFull
+from rnnviz.serve import budget, model_files
+from rnnviz.serve.folders import FolderFull
 from rnnviz.ui.sidebar.data import save_upload, upload_limit_bytes
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext
 
 if TYPE_CHECKING:
+    from rnnviz.serve.jobs import ModelSummary
     from rnnviz.studies.models import ModelAnalysis
-    from rnnviz.ui.jobs import ModelSummary
 
 TITLE = "Your model"
 DEMO = "demo"
@@ -50,7 +50,7 @@ HEATMAP_HEIGHT = 360
 
 
 class Asked(NamedTuple):
-    """What the model will read: the job's inputs (:func:`rnnviz.ui.jobs.model_inputs`), B and
+    """What the model will read: the job's inputs (:func:`rnnviz.serve.jobs.model_inputs`), B and
     T, and P, the positions whose prediction has a loss (T âˆ’ 1 for a language model)."""
 
     inputs_json: str
@@ -119,7 +119,7 @@ def _chosen_model() -> Path | None:
 
 
 def _upload() -> Path | None:
-    """An uploaded archive, extracted once judged (:func:`rnnviz.ui.model_files.keep_archive`),
+    """An uploaded archive, extracted once judged (:func:`rnnviz.serve.model_files.keep_archive`),
     or a state dict file, kept in the upload folder."""
     limit = upload_limit_bytes()
     types = [s.lstrip(".") for s in (*model_files.ARCHIVE_SUFFIXES, ".gz", *model_files.STATE_DICT_SUFFIXES)]

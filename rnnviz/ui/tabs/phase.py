@@ -9,7 +9,7 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.dynamics import phase_frames
-from rnnviz.ui import budget
+from rnnviz.serve import budget
 from rnnviz.ui.tabs.common import csv_button, interleaved_parts, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 

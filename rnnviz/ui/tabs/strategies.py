@@ -10,8 +10,8 @@ from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
 from rnnviz.frames.gradients import contributions_frame
+from rnnviz.serve import budget
 from rnnviz.tables.strategies import contributions_source, strategy_rules
-from rnnviz.ui import budget
 from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, timing_note, within_budget
 from rnnviz.ui.tabs.context import Compute, TabContext
 

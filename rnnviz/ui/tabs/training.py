@@ -14,17 +14,17 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.config import BudgetError, ConfigError, RunConfig
 from rnnviz.frames.training import SMOOTH_STEPS, over_training_frame, profile_matrix, training_frame
+from rnnviz.serve import budget
+from rnnviz.serve.folders import FolderFull
+from rnnviz.serve.jobs import DATA_TASK, TrainProgress
+from rnnviz.serve.trained_runs import kept_paths
+from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.studies.jacobians import carry_dim
 from rnnviz.studies.tasks.synthetic import TASKS, get_task
 from rnnviz.studies.training import OPTIMIZERS, RunFileError, training_verdict
-from rnnviz.ui import budget
-from rnnviz.ui.folders import FolderFull
-from rnnviz.ui.jobs import DATA_TASK, TrainProgress
 from rnnviz.ui.sidebar.weights import use_run
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext, TrainingCalls
-from rnnviz.ui.trained_runs import kept_paths
-from rnnviz.ui.worker import ComputationTimeout, WorkerDied
 
 TITLE = "Training"
 TRAIN_DEFAULTS = dict(
@@ -166,7 +166,7 @@ def _pin(key: str, label: str) -> None:
     pins = st.session_state.setdefault("train_pins", [])
     if key not in [k for k, _ in pins]:
         pins.append((key, label))
-        # in use while pinned: the trained folder's caps never evict them (rnnviz.ui.folders)
+        # in use while pinned: the trained folder's caps never evict them (rnnviz.serve.folders)
         st.session_state.setdefault("train_pinned_files", []).extend(str(p) for p in kept_paths(key))
 
 
@@ -174,7 +174,7 @@ def progress_figure(progress: TrainProgress) -> tuple[float, str]:
     """One progress figure, its bar and its text from the same count: ``(fraction done, text)``.
 
     Example:
-        >>> from rnnviz.ui.jobs import TrainProgress
+        >>> from rnnviz.serve.jobs import TrainProgress
         >>> progress_figure(TrainProgress(950, 1000, 19.0, False, False, None))
         (0.95, '950 of 1000 steps (95 %) · 50 steps/s per run · about 1 s left')
     """

@@ -22,7 +22,7 @@ Idle time is used (:meth:`WorkerPool.call_if_idle`): when no visitor's job has e
 the last page run began, and until fresh pages drawn on this machine are done:
 :meth:`WorkerPool.visit`, :meth:`WorkerPool.drawn`), a worker takes a short job whose
 answer nobody waits for — timing a page's shape, or compiling and computing what its tabs
-not yet opened will ask for (:func:`rnnviz.ui.jobs.prepare_ahead`).
+not yet opened will ask for (:func:`rnnviz.serve.jobs.prepare_ahead`).
 One at a time, and never beside a visitor's job or a page being drawn: the workers share
 the machine's cores with the browser. A job under way is paused meanwhile (SIGSTOP); a
 call that must wait for its worker lets it finish first.
@@ -34,7 +34,7 @@ too (or reads it from the shared persistent compilation cache: 0.4 s for the def
 analysis here), which costs less than waiting behind another session's long view.
 Stateful calls (a training run lives in its worker) never spill.
 
-The worker side is :func:`serve` (``python -m rnnviz.ui.worker``); it needs nothing from Streamlit.
+The worker side is :func:`serve` (``python -m rnnviz.serve.worker``); it needs nothing from Streamlit.
 """
 
 from __future__ import annotations
@@ -57,7 +57,7 @@ from collections.abc import Callable, Hashable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from rnnviz.ui.settings import ServerSettings, settings
+from rnnviz.serve.settings import ServerSettings, settings
 
 log = logging.getLogger("rnnviz.worker")
 
@@ -122,7 +122,7 @@ _RESUMES = 0
 
 def _count_resume(signum: int, frame: Any) -> None:
     # the worker runs as __main__ (python -m): count in the module that jobs import
-    home = sys.modules["rnnviz.ui.worker"]
+    home = sys.modules["rnnviz.serve.worker"]
     home._RESUMES += 1
 
 
@@ -136,7 +136,7 @@ def resumes() -> int:
 def serve(conn: Any, setup: str | None) -> None:
     """The worker's loop: run ``setup`` (``"module:function"``), then receive ``(fn, args)``
     and answer ``("ok", result)`` or ``("error", exception)``, until the pipe closes."""
-    importlib.import_module("rnnviz.ui.worker")  # the counter's module, imported before any signal
+    importlib.import_module("rnnviz.serve.worker")  # the counter's module, imported before any signal
     signal.signal(signal.SIGCONT, _count_resume)  # the process continues either way
     if setup:
         module, name = setup.split(":")
@@ -171,12 +171,12 @@ def _ready() -> int:
 
 
 def _start(setup: str | None) -> tuple[subprocess.Popen, Any]:
-    """A worker process and our end of its pipe (``python -m rnnviz.ui.worker FD SETUP``)."""
+    """A worker process and our end of its pipe (``python -m rnnviz.serve.worker FD SETUP``)."""
     ours, theirs = socket.socketpair()
     # The child sees the modules this process sees (as multiprocessing's spawn would).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "rnnviz.ui.worker", str(theirs.fileno()), setup or ""],
+        [sys.executable, "-m", "rnnviz.serve.worker", str(theirs.fileno()), setup or ""],
         pass_fds=(theirs.fileno(),),
         stdin=subprocess.DEVNULL,
         env=env,
@@ -204,7 +204,7 @@ def _stop(process: subprocess.Popen | None, conn: Any, grace_s: float = 0.0) -> 
 class _Worker:
     """One worker process, started on first use; ``lock`` gives one caller at a time.
 
-    Started with ``subprocess`` (``python -m rnnviz.ui.worker FD SETUP``) and a socket pair,
+    Started with ``subprocess`` (``python -m rnnviz.serve.worker FD SETUP``) and a socket pair,
     not with multiprocessing's spawn: Streamlit runs the app as ``__main__``, and spawn would
     import that module again in the child (starting a dashboard inside the worker).
 
@@ -777,7 +777,7 @@ class InlinePool:
 
 
 def make_pool(setup: str | None = None, limits: ServerSettings | None = None) -> WorkerPool | InlinePool:
-    """The pool the settings ask for (:mod:`rnnviz.ui.settings`, default: this process's
+    """The pool the settings ask for (:mod:`rnnviz.serve.settings`, default: this process's
     environment): ``workers`` workers (0: inline, in this process) with ``time_limit_s`` as
     the limit, retiring after ``worker_max_jobs`` jobs or past ``worker_max_rss_mb``."""
     limits = limits or settings()

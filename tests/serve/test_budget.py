@@ -3,8 +3,8 @@
 import pytest
 
 from rnnviz import RunConfig
-from rnnviz.ui import budget
-from rnnviz.ui.budget import (
+from rnnviz.serve import budget
+from rnnviz.serve.budget import (
     Cost,
     devices_plan,
     jacobians_plan,
@@ -175,8 +175,8 @@ def test_the_phase_tab_shows_the_plan_and_runs_the_over_budget_version_only_on_r
 
 
 def test_a_long_phase_diagram_is_computed_in_interleaved_parts_of_one_size():
-    from rnnviz.ui.budget import PHASE_PARTS, phase_parts
-    from rnnviz.ui.jobs import part_gains
+    from rnnviz.serve.budget import PHASE_PARTS, phase_parts
+    from rnnviz.serve.jobs import part_gains
 
     quick = phase_plan(RunConfig(), Cost(run_s=0.0003, compile_s=3.0), gains=41, seeds=3, budget=15)
     assert quick.work_s < 1.5 < quick.estimate_s and phase_parts(quick) == 1  # compiling does not count
@@ -192,7 +192,7 @@ def test_the_jacobians_pass_comes_in_parts_where_its_estimate_is_long():
     """At LSTM H=128 T=1000 B=32 (D = 256, 333 steps; the quiet timing measured there) the
     singular values come in JACOBIAN_PARTS parts; at the default config, and wherever a part
     would hold fewer than 8 steps, in one."""
-    from rnnviz.ui.budget import JACOBIAN_PARTS, jacobians_parts
+    from rnnviz.serve.budget import JACOBIAN_PARTS, jacobians_parts
 
     big = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
     plan = jacobians_plan(big, Cost(run_s=0.38, compile_s=1.0), "exact", 8, 400)

@@ -44,7 +44,7 @@ import gc
 import logging
 import threading
 
-log = logging.getLogger("rnnviz.ui.heap")
+log = logging.getLogger("rnnviz.serve.heap")
 
 #: Malloc arenas the server may use (glibc's default is 8 per core).
 ARENAS = 2
@@ -84,7 +84,7 @@ def start(every_s: float = TRIM_EVERY_S, arenas: int = ARENAS) -> bool:
     from now on, once per process; whether it applies here (glibc).
 
     Example:
-        >>> from rnnviz.ui import heap
+        >>> from rnnviz.serve import heap
         >>> heap.start() in (True, False)  # True on glibc
         True
     """
@@ -115,7 +115,7 @@ def freeze_imports() -> int:
 
     Example:
         >>> import gc
-        >>> from rnnviz.ui import heap
+        >>> from rnnviz.serve import heap
         >>> n = heap.freeze_imports()
         >>> gc.get_freeze_count() > 0 and heap.freeze_imports() == 0
         True

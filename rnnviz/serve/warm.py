@@ -6,7 +6,7 @@ Streamlit's script health check (``/_stcore/script-health-check``, on with
 ``server.scriptHealthCheckEnabled``) runs the page in a headless session of its own: the
 imports, the worker processes, the machine's devices and the default configuration's
 analysis, whose result stays in the server's shared result cache. ``rnnviz app`` starts
-:func:`main` beside the server; ``python -m rnnviz.ui.warm URL`` does it for any running
+:func:`main` beside the server; ``python -m rnnviz.serve.warm URL`` does it for any running
 server. The warm-up asks for what any visitor may ask for (the page as it opens), once.
 """
 
@@ -18,7 +18,7 @@ import time
 import urllib.error
 import urllib.request
 
-log = logging.getLogger("rnnviz.ui.warm")
+log = logging.getLogger("rnnviz.serve.warm")
 
 #: The two endpoints, below the server's base URL.
 HEALTH, PAGE = "_stcore/health", "_stcore/script-health-check"
@@ -74,10 +74,10 @@ def warm(base_url: str, start_within_s: float = 60.0, run_within_s: float = 120.
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m rnnviz.ui.warm URL``: warm the server at URL; the outcome goes to stderr."""
+    """``python -m rnnviz.serve.warm URL``: warm the server at URL; the outcome goes to stderr."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
-        print("usage: python -m rnnviz.ui.warm URL", file=sys.stderr)
+        print("usage: python -m rnnviz.serve.warm URL", file=sys.stderr)
         return 2
     ok, what = warm(args[0])
     print(f"rnnviz: warm-up: {what}", file=sys.stderr)

@@ -1,4 +1,4 @@
-"""What the dashboard's worker processes run (:mod:`rnnviz.ui.worker`): one function per
+"""What the dashboard's worker processes run (:mod:`rnnviz.serve.worker`): one function per
 computation, taking the config as JSON and returning plain records, so every call and
 answer pickles. Nothing here imports Streamlit; the server process imports this module
 only to name the functions it sends.
@@ -40,6 +40,8 @@ from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.engine.prepare import static_config
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.report.explorable_data import preset_data
+from rnnviz.serve import budget, trained_runs, worker
+from rnnviz.serve.settings import settings
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -60,8 +62,6 @@ from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import compile_points, critical_gain, sweep_reusing
 from rnnviz.studies.training import Trainer, Training, load_run
 from rnnviz.tables.strategies import contributions_source, strategy_names
-from rnnviz.ui import budget, trained_runs, worker
-from rnnviz.ui.settings import settings
 
 log = logging.getLogger("rnnviz.jobs")
 
@@ -76,7 +76,7 @@ def setup() -> None:
     retired worker recompiles from disk), held to its cap, buffers kept in the heap, and the
     default configuration's analysis compiled.
     The folder and cap are the server's settings (``RNNVIZ_JAX_CACHE``, ``off`` turns it
-    off; ``RNNVIZ_JAX_CACHE_MB``: :mod:`rnnviz.ui.settings`)."""
+    off; ``RNNVIZ_JAX_CACHE_MB``: :mod:`rnnviz.serve.settings`)."""
     limits = settings()
     if limits.jax_cache != "off":
         enable_compilation_cache(limits.jax_cache, max_bytes=limits.jax_cache_mb * 2**20)
@@ -268,7 +268,7 @@ def strategies_table(cfg_json: str, repeats: int, only: tuple[str, ...] | None =
     (until :data:`TIMING_PRECISION`): one row per strategy, its cost and ∂L/∂W's difference
     against the accumulator's (:func:`~rnnviz.studies.comparisons.compare_strategies`).
     Each row is kept for the Devices tab (:func:`devices_live`), unless a pause cut into its
-    timing (:func:`rnnviz.ui.worker.resumes`)."""
+    timing (:func:`rnnviz.serve.worker.resumes`)."""
     before = worker.resumes()
     table = compare_strategies(
         config_of(cfg_json),
@@ -385,7 +385,7 @@ def quiet_run_s(cfg_json: str) -> float:
     """Seconds of one run of the analysis at a job key's shape, timed when this worker was
     asked (idle time, or a visitor's job, while idle-time work is paused): the fastest of
     up to :data:`QUIET_REPEATS` runs within :data:`QUIET_TIMING_S`, kept per shape. The
-    tabs' budgets count in it (:class:`~rnnviz.ui.budget.Cost`): the page's own timing of
+    tabs' budgets count in it (:class:`~rnnviz.serve.budget.Cost`): the page's own timing of
     the analysis ran beside a page being drawn."""
     shape = shape_key(cfg_json)
     if shape not in _QUIET:
@@ -442,7 +442,7 @@ def _key_with(cfg_json: str, **changes: Any) -> str:
 
 def tab_calls(cfg_json: str, plan: budget.Ahead, asks: TabAsks) -> list[tuple[Any, tuple]]:
     """The calls the tabs not opened yet make at a job's key, as their budgets plan them
-    (``plan``, :func:`~rnnviz.ui.budget.ahead`), in the tabs' order: ``[(job, args), …]``.
+    (``plan``, :func:`~rnnviz.serve.budget.ahead`), in the tabs' order: ``[(job, args), …]``.
 
     The Strategies tab's row per strategy and the contributions' analysis; the Phase
     diagram's parts and λ₁ (its key at gain 1: one executable for every gain); the Jacobians
@@ -497,9 +497,9 @@ def prepare_ahead(cfg_json: str, page: budget.Cost, log_pass: bool, asks: TabAsk
     """The workers' idle-time job for a page (:func:`rnnviz.ui.calls.prepare_tabs`), one
     short step per call. First the shape's quiet timing (:func:`quiet_run_s`); then, tab by
     tab in their order, what each will ask for as its budget plans it with that unit
-    (:func:`~rnnviz.ui.budget.ahead`): its executables, one per call
+    (:func:`~rnnviz.serve.budget.ahead`): its executables, one per call
     (:func:`prepare_next`), then its answers, one per call (:func:`tab_calls`). An answer
-    with run times whose job a pause cut into (:func:`rnnviz.ui.worker.resumes`) is dropped
+    with run times whose job a pause cut into (:func:`rnnviz.serve.worker.resumes`) is dropped
     and timed again.
 
     Args:
@@ -878,7 +878,7 @@ class TrainProgress(NamedTuple):
     """Where a run stands: steps done of ``steps``, seconds of training, whether it is done
     (finished, stopped or diverged everywhere) or was stopped, and its records so far
     without their weights (:func:`light`). Once done, ``paths`` are the run files the
-    worker wrote, weights and all (:func:`rnnviz.ui.trained_runs.write_runs`), or
+    worker wrote, weights and all (:func:`rnnviz.serve.trained_runs.write_runs`), or
     ``write_error`` says why there are none."""
 
     steps_done: int

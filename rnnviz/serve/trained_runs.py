@@ -5,8 +5,8 @@ them from their headers alone.
 The folder is under the system's temporary folder (``RNNVIZ_TRAINED_DIR`` names another),
 so runs outlive page reloads and sessions for as long as the machine keeps it, held to its
 caps (``RNNVIZ_TRAINED_MB``, ``RNNVIZ_TRAINED_FILES``; the least recently used run no open
-session uses goes first: :func:`rnnviz.ui.folders.admit`). The server
-only reads headers; the worker processes load the weights (:func:`rnnviz.ui.jobs.saved_run`).
+session uses goes first: :func:`rnnviz.serve.folders.admit`). The server
+only reads headers; the worker processes load the weights (:func:`rnnviz.serve.jobs.saved_run`).
 """
 
 from __future__ import annotations
@@ -17,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from rnnviz.config import ConfigError, RunConfig
+from rnnviz.serve.folders import admit, touch
+from rnnviz.serve.settings import settings
 from rnnviz.studies.training import Training
 from rnnviz.studies.training.runfile import RunFileError, read_header
-from rnnviz.ui.folders import admit, touch
-from rnnviz.ui.settings import settings
 
 #: The fields a trained run fixes (its weights only fit these); the rest stay the sidebar's.
 FOLLOWS_RUN = ("cell", "activation", "hidden_size", "input_size", "dtype", "carry_init", "recurrent_init")
@@ -33,7 +33,7 @@ def runs_folder() -> Path:
 
 def keep_run(path: Path, keep: tuple[Path, ...] = ()) -> None:
     """Hold the folder to its caps now that ``path`` is in it, never evicting ``keep`` (see
-    :func:`rnnviz.ui.folders.admit`).
+    :func:`rnnviz.serve.folders.admit`).
 
     Raises:
       FolderFull: the run is over the folder's cap, or open sessions use all of it.

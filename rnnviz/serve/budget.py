@@ -3,14 +3,14 @@
 A tab's work is estimated from what this machine measured for the configuration itself:
 :class:`Cost` holds a run of its analysis (one forward and reverse pass with every norm)
 and what compiling it took. The run is the faster of the page's own timing and one taken
-while nothing else ran (:func:`rnnviz.ui.jobs.quiet_run_s`): the page's is taken while a
+while nothing else ran (:func:`rnnviz.serve.jobs.quiet_run_s`): the page's is taken while a
 fresh page is being drawn, and on 2 cores the browser's work made it 3× slower (1.54 s
 against 0.50 s at LSTM H=128 T=1000 B=32), enough to refuse the Strategies tab.
 Each tab counts its work in those units, and when the total is over
 the view budget (:data:`VIEW_BUDGET_S`) it shrinks what it
 computes (fewer repeats, seeds, gains or exponents) and says so in one message. When even
 the smallest version is over, it computes nothing until the user asks for it, with the
-estimate on the button. The worker's time limit (:mod:`rnnviz.ui.worker`) stays the last
+estimate on the button. The worker's time limit (:mod:`rnnviz.serve.worker`) stays the last
 guard, for the estimate that is wrong or the computation that never returns.
 """
 
@@ -22,15 +22,15 @@ from typing import TYPE_CHECKING, NamedTuple
 
 from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops, param_count
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
+from rnnviz.serve.settings import settings as server_settings
 from rnnviz.studies.jacobians import carry_dim, choose_method
 from rnnviz.tables.strategies import strategy_rules
-from rnnviz.ui.settings import settings as server_settings
 
 if TYPE_CHECKING:
     from rnnviz.analysis import Analysis
 
 #: Seconds one tab may take; None: the server's setting (``RNNVIZ_VIEW_BUDGET_S``,
-#: :mod:`rnnviz.ui.settings`), read when a plan is made.
+#: :mod:`rnnviz.serve.settings`), read when a plan is made.
 VIEW_BUDGET_S: float | None = None
 #: The least seconds counted per executable to compile (a cached one costs nothing, so
 #: counting every one is an upper bound).
@@ -431,7 +431,7 @@ def model_refusal(n_params: int, batch: int, steps: int, limit_m: int | None = N
     """Why the Your model tab will not analyse a model of ``n_params`` parameters on ``batch``
     sequences of ``steps`` tokens, or None when it may: the work of its forward and reverse pass
     grows as parameters × tokens, held to the server's ``model_work_m``
-    (``RNNVIZ_MODEL_WORK_M``, :mod:`rnnviz.ui.settings`) million.
+    (``RNNVIZ_MODEL_WORK_M``, :mod:`rnnviz.serve.settings`) million.
 
     Args:
       n_params: the model's parameters (tied ones counted once).

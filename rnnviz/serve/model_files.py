@@ -1,12 +1,12 @@
 """Where the Your model tab finds checkpoints: the models in the user's data folder, an
 uploaded folder archive judged by its directory before a byte of it is extracted, and a tiny
 demo written with NumPy alone. The server only lists, judges and writes files here; the
-worker processes load what they name (:func:`rnnviz.ui.jobs.model_summary`), and the
+worker processes load what they name (:func:`rnnviz.serve.jobs.model_summary`), and the
 loader then judges the checkpoint by its headers.
 
 An archive (``.zip``, ``.tar``, ``.tar.gz``, ``.tgz``) is refused, whole and before anything
 is written, when its directory lists more than :data:`MAX_MEMBERS` members, more bytes than
-the upload folder's cap or the checkpoint cap (:func:`rnnviz.ui.jobs.model_max_bytes`), an
+the upload folder's cap or the checkpoint cap (:func:`rnnviz.serve.jobs.model_max_bytes`), an
 absolute path or ``..``, or anything other than regular files and folders (links, devices).
 A compressed tar has no directory: its headers are read through a stream that stops past the
 cap, so a member that lies about its size, or a bomb, is never inflated beyond it.
@@ -43,9 +43,9 @@ from rnnviz.checkpoints import CheckpointError
 from rnnviz.checkpoints.load import TORCH_SUFFIXES
 from rnnviz.checkpoints.safetensors import encode
 from rnnviz.dataset import data_dir
-from rnnviz.ui.folders import admit, touch
-from rnnviz.ui.jobs import model_max_bytes
-from rnnviz.ui.settings import settings
+from rnnviz.serve.folders import admit, touch
+from rnnviz.serve.jobs import model_max_bytes
+from rnnviz.serve.settings import settings
 
 #: A state dict file's suffixes (``torch.save``'s and safetensors').
 STATE_DICT_SUFFIXES = (*TORCH_SUFFIXES, ".safetensors")
@@ -315,7 +315,7 @@ def keep_archive(name: str, data: bytes) -> Path:
 
     Raises:
       CheckpointError: the archive is refused, or holds no model or more than one.
-      FolderFull: the upload folder cannot hold it (:func:`rnnviz.ui.folders.admit`).
+      FolderFull: the upload folder cannot hold it (:func:`rnnviz.serve.folders.admit`).
     """
     limits = settings()
     uploads = Path(limits.uploads_dir)

@@ -4,7 +4,7 @@ A visitor reads the first chart for a while before opening another tab, and mean
 worker that holds their shape waits. :class:`Preparer` keeps what pages asked to have
 prepared, one wish per shape (the newest: its visitor has moved on from the older values),
 newest first, and one thread of its own gives each to its worker whenever that worker has
-been idle (:meth:`rnnviz.ui.worker.WorkerPool.call_if_idle`), one short job at a time,
+been idle (:meth:`rnnviz.serve.worker.WorkerPool.call_if_idle`), one short job at a time,
 until the job answers that nothing is left. A visitor's own call waits at most for the
 one job under way. Nothing here imports Streamlit or JAX.
 """
@@ -40,7 +40,7 @@ class Preparer:
     again when a page asks. A wish whose job failed is not.
 
     Args:
-      pool: a :class:`~rnnviz.ui.worker.WorkerPool` (anything with its ``call_if_idle``).
+      pool: a :class:`~rnnviz.serve.worker.WorkerPool` (anything with its ``call_if_idle``).
       job: a module-level function; its answer says whether it has more to do.
       what: the work in words, for the pool's messages.
       more: ``answer -> bool``: whether the job has more to do (default: the answer's truth).
@@ -57,7 +57,7 @@ class Preparer:
         job of it is rarely under way when a visitor's call needs its worker.
 
     >>> import time
-    >>> from rnnviz.ui.worker import WorkerPool
+    >>> from rnnviz.serve.worker import WorkerPool
     >>> pool = WorkerPool(size=1)
     >>> prep = Preparer(pool, bool, "an example")  # bool("") is False: done after one job
     >>> prep.want("route", "")  # bool("")

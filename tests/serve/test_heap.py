@@ -1,4 +1,4 @@
-"""The server's heap trimming (rnnviz.ui.heap): on glibc, free memory fragmented inside the
+"""The server's heap trimming (rnnviz.serve.heap): on glibc, free memory fragmented inside the
 malloc arenas goes back to the system when trimmed. In a subprocess, so the arenas measured
 are those of a fresh interpreter."""
 
@@ -14,7 +14,7 @@ import pytest
 MALLINFO = textwrap.dedent(
     """
     import ctypes
-    from rnnviz.ui import heap
+    from rnnviz.serve import heap
 
     class MallInfo2(ctypes.Structure):
         _fields_ = [(n, ctypes.c_size_t) for n in (
@@ -97,7 +97,7 @@ def test_the_imports_are_frozen_once_so_the_collection_after_each_run_skips_them
         """
         import gc
         import rnnviz.ui.app  # what the server has imported when its first page runs
-        from rnnviz.ui import heap
+        from rnnviz.serve import heap
         before = len(gc.get_objects())
         frozen = heap.freeze_imports()
         print(before, frozen, gc.get_freeze_count(), len(gc.get_objects()), heap.freeze_imports())
@@ -115,7 +115,7 @@ def test_the_page_freezes_the_imports_of_its_process(monkeypatch):
 
     from apptest_helpers import run_app
 
-    from rnnviz.ui import heap
+    from rnnviz.serve import heap
 
     gc.unfreeze()  # as a fresh server: nothing frozen yet
     monkeypatch.setattr(heap, "_frozen", False)
@@ -127,7 +127,7 @@ def test_once_frozen_a_page_run_does_not_count_the_frozen_objects_again(monkeypa
     """gc.get_freeze_count() walks the whole frozen list: 40 ms a page run in a server."""
     import gc
 
-    from rnnviz.ui import heap
+    from rnnviz.serve import heap
 
     monkeypatch.setattr(heap, "_frozen", True)
 

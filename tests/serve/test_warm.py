@@ -1,4 +1,4 @@
-"""``rnnviz app`` warms its server before anyone asks (#33, :mod:`rnnviz.ui.warm`): once the
+"""``rnnviz app`` warms its server before anyone asks (#33, :mod:`rnnviz.serve.warm`): once the
 server answers, its page runs once in a headless session, so the first visitor's page takes the
 default analysis from the server's result cache (no "Compiling…" box: nothing compiled for
 them), while a page with another shape still compiles (the box is there: the check can fail).
@@ -19,7 +19,7 @@ import pytest
 from browser_helpers import CHART, CHROMIUM, FLAGS
 
 from rnnviz.cli.launch import served_at
-from rnnviz.ui.warm import warm
+from rnnviz.serve.warm import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 IDLE = '[data-test-script-state="notRunning"]'

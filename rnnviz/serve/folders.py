@@ -1,10 +1,11 @@
 """The server's folders that users fill (uploads, trained runs), held to their caps.
 
 A folder holds *entries* (a file, or a folder of one upload); its cap is a total size and a
-count (:mod:`rnnviz.ui.settings`). After each write, :func:`enforce` evicts the least
+count (:mod:`rnnviz.serve.settings`). After each write, :func:`enforce` evicts the least
 recently used entries until both fit, never one a live session is using: each session marks
 what it uses (:meth:`InUse.mark`, every run of its script), and a mark counts while its
-session is active (Streamlit's runtime says which are). Using an entry also touches it, so
+session is active (the page tells :data:`IN_USE` how to know: Streamlit's runtime). Using an
+entry also touches it, so
 "least recently used" is the order of last use, not of upload.
 
 >>> import tempfile, pathlib
@@ -129,12 +130,17 @@ class InUse:
     """What each live session uses, across the server's sessions (thread-safe).
 
     Args:
-      active: whether a session id is still live (default: Streamlit's runtime, when it runs).
+      active: whether a session id is still live (default: every session that marked is;
+        the page sets Streamlit's runtime as the judge, :meth:`judge_by`).
     """
 
     def __init__(self, active: Callable[[str], bool] | None = None):
         self._by_session: dict[str, set[str]] = {}
         self._lock = threading.Lock()
+        self._active = active or (lambda session: True)
+
+    def judge_by(self, active: Callable[[str], bool]) -> None:
+        """Say from now on whether a session is live with ``active(session id)``."""
         self._active = active
 
     def mark(self, session: str, paths: Iterable[str]) -> None:
@@ -150,9 +156,8 @@ class InUse:
 
     def paths(self) -> set[str]:
         """Every path a live session uses (sessions that ended are forgotten here)."""
-        active = self._active or _streamlit_active
         with self._lock:
-            for sid in [s for s in self._by_session if not active(s)]:
+            for sid in [s for s in self._by_session if not self._active(s)]:
                 del self._by_session[sid]
             return set().union(*self._by_session.values()) if self._by_session else set()
 
@@ -219,15 +224,6 @@ def session_paths(state: Mapping[str, Any]) -> set[str]:
     if state.get("model_source"):  # the Your model tab's checkpoint (an upload, or the demo)
         found.add(str(state["model_source"]))
     return {p for p in found if "/" in p or os.sep in p}  # paths only, not "digits" or "text"
-
-
-def _streamlit_active(session: str) -> bool:
-    try:
-        from streamlit.runtime import Runtime
-
-        return Runtime.instance().is_active_session(session)
-    except Exception:  # no runtime (AppTest, a script): every marking session counts as live
-        return True
 
 
 __all__ = [

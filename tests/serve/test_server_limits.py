@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rnnviz.ui import folders
-from rnnviz.ui.settings import SETTINGS, ServerSettings, SettingsError, markdown_table, parse
-from rnnviz.ui.worker import ResultCache, WorkerPool, pickled_bytes, rss_bytes
+from rnnviz.serve import folders
+from rnnviz.serve.settings import SETTINGS, ServerSettings, SettingsError, markdown_table, parse
+from rnnviz.serve.worker import ResultCache, WorkerPool, pickled_bytes, rss_bytes
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -233,7 +233,7 @@ def test_a_worker_past_its_memory_retires_and_its_successor_finds_the_executable
 
     monkeypatch.setenv("RNNVIZ_JAX_CACHE", str(tmp_path / "jax"))
     monkeypatch.setenv("RNNVIZ_JAX_CACHE_MB", "64")
-    pool = WorkerPool(size=1, setup="rnnviz.ui.jobs:setup", max_rss_bytes=2**20)  # every worker is over
+    pool = WorkerPool(size=1, setup="rnnviz.serve.jobs:setup", max_rss_bytes=2**20)  # every worker is over
     cfg = json.dumps(
         RunConfig(hidden_size=6, input_size=3, seq_len=9, batch_size=2).to_dict(), sort_keys=True
     )
@@ -262,7 +262,7 @@ def test_a_worker_refuses_a_data_file_it_could_hold_only_over_its_memory_cap(tmp
     1 GiB: a file over it is refused by its header (a worker over its cap after every job would
     retire after every job, each successor reading the file and compiling again)."""
     from rnnviz.dataset import DataError
-    from rnnviz.ui import jobs
+    from rnnviz.serve import jobs
 
     big, small = tmp_path / "big.npy", tmp_path / "small.npy"
     np.save(big, np.ones((20, 256, 1024), np.float32))  # 20 MiB

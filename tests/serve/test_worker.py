@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from rnnviz.config import FIELD_SPECS, ConfigError, check_field
-from rnnviz.ui.worker import ComputationTimeout, ResultCache, WorkerDied, WorkerPool
+from rnnviz.serve.worker import ComputationTimeout, ResultCache, WorkerDied, WorkerPool
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
 
@@ -94,7 +94,7 @@ def test_an_abandoned_call_finishes_in_the_background_and_the_worker_serves_the_
 
 
 def test_a_pure_call_takes_a_free_worker_when_its_own_is_busy_and_a_stateful_one_waits(pool):
-    from rnnviz.ui.worker import SPILL_S
+    from rnnviz.serve.worker import SPILL_S
 
     busy, _ = _routes(pool)
     home = pool.call(os.getpid, route=busy, what="pid")
@@ -124,7 +124,7 @@ def test_a_pure_call_takes_a_free_worker_when_its_own_is_busy_and_a_stateful_one
     for t in naps:
         t.join()
     # its worker busy with idle-time work (nobody waits for it): another answers at once
-    from rnnviz.ui.worker import IDLE_S
+    from rnnviz.serve.worker import IDLE_S
 
     time.sleep(IDLE_S + 0.1)
     assert pool.call_if_idle(time.sleep, 2.0, route=busy, what="preparing")
@@ -140,7 +140,7 @@ def _state(pid: int) -> str:
 
 @pytest.mark.slow
 def test_idle_time_work_is_paused_while_a_visitors_job_runs_and_its_limit_excludes_the_pause(pool):
-    from rnnviz.ui.worker import IDLE_S
+    from rnnviz.serve.worker import IDLE_S
 
     idle, other = _routes(pool)
     answers = []
@@ -183,8 +183,8 @@ def test_idle_time_work_is_paused_while_a_visitors_job_runs_and_its_limit_exclud
 
 
 def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monkeypatch):
-    from rnnviz.ui import worker
-    from rnnviz.ui.worker import IDLE_S
+    from rnnviz.serve import worker
+    from rnnviz.serve.worker import IDLE_S
 
     monkeypatch.setattr(worker, "VISIT_GRACE_S", 1.0)  # read when used: a shorter grace, same rule
     idle, _ = _routes(pool)
@@ -213,7 +213,7 @@ def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monke
 
 
 def test_a_fresh_pages_drawing_counts_from_its_runs_end_and_a_reruns_end_adds_nothing(pool, monkeypatch):
-    from rnnviz.ui import worker
+    from rnnviz.serve import worker
 
     monkeypatch.setattr(worker, "VISIT_GRACE_S", 0.6)  # read when used: shorter, same rules
     monkeypatch.setattr(worker, "PAGE_DRAW_S", 0.5)
@@ -233,7 +233,7 @@ def test_a_fresh_pages_drawing_counts_from_its_runs_end_and_a_reruns_end_adds_no
 
 
 def test_fresh_pages_drawn_on_this_machine_add_up_their_grace_and_reruns_do_not(pool, monkeypatch):
-    from rnnviz.ui import worker
+    from rnnviz.serve import worker
 
     monkeypatch.setattr(worker, "VISIT_GRACE_S", 0.6)  # read when used: shorter, same rules
     monkeypatch.setattr(worker, "PAGE_DRAW_S", 0.5)
@@ -271,7 +271,7 @@ def test_an_idle_time_job_may_follow_another_at_once_but_waits_after_a_visitors_
     """IDLE_S is the gap between two calls of one script run: only a visitor's job starts it.
     Idle-time jobs come one after another (a step each), and a wait after each took a third of
     a reader's idle time at LSTM H=128 T=1000 (#33)."""
-    from rnnviz.ui import worker
+    from rnnviz.serve import worker
 
     monkeypatch.setattr(worker, "IDLE_S", 3600.0)  # read when used: a wait no test outlasts
     for w in pool.workers:
@@ -289,7 +289,7 @@ def test_an_idle_time_job_may_follow_another_at_once_but_waits_after_a_visitors_
 def test_a_pause_that_comes_after_the_idle_time_job_has_ended_stops_nothing(pool):
     """The soak caught it: a page run decided to pause a worker as its idle-time job answered,
     the SIGSTOP landed on the visitor's job that came next, and that job ran into its limit."""
-    from rnnviz.ui.worker import IDLE_S
+    from rnnviz.serve.worker import IDLE_S
 
     idle, _ = _routes(pool)
     answers = []
@@ -349,7 +349,7 @@ def test_the_dashboard_says_what_was_stopped_and_keeps_pins_and_url(monkeypatch)
 
     from rnnviz.ui import calls
 
-    real = WorkerPool(size=1, setup="rnnviz.ui.jobs:setup", time_limit_s=60)
+    real = WorkerPool(size=1, setup="rnnviz.serve.jobs:setup", time_limit_s=60)
     monkeypatch.setattr(calls, "pool", lambda: real)  # this test needs real worker processes
     try:
         at = run_app({"tab": "Compare", "seq_len": "21", "hidden_size": "5"})
@@ -375,7 +375,7 @@ def test_a_worker_keeps_its_executables_so_a_value_change_does_not_recompile(poo
     import json
 
     from rnnviz import RunConfig
-    from rnnviz.ui import jobs
+    from rnnviz.serve import jobs
 
     def ask(**values):
         cfg = RunConfig(hidden_size=6, input_size=3, seq_len=9, batch_size=2, **values)
@@ -401,7 +401,7 @@ def test_a_stuck_worker_ends_when_its_server_is_gone(tmp_path):
     script = tmp_path / "server.py"
     script.write_text(
         "import time\n"
-        "from rnnviz.ui.worker import WorkerPool\n"
+        "from rnnviz.serve.worker import WorkerPool\n"
         "pool = WorkerPool(size=1)\n"
         "pool.call(divmod, 1, 1, route='r', what='start')\n"
         "print(pool.workers[0].process.pid, flush=True)\n"
@@ -440,7 +440,7 @@ def _until(done, within_s: float = 10.0) -> None:
 
 
 def test_a_job_runs_in_idle_time_only_and_a_visitor_waits_for_that_one_job_alone(pool):
-    from rnnviz.ui.worker import IDLE_S
+    from rnnviz.serve.worker import IDLE_S
 
     answers = []
     on_answer = lambda status, value: answers.append((status, value))  # noqa: E731
@@ -486,9 +486,9 @@ def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call(
 
     from rnnviz import RunConfig
     from rnnviz.analysis import is_compiled
+    from rnnviz.serve import jobs
     from rnnviz.studies.comparisons import available_strategies
     from rnnviz.studies.sweep import sweep_executable
-    from rnnviz.ui import jobs
 
     cfg = RunConfig(cell="gru", hidden_size=5, input_size=2, seq_len=7, batch_size=2)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
@@ -548,8 +548,8 @@ def test_the_phase_job_at_a_small_shape_goes_through_the_pages_analysis_and_comp
     import numpy as np
 
     from rnnviz import RunConfig
+    from rnnviz.serve import jobs
     from rnnviz.studies.sweep import sweep, sweep_executable
-    from rnnviz.ui import jobs
 
     cfg = RunConfig(cell="lstm", hidden_size=3, input_size=2, seq_len=6, batch_size=2, seed=2)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
@@ -570,8 +570,8 @@ def test_prepare_ahead_times_the_shape_quietly_first_then_plans_the_tabs_with_th
     import json
 
     from rnnviz import RunConfig
+    from rnnviz.serve import budget, jobs
     from rnnviz.studies.comparisons import available_strategies
-    from rnnviz.ui import budget, jobs
 
     cfg = RunConfig(cell="gru", hidden_size=5, input_size=3, seq_len=9, batch_size=2, seed=3)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
@@ -623,10 +623,10 @@ def test_idle_time_computes_what_each_tab_will_ask_for_under_the_key_of_the_tabs
     import pandas as pd
 
     from rnnviz import RunConfig
+    from rnnviz.serve import budget, jobs
+    from rnnviz.serve.worker import ResultCache
     from rnnviz.studies.comparisons import available_strategies
-    from rnnviz.ui import budget, jobs
     from rnnviz.ui.calls import keep_ahead
-    from rnnviz.ui.worker import ResultCache
 
     cfg = RunConfig(
         cell="gru", hidden_size=4, input_size=2, seq_len=6, batch_size=2, seed=2, recurrent_gain=0.8
@@ -670,7 +670,7 @@ def test_an_answer_whose_timing_a_pause_cut_into_is_timed_again(monkeypatch):
     import json
 
     from rnnviz import RunConfig
-    from rnnviz.ui import jobs, worker
+    from rnnviz.serve import jobs, worker
 
     cfg = RunConfig(cell="simple", hidden_size=3, input_size=2, seq_len=5, batch_size=2)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
@@ -688,8 +688,8 @@ def test_an_answer_whose_timing_a_pause_cut_into_is_timed_again(monkeypatch):
 
 
 def test_the_preparer_hands_each_answer_to_keep_and_asks_more_whether_to_go_on(pool, monkeypatch):
-    from rnnviz.ui import idle
-    from rnnviz.ui.idle import Preparer
+    from rnnviz.serve import idle
+    from rnnviz.serve.idle import Preparer
 
     monkeypatch.setattr(idle, "MAX_JOBS", 3)  # a route that always has more is given up after 3
     kept = []
@@ -722,8 +722,8 @@ class _OpenablePool:
 def test_a_wish_and_each_answer_start_the_next_job_at_once_not_a_poll_later(monkeypatch):
     """The preparer's loop looks for an idle worker every POLL_S, but a wish or an answer wakes
     it: steps of one wish follow each other, and a reader's idle time is not spent waiting."""
-    from rnnviz.ui import idle
-    from rnnviz.ui.idle import Preparer
+    from rnnviz.serve import idle
+    from rnnviz.serve.idle import Preparer
 
     monkeypatch.setattr(idle, "POLL_S", 3600.0)  # no look would come by polling in this test
     pool = _OpenablePool()
@@ -746,7 +746,7 @@ def test_a_wish_and_each_answer_start_the_next_job_at_once_not_a_poll_later(monk
 def test_a_route_holds_one_wish_and_a_wish_prepared_is_not_prepared_again():
     """New values at a shape replace its older wish (its visitor moved on); a wish already
     prepared costs nothing when a page asks again, and other values are prepared anew."""
-    from rnnviz.ui.idle import Preparer
+    from rnnviz.serve.idle import Preparer
 
     kept, pool = [], _OpenablePool()
     prep = Preparer(pool, operator.neg, "negating", more=lambda answer: False, keep=lambda *a: kept.append(a))
@@ -768,7 +768,7 @@ def test_a_wish_prepared_in_a_worker_process_since_replaced_is_prepared_again_an
     """What idle time prepared lives in the worker process that prepared it: once a successor
     or a replacement serves the route, a page asking again has it prepared anew. A job that
     failed is not tried again, whatever the process (it would fail again, or kill its worker)."""
-    from rnnviz.ui.idle import Preparer
+    from rnnviz.serve.idle import Preparer
 
     class Pool:  # workers always idle, a job's error answered as WorkerPool answers it
         generations = {"shape": 1, "broken": 1}
@@ -814,7 +814,7 @@ def test_a_wish_prepared_in_a_worker_process_since_replaced_is_prepared_again_an
 def test_two_preparers_take_turns_a_job_each_and_alone_each_runs_freely():
     """The tabs of the page a visitor is on (calls.preparer) and the cells they may switch to
     (calls.neighbour_preparer) take turns, the tabs first: neither waits for all of the other."""
-    from rnnviz.ui.idle import Preparer
+    from rnnviz.serve.idle import Preparer
 
     order, pool = [], _OpenablePool()
 
@@ -852,7 +852,7 @@ def test_two_preparers_take_turns_a_job_each_and_alone_each_runs_freely():
 def test_a_preparer_with_quiet_s_waits_for_visitors_to_read_and_never_holds_up_its_partner():
     """The other cells (calls.neighbour_preparer, quiet_s) start only once no page has run
     for quiet_s; meanwhile the tabs' preparation, whose turn partner they are, runs alone."""
-    from rnnviz.ui.idle import Preparer
+    from rnnviz.serve.idle import Preparer
 
     order, pool = [], _OpenablePool()
     pool.since = 1.0
@@ -903,8 +903,8 @@ def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
 
     from rnnviz import RunConfig
     from rnnviz.engine.prepare import static_config
-    from rnnviz.ui import jobs
-    from rnnviz.ui.idle import Preparer
+    from rnnviz.serve import jobs
+    from rnnviz.serve.idle import Preparer
 
     def key(cfg):
         return json.dumps(cfg.to_dict(), sort_keys=True)
@@ -992,7 +992,7 @@ def test_a_preset_prepared_in_idle_time_leaves_its_analysis_nothing_to_compile_l
 
     from rnnviz import RunConfig
     from rnnviz.analysis import compile_analysis, is_compiled
-    from rnnviz.ui import jobs
+    from rnnviz.serve import jobs
 
     def key(cfg):
         return json.dumps(cfg.to_dict(), sort_keys=True)
@@ -1014,8 +1014,8 @@ def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs
     import json
 
     from rnnviz import RunConfig
-    from rnnviz.ui import jobs
-    from rnnviz.ui.idle import Preparer
+    from rnnviz.serve import jobs
+    from rnnviz.serve.idle import Preparer
 
     cfg = RunConfig(cell="lstm", hidden_size=5, input_size=2, seq_len=7, batch_size=2)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
@@ -1039,7 +1039,7 @@ def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs
 def test_a_stuck_idle_job_holds_its_worker_no_longer_than_the_pools_limit():
     """A stopped worker (SIGSTOP, in the soak with faults) took an idle-time job: the visitor
     who then asks waits for the pool's own limit at most, and is answered by a new worker."""
-    from rnnviz.ui.worker import IDLE_S
+    from rnnviz.serve.worker import IDLE_S
 
     pool = WorkerPool(size=1, time_limit_s=1.5)
     try:
@@ -1061,7 +1061,7 @@ def test_the_devices_tab_reuses_the_strategies_rows_this_worker_just_timed(monke
     import json
 
     from rnnviz import RunConfig
-    from rnnviz.ui import jobs, worker
+    from rnnviz.serve import jobs, worker
 
     cfg = RunConfig(cell="gru", hidden_size=4, input_size=2, seq_len=5, batch_size=2)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
@@ -1116,8 +1116,8 @@ def test_idle_time_asks_for_the_jacobians_parts_the_tab_asks_for_at_a_long_pass(
     import json
 
     from rnnviz import RunConfig
+    from rnnviz.serve import budget, jobs
     from rnnviz.studies.comparisons import available_strategies
-    from rnnviz.ui import budget, jobs
 
     cfg = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
