@@ -76,10 +76,17 @@ class FieldSpec:
     optional: bool = False
     lo_open: bool = False  # the range is (lo, hi]: lo itself is not allowed
     note: str = ""  # why the range is what it is, added to the message in parentheses
+    label: str = ""  # what a form calls it (the dashboard's sidebar, a teaching page's controls)
+    step: float | None = None  # a number input's step
 
     def options(self) -> tuple[str, ...] | None:
         """The allowed values of a choice field (the cell registry's names for ``cell``)."""
         return self.choices() if callable(self.choices) else self.choices
+
+    @property
+    def title(self) -> str:
+        """:attr:`label`, or the name in words (``seq len``) where it has none."""
+        return self.label or self.name.replace("_", " ")
 
     def allowed(self) -> str:
         """What the field accepts, in words: ``one of a, b`` or ``an integer in [1, 2048]`` (+ note)."""
@@ -242,17 +249,26 @@ class RunConfig:
 def _spec_table() -> dict[str, FieldSpec]:
     specs = [
         FieldSpec(
-            "cell", str, "recurrent cell: a registered name (rnnviz.register_cell, or a plugin)", cell_names
+            "cell",
+            str,
+            "recurrent cell: a registered name (rnnviz.register_cell, or a plugin)",
+            cell_names,
+            label="Cell",
         ),
         FieldSpec(
             "activation",
             str,
             "the activation of cells that take one (simple, indrnn); gated cells use tanh",
             ACTIVATIONS,
+            label="Activation",
         ),
-        FieldSpec("hidden_size", int, "units in the carry, H", lo=1, hi=MAX_HIDDEN),
-        FieldSpec("input_size", int, "features per step, I", lo=1, hi=MAX_INPUT),
-        FieldSpec("seq_len", int, "time steps, T", lo=1, hi=MAX_SEQ_LEN),
+        FieldSpec(
+            "hidden_size", int, "units in the carry, H", lo=1, hi=MAX_HIDDEN, label="Hidden size H", step=1
+        ),
+        FieldSpec(
+            "input_size", int, "features per step, I", lo=1, hi=MAX_INPUT, label="Input features I", step=1
+        ),
+        FieldSpec("seq_len", int, "time steps, T", lo=1, hi=MAX_SEQ_LEN, label="Sequence length T", step=10),
         FieldSpec(
             "batch_size",
             int,
@@ -260,29 +276,67 @@ def _spec_table() -> dict[str, FieldSpec]:
             lo=1,
             hi=MAX_BATCH,
             optional=True,
+            label="Batch size B",
+            step=1,
         ),
-        FieldSpec("dtype", str, "dtype of params, carry and computation", DTYPES),
-        FieldSpec("carry_init", str, "how the initial carry starts", CARRY_INITS),
+        FieldSpec("dtype", str, "dtype of params, carry and computation", DTYPES, label="dtype"),
+        FieldSpec("carry_init", str, "how the initial carry starts", CARRY_INITS, label="Initial carry"),
         FieldSpec(
             "carry_scale",
             float,
             "std (normal), half-width (uniform), value (constant), init std (learned)",
             lo=0.0,
             hi=100.0,
-        ),
-        FieldSpec("recurrent_init", str, "initialiser of the recurrent kernels", RECURRENT_INITS),
-        FieldSpec(
-            "recurrent_gain", float, "factor applied to the recurrent kernels after init", lo=0.0, hi=10.0
+            label="Carry scale",
+            step=0.1,
         ),
         FieldSpec(
-            "forget_bias", float, "LSTM forget-gate bias (1.0 is the classic remedy)", lo=-20.0, hi=20.0
+            "recurrent_init",
+            str,
+            "initialiser of the recurrent kernels",
+            RECURRENT_INITS,
+            label="Recurrent init",
         ),
-        FieldSpec("inputs", str, "input sequence distribution", INPUTS),
-        FieldSpec("input_scale", float, "multiplies the inputs", lo=0.0, hi=100.0),
-        FieldSpec("loss", str, "last: ½Σh_T²; all: ½(1/T)Σ_tΣh_t²", LOSSES),
-        FieldSpec("seed", int, "root PRNG seed for params, carry and inputs", lo=0, hi=MAX_SEED),
-        FieldSpec("strategy", str, "how parameter gradients are gathered through time", strategy_names),
-        FieldSpec("device", str, "where to run: auto picks a GPU when present", DEVICES),
+        FieldSpec(
+            "recurrent_gain",
+            float,
+            "factor applied to the recurrent kernels after init",
+            lo=0.0,
+            hi=10.0,
+            label="Recurrent gain g",
+            step=0.05,
+        ),
+        FieldSpec(
+            "forget_bias",
+            float,
+            "LSTM forget-gate bias (1.0 is the classic remedy)",
+            lo=-20.0,
+            hi=20.0,
+            label="Forget bias",
+            step=0.5,
+        ),
+        FieldSpec("inputs", str, "input sequence distribution", INPUTS, label="Input distribution"),
+        FieldSpec(
+            "input_scale", float, "multiplies the inputs", lo=0.0, hi=100.0, label="Input scale", step=0.1
+        ),
+        FieldSpec("loss", str, "last: ½Σh_T²; all: ½(1/T)Σ_tΣh_t²", LOSSES, label="Loss"),
+        FieldSpec(
+            "seed",
+            int,
+            "root PRNG seed for params, carry and inputs",
+            lo=0,
+            hi=MAX_SEED,
+            label="Seed",
+            step=1,
+        ),
+        FieldSpec(
+            "strategy",
+            str,
+            "how parameter gradients are gathered through time",
+            strategy_names,
+            label="Strategy",
+        ),
+        FieldSpec("device", str, "where to run: auto picks a GPU when present", DEVICES, label="Device"),
     ]
     return {s.name: s for s in specs}
 

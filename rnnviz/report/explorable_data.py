@@ -142,7 +142,7 @@ def controls_json(over: Mapping[str, Sequence[Any]], start: Mapping[str, Any]) -
         out.append(
             {
                 "name": name,
-                "label": name.replace("_", " "),
+                "label": spec.title,
                 "help": spec.help,
                 "kind": "menu" if isinstance(values[0], str) else "slider",
                 "values": values,

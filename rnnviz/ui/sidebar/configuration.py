@@ -13,13 +13,7 @@ import streamlit as st
 
 from rnnviz.base.presets import PRESETS, config_from_params, config_to_params
 from rnnviz.config import (
-    ACTIVATIONS,
-    CARRY_INITS,
-    DTYPES,
     FIELD_SPECS,
-    INPUTS,
-    LOSSES,
-    RECURRENT_INITS,
     ConfigError,
     RunConfig,
 )
@@ -71,6 +65,23 @@ def _help(name: str) -> str:
     return f"{spec.help}; {spec.allowed()}"
 
 
+def _number(sb: Any, name: str, **options: Any) -> Any:
+    """The number input of a :class:`~rnnviz.config.RunConfig` field: its label, bounds, step
+    and help as :data:`~rnnviz.config.FIELD_SPECS` says (``options``: ``disabled``, ``format``)."""
+    spec = FIELD_SPECS[name]
+    as_kind = int if spec.kind is int else float
+    lo, hi, step = (as_kind(x) for x in (spec.lo, spec.hi, spec.step))
+    return sb.number_input(spec.title, lo, hi, key=KEY(name), step=step, help=_help(name), **options)
+
+
+def _choice(sb: Any, name: str, choices: tuple[str, ...] | None = None, **options: Any) -> Any:
+    """The menu of a :class:`~rnnviz.config.RunConfig` field: its label, its allowed values (or
+    ``choices``, those offered here) and help as :data:`~rnnviz.config.FIELD_SPECS` says."""
+    spec = FIELD_SPECS[name]
+    options.setdefault("help", _help(name))
+    return sb.selectbox(spec.title, spec.options() if choices is None else choices, key=KEY(name), **options)
+
+
 def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: str | None) -> dict[str, Any]:
     """Draw the sidebar; return the raw field values (validated by RunConfig later)."""
     sb = st.sidebar
@@ -81,96 +92,41 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     names = cell_names()  # registered cells only: a URL can name one, never a module
     if st.session_state.get(KEY("cell")) not in names:
         st.session_state[KEY("cell")] = "simple"
-    v["cell"] = sb.selectbox("Cell", names, key=KEY("cell"), format_func=_cell_label, help=_cell_help(names))
+    v["cell"] = _choice(sb, "cell", names, format_func=_cell_label, help=_cell_help(names))
     spec = cell_spec(v["cell"])
     takes = len(spec.activations) > 1
-    v["activation"] = sb.selectbox(
-        "Activation",
-        ACTIVATIONS,
-        key=KEY("activation"),
+    v["activation"] = _choice(
+        sb,
+        "activation",
         disabled=not takes,
         help=_help("activation")
         + (f"; the {v['cell']} cell takes " + ", ".join(spec.activations) if takes else ""),
     )
     if v["activation"] not in spec.activations:
         v["activation"] = spec.activations[0]
-    v["hidden_size"] = sb.number_input(
-        "Hidden size H",
-        1,
-        FIELD_SPECS["hidden_size"].hi,
-        key=KEY("hidden_size"),
-        step=1,
-        help=_help("hidden_size"),
-    )
-    v["recurrent_init"] = sb.selectbox(
-        "Recurrent init", RECURRENT_INITS, key=KEY("recurrent_init"), help=_help("recurrent_init")
-    )
-    v["recurrent_gain"] = sb.number_input(
-        "Recurrent gain g",
-        0.0,
-        10.0,
-        key=KEY("recurrent_gain"),
-        step=0.05,
-        format="%.3f",
-        help=_help("recurrent_gain"),
-    )
+    v["hidden_size"] = _number(sb, "hidden_size")
+    v["recurrent_init"] = _choice(sb, "recurrent_init")
+    v["recurrent_gain"] = _number(sb, "recurrent_gain", format="%.3f")
     has_bias = spec.forget_bias is not None
-    v["forget_bias"] = sb.number_input(
-        "Forget bias",
-        -20.0,
-        20.0,
-        key=KEY("forget_bias"),
-        step=0.5,
-        disabled=not has_bias,
-        help=_help("forget_bias"),
-    )
+    v["forget_bias"] = _number(sb, "forget_bias", disabled=not has_bias)
     if not has_bias:
         v["forget_bias"] = 0.0
     sb.subheader("Carry")
-    v["carry_init"] = sb.selectbox(
-        "Initial carry", CARRY_INITS, key=KEY("carry_init"), help=_help("carry_init")
-    )
-    v["carry_scale"] = sb.number_input(
-        "Carry scale",
-        0.0,
-        100.0,
-        key=KEY("carry_scale"),
-        step=0.1,
-        disabled=v["carry_init"] == "zeros",
-        help=_help("carry_scale"),
-    )
+    v["carry_init"] = _choice(sb, "carry_init")
+    v["carry_scale"] = _number(sb, "carry_scale", disabled=v["carry_init"] == "zeros")
     sb.subheader("Input")
-    v["seq_len"] = sb.number_input(
-        "Sequence length T", 1, FIELD_SPECS["seq_len"].hi, key=KEY("seq_len"), step=10, help=_help("seq_len")
-    )
-    v["input_size"] = sb.number_input(
-        "Input features I",
-        1,
-        FIELD_SPECS["input_size"].hi,
-        key=KEY("input_size"),
-        step=1,
-        help=_help("input_size"),
-    )
+    v["seq_len"] = _number(sb, "seq_len")
+    v["input_size"] = _number(sb, "input_size")
     batched = sb.toggle(
         "Batched input [B, T, I]", key=KEY("batched"), help="off: one unbatched sequence [T, I]"
     )
-    b = sb.number_input(
-        "Batch size B",
-        1,
-        FIELD_SPECS["batch_size"].hi,
-        key=KEY("batch_size"),
-        step=1,
-        disabled=not batched,
-        help=_help("batch_size"),
-    )
+    b = _number(sb, "batch_size", disabled=not batched)
     v["batch_size"] = b if batched else None
-    v["inputs"] = sb.selectbox("Input distribution", INPUTS, key=KEY("inputs"), help=_help("inputs"))
-    v["input_scale"] = sb.number_input(
-        "Input scale", 0.0, 100.0, key=KEY("input_scale"), step=0.1, help=_help("input_scale")
-    )
-    v["dtype"] = sb.selectbox("dtype", DTYPES, key=KEY("dtype"), help=_help("dtype"))
+    v["inputs"] = _choice(sb, "inputs")
+    v["input_scale"] = _number(sb, "input_scale")
+    v["dtype"] = _choice(sb, "dtype")
     sb.subheader("Gradient")
-    v["loss"] = sb.selectbox("Loss", LOSSES, key=KEY("loss"), help=_help("loss"))
+    v["loss"] = _choice(sb, "loss")
     hidden = {
         name: cell_unavailable(name, spec) for name in strategies
     }  # the JAX-wide reasons were applied by the worker
@@ -180,19 +136,17 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
         sb.caption(f"Strategy '{name}' is hidden: the {v['cell']} cell cannot use it — {why}.")
     if st.session_state.get(KEY("strategy")) not in strategies:
         st.session_state[KEY("strategy")] = "accumulate"
-    v["strategy"] = sb.selectbox("Strategy", strategies, key=KEY("strategy"), help=_help("strategy"))
+    v["strategy"] = _choice(sb, "strategy", strategies)
     if st.session_state.get(KEY("device")) not in devices:
         sb.warning(
             f"device={st.session_state.get(KEY('device'))!r} is not available: no GPU is visible to JAX "
             "here; using 'auto'."
         )
         st.session_state[KEY("device")] = "auto"
-    v["device"] = sb.selectbox("Device", devices, key=KEY("device"), help=_help("device"))
+    v["device"] = _choice(sb, "device", devices)
     if gpu_reason:
         sb.caption(f"GPU unavailable: {gpu_reason}")
-    v["seed"] = sb.number_input(
-        "Seed", 0, FIELD_SPECS["seed"].hi, key=KEY("seed"), step=1, help=_help("seed")
-    )
+    v["seed"] = _number(sb, "seed")
     return v
 
 

@@ -7,6 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
+from rnnviz.config import FIELD_SPECS
 from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.serve import budget
@@ -21,8 +22,9 @@ def render(ctx: TabContext) -> None:
     what the config's analysis took here."""
     cfg, dynamics = ctx.config, ctx.compute.dynamics
     c1, c2, c3, c4 = st.columns(4)
-    lo = c1.number_input("gain from", 0.0, 10.0, 0.5, 0.05, key="phase_lo")
-    hi = c2.number_input("gain to", 0.0, 10.0, 1.5, 0.05, key="phase_hi")
+    gain = FIELD_SPECS["recurrent_gain"]
+    lo = c1.number_input("gain from", gain.lo, gain.hi, 0.5, gain.step, key="phase_lo")
+    hi = c2.number_input("gain to", gain.lo, gain.hi, 1.5, gain.step, key="phase_hi")
     n = c3.number_input("gains", 2, 256, budget.PHASE_GAINS, 1, key="phase_n")
     seeds = c4.number_input("seeds", 1, 16, budget.PHASE_SEEDS, 1, key="phase_seeds")
     if hi <= lo:
