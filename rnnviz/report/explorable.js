@@ -168,21 +168,23 @@ function main(data) {
       text: p.floor_label, font: { color: "#D55E00", size: 12 } }];
     Plotly.react("rnnviz-gradients", traces, g, page.config);
 
-    // 2. ‖carry_t‖ per component
+    // 2. the carry in one figure (one redraw): ‖carry_t‖ per component above, the first units
+    // of the output component (example 0) below, on a shared t axis
     const carry = Object.entries(p.carry).map(([name, y], k) => line(t, y, "‖" + name + "_t‖", colours[k % colours.length], "solid"));
-    Plotly.react("rnnviz-carry", carry,
-      logAxis(layout(page.titles.carry, "timestep t", "‖carry_t‖ (log scale)"), Object.values(p.carry).flat(), fixed.carry),
-      page.config);
-
-    // 3. the first units of the output component, example 0
     const units = p.units.map((y, k) => ({
-      type: "scatter", mode: "lines", x: t, y, name: p.unit_label + "[" + k + "]",
-      line: { color: colours[k % colours.length], width: 1.5 },
+      type: "scatter", mode: "lines", x: t, y, name: p.unit_label + "[" + k + "]", yaxis: "y2",
+      line: { color: colours[(k + carry.length) % colours.length], width: 1.5 },
       hovertemplate: "t=%{x}<br>%{y:.4g}<extra>" + p.unit_label + "[" + k + "]</extra>",
     }));
-    Plotly.react("rnnviz-units", units, layout(page.titles.units, "timestep t", p.unit_label + "_t (example 0)"), page.config);
+    const c = logAxis(layout(page.titles.carry, "timestep t", "‖carry_t‖ (log scale)"),
+      Object.values(p.carry).flat(), fixed.carry);
+    c.height = 520;
+    c.xaxis = { ...c.xaxis, anchor: "y2" };  // one t axis, under both
+    c.yaxis = { ...c.yaxis, domain: [0.56, 1] };
+    c.yaxis2 = { ...(page.theme.yaxis || {}), domain: [0, 0.44], anchor: "x", title: { text: p.unit_label + "_t (example 0)" } };
+    Plotly.react("rnnviz-carry", [...carry, ...units], c, page.config);
 
-    // 4. the step Jacobians' top singular values, and σ = 1
+    // 3. the step Jacobians' top singular values, and σ = 1
     const sv = p.sv.map((y, k) => ({ ...line(p.steps, y, "σ" + (k + 1), colours[k % colours.length], "solid", 2),
       hovertemplate: "t=%{x}<br>" + page.hover + "<extra>σ" + (k + 1) + "</extra>" }));
     const j = logAxis(layout(page.titles.sv + " — λ₁ = " + p.lambda1_text, "timestep t", "σᵢ(J_t) (log scale)"),

@@ -3,7 +3,7 @@
 The page holds its data (:func:`rnnviz.report.explorable_data.page_data`: every grid point's
 view, stored compactly) and plotly.js, both gzip-compressed and base64-encoded in
 ``<script>`` elements; its script (``explorable.js`` beside this module) decompresses them
-with the browser's ``DecompressionStream`` and redraws four charts from a lookup whenever a
+with the browser's ``DecompressionStream`` and redraws three charts from a lookup whenever a
 slider or menu moves. Nothing is computed in the page and nothing is requested from
 anywhere: the file works from a USB stick.
 """
@@ -39,15 +39,15 @@ _STYLE = """
 body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; margin: 1.5em auto; max-width: 1280px;
        padding: 0 1em; color: #222; }
 h1 { font-size: 1.5em; margin-bottom: 0.2em; } .lesson { max-width: 60em; }
-#rnnviz-controls { display: grid; grid-template-columns: repeat(auto-fill, minmax(300px, 1fr));
+#rnnviz-controls { display: grid; grid-template-columns: repeat(auto-fill, minmax(330px, 1fr));
                    gap: 0.4em 1.5em;
                    margin: 1em 0; padding: 0.8em 1em; background: #f6f8fa; border-radius: 6px; }
-.control { display: grid; grid-template-columns: 9em 1fr 5em; align-items: center; gap: 0.6em; }
+.control { display: grid; grid-template-columns: 10.5em 1fr 4.5em; align-items: center; gap: 0.6em; }
 .control .name { font-weight: 600; } .control .value { font-variant-numeric: tabular-nums; }
 #rnnviz-verdict { font-weight: 600; font-size: 1.1em; margin: 0.6em 0 0.2em; }
 #rnnviz-numbers, .note { color: #555; font-size: 0.9em; }
 .charts { display: grid; grid-template-columns: repeat(auto-fit, minmax(480px, 1fr)); gap: 0 1em; }
-.chart { min-height: 380px; }
+.chart { min-height: 380px; } .chart.wide { grid-column: 1 / -1; min-height: 520px; }
 """
 
 
@@ -90,7 +90,7 @@ def _script() -> str:
 
 
 def explorable_html(data: Mapping[str, Any]) -> str:
-    """The page over a grid's data: its controls, four charts in the house theme, the verdict
+    """The page over a grid's data: its controls, three charts in the house theme, the verdict
     and the numbers.
 
     Args:
@@ -123,8 +123,7 @@ Keep the axes fixed over the whole grid</label>
 <div class="charts">
 <div class="chart" id="rnnviz-gradients"></div>
 <div class="chart" id="rnnviz-jacobians"></div>
-<div class="chart" id="rnnviz-carry"></div>
-<div class="chart" id="rnnviz-units"></div>
+<div class="chart wide" id="rnnviz-carry"></div>
 </div>
 <p class="note">Every point of the grid ({len(data["points"])} configurations) was computed beforehand by
 rnnviz: this page only looks them up, and works offline. The other fields: {html.escape(data["others"])}.</p>

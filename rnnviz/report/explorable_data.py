@@ -35,8 +35,7 @@ LOG_STEP_BYTES, UNIT_STEP_BYTES = 1.2, 2.6
 #: The charts' titles.
 TITLES = {
     "grad": "‖∂L/∂carry_t‖ through time",
-    "carry": "‖carry_t‖",
-    "units": "The carry's first units",
+    "carry": "The carry: ‖carry_t‖, and its first units",
     "sv": "Step-Jacobian spectrum σᵢ(∂carry_t/∂carry_{t−1})",
 }
 
