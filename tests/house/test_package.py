@@ -209,6 +209,8 @@ def test_installed_wheel_in_a_fresh_venv(wheel, tmp_path):
         "[importlib.import_module(m) for m in mods]\n"
         "from rnnviz.ui.app import SHIPPED_RUNS\n"
         "assert sorted(p.name for p in SHIPPED_RUNS.glob('*.jsonl')), SHIPPED_RUNS\n"
+        "from importlib import resources\n"
+        "assert resources.files('rnnviz.report').joinpath('explorable.js').is_file()  # the page's script\n"
         "print(len(mods))"
     )
     n = subprocess.run(
