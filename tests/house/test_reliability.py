@@ -308,10 +308,12 @@ def test_no_eval_and_no_file_access_from_user_input():
         'SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"'
     ]
     assert re.findall(r"os\.environ\.get\(\"(\w+)\"", app) == ["RNNVIZ_RUNS_DIR"]
-    ui = {name: (ROOT / "rnnviz" / "ui" / name).read_text() for name in ("jobs.py", "worker.py", "budget.py")}
+    ui = {
+        name: (ROOT / "rnnviz" / "serve" / name).read_text() for name in ("jobs.py", "worker.py", "budget.py")
+    }
     # The server's other limits and folders are read in one place, rnnviz/serve/settings.py, and
     # only from the variables its table names: nothing else in the server reads the environment.
-    for path in (ROOT / "rnnviz" / "ui").rglob("*.py"):
+    for path in [*(ROOT / "rnnviz" / "ui").rglob("*.py"), *(ROOT / "rnnviz" / "serve").rglob("*.py")]:
         if path.name not in ("settings.py", "app.py"):
             assert not re.search(r"os\.environ(\.get|\[)|getenv", path.read_text()), path
     from rnnviz.serve.settings import SETTINGS
