@@ -4,8 +4,8 @@ A tab's work is estimated from what this machine measured for the configuration 
 :class:`Cost` holds a run of its analysis (one forward and reverse pass with every norm)
 and what compiling it took. The run is the faster of the page's own timing and one taken
 while nothing else ran (:func:`rnnviz.serve.jobs.quiet_run_s`): the page's is taken while a
-fresh page is being drawn, and on 2 cores the browser's work made it 3× slower (1.54 s
-against 0.50 s at LSTM H=128 T=1000 B=32), enough to refuse the Strategies tab.
+fresh page is being drawn, and on 2 cores the browser's work slowed it enough to refuse the
+Strategies tab at LSTM H=128 T=1000 B=32 (docs/dev/benchmarks.md).
 Each tab counts its work in those units, and when the total is over
 the view budget (:data:`VIEW_BUDGET_S`) it shrinks what it
 computes (fewer repeats, seeds, gains or exponents) and says so in one message. When even
@@ -37,9 +37,9 @@ VIEW_BUDGET_S: float | None = None
 MIN_COMPILE_S = 0.5
 #: Seconds per float of a parameter-sized buffer a strategy holds beyond the accumulator's
 #: (``param_copies`` of :mod:`rnnviz.tables.strategies`; per-step: 2·T copies), written and
-#: read once per run. Measured here: per-step's run beyond the accumulator's was 2–6.5 ns
-#: per such float over 8 configs (LSTM H=128 T=1000 B=32: 0.41 s; LSTM H=256 T=300: 0.81 s);
-#: a run factor alone put it 2.3× at the first and 4.6× at the second.
+#: read once per run. Measured here (``scripts/strategy_costs.py``): per-step's run beyond the
+#: accumulator's was 2–6.5 ns per such float over 8 configs, where a run factor alone changed
+#: from one config to the next (docs/dev/benchmarks.md).
 BUFFER_S_PER_FLOAT = 5e-9
 #: A phase-diagram point against one analysis: the sweep always runs the log-magnitude
 #: pass (≈ 0.6 of a run more), and its executable and the λ₁ one each compile about twice
@@ -249,13 +249,12 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
 #: The Phase diagram computes its gradient sweep in this many interleaved parts (every 8th
 #: gain, then the next, …), drawing after each, when its plan's work (compiling aside) is
 #: estimated over :data:`PHASE_PARTS_OVER_S`: the whole gain range is on the screen after an
-#: eighth of the work (#33: draw as results arrive). The parts are equal (padded), so one
+#: eighth of the work (draw as results arrive). The parts are equal (padded), so one
 #: executable runs them; the first runs one by one through the page's analysis, and the
 #: second compiles the sweep for the rest (``to_come`` of
 #: :func:`~rnnviz.studies.sweep.sweep_reusing`). At LSTM H=128 T=1000 B=32 (15 gains,
-#: ``scripts/big_phase.py``): eight parts of 2 gains drew the first after 0.97 s and the whole
-#: gradient diagram after 6.6 s; five parts of 3, after 1.55 s and 7.2 s; three (5 gains),
-#: after 2.6 s and 8.4 s.
+#: ``scripts/big_phase.py``) eight parts drew both the first part and the whole gradient
+#: diagram sooner than five or three (docs/dev/benchmarks.md).
 PHASE_PARTS, PHASE_PARTS_OVER_S = 8, 1.5
 
 
@@ -268,8 +267,8 @@ def phase_parts(plan: Plan) -> int:
 #: The Jacobians tab's σ_i(J_t) comes in this many interleaved parts (every 4th step each:
 #: the whole sequence at once, then the steps between) when its estimate is over
 #: :data:`JACOBIAN_PARTS_OVER_S`; the estimate counts the SVDs generously (at D = 256 about
-#: 9× what they take here), so this is about 0.7 s of real work: at LSTM H=128 T=1000 B=32
-#: a part's 84 SVDs took 0.46 s and the whole pass 1.37 s (scripts/profile_tab.py).
+#: 9× what they take here), so the line is under a second of real work (``scripts/profile_tab.py``
+#: at LSTM H=128 T=1000 B=32; docs/dev/benchmarks.md).
 JACOBIAN_PARTS, JACOBIAN_PARTS_OVER_S = 4, 6.0
 
 

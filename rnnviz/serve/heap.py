@@ -4,16 +4,16 @@ Streamlit runs every script run of every session in a thread of its own, and gli
 threads their own malloc arenas (up to 8 per core). Memory freed in one arena is reused only
 by the threads that allocate there, and glibc returns an arena's free pages to the system only
 from its top. A dashboard left running therefore grows while holding little: the 30-minute
-soak (``make soak``, its heap probe) measured the server's RSS rise 92 MB in 25 minutes, of
-which 61 MB was free memory inside the arenas and 31 MB in use.
+soak (``make soak``, its heap probe) measured the server's RSS rise, two thirds of it free
+memory inside the arenas (docs/dev/benchmarks.md).
 
 The server's large blocks are short-lived: a worker's pickled result (MBs) read from its pipe,
 a chart's JSON and the protobuf message that carries it to the browser. glibc serves a block
 above its mmap threshold with a mapping of its own, returned to the system when freed, but it
 raises that threshold to the size of any such block freed (up to 32 MB): from then on every
 block of a few MB comes from the arenas, between small long-lived objects, and its pages stay
-with the process. A 30-minute soak measured the free memory inside the arenas rise from 20 to
-170 MB in 25 minutes while the bytes in use rose 38 MB.
+with the process. A 30-minute soak measured the free memory inside the arenas rise several
+times as much as the bytes in use.
 
 :func:`start` caps the arenas at :data:`ARENAS` (``mallopt(M_ARENA_MAX)``, as
 ``MALLOC_ARENA_MAX`` would before start-up), fixes the mmap threshold at
@@ -28,11 +28,10 @@ their freed buffers in the heap on purpose (:func:`rnnviz.engine.allocator.keep_
 :func:`freeze_imports` is the same idea for Python's cyclic collector. Streamlit runs a full
 collection after every script run (``runner.postScriptGC``), after it has announced the run's
 end and while it holds the GIL, so the run's last messages wait for it. In the server the
-collector then walks about 210 000 long-lived objects of JAX, Plotly, pandas and Streamlit:
-86 ms in a quiet process, 150 ms per run under a page open. Frozen once (``gc.freeze()``, the
-first page run), they are left out of every collection (0.0 ms), and they are still freed by
-reference counting; a page opened in 2.49–2.50 s instead of 2.61–2.71 s (``scripts/page_open.py --pages
-7``, the medians of 2 and 3 runs, same hour).
+collector then walks about 210 000 long-lived objects of JAX, Plotly, pandas and Streamlit
+on every run. Frozen once (``gc.freeze()``, the first page run), they are left out of every
+collection, and they are still freed by reference counting; a page then opens sooner
+(``scripts/page_open.py --pages 7``; docs/dev/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -123,7 +122,7 @@ def freeze_imports() -> int:
     """
     global _frozen
     # a flag, not gc.get_freeze_count(): that walks the whole frozen list (~210,000 objects
-    # in a server): 6.6 ms a call in a quiet process, about 40 ms a page run in a busy server
+    # in a server) each time, and every page run would ask
     if _frozen or gc.get_freeze_count():
         _frozen = True
         return 0

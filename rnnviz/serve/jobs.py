@@ -251,14 +251,14 @@ def analysis(cfg_json: str) -> Analysis:
     """The full analysis of a job's key, on its data set and weights, its timing bounded by
     time: at least one run, more while under :data:`TIMING_BUDGET_S`, at most five."""
     cfg = config_of(cfg_json)
-    # Timing bounded by time (≥ 1 run, more while under 0.3 s, ≤ 5): a slow config shows its
+    # Timing bounded by time (≥ 1 run, more while under TIMING_BUDGET_S, ≤ 5): a slow config shows its
     # first chart after one run instead of a warm-up and five more.
     return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S, data=_data(cfg_json), params=_weights(cfg_json))
 
 
 #: The Strategies and Devices tabs time each run until the 90 % interval of its mean is within
 #: ± 10 % (at least 3 runs, at most the budget's ``repeats``): a steady executable stops at 3,
-#: and the table says the interval (#33: time less to say as much).
+#: and the table says the interval (time less to say as much).
 TIMING_PRECISION = 0.10
 
 
@@ -290,7 +290,7 @@ def strategies_table(cfg_json: str, repeats: int, only: tuple[str, ...] | None =
 #: The Strategies tab's rows this worker timed last, by (key, strategy), with the runs they
 #: were allowed: on a machine of one device they are the Devices tab's live rows (the same
 #: executables on the same device, timed moments before), which :func:`devices_live` reuses
-#: instead of timing them again (at LSTM H=128 T=1000 B=32: 8.4 s of runs).
+#: instead of timing them again (at LSTM H=128 T=1000 B=32, seconds of runs).
 _TIMED_ROWS: collections.OrderedDict[tuple[str, str], tuple[int, dict[str, Any]]] = collections.OrderedDict()
 TIMED_ROWS = 64
 
@@ -359,10 +359,10 @@ def prepare_next(
 
 
 #: Timed runs of a quiet timing (fewer when they pass :data:`QUIET_TIMING_S`; at least one):
-#: one run at LSTM H=128 T=1000 B=32 (0.32 s; at 0.5 s it took two), whose idle time also
-#: compiles five strategies before a visitor who reads opens the Strategies tab. A tab opened
-#: before idle time has timed the shape waits for it: there, beside a browser drawing the
-#: tab, two runs took 1.4 s before the Strategies tab's first row (#33).
+#: one run at LSTM H=128 T=1000 B=32 (0.32 s; twice this budget took two), whose idle time
+#: also compiles five strategies before a visitor who reads opens the Strategies tab. A tab
+#: opened before idle time has timed the shape waits for it, and there, beside a browser
+#: drawing the tab, every run more delays the Strategies tab's first row (docs/dev/benchmarks.md).
 QUIET_REPEATS, QUIET_TIMING_S = 3, 0.25
 #: Shapes whose quiet timing this worker keeps.
 MAX_QUIET = 64

@@ -1,7 +1,7 @@
 """Warm the dashboard before anyone asks: once the server answers, run its page once.
 
 A fresh server has imported nothing of the app, started no worker process and compiled
-nothing: its first visitor waited for all three (9 s to a first chart on 2 cores, #33).
+nothing: its first visitor waited for all three before a first chart.
 Streamlit's script health check (``/_stcore/script-health-check``, on with
 ``server.scriptHealthCheckEnabled``) runs the page in a headless session of its own: the
 imports, the worker processes, the machine's devices and the default configuration's

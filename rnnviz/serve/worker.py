@@ -30,8 +30,8 @@ call that must wait for its worker lets it finish first.
 A call whose worker is busy may go to another (``spill=True``, for pure jobs whose answer
 depends only on their arguments): after :data:`SPILL_S` (at once when its worker is doing
 idle-time work) it takes whichever worker is free first. That worker compiles the shape
-too (or reads it from the shared persistent compilation cache: 0.4 s for the default
-analysis here), which costs less than waiting behind another session's long view.
+too (or reads it from the shared persistent compilation cache, quicker than compiling),
+which costs less than waiting behind another session's long view.
 Stateful calls (a training run lives in its worker) never spill.
 
 The worker side is :func:`serve` (``python -m rnnviz.serve.worker``); it needs nothing from Streamlit.
@@ -66,7 +66,7 @@ POLL_S = 0.2
 #: Seconds a worker must have been free of a visitor's job before
 #: :meth:`WorkerPool.call_if_idle` gives it a job: longer than the gap between two calls of
 #: one script run. An idle-time job's end starts no such wait: the next may follow at once
-#: (at LSTM H=128 T=1000 the wait was a third of the idle time a reader left, #33).
+#: (at LSTM H=128 T=1000 the wait was a third of the idle time a reader left).
 IDLE_S = 0.5
 #: The longest an idle-time job may hold its worker (less when the pool's own limit is): a
 #: visitor who arrives meanwhile waits for it, and a stuck one (a stopped process) is
@@ -75,21 +75,21 @@ IDLE_LIMIT_S = 20.0
 #: Seconds a call that may go elsewhere (``spill=True``) waits for its route's busy worker
 #: before it takes any free one: long enough for another session's quick job to end there,
 #: short against a heavy view (a Phase diagram at T=1000 holds its worker for seconds), so
-#: one visitor's heavy view never queues another's light one (#33).
+#: one visitor's heavy view never queues another's light one.
 SPILL_S = 0.3
 #: Seconds after a page run begins (:meth:`WorkerPool.visit`) during which idle-time work
 #: neither starts nor resumes: a page whose results are all cached asks no worker anything,
-#: yet its browser and the server's static files need the cores (a fresh visitor's first
-#: chart, median of 5 opens by ``scripts/page_open.py``: 3.66 s with idle-time compiles beside
-#: it, 2.47–2.75 s without; a minimal Streamlit page with one Plotly chart, 1.85–2.20 s; #33).
+#: yet its browser and the server's static files need the cores: a fresh visitor's first
+#: chart took 2.47–2.75 s here without idle-time compiles beside it, and longer with them
+#: (``scripts/page_open.py``; docs/dev/benchmarks.md).
 VISIT_GRACE_S = 3.0
 #: Seconds of drawing each fresh page (a session's first run) adds when its browser runs on
 #: this machine: Streamlit's page and its Plotly bundle, compiled and drawn by the browser
 #: long after the script run ends (:meth:`WorkerPool.drawn`); the pages' drawing queues,
-#: one after another. Eight such pages opened at once took about 18 s to their first charts
-#: here, about 2.2 s a page on 2 cores; with a fixed 3 s grace, idle-time compiles began
-#: while most of them still drew (``scripts/measure_app.py --visitors-only --class-size 8``:
-#: the class's median 25.9 and 22.8 s before, 21.0 and 21.5 s with this; #33).
+#: one after another. Eight such pages opened at once drew for about 2.2 s a page on 2 cores;
+#: with :data:`VISIT_GRACE_S` alone, idle-time compiles began while most of them still drew,
+#: and the class's first charts came later (``scripts/measure_app.py --visitors-only
+#: --class-size 8``; docs/dev/benchmarks.md).
 PAGE_DRAW_S = 2.5
 #: The longest grace any crowd of fresh pages gives, from the latest (idle time is only put
 #: off, never lost, but a flood of fresh sessions must not put it off for good).
@@ -487,11 +487,11 @@ class WorkerPool:
                 Streamlit's Plotly bundle and draws every element) and that browser runs on
                 this machine. Idle-time work then waits :data:`PAGE_DRAW_S` from now, after
                 the drawing of the fresh pages before it: eight opened at once hold it back
-                for 20 s (never more than :data:`MAX_GRACE_S`). Counted from the run's
-                begin alone, the grace of a fresh page whose run compiled was over before
-                its chart was sent: the first page opened after the warm-up (whose run is
-                such a page) met idle-time compiles and took 2.04 s to its chart, against
-                1.85 s now (``scripts/page_open.py``'s opens in fresh browsers, #33). A rerun
+                for eight times that (never more than :data:`MAX_GRACE_S`). Counted from the
+                run's begin alone, the grace of a fresh page whose run compiled was over
+                before its chart was sent: the first page opened after the warm-up (whose run
+                is such a page) met idle-time compiles and drew its chart later
+                (``scripts/page_open.py --fresh-browsers``; docs/dev/benchmarks.md). A rerun
                 draws little: its begin's grace is enough, and idle time keeps the rest.
         """
         self._hold(PAGE_DRAW_S if fresh_local else 0.0, from_end=True)
