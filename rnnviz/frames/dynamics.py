@@ -37,7 +37,7 @@ def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         df.groupby(["lag", "recurrent_gain"])["log10_ratio"].mean().unstack("recurrent_gain").sort_index()
     )
     # per seed and lag, the smallest gain that passes (NaN where none does), in one groupby:
-    # a loop over the (seed, lag) groups took 1.2 s of the Phase tab's five redraws at T = 1000 (#33)
+    # a loop over the (seed, lag) groups was most of the Phase tab's rerun at T = 1000 (profile_tab.py)
     every = pd.MultiIndex.from_frame(df[["seed", "lag"]].drop_duplicates())
     passing = df[df["log10_ratio"] >= SURVIVAL_LOG10]
     first = passing.groupby(["seed", "lag"])["recurrent_gain"].min().reindex(every).sort_index()

@@ -256,7 +256,7 @@ def main() -> None:
         st.error(f"The server cannot start its computations: {err}. Whoever runs it can fix the setting.")
         return
     fresh = _fresh_local_page()  # before this run marks the session initialised
-    calls.pool().visit()  # first: idle-time work waits while this page runs (#33)
+    calls.pool().visit()  # first: idle-time work waits while this page runs
     try:
         _page()
     finally:  # every way out, an error's message included, leaves a page for the browser to draw

@@ -114,7 +114,7 @@ def neighbours(cfg: RunConfig) -> tuple[RunConfig, ...]:
 def preset_shapes(cfg: RunConfig | None = None) -> tuple[RunConfig, ...]:
     """The teaching presets' configs (:data:`~rnnviz.base.presets.PRESETS`), one per shape
     (its static config) in the presets' order, without ``cfg``'s shape: what a class is most
-    likely to open next, known before anyone asks (#33). The first preset of each shape stands
+    likely to open next, known before anyone asks. The first preset of each shape stands
     for the others, whose values the same executables serve."""
     seen = set() if cfg is None else {static_config(cfg)}
     out = []
@@ -162,10 +162,10 @@ def prepare_neighbours(cfg: RunConfig) -> None:
     compile the analysis of every other cell at this page's shape, in every worker (the
     route's own first, the others then read it from the compilation cache): switching
     cells, the dashboard's most common change of shape, then finds its executables in
-    whichever worker takes the call, instead of 2–3 s of compiling on 2 cores before the
-    first chart (#33); then the teaching presets' shapes (:func:`neighbour_wishes`). On the
-    session's data set, never its trained weights (executables do not depend on them); the
-    presets only without a data set. Nothing without worker processes."""
+    whichever worker takes the call, instead of compiling them before the first chart; then
+    the teaching presets' shapes (:func:`neighbour_wishes`). On the session's data set, never
+    its trained weights (executables do not depend on them); the presets only without a data
+    set. Nothing without worker processes."""
     if isinstance(pool(), InlinePool):
         return
     # the presets load synthetic inputs' lessons; a session on a data set keeps its data
@@ -304,8 +304,7 @@ def compiled_strategies(cfg: RunConfig) -> tuple[str, ...]:
     those the worker asked has, with those idle time compiled at the shape
     (:func:`preparer`): asked each time, never cached (idle time adds to it). With the
     route's worker busy, a free one answers; the tab's runs then go there too, and read
-    what idle time compiled from the compilation cache (about 0.4 s an executable, against
-    3 s to compile one at LSTM H=128 T=1000 B=32)."""
+    what idle time compiled from the compilation cache (quicker than compiling it)."""
     asked = pool().call(
         jobs.compiled_strategies, job_key(cfg), route=route(cfg), what="a cache look-up", spill=True
     )

@@ -20,12 +20,12 @@ STYLE = (
 
 def title() -> None:
     """The page's name at the top of the sidebar, so the main column starts with the verdict:
-    on a 1366×768 projector the title took 140 px above every tab's chart (#33).
+    on a 1366×768 projector the title took 140 px above every tab's chart.
 
     Also an empty chart, hidden, first in the sidebar: Streamlit's frontend fetches and
     compiles its Plotly bundle (4.7 MB) only when a page's first chart arrives, which on a
     fresh browser was most of the second between the Gradients chart's data and its picture.
-    With this one the bundle loads while the script still runs (#33)."""
+    With this one the bundle loads while the script still runs."""
     st.html(STYLE)
     with st.sidebar.container(key="chart_preload"):
         st.plotly_chart(go.Figure(), key="chart_preload_figure")
@@ -97,7 +97,7 @@ def metrics(a: Analysis) -> list[tuple[str, str, str, str]]:
 
 def _metrics(a: Analysis) -> None:
     """One line of numbers (26 px), each with its explanation on hover: five ``st.metric`` boxes
-    took 76 px, and on a 1366×768 projector helped push the tab's chart below the fold (#33)."""
+    took 76 px, and on a 1366×768 projector helped push the tab's chart below the fold."""
     # widths by the text each holds, so none wraps at 1366 px ("‖∂L/∂carry₀‖ 3.22×10⁻¹⁹⁰ ⓘ")
     cols = st.columns([0.8, 1.5, 1.0, 1.1, 1.4], gap="small")
     for col, (key, label, value, meaning) in zip(cols, metrics(a)):

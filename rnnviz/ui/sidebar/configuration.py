@@ -153,7 +153,7 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
 def _presets(sb: Any) -> None:
     """The teaching presets' buttons, in an expander drawn only while it is open: closed (as
     every page opens), its 17 buttons and their tooltips are neither built nor sent, and a
-    fresh browser has that much less to draw before the first chart (#33)."""
+    fresh browser has that much less to draw before the first chart."""
     box = sb.expander("Teaching presets", expanded=False, key="presets_open", on_change="rerun")
     if not box.open:
         return

@@ -41,7 +41,7 @@ def rows_as_they_arrive(
 ) -> pd.DataFrame:
     """Ask for each name's rows in turn and draw what has arrived after each, in one place:
     the first row is on the screen while the others are measured, with a line saying how
-    many are left (#33: draw as results arrive).
+    many are left (draw as results arrive).
 
     Args:
       names: what to ask for, in order (strategies).
@@ -87,7 +87,7 @@ def rows_as_they_arrive(
 
 #: An interleaved job's partial picture is drawn again at most this often: parts of a
 #: compiled sweep arrive every 0.36 s at the big config, and each redraw of the picture is
-#: the browser's work while another visitor's page may be opening (#33).
+#: the browser's work while another visitor's page may be opening.
 PART_GAP_S = 1.0
 
 
