@@ -99,8 +99,7 @@ def xla_lstm_floor(batch: int, seq_len: int, hidden: int, repeats: int = 100) ->
     """The floor of an LSTM's parameter gradient built from XLA:CPU primitives, measured now.
 
     - forward: a ``lax.scan`` of ``h W_h`` (one product per gate: slicing four gates out of
-      one ``[B, 4H]`` product costs XLA:CPU about 2× the element-wise step) and the gates,
-      saving nothing;
+      one ``[B, 4H]`` product slows XLA:CPU's element-wise step) and the gates, saving nothing;
     - reverse: a reverse ``lax.scan`` of the element-wise LSTM reverse and ``dz W_hᵀ``,
       storing dz — the least a reverse pass does;
     - weight GEMM: ∂L/∂W_h = ``[T·B, H]ᵀ · [T·B, 4H]`` once.

@@ -30,8 +30,8 @@ def keep_freed_buffers(limit: int = HEAP_KEEP_BYTES) -> bool:
     request above its mmap threshold (128 kB, adapting up to 32 MB) with a fresh ``mmap``
     and gives it back with ``munmap``, so every call page-faults and zero-fills its buffers
     again: measured on this project's 2-core CPU, ~16 000 minor faults (64 MB) and
-    a quarter of the run time of an LSTM analysis at B=32·T=200·H=128 (67 → 48 ms with
-    this setting, ~700 faults per call left). Raising the mmap and trim thresholds to
+    a quarter of the run time of an LSTM analysis at B=32·T=200·H=128 (~700 faults per
+    call left with this setting; docs/guide/strategies.md). Raising the mmap and trim thresholds to
     ``limit`` keeps those pages in the heap between calls; the cost is that up to
     ``limit`` bytes of freed memory stay resident.
 

@@ -57,13 +57,11 @@ def abstract(tree: Any, device: jax.Device) -> Any:
 #: (drawing the parameters, the inputs, a data batch): LLVM at -O0 without its expensive
 #: passes, and XLA:CPU's older fused-kernel emitters instead of its MLIR fusion emitters. The
 #: HLO is the same; only the machine code is less optimised: the emitters change no bit of
-#: the draws, -O0 only float32 rounding (tests/engine/test_engine.py). On this 2-core CPU
-#: the first two halve these compiles (GRU H=64: params 0.60 → 0.31 s, inputs 0.36 → 0.10 s),
-#: and the emitters take another ~40 % off (seven cells and sizes, params + inputs:
-#: 10.0–11.2 s → 6.4–6.6 s), which every new shape pays before its first chart (#33). One
-#: LLVM module instead of up to 32 compiled in parallel takes another ~10 % off (7 shapes:
-#: 3.05–3.08 s → 2.67–2.77 s on a faster day) and changes no bit either. CPU only: measured
-#: there. The analysis keeps the MLIR emitters: its code runs 15–40 % faster with them at
+#: the draws, -O0 only float32 rounding (tests/engine/test_engine.py). On this 2-core CPU,
+#: where every new shape pays these compiles before its first chart, the first two cut them
+#: most, and the emitters and then one LLVM module instead of up to 32 compiled in parallel
+#: cut them further (docs/dev/benchmarks.md); one module changes no bit either. CPU only:
+#: measured there. The analysis keeps the MLIR emitters: its code runs faster with them at
 #: real sizes (a small shape's analysis compiles with these options too: :data:`QUICK_COMPILE_FLOPS`).
 RUN_ONCE_OPTIONS = {
     "xla_backend_optimization_level": 0,
@@ -108,15 +106,11 @@ def run_once_options(device: jax.Device) -> dict | None:
 #: points and their parameter draws) at which an executable compiles for compile speed
 #: (:data:`RUN_ONCE_OPTIONS`) instead of run speed. Below it the code runs in milliseconds
 #: either way, and compiling is what a new shape costs. The analysis on this 2-core CPU
-#: (scripts/quick_compile.py): for the default config, GRU, LSTM H=48 T=60 B=8, mLSTM, Mamba,
-#: Gated DeltaNet and sLSTM, compiling took 0.13–0.60 s with those options against
-#: 0.51–1.29 s with XLA's defaults, and a run 0.7–6.3 ms against 0.4–2.3 ms; nearer the line,
-#: at LSTM H=32 T=1000 B=4 (1.2e8) and H=64 T=200 B=8 (1.8e8), 0.28 and 0.31 s against 0.89
-#: and 0.94 s, and 34 and 23 ms against 14 and 6 ms a run: 30 and 37 value changes would
-#: spend the gain. Over it, at mLSTM H=64 T=200 B=16 (3.5e8) and LSTM H=64 T=200 B=32
-#: (7.1e8), 14 and 16 would. The default Phase diagram's sweeps (123 points, 2.4e8): λ₁'s
-#: first call (compile and run) took 0.70 s against 2.02 s, a run 99 against 67 ms; the
-#: gradients' 0.89 against 2.87 s, 145 against 81 ms.
+#: (scripts/quick_compile.py; docs/dev/benchmarks.md, "XLA:CPU's flags") compiles much
+#: faster with those options and runs slower: nearer the line, at LSTM H=32 T=1000
+#: B=4 (1.2e8) and H=64 T=200 B=8 (1.8e8), 30 and 37 value changes would spend the gain;
+#: over it, at mLSTM H=64 T=200 B=16 (3.5e8) and LSTM H=64 T=200 B=32 (7.1e8), 14 and 16
+#: would. The default Phase diagram's sweeps (123 points, 2.4e8) are under it.
 QUICK_COMPILE_FLOPS = 2.5e8
 
 _OPTIMISED = contextvars.ContextVar("rnnviz_optimised_code", default=False)
@@ -313,8 +307,8 @@ def seal_compilation_cache() -> bool:
     as absent too.
 
     An entry written during :func:`compile_for` also records the seconds compiling took, so
-    a process that reads it knows (``Compiled.fresh_compile_s``): reading the big config's
-    analysis takes 0.34 s where compiling it took 1.0 s, and JAX records whole seconds.
+    a process that reads it knows (``Compiled.fresh_compile_s``): reading an entry takes a
+    fraction of the compile it saved, and JAX records only whole seconds.
 
     Patches ``jax._src.lru_cache.LRUCache`` (the cache JAX builds for a folder, reached through
     :func:`rnnviz.engine.compat.persistent_cache_module`); returns False, changing nothing,

@@ -60,7 +60,7 @@ def loss_outputs(
     ``[1, (B,) O]`` for ``"last"``. Reading a cell's readout at every step to keep the last
     costs a pass over the trajectory and over its zero cotangent: for a matrix memory
     ``[T+1, B, heads, d, d]`` that was the larger part of the analysis (the mLSTM's gradient
-    through the rollout at 2.4× plain ``jax.grad``, B=16·T=200·I=32·H=64). ``per_step``: params
+    through the rollout at B=16·T=200·I=32·H=64: docs/dev/benchmarks.md). ``per_step``: params
     with a leading ``[T]`` axis (y_T reads copy T)."""
     if reads_every_step(cfg, objective):
         return outputs(cfg, params, carries, xs_tm, per_step=per_step)
@@ -219,9 +219,9 @@ def traced_pays(cfg: RunConfig) -> bool:
     cell's reverse pass would keep carry-sized arrays per step (``CostModel.residual_carries``,
     the matrix memories and Mamba's state). There, storing every step's residuals and
     gradient costs more than computing each step again in the reverse pass (mLSTM,
-    B=16·T=200·I=32·H=64: 2.5× plain ``jax.grad`` → 1.1× in ``bench --suite designs``); for a
-    vector state the step's matrix products dominate, and recomputing them does not pay
-    (sLSTM: 1.2× → 1.5×)."""
+    B=16·T=200·I=32·H=64, ``bench --suite designs``: docs/guide/cells.md); for a vector state
+    the step's matrix products dominate, and recomputing them does not pay (the sLSTM's
+    analysis was slower that way)."""
     return strategy(cfg.strategy).traced is not None and cell_spec(cfg.cell).cost.residual_carries > 0
 
 

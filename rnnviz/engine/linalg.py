@@ -47,7 +47,7 @@ def householder_q(a: jax.Array) -> jax.Array:
       Newton–Schulz step ``Q(3I − QᵀQ)/2`` removes most of the rounding's non-orthogonality.
 
     Cost: 2n rank-one updates of ``[m, n]`` (reduce) and ``[m, n]`` (accumulate), ``~4mn²``
-    FLOPs in two ``fori_loop``\\ s; 0.4 ms at 128×128 and 1.4 s at 2048×2048 on 2 CPU cores.
+    FLOPs in two ``fori_loop``\\ s.
 
     >>> import jax, jax.numpy as jnp
     >>> q = householder_q(jax.random.normal(jax.random.key(0), (5, 3)))
@@ -102,9 +102,8 @@ def thin_qr(a: jax.Array) -> tuple[jax.Array, jax.Array]:
 
     What the Lyapunov exponents and the matrix-free Jacobian need each step: k tangent
     directions of a D-entry carry re-orthonormalised. ``jnp.linalg.qr`` there is a batched
-    LAPACK call (see above) and, measured here on jaxlib 0.10.2, slow for tall matrices:
-    37 ms for ``[4, 4096, 8]`` (0.18 ms for ``[4, 256, 8]``), where these k reflections of
-    ``~4·D·k²`` FLOPs take well under a millisecond.
+    LAPACK call (see above) and, measured here on jaxlib 0.10.2, slow for tall matrices
+    (:func:`tall_qr`), where these k reflections cost only their ``~4·D·k²`` FLOPs.
 
     Args:
       a: ``[..., m, n]`` with m ≥ n.
@@ -139,7 +138,7 @@ def tall_qr(a: jax.Array) -> tuple[jax.Array, jax.Array]:
     """``(Q, R)`` of a batch of tall matrices ``[..., m, n]``: LAPACK's (``jnp.linalg.qr``)
     up to :data:`LAPACK_QR_MAX_ENTRIES` entries per matrix, where it is the faster,
     :func:`thin_qr` above, where LAPACK's falls off a cliff (measured here, ``[4, m, n]``:
-    0.09 ms vs 0.40 ms at 512×8, 93 ms vs 2.6 ms at 2048×8, 104 ms vs 4.3 ms at 1024×16).
+    LAPACK's is the faster at 512×8, many times slower at 2048×8 and 1024×16; docs/dev/benchmarks.md).
     R's diagonal may be negative in the first case; use ``|R_kk|`` or the singular values.
 
     >>> import jax

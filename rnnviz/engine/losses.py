@@ -150,7 +150,7 @@ def draw_batch(
     b = cfg.batch_size or 1
     if n >= b:
         # B distinct sequences, uniformly: the indices of the B largest of N uniform draws
-        # (O(N); jax.random.choice without replacement sorts a permutation: 100× slower at N = 10⁵).
+        # (O(N); jax.random.choice without replacement sorts a permutation of all N: far slower).
         index = jax.lax.top_k(jax.random.uniform(k_index, (n,)), b)[1]
     else:
         index = jax.random.randint(k_index, (b,), 0, n)

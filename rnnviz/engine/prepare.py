@@ -73,7 +73,7 @@ def prepare_params(cfg: RunConfig, key_data: jax.Array, values: Values):
     carry_input_shape = (cfg.input_size,) if cfg.carry_init == "learned" else x0.shape
     carry0 = cell.initialize_carry(k_carry, carry_input_shape)
     # the recurrent kernels' orthogonal draws in one vmapped factorisation: one to compile, not
-    # one per kernel (an LSTM's parameters lower and compile in 0.39 s instead of 0.50 at H=64)
+    # one per kernel (an LSTM's parameters then lower and compile faster: docs/dev/benchmarks.md)
     params = orthogonal_draws_together(lambda: cell.init(k_params, full_carry0(cfg, carry0), x0)["params"])
     params = adjust_params(cfg, params, values.recurrent_gain, values.forget_bias)
     return params, carry0
@@ -82,8 +82,8 @@ def prepare_params(cfg: RunConfig, key_data: jax.Array, values: Values):
 def input_bucket(seq_len: int) -> int:
     """Length the inputs are drawn at: the next power of two ≥ T (at least 16).
 
-    Drawing threefry normals compiles in ~0.5 s on CPU whatever the length, so inputs are
-    drawn at bucketed lengths and cut to T: most sequence-length changes then reuse the
+    Compiling a draw of threefry normals takes as long on CPU whatever the length, so inputs
+    are drawn at bucketed lengths and cut to T: most sequence-length changes then reuse the
     drawing executable. x is defined as the first T steps of that draw."""
     return max(16, 1 << (seq_len - 1).bit_length())
 

@@ -85,7 +85,7 @@ class FusedForm:
             ``pointwise`` and saving what the reverse needs (gate activations).
         backward: optional ``(residuals, carry_prev, g, activation) -> (∂L/∂carry_prev except
             through W_h, dzx, dzh)``; give both ``step`` and ``backward`` or neither. Without
-            them the reverse recomputes pointwise's VJP from the saved z^h (about 2× slower).
+            them the reverse recomputes pointwise's VJP from the saved z^h (slower).
         hidden_blocks: optional ``hidden_size -> k``: each stored hidden kernel is k diagonal
             blocks ``[k, H/k, H/k]`` (the sLSTM's heads), W_h their block-diagonal ``[H, H]``
             matrices side by side; None: each is a dense ``[H, H]`` kernel.

@@ -129,11 +129,12 @@ def cell_unavailable(name: str, spec: Any) -> str | None:
 # and DeltaNet H=64 T=200 B=16, and simple H=32 T=50 B=4. Compile: per-step 1.3–1.7,
 # split-transpose 0.8–1.1, fused 1.1–1.45, checkpoint 1.3–1.75, parallel 1.3–3.2. Run:
 # fused 0.8–1.25; split-transpose and checkpoint 0.9–1.1 on vector carries, 2–3 on matrix
-# memories; parallel 4.2–4.5; per-step 1.9–4.6, which is its buffers (2–6.5 ns per float of
-# its 2·T copies of P), so its run_cost is 1 and the budgets add the buffers. The values
-# sit in the upper half of each range (a budget that counts too little runs over it), but
-# split-transpose's and checkpoint's runs: above the vector carries', below the matrix
-# memories' (whose tabs are mostly compiling: mLSTM H=64 T=200 B=16 counted 15.1 s, took 13.1 s).
+# memories; parallel 4.2–4.5; per-step 1.9–4.6, which is its buffers (budget.BUFFER_S_PER_FLOAT
+# per float of its 2·T copies of P), so its run_cost is 1 and the budgets add the buffers. The
+# values sit in the upper half of each range (a budget that counts too little runs over it),
+# but split-transpose's and checkpoint's runs: above the vector carries', below the matrix
+# memories' (whose tabs are mostly compiling: mLSTM H=64 T=200 B=16 was counted over what it
+# took, docs/dev/benchmarks.md).
 ACCUMULATE = register_rules(
     StrategyRules(
         name="accumulate",

@@ -132,7 +132,7 @@ def fused_scan(st: _Static, w_h, b_h, zx, first, eps, ezh):
     ``eps`` and ``ezh`` may be None: nothing added, no cotangent computed.
 
     The gates travel as separate arrays, not one ``[…, G·H]`` block: XLA on CPU runs the
-    element-wise step about 2× slower when it slices the gates out of a scanned block."""
+    element-wise step slower when it slices the gates out of a scanned block."""
     return _forward(st, w_h, b_h, zx, first, eps, ezh)[0]
 
 

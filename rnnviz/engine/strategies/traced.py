@@ -11,8 +11,9 @@ costs, on top of plain ``jax.grad``:
 * norms taken afterwards in separate reductions over both ``[T+1, (B,) …]`` arrays.
 
 For a cell whose state is as big as its work per step (a matrix memory ``[heads, d, d]``,
-Mamba's ``[D, N]``) each is as large as the gradient itself: the mLSTM's analysis took 3.1×
-plain ``jax.grad`` (B=16·T=200·I=32·H=64). Here, as a ``jax.custom_vjp``:
+Mamba's ``[D, N]``) each is as large as the gradient itself: the mLSTM's analysis took
+several times plain ``jax.grad`` (B=16·T=200·I=32·H=64; docs/guide/cells.md). Here, as a
+``jax.custom_vjp``:
 
 * **forward**: one loop writes the trajectory into a ``[T+1, …]`` buffer and, per step, each
   carry component's norm per example, while the step's values are in cache (a plain sum of
@@ -99,7 +100,7 @@ def _norms(tree: Carry, batch_axes: int) -> Carry:
     :data:`_PLAIN_RANGE`, else (a vanishing or exploding step, a component that is 0, inf,
     NaN) the scaled :func:`~rnnviz.engine.norms.robust_norm`, decided per leaf and step. The
     scaled norm's two passes (its max, then the scaled squares) took a third of the traced
-    analysis' time (mLSTM, B=16·T=200·I=32·H=64: 1.8× plain ``jax.grad``, 1.1× without)."""
+    analysis' time (mLSTM, B=16·T=200·I=32·H=64; docs/dev/benchmarks.md)."""
     return jax.tree.map(lambda leaf: _leaf_norm(leaf, batch_axes), tree)
 
 
