@@ -318,9 +318,11 @@ def analyze(
         device: a concrete JAX device, overriding ``cfg.device`` (e.g. the second GPU).
         log_pass: run the log-magnitude pass always (True), never (False: ``log10_*`` are
             then float32's, −inf where it underflowed), or when float32's norms might not
-            be exact (None): it costs about 0.4× the analysis when it runs.
+            be exact (None): it costs a pass of its own, shorter than the analysis's run
+            (docs/dev/benchmarks.md).
         budget_s: bound the timing by time instead: one run, then more while the runs so
-            far took less than ``budget_s``, at most ``repeats`` (the dashboard's 0.3 s).
+            far took less than ``budget_s``, at most ``repeats`` (the dashboard's:
+            :data:`rnnviz.serve.jobs.TIMING_BUDGET_S`).
         precision: bound the timing by what it says instead: after the warm-up, time runs
             until the 90 % confidence interval of the mean run is within ± ``precision``
             of it (at least 3, at most ``repeats``; :func:`~rnnviz.engine.timing.time_until_precise`).
@@ -410,7 +412,7 @@ def _timed(fn, args: tuple, repeats: int, budget_s: float | None, precision: flo
 
 class _Logs(NamedTuple):
     """The exact log₁₀ norms (per component ``[C, T+1]``, per example ``[B, T+1]``, total
-    ``[T+1]``) and what computing them cost (0 s when float32's own norms were exact)."""
+    ``[T+1]``) and what computing them cost (zero when float32's own norms were exact)."""
 
     component: np.ndarray
     example: np.ndarray

@@ -132,7 +132,7 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     Args:
         only: build that subcommand alone (:func:`main`, once it knows which is asked for):
             the others' flags validate a default :class:`RunConfig`, which imports the cells
-            and so JAX (~2 s), and ``rnnviz app`` needs none of it.
+            and so JAX (slow to import), and ``rnnviz app`` needs none of it.
     """
     parser = argparse.ArgumentParser(
         prog="rnnviz", description="Gradient flow through time in recurrent networks."

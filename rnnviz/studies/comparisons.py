@@ -179,9 +179,9 @@ def measure_interleaved(
 ) -> list[dict[str, Any] | ConfigError]:
     """:func:`measure` for several ``(measure, strategy)`` pairs of one config, their timed runs
     taken in turn (one run of each, then the next round), so that a ratio of two of them
-    compares runs made under the same load: on a shared 2-core machine the speed drifts by
-    up to 2× over minutes, which timing each function's runs in one block turned into the
-    ratios. Each is compiled and run once untimed first; with ``budget_s``, a slow one gets
+    compares runs made under the same load: on a shared 2-core machine the speed drifts over
+    minutes (docs/dev/benchmarks.md), which timing each function's runs in one block turned
+    into the ratios. Each is compiled and run once untimed first; with ``budget_s``, a slow one gets
     fewer rounds (at least 3), as :func:`~rnnviz.engine.timing.time_runs` gives.
 
     Returns:

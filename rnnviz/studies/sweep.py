@@ -52,8 +52,8 @@ from rnnviz.tables.cells import cell_spec
 MAX_POINTS = 4096
 #: Seconds that a grid may always take point by point through the analysis's own executable
 #: (:func:`sweep_reusing`) instead of compiling a vmapped one: compiling the smallest
-#: sweep takes longer than this on 2 cores (the default config's: 2.3 s, where its 123
-#: points of the Phase diagram take 0.4 s one by one).
+#: sweep takes longer than this on 2 cores (the default config's: 2.3 s, where its Phase
+#: diagram's 123 points one by one take less than this).
 REUSE_BUDGET_S = 1.0
 #: A vmapped sweep (its log-magnitude pass included) compiles at least this many times as
 #: long as the analysis of its shape: 2.1–3.6× measured on 2 cores (simple H=32 T=50, GRU
@@ -394,7 +394,7 @@ def sweep_reusing(
     when that costs less than compiling the sweep's own.
 
     A vmapped sweep compiles an executable of its own for each shape and number of points
-    (2.3 s at the default config on 2 cores, where the sweep then runs in 0.2 s). When this
+    (at small shapes far longer than the sweep then runs: :data:`REUSE_BUDGET_S`). When this
     process has compiled the analysis of ``cfg``'s shape (a page has shown it) and not that
     sweep, the points go through :func:`rnnviz.analyze` one after the other (one run each),
     as long as the faster of the first two says they all take less than ``budget_s``, or the
@@ -447,7 +447,7 @@ def sweep_reusing(
             losses.append(a.loss)
             took.append(time.perf_counter() - start)
             # judged on the faster of the first two points: the first alone also pays what a first
-            # call after a pause pays (caches, a log pass compiled once), 2–3× a point at times
+            # call after a pause pays (caches, a log pass compiled once), at times a few points' worth
             if len(took) == min(2, len(points)) and _compile_instead(
                 min(took), len(points), len(took), budget_s, a.timing.fresh_compile_s, spent
             ):
@@ -505,12 +505,12 @@ def _compile_instead(
     cost as much as the compile, then compiles, as a skier rents until renting has cost the
     price of skis: never more than about twice the better choice made in hindsight. The
     points of this grid already run are spent either way: counting them too had a part of
-    the big config's Phase diagram (5 gains of LSTM H=128 T=1000 B=32, 0.52 s each, the
-    analysis compiled in 1.0 s) run two points, then compile the sweep (3.5 s) and run all
-    five again, its first picture after 5.9 s; the other three one by one take 1.6 s.
+    the big config's Phase diagram (5 gains of LSTM H=128 T=1000 B=32) run two points, then
+    compile the sweep and run all five again, its first picture far later than the three
+    points left one by one would have taken (docs/dev/benchmarks.md).
     ``analysis_compile_s`` is what compiling the analysis takes (``Timing.fresh_compile_s``),
-    not what reading it from the persistent compilation cache took: a worker that read it in
-    0.36 s (compiled in 1.0 s) judged the sweep's compile at 0.7 s and compiled it."""
+    not what reading it from the persistent compilation cache took: a worker that had read
+    it judged the sweep's compile at a fraction of its cost and compiled it."""
     return (
         point_s * n > budget_s and spent_s + point_s * (n - done) > SWEEP_COMPILE_RATIO * analysis_compile_s
     )

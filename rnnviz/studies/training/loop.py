@@ -82,8 +82,8 @@ class _InitStates:
     """The initial :class:`TrainState` of recent calls, by executables and arguments: a call
     that changes only what the init does not read (steps, learning rate, clip, a stop) starts
     from the same draw instead of drawing it again. The draw runs at -O0 (drawn as
-    :func:`rnnviz.analyze` draws it, bit for bit): 16 LSTM runs at H=128 spend 0.56 s in it,
-    where one chunk of steps takes 0.08 s. Least recently used first out, past
+    :func:`rnnviz.analyze` draws it, bit for bit): 16 LSTM runs at H=128 spend as long in it
+    as in several chunks of steps (docs/dev/benchmarks.md). Least recently used first out, past
     :data:`INIT_CACHE_BYTES` in all; a larger state is not kept. The chunk donates its state,
     so a call gets a copy; the kept one is never run."""
 
