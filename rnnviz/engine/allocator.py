@@ -31,7 +31,7 @@ def keep_freed_buffers(limit: int = HEAP_KEEP_BYTES) -> bool:
     and gives it back with ``munmap``, so every call page-faults and zero-fills its buffers
     again: measured on this project's 2-core CPU, ~16 000 minor faults (64 MB) and
     a quarter of the run time of an LSTM analysis at B=32·T=200·H=128 (~700 faults per
-    call left with this setting; docs/guide/strategies.md). Raising the mmap and trim thresholds to
+    call left with this setting; docs/dev/benchmarks.md). Raising the mmap and trim thresholds to
     ``limit`` keeps those pages in the heap between calls; the cost is that up to
     ``limit`` bytes of freed memory stay resident.
 

@@ -362,7 +362,7 @@ def prepare_next(
 #: one run at LSTM H=128 T=1000 B=32 (0.32 s; twice this budget took two), whose idle time
 #: also compiles five strategies before a visitor who reads opens the Strategies tab. A tab
 #: opened before idle time has timed the shape waits for it, and there, beside a browser
-#: drawing the tab, every run more delays the Strategies tab's first row (docs/dev/benchmarks.md).
+#: drawing the tab, each further run delays the Strategies tab's first row (docs/dev/benchmarks.md).
 QUIET_REPEATS, QUIET_TIMING_S = 3, 0.25
 #: Shapes whose quiet timing this worker keeps.
 MAX_QUIET = 64
