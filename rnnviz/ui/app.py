@@ -108,19 +108,21 @@ def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, s
     return records_frame(records), skipped
 
 
-def analysis_for(cfg: RunConfig) -> Analysis:
-    """The analysis of ``cfg`` on the session's data and weights (:func:`rnnviz.ui.calls.analysis`).
+def analysis_for(cfg: RunConfig) -> tuple[Analysis, bool]:
+    """The analysis of ``cfg`` on the session's data and weights (:func:`rnnviz.ui.calls.analysis`),
+    and whether this page run compiled it.
 
     When it is neither cached nor compiled in its worker, a collapsed status box says it is
-    compiling while it does, and a toast then says how long compiling took (no box is left
-    above the chart).
+    compiling while it does; then the box is gone (the chart keeps its place on a projector)
+    and the header's compile figure says "just now" (:func:`rnnviz.ui.page.header`): a notice
+    in the line that is always there, where it hides nothing.
     """
     key = calls.job_key(cfg)
     if calls.results().peek(("analysis", key)) or calls.pool().call(
         jobs.is_compiled, key, route=calls.route(cfg), what="a cache look-up", spill=True
     ):
-        return calls.analysis(key)
-    box = st.empty()  # while it compiles; then gone, so the chart keeps its place on a projector
+        return calls.analysis(key), False
+    box = st.empty()
     with box.status(
         f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
         f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…",
@@ -128,9 +130,7 @@ def analysis_for(cfg: RunConfig) -> Analysis:
     ):
         a = calls.analysis(key)
     box.empty()
-    reused = "reused for every seed, gain and scale"
-    st.toast(f"Compiled in {a.timing.compile_s:.2f} s ({reused})", duration="long")
-    return a
+    return a, True
 
 
 def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
@@ -298,7 +298,7 @@ def _page() -> None:
     configuration.sync_url(cfg)
     _mark_in_use(source)
     try:
-        a = analysis_for(cfg)
+        a, compiled_now = analysis_for(cfg)
     except ConfigError as err:
         st.error(f"This combination cannot run: {err}")
         return
@@ -309,7 +309,7 @@ def _page() -> None:
         log.exception("analysis failed for %s", cfg)
         st.error(f"The analysis failed ({type(err).__name__}: {err}). Try a smaller size or another dtype.")
         return
-    page.header(a)
+    page.header(a, compiled_now)
     ctx = TabContext(
         config=cfg,
         analysis=a,

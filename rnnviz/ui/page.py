@@ -33,8 +33,9 @@ def title() -> None:
     st.sidebar.caption("How gradients flow back through time in recurrent networks.")
 
 
-def header(a: Analysis) -> None:
-    """The verdict, what the inputs and weights are, and the loss, ‖∂L/∂carry₀‖ and costs."""
+def header(a: Analysis, compiled_now: bool = False) -> None:
+    """The verdict, what the inputs and weights are, and the loss, ‖∂L/∂carry₀‖ and costs
+    (``compiled_now``: this page run compiled the analysis, and the compile figure says so)."""
     v = verdict(a)
     text = f"**Verdict:** {v.text}"
     if v.kind == "overflow":
@@ -52,12 +53,12 @@ def header(a: Analysis) -> None:
             f"Weights: **{a.weights}** (trained), in every tab; a gain g (the Phase diagram's too) runs "
             "its recurrent kernels × g / the run's gain."
         )
-    _metrics(a)
+    _metrics(a, compiled_now)
 
 
-def metrics(a: Analysis) -> list[tuple[str, str, str, str]]:
+def metrics(a: Analysis, compiled_now: bool = False) -> list[tuple[str, str, str, str]]:
     """The header's numbers as ``(key, label, value, what it means)``: the loss, ‖∂L/∂carry₀‖'s exact
-    magnitude, compiling, a run and the peak memory."""
+    magnitude, compiling (``compiled_now``: "just now", in this page run), a run and the peak memory."""
     t = a.timing
     runs = f"{t.repeats} run{'s' if t.repeats != 1 else ''}"
     return [
@@ -72,9 +73,9 @@ def metrics(a: Analysis) -> list[tuple[str, str, str, str]]:
         ),
         (
             "compile",
-            "compile",
+            "compiled just now" if compiled_now else "compile",
             f"{t.compile_s:.2f} s",
-            "compiling this shape, once; cached afterwards"
+            "compiling this shape, once; reused for every seed, gain and scale"
             + (" (reused now)" if t.cache_hit else "")
             + ("; a small shape, compiled for compile speed (LLVM -O0)" if t.quick_compiled else ""),
         ),
@@ -95,12 +96,12 @@ def metrics(a: Analysis) -> list[tuple[str, str, str, str]]:
     ]
 
 
-def _metrics(a: Analysis) -> None:
+def _metrics(a: Analysis, compiled_now: bool = False) -> None:
     """One line of numbers (26 px), each with its explanation on hover: five ``st.metric`` boxes
     took 76 px, and on a 1366×768 projector helped push the tab's chart below the fold."""
     # widths by the text each holds, so none wraps at 1366 px ("‖∂L/∂carry₀‖ 3.22×10⁻¹⁹⁰ ⓘ")
-    cols = st.columns([0.8, 1.5, 1.0, 1.1, 1.4], gap="small")
-    for col, (key, label, value, meaning) in zip(cols, metrics(a)):
+    cols = st.columns([0.8, 1.5, 1.45, 1.1, 1.4], gap="small")
+    for col, (key, label, value, meaning) in zip(cols, metrics(a, compiled_now)):
         with col.container(key=f"metric_{key}"):  # .st-key-metric_<key> for the browser tests
             st.markdown(f"{label} **{value}**", help=meaning)
 

@@ -23,7 +23,7 @@ from rnnviz.serve.warm import warm
 
 ROOT = Path(__file__).resolve().parents[2]
 IDLE = '[data-test-script-state="notRunning"]'
-COMPILING = '[data-testid="stToast"]:has-text("Compiled in")'
+COMPILING = '.st-key-metric_compile:has-text("just now")'
 
 pytestmark = pytest.mark.browser
 

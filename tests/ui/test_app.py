@@ -268,3 +268,17 @@ def test_the_sidebar_starts_plotly_loading_with_a_hidden_empty_chart():
     assert len(preload) == 1 and json.loads(preload[0].proto.spec)["data"] == []
     assert ".st-key-chart_preload{display:none}" in page.STYLE
     assert at.main.get("plotly_chart")  # the page's own charts are in the main part
+
+
+def test_a_fresh_compile_is_said_in_the_header_line_not_in_a_toast_over_the_tabs():
+    # a shape nothing else in the suite compiles: this page run compiles it
+    at = run_app({"hidden_size": "13", "seq_len": "17"})
+    assert not at.exception
+    assert not at.toast  # a toast covered the tab bar's right end (the Learn tab) at 1366 px
+
+    def compile_line(at) -> str:
+        return next(m.value for m in at.markdown if "s**" in m.value and "compile" in m.value)
+
+    assert compile_line(at).startswith("compiled just now **")
+    at.run()  # the same page again: its analysis comes from the cache, nothing compiles
+    assert compile_line(at).startswith("compile **") and not at.toast
