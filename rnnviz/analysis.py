@@ -23,6 +23,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rnnviz.base.formatting import finite_json
 from rnnviz.base.weights import Weights
 from rnnviz.config import RunConfig, estimate_flops
 from rnnviz.dataset import Dataset
@@ -263,6 +264,41 @@ class Analysis:
     data: str | None = None
     weights: str | None = None
     readout: str | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The record as JSON values (arrays as lists, NaN/Inf as null): what ``rnnviz analyze
+        --json`` prints and every other writer of an analysis starts from.
+
+        Example:
+            >>> from rnnviz import RunConfig, analyze
+            >>> js = analyze(RunConfig(hidden_size=4, seq_len=5), repeats=1).to_json()
+            >>> len(js["log10_grad_norms"]), js["log10_source"]
+            (6, 'float32')
+        """
+        return finite_json(
+            {
+                "config": self.config.to_dict(),
+                "data": self.data,
+                "weights": self.weights,
+                "loss": self.loss,
+                "grad_norms": _floats(self.grad_norms),
+                "log10_grad_norms": _floats(self.log10_grad_norms),
+                "component_grad_norms": {k: _floats(v) for k, v in self.component_grad_norms.items()},
+                "log10_component_grad_norms": {
+                    k: _floats(v) for k, v in self.log10_component_grad_norms.items()
+                },
+                "log10_source": self.log10_source,
+                "input_grad_norms": _floats(self.input_grad_norms),
+                "carry_norms": _floats(self.carry_norms),
+                "nonfinite_carry_step": self.nonfinite_carry_step,
+                "nonfinite_grad_step": self.nonfinite_grad_step,
+                "timing": self.timing._asdict(),
+            }
+        )
+
+
+def _floats(x: np.ndarray) -> list[float]:
+    return np.asarray(x, np.float64).tolist()
 
 
 def _nonfinite_steps(series: np.ndarray) -> np.ndarray:

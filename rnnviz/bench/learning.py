@@ -33,32 +33,25 @@ def train_record(r, mode: str, suite: str = "train") -> dict:
     """A schema-1 ``kind: "train"`` record of one training run."""
 
     device = jax.devices()[0]
-    final = r.final_loss()
+    whole = r.to_json()
     return {
         "schema": SCHEMA,
         "kind": "train",
         "suite": suite,
         "label": label(r.config),
-        "config": r.config.to_dict(),
+        "config": whole["config"],
         "mode": mode,
         **run_stamp(device),
-        "compile_s": r.timing.compile_s,
-        "run_s": r.timing.run_s,
-        "task": r.task,
-        "lag": r.lag,
-        "optimizer": r.optimizer,
-        "learning_rate": r.learning_rate,
-        "clip": r.clip,
-        "steps": r.steps,
-        "steps_run": r.steps_run,
-        "baseline": r.baseline,
-        "final_loss": final if final == final else None,
-        "solved_step": r.solved_step,
-        "nonfinite_step": r.nonfinite_step,
-        "clip_count": r.clip_count,
-        "steps_per_s": r.timing.steps_per_s,
+        **{f: whole[f] for f in _RECORDED},
         "ms_per_step": 1e3 / r.timing.steps_per_s,
     }
+
+
+#: What a train record keeps of the run (:meth:`~rnnviz.studies.training.Training.to_json`), in order.
+_RECORDED = (
+    "compile_s", "run_s", "task", "lag", "optimizer", "learning_rate", "clip", "steps", "steps_run",
+    "baseline", "final_loss", "solved_step", "nonfinite_step", "clip_count", "steps_per_s",
+)  # fmt: skip
 
 
 def train_bench(

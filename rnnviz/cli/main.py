@@ -38,30 +38,6 @@ from rnnviz.cli.trained import add_connectivity, cmd_over_training
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 
 
-def analysis_json(a) -> dict[str, Any]:
-    """The :class:`~rnnviz.analysis.Analysis` ``a`` as JSON values (arrays as lists, NaN/Inf as null)."""
-    return finite_json(
-        {
-            "config": a.config.to_dict(),
-            "data": a.data,
-            "weights": a.weights,
-            "loss": a.loss,
-            "grad_norms": a.grad_norms.astype(float).tolist(),
-            "log10_grad_norms": a.log10_grad_norms.astype(float).tolist(),
-            "component_grad_norms": {k: v.astype(float).tolist() for k, v in a.component_grad_norms.items()},
-            "log10_component_grad_norms": {
-                k: v.astype(float).tolist() for k, v in a.log10_component_grad_norms.items()
-            },
-            "log10_source": a.log10_source,
-            "input_grad_norms": a.input_grad_norms.astype(float).tolist(),
-            "carry_norms": a.carry_norms.astype(float).tolist(),
-            "nonfinite_carry_step": a.nonfinite_carry_step,
-            "nonfinite_grad_step": a.nonfinite_grad_step,
-            "timing": a.timing._asdict(),
-        }
-    )
-
-
 def _summary_text(a) -> str:
     from rnnviz.frames.verdicts import verdict
 
@@ -108,7 +84,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     if args.csv:
         timestep_frame(a).to_csv(args.csv, index=False)
     if args.json:
-        print(json.dumps(analysis_json(a)))
+        print(json.dumps(a.to_json()))
     else:
         print(_summary_text(a))
     return 0
@@ -435,40 +411,6 @@ def _add_lyapunov(sub) -> None:
     p.set_defaults(func=cmd_lyapunov)
 
 
-def training_json(r) -> dict[str, Any]:
-    """The :class:`~rnnviz.studies.training.Training` ``r`` as plain JSON values (NaN/Inf as null)."""
-    return finite_json(
-        {
-            "config": r.config.to_dict(),
-            "task": r.task,
-            "lag": r.lag,
-            "optimizer": r.optimizer,
-            "learning_rate": r.learning_rate,
-            "clip": r.clip,
-            "steps": r.steps,
-            "steps_run": r.steps_run,
-            "baseline": r.baseline,
-            "metric_name": r.metric_name,
-            "losses": r.losses.tolist(),
-            "metric": r.metric.tolist(),
-            "grad_norm": r.grad_norm.tolist(),
-            "clipped": r.clipped.tolist(),
-            "clip_count": r.clip_count,
-            "profile_steps": r.profile_steps.tolist(),
-            "profiles": r.profiles.tolist(),
-            "recurrent_grad_log10": r.recurrent_grad.tolist(),
-            "held_out_loss": None if r.held_out_loss is None else r.held_out_loss.tolist(),
-            "held_out_metric": None if r.held_out_metric is None else r.held_out_metric.tolist(),
-            "held_out_steps": None if r.held_out_steps is None else r.held_out_steps.tolist(),
-            "solved_step": r.solved_step,
-            "nonfinite_step": r.nonfinite_step,
-            "compile_s": r.timing.compile_s,
-            "run_s": r.timing.run_s,
-            "steps_per_s": r.timing.steps_per_s,
-        }
-    )
-
-
 def cmd_train(args: argparse.Namespace) -> int:
     """``rnnviz train``: train on ``--task`` (default adding) or ``--data``, showing progress on stderr;
     then ``--save`` the run, write ``--csv`` per-step rows, and print a summary (or ``--json``).
@@ -536,7 +478,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             }
         ).to_csv(args.csv, index=False)
     if args.json:
-        print(json.dumps(training_json(r)))
+        print(json.dumps(r.to_json()))
         return 0
     print(
         f"{r.task} (T={cfg.seq_len}) with the {cfg.cell} cell, {r.optimizer} lr={r.learning_rate:g}, "

@@ -400,24 +400,18 @@ def _floats(x: np.ndarray) -> list[float]:
     return np.asarray(x, np.float64).tolist()
 
 
+#: What the report keeps of a design's training run (:meth:`Training.to_json`): its curves and outcome.
+_TRAINING_FIELDS = (
+    "task", "steps", "steps_run", "learning_rate", "optimizer", "clip", "losses", "metric_name", "metric",
+    "baseline", "final_loss", "solved_step", "nonfinite_step",
+)  # fmt: skip
+
+
 def _training_json(r: Training | None) -> dict[str, Any] | None:
     if r is None:
         return None
-    return {
-        "task": r.task,
-        "steps": r.steps,
-        "steps_run": r.steps_run,
-        "learning_rate": r.learning_rate,
-        "optimizer": r.optimizer,
-        "clip": r.clip,
-        "losses": _floats(r.losses),
-        "metric_name": r.metric_name,
-        "metric": _floats(r.metric),
-        "baseline": r.baseline,
-        "final_loss": r.final_loss(),
-        "solved_step": r.solved_step,
-        "nonfinite_step": r.nonfinite_step,
-    }
+    whole = r.to_json()
+    return {f: whole[f] for f in _TRAINING_FIELDS}
 
 
 def design_json(d: Design) -> dict[str, Any]:

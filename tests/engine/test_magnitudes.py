@@ -14,7 +14,6 @@ import pytest
 
 from rnnviz import RunConfig, analyze, charts
 from rnnviz.analysis import needs_log_pass
-from rnnviz.cli.main import analysis_json
 from rnnviz.engine.norms import Scaled, combine, log10, log10_combine, robust_norm
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.frames.gradients import bound_frame, gradient_long_frame, timestep_frame
@@ -216,11 +215,11 @@ def test_exports_carry_log10_next_to_float32_values():
     assert df["grad_norm"].iloc[0] == pytest.approx(7.6e-30, rel=0.1) and df["log10_grad_norm"].iloc[
         0
     ] == pytest.approx(a.log10_grad_norms[0])
-    js = analysis_json(a)
+    js = a.to_json()
     assert js["log10_source"] == "log pass" and js["log10_grad_norms"][0] == pytest.approx(
         a.log10_grad_norms[0]
     )
-    lstm = analysis_json(analyze(RunConfig(cell="lstm", seq_len=5), repeats=1))
+    lstm = analyze(RunConfig(cell="lstm", seq_len=5), repeats=1).to_json()
     assert lstm["log10_component_grad_norms"]["c"][-1] is None  # JSON has no −∞: a true zero is null
 
 

@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rnnviz import __version__
+from rnnviz.base.formatting import finite_json
 from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.studies.training import runfile
@@ -99,6 +100,44 @@ class Training:
     def steps_run(self) -> int:
         """Steps recorded: ``steps``, fewer when stopped early or cut at the first non-finite step."""
         return int(self.losses.size)
+
+    def to_json(self) -> dict[str, Any]:
+        """The run's curves and numbers as JSON values (arrays as lists, NaN/Inf as null; the
+        kept weights left out): what ``rnnviz train --json`` prints and every other writer of
+        a run (the comparison report, the benchmark's records) takes its fields from."""
+        held = {
+            f: None if getattr(self, f) is None else getattr(self, f).tolist()
+            for f in ("held_out_loss", "held_out_metric", "held_out_steps")
+        }
+        return finite_json(
+            {
+                "config": self.config.to_dict(),
+                "task": self.task,
+                "lag": self.lag,
+                "optimizer": self.optimizer,
+                "learning_rate": self.learning_rate,
+                "clip": self.clip,
+                "steps": self.steps,
+                "steps_run": self.steps_run,
+                "baseline": self.baseline,
+                "metric_name": self.metric_name,
+                "losses": _floats(self.losses),
+                "metric": _floats(self.metric),
+                "grad_norm": _floats(self.grad_norm),
+                "clipped": self.clipped.tolist(),
+                "clip_count": self.clip_count,
+                "profile_steps": self.profile_steps.tolist(),
+                "profiles": _floats(self.profiles),
+                "recurrent_grad_log10": _floats(self.recurrent_grad),
+                **held,
+                "final_loss": self.final_loss(),
+                "solved_step": self.solved_step,
+                "nonfinite_step": self.nonfinite_step,
+                "compile_s": self.timing.compile_s,
+                "run_s": self.timing.run_s,
+                "steps_per_s": self.timing.steps_per_s,
+            }
+        )
 
     def final_loss(self, window: int = 50) -> float:
         """Mean loss over the last ``window`` finite steps."""
@@ -301,3 +340,7 @@ def _learned(records: Sequence[Training]) -> str:
     if ratios:
         text += f"; final loss {min(ratios):.2f}–{max(ratios):.2f}× the baseline"
     return text + "."
+
+
+def _floats(x: np.ndarray) -> list[float]:
+    return np.asarray(x, np.float64).tolist()
