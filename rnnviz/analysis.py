@@ -462,10 +462,14 @@ def _log_pass(log_exe: Compiled, log_args: tuple, repeats: int, budget_s: float 
     """The log-magnitude pass (:mod:`rnnviz.engine.logpass`), timed on half the runs (half
     the budget): exact where float32's norms underflowed."""
     budget = None if budget_s is None else budget_s / 2
-    (comp_s, example_s, total_s), log_run = _timed(log_exe.fn, log_args, max(1, repeats // 2), budget)
-    return _Logs(
-        log10(comp_s), log10(example_s), log10(total_s), "log pass", log_run.median_s, log_exe.compile_s
-    )
+    scaled, log_run = _timed(log_exe.fn, log_args, max(1, repeats // 2), budget)
+    return _pass_logs(scaled, log_run.median_s, log_exe.compile_s)
+
+
+def _pass_logs(scaled, run_s: float = 0.0, compile_s: float = 0.0) -> _Logs:
+    """The exact log₁₀ norms from the log-magnitude pass's ``(component, example, total)``."""
+    comp, example, total = scaled
+    return _Logs(log10(comp), log10(example), log10(total), "log pass", run_s, compile_s)
 
 
 def _float32_logs(summary) -> _Logs:
@@ -543,8 +547,7 @@ def analysis_of_outputs(
         The same record :func:`analyze` would give at ``cfg``.
     """
     if needs_log_pass(cfg.dtype, summary.component_grad_norms, summary.example_grad_norms):
-        comp, example, total = log_scaled
-        logs = _Logs(log10(comp), log10(example), log10(total), "log pass")
+        logs = _pass_logs(log_scaled)
     else:
         logs = _float32_logs(summary)
     return _assemble(

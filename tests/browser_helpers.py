@@ -148,11 +148,10 @@ def load_script(name: str) -> ModuleType:
     return module
 
 
-def plots_offline(browser, path: Path, figures: int, per_plot: str, **options) -> tuple[list, list, list]:
+def open_offline(browser, path: Path, **options) -> tuple:
     """A saved page opened from ``file://`` in a fresh context that is offline and lets only
-    ``file://`` requests through: ``(what the script ``per_plot`` returns once ``figures``
-    Plotly figures have drawn, the requests it aborted, the console's errors)``.
-    ``options`` go to ``browser.new_context``."""
+    ``file://`` requests through: ``(context, page, the requests it aborted, the console's
+    errors)``, the two lists filled as the page runs. ``options`` go to ``browser.new_context``."""
     context = browser.new_context(**options)
     context.set_offline(True)
     aborted, errors = [], []
@@ -169,6 +168,13 @@ def plots_offline(browser, path: Path, figures: int, per_plot: str, **options) -
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
     page.goto(path.resolve().as_uri(), wait_until="load")
+    return context, page, aborted, errors
+
+
+def plots_offline(browser, path: Path, figures: int, per_plot: str, **options) -> tuple[list, list, list]:
+    """:func:`open_offline`, then ``(what the script ``per_plot`` returns once ``figures``
+    Plotly figures have drawn, the requests it aborted, the console's errors)``."""
+    context, page, aborted, errors = open_offline(browser, path, **options)
     page.wait_for_function(
         "n => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('svg.main-svg'))"
         ".length === n",

@@ -24,13 +24,13 @@ if TYPE_CHECKING:
     from rnnviz.base.presets import PagePreset
     from rnnviz.studies.explorable import ExplorableGrid
 
-#: Log-magnitudes are stored to this many decades (0.23 % in the value).
+#: Log-magnitudes are stored to this many decades (far below a pixel of any chart).
 LOG_STEP = 1e-3
 #: A linear series is stored to 1/LINEAR_LEVELS of its largest magnitude.
 LINEAR_LEVELS = 1000
-#: Bytes one step of a series takes in the page, gzip and base64 included, measured on 20
-#: seeds of a tanh RNN at T = 1000: a log-magnitude (smooth) 1.2, a unit of the carry (as
-#: noisy as the inputs) 2.6.
+#: Bytes one step of a series takes in the page, gzip and base64 included: a log-magnitude is
+#: smooth, a unit of the carry as noisy as the inputs (measured: docs/dev/benchmarks.md,
+#: "Teaching pages").
 LOG_STEP_BYTES, UNIT_STEP_BYTES = 1.2, 2.6
 #: The charts' titles.
 TITLES = {

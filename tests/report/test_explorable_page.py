@@ -13,6 +13,7 @@ import re
 
 import numpy as np
 import pytest
+from browser_helpers import open_offline
 
 from rnnviz import RunConfig, analyze, jacobians
 from rnnviz.charts.embed import plotly_js
@@ -108,22 +109,7 @@ def _matches_the_library(shown: dict, grid) -> None:
 
 @pytest.mark.browser
 def test_chromium_offline_every_control_redraws_the_library_values_at_its_point(browser, page, grid):
-    context = browser.new_context(viewport={"width": 1366, "height": 900})
-    context.set_offline(True)
-    aborted, errors = [], []
-
-    def only_files(route):
-        if route.request.url.startswith("file://"):
-            route.continue_()
-        else:
-            aborted.append(route.request.url)
-            route.abort()
-
-    context.route("**/*", only_files)
-    tab = context.new_page()
-    tab.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
-    tab.on("pageerror", lambda e: errors.append(str(e)))
-    tab.goto(page.resolve().as_uri(), wait_until="load")
+    context, tab, aborted, errors = open_offline(browser, page, viewport={"width": 1366, "height": 900})
     tab.wait_for_function("document.getElementById('rnnviz-app').dataset.ready !== '0'", timeout=60_000)
     assert tab.get_attribute("#rnnviz-app", "data-ready") == "1", tab.text_content("#rnnviz-verdict")
     first = tab.evaluate(READ)
