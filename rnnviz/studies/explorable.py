@@ -86,7 +86,8 @@ class ExplorableGrid:
         config: the base configuration (each point replaces the swept fields).
         over: ``{field: values}``, validated, in the order the page's controls show them.
         points: one :class:`LessonPoint` per combination.
-        compile_s, run_s: seconds compiling and running, over all shapes.
+        compile_s: seconds of the calls that compiled (their run included); run_s: seconds of
+            the calls whose executable was compiled already.
     """
 
     config: RunConfig
