@@ -50,20 +50,6 @@ def server(tmp_path_factory):
     proc.wait(timeout=20)
 
 
-@pytest.fixture(scope="module")
-def browser():
-    if not Path(CHROMIUM).exists():
-        _unavailable(f"{CHROMIUM} is not installed (make test installs it with apt-get when run as root)")
-    try:
-        from playwright.sync_api import sync_playwright
-    except ImportError:
-        _unavailable("playwright is not installed")
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
-        yield b
-        b.close()
-
-
 def _chart_title(page, index: int = 0) -> str:
     return page.locator(CHART).nth(index).locator(".gtitle").first.text_content()  # SVG text
 
