@@ -516,10 +516,10 @@ def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call(
     assert logged == [contributions_source(strategies)] == ["fused"]
     # the Phase diagram's two sweeps at 2 gains × 3 seeds: then the tab's jobs compile nothing
     assert [jobs.prepare_next(key, True, True, 6) for _ in range(3)] == [True, True, False]
-    compiled = sweep_executable.cache_info().currsize
+    compiled = sweep_executable.cache_info().misses
     frame, _ = jobs.phase(key, 0.5, 1.5, 2, 3)
     lam, _ = jobs.lyapunov_phase_table(key, 0.5, 1.5, 2, 3)
-    assert sweep_executable.cache_info().currsize == compiled
+    assert sweep_executable.cache_info().misses == compiled
     assert len(lam) == 2 and frame["seed"].nunique() == 3
     # the Jacobians tab's two passes at its k, example and steps: then its jobs compile nothing
     from rnnviz.studies.jacobians import jacobian_executable
@@ -527,10 +527,10 @@ def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call(
 
     work = jobs.JacobiansWork(k=3, example=1, steps=4, lyapunov_k=2)
     assert [jobs.prepare_next(key, True, True, 6, work) for _ in range(3)] == [True, True, False]
-    held = jacobian_executable.cache_info().currsize, lyapunov_executable.cache_info().currsize
+    held = jacobian_executable.cache_info().misses, lyapunov_executable.cache_info().misses
     assert jobs.jacobians(key, 3, 1, 4).singular_values.shape == (3, 3)  # T = 7: t = 2, 4, 6
     assert len(jobs.lyapunov(key, 2).exponents) == 2
-    assert (jacobian_executable.cache_info().currsize, lyapunov_executable.cache_info().currsize) == held
+    assert (jacobian_executable.cache_info().misses, lyapunov_executable.cache_info().misses) == held
     # over their budgets (0): nothing of theirs
     assert not jobs.prepare_next(key, True, True, 6, work._replace(steps=0, lyapunov_k=0))
     # nothing asked for: nothing compiled
@@ -554,9 +554,9 @@ def test_the_phase_job_at_a_small_shape_goes_through_the_pages_analysis_and_comp
     cfg = RunConfig(cell="lstm", hidden_size=3, input_size=2, seq_len=6, batch_size=2, seed=2)
     key = json.dumps(cfg.to_dict(), sort_keys=True)
     jobs.analysis(key)
-    compiled = sweep_executable.cache_info().currsize
+    compiled = sweep_executable.cache_info().misses
     parts = [jobs.phase(key, 0.5, 1.5, 5, 2, part, 2)[0] for part in range(2)]
-    assert sweep_executable.cache_info().currsize == compiled
+    assert sweep_executable.cache_info().misses == compiled
     for part, gains in zip(parts, ([0.5, 1.0, 1.5], [0.75, 1.25]), strict=True):  # every 2nd gain
         want = sweep(cfg, {"recurrent_gain": gains, "seed": [2, 3]})
         assert list(part.columns) == list(want.columns) and len(part) == len(want)

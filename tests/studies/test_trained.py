@@ -193,9 +193,9 @@ def test_every_view_runs_at_trained_weights(digits_run, digits):
     assert a.loss < 0.8 * np.log(10) and a.data == "digits rows" and a.readout == "trained"
     assert analyze(cfg, data=digits, repeats=1).readout == "seed"
     # the analysis compiled: the Phase diagram's path goes through it, point by point
-    held = sweep_executable.cache_info().currsize
+    held = sweep_executable.cache_info().misses
     reused = sweep_reusing(cfg, {"recurrent_gain": [1.0, 0.5]}, data=digits, params=w)
-    assert sweep_executable.cache_info().currsize == held
+    assert sweep_executable.cache_info().misses == held
     df = sweep(cfg, {"recurrent_gain": [1.0, 0.5]}, data=digits, params=w)
     assert reused[["recurrent_gain", "t", "component"]].equals(df[["recurrent_gain", "t", "component"]])
     np.testing.assert_allclose(reused.log10_grad_norm, df.log10_grad_norm, atol=1e-4)
