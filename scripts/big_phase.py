@@ -16,6 +16,7 @@ import time
 
 from rnnviz import RunConfig, analyze
 from rnnviz.serve import budget, jobs
+from rnnviz.ui.tabs import phase as phase_tab
 
 
 def timed(label: str, fn, *args):
@@ -32,7 +33,7 @@ def main() -> None:
     print(f"          compile {a.timing.compile_s:.2f} s, a run {a.timing.run_s:.3f} s")
     quiet = timed("the worker's quiet timing of a run", jobs.quiet_run_s, key)
     cost = budget.Cost.of(a)._replace(run_s=min(budget.Cost.of(a).run_s, quiet))
-    plan = budget.phase_plan(cfg, cost, budget.PHASE_GAINS, budget.PHASE_SEEDS)
+    plan = budget.phase_plan(cfg, cost, phase_tab.GAINS, phase_tab.SEEDS)
     parts = budget.phase_parts(plan)
     n, seeds = plan.settings["gains"], plan.settings["seeds"]
     print(f"          plan: {n} gains × {seeds} seeds, {parts} parts, {plan.work_s:.1f} s of runs estimated")

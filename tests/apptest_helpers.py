@@ -107,41 +107,40 @@ def _unexpected(name: str):
     return call
 
 
-def fake_context(analysis, *, config=None, gpus=(), data_source=None, pins=(), **calls):
+def fake_context(
+    analysis, *, config=None, gpus=(), data_source=None, pins=(), state=None, recorded=None, **jobs
+):
     """A :class:`~rnnviz.ui.tabs.context.TabContext` for calling a tab's ``render`` without
-    worker processes: each compute call is the fake given by its field name
-    (``devices_live=…``, ``phase=…``, ``analysis=…``), and any other raises AssertionError.
+    worker processes: each request is answered by the fake named as its job
+    (``devices_live=…``, ``phase=…``, ``quiet_run_s=…``), called with the request's
+    arguments (a job key first, where the job takes one); any other raises AssertionError.
 
     ``analysis`` is the session's analysis (anything with the attributes the tab reads);
-    ``config`` defaults to its config; ``pins`` are pinned analyses."""
-    from rnnviz.engine.environment import environment
-    from rnnviz.ui.tabs.context import (
-        Compute,
-        ConnectivityCalls,
-        CostCalls,
-        DynamicsCalls,
-        ModelCalls,
-        Pins,
-        TabContext,
-        TrainingCalls,
-    )
+    ``config`` defaults to its config; ``pins`` are pinned analyses; ``state`` the widget
+    values (default: Streamlit's session state of the run)."""
+    import streamlit as st
 
-    def group(record):
-        return record(**{f: calls.pop(f, None) or _unexpected(f) for f in record._fields})
+    from rnnviz.engine.environment import environment
+    from rnnviz.ui.tabs.context import Pins, TabContext, TrainingCalls
+
+    def get(request):
+        return jobs.get(request.job.__name__, _unexpected(request.job.__name__))(*request.args)
 
     config = analysis.config if config is None else config
-    compute = Compute(
-        analysis=calls.pop("analysis", None) or _unexpected("analysis"),
-        cost=calls.pop("cost", None) or _unexpected("cost"),
-        costs=group(CostCalls),
-        dynamics=group(DynamicsCalls),
-        connectivity=group(ConnectivityCalls),
-        training=group(TrainingCalls),
-        model=group(ModelCalls),
-        teaching_page=calls.pop("teaching_page", None) or _unexpected("teaching_page"),
-    )
-    assert not calls, f"no compute call is named {sorted(calls)}"
     overlays = tuple(p for p in pins if p.config != config)
     pinned = Pins(tuple(pins), overlays, add=lambda: None, remove=lambda i: None, clear=lambda: None)
     env = environment()._replace(gpus=tuple(gpus), strategies=("accumulate",), hidden={})
-    return TabContext(config, analysis, pinned, env, data_source, compute)
+    training = TrainingCalls(**{f: _unexpected(f) for f in TrainingCalls._fields})
+    return TabContext(
+        config,
+        analysis,
+        pinned,
+        env,
+        data_source,
+        None,
+        st.session_state if state is None else state,
+        get,
+        lambda request: False,
+        training,
+        recorded or _unexpected("recorded"),
+    )

@@ -45,8 +45,6 @@ BUFFER_S_PER_FLOAT = 5e-9
 #: pass (≈ 0.6 of a run more), and its executable and the λ₁ one each compile about twice
 #: as long as the analysis (vmapped, with the initialisation inside).
 PHASE_RUN, PHASE_COMPILE = 1.6, 2.0
-#: The Phase diagram's grid as it opens: gains × seeds (the tab's inputs start there).
-PHASE_GAINS, PHASE_SEEDS = 41, 3
 
 
 class Cost(NamedTuple):
@@ -350,70 +348,6 @@ def jacobians_plan(
     )
 
 
-class Ahead(NamedTuple):
-    """What the workers' idle time prepares for a config's tabs: what each tab will compute
-    within its budget as it opens (:func:`ahead`; 0 or False: over its budget, nothing).
-
-    Attributes:
-      strategies: whether the Strategies tab computes (every strategy compiled ahead).
-      phase_points: the Phase diagram's gains × seeds.
-      phase_part_points: the points of one part of its gradient sweep (:func:`phase_parts`).
-      jacobian_steps: the Jacobians tab's steps with σ_i(J_t).
-      jacobian_parts: the parts those are computed in (:func:`jacobians_parts`).
-      lyapunov_k: its Lyapunov exponents.
-      strategy_repeats: the Strategies tab's timed runs per strategy (its plan's ``repeats``).
-      phase_gains: the Phase diagram's gains, as its budget sizes the session's grid.
-      phase_seeds: its seeds.
-      phase_parts: the parts its gradient sweep is computed in.
-      devices_repeats: the Devices tab's timed runs per device and strategy (0: over its budget).
-    """
-
-    strategies: bool
-    phase_points: int
-    phase_part_points: int
-    jacobian_steps: int
-    lyapunov_k: int
-    strategy_repeats: int = 0
-    phase_gains: int = 0
-    phase_seeds: int = 0
-    phase_parts: int = 1
-    devices_repeats: int = 0
-    jacobian_parts: int = 1
-
-
-def ahead(
-    cfg: RunConfig,
-    c: Cost,
-    names: Sequence[str],
-    k: int,
-    gains: int = PHASE_GAINS,
-    seeds: int = PHASE_SEEDS,
-    n_devices: int = 1,
-) -> Ahead:
-    """What the tabs not opened yet will ask for at ``cfg``, planned as they will plan it
-    with the unit ``c``: the Strategies and Devices tabs with every strategy of ``names``
-    compiled (what idle time does; the Devices tab over ``n_devices`` devices), the Phase diagram at the
-    session's ``gains`` × ``seeds``, the Jacobians tab at ``k``."""
-    strategies = strategies_plan(cfg, c, names, compiled=names)
-    devices = devices_plan(cfg, c, names, n_devices, compiled=names)
-    phase = phase_plan(cfg, c, gains, seeds)
-    gains, seeds = phase.settings["gains"], phase.settings["seeds"]
-    sv, ly = jacobians_plans(cfg, c, k)
-    return Ahead(
-        strategies=strategies.fits,
-        phase_points=gains * seeds if phase.fits else 0,
-        phase_part_points=-(-gains // phase_parts(phase)) * seeds,  # as the tab computes it
-        jacobian_steps=sv.settings["steps"] if sv.fits else 0,
-        lyapunov_k=ly.settings["k"] if ly.fits else 0,
-        jacobian_parts=jacobians_parts(sv),
-        strategy_repeats=strategies.settings["repeats"],
-        phase_gains=gains,
-        phase_seeds=seeds,
-        phase_parts=phase_parts(phase),
-        devices_repeats=devices.settings["repeats"] if devices.fits else 0,
-    )
-
-
 def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Plan:
     """One compiled training chunk (the unit the Training tab runs between redraws): about
     one gradient evaluation of the training config per step, at the reference FLOP rate
@@ -465,8 +399,6 @@ def model_refusal(n_params: int, batch: int, steps: int, limit_m: int | None = N
 
 
 __all__ = [
-    "Ahead",
-    "ahead",
     "JACOBIAN_PARTS",
     "JACOBIAN_PARTS_OVER_S",
     "JACOBIAN_STEPS",

@@ -1,12 +1,16 @@
-"""The workers' idle time, used: what the tabs not yet opened will ask for, prepared ahead.
+"""The workers' idle time, used: what the tabs not yet opened will ask for, computed ahead.
 
 A visitor reads the first chart for a while before opening another tab, and meanwhile the
-worker that holds their shape waits. :class:`Preparer` keeps what pages asked to have
-prepared, one wish per shape (the newest: its visitor has moved on from the older values),
-newest first, and one thread of its own gives each to its worker whenever that worker has
-been idle (:meth:`rnnviz.serve.worker.WorkerPool.call_if_idle`), one short job at a time,
-until the job answers that nothing is left. A visitor's own call waits at most for the
-one job under way. Nothing here imports Streamlit or JAX.
+worker that holds their shape waits. A page hands :class:`Preparer` a *plan*: a function
+that, given a look-up of answers, returns the requests (:class:`~rnnviz.serve.requests.Request`)
+its other tabs will make, exactly as the tabs declare them (their ``requests(ctx)``). The
+preparer keeps one plan per route (the newest: its visitor has moved on from the older
+values), newest first, and one thread of its own runs the first request of each plan whose
+answer is not there yet on the route's worker whenever that worker has been idle
+(:meth:`rnnviz.serve.worker.WorkerPool.call_if_idle`), one short job at a time. A plan that
+needs an answer to decide (a budget needs the shape's quiet timing) raises
+:class:`~rnnviz.serve.requests.Missing` for it, and that request runs first. A visitor's own
+call waits at most for the one job under way. Nothing here imports Streamlit or JAX.
 """
 
 from __future__ import annotations
@@ -18,122 +22,121 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from rnnviz.serve import worker
+from rnnviz.serve.requests import Missing, Request
+
 log = logging.getLogger("rnnviz.idle")
 
 #: Seconds between looks for an idle worker (a job's answer wakes the next look at once).
 POLL_S = 0.25
-#: Shapes waiting at once; a newer one pushes the oldest out (its visitor has moved on).
+#: Plans waiting at once; a newer one pushes the oldest out (its visitor has moved on).
 MAX_WANTED = 8
-#: Jobs one wish may start before it is given up (a job that never answers "done"): a
-#: page's quiet timing, its tabs' executables (a dozen) and their answers (a score).
+#: Jobs one plan may start before it is given up (a request that never keeps an answer).
 MAX_JOBS = 48
-#: Wishes remembered as prepared, so that a page asking again costs nothing.
-MAX_DONE = 512
+#: Requests remembered as done or failed.
+MAX_DONE = 2048
+
+Plan = Callable[[Callable[[Request], Any]], list[Request]]
+
+
+def ahead(job: Callable[..., Any], args: tuple, timed: bool) -> tuple[Any, bool]:
+    """Worker side: ``job(*args)``, and whether its answer must be dropped: it holds run
+    times (``timed``) and a visitor's job paused this worker meanwhile (its times then
+    include the pause)."""
+    before = worker.resumes()
+    answer = job(*args)
+    return answer, timed and worker.resumes() != before
+
+
+def _missing(request: Request) -> Any:
+    raise Missing(request)
 
 
 class Preparer:
-    """Jobs ``job(*args)`` run in the pool's idle time for each route wanted with ``args``,
-    until one answers that nothing is left to prepare, or raises. A route holds one wish,
-    named by its ``key``: a newer one for the route replaces it. A wish prepared is
-    remembered with the worker process that prepared it (the pool's ``generation(route)``,
-    where it has one): once a successor or a replacement serves the route, it is prepared
-    again when a page asks. A wish whose job failed is not.
+    """Requests run in the pool's idle time, plan by plan, until every request of each
+    plan has its answer.
 
     Args:
       pool: a :class:`~rnnviz.serve.worker.WorkerPool` (anything with its ``call_if_idle``).
-      job: a module-level function; its answer says whether it has more to do.
-      what: the work in words, for the pool's messages.
-      more: ``answer -> bool``: whether the job has more to do (default: the answer's truth).
-      keep: ``(route, answer) -> None``, given every answer (what a job measured, for the
-        server to keep), in a thread of the pool's.
+      results: where answers are kept (a :class:`~rnnviz.serve.worker.ResultCache`), under
+        each request's key; None: the answers are not kept, and a request is done once it
+        ran in the worker process that now serves its route (compiling ahead: what it leaves
+        is in that process).
+      what: the work in words, for the log.
       turns_with: a preparer to take turns with, one job each, that one first: while both
         are :meth:`ready`, neither starts a job before the other has started one since its
         last (two kinds of work a visitor may ask for next both progress; alone, each runs
         freely).
-      max_wanted: wishes held at once (:data:`MAX_WANTED`); a newer one pushes the oldest out.
+      max_wanted: plans held at once (:data:`MAX_WANTED`); a newer one pushes the oldest out.
       quiet_s: start a job only once the visitors have done nothing for this long (the
-        pool's ``quiet_for_s``: no page run, no visitor's job; 0: whenever the pool is
-        idle): work a visitor may well not ask for waits until they are reading, so that a
-        job of it is rarely under way when a visitor's call needs its worker.
+        pool's ``quiet_for_s``; 0: whenever the pool is idle): work a visitor may well not
+        ask for waits until they are reading.
 
     >>> import time
-    >>> from rnnviz.serve.worker import WorkerPool
-    >>> pool = WorkerPool(size=1)
-    >>> prep = Preparer(pool, bool, "an example")  # bool("") is False: done after one job
-    >>> prep.want("route", "")  # bool("")
+    >>> from rnnviz.serve.worker import ResultCache, WorkerPool
+    >>> pool, cache = WorkerPool(size=1), ResultCache()
+    >>> prep = Preparer(pool, cache, "an example")
+    >>> prep.want("route", lambda get: [Request(divmod, (7, 2), "route", "a division")])
     >>> for _ in range(40):
-    ...     if prep.done_routes():
+    ...     if cache.peek(("divmod", 7, 2)):
     ...         break
     ...     time.sleep(0.25)
-    >>> prep.done_routes()
-    ['route']
+    >>> cache.get(("divmod", 7, 2), lambda: None)
+    (3, 1)
     >>> prep.stop(); pool.shutdown()
     """
 
     def __init__(
         self,
         pool: Any,
-        job: Callable[..., Any],
+        results: Any,
         what: str,
-        more: Callable[[Any], bool] = bool,
-        keep: Callable[[str, Any], None] | None = None,
         turns_with: Preparer | None = None,
         max_wanted: int = MAX_WANTED,
         quiet_s: float = 0.0,
     ):
-        self.pool, self.job, self.what = pool, job, what
-        self.more, self.keep = more, keep
+        self.pool, self.results, self.what = pool, results, what
         self.turns_with, self.max_wanted, self.quiet_s = turns_with, max_wanted, quiet_s
-        self.started = 0  # jobs started, all wishes together (what the other of a pair watches)
+        self.started = 0  # jobs started, all plans together (what the other of a pair watches)
         self._other_seen = -1  # the other's `started` when this one last started a job
         if turns_with is not None:
             turns_with.turns_with = self
             self._other_seen = 0  # the other goes first
-        self._wanted: collections.OrderedDict[str, tuple] = collections.OrderedDict()  # route -> args
+        self._wanted: collections.OrderedDict[str, Plan] = collections.OrderedDict()  # route -> plan
         self._jobs: collections.Counter[str] = collections.Counter()
-        # key -> the generation of the worker process that prepared it (None: given up on for
-        # good): a successor or a replacement holds none of what its predecessor compiled
-        self._done: collections.OrderedDict[str, int | None] = collections.OrderedDict()
+        # (route, key) -> the worker generation it ran in (results None), or the exception it raised
+        self._done: collections.OrderedDict[tuple, Any] = collections.OrderedDict()
         self._busy: set[str] = set()  # routes with a job under way
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._wake = threading.Event()  # a job answered: look again now, not a poll later
+        #: Set while no plan is left (what a test or a warm-up waits on, instead of polling).
+        self.drained = threading.Event()
+        self.drained.set()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="idle-preparer")
         self._thread.start()
 
-    def want(self, route: str, *args: Any, key: str | None = None) -> None:
-        """Run ``job(*args)`` on ``route``'s worker when it is idle, until it is done: the wish
-        ``key`` (default: the route), which replaces the route's older one (nothing when
-        ``key`` was prepared already by the route's worker process as it is now, or given up on)."""
-        key = route if key is None else key
+    def want(self, route: str, plan: Plan) -> None:
+        """Prepare ``plan``'s requests in idle time: it replaces the route's older plan."""
         with self._lock:
-            if key in self._done:
-                if self._done[key] in (None, self._generation(route)):
-                    return
-                del self._done[key]  # prepared in a process that has since been replaced
-            older = self._wanted.pop(route, None)
-            if older is not None and older[0] != key:
-                self._jobs.pop(older[0], None)
-            self._wanted[route] = (key, args)  # newest last
+            self._wanted.pop(route, None)
+            self._jobs.pop(route, None)
+            self._wanted[route] = plan  # newest last
             while len(self._wanted) > self.max_wanted:
-                self._forget(next(iter(self._wanted)))
+                self._jobs.pop(self._wanted.popitem(last=False)[0], None)
+            self.drained.clear()
         self._wake.set()
 
     def pending(self) -> bool:
-        """Whether any wish is left to prepare."""
+        """Whether any plan is left to prepare."""
         with self._lock:
             return bool(self._wanted)
 
     def ready(self) -> bool:
-        """Whether a wish is left and the visitors have been quiet for :attr:`quiet_s` (what
+        """Whether a plan is left and the visitors have been quiet for :attr:`quiet_s` (what
         the other of a pair taking turns waits for)."""
         since = getattr(self.pool, "quiet_for_s", lambda: math.inf)
         return self.pending() and (self.quiet_s <= 0 or since() >= self.quiet_s)
-
-    def done_routes(self) -> list[str]:
-        """The wishes prepared (or given up on), oldest first: their keys."""
-        with self._lock:
-            return list(self._done)
 
     def stop(self) -> None:
         """End the thread (jobs under way finish in the pool)."""
@@ -141,40 +144,72 @@ class Preparer:
         self._wake.set()
         self._thread.join(timeout=5)
 
+    # ---- what is done ------------------------------------------------------------------
+
     def _generation(self, route: str) -> int:
         generation = getattr(self.pool, "generation", None)
         return 0 if generation is None else generation(route)
 
-    def _forget(self, route: str) -> None:
-        key, _ = self._wanted.pop(route, (None, None))
-        self._jobs.pop(key, None)
+    def _failed(self, request: Request) -> BaseException | None:
+        done = self._done.get((request.route, request.key))
+        return done if isinstance(done, BaseException) else None
 
-    def _finish(self, route: str, key: str, generation: int | None) -> None:
+    def _has(self, request: Request) -> bool:
+        """Whether ``request`` needs no job: its answer is kept, it failed, or (answers not
+        kept) it ran in the process that serves its route now."""
+        done = self._done.get((request.route, request.key))
+        if isinstance(done, BaseException):
+            return True
+        if self.results is not None:
+            return self.results.peek(request.key)
+        return done is not None and done == self._generation(request.route)
+
+    def _look_up(self, request: Request) -> Any:
+        """A plan's look-up: the kept answer, the error it failed with, or :class:`Missing`."""
+        failed = self._failed(request)
+        if failed is not None:
+            raise failed
+        if self.results is None or not self.results.peek(request.key):
+            raise Missing(request)
+        return self.results.get(request.key, lambda: _missing(request))  # (dropped meanwhile: Missing)
+
+    def _next(self, plan: Plan) -> Request | None:
+        """The plan's next request to run, or None when it is all prepared (or cannot be)."""
+        try:
+            requests = plan(self._look_up)
+        except Missing as missing:
+            requests = [missing.request]
+        except Exception as err:  # a failed answer the plan needs, or the plan's own error
+            log.debug("planning %s: %r", self.what, err)
+            return None
+        return next((r for r in requests if not self._has(r)), None)
+
+    def _record(self, request: Request, value: Any) -> None:
         with self._lock:
-            if self._wanted.get(route, (None,))[0] == key:  # not a newer wish for the route
-                self._forget(route)
-            self._jobs.pop(key, None)
-            self._done[key] = generation
-            self._done.move_to_end(key)
+            self._done[(request.route, request.key)] = value
+            self._done.move_to_end((request.route, request.key))
             while len(self._done) > MAX_DONE:
                 self._done.popitem(last=False)
 
-    def _answered(self, route: str, key: str, generation: int, status: str, answer: Any) -> None:
+    def _answered(self, request: Request, generation: list[int], status: str, answer: Any) -> None:
         with self._lock:
-            self._busy.discard(route)
-        if status == "ok" and self.keep is not None:
-            try:
-                self.keep(route, answer)
-            except Exception:  # keeping is a bonus: the preparation goes on
-                log.exception("keeping what preparing %s answered", route)
-        if status != "ok":  # given up on for good: a job that fails would fail again
-            log.debug("preparing %s stopped: %r", route, answer)
-            self._finish(route, key, None)
-        elif not self.more(answer):
-            self._finish(route, key, generation)
+            self._busy.discard(request.route)
+        if status != "ok":  # a job that fails would fail again: the tab asks and says why
+            log.debug("preparing %s: %r", request.what, answer)
+            self._record(request, answer if isinstance(answer, BaseException) else RuntimeError(answer))
+        else:
+            value, cut = answer
+            if cut:
+                pass  # its times include a pause: run again at a later look
+            elif self.results is not None:
+                self.results.put(request.key, value)
+            else:
+                self._record(request, generation[0])
         for preparer in (self, self.turns_with):  # the next job, of either, may start now
             if preparer is not None:
                 preparer._wake.set()
+
+    # ---- the thread --------------------------------------------------------------------
 
     def _loop(self) -> None:
         while True:
@@ -184,46 +219,68 @@ class Preparer:
                 return
             if not self.ready():
                 continue
+            runnable = self._runnable()  # plans all prepared are dropped first (cheap: no job)
             other = self.turns_with
-            if other is not None and other.ready() and other.started == self._other_seen:
-                continue  # its turn: it has not started a job since this one's last
-            with self._lock:
-                ready = [(r, k, a) for r, (k, a) in reversed(self._wanted.items()) if r not in self._busy]
-            for route, key, args in ready:  # newest first
-                if self._jobs[key] >= MAX_JOBS:
-                    self._finish(route, key, None)
-                    continue
-                with self._lock:
-                    self._busy.add(route)
-                # the process the job runs in: known once it is sent (a successor takes over then),
-                # and the same until the job has answered (the worker is held meanwhile)
-                generation = [self._generation(route)]
-                try:
-                    started = self.pool.call_if_idle(
-                        self.job,
-                        *args,
-                        route=route,
-                        what=self.what,
-                        on_answer=lambda status, more, route=route, key=key, gen=generation: self._answered(
-                            route, key, gen[0], status, more
-                        ),
-                    )
-                except Exception as err:  # the worker could not be started: try again later
-                    log.debug("preparing %s: %s", route, err)
-                    started = False
-                if started:
-                    generation[0] = self._generation(route)
+            if not runnable or (other is not None and other.ready() and other.started == self._other_seen):
+                continue  # nothing to run, or the other's turn: it has started no job since this one's last
+            for route, request in runnable:  # newest first
+                if self._start(request):
                     with self._lock:
                         self.started += 1
+                        self._jobs[route] += 1
                         if other is not None:
                             self._other_seen = other.started
-                        if key not in self._done:  # (its answer may have finished it already)
-                            self._jobs[key] += 1
                     if other is not None:
                         break  # one job a turn
-                else:
-                    with self._lock:
-                        self._busy.discard(route)
+
+    def _runnable(self) -> list[tuple[str, Request]]:
+        """``(route, next request)`` of every plan with work left, newest first; the others
+        are dropped (and the partner woken: it may have been waiting for this one's turn)."""
+        with self._lock:
+            wanted = list(reversed(self._wanted.items()))
+        out = []
+        for route, plan in wanted:
+            request = self._next(plan) if self._jobs[route] < MAX_JOBS else None
+            if request is not None:
+                out.append((route, request))
+                continue
+            with self._lock:
+                if self._wanted.get(route) is plan:
+                    del self._wanted[route]
+                    self._jobs.pop(route, None)
+                if not self._wanted:
+                    self.drained.set()
+            if self.turns_with is not None:
+                self.turns_with._wake.set()
+        return out
+
+    def _start(self, request: Request) -> bool:
+        with self._lock:
+            if request.route in self._busy:
+                return False
+            self._busy.add(request.route)
+        # the process the job runs in: known once it is sent (a successor takes over then),
+        # and the same until the job has answered (the worker is held meanwhile)
+        generation = [self._generation(request.route)]
+        try:
+            started = self.pool.call_if_idle(
+                ahead,
+                request.job,
+                request.args,
+                request.timed,
+                route=request.route,
+                what=request.what,
+                on_answer=lambda status, answer: self._answered(request, generation, status, answer),
+            )
+        except Exception as err:  # the worker could not be started: try again later
+            log.debug("preparing %s: %s", request.what, err)
+            started = False
+        if started:
+            generation[0] = self._generation(request.route)
+        else:
+            with self._lock:
+                self._busy.discard(request.route)
+        return started
 
 
-__all__ = ["Preparer"]
+__all__ = ["MAX_JOBS", "Plan", "Preparer", "ahead"]

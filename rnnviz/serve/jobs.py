@@ -40,7 +40,7 @@ from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.engine.prepare import static_config
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.report.explorable_data import preset_data
-from rnnviz.serve import budget, trained_runs, worker
+from rnnviz.serve import trained_runs, worker
 from rnnviz.serve.settings import settings
 from rnnviz.studies.comparisons import (
     accumulator_grads,
@@ -53,15 +53,15 @@ from rnnviz.studies.comparisons import (
 )
 from rnnviz.studies.connectivity import Connectivity, connectivity
 from rnnviz.studies.explorable import explorable_grid
-from rnnviz.studies.jacobians import Jacobians, compile_jacobians
+from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
-from rnnviz.studies.lyapunov import Lyapunov, compile_lyapunov, compile_lyapunov_phase, lyapunov_phase
+from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
 from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, load_model, tokenize
 from rnnviz.studies.over_training import OverTraining, over_training
-from rnnviz.studies.sweep import compile_points, critical_gain, sweep_reusing
+from rnnviz.studies.sweep import critical_gain, sweep_reusing
 from rnnviz.studies.training import Trainer, Training, load_run
-from rnnviz.tables.strategies import contributions_source, strategy_names
+from rnnviz.tables.strategies import strategy_names
 
 log = logging.getLogger("rnnviz.jobs")
 
@@ -301,63 +301,6 @@ def _reference(cfg_json: str) -> Any:
     return accumulator_grads(config_of(cfg_json), _data(cfg_json), _weights(cfg_json))
 
 
-class JacobiansWork(NamedTuple):
-    """What the Jacobians tab will run within its budget: σ_i(J_t) of the example ``example``
-    at ``steps`` steps (0: over budget) in ``parts`` parts, and ``lyapunov_k`` exponents (0:
-    over budget)."""
-
-    k: int
-    example: int
-    steps: int
-    lyapunov_k: int
-    parts: int = 1
-
-
-def prepare_next(
-    cfg_json: str,
-    strategies: bool,
-    log_pass: bool,
-    phase_points: int,
-    jacobians: JacobiansWork | None = None,
-    phase_part_points: int = 0,
-) -> bool:
-    """Compile the next executables a tab not opened yet will ask for at a job's key, one
-    per call, so that a worker's idle time is cut in short jobs; whether one was compiled
-    (False: nothing is left). In the tabs' order:
-
-    * with ``strategies``, the analysis under each strategy the cell can run (the Strategies
-      and Devices tabs, whose timed runs leave the log-magnitude pass out), and the log pass
-      of the one whose per-step contributions the Strategies tab draws
-      (:func:`~rnnviz.tables.strategies.contributions_source`) when ``log_pass`` (the key's
-      own analysis needed one: so will that one, on the same gradients); the Strategies tab
-      then shows the compile times measured here;
-    * the Phase diagram's gradient sweep and λ₁ sweep over ``phase_points`` gains × seeds
-      (0: not within its budget, nothing prepared), the gradient sweep at
-      ``phase_part_points`` when the tab computes it in parts (:func:`part_gains`; 0: whole);
-    * the Jacobians tab's passes, σ_i(J_t) and the Lyapunov spectrum, as ``jacobians`` says.
-    """
-    cfg, data, weights = config_of(cfg_json), _data(cfg_json), _weights(cfg_json)
-    available = available_strategies(cfg)
-    source = contributions_source(available)
-    for s in available if strategies else ():
-        try:
-            if compile_analysis(cfg.replace(strategy=s), data=data, log_pass=log_pass and s == source):
-                return True
-        except ConfigError:  # this strategy over the budgets at this shape: the tab leaves it out
-            continue
-    if phase_points and (
-        compile_points(cfg, phase_part_points or phase_points, data=data, weights=weights)
-        or compile_lyapunov_phase(cfg, phase_points, data=data, params=weights)
-    ):
-        return True
-    if jacobians is None:
-        return False
-    j = jacobians
-    return bool(
-        j.steps and compile_jacobians(cfg, j.k, example=j.example, max_steps=j.steps, parts=j.parts)
-    ) or bool(j.lyapunov_k and compile_lyapunov(cfg, j.lyapunov_k))
-
-
 #: Timed runs of a quiet timing (fewer when they pass :data:`QUIET_TIMING_S`; at least one):
 #: one run at LSTM H=128 T=1000 B=32 (0.32 s; twice this budget took two), whose idle time
 #: also compiles five strategies before a visitor who reads opens the Strategies tab. A tab
@@ -396,148 +339,6 @@ def quiet_run_s(cfg_json: str) -> float:
             _QUIET.popitem(last=False)
     _QUIET.move_to_end(shape)
     return _QUIET[shape]
-
-
-class AheadStep(NamedTuple):
-    """One step of :func:`prepare_ahead`: whether more is left, the shape's quiet timing
-    when this step took it, the strategies whose analysis this worker has compiled at
-    the shape after it, and what a tab will ask for, computed: ``((key, answer), …)``, each
-    key ``(job name, *arguments)`` as the server's result cache holds a tab's call
-    (:func:`rnnviz.ui.calls.compute`). The server keeps all three: a tab's call finds this
-    worker busy with the next step, and goes to another, which reads the executables from
-    the compilation cache; or it finds its answer kept, and asks nobody."""
-
-    more: bool
-    quiet_s: float | None = None
-    strategies: tuple[str, ...] = ()
-    results: tuple[tuple[tuple, Any], ...] = ()
-
-
-class TabAsks(NamedTuple):
-    """What a session's tabs are set to, where it shapes what they ask for: the Jacobians
-    tab's k and example, the Phase diagram's gain range and grid (before its budget)."""
-
-    k: int
-    example: int
-    lo: float = 0.5
-    hi: float = 1.5
-    gains: int = budget.PHASE_GAINS
-    seeds: int = budget.PHASE_SEEDS
-
-
-#: Jobs whose answers hold run times: computed ahead only when no pause cut into them.
-_TIMED = frozenset({"analysis", "strategies_table", "devices_live"})
-#: Answers this worker has computed ahead, by key (so a step moves on to the next).
-_AHEAD_DONE: collections.OrderedDict[tuple, None] = collections.OrderedDict()
-MAX_AHEAD_DONE = 512
-
-
-def _key_with(cfg_json: str, **changes: Any) -> str:
-    """A job key with some config fields changed, as the dashboard builds it
-    (:func:`rnnviz.ui.calls.job_key`: the config's fields, its data and weights, sorted)."""
-    values = json.loads(cfg_json)
-    values.update(config_of(cfg_json).replace(**changes).to_dict())
-    return json.dumps(values, sort_keys=True)
-
-
-def tab_calls(cfg_json: str, plan: budget.Ahead, asks: TabAsks) -> list[tuple[Any, tuple]]:
-    """The calls the tabs not opened yet make at a job's key, as their budgets plan them
-    (``plan``, :func:`~rnnviz.serve.budget.ahead`), in the tabs' order: ``[(job, args), …]``.
-
-    The Strategies tab's row per strategy and the contributions' analysis; the Phase
-    diagram's parts and λ₁ (its key at gain 1: one executable for every gain); the Jacobians
-    tab's σ_i(J_t) and Lyapunov spectrum; the Devices tab's row per strategy."""
-    cfg = config_of(cfg_json)
-    available = available_strategies(cfg)
-    out: list[tuple[Any, tuple]] = []
-    if plan.strategies:
-        out += [(strategies_table, (cfg_json, plan.strategy_repeats, (s,))) for s in available]
-        source = contributions_source(available)
-        if source is not None:
-            out.append((analysis, (_key_with(cfg_json, strategy=source),)))
-    if plan.phase_points:
-        at_one = _key_with(cfg_json, recurrent_gain=1.0)
-        grid = (at_one, float(asks.lo), float(asks.hi), plan.phase_gains, plan.phase_seeds)
-        out += [(phase, (*grid, p, plan.phase_parts)) for p in range(plan.phase_parts)]
-        out.append((lyapunov_phase_table, grid))
-    if plan.jacobian_steps:
-        jac = (cfg_json, asks.k, asks.example, plan.jacobian_steps)
-        out += [(jacobians, (*jac, p, plan.jacobian_parts)) for p in range(plan.jacobian_parts)]
-        if plan.lyapunov_k:
-            out.append((lyapunov, (cfg_json, plan.lyapunov_k)))
-    if plan.devices_repeats:
-        out += [(devices_live, (cfg_json, plan.devices_repeats, (s,))) for s in available]
-    return out
-
-
-def _compute_next(calls: list[tuple[Any, tuple]]) -> tuple[bool, tuple[tuple[tuple, Any], ...]]:
-    """The first of ``calls`` not computed ahead here yet: ``(whether one was run, ((key,
-    answer),) or () when a pause cut into its timing)``; a call that raises is passed over
-    (the tab will say why)."""
-    for fn, args in calls:
-        key = (fn.__name__, *args)
-        if key in _AHEAD_DONE:
-            continue
-        before = worker.resumes()
-        try:
-            answer = fn(*args)
-        except Exception as err:  # e.g. a strategy over a budget here: the tab asks and says so
-            log.debug("computing %s ahead: %r", fn.__name__, err)
-            answer = None
-        if answer is not None and fn.__name__ in _TIMED and worker.resumes() != before:
-            return True, ()  # its run times include a pause: taken again at the next step
-        _AHEAD_DONE[key] = None
-        while len(_AHEAD_DONE) > MAX_AHEAD_DONE:
-            _AHEAD_DONE.popitem(last=False)
-        return True, () if answer is None else ((key, answer),)
-    return False, ()
-
-
-def prepare_ahead(cfg_json: str, page: budget.Cost, log_pass: bool, asks: TabAsks) -> AheadStep:
-    """The workers' idle-time job for a page (:func:`rnnviz.ui.calls.prepare_tabs`), one
-    short step per call. First the shape's quiet timing (:func:`quiet_run_s`); then, tab by
-    tab in their order, what each will ask for as its budget plans it with that unit
-    (:func:`~rnnviz.serve.budget.ahead`): its executables, one per call
-    (:func:`prepare_next`), then its answers, one per call (:func:`tab_calls`). An answer
-    with run times whose job a pause cut into (:func:`rnnviz.serve.worker.resumes`) is dropped
-    and timed again.
-
-    Args:
-      cfg_json: the page's job key.
-      page: what the page measured the analysis to cost (its run is replaced by the quiet
-        timing when that is faster).
-      log_pass: whether the page's analysis needed the log-magnitude pass.
-      asks: what the session's tabs are set to.
-    """
-    if shape_key(cfg_json) not in _QUIET:
-        return AheadStep(True, quiet_run_s(cfg_json))
-    cfg = config_of(cfg_json)
-    cost = page._replace(run_s=min(page.run_s, quiet_run_s(cfg_json)))
-    n_devices = len(present_devices())
-    plan = budget.ahead(cfg, cost, available_strategies(cfg), asks.k, asks.gains, asks.seeds, n_devices)
-    jac = JacobiansWork(asks.k, asks.example, plan.jacobian_steps, plan.lyapunov_k, plan.jacobian_parts)
-    calls = tab_calls(cfg_json, plan, asks)
-    stages = (  # each tab's executables, then its answers
-        (lambda: prepare_next(cfg_json, plan.strategies, log_pass, 0), ("strategies_table", "analysis")),
-        (
-            lambda: prepare_next(cfg_json, False, False, plan.phase_points, None, plan.phase_part_points),
-            ("phase", "lyapunov_phase_table"),
-        ),
-        (lambda: prepare_next(cfg_json, False, False, 0, jac), ("jacobians", "lyapunov")),
-        (lambda: False, ("devices_live",)),
-    )
-    for compile_next, names in stages:
-        more = compile_next()
-        results: tuple[tuple[tuple, Any], ...] = ()
-        if not more:
-            more, results = _compute_next([c for c in calls if c[0].__name__ in names])
-        if more:
-            return AheadStep(True, strategies=_compiled_if(plan.strategies, cfg_json), results=results)
-    return AheadStep(False, strategies=_compiled_if(plan.strategies, cfg_json))
-
-
-def _compiled_if(strategies: bool, cfg_json: str) -> tuple[str, ...]:
-    return compiled_strategies(cfg_json) if strategies else ()
 
 
 def compiled_strategies(cfg_json: str) -> tuple[str, ...]:
@@ -972,11 +773,8 @@ def train_stop(key: str) -> None:
 
 
 __all__ = [
-    "AheadStep",
-    "JacobiansWork",
     "ModelSummary",
     "RunSummary",
-    "TabAsks",
     "TrainProgress",
     "DATA_TASK",
     "analysis",
@@ -993,8 +791,6 @@ __all__ = [
     "devices_live",
     "load_source",
     "is_compiled",
-    "prepare_ahead",
-    "prepare_next",
     "quiet_run_s",
     "shape_key",
     "jacobians",
@@ -1012,7 +808,6 @@ __all__ = [
     "setup",
     "strategies_table",
     "strategy_availability",
-    "tab_calls",
     "train_advance",
     "train_start",
     "train_stop",

@@ -2,10 +2,10 @@
 runs :func:`main` on every rerun.
 
 Sections: parameters (the sidebar's sections, :mod:`rnnviz.ui.sidebar` → RunConfig: the
-data and the trained weights too), calculation (in worker processes, cached:
-:mod:`rnnviz.ui.calls`, bound into the tabs' :class:`~rnnviz.ui.tabs.context.Compute`
-here), rendering (the header, :mod:`rnnviz.ui.page`, then every tab of
-:data:`rnnviz.ui.tabs.TABS`). No JAX maths here.
+data and the trained weights too), calculation (in worker processes, cached: the client
+:mod:`rnnviz.ui.calls`, whose ``get`` answers the requests the tabs declare), rendering
+(the header, :mod:`rnnviz.ui.page`, then every tab of :data:`rnnviz.ui.tabs.TABS`). No JAX
+maths here.
 
 Recorded runs: the ones shipped in the package (``rnnviz/data/runs``), the data folder's
 (``data/runs``, where ``bench --record`` writes) and, when the operator names one, a
@@ -33,21 +33,13 @@ from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames.costs import records_frame
 from rnnviz.serve import folders, heap, jobs
+from rnnviz.serve.requests import Request
 from rnnviz.serve.settings import SettingsError, settings
 from rnnviz.serve.trained_runs import FOLLOWS_RUN, run_config
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.ui import calls, page, tabs
 from rnnviz.ui.sidebar import configuration, data, weights
-from rnnviz.ui.tabs.context import (
-    Compute,
-    ConnectivityCalls,
-    CostCalls,
-    DynamicsCalls,
-    ModelCalls,
-    Pins,
-    TabContext,
-    TrainingCalls,
-)
+from rnnviz.ui.tabs.context import Pins, TabContext, TrainingCalls
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
 log = logging.getLogger("rnnviz.app")
@@ -109,7 +101,7 @@ def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, s
 
 
 def analysis_for(cfg: RunConfig) -> tuple[Analysis, bool]:
-    """The analysis of ``cfg`` on the session's data and weights (:func:`rnnviz.ui.calls.analysis`),
+    """The analysis of ``cfg`` on the session's data and weights (:func:`rnnviz.ui.calls.analysis_request`),
     and whether this page run compiled it.
 
     When it is neither cached nor compiled in its worker, a collapsed status box says it is
@@ -117,18 +109,17 @@ def analysis_for(cfg: RunConfig) -> tuple[Analysis, bool]:
     and the header's compile figure says "just now" (:func:`rnnviz.ui.page.header`): a notice
     in the line that is always there, where it hides nothing.
     """
-    key = calls.job_key(cfg)
-    if calls.results().peek(("analysis", key)) or calls.pool().call(
-        jobs.is_compiled, key, route=calls.route(cfg), what="a cache look-up", spill=True
-    ):
-        return calls.analysis(key), False
+    request = calls.analysis_request(calls.session_key(cfg))
+    compiled = Request(jobs.is_compiled, request.args, request.route, "a cache look-up", cached=False)
+    if calls.has(request) or calls.get(compiled, quiet=True):
+        return calls.get(request), False
     box = st.empty()
     with box.status(
         f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
         f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…",
         expanded=False,
     ):
-        a = calls.analysis(key)
+        a = calls.get(request)
     box.empty()
     return a, True
 
@@ -143,7 +134,7 @@ def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
     source_json = json.dumps(source, sort_keys=True)
     name = Path(source["name"]).name  # a built-in's name, or the uploaded file's
     try:
-        preview = calls.compute(f"loading {name}", "data", jobs.data_preview, source_json)
+        preview = calls.get(Request(jobs.data_preview, (source_json,), "data", f"loading {name}"))
     except ConfigError as err:  # DataError: the file and what is wrong
         st.sidebar.error(f"{err} The inputs stay synthetic.")
         return cfg
@@ -185,59 +176,24 @@ def _clear() -> None:
 # ---- rendering ----------------------------------------------------------------------------
 
 
-def compute_calls() -> Compute:
-    """The tabs' compute calls, bound to the worker processes (:mod:`rnnviz.ui.calls`): each
-    takes a config and sends its job key (the session's data and weights with it)."""
-    key = calls.job_key
-    return Compute(
-        analysis=lambda c: calls.analysis(key(c)),
-        cost=calls.cost,
-        costs=CostCalls(
-            availability=calls.availability,
-            compiled=calls.compiled_strategies,
-            strategies=lambda c, repeats, only: calls.strategies(key(c), repeats, only),
-            scaling=lambda c, lens: calls.scaling(key(c), lens),
-            devices_live=lambda c, repeats, only: calls.devices_live(key(c), repeats, only),
-            recorded=lambda: _recorded(runs_folders()),
-        ),
-        dynamics=DynamicsCalls(
-            # one executable for every gain: the sweep sets it, so the key holds g = 1
-            phase=lambda c, lo, hi, n, k, part, parts: calls.phase(
-                key(c.replace(recurrent_gain=1.0)), lo, hi, n, k, part, parts
-            ),
-            lyapunov_phase=lambda c, lo, hi, n, k: calls.lyapunov_phase(
-                key(c.replace(recurrent_gain=1.0)), lo, hi, n, k
-            ),
-            lyapunov=lambda c, k: calls.lyapunov(key(c), k),
-            jacobians=lambda c, k, e, n, p, ps: calls.jacobians(key(c), k, e, n, p, ps),
-        ),
-        connectivity=ConnectivityCalls(
-            connectivity=calls.connectivity,
-            comparable_runs=calls.comparable_runs,
-        ),
-        training=TrainingCalls(
-            key=calls.train_key,
-            start=calls.train_start,
-            advance=calls.train_advance,
-            stop=calls.train_stop,
-            keep=calls.keep_trained,
-            finished=calls.trained,
-            over_training=calls.over_training,
-        ),
-        model=ModelCalls(
-            summary=calls.model_summary,
-            tokens=calls.model_tokens,
-            gradients=calls.model_analysis,
-        ),
-        teaching_page=calls.teaching_page,
+def training_calls() -> TrainingCalls:
+    """The Training tab's calls, bound to the worker that holds its run (:mod:`rnnviz.ui.calls`)."""
+    return TrainingCalls(
+        key=calls.train_key,
+        start=calls.train_start,
+        advance=calls.train_advance,
+        stop=calls.train_stop,
+        keep=calls.keep_trained,
+        finished=calls.trained,
+        over_training=calls.over_training,
     )
 
 
 def pins_for(cfg: RunConfig) -> Pins:
     """The session's pins as analyses, and the buttons' callbacks."""
     keys = list(_pins())
-    analyses = tuple(calls.analysis(k) for k in keys)
-    current = calls.job_key(cfg)
+    analyses = tuple(calls.get(calls.analysis_request(k)) for k in keys)
+    current = calls.session_key(cfg)
     return Pins(
         analyses=analyses,
         overlays=tuple(a for a, k in zip(analyses, keys) if k != current),  # the current run is drawn anyway
@@ -316,7 +272,12 @@ def _page() -> None:
         pins=pins_for(cfg),
         environment=env,
         data_source=st.session_state.get("data_source"),
-        compute=compute_calls(),
+        weights_source=st.session_state.get("weights_source"),
+        state=st.session_state,
+        get=calls.get,
+        has=calls.has,
+        training=training_calls(),
+        recorded=lambda: _recorded(runs_folders()),
     )
     shown = tabs.TABS
     panels = st.tabs([t.TITLE for t in shown], key="tab", on_change="rerun", bind="query-params")
@@ -324,7 +285,8 @@ def _page() -> None:
         if panel.open:  # lazy: only the open tab computes
             with panel:
                 _guarded(tab.TITLE, lambda tab=tab: tab.render(ctx), cfg)
-    calls.prepare_tabs(cfg, a)  # the other tabs, in the workers' idle time
+    closed = tuple(t for t, panel in zip(shown, panels) if not panel.open)
+    calls.prepare_tabs(ctx, closed)  # what the other tabs declare, in the workers' idle time
     calls.prepare_neighbours(cfg)  # then the other cells at this shape
 
 

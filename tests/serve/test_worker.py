@@ -481,63 +481,6 @@ def test_a_job_runs_in_idle_time_only_and_a_visitor_waits_for_that_one_job_alone
     assert answers[2][0] == "error" and isinstance(answers[2][1], ComputationTimeout)
 
 
-def test_prepare_next_compiles_each_strategy_then_the_phase_sweeps_one_per_call():
-    import json
-
-    from rnnviz import RunConfig
-    from rnnviz.analysis import is_compiled
-    from rnnviz.serve import jobs
-    from rnnviz.studies.comparisons import available_strategies
-    from rnnviz.studies.sweep import sweep_executable
-
-    cfg = RunConfig(cell="gru", hidden_size=5, input_size=2, seq_len=7, batch_size=2)
-    key = json.dumps(cfg.to_dict(), sort_keys=True)
-    strategies = available_strategies(cfg)
-    assert len(strategies) >= 4 and not any(is_compiled(cfg.replace(strategy=s)) for s in strategies)
-    assert jobs.compiled_strategies(key) == ()
-    answers = [jobs.prepare_next(key, True, False, 0) for _ in range(len(strategies) + 1)]
-    assert answers == [True] * len(strategies) + [False]
-    assert all(is_compiled(cfg.replace(strategy=s)) for s in strategies)
-    assert jobs.compiled_strategies(key) == strategies  # what the tabs' budgets no longer count
-    # another seed is the same executables: nothing left
-    assert not jobs.prepare_next(json.dumps(cfg.replace(seed=4).to_dict(), sort_keys=True), True, False, 0)
-    # a gradient that needed the log pass: the contributions' strategy needs it too (the timed
-    # tables leave it out), so its log pass next, and nothing else
-    from rnnviz.analysis import log_executable
-    from rnnviz.engine.prepare import resolve_device, static_config
-    from rnnviz.tables.strategies import contributions_source
-
-    assert [jobs.prepare_next(key, True, True, 0) for _ in range(2)] == [True, False]
-    logged = [
-        s
-        for s in strategies
-        if (static_config(cfg.replace(strategy=s)), resolve_device(cfg), None) in log_executable
-    ]
-    assert logged == [contributions_source(strategies)] == ["fused"]
-    # the Phase diagram's two sweeps at 2 gains × 3 seeds: then the tab's jobs compile nothing
-    assert [jobs.prepare_next(key, True, True, 6) for _ in range(3)] == [True, True, False]
-    compiled = sweep_executable.cache_info().misses
-    frame, _ = jobs.phase(key, 0.5, 1.5, 2, 3)
-    lam, _ = jobs.lyapunov_phase_table(key, 0.5, 1.5, 2, 3)
-    assert sweep_executable.cache_info().misses == compiled
-    assert len(lam) == 2 and frame["seed"].nunique() == 3
-    # the Jacobians tab's two passes at its k, example and steps: then its jobs compile nothing
-    from rnnviz.studies.jacobians import jacobian_executable
-    from rnnviz.studies.lyapunov import lyapunov_executable
-
-    work = jobs.JacobiansWork(k=3, example=1, steps=4, lyapunov_k=2)
-    assert [jobs.prepare_next(key, True, True, 6, work) for _ in range(3)] == [True, True, False]
-    held = jacobian_executable.cache_info().misses, lyapunov_executable.cache_info().misses
-    assert jobs.jacobians(key, 3, 1, 4).singular_values.shape == (3, 3)  # T = 7: t = 2, 4, 6
-    assert len(jobs.lyapunov(key, 2).exponents) == 2
-    assert (jacobian_executable.cache_info().misses, lyapunov_executable.cache_info().misses) == held
-    # over their budgets (0): nothing of theirs
-    assert not jobs.prepare_next(key, True, True, 6, work._replace(steps=0, lyapunov_k=0))
-    # nothing asked for: nothing compiled
-    other = json.dumps(cfg.replace(hidden_size=6).to_dict(), sort_keys=True)
-    assert not jobs.prepare_next(other, False, False, 0) and not is_compiled(cfg.replace(hidden_size=6))
-
-
 def test_the_phase_job_at_a_small_shape_goes_through_the_pages_analysis_and_compiles_no_sweep():
     """After a page's analysis, the Phase diagram's job at a small shape (its sweep not
     compiled by idle time) runs the grid through that executable, point by point
@@ -562,319 +505,6 @@ def test_the_phase_job_at_a_small_shape_goes_through_the_pages_analysis_and_comp
         assert list(part.columns) == list(want.columns) and len(part) == len(want)
         np.testing.assert_allclose(part.recurrent_gain, want.recurrent_gain)
         np.testing.assert_allclose(part.log10_grad_norm, want.log10_grad_norm, atol=1e-4)
-
-
-def test_prepare_ahead_times_the_shape_quietly_first_then_plans_the_tabs_with_that_unit(monkeypatch):
-    """The page's timing of its analysis ran beside a page being drawn (3x slow on 2 cores);
-    idle time times the shape again, once, and plans the other tabs with the faster one."""
-    import json
-
-    from rnnviz import RunConfig
-    from rnnviz.serve import budget, jobs
-    from rnnviz.studies.comparisons import available_strategies
-
-    cfg = RunConfig(cell="gru", hidden_size=5, input_size=3, seq_len=9, batch_size=2, seed=3)
-    key = json.dumps(cfg.to_dict(), sort_keys=True)
-    other_values = json.dumps(cfg.replace(seed=1, recurrent_gain=2.0).to_dict(), sort_keys=True)
-    assert (
-        jobs.shape_key(key)
-        == jobs.shape_key(other_values)
-        != jobs.shape_key(json.dumps(cfg.replace(seq_len=10).to_dict(), sort_keys=True))
-    )
-    slow = budget.Cost(run_s=1e4, compile_s=0.1)  # as the page measured it, beyond any budget
-    names = available_strategies(cfg)
-    over = budget.ahead(cfg, slow, names, 2)  # all over budget by it
-    assert not over.strategies and over.phase_points == over.jacobian_steps == over.devices_repeats == 0
-    seen = []
-    monkeypatch.setattr(jobs, "prepare_next", lambda *args: seen.append(args) or False)
-    monkeypatch.setattr(jobs, "_compute_next", lambda calls: seen.append(calls) or (False, ()))
-    asks = jobs.TabAsks(k=2, example=1)
-    step = jobs.prepare_ahead(key, slow, True, asks)  # the timing first, alone
-    assert step.more and seen == [] and 0 < step.quiet_s < 1.0
-    quiet = step.quiet_s
-    monkeypatch.setattr(jobs, "analyze", None)  # kept per shape: nothing is timed again
-    assert jobs.quiet_run_s(other_values) == quiet
-    # each later step says which strategies this worker has compiled at the shape (the
-    # timing compiled the config's own): the server keeps them for a tab that another worker serves
-    assert jobs.prepare_ahead(key, slow, True, asks) == jobs.AheadStep(False, None, (cfg.strategy,))
-    plan = budget.ahead(cfg, slow._replace(run_s=quiet), names, 2)
-    assert plan.strategies and plan.phase_points == budget.PHASE_GAINS * budget.PHASE_SEEDS
-    assert plan.strategy_repeats == 5 and plan.devices_repeats == 5 and plan.phase_parts == 1
-    work = jobs.JacobiansWork(2, 1, plan.jacobian_steps, plan.lyapunov_k)
-    calls = jobs.tab_calls(key, plan, asks)
-    # tab by tab: its executables, then (nothing left to compile) its answers
-    assert seen == [
-        (key, True, True, 0),
-        [c for c in calls if c[0] in (jobs.strategies_table, jobs.analysis)],
-        (key, False, False, plan.phase_points, None, plan.phase_part_points),
-        [c for c in calls if c[0] in (jobs.phase, jobs.lyapunov_phase_table)],
-        (key, False, False, 0, work),
-        [c for c in calls if c[0] in (jobs.jacobians, jobs.lyapunov)],
-        [c for c in calls if c[0] is jobs.devices_live],
-    ]
-    assert plan.jacobian_steps == 9 and plan.lyapunov_k == 2
-
-
-def test_idle_time_computes_what_each_tab_will_ask_for_under_the_key_of_the_tabs_own_call():
-    """After a tab's executables, its answers: each kept under ``(job name, *args)``, the key
-    of the tab's own call through the result cache, equal to that call's answer."""
-    import json
-
-    import pandas as pd
-
-    from rnnviz import RunConfig
-    from rnnviz.serve import budget, jobs
-    from rnnviz.serve.worker import ResultCache
-    from rnnviz.studies.comparisons import available_strategies
-    from rnnviz.ui.calls import keep_ahead
-
-    cfg = RunConfig(
-        cell="gru", hidden_size=4, input_size=2, seq_len=6, batch_size=2, seed=2, recurrent_gain=0.8
-    )
-    key = json.dumps(cfg.to_dict(), sort_keys=True)
-    asks = jobs.TabAsks(k=2, example=1, lo=0.6, hi=1.4, gains=3, seeds=2)
-    cheap = budget.Cost(run_s=1e-4, compile_s=0.01)
-    steps = [jobs.prepare_ahead(key, cheap, False, asks)]
-    while steps[-1].more and len(steps) < 60:
-        steps.append(jobs.prepare_ahead(key, cheap, False, asks))
-    assert not steps[-1].more
-    kept = [k for step in steps for k, _ in step.results]
-    unit = cheap._replace(run_s=jobs.quiet_run_s(key))
-    plan = budget.ahead(cfg, unit, available_strategies(cfg), 2, 3, 2)
-    # every call the tabs make, each computed once, in the tabs' order
-    assert kept == [(fn.__name__, *args) for fn, args in jobs.tab_calls(key, plan, asks)]
-    at_one = json.dumps(cfg.replace(recurrent_gain=1.0).to_dict(), sort_keys=True)  # calls.job_key's form
-    assert ("lyapunov_phase_table", at_one, 0.6, 1.4, 3, 2) in kept
-    fused = json.dumps(cfg.replace(strategy="fused").to_dict(), sort_keys=True)
-    assert ("analysis", fused) in kept and ("strategies_table", key, 5, ("per_step",)) in kept
-    cache = ResultCache(max_bytes=2**26)
-    for step in steps:
-        keep_ahead(cache, jobs.shape_key(key), step)
-    asked = lambda k: cache.get(k, lambda: pytest.fail(f"{k[0]} computed again"))  # noqa: E731
-    assert cache.get(("quiet_run_s", jobs.shape_key(key)), float) == jobs.quiet_run_s(key)
-    frame, boundary = asked(("phase", at_one, 0.6, 1.4, 3, 2, 0, 1))
-    again, _ = jobs.phase(at_one, 0.6, 1.4, 3, 2, 0, 1)
-    pd.testing.assert_frame_equal(frame, again)
-    row = asked(("strategies_table", key, 5, ("per_step",)))
-    assert list(row["strategy"]) == ["per_step"] and row["rel_diff"].iloc[0] < 1e-5
-    jac = asked(("jacobians", key, 2, 1, plan.jacobian_steps, 0, plan.jacobian_parts))
-    assert jac.singular_values.shape[1] == 2
-    assert len(asked(("devices_live", key, 5, ("accumulate",)))) == len(jobs.present_devices())
-    # asked again (another visitor, the same values): nothing left
-    assert jobs.prepare_ahead(key, cheap, False, asks) == jobs.AheadStep(False, None, steps[-1].strategies)
-
-
-def test_an_answer_whose_timing_a_pause_cut_into_is_timed_again(monkeypatch):
-    """SIGSTOP pauses idle-time work when a page runs: run times measured across a pause
-    are not the executable's, so such an answer is dropped and its job run again."""
-    import json
-
-    from rnnviz import RunConfig
-    from rnnviz.serve import jobs, worker
-
-    cfg = RunConfig(cell="simple", hidden_size=3, input_size=2, seq_len=5, batch_size=2)
-    key = json.dumps(cfg.to_dict(), sort_keys=True)
-    calls = [(jobs.strategies_table, (key, 1, ("accumulate",))), (jobs.jacobians, (key, 2, 0, 5))]
-    count = iter(range(10**6))
-    monkeypatch.setattr(worker, "resumes", lambda: next(count))  # continued during every job
-    assert jobs._compute_next(calls) == (True, ())  # the timed row dropped
-    assert jobs._compute_next(calls) == (True, ())  # and tried again
-    monkeypatch.setattr(worker, "resumes", lambda: 7)  # no pause
-    done, ((row_key, row),) = jobs._compute_next(calls)
-    assert done and row_key == ("strategies_table", key, 1, ("accumulate",)) and len(row) == 1
-    monkeypatch.setattr(worker, "resumes", lambda: next(count))  # an untimed answer is kept across a pause
-    done, ((jac_key, _),) = jobs._compute_next(calls)
-    assert jac_key[0] == "jacobians" and jobs._compute_next(calls) == (False, ())
-
-
-def test_the_preparer_hands_each_answer_to_keep_and_asks_more_whether_to_go_on(pool, monkeypatch):
-    from rnnviz.serve import idle
-    from rnnviz.serve.idle import Preparer
-
-    monkeypatch.setattr(idle, "MAX_JOBS", 3)  # a route that always has more is given up after 3
-    kept = []
-    prep = Preparer(
-        pool, operator.neg, "negating", more=lambda answer: answer < -1, keep=lambda *a: kept.append(a)
-    )
-    try:
-        prep.want("r", 5)  # -5: more, by this rule, every time: given up after MAX_JOBS
-        prep.want("s", 1)  # -1: done after one job
-        _until(lambda: len(prep.done_routes()) == 2, within_s=30.0)
-        assert sorted(prep.done_routes()) == ["r", "s"]
-        assert kept.count(("s", -1)) == 1 and kept.count(("r", -5)) == 3
-    finally:
-        prep.stop()
-
-
-class _OpenablePool:
-    """A pool whose workers are idle once ``opened`` is set; it runs a job at once."""
-
-    def __init__(self):
-        self.opened = threading.Event()
-
-    def call_if_idle(self, fn, *args, route, what, on_answer):
-        if not self.opened.is_set():
-            return False
-        on_answer("ok", fn(*args))
-        return True
-
-
-def test_a_wish_and_each_answer_start_the_next_job_at_once_not_a_poll_later(monkeypatch):
-    """The preparer's loop looks for an idle worker every POLL_S, but a wish or an answer wakes
-    it: steps of one wish follow each other, and a reader's idle time is not spent waiting."""
-    from rnnviz.serve import idle
-    from rnnviz.serve.idle import Preparer
-
-    monkeypatch.setattr(idle, "POLL_S", 3600.0)  # no look would come by polling in this test
-    pool = _OpenablePool()
-    pool.opened.set()
-    ticks, cells = [], []
-    first = Preparer(
-        pool, lambda n: ticks.append(n) or n - len(ticks), "counting down", more=lambda left: left > 0
-    )
-    second = Preparer(pool, cells.append, "cells", more=bool, turns_with=first)
-    try:
-        first.want("page", 4)  # four steps: each answer says how many are left
-        second.want("cell", "a")  # and its turn comes after the first's answer
-        _until(lambda: not first.pending() and not second.pending())
-        assert ticks == [4, 4, 4, 4] and cells == ["a"]
-    finally:
-        first.stop()
-        second.stop()
-
-
-def test_a_route_holds_one_wish_and_a_wish_prepared_is_not_prepared_again():
-    """New values at a shape replace its older wish (its visitor moved on); a wish already
-    prepared costs nothing when a page asks again, and other values are prepared anew."""
-    from rnnviz.serve.idle import Preparer
-
-    kept, pool = [], _OpenablePool()
-    prep = Preparer(pool, operator.neg, "negating", more=lambda answer: False, keep=lambda *a: kept.append(a))
-    try:
-        prep.want("shape", 1, key="gain 1")
-        prep.want("shape", 2, key="gain 2")  # before any worker was idle: only this one runs
-        pool.opened.set()
-        _until(lambda: prep.done_routes() == ["gain 2"])
-        prep.want("shape", 2, key="gain 2")  # asked again: nothing
-        prep.want("shape", 3, key="gain 3")
-        _until(lambda: prep.done_routes() == ["gain 2", "gain 3"])
-        time.sleep(0.6)
-        assert kept == [("shape", -2), ("shape", -3)] and prep.done_routes() == ["gain 2", "gain 3"]
-    finally:
-        prep.stop()
-
-
-def test_a_wish_prepared_in_a_worker_process_since_replaced_is_prepared_again_and_a_failed_one_is_not():
-    """What idle time prepared lives in the worker process that prepared it: once a successor
-    or a replacement serves the route, a page asking again has it prepared anew. A job that
-    failed is not tried again, whatever the process (it would fail again, or kill its worker)."""
-    from rnnviz.serve.idle import Preparer
-
-    class Pool:  # workers always idle, a job's error answered as WorkerPool answers it
-        generations = {"shape": 1, "broken": 1}
-
-        def generation(self, route):
-            return self.generations[route]
-
-        def call_if_idle(self, fn, *args, route, what, on_answer):
-            try:
-                on_answer("ok", fn(*args))
-            except RuntimeError as err:
-                on_answer("error", err)
-            return True
-
-    ran, pool = [], Pool()
-
-    def job(value):
-        ran.append(value)
-        if value == "bad":
-            raise RuntimeError("no")
-        return False
-
-    prep = Preparer(pool, job, "preparing", more=bool)
-    try:
-        prep.want("shape", "gain 1", key="gain 1")
-        prep.want("broken", "bad", key="bad")
-        _until(lambda: sorted(prep.done_routes()) == ["bad", "gain 1"])
-        prep.want("shape", "gain 1", key="gain 1")  # the same process: nothing to do
-        prep.want("broken", "bad", key="bad")
-        time.sleep(0.6)
-        assert sorted(ran) == ["bad", "gain 1"]
-        pool.generations = {"shape": 2, "broken": 2}  # both workers replaced
-        prep.want("shape", "gain 1", key="gain 1")
-        prep.want("broken", "bad", key="bad")
-        _until(lambda: ran.count("gain 1") == 2)
-        time.sleep(0.6)
-        assert sorted(ran) == ["bad", "gain 1", "gain 1"]
-        assert sorted(prep.done_routes()) == ["bad", "gain 1"]
-    finally:
-        prep.stop()
-
-
-def test_two_preparers_take_turns_a_job_each_and_alone_each_runs_freely():
-    """The tabs of the page a visitor is on (calls.preparer) and the cells they may switch to
-    (calls.neighbour_preparer) take turns, the tabs first: neither waits for all of the other."""
-    from rnnviz.serve.idle import Preparer
-
-    order, pool = [], _OpenablePool()
-
-    def tabs(page):
-        order.append(("tabs", page))
-        return page
-
-    first = Preparer(pool, tabs, "tabs", more=lambda page: order.count(("tabs", page)) < 3)
-    second = Preparer(pool, lambda c: order.append(("cell", c)), "cells", more=bool, turns_with=first)
-    try:
-        for cell in ("d", "c", "b", "a"):  # the newest first: a, b, c, d
-            second.want(cell, cell)
-        first.want("page", 1)
-        assert first.pending() and second.pending()
-        pool.opened.set()
-        _until(lambda: not second.pending())
-        one = [
-            ("tabs", 1),
-            ("cell", "a"),
-            ("tabs", 1),
-            ("cell", "b"),
-            ("tabs", 1),
-            ("cell", "c"),
-            ("cell", "d"),
-        ]
-        assert order == one  # the tabs done: the cells go on alone
-        first.want("page", 2, key="page 2")  # alone: its three jobs one after the other
-        _until(lambda: not first.pending())
-        assert order[len(one) :] == [("tabs", 2)] * 3
-    finally:
-        first.stop()
-        second.stop()
-
-
-def test_a_preparer_with_quiet_s_waits_for_visitors_to_read_and_never_holds_up_its_partner():
-    """The other cells (calls.neighbour_preparer, quiet_s) start only once no page has run
-    for quiet_s; meanwhile the tabs' preparation, whose turn partner they are, runs alone."""
-    from rnnviz.serve.idle import Preparer
-
-    order, pool = [], _OpenablePool()
-    pool.since = 1.0
-    pool.quiet_for_s = lambda: pool.since
-    first = Preparer(pool, lambda page: order.append(("tabs", page)), "tabs", more=bool)
-    second = Preparer(
-        pool, lambda c: order.append(("cell", c)), "cells", more=bool, turns_with=first, quiet_s=5.0
-    )
-    try:
-        second.want("a", "a")
-        first.want("page", 1)
-        first.want("other page", 2)  # two wishes: the cells' turn comes after the first
-        pool.opened.set()
-        _until(lambda: not first.pending())
-        time.sleep(0.6)
-        assert order == [("tabs", 2), ("tabs", 1)] and second.pending() and not second.ready()
-        pool.since = 6.0  # the visitors have been reading
-        _until(lambda: not second.pending())
-        assert order[2:] == [("cell", "a")]
-    finally:
-        first.stop()
-        second.stop()
 
 
 def test_the_visitors_are_quiet_only_after_their_page_run_and_their_last_job(pool):
@@ -905,6 +535,7 @@ def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
     from rnnviz.engine.prepare import static_config
     from rnnviz.serve import jobs
     from rnnviz.serve.idle import Preparer
+    from rnnviz.serve.requests import Request
 
     def key(cfg):
         return json.dumps(cfg.to_dict(), sort_keys=True)
@@ -914,14 +545,15 @@ def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
 
     page = RunConfig(cell="lstm", hidden_size=5, input_size=2, seq_len=7, batch_size=2, forget_bias=1.0)
     others = [page.with_cell(c) for c in ("gru", "simple", "minlstm")]
-    prep = Preparer(pool, jobs.compile_shape, "compiling a shape", more=bool, max_wanted=6)
+    prep = Preparer(pool, None, "compiling a shape", max_wanted=6)
     try:
         for other in others:
             routes = pool.routes_to_each(route(other))
             assert routes[0] == route(other) and {pool.worker_for(r).index for r in routes} == {0, 1}
-            for to in routes:
-                prep.want(to, key(static_config(other)))  # a wish per worker (named by its route)
-        _until(lambda: len(prep.done_routes()) == 2 * len(others), within_s=180.0)
+            for to in routes:  # a plan per worker (named by its route)
+                compile_it = Request(jobs.compile_shape, (key(static_config(other)), False), to, "compiling")
+                prep.want(to, lambda look_up, r=compile_it: [r])
+        assert prep.drained.wait(180.0)
         for other in others:
             for to in pool.routes_to_each(route(other)):
                 assert pool.call(jobs.is_compiled, key(other), route=to, what="a look-up")
@@ -943,7 +575,9 @@ def test_idle_time_then_compiles_the_teaching_presets_shapes_each_in_its_own_wor
     from rnnviz.engine.prepare import static_config
     from rnnviz.ui import calls
 
-    monkeypatch.setattr(calls, "route", lambda cfg: json.dumps(static_config(cfg).to_dict(), sort_keys=True))
+    monkeypatch.setattr(
+        calls, "session_route", lambda cfg: json.dumps(static_config(cfg).to_dict(), sort_keys=True)
+    )
     page = RunConfig(cell="lstm", seq_len=100)  # the shape of "LSTM with forget bias 1" and "… 0"
     shapes = calls.preset_shapes(page)
     every = {static_config(p.config()) for p in PRESETS.values()}
@@ -959,12 +593,14 @@ def test_idle_time_then_compiles_the_teaching_presets_shapes_each_in_its_own_wor
     wanted = []
 
     class Prep:
-        def want(self, to, key, run):
-            wanted.append((to, key, run))
+        def want(self, to, plan):
+            (request,) = plan(None)
+            assert request.route == to
+            wanted.append((to, *request.args))
 
     monkeypatch.setattr(calls, "pool", Pool)
     monkeypatch.setattr(calls, "neighbour_preparer", Prep)
-    monkeypatch.setattr(calls, "job_key", lambda cfg, trained=True: f"key of {calls.route(cfg)}")
+    monkeypatch.setattr(calls, "session_key", lambda cfg, trained=True: f"key of {calls.session_route(cfg)}")
     for source, with_presets in ((None, True), ("digits", False)):
         monkeypatch.setattr(calls.st, "session_state", {"data_source": source})
         wanted.clear()
@@ -972,13 +608,13 @@ def test_idle_time_then_compiles_the_teaching_presets_shapes_each_in_its_own_wor
         served = wanted[::-1]  # the newest wish is served first
         cells = calls.neighbours(static_config(page))
         twins = [
-            (to, f"key of {calls.route(c)}", False)
+            (to, f"key of {calls.session_route(c)}", False)
             for c in cells
-            for to in Pool().routes_to_each(calls.route(c))
+            for to in Pool().routes_to_each(calls.session_route(c))
         ]
         assert served[: 2 * len(cells)] == twins
-        at_cells = {calls.route(c) for c in cells}  # here "Vanishing" is the simple cell's shape
-        presets = [(calls.route(c), f"key of {calls.route(c)}", True) for c in shapes]
+        at_cells = {calls.session_route(c) for c in cells}  # here "Vanishing" is the simple cell's shape
+        presets = [(calls.session_route(c), f"key of {calls.session_route(c)}", True) for c in shapes]
         presets = [p for p in presets if p[0] not in at_cells]
         assert len(presets) == len(shapes) - 1
         assert served[2 * len(cells) :] == (presets if with_presets else [])
@@ -1007,35 +643,6 @@ def test_a_preset_prepared_in_idle_time_leaves_its_analysis_nothing_to_compile_l
 
 
 @pytest.mark.slow
-def test_the_preparer_has_an_idle_worker_compile_the_strategies_a_later_tab_runs(pool):
-    """The dashboard's use (calls.prepare_tabs): the route's worker compiles every strategy in
-    its idle time; the Strategies tab's table then compiles nothing, and shows the compile
-    times measured then."""
-    import json
-
-    from rnnviz import RunConfig
-    from rnnviz.serve import jobs
-    from rnnviz.serve.idle import Preparer
-
-    cfg = RunConfig(cell="lstm", hidden_size=5, input_size=2, seq_len=7, batch_size=2)
-    key = json.dumps(cfg.to_dict(), sort_keys=True)
-    prep = Preparer(pool, jobs.prepare_next, "preparing the other tabs")
-    try:
-        prep.want("lstm shape", key, True, False, 6)
-        prep.want("lstm shape", key, True, False, 6)  # asked twice: prepared once
-        deadline = time.monotonic() + 120
-        while prep.done_routes() != ["lstm shape"] and time.monotonic() < deadline:
-            time.sleep(0.2)
-        assert prep.done_routes() == ["lstm shape"]
-        strategies = pool.call(jobs.strategy_availability, key, route="lstm shape", what="which")[0]
-        keys = [json.dumps(cfg.replace(strategy=s).to_dict(), sort_keys=True) for s in strategies]
-        assert all(pool.call(jobs.is_compiled, k, route="lstm shape", what="a look-up") for k in keys)
-        table = pool.call(jobs.strategies_table, key, 1, route="lstm shape", what="the table")
-        assert list(table["strategy"]) == list(strategies) and (table["compile_s"] > 0).all()
-    finally:
-        prep.stop()
-
-
 def test_a_stuck_idle_job_holds_its_worker_no_longer_than_the_pools_limit():
     """A stopped worker (SIGSTOP, in the soak with faults) took an idle-time job: the visitor
     who then asks waits for the pool's own limit at most, and is answered by a new worker."""
@@ -1107,25 +714,3 @@ def test_the_devices_tab_reuses_the_strategies_rows_this_worker_just_timed(monke
     timed.clear()
     jobs.devices_live(key, 3, ("checkpoint",))
     assert timed == [("checkpoint",)]
-
-
-def test_idle_time_asks_for_the_jacobians_parts_the_tab_asks_for_at_a_long_pass():
-    """At LSTM H=128 T=1000 B=32 the Jacobians tab asks for σ_i(J_t) in parts; idle time
-    plans the same parts under the same keys (the tab's ``(cfg, k, example, steps, part,
-    parts)``), and compiles the one executable they share."""
-    import json
-
-    from rnnviz import RunConfig
-    from rnnviz.serve import budget, jobs
-    from rnnviz.studies.comparisons import available_strategies
-
-    cfg = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
-    key = json.dumps(cfg.to_dict(), sort_keys=True)
-    asks = jobs.TabAsks(k=8, example=0)
-    unit = budget.Cost(run_s=0.38, compile_s=1.0)  # the quiet timing measured there
-    plan = budget.ahead(cfg, unit, available_strategies(cfg), asks.k)
-    sv, _ = budget.jacobians_plans(cfg, unit, asks.k)  # as the tab plans it
-    assert plan.jacobian_parts == budget.jacobians_parts(sv) == budget.JACOBIAN_PARTS
-    calls = [args for fn, args in jobs.tab_calls(key, plan, asks) if fn is jobs.jacobians]
-    parts = budget.JACOBIAN_PARTS
-    assert calls == [(key, 8, 0, sv.settings["steps"], p, parts) for p in range(parts)]

@@ -65,7 +65,7 @@ def _heatmap_z(at) -> np.ndarray:
     return decode(figure_by_title(at, HEATMAP)["data"][0]["z"])
 
 
-def _demo_summary(path: str) -> ModelSummary:
+def _demo_summary(path: str, stamp: tuple = ()) -> ModelSummary:
     return ModelSummary("torch_lstm", path, 2, 3584, 0, 4, False)
 
 
@@ -102,13 +102,15 @@ def test_the_tab_draws_the_record_its_call_returns_on_the_demo(folders_here):
     cfg = RunConfig(seq_len=9, hidden_size=4, batch_size=3, seed=5)
     asked, records = [], []
 
-    def gradients(path, inputs_json, position):
+    def gradients(path, stamp, inputs_json, position):
         asked.append((path, json.loads(inputs_json), position))
         x = np.random.default_rng(5).normal(size=(3, 100, 4)).astype(np.float32)
         records.append(rnnviz.analyze_model(rnnviz.load_model(path), x))
         return records[-1]
 
-    ctx = fake_context(types.SimpleNamespace(config=cfg), summary=_demo_summary, gradients=gradients)
+    ctx = fake_context(
+        types.SimpleNamespace(config=cfg), model_summary=_demo_summary, model_analysis=gradients
+    )
     at = _tab(ctx).run()
     _clean(at)
     # no model in the data folder: the demo first, written to the upload folder
@@ -139,17 +141,20 @@ def test_text_is_tokenised_in_a_worker_and_the_tokens_label_the_axes(folders_her
     record = _lm_record(position=2)  # not the last (T − 2 = 4)
     seen = []
 
-    def tokens(path, text):
+    def tokens(path, stamp, text):
         seen.append(text)
         return (0, 1, 2, 3, 0, 4), tuple(record.tokens)
 
-    def gradients(path, inputs_json, position):
+    def gradients(path, stamp, inputs_json, position):
         seen.append((json.loads(inputs_json), position))
         return record
 
-    summary = lambda path: ModelSummary("mamba", path, 2, 28_480, 64, 16, True)  # noqa: E731
+    summary = lambda path, stamp: ModelSummary("mamba", path, 2, 28_480, 64, 16, True)  # noqa: E731
     ctx = fake_context(
-        types.SimpleNamespace(config=RunConfig()), summary=summary, tokens=tokens, gradients=gradients
+        types.SimpleNamespace(config=RunConfig()),
+        model_summary=summary,
+        model_tokens=tokens,
+        model_analysis=gradients,
     )
     at = _tab(ctx).run()
     _clean(at)
@@ -168,12 +173,14 @@ def test_text_is_tokenised_in_a_worker_and_the_tokens_label_the_axes(folders_her
 def test_token_ids_without_a_tokenizer_are_checked_against_the_vocabulary(folders_here):
     asked = []
 
-    def gradients(path, inputs_json, position):
+    def gradients(path, stamp, inputs_json, position):
         asked.append(json.loads(inputs_json))
         return _lm_record()
 
-    summary = lambda path: ModelSummary("mamba", path, 2, 28_480, 64, 16, False)  # noqa: E731
-    ctx = fake_context(types.SimpleNamespace(config=RunConfig(seed=3)), summary=summary, gradients=gradients)
+    summary = lambda path, stamp: ModelSummary("mamba", path, 2, 28_480, 64, 16, False)  # noqa: E731
+    ctx = fake_context(
+        types.SimpleNamespace(config=RunConfig(seed=3)), model_summary=summary, model_analysis=gradients
+    )
     at = _tab(ctx).run()
     _clean(at)
     drawn = np.random.default_rng(3).integers(0, 64, tab.DRAWN_IDS).tolist()
@@ -192,10 +199,10 @@ def test_token_ids_without_a_tokenizer_are_checked_against_the_vocabulary(folder
 
 
 def test_a_checkpoint_that_cannot_be_used_is_one_message(folders_here):
-    def summary(path):
+    def summary(path, stamp):
         raise CheckpointError(path, "tensor 'weight_hh_l0' [64, 16] is missing")
 
-    ctx = fake_context(types.SimpleNamespace(config=RunConfig()), summary=summary)
+    ctx = fake_context(types.SimpleNamespace(config=RunConfig()), model_summary=summary)
     at = _tab(ctx).run()
     assert not at.exception
     demo = folders_here[1] / _demo_entry() / model_files.DEMO_NAME
@@ -210,7 +217,7 @@ def _demo_entry() -> str:
 
 def test_a_model_too_large_for_the_dashboard_is_refused_before_any_work(folders_here, monkeypatch):
     monkeypatch.setenv("RNNVIZ_MODEL_WORK_M", "1")  # 10⁶ parameter-tokens: 3584 × 4 × 100 is over
-    ctx = fake_context(types.SimpleNamespace(config=RunConfig(batch_size=4)), summary=_demo_summary)
+    ctx = fake_context(types.SimpleNamespace(config=RunConfig(batch_size=4)), model_summary=_demo_summary)
     at = _tab(ctx).run()  # no gradients call given: one would fail the test
     _clean(at)
     assert [i.value for i in at.info] == [budget.model_refusal(3584, 4, 100, limit_m=1)]
@@ -427,11 +434,13 @@ def test_an_upload_on_the_tab_is_judged_and_its_refusal_is_one_message(folders_h
     record = rnnviz.analyze_model(rnnviz.load_model(_demo_path(tmp_path)), np.ones((1, 5, 4), np.float32))
     seen = []
 
-    def gradients(path, inputs_json, position):
+    def gradients(path, stamp, inputs_json, position):
         seen.append(path)
         return record
 
-    ctx = fake_context(types.SimpleNamespace(config=RunConfig()), summary=_demo_summary, gradients=gradients)
+    ctx = fake_context(
+        types.SimpleNamespace(config=RunConfig()), model_summary=_demo_summary, model_analysis=gradients
+    )
     at = _tab(ctx).run()
     at.selectbox(key="model_choice").select(tab.UPLOAD).run()
     _clean(at)

@@ -112,8 +112,10 @@ def _live(cfg_seen: list):
         "per_step": dict(compile_s=0.5, run_s=0.004, run_halfwidth_s=0.0004, repeats=5),
     }
 
-    def devices_live(cfg, repeats, only):
-        cfg_seen.append((cfg, repeats, only))
+    def devices_live(key, repeats, only):
+        from rnnviz.serve.jobs import config_of
+
+        cfg_seen.append((config_of(key), repeats, only))
         return pd.DataFrame(
             [dict(device_kind="cpu", device_name="TFRT_CPU_0", strategy=s, **rows[s]) for s in only]
         )
@@ -122,18 +124,16 @@ def _live(cfg_seen: list):
 
 
 def test_the_devices_tab_draws_what_its_compute_calls_return():
-    from rnnviz.serve.budget import Cost
-
     cfg = RunConfig(seq_len=9, hidden_size=4)
     # the page's own timing ran beside a page being drawn: far over the budget; the tab
-    # plans with the unit its cost call gives (the quiet timing), and computes
+    # plans with the unit its cost request gives (the quiet timing), and computes
     a = types.SimpleNamespace(config=cfg, timing=types.SimpleNamespace(run_s=100.0, compile_s=0.1))
     seen: list = []
     ctx = fake_context(
         a,
-        cost=lambda got: Cost(1e-3, got.timing.compile_s) if got is a else None,
-        availability=lambda c: (("accumulate", "per_step"), {}),
-        compiled=lambda c: ("accumulate",),
+        quiet_run_s=lambda shape: 1e-3,
+        strategy_availability=lambda key: (("accumulate", "per_step"), {}),
+        compiled_strategies=lambda key: ("accumulate",),
         devices_live=_live(seen),
         recorded=lambda: (pd.DataFrame(), [("runs.jsonl:3", "not JSON")]),
     )
@@ -286,26 +286,21 @@ def test_rows_that_come_quickly_are_drawn_together_and_the_first_and_last_always
 
 
 def test_a_long_phase_diagram_is_drawn_in_interleaved_parts_and_ends_with_every_gain():
-    import json
-
     from rnnviz.serve import jobs
-    from rnnviz.serve.budget import PHASE_PARTS, Cost
+    from rnnviz.serve.budget import PHASE_PARTS
 
     cfg = RunConfig(hidden_size=4, seq_len=8, batch_size=2)
-    key = lambda c: json.dumps(c.replace(recurrent_gain=1.0).to_dict(), sort_keys=True)  # noqa: E731
     asked = []
 
-    def phase(c, lo, hi, n, k, part, parts):
+    def phase(key, lo, hi, n, k, part, parts):
+        assert jobs.config_of(key) == cfg.replace(recurrent_gain=1.0)  # one executable for every gain
         asked.append((n, k, part, parts))
-        return jobs.phase(key(c), lo, hi, n, k, part, parts)
+        return jobs.phase(key, lo, hi, n, k, part, parts)
 
     # what this config's analysis cost "here": enough work for the tab to draw as parts arrive
     a = types.SimpleNamespace(config=cfg, timing=types.SimpleNamespace(run_s=0.05, compile_s=0.1))
     ctx = fake_context(
-        a,
-        cost=lambda got: Cost.of(got),
-        phase=phase,
-        lyapunov_phase=lambda c, lo, hi, n, k: jobs.lyapunov_phase_table(key(c), lo, hi, n, k),
+        a, quiet_run_s=lambda shape: 1.0, phase=phase, lyapunov_phase_table=jobs.lyapunov_phase_table
     )
     at = _render_tab(TABS[TITLES.index("Phase diagram")], ctx)
     _clean(at)
@@ -332,6 +327,7 @@ def test_the_learn_tab_makes_each_lessons_page_for_a_class_then_offers_its_file(
         return f"<html>{name}</html>"
 
     monkeypatch.setattr(st, "download_button", spy)
+    monkeypatch.setattr(learn, "explorable_html", lambda data: data)  # the page's data: here its HTML
     a = analyze(RunConfig(hidden_size=4, seq_len=5), repeats=1)
     at = _render_tab(learn, fake_context(a, teaching_page=page))
     _clean(at)

@@ -9,10 +9,16 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.gradients import carry_heatmap_frame, carry_norm_frame, gates_frame, projection_frame
+from rnnviz.serve.requests import Request
 from rnnviz.ui.tabs.common import csv_button
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Carry"
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """Nothing: the tab draws the page's analysis and the pins."""
+    return []
 
 
 def render(ctx: TabContext) -> None:

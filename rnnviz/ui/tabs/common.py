@@ -11,9 +11,34 @@ from importlib import resources
 import pandas as pd
 import streamlit as st
 
+from rnnviz.config import ConfigError
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
-from rnnviz.serve import budget
+from rnnviz.serve import budget, jobs
 from rnnviz.serve.jobs import TIMING_PRECISION
+from rnnviz.serve.requests import Request, describe, route
+from rnnviz.serve.worker import ComputationTimeout, WorkerDied
+from rnnviz.ui.tabs.context import TabContext
+
+
+def cost(ctx: TabContext) -> budget.Cost:
+    """What one analysis of the session's shape costs here, the unit of every tab's budget:
+    its compile, and the faster of the page's run and the worker's quiet timing of the shape
+    (:func:`rnnviz.serve.jobs.quiet_run_s`, a request like any other: idle time takes it
+    first)."""
+    page = budget.Cost.of(ctx.analysis)
+    shape = route(ctx.config, ctx.data_source)
+    timing = Request(jobs.quiet_run_s, (shape,), shape, f"timing {describe(ctx.config)}")
+    try:
+        quiet = ctx.get(timing)
+    except (ConfigError, ComputationTimeout, WorkerDied):  # the page's own timing is an upper bound
+        return page
+    return page._replace(run_s=min(page.run_s, quiet))
+
+
+def asked(ctx: TabContext, plan: budget.Plan, key: str) -> bool:
+    """Whether a tab computes under ``plan``: it fits, or the user pressed its "Run anyway"
+    (:func:`within_budget` draws the button under that key)."""
+    return plan.fits or bool(ctx.state.get(f"anyway_{key}"))
 
 
 def within_budget(plan: budget.Plan, key: str) -> bool:

@@ -12,10 +12,16 @@ from rnnviz.frames.gradients import config_label, gradient_long_frame, timestep_
 from rnnviz.frames.verdicts import verdict
 from rnnviz.report.compare import comparison_of
 from rnnviz.report.html import report_html
+from rnnviz.serve.requests import Request
 from rnnviz.ui.tabs.common import csv_button
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Compare"
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """Nothing: the tab draws the page's analysis and the pins."""
+    return []
 
 
 def render(ctx: TabContext) -> None:

@@ -1,14 +1,19 @@
-"""What a tab is given: :class:`TabContext`, the one argument of every tab's ``render``.
+"""What a tab is given: :class:`TabContext`, the one argument of every tab's ``requests``
+and ``render``.
 
-app.py builds it once per rerun, after the analysis. The compute calls in it are small
-records of callables that app.py binds to :mod:`rnnviz.ui.calls` (the worker processes and
-the shared result cache); a test hands a tab fakes instead, and no worker process starts.
+app.py builds it once per rerun, after the analysis. A tab names each computation as a
+:class:`~rnnviz.serve.requests.Request` (:meth:`TabContext.request`) and asks ``ctx.get`` for
+its answer: on the page that is the client (:func:`rnnviz.ui.calls.get`: a worker, through
+the shared result cache); in idle time a look-up of what is there; in a test, fakes, and no
+worker process starts.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, NamedTuple
+
+from rnnviz.serve.requests import Request, describe, job_key, route
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -16,67 +21,9 @@ if TYPE_CHECKING:
     from rnnviz.analysis import Analysis
     from rnnviz.config import RunConfig
     from rnnviz.engine.environment import Environment
-    from rnnviz.serve.budget import Cost
-    from rnnviz.serve.jobs import ModelSummary, TrainProgress
-    from rnnviz.studies.connectivity import Connectivity
-    from rnnviz.studies.jacobians import Jacobians
-    from rnnviz.studies.lyapunov import Lyapunov
-    from rnnviz.studies.models import ModelAnalysis
+    from rnnviz.serve.jobs import TrainProgress
     from rnnviz.studies.over_training import OverTraining
     from rnnviz.studies.training import Training
-
-
-class CostCalls(NamedTuple):
-    """The Strategies and Devices tabs' calls.
-
-    Attributes:
-        availability: ``(cfg) -> (offered, hidden)``: the strategies it can use; why not the others.
-        compiled: ``(cfg) -> names``: the offered strategies whose analysis is compiled already.
-        strategies: ``(cfg, repeats, only) -> DataFrame``: the analysis under each strategy of
-          ``only`` (a tuple of names), timed: one row each.
-        scaling: ``(cfg, lens) -> DataFrame``: every strategy at each sequence length in ``lens``.
-        devices_live: ``(cfg, repeats, only) -> DataFrame``: the config on every device JAX sees
-          × each strategy of ``only``.
-        recorded: ``() -> (DataFrame, skipped)``: the recorded measurements, and the lines that did not read.
-    """
-
-    availability: Callable[[RunConfig], tuple[tuple[str, ...], dict[str, str]]]
-    compiled: Callable[[RunConfig], tuple[str, ...]]
-    strategies: Callable[[RunConfig, int, tuple[str, ...]], pd.DataFrame]
-    scaling: Callable[[RunConfig, tuple[int, ...]], pd.DataFrame]
-    devices_live: Callable[[RunConfig, int, tuple[str, ...]], pd.DataFrame]
-    recorded: Callable[[], tuple[pd.DataFrame, list[tuple[str, str]]]]
-
-
-class DynamicsCalls(NamedTuple):
-    """The Phase diagram and Jacobians tabs' calls.
-
-    Attributes:
-        phase: ``(cfg, lo, hi, gains, seeds, part, parts) -> (sweep, boundary)``: the gain × lag
-          grid, g from lo to hi (part ``part`` of ``parts``: every ``parts``-th gain).
-        lyapunov_phase: ``(cfg, lo, hi, gains, seeds) -> (λ₁ frame, edge)``: λ₁ over the same gains.
-        lyapunov: ``(cfg, k) -> Lyapunov``: the k leading exponents.
-        jacobians: ``(cfg, k, example, steps, part, parts) -> Jacobians``: the top k singular
-            values of the step Jacobians, at up to ``steps`` steps (part ``part`` of ``parts``:
-            every ``parts``-th of them).
-    """
-
-    phase: Callable[[RunConfig, float, float, int, int, int, int], tuple[pd.DataFrame, float | None]]
-    lyapunov_phase: Callable[[RunConfig, float, float, int, int], tuple[pd.DataFrame, float | None]]
-    lyapunov: Callable[[RunConfig, int], Lyapunov]
-    jacobians: Callable[[RunConfig, int, int, int, int, int], Jacobians]
-
-
-class ConnectivityCalls(NamedTuple):
-    """The Memory tab's calls.
-
-    Attributes:
-        connectivity: ``(cfg, run, index, step, measure) -> Connectivity`` (run None: these weights).
-        comparable_runs: ``(cfg) -> {path: label}``: other trained runs on the session's data.
-    """
-
-    connectivity: Callable[[RunConfig, str | None, int, int | None, str | None], Connectivity]
-    comparable_runs: Callable[[RunConfig], dict[str, str]]
 
 
 class TrainingCalls(NamedTuple):
@@ -103,50 +50,6 @@ class TrainingCalls(NamedTuple):
     over_training: Callable[[str, int], OverTraining]
 
 
-class ModelCalls(NamedTuple):
-    """The Your model tab's calls: the checkpoint at a path, loaded in a worker (once per
-    version of its files).
-
-    Attributes:
-        summary: ``(path) -> ModelSummary``: what the model is (its kind and sizes); a
-          checkpoint that cannot be used raises its ``CheckpointError``.
-        tokens: ``(path, text) -> (ids, tokens)``: the text by the ``tokenizer.json`` beside it.
-        gradients: ``(path, inputs_json, position) -> ModelAnalysis``: the gradient through
-          every layer and step on those inputs (:func:`rnnviz.serve.jobs.model_inputs`), the
-          connectivity read at ``position`` (None: the last prediction).
-    """
-
-    summary: Callable[[str], ModelSummary]
-    tokens: Callable[[str, str], tuple[tuple[int, ...], tuple[str, ...]]]
-    gradients: Callable[[str, str, int | None], ModelAnalysis]
-
-
-class Compute(NamedTuple):
-    """Every computation a tab may ask for, one small record per family.
-
-    Attributes:
-        analysis: ``(cfg) -> Analysis``: the full analysis of another config (the session's data and weights).
-        cost: ``(analysis) -> Cost``: what one analysis of its shape costs here, the unit of
-          every tab's budget (:class:`~rnnviz.serve.budget.Cost`).
-        costs: the Strategies and Devices tabs' calls.
-        dynamics: the Phase diagram and Jacobians tabs' calls.
-        connectivity: the Memory tab's calls.
-        training: the Training tab's calls.
-        model: the Your model tab's calls.
-        teaching_page: ``(name) -> str``: the teaching page ``name`` (``rnnviz.base.presets.PAGES``)
-          as one self-contained HTML text, for the Learn tab's download.
-    """
-
-    analysis: Callable[[RunConfig], Analysis]
-    cost: Callable[[Analysis], Cost]
-    costs: CostCalls
-    dynamics: DynamicsCalls
-    connectivity: ConnectivityCalls
-    training: TrainingCalls
-    model: ModelCalls
-    teaching_page: Callable[[str], str]
-
-
 class Pins(NamedTuple):
     """The session's pinned runs.
 
@@ -166,7 +69,7 @@ class Pins(NamedTuple):
 
 
 class TabContext(NamedTuple):
-    """What every tab's ``render`` is given.
+    """What every tab's ``requests`` and ``render`` are given.
 
     Attributes:
         config: the session's config (fitted to its data and weights).
@@ -174,7 +77,17 @@ class TabContext(NamedTuple):
         pins: the pinned runs.
         environment: what the workers' JAX offers (GPUs, strategies).
         data_source: the sidebar's data source, or None for synthetic inputs.
-        compute: the calls into the workers.
+        weights_source: the chosen trained weights (``{"path": …, "step": …}``), or None.
+        state: the session's widget values by key (``st.session_state``; in idle time, a
+          copy taken at the end of the page's run).
+        get: ``(request) -> answer``: the answer to a :class:`~rnnviz.serve.requests.Request`,
+          computed in a worker and cached (in idle time: only what is there, else
+          :class:`~rnnviz.serve.requests.Missing`).
+        has: ``(request) -> bool``: whether its answer is there (nothing is computed).
+        training: the Training tab's calls (its run lives in a worker between them).
+        recorded: ``() -> (DataFrame, skipped)``: the recorded measurements, and the lines
+          that did not read.
+        idle: whether this is idle time planning the tabs not opened (nothing is drawn).
     """
 
     config: RunConfig
@@ -182,4 +95,39 @@ class TabContext(NamedTuple):
     pins: Pins
     environment: Environment
     data_source: dict[str, Any] | None
-    compute: Compute
+    weights_source: dict[str, Any] | None
+    state: Mapping[str, Any]
+    get: Callable[[Request], Any]
+    has: Callable[[Request], bool]
+    training: TrainingCalls
+    recorded: Callable[[], tuple[pd.DataFrame, list[tuple[str, str]]]]
+    idle: bool = False
+
+    def request(
+        self,
+        job: Callable[..., Any],
+        *args: Any,
+        what: str,
+        cfg: RunConfig | None = None,
+        timed: bool = False,
+        cached: bool = True,
+        weights: dict[str, Any] | None = None,
+    ) -> Request:
+        """A request for ``job(key, *args)``, the key being ``cfg`` (default: the session's)
+        on the session's data and its trained weights (or ``weights``): the one way a tab
+        names a computation on a config.
+
+        Args:
+          job: a job of :mod:`rnnviz.serve.jobs` whose first argument is a job key.
+          *args: its other arguments.
+          what: the computation in words (the config is added).
+          cfg: the config (default: the session's).
+          timed: its answer holds run times.
+          cached: its answer is kept (False: asked each time).
+          weights: other trained weights than the session's.
+        """
+        cfg = self.config if cfg is None else cfg
+        key = job_key(cfg, self.data_source, weights or self.weights_source)
+        return Request(
+            job, (key, *args), route(cfg, self.data_source), f"{what} ({describe(cfg)})", timed, cached
+        )

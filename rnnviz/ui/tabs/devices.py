@@ -2,9 +2,10 @@
 recorded runs (shipped in ``rnnviz/data/runs/``, the data folder's ``runs/``, and
 ``RNNVIZ_RUNS_DIR`` when set).
 
-The worked example of ``docs/dev/adding-a-tab.md``: a title, a ``render(ctx)`` that sizes
-its work to the budget, asks ``ctx.compute`` for the numbers, and draws frames
-(:mod:`rnnviz.frames.costs`) with charts (:mod:`rnnviz.charts.costs`).
+The worked example of ``docs/dev/adding-a-tab.md``: a title, ``requests(ctx)`` that sizes
+its work to the budget and names each computation, and ``render(ctx)`` that draws their
+answers (``ctx.get``) as frames (:mod:`rnnviz.frames.costs`) with charts
+(:mod:`rnnviz.charts.costs`).
 """
 
 from __future__ import annotations
@@ -14,29 +15,56 @@ import streamlit as st
 
 from rnnviz import charts
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
-from rnnviz.serve import budget
-from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, timing_note, within_budget
+from rnnviz.serve import budget, jobs
+from rnnviz.serve.requests import Request
+from rnnviz.ui.tabs.common import asked, cost, csv_button, rows_as_they_arrive, timing_note, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Devices"
 
 
+def requests(ctx: TabContext) -> list[Request]:
+    """A live row per offered strategy on every device, within the budget."""
+    available = _available(ctx)
+    plan = _plan(ctx, available)
+    return _rows(ctx, plan, available) if asked(ctx, plan, "devices") else []
+
+
+def _available(ctx: TabContext) -> tuple[str, ...]:
+    return ctx.get(ctx.request(jobs.strategy_availability, what="which strategies apply"))[0]
+
+
+def _rows(ctx: TabContext, plan: budget.Plan, available: tuple[str, ...]) -> list[Request]:
+    repeats = plan.settings["repeats"]
+    what = "live runs on every device: {}, at most {} runs"
+    return [
+        ctx.request(jobs.devices_live, repeats, (s,), what=what.format(s, repeats), timed=True)
+        for s in available
+    ]
+
+
+def _plan(ctx: TabContext, available: tuple[str, ...]) -> budget.Plan:
+    """The budget's plan over every device; idle time plans as if every strategy were
+    compiled on the default device, and so does the page once those rows are there."""
+    c, n_devices = cost(ctx), 1 + len(ctx.environment.gpus)
+    ahead = budget.devices_plan(ctx.config, c, available, n_devices, compiled=available)
+    if ctx.idle or all(ctx.has(r) for r in _rows(ctx, ahead, available)):
+        return ahead
+    compiled = ctx.get(ctx.request(jobs.compiled_strategies, what="a cache look-up", cached=False))
+    return budget.devices_plan(ctx.config, c, available, n_devices, compiled=compiled)
+
+
 def render(ctx: TabContext) -> None:
     """Live runs (device × strategy pairs, sized to the budget from the analysis's cost)
     next to the recorded ones."""
-    costs, env = ctx.compute.costs, ctx.environment
-    available = costs.availability(ctx.config)[0]
-    compiled = costs.compiled(ctx.config)  # on the default device: the others compile
-    plan = budget.devices_plan(
-        ctx.config, ctx.compute.cost(ctx.analysis), available, 1 + len(env.gpus), compiled=compiled
-    )
+    env = ctx.environment
+    available = _available(ctx)
+    plan = _plan(ctx, available)
     if within_budget(plan, "devices"):
-        repeats = plan.settings["repeats"]
-        live = rows_as_they_arrive(
-            available, lambda name: costs.devices_live(ctx.config, repeats, (name,)), _live_chart
-        )
+        rows = dict(zip(available, _rows(ctx, plan, available), strict=True))
+        live = rows_as_they_arrive(available, lambda name: ctx.get(rows[name]), _live_chart)
         st.dataframe(_with_labels(live), hide_index=True, key="table_devices_live")
-        st.caption(timing_note(repeats, live))
+        st.caption(timing_note(plan.settings["repeats"], live))
     # under the live chart: above it, on a 1366×768 projector, the text pushed it off the screen
     st.markdown(
         "Live runs of the current configuration on every device JAX sees, next to recorded runs (shipped "
@@ -44,7 +72,7 @@ def render(ctx: TabContext) -> None:
     )
     if env.gpu_reason:
         st.info(f"No GPU here ({env.gpu_reason}); the GPU numbers below, if any, are recorded runs.")
-    _recorded_runs(*costs.recorded())
+    _recorded_runs(*ctx.recorded())
 
 
 def _with_labels(live: pd.DataFrame) -> pd.DataFrame:

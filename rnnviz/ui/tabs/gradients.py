@@ -18,10 +18,16 @@ from rnnviz.frames.gradients import (
     input_grad_frame,
     timestep_frame,
 )
+from rnnviz.serve.requests import Request
 from rnnviz.ui.tabs.common import csv_button
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Gradients"
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """Nothing: the tab draws the page's analysis and the pins."""
+    return []
 
 
 def render(ctx: TabContext) -> None:

@@ -11,30 +11,64 @@ from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.base.readings import decay_fit, regime
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
-from rnnviz.serve import budget
+from rnnviz.serve import budget, jobs
+from rnnviz.serve.requests import Request
 from rnnviz.studies.jacobians import Jacobians, carry_dim
 from rnnviz.studies.lyapunov import Lyapunov
-from rnnviz.ui.tabs.common import csv_button, interleaved_parts, prose, within_budget
+from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Jacobians"
+#: k (exponents and singular values) and the example, as the tab opens.
+K, EXAMPLE = 8, 0
+
+
+def _asked(ctx: TabContext) -> tuple[int, int]:
+    """``(k, example)`` as the tab's inputs are set, clamped to what this config allows."""
+    n_examples = ctx.config.batch_size or 1
+    k = min(int(ctx.state.get("jac_k", K)), _k_max(ctx))
+    return k, min(int(ctx.state.get("jac_example", EXAMPLE)), n_examples - 1)
+
+
+def _k_max(ctx: TabContext) -> int:
+    return min(carry_dim(ctx.config), 64)
+
+
+def _passes(ctx: TabContext) -> tuple[budget.Plan, budget.Plan, list[Request], Request]:
+    """The two plans (σ_i(J_t) at up to its steps, the Lyapunov spectrum at its k), the
+    singular values' interleaved parts and the spectrum's request."""
+    k, example = _asked(ctx)
+    steps, spectrum = budget.jacobians_plans(ctx.config, cost(ctx), k)
+    n, parts = steps.settings["steps"], budget.jacobians_parts(steps)
+    what = f"the step Jacobians' top {k} singular values"
+    singular = [ctx.request(jobs.jacobians, k, example, n, p, parts, what=what) for p in range(parts)]
+    lam_k = spectrum.settings["k"]
+    return steps, spectrum, singular, ctx.request(jobs.lyapunov, lam_k, what=f"{lam_k} Lyapunov exponents")
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """σ_i(J_t) of one example (in parts when it takes a while), then the Lyapunov spectrum,
+    each within its budget."""
+    steps, spectrum, singular, lam = _passes(ctx)
+    if not asked(ctx, steps, "jacobians"):
+        return []
+    return singular + ([lam] if asked(ctx, spectrum, "lyapunov") else [])
 
 
 def render(ctx: TabContext) -> None:
     """Singular values of each step Jacobian, then (within the budget) the Lyapunov
     spectrum, its convergence, and λ₁ next to the measured gradient decay."""
-    a, dynamics = ctx.analysis, ctx.compute.dynamics
-    cfg = a.config
-    n_examples = cfg.batch_size or 1
-    k, example = _controls(n_examples, carry_dim(cfg))
-    steps, plan = budget.jacobians_plans(cfg, ctx.compute.cost(a), k)
+    a = ctx.analysis
+    n_examples = a.config.batch_size or 1
+    _controls(ctx)
+    steps, plan, singular, lam = _passes(ctx)
     if not within_budget(steps, "jacobians"):
         return
-    parts = budget.jacobians_parts(steps)
+    _, example = _asked(ctx)
     got: list[Jacobians] = []
 
     def part_of(part: int) -> pd.DataFrame:
-        got.append(dynamics.jacobians(cfg, k, example, steps.settings["steps"], part, parts))
+        got.append(ctx.get(singular[part]))
         return singular_values_frame(got[-1])
 
     def draw(rows: pd.DataFrame, final: bool) -> None:
@@ -43,7 +77,7 @@ def render(ctx: TabContext) -> None:
         st.plotly_chart(figure, key="chart_singular_values" if final else None)
 
     # in interleaved parts when it takes a while: the whole sequence at once, then the steps between
-    interleaved_parts(parts, part_of, draw, "step")
+    interleaved_parts(len(singular), part_of, draw, "step")
     jac = got[-1]
     how = (
         "exact: J_t built with jax.jacfwd, then its SVD"
@@ -59,39 +93,32 @@ def render(ctx: TabContext) -> None:
     st.caption(prose(__name__, "singular values", how=how, every=every))
     if not within_budget(plan, "lyapunov"):
         return
-    ly = dynamics.lyapunov(cfg, plan.settings["k"])
+    ly = ctx.get(lam)
     _exponents(a, ly, n_examples)
     csv_button(spectrum_frame(ly), "rnnviz_lyapunov.csv", "csv_lyapunov", "Download the spectrum (CSV)")
 
 
-def _controls(n_examples: int, carry_dim: int) -> tuple[int, int]:
-    """``(k, example)``: the widgets read session state only (no default argument), clamped
-    to what this config allows."""
+def _controls(ctx: TabContext) -> None:
+    """The k and example inputs, their values clamped first to what this config allows."""
+    n_examples, k_max = ctx.config.batch_size or 1, _k_max(ctx)
     c1, c2 = st.columns(2)
-    k_max = min(carry_dim, 64)
-    st.session_state["jac_k"] = min(st.session_state.get("jac_k", 8), k_max)
-    st.session_state["jac_example"] = min(st.session_state.get("jac_example", 0), n_examples - 1)
-    k = int(
-        c1.number_input(
-            "exponents / singular values k",
-            1,
-            k_max,
-            step=1,
-            key="jac_k",
-            help=f"1 … min(D, 64); D = {carry_dim} is the carry size (all components)",
-        )
+    st.session_state["jac_k"], st.session_state["jac_example"] = _asked(ctx)
+    c1.number_input(
+        "exponents / singular values k",
+        1,
+        k_max,
+        step=1,
+        key="jac_k",
+        help=f"1 … min(D, 64); D = {carry_dim(ctx.config)} is the carry size (all components)",
     )
-    example = int(
-        c2.number_input(
-            "example (for σ_i(J_t))",
-            0,
-            max(n_examples - 1, 0),
-            step=1,
-            key="jac_example",
-            disabled=n_examples == 1,
-        )
+    c2.number_input(
+        "example (for σ_i(J_t))",
+        0,
+        max(n_examples - 1, 0),
+        step=1,
+        key="jac_example",
+        disabled=n_examples == 1,
     )
-    return k, example
 
 
 def _exponents(a: Analysis, ly: Lyapunov, n_examples: int) -> None:

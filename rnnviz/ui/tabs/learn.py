@@ -8,12 +8,16 @@ can be edited as text; :func:`lessons` parses it once.
 from __future__ import annotations
 
 import functools
+import math
 from importlib import resources
 from typing import NamedTuple
 
 import streamlit as st
 
-from rnnviz.base.presets import PRESETS, PagePreset, page_for
+from rnnviz.base.presets import PAGES, PRESETS, PagePreset, page_for
+from rnnviz.report.explorable import explorable_html
+from rnnviz.serve import jobs
+from rnnviz.serve.requests import Request
 from rnnviz.ui.sidebar.configuration import apply_preset
 from rnnviz.ui.tabs.context import TabContext
 
@@ -82,6 +86,18 @@ def pages(lesson: Lesson) -> list[PagePreset]:
     return list(found.values())
 
 
+def _page_request(name: str) -> Request:
+    """The data of the teaching page ``name``, computed in a worker once for every session."""
+    points = math.prod(len(v) for v in PAGES[name].over.values())
+    what = f"the page for your class ({points} configurations)"
+    return Request(jobs.teaching_page, (name,), "teaching pages", what)
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """The teaching pages the user asked for."""
+    return [_page_request(name) for name in PAGES if ctx.state.get(f"learn_page_{name}")]
+
+
 def _ask_for(name: str) -> None:
     st.session_state[f"learn_page_{name}"] = True
 
@@ -105,7 +121,7 @@ def page_offer(page: PagePreset, ctx: TabContext) -> None:
         return
     st.download_button(
         f"Download the page for your class ({page.name}.html)",
-        ctx.compute.teaching_page(page.name).encode("utf-8"),
+        explorable_html(ctx.get(_page_request(page.name))).encode("utf-8"),
         file_name=f"rnnviz_{page.name}.html",
         mime="text/html",
         key=f"learn_page_download_{page.name}",

@@ -5,10 +5,15 @@ runs on the same data; its exact magnitude against the lag; and the gates along 
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import streamlit as st
 
 from rnnviz import charts
+from rnnviz.config import ConfigError
 from rnnviz.frames.connectivity import connectivity_frame, sequence_gates_frame
+from rnnviz.serve import jobs, trained_runs
+from rnnviz.serve.requests import Request
 from rnnviz.studies.connectivity import Connectivity
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext
@@ -23,6 +28,55 @@ MEASURES = {
 MAX_SIDE_BY_SIDE = 3
 
 
+def comparable_runs(ctx: TabContext) -> dict[str, str]:
+    """Saved runs trained on the session's data (same source and input size), other than
+    the one whose weights are chosen: the side-by-side choices, ``{path: label}``."""
+    source, chosen = ctx.data_source or {}, (ctx.weights_source or {}).get("path")
+    out = {}
+    for path, header in trained_runs.saved_runs().items():
+        trained_on = header.get("data_source") or {}
+        if path == chosen or trained_on.get("name") != source.get("name"):
+            continue
+        if header["config"].get("input_size") == ctx.config.input_size:
+            out[path] = trained_runs.run_label(header)
+    return out
+
+
+def _connectivity(ctx: TabContext, run: str | None, index: int, step: int | None, measure: str | None):
+    """The connectivity at the session's weights (``run`` None) or at the last kept step of a
+    saved run (its own network: its cell and sizes, and the gain and forget bias it was
+    trained at)."""
+    cfg, weights = ctx.config, None
+    if run is not None:
+        run_cfg = trained_runs.run_config(run)
+        if run_cfg is None:
+            raise ConfigError("run", Path(run).name, "a readable saved run")
+        own = (*trained_runs.FOLLOWS_RUN, "recurrent_gain", "forget_bias")
+        cfg = cfg.replace(**{f: getattr(run_cfg, f) for f in own})
+        steps = trained_runs.saved_runs().get(run, {}).get("kept_steps") or [0]
+        weights = {"path": run, "step": steps[-1], "_version": Path(run).stat().st_mtime_ns}
+    what = f"the connectivity of sequence {index}"
+    return ctx.request(jobs.connectivity_job, index, step, measure, cfg=cfg, weights=weights, what=what)
+
+
+def _asked(ctx: TabContext) -> tuple[int, int | None, str | None, list[str]]:
+    """``(index, τ or None for the last real step, measure or None, runs to compare)`` as the
+    tab's inputs are set."""
+    state = ctx.state
+    step = int(state.get("memory_step", 0))
+    measure = MEASURES[state.get("memory_measure", next(iter(MEASURES)))]
+    return int(state.get("memory_index", 0)), step or None, measure, list(state.get("memory_compare", ()))
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """The connectivity of the chosen sequence at the session's weights and at each run
+    chosen beside them (nothing without a data set)."""
+    if ctx.data_source is None:
+        return []
+    index, step, measure, compare = _asked(ctx)
+    return [_connectivity(ctx, run, index, step, measure) for run in [None, *compare]]
+
+
 def render(ctx: TabContext) -> None:
     """The connectivity of the chosen sequence for the session's weights and the runs chosen
     beside them, against the lag, and the gates along the sequence."""
@@ -33,39 +87,36 @@ def render(ctx: TabContext) -> None:
         )
         st.markdown(prose(__name__, "intro"))
         return
-    calls, cfg = ctx.compute.connectivity, ctx.config
     current = ctx.analysis.weights or "initial weights (from the seed)"
-    compare_with = calls.comparable_runs(cfg)
-    index, step, measure, compare = controls(compare_with)
-    runs = [(None, current)] + [(k, compare_with[k]) for k in compare]
+    compare_with = comparable_runs(ctx)
+    controls(compare_with)
+    _, _, _, compare = _asked(ctx)
+    labels = [current] + [compare_with[k] for k in compare]
     shown: list[tuple[str, Connectivity]] = []
-    cols = st.columns(len(runs))
-    for i, ((run, label), col) in enumerate(zip(runs, cols)):
+    cols = st.columns(len(labels))
+    for i, (request, label, col) in enumerate(zip(requests(ctx), labels, cols, strict=True)):
         with col:
-            c = calls.connectivity(cfg, run, index, step, measure)
+            c = ctx.get(request)
             _draw_on_input(c, label, str(i))
             shown.append((label, c))
     st.markdown(prose(__name__, "intro"))  # under the pictures: above, it pushed them off the screen
     _along_the_sequence(shown, current)
 
 
-def controls(n_compare: dict[str, str]) -> tuple[int, int | None, str | None, list[str]]:
-    """``(index, τ or None for the last real step, measure or None, runs to compare)``."""
+def controls(n_compare: dict[str, str]) -> None:
+    """The sequence, the output step, the measure and the runs to compare (:func:`_asked`
+    reads them)."""
     c1, c2, c3 = st.columns(3)
-    index = int(
-        c1.number_input("Sequence", 0, 10**6, step=1, key="memory_index", help="its index in the data")
+    c1.number_input("Sequence", 0, 10**6, step=1, key="memory_index", help="its index in the data")
+    c2.number_input(
+        "Output step τ (0: the last real step)",
+        0,
+        100_000,
+        step=1,
+        key="memory_step",
+        help="the output whose dependence on every earlier input is measured",
     )
-    step = int(
-        c2.number_input(
-            "Output step τ (0: the last real step)",
-            0,
-            100_000,
-            step=1,
-            key="memory_step",
-            help="the output whose dependence on every earlier input is measured",
-        )
-    )
-    measure = c3.radio(
+    c3.radio(
         "Measure",
         list(MEASURES),
         key="memory_measure",
@@ -74,14 +125,13 @@ def controls(n_compare: dict[str, str]) -> tuple[int, int | None, str | None, li
         "class or next character; ‖∂y_τ/∂x_t‖: the Frobenius norm of the cell output's Jacobian "
         "(any weights). auto: the first where it can.",
     )
-    compare = st.multiselect(
+    st.multiselect(
         "Side by side with other trained runs on these data",
         list(n_compare),
         format_func=lambda k: n_compare[k],
         key="memory_compare",
         max_selections=MAX_SIDE_BY_SIDE - 1,
     )
-    return index, (step or None), MEASURES[measure], compare
 
 
 def _draw_on_input(c: Connectivity, label: str, key: str) -> None:

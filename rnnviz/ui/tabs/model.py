@@ -6,7 +6,7 @@ one line per layer, each recurrent layer's state gradient, and how much one pred
 each token.
 
 The server only lists, judges and writes files (:mod:`rnnviz.serve.model_files`); the worker
-processes load the model and compute (``ctx.compute.model``). Every refusal, of a file, its
+processes load the model and compute (its requests, ``ctx.get``). Every refusal, of a file, its
 inputs or their size, is one message in the tab.
 """
 
@@ -24,8 +24,9 @@ from rnnviz.checkpoints import CheckpointError
 from rnnviz.config import ConfigError
 from rnnviz.dataset import data_dir
 from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
-from rnnviz.serve import budget, model_files
+from rnnviz.serve import budget, jobs, model_files
 from rnnviz.serve.folders import FolderFull
+from rnnviz.serve.requests import Request
 from rnnviz.ui.sidebar.data import save_upload, upload_limit_bytes
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext
@@ -59,6 +60,38 @@ class Asked(NamedTuple):
     positions: int
 
 
+def _summary(path: str) -> Request:
+    """What the checkpoint at ``path`` is, loaded in a worker (once per version of its
+    files); one that cannot be used raises its :class:`~rnnviz.checkpoints.CheckpointError`."""
+    stamp = jobs.model_stamp(path)
+    return Request(jobs.model_summary, (path, stamp), _route(path), f"loading {Path(path).name}")
+
+
+def _tokens(path: str, text: str) -> Request:
+    """``text`` as the checkpoint's token ids and their text."""
+    stamp = jobs.model_stamp(path)
+    return Request(jobs.model_tokens, (path, stamp, text), _route(path), f"tokenising for {Path(path).name}")
+
+
+def _gradients(path: str, inputs_json: str, position: int | None) -> Request:
+    """The gradient through every layer and step on the inputs ``inputs_json`` asks for."""
+    stamp = jobs.model_stamp(path)
+    what = f"the gradient through every layer of {Path(path).name}"
+    return Request(jobs.model_analysis, (path, stamp, inputs_json, position), _route(path), what)
+
+
+def _route(path: str) -> str:
+    """Calls for one checkpoint go to one worker, which then holds it loaded."""
+    return f"model {path}"
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """The chosen checkpoint's summary (its gradients wait for the inputs the tab's widgets
+    give)."""
+    path = ctx.state.get("model_source")
+    return [] if path is None else [_summary(path)]
+
+
 def render(ctx: TabContext) -> None:
     """The model chosen, its inputs and the prediction read, then its gradients drawn."""
     c_model, c_inputs, c_position = st.columns([2, 3, 1])
@@ -69,8 +102,7 @@ def render(ctx: TabContext) -> None:
         if path is None:
             st.markdown(prose(__name__, "intro"))
             return
-        calls = ctx.compute.model
-        summary = calls.summary(str(path))
+        summary = ctx.get(_summary(str(path)))
         with c_inputs:
             asked = _inputs(ctx, summary, str(path))
         if asked is None:
@@ -81,7 +113,7 @@ def render(ctx: TabContext) -> None:
         if refusal is not None:
             st.info(refusal)
             return
-        a = calls.gradients(str(path), asked.inputs_json, position)
+        a = ctx.get(_gradients(str(path), asked.inputs_json, position))
     except (ConfigError, FolderFull) as err:  # CheckpointError: the file, what is wrong, what is allowed
         st.error(str(err))
         return
@@ -162,7 +194,7 @@ def _inputs(ctx: TabContext, summary: ModelSummary, path: str) -> Asked | None:
         return Asked(inputs, batch, steps, steps)
     if summary.tokenizer:
         text = st.text_input("Text", DEFAULT_TEXT, max_chars=MAX_TEXT_CHARS, key="model_text")
-        ids, tokens = ctx.compute.model.tokens(path, text)
+        ids, tokens = ctx.get(_tokens(path, text))
     else:
         ids = _ids(
             st.text_input("Token ids, comma-separated", key="model_ids"), summary.vocab_size, ctx.config.seed

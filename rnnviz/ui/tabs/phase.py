@@ -10,35 +10,81 @@ from rnnviz import charts
 from rnnviz.config import FIELD_SPECS
 from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.dynamics import phase_frames
-from rnnviz.serve import budget
-from rnnviz.ui.tabs.common import csv_button, interleaved_parts, prose, within_budget
+from rnnviz.serve import budget, jobs
+from rnnviz.serve.requests import Request
+from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Phase diagram"
+#: The grid as the tab opens: gains from, to, how many, and seeds.
+LO, HI, GAINS, SEEDS = 0.5, 1.5, 41, 3
+
+
+def _grid(ctx: TabContext) -> tuple[float, float, int, int]:
+    """``(lo, hi, gains, seeds)`` as the tab's inputs are set."""
+    state = ctx.state
+    return (
+        float(state.get("phase_lo", LO)),
+        float(state.get("phase_hi", HI)),
+        int(state.get("phase_n", GAINS)),
+        int(state.get("phase_seeds", SEEDS)),
+    )
+
+
+def _plan(ctx: TabContext) -> budget.Plan:
+    _, _, n, seeds = _grid(ctx)
+    return budget.phase_plan(ctx.config, cost(ctx), n, seeds)
+
+
+def _sweeps(ctx: TabContext, plan: budget.Plan) -> tuple[list[Request], Request]:
+    """The gradient sweep's parts and the λ₁ sweep, at the plan's gains and seeds: keyed at
+    gain 1, since the sweep sets the gain (one executable for every gain)."""
+    lo, hi, _, _ = _grid(ctx)
+    n, seeds, parts = plan.settings["gains"], plan.settings["seeds"], budget.phase_parts(plan)
+    at_one = ctx.config.replace(recurrent_gain=1.0)
+    grid = (lo, hi, n, seeds)
+    gradients = [
+        ctx.request(
+            jobs.phase, *grid, p, parts, cfg=at_one, what=f"the phase diagram, {n} gains × {seeds} seeds"
+        )
+        for p in range(parts)
+    ]
+    lam = ctx.request(jobs.lyapunov_phase_table, *grid, cfg=at_one, what=f"λ₁ over {n} gains × {seeds} seeds")
+    return gradients, lam
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """The gain × lag sweep (in parts when it takes a while) and λ₁ over the gains."""
+    lo, hi, _, _ = _grid(ctx)
+    plan = _plan(ctx) if hi > lo else None
+    if plan is None or not asked(ctx, plan, "phase"):
+        return []
+    gradients, lam = _sweeps(ctx, plan)
+    return [*gradients, lam]
 
 
 def render(ctx: TabContext) -> None:
     """The gain × lag phase diagram and λ₁ over the gain, sized to the tab's budget from
     what the config's analysis took here."""
-    cfg, dynamics = ctx.config, ctx.compute.dynamics
+    cfg = ctx.config
     c1, c2, c3, c4 = st.columns(4)
     gain = FIELD_SPECS["recurrent_gain"]
-    lo = c1.number_input("gain from", gain.lo, gain.hi, 0.5, gain.step, key="phase_lo")
-    hi = c2.number_input("gain to", gain.lo, gain.hi, 1.5, gain.step, key="phase_hi")
-    n = c3.number_input("gains", 2, 256, budget.PHASE_GAINS, 1, key="phase_n")
-    seeds = c4.number_input("seeds", 1, 16, budget.PHASE_SEEDS, 1, key="phase_seeds")
+    c1.number_input("gain from", gain.lo, gain.hi, LO, gain.step, key="phase_lo")
+    c2.number_input("gain to", gain.lo, gain.hi, HI, gain.step, key="phase_hi")
+    c3.number_input("gains", 2, 256, GAINS, 1, key="phase_n")
+    c4.number_input("seeds", 1, 16, SEEDS, 1, key="phase_seeds")
+    lo, hi, _, _ = _grid(ctx)
     if hi <= lo:
         st.error(f"'gain to' ({hi:g}) must be larger than 'gain from' ({lo:g}).")
         return
-    plan = budget.phase_plan(cfg, ctx.compute.cost(ctx.analysis), int(n), int(seeds))
+    plan = _plan(ctx)
     if not within_budget(plan, "phase"):
         return
-    n, seeds = plan.settings["gains"], plan.settings["seeds"]
-    parts = budget.phase_parts(plan)
+    gradients, lam_request = _sweeps(ctx, plan)
     found: list[float | None] = []  # the boundary each part's job returns (the same each time)
 
     def part_of(part: int) -> pd.DataFrame:
-        df, found_boundary = dynamics.phase(cfg, float(lo), float(hi), int(n), int(seeds), part, parts)
+        df, found_boundary = ctx.get(gradients[part])
         found.append(found_boundary)
         return df
 
@@ -49,7 +95,7 @@ def render(ctx: TabContext) -> None:
         )
 
     # in interleaved parts when it takes a while: the whole gain range at once, then finer
-    df = interleaved_parts(parts, part_of, draw, "gain")
+    df = interleaved_parts(len(gradients), part_of, draw, "gain")
     boundary = found[-1]
     # what the picture means, under it: above it, on a 1366×768 projector, it pushed the chart off
     st.markdown(prose(__name__, "intro"))
@@ -60,7 +106,7 @@ def render(ctx: TabContext) -> None:
             "guaranteed."
         )
     csv_button(df, "rnnviz_sweep.csv", "csv_sweep")
-    lam, edge = dynamics.lyapunov_phase(cfg, float(lo), float(hi), int(n), int(seeds))
+    lam, edge = ctx.get(lam_request)
     st.plotly_chart(charts.lyapunov_phase_figure(lam, edge), key="chart_lyapunov_phase")
     where = (
         f"λ₁ crosses 0 at g ≈ {edge:.3f}: below it the trajectory is ordered and gradients vanish, above "

@@ -10,24 +10,68 @@ from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
 from rnnviz.frames.gradients import contributions_frame
-from rnnviz.serve import budget
+from rnnviz.serve import budget, jobs
+from rnnviz.serve.requests import Request
 from rnnviz.tables.strategies import contributions_source, strategy_rules
-from rnnviz.ui.tabs.common import csv_button, rows_as_they_arrive, timing_note, within_budget
-from rnnviz.ui.tabs.context import Compute, TabContext
+from rnnviz.ui.tabs.common import asked, cost, csv_button, rows_as_they_arrive, timing_note, within_budget
+from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Strategies"
 
 
+def requests(ctx: TabContext) -> list[Request]:
+    """A row per offered strategy (timed, within the budget), the per-step contributions'
+    analysis, and the scaling over T once the user asked for it."""
+    available = _available(ctx)[0]
+    plan = _plan(ctx, available)
+    if not asked(ctx, plan, "strategies"):
+        return []
+    source = contributions_source(available)
+    return (
+        _rows(ctx, plan, available)
+        + ([_by_step(ctx, source)] if source is not None else [])
+        + ([_scaling_request(ctx)] if _scaling_asked(ctx) else [])
+    )
+
+
+def _available(ctx: TabContext) -> tuple[tuple[str, ...], dict[str, str]]:
+    return ctx.get(ctx.request(jobs.strategy_availability, what="which strategies apply"))
+
+
+def _rows(ctx: TabContext, plan: budget.Plan, available: tuple[str, ...]) -> list[Request]:
+    repeats = plan.settings["repeats"]
+    return [
+        ctx.request(jobs.strategies_table, repeats, (s,), what=f"{s}, at most {repeats} runs", timed=True)
+        for s in available
+    ]
+
+
+def _by_step(ctx: TabContext, source: str) -> Request:
+    cfg = ctx.config.replace(strategy=source)
+    return ctx.request(jobs.analysis, cfg=cfg, what="the per-step contributions", timed=True)
+
+
+def _plan(ctx: TabContext, available: tuple[str, ...]) -> budget.Plan:
+    """The budget's plan; idle time plans as if every strategy were compiled (it compiles
+    them as it goes), and so does the page once those rows are there."""
+    c = cost(ctx)
+    ahead = budget.strategies_plan(ctx.config, c, available, compiled=available)
+    if ctx.idle or all(ctx.has(r) for r in _rows(ctx, ahead, available)):
+        return ahead
+    compiled = ctx.get(ctx.request(jobs.compiled_strategies, what="a cache look-up", cached=False))
+    return budget.strategies_plan(ctx.config, c, available, compiled=compiled)
+
+
 def render(ctx: TabContext) -> None:
     """The cost bars and table (within the budget), the contributions heatmap, the scaling."""
-    a, costs = ctx.analysis, ctx.compute.costs
-    available, hidden = costs.availability(a.config)
-    plan = budget.strategies_plan(a.config, ctx.compute.cost(a), available, compiled=costs.compiled(a.config))
+    available, hidden = _available(ctx)
+    plan = _plan(ctx, available)
     if not within_budget(plan, "strategies"):
         _about(available, hidden)
         return
     repeats = plan.settings["repeats"]
-    df = rows_as_they_arrive(available, lambda name: costs.strategies(a.config, repeats, (name,)), _bars)
+    rows = dict(zip(available, _rows(ctx, plan, available), strict=True))
+    df = rows_as_they_arrive(available, lambda name: ctx.get(rows[name]), _bars)
     missing = [s for s in available if s not in set(df.get("strategy", ()))]
     if missing:
         st.info(f"Left out, over the memory or FLOP budget for this configuration: {', '.join(missing)}.")
@@ -65,8 +109,8 @@ def render(ctx: TabContext) -> None:
             "shorten T or H to see it."
         )
         return
-    _contributions(ctx.compute.analysis(a.config.replace(strategy=source)), source)
-    _scaling(a, ctx.compute)
+    _contributions(ctx.get(_by_step(ctx, source)), source)
+    _scaling(ctx)
 
 
 def _shown(df: pd.DataFrame) -> pd.DataFrame:
@@ -107,20 +151,33 @@ def _contributions(by_step: Analysis, source: str) -> None:
     )
 
 
-def _scaling(a: Analysis, compute: Compute) -> None:
+def _lens(a: Analysis) -> tuple[int, ...]:
+    top = min(MAX_SEQ_LEN, max_seq_len_within_budget(a.config, strategy="per_step"))
+    return tuple(t for t in (25, 50, 100, 200, 400, 800) if t <= top)
+
+
+def _scaling_request(ctx: TabContext) -> Request:
+    lens = _lens(ctx.analysis)
+    return ctx.request(jobs.scaling_table, lens, what=f"every strategy at T ∈ {list(lens)}", timed=True)
+
+
+def _scaling_asked(ctx: TabContext) -> bool:
+    return ctx.state.get("scaling_for") == ctx.config.replace(seed=0)
+
+
+def _scaling(ctx: TabContext) -> None:
     """Every strategy over T, measured on request (one compile per length and strategy)."""
+    a = ctx.analysis
     st.subheader("Scaling with sequence length")
     if a.data is not None:
         st.caption(
             f"Measured on synthetic inputs of the same B, I and H: {a.data} fixes T = {a.config.seq_len}, "
             "and run times do not depend on the input values."
         )
-    top = min(MAX_SEQ_LEN, max_seq_len_within_budget(a.config, strategy="per_step"))
-    lens = tuple(t for t in (25, 50, 100, 200, 400, 800) if t <= top)
-    if st.button(f"Measure T ∈ {list(lens)} for every strategy", key="run_scaling"):
+    if st.button(f"Measure T ∈ {list(_lens(a))} for every strategy", key="run_scaling"):
         st.session_state["scaling_for"] = a.config.replace(seed=0)
-    if st.session_state.get("scaling_for") == a.config.replace(seed=0):
-        sc = compute.costs.scaling(a.config, lens)
+    if _scaling_asked(ctx):
+        sc = ctx.get(_scaling_request(ctx))
         st.plotly_chart(charts.scaling_figure(sc), key="chart_scaling")
         csv_button(sc, "rnnviz_scaling.csv", "csv_scaling")
     else:

@@ -17,6 +17,7 @@ from rnnviz.frames.training import SMOOTH_STEPS, over_training_frame, profile_ma
 from rnnviz.serve import budget
 from rnnviz.serve.folders import FolderFull
 from rnnviz.serve.jobs import DATA_TASK, TrainProgress
+from rnnviz.serve.requests import Request
 from rnnviz.serve.trained_runs import kept_paths
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.studies.jacobians import carry_dim
@@ -64,10 +65,16 @@ def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
             batch //= 2
 
 
+def requests(ctx: TabContext) -> list[Request]:
+    """Nothing ahead: a training run starts when the user presses Train, and lives in its
+    worker between the tab's calls (:class:`~rnnviz.ui.tabs.context.TrainingCalls`)."""
+    return []
+
+
 def render(ctx: TabContext) -> None:
     """The controls, Train / Stop / Pin, the run in progress, and the finished runs'
     results and weights."""
-    cfg, calls = ctx.config, ctx.compute.training
+    cfg, calls = ctx.config, ctx.training
     st.markdown(prose(__name__, "intro"))
     tasks = dict(TASKS)
     if ctx.data_source is not None:
