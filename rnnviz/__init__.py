@@ -17,6 +17,7 @@ The public API, all importable from here::
 | ``lyapunov``, ``Lyapunov``, ``lyapunov_sweep`` | Lyapunov exponents of the trajectory (QR method) |
 | ``jacobians``, ``Jacobians`` | singular values of each step Jacobian |
 | ``train``, ``train_many``, ``Training`` | training on adding / copy / recall with gradient profiles |
+| ``TrainSettings`` | a training call's settings in one validated record (task, steps, optimiser, …) |
 | ``load_run``, ``RunFileError``, ``Weights`` | saved runs (``Training.save``), their weights (``params=``) |
 | ``connectivity``, ``Connectivity`` | how strongly an output depends on each earlier input |
 | ``over_training``, ``OverTraining`` | λ and the step-Jacobian spectrum at every kept step of a run |
@@ -63,6 +64,7 @@ _EXPORTS = {
     "lyapunov_sweep": "rnnviz.studies.lyapunov",
     "train": "rnnviz.studies.training",
     "train_many": "rnnviz.studies.training",
+    "TrainSettings": "rnnviz.studies.training",
     "Training": "rnnviz.studies.training",
     "load_run": "rnnviz.studies.training",
     "RunFileError": "rnnviz.studies.training",
@@ -106,7 +108,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, load_model
     from rnnviz.studies.over_training import OverTraining, over_training
     from rnnviz.studies.sweep import sweep
-    from rnnviz.studies.training import RunFileError, Training, load_run, train, train_many
+    from rnnviz.studies.training import RunFileError, Training, TrainSettings, load_run, train, train_many
     from rnnviz.tables.cells import CellSpec, cell_names, register_cell
 
 

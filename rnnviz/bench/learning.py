@@ -26,7 +26,7 @@ from rnnviz.dataset import fit_to_data, load_dataset
 from rnnviz.engine.environment import run_stamp
 from rnnviz.studies.comparisons import label
 from rnnviz.studies.connectivity import connectivity
-from rnnviz.studies.training import train, train_many
+from rnnviz.studies.training import DATA_TASK, TrainSettings, train, train_many
 
 
 def train_record(r, mode: str, suite: str = "train") -> dict:
@@ -61,8 +61,8 @@ def train_bench(
     table (adding; cells × T × seeds, Adam 1e-3, clip 1, B = 64, H = 64, ``steps`` steps)."""
 
     print(f"speed: {label(cfg)}, adding, Adam 1e-3, clip 1", file=out)
-    train(cfg, "adding", steps=100, log_every=100)  # compiles the chunk
-    chunked = train(cfg, "adding", steps=500, log_every=100)
+    train(cfg, settings=TrainSettings("adding", steps=100, log_every=100))  # compiles the chunk
+    chunked = train(cfg, settings=TrainSettings("adding", steps=500, log_every=100))
     loop = loop_steps_per_s(cfg, 500)
     print(
         "  chunked lax.scan (100 steps per call, with a gradient profile per call): "
@@ -102,11 +102,7 @@ def train_bench(
             runs = train_many(
                 base,
                 {"seed": list(range(seeds))},
-                task="adding",
-                steps=steps,
-                learning_rate=1e-3,
-                clip=1.0,
-                log_every=100,
+                settings=TrainSettings("adding", steps, learning_rate=1e-3, clip=1.0, log_every=100),
             )
             ratios = [r.final_loss() / r.baseline for r in runs if r.nonfinite_step is None]
             solved = [r.solved_step for r in runs if r.solved_step is not None]
@@ -174,10 +170,8 @@ def data_bench(
             runs = train_many(
                 cfg,
                 {"seed": list(range(seeds))},
-                task=ds,
-                steps=steps,
-                learning_rate=1e-3,
-                log_every=min(100, steps),
+                settings=TrainSettings(DATA_TASK, steps, learning_rate=1e-3, log_every=min(100, steps)),
+                data=ds,
             )
             acc = [float(r.held_out_metric[-1]) for r in runs]
             reach = [steps_to_fraction(r.held_out_steps, r.held_out_metric) for r in runs]
@@ -217,10 +211,8 @@ def text_table(
         runs = train_many(
             cfg.replace(**cells[name]),
             {"seed": list(range(seeds))},
-            task=text,
-            steps=steps,
-            learning_rate=1e-3,
-            log_every=min(100, steps),
+            settings=TrainSettings(DATA_TASK, steps, learning_rate=1e-3, log_every=min(100, steps)),
+            data=text,
         )
         bits = [float(r.held_out_metric[-1]) for r in runs]
         unigram = runs[0].baseline / np.log(2.0)

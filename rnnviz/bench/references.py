@@ -18,7 +18,7 @@ from rnnviz.engine.gradients import full_carry0
 from rnnviz.engine.prepare import Values, prepared_inputs, seed_key
 from rnnviz.engine.timing import time_runs
 from rnnviz.studies.jacobians import flat_step, initial_directions, pack, unit_shapes, unpacker
-from rnnviz.studies.training import check_training
+from rnnviz.studies.training import TrainSettings, check_training
 from rnnviz.studies.training.model import Hyper, init_state, step_fn
 
 
@@ -26,8 +26,10 @@ def loop_steps_per_s(cfg: RunConfig, steps: int, task: str = "adding", log_every
     """Steps/s of a Python loop calling one jitted (donating) optimisation step — the same
     step the chunked scan runs, without its per-chunk probe profile."""
 
-    _, spec = check_training(cfg, task, steps, 1e-3, "adam", 1.0, log_every, 0)
-    key, values, hyper = seed_key(cfg.seed), Values.of(cfg), Hyper(np.float32(1e-3), np.float32(1.0))
+    settings = TrainSettings(task, steps, log_every=log_every)
+    _, spec = check_training(cfg, settings)
+    hyper = Hyper(np.float32(settings.learning_rate), np.float32(settings.clip))
+    key, values = seed_key(cfg.seed), Values.of(cfg)
     state = jax.jit(init_state, static_argnums=(0, 1))(cfg, spec, key, values)
     one = jax.jit(lambda st, k, v, h, i: step_fn(cfg, spec, k, v, h)(st, i), donate_argnums=(0,))
     state, rec = one(state, key, values, hyper, np.int32(0))  # compile

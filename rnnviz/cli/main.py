@@ -425,20 +425,29 @@ def cmd_train(args: argparse.Namespace) -> int:
 
     from rnnviz.dataset import load_dataset
     from rnnviz.studies.tasks.synthetic import get_task
-    from rnnviz.studies.training import train
+    from rnnviz.studies.training import DATA_TASK, TrainSettings, train
 
     given = {name: getattr(args, name) for name in FIELD_SPECS if getattr(args, name, None) is not None}
+    data = None
     if args.data is not None:
         if args.task is not None:
             raise ConfigError("task", args.task, "give --task or --data, not both")
-        task = load_dataset(args.data, **data_options(args, args.data))
-        given.setdefault("seq_len", task.seq_len)  # the data fix T and I; an explicit clash is an error
-        given.setdefault("input_size", task.input_size)
+        data = load_dataset(args.data, **data_options(args, args.data))
+        given.setdefault("seq_len", data.seq_len)  # the data fix T and I; an explicit clash is an error
+        given.setdefault("input_size", data.input_size)
     else:
-        task = args.task or "adding"
-        given.setdefault("input_size", get_task(task).input_size)  # the task fixes I
+        given.setdefault("input_size", get_task(args.task or "adding").input_size)  # the task fixes I
     given.setdefault("batch_size", 64)
     cfg = RunConfig.from_mapping(given)
+    settings = TrainSettings(
+        DATA_TASK if data is not None else args.task or "adding",
+        steps=args.steps,
+        learning_rate=args.learning_rate,
+        optimizer=args.optimizer,
+        clip=None if args.clip == 0 else args.clip,
+        log_every=args.log_every,
+        lag=args.lag,
+    )
 
     def progress(done: int, steps: int, elapsed: float) -> None:
         rate = done / elapsed if elapsed > 0 else 0.0
@@ -450,17 +459,7 @@ def cmd_train(args: argparse.Namespace) -> int:
             flush=True,
         )
 
-    r = train(
-        cfg,
-        task,
-        steps=args.steps,
-        learning_rate=args.learning_rate,
-        optimizer=args.optimizer,
-        clip=None if args.clip == 0 else args.clip,
-        log_every=args.log_every,
-        lag=args.lag,
-        progress=progress,
-    )
+    r = train(cfg, settings=settings, data=data, progress=progress)
     print(file=sys.stderr)
     if args.save:
         print(
@@ -508,8 +507,9 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _add_train(sub) -> None:
     from rnnviz.studies.tasks.synthetic import TASKS
-    from rnnviz.studies.training import MAX_STEPS, OPTIMIZERS
+    from rnnviz.studies.training import MAX_STEPS, OPTIMIZERS, TrainSettings
 
+    default = TrainSettings()  # the library's defaults are the flags'
     p = sub.add_parser("train", help="train the cell on a long-range task and record the gradient profile")
     add_config_flags(p)
     p.add_argument(
@@ -525,29 +525,42 @@ def _add_train(sub) -> None:
     )
     add_data_options(p, with_seq_len=False)
     p.add_argument(
-        "--steps", type=bounded_int(1, MAX_STEPS), default=2000, help="optimisation steps (default 2000)"
+        "--steps",
+        type=bounded_int(1, MAX_STEPS),
+        default=default.steps,
+        help=f"optimisation steps (default {default.steps})",
     )
     p.add_argument(
-        "--learning-rate", dest="learning_rate", type=finite_nonnegative, default=1e-3, help="default 1e-3"
+        "--learning-rate",
+        dest="learning_rate",
+        type=finite_nonnegative,
+        default=default.learning_rate,
+        help="default 1e-3",
     )
     p.add_argument(
-        "--optimizer", choices=OPTIMIZERS, default="adam", help="adam (default) or sgd with momentum 0.9"
+        "--optimizer",
+        choices=OPTIMIZERS,
+        default=default.optimizer,
+        help="adam (default) or sgd with momentum 0.9",
     )
     p.add_argument(
         "--clip",
         type=finite_nonnegative,
-        default=1.0,
+        default=default.clip,
         help="global-norm clipping threshold; 0 turns clipping off (default 1)",
     )
     p.add_argument(
         "--log-every",
         dest="log_every",
         type=bounded_int(1, MAX_STEPS),
-        default=50,
-        help="steps per compiled chunk and between gradient profiles (default 50)",
+        default=default.log_every,
+        help=f"steps per compiled chunk and between gradient profiles (default {default.log_every})",
     )
     p.add_argument(
-        "--lag", type=bounded_int(0, 100_000), default=0, help="the recall task's lag k (target x_(T−k))"
+        "--lag",
+        type=bounded_int(0, 100_000),
+        default=default.lag,
+        help="the recall task's lag k (target x_(T−k))",
     )
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     p.add_argument("--csv", metavar="PATH", help="write loss, metric, grad norm and clipped per step as CSV")

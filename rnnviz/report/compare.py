@@ -28,7 +28,7 @@ from rnnviz.frames.gradients import config_label
 from rnnviz.frames.verdicts import verdict
 from rnnviz.studies.lyapunov import check_options, lyapunov
 from rnnviz.studies.tasks.synthetic import TASKS
-from rnnviz.studies.training import MAX_STEPS, Training, check_training, train
+from rnnviz.studies.training import DATA_TASK, MAX_STEPS, Training, TrainSettings, check_training, train
 from rnnviz.tables.cells import cell_names, cell_spec
 
 if TYPE_CHECKING:
@@ -242,16 +242,21 @@ def comparison(
     ds = _dataset(data, data_options)
     fitted = _fitted(base, ds, train_steps, task)
     configs = [design_config(fitted, c) for c in names]
-    trained_on = ds if ds is not None else task
+    training = None
     if train_steps is not None:
         train_steps = check_number("train_steps", train_steps, 1, MAX_STEPS, integer=True)
-    log_every = min(LOG_EVERY, train_steps or LOG_EVERY)
+        training = TrainSettings(
+            DATA_TASK if ds is not None else task,
+            steps=train_steps,
+            learning_rate=learning_rate,
+            log_every=min(LOG_EVERY, train_steps),
+        )
     for cfg in configs:  # every design checked before the first compile
         check_options(cfg, 1, None, 1)  # λ₁'s budget
         if ds is not None:
             check_data(cfg, ds)
-        if train_steps is not None:
-            check_training(cfg, trained_on, train_steps, learning_rate, "adam", 1.0, log_every, 0)
+        if training is not None:
+            check_training(cfg, training, data=ds)
     say = progress or (lambda line: None)
     designs = []
     for cfg in configs:
@@ -260,9 +265,9 @@ def comparison(
         say(f"{cfg.cell}: λ₁")
         ly = lyapunov(cfg, k=1, data=ds, measure_decay=False)
         run = None
-        if train_steps is not None:
+        if training is not None:
             say(f"{cfg.cell}: training, {train_steps} steps")
-            run = train(cfg, trained_on, steps=train_steps, learning_rate=learning_rate, log_every=log_every)
+            run = train(cfg, settings=training, data=ds)
         designs.append(design_of(a, lambda1=ly.lambda1, training=run, label=cfg.cell))
     return comparison_of(
         designs,

@@ -60,15 +60,16 @@ from rnnviz.studies.lyapunov import lyapunov as _lyapunov
 from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, load_model, tokenize
 from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import critical_gain, sweep_reusing
-from rnnviz.studies.training import Trainer, Training, load_run
+from rnnviz.studies.training import DATA_TASK, Trainer, Training, TrainSettings, load_run
 from rnnviz.tables.strategies import strategy_names
 
 log = logging.getLogger("rnnviz.jobs")
 
 #: The dashboard times runs until about this much is spent (at least one, at most five).
 TIMING_BUDGET_S = 0.3
-#: The Training tab's task name for "the data set chosen in the sidebar".
-DATA_TASK = "the chosen data"
+#: The Training tab's settings that are not :class:`~rnnviz.studies.training.TrainSettings`: the
+#: seeds (the runs' ``over``) and the batch (already the config's).
+_TAB_ONLY = ("seeds", "batch")
 
 
 def setup() -> None:
@@ -730,18 +731,19 @@ def trained_curves(key: str, paths: tuple[str, ...]) -> list[Training]:
 
 
 def train_start(key: str, cfg_json: str, settings: dict[str, Any]) -> TrainProgress:
-    """Compile and set up the runs of ``settings`` (seeds, task, steps, optimiser, …) under ``key``."""
+    """Compile and set up the runs of ``settings`` under ``key``: the seeds, and a
+    :class:`~rnnviz.studies.training.TrainSettings` dict (:data:`DATA_TASK`: the key's data set).
+
+    Raises:
+        ConfigError: a setting that is not allowed, or a config that does not fit the task.
+    """
     cfg = config_of(cfg_json)
+    asked = TrainSettings.from_dict({k: v for k, v in settings.items() if k not in _TAB_ONLY})
     _TRAINERS[key] = trainer = Trainer(
         cfg,
         {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))},
-        task=_data(cfg_json) if settings["task"] == DATA_TASK else settings["task"],
-        steps=settings["steps"],
-        learning_rate=settings["learning_rate"],
-        optimizer=settings["optimizer"],
-        clip=settings["clip"],
-        log_every=settings["log_every"],
-        lag=settings["lag"],
+        settings=asked,
+        data=_data(cfg_json) if asked.task == DATA_TASK else None,
     )
     return TrainProgress(0, trainer.steps, 0.0, False, False, None)
 

@@ -51,6 +51,7 @@ PUBLIC = [
     "train",
     "train_many",
     "Training",
+    "TrainSettings",
     "keep_freed_buffers",
     "datasets",
     "load_dataset",

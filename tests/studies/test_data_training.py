@@ -102,7 +102,12 @@ def test_a_data_set_fixes_the_shape_and_needs_targets(rows, tmp_path):
         train(RunConfig(input_size=2, seq_len=8, batch_size=8), rows, steps=10, log_every=10)
     np.save(tmp_path / "u.npy", np.ones((4, 3, 1)))
     with pytest.raises(DataError, match="nothing to train on"):
-        train(RunConfig(input_size=1, seq_len=3, batch_size=2), load_dataset(tmp_path / "u.npy"), steps=5)
+        train(
+            RunConfig(input_size=1, seq_len=3, batch_size=2),
+            load_dataset(tmp_path / "u.npy"),
+            steps=5,
+            log_every=5,
+        )
 
 
 def test_the_same_data_is_one_task_and_one_compile(rows):

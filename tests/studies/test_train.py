@@ -18,7 +18,7 @@ import pytest
 from rnnviz import ConfigError, RunConfig, analyze
 from rnnviz.config import BudgetError
 from rnnviz.studies.tasks.synthetic import TASKS, adding_batch, copy_batch, recall_batch
-from rnnviz.studies.training import Trainer, solved_step, task_loss, train, train_many
+from rnnviz.studies.training import Trainer, TrainSettings, solved_step, task_loss, train, train_many
 
 ROOT = Path(__file__).resolve().parents[2]
 KEY = jax.random.key(0)
@@ -277,7 +277,7 @@ def test_cli_train_json_and_bad_flags(capsys):
 
 
 def test_trainer_resumes_chunk_by_chunk_and_stops():
-    trainer = Trainer(TINY, task="recall", steps=60, log_every=20)
+    trainer = Trainer(TINY, settings=TrainSettings("recall", steps=60, log_every=20))
     assert trainer.advance() == 20 and not trainer.done
     first = trainer.records()[0]
     trainer.stop()

@@ -1,5 +1,6 @@
 """Training on a long-range task while watching ‖∂L/∂carry_t‖: does the design *learn*?
 
+* :mod:`rnnviz.studies.training.settings` — :class:`TrainSettings`, what a training call is asked to do;
 * :mod:`rnnviz.studies.training.model` — the model, its loss, one step and one chunk (pure functions);
 * :mod:`rnnviz.studies.training.loop` — the compiled executables, :class:`Trainer`, :func:`train`,
   :func:`train_many`;
@@ -11,7 +12,6 @@
 
 from rnnviz.studies.training.loop import (
     MAX_RUNS,
-    MAX_STEPS,
     TRAIN_FLOP_BUDGET,
     TRAIN_VALUE_FIELDS,
     Trainer,
@@ -24,8 +24,10 @@ from rnnviz.studies.training.model import OPTIMIZERS, PROBE_BATCH, TrainSpec, ta
 from rnnviz.studies.training.result import SOLVE_WINDOW, Training, TrainTiming, solved_step, training_verdict
 from rnnviz.studies.training.runfile import RunFileError
 from rnnviz.studies.training.saved import load_run
+from rnnviz.studies.training.settings import DATA_TASK, MAX_STEPS, TrainSettings
 
 __all__ = [
+    "DATA_TASK",
     "MAX_RUNS",
     "MAX_STEPS",
     "OPTIMIZERS",
@@ -34,6 +36,7 @@ __all__ = [
     "SOLVE_WINDOW",
     "TRAIN_FLOP_BUDGET",
     "TRAIN_VALUE_FIELDS",
+    "TrainSettings",
     "TrainSpec",
     "TrainTiming",
     "Trainer",

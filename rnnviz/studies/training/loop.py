@@ -1,5 +1,5 @@
-"""Training runs: the compiled executables (vmapped over runs), the checks of every
-argument, the resumable :class:`Trainer` and the drivers :func:`train` and
+"""Training runs: the compiled executables (vmapped over runs), the checks of the settings
+against the config, the resumable :class:`Trainer` and the drivers :func:`train` and
 :func:`train_many`.
 
 The model is the configured cell exactly as :func:`rnnviz.engine.prepare.prepare_params` builds
@@ -24,6 +24,7 @@ state keeps its last finite values) and is reported, never raised.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import itertools
 import math
@@ -43,7 +44,6 @@ from rnnviz.config import (
     BudgetError,
     ConfigError,
     RunConfig,
-    check_number,
     estimate_flops,
     estimate_memory_bytes,
 )
@@ -53,14 +53,12 @@ from rnnviz.engine.norms import Scaled, log10
 from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_config
 from rnnviz.studies.tasks.data import data_task
 from rnnviz.studies.tasks.synthetic import Task, check_task, get_task
-from rnnviz.studies.training.model import OPTIMIZERS, ChunkOut, Hyper, TrainSpec, init_state, run_chunk
+from rnnviz.studies.training.model import ChunkOut, Hyper, TrainSpec, init_state, run_chunk
 from rnnviz.studies.training.result import Training, TrainTiming, solved_step
+from rnnviz.studies.training.settings import DATA_TASK, TrainSettings
 
 #: Training's FLOP budget: about 200 s at the ~50 GFLOP/s of this project's 2-core CPU.
 TRAIN_FLOP_BUDGET = 1e13
-
-
-MAX_STEPS = 100_000
 
 
 MAX_RUNS = 64
@@ -71,7 +69,9 @@ MAX_RUNS = 64
 MAX_KEPT_BYTES = 256 * 2**20
 
 
-TRAIN_VALUE_FIELDS = RunConfig.VALUE_FIELDS + ("learning_rate", "clip")
+#: The training settings that are arguments of the compiled chunk (:class:`Hyper`): ``over`` may vary them.
+_HYPER_FIELDS = ("learning_rate", "clip")
+TRAIN_VALUE_FIELDS = RunConfig.VALUE_FIELDS + _HYPER_FIELDS
 
 
 #: The initial states of recent training calls kept for the next call, in bytes.
@@ -164,35 +164,46 @@ def _with_run_axis(fn: Callable, n_in: int) -> Callable:
     return wrapped
 
 
-def resolve_task(task: str | Dataset) -> Task:
-    """A task by name (``adding``, ``copy``, ``recall``) or a data set's task."""
-    return data_task(task) if isinstance(task, Dataset) else get_task(task)
+def resolve_task(task: str, data: Dataset | None = None) -> Task:
+    """The task of :attr:`TrainSettings.task`: a synthetic one by name, or the task of ``data``
+    for :data:`~rnnviz.studies.training.settings.DATA_TASK`.
+
+    Raises:
+        ConfigError: ``data`` without :data:`DATA_TASK`, or :data:`DATA_TASK` without ``data``.
+    """
+    if task == DATA_TASK:
+        if data is None:
+            raise ConfigError("task", task, "a data set to train on: pass it as data=")
+        return data_task(data)
+    if data is not None:
+        raise ConfigError("task", task, f"{DATA_TASK!r} to train on the data set passed as data=")
+    return get_task(task)
 
 
 def check_training(
-    cfg: RunConfig,
-    task: str | Dataset,
-    steps: int,
-    learning_rate: float,
-    optimizer: str,
-    clip: float | None,
-    log_every: int,
-    lag: int,
-    n_runs: int = 1,
+    cfg: RunConfig, settings: TrainSettings, n_runs: int = 1, data: Dataset | None = None
 ) -> tuple[Task, TrainSpec]:
-    """Every training argument checked; a bad one is a :class:`ConfigError` naming it, an
-    over-budget request a :class:`BudgetError` naming the largest number of steps that fits."""
-    t = resolve_task(task)
+    """The settings checked against the config they train (each setting is checked on its own by
+    :class:`TrainSettings`).
+
+    Args:
+        cfg: the config trained; it needs a batch size, and must fit the task.
+        settings: the training settings.
+        n_runs: runs trained at once (the budgets count them all).
+        data: the data set trained on when ``settings.task`` is :data:`DATA_TASK`.
+
+    Returns:
+        ``(task, spec)``: the task and the compiled step's static settings.
+
+    Raises:
+        ConfigError: a config that does not fit the task, naming the field (a
+            :class:`BudgetError` when over the FLOP or memory budget, naming what fits).
+    """
+    t = resolve_task(settings.task, data)
     if cfg.batch_size is None:
         raise ConfigError("batch_size", None, "training draws a batch per step; give a batch size (e.g. 64)")
-    check_task(t, cfg.seq_len, cfg.input_size, lag)
-    check_number("steps", steps, 1, MAX_STEPS, integer=True)
-    check_number("learning_rate", learning_rate, 0.0, 10.0, lo_open=True)
-    if optimizer not in OPTIMIZERS:
-        raise ConfigError("optimizer", optimizer, "one of " + ", ".join(OPTIMIZERS))
-    if clip is not None:
-        check_number("clip", clip, 0.0, 1e6, lo_open=True)
-    check_number("log_every", log_every, 1, max(1, int(steps)), integer=True)
+    check_task(t, cfg.seq_len, cfg.input_size, settings.lag)
+    steps = settings.steps
     per_step = estimate_flops(cfg) * n_runs
     flops = per_step * steps
     if flops > TRAIN_FLOP_BUDGET:
@@ -213,7 +224,7 @@ def check_training(
             f"{n_runs} run(s) need about {memory / 2**30:.1f} GiB, over the "
             f"{MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; use fewer runs, a smaller batch or a shorter T",
         )
-    return t, TrainSpec(t.name, int(lag), optimizer, int(log_every))
+    return t, TrainSpec(t.name, settings.lag, settings.optimizer, settings.log_every)
 
 
 def _points_of(over: Mapping[str, Sequence[Any]]) -> list[dict[str, Any]]:
@@ -234,36 +245,40 @@ class Trainer:
     """A resumable training call: :meth:`advance` runs one compiled chunk of ``log_every``
     steps for every run; :meth:`records` returns what has been trained so far. Used by
     :func:`train_many` (all chunks at once) and by the dashboard (a few chunks per rerun,
-    so it can show progress and stop). Arguments as :func:`train_many`."""
+    so it can show progress and stop).
+
+    Args:
+        cfg: the base configuration.
+        over: ``{field: values}`` as for :func:`train_many`; None: one run.
+        settings: the training settings (``over`` may vary their learning rate and clip).
+        data: the data set trained on when ``settings.task`` is :data:`DATA_TASK`.
+        device: a concrete JAX device, overriding ``cfg.device``.
+
+    Raises:
+        ConfigError: as :func:`train_many`.
+    """
 
     def __init__(
         self,
         cfg: RunConfig,
         over: Mapping[str, Sequence[Any]] | None = None,
         *,
-        task: str | Dataset = "adding",
-        steps: int = 2000,
-        learning_rate: float = 1e-3,
-        optimizer: str = "adam",
-        clip: float | None = 1.0,
-        log_every: int = 50,
-        lag: int = 0,
+        settings: TrainSettings,
+        data: Dataset | None = None,
         device: jax.Device | None = None,
     ):
         points = _points_of(over or {})
-        self.data_source = (task.name, task.options) if isinstance(task, Dataset) else None
-        task = resolve_task(task).name  # a data set becomes its task once
-        self.cfgs, self.lrs, self.clips = [], [], []
+        self.data_source = None if data is None else (data.name, data.options)
+        self.cfgs, self.runs = [], []  # per run: its config and its settings (learning rate, clip)
         for p in points:
             self.cfgs.append(cfg.replace(**{k: v for k, v in p.items() if k in RunConfig.VALUE_FIELDS}))
-            self.lrs.append(p.get("learning_rate", learning_rate))
-            self.clips.append(p.get("clip", clip))
-        self.task, self.spec = check_training(
-            cfg, task, steps, learning_rate, optimizer, clip, log_every, lag, n_runs=len(points)
-        )
-        for c, lr, cl in zip(self.cfgs, self.lrs, self.clips):
-            check_training(c, task, steps, lr, optimizer, cl, log_every, lag)
-        self.cfg, self.steps, self.optimizer = cfg, int(steps), optimizer
+            self.runs.append(
+                dataclasses.replace(settings, **{k: v for k, v in p.items() if k in _HYPER_FIELDS})
+            )
+        self.task, self.spec = check_training(cfg, settings, n_runs=len(points), data=data)
+        for c in self.cfgs:  # the values may take a config out of the task's reach (one message per field)
+            check_training(c, settings, data=data)
+        self.cfg, self.settings, self.steps = cfg, settings, settings.steps
         device = device or resolve_device(cfg)
         static = static_config(cfg)
         key = (static, self.spec, len(points), device)
@@ -273,8 +288,8 @@ class Trainer:
         keys = np.stack([np.asarray(seed_key(c.seed), np.uint32) for c in self.cfgs])
         vals = Values(*(np.asarray([getattr(c, f) for c in self.cfgs], np.float32) for f in Values._fields))
         hyper = Hyper(
-            np.asarray(self.lrs, np.float32),
-            np.asarray([np.inf if c is None else c for c in self.clips], np.float32),
+            np.asarray([r.learning_rate for r in self.runs], np.float32),
+            np.asarray([np.inf if r.clip is None else r.clip for r in self.runs], np.float32),
         )
         self._args = jax.device_put((keys, vals, hyper), device)
         drawn = (key, keys.tobytes(), tuple(v.tobytes() for v in vals))
@@ -347,7 +362,7 @@ class Trainer:
         kept = _kept_weights([outs[i].params for i in chunks_kept], jax.device_get(self._state.params))
         kept_steps = profile_steps[chunks_kept]
         records = []
-        for j, c in enumerate(self.cfgs):
+        for j, (c, run) in enumerate(zip(self.cfgs, self.runs)):
             bad = np.flatnonzero(~np.isfinite(losses[j]) | ~np.isfinite(gnorm[j]))
             nonfinite = int(bad[0]) if bad.size else None
             end = taken if nonfinite is None else nonfinite + 1
@@ -362,10 +377,10 @@ class Trainer:
                     config=c,
                     task=self.task.name,
                     lag=self.spec.lag,
-                    optimizer=self.optimizer,
-                    learning_rate=float(self.lrs[j]),
-                    clip=None if self.clips[j] is None else float(self.clips[j]),
-                    steps=self.steps,
+                    optimizer=run.optimizer,
+                    learning_rate=run.learning_rate,
+                    clip=run.clip,
+                    steps=run.steps,
                     losses=losses[j, :end].astype(np.float64),
                     metric=metric[j, :end].astype(np.float64),
                     metric_name=self.task.metric_name,
@@ -415,6 +430,40 @@ def _index_kept(keep: np.ndarray, kept_steps: np.ndarray, last: int) -> np.ndarr
     return np.append(idx, kept_steps.size)
 
 
+def _asked(
+    task: str | Dataset,
+    steps: int,
+    learning_rate: float,
+    optimizer: str,
+    clip: float | None,
+    log_every: int,
+    lag: int,
+    settings: TrainSettings | None,
+    data: Dataset | None,
+) -> tuple[TrainSettings, Dataset | None]:
+    """The settings and data set of :func:`train`'s and :func:`train_many`'s arguments: the
+    keyword form (a data set as ``task``) or ``settings`` with the keywords at their defaults."""
+    if isinstance(task, Dataset):
+        if data is not None:
+            raise ConfigError("task", task.name, "a data set as task, or data=, not both")
+        task, data = DATA_TASK, task
+    given = dict(
+        task=task,
+        steps=steps,
+        learning_rate=learning_rate,
+        optimizer=optimizer,
+        clip=clip,
+        log_every=log_every,
+        lag=lag,
+    )
+    if settings is None:
+        return TrainSettings(**given), data
+    for name, value in given.items():
+        if value != getattr(TrainSettings, name):  # the class holds each field's default
+            raise ConfigError(name, value, "settings= holds it: give the settings or the arguments, not both")
+    return settings, data
+
+
 def train_many(
     cfg: RunConfig,
     over: Mapping[str, Sequence[Any]] | None = None,
@@ -426,6 +475,8 @@ def train_many(
     clip: float | None = 1.0,
     log_every: int = 50,
     lag: int = 0,
+    settings: TrainSettings | None = None,
+    data: Dataset | None = None,
     progress: ProgressFn | None = None,
     device: jax.Device | None = None,
 ) -> list[Training]:
@@ -438,7 +489,7 @@ def train_many(
         cfg: the base configuration.
         over: ``{field: values}`` over the seed and value fields (seed, recurrent_gain,
             forget_bias, carry_scale, input_scale, learning_rate, clip); None: one run.
-        task, steps, learning_rate, optimizer, clip, log_every, lag, device: as for
+        task, steps, learning_rate, optimizer, clip, log_every, lag, settings, data, device: as for
             :func:`train`.
         progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk;
             returning True stops training there (the records then hold the steps taken).
@@ -451,21 +502,11 @@ def train_many(
         ConfigError: as :func:`train`, or an ``over`` field that is not a value field, or
             more than ``MAX_RUNS`` runs.
     """
-    trainer = Trainer(
-        cfg,
-        over,
-        task=task,
-        steps=steps,
-        learning_rate=learning_rate,
-        optimizer=optimizer,
-        clip=clip,
-        log_every=log_every,
-        lag=lag,
-        device=device,
-    )
+    settings, data = _asked(task, steps, learning_rate, optimizer, clip, log_every, lag, settings, data)
+    trainer = Trainer(cfg, over, settings=settings, data=data, device=device)
     while not trainer.done:
         done = trainer.advance()
-        if progress is not None and progress(done, steps, trainer.run_s) and not trainer.done:
+        if progress is not None and progress(done, settings.steps, trainer.run_s) and not trainer.done:
             trainer.stop()
     return trainer.records()
 
@@ -480,6 +521,8 @@ def train(
     log_every: int = 50,
     lag: int = 0,
     *,
+    settings: TrainSettings | None = None,
+    data: Dataset | None = None,
     progress: ProgressFn | None = None,
     device: jax.Device | None = None,
 ) -> Training:
@@ -494,16 +537,24 @@ def train(
 
         g \leftarrow g \cdot \min\Big(1, \frac{c}{\|g\|}\Big)
 
+    The settings are given either as the arguments ``task`` … ``lag`` or as one
+    :class:`~rnnviz.studies.training.settings.TrainSettings` (``settings``, the arguments then
+    left at their defaults): the same run either way.
+
     Args:
         cfg: the cell and its initialisation; ``cfg.input_size`` must be the task's
             (adding 2, copy 10, recall 1) and ``cfg.batch_size`` is the training batch.
-        task: ``adding``, ``copy`` or ``recall`` (:mod:`rnnviz.studies.tasks.synthetic`).
+        task: ``adding``, ``copy`` or ``recall`` (:mod:`rnnviz.studies.tasks.synthetic`), or a
+            data set (:mod:`rnnviz.studies.tasks.data`).
         steps: optimisation steps (rounded up to whole chunks; the records are cut back).
         learning_rate: the optimiser's step size.
         optimizer: ``adam`` or ``sgd`` (momentum 0.9).
         clip: the global-norm threshold c; None for no clipping.
         log_every: steps per compiled chunk and between gradient profiles.
         lag: the recall task's k (the target is x_{T−k}).
+        settings: all of the above in one record, instead of the arguments.
+        data: the data set trained on when the task is
+            :data:`~rnnviz.studies.training.settings.DATA_TASK` (``settings``' way to train on data).
         progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk.
         device: a concrete JAX device, overriding ``cfg.device``.
 
@@ -511,16 +562,20 @@ def train(
         A :class:`~rnnviz.studies.training.result.Training`.
 
     Raises:
-        ConfigError: a bad argument or a config that does not fit the task (``BudgetError``
-            when the run is over the FLOP or memory budget, naming what fits).
+        ConfigError: a bad argument, both ``settings`` and an argument it holds, or a config
+            that does not fit the task (``BudgetError`` when the run is over the FLOP or memory
+            budget, naming what fits).
 
     Example:
-        >>> from rnnviz import RunConfig, train
+        >>> from rnnviz import RunConfig, TrainSettings, train
         >>> cfg = RunConfig(cell="lstm", forget_bias=1.0, hidden_size=8, input_size=2,
         ...                 seq_len=10, batch_size=16)
         >>> run = train(cfg, "adding", steps=20, log_every=10)
         >>> run.losses.shape, run.profiles.shape  # [steps], [profiles, T+1]
         ((20,), (2, 11))
+        >>> again = train(cfg, settings=TrainSettings("adding", steps=20, log_every=10))
+        >>> bool((again.losses == run.losses).all())
+        True
     """
     return train_many(
         cfg,
@@ -532,6 +587,8 @@ def train(
         clip=clip,
         log_every=log_every,
         lag=lag,
+        settings=settings,
+        data=data,
         progress=progress,
         device=device,
     )[0]

@@ -22,7 +22,7 @@ from rnnviz.serve.trained_runs import kept_paths
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.studies.jacobians import carry_dim
 from rnnviz.studies.tasks.synthetic import TASKS, get_task
-from rnnviz.studies.training import OPTIMIZERS, RunFileError, training_verdict
+from rnnviz.studies.training import OPTIMIZERS, RunFileError, TrainSettings, training_verdict
 from rnnviz.ui.sidebar.weights import use_run
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext, TrainingCalls
@@ -235,7 +235,8 @@ def _advance(calls: TrainingCalls, key: str) -> bool:
 
 def controls(cfg: RunConfig, tasks: dict, optimizers: tuple[str, ...]) -> dict:
     """The tab's settings (widgets keyed ``train_*``, defaults :data:`TRAIN_DEFAULTS`, set by
-    presets through session state); the config's cell is trained."""
+    presets through session state): a :class:`~rnnviz.studies.training.TrainSettings` dict, with
+    the batch and the seeds; the config's cell is trained."""
     for name, value in TRAIN_DEFAULTS.items():
         st.session_state.setdefault(f"train_{name}", value)
     c1, c2, c3, c4 = st.columns(4)
@@ -286,17 +287,8 @@ def controls(cfg: RunConfig, tasks: dict, optimizers: tuple[str, ...]) -> dict:
         if st.session_state["train_lag"] > cfg.seq_len - 1:
             st.session_state["train_lag"] = 0
         lag = int(st.slider("Lag k (target x_(T−k))", 0, max(1, cfg.seq_len - 1), key="train_lag"))
-    return dict(
-        task=task,
-        steps=steps,
-        log_every=min(log_every, steps),
-        batch=batch,
-        optimizer=optimizer,
-        learning_rate=lr,
-        clip=clip,
-        seeds=seeds,
-        lag=lag,
-    )
+    asked = TrainSettings(task, steps, lr, optimizer, clip, min(log_every, steps), lag)
+    return {**asked.to_dict(), "batch": batch, "seeds": seeds}
 
 
 def results(records: list, pinned: list[tuple[str, list]], running: bool) -> None:
