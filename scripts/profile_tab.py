@@ -51,14 +51,15 @@ def _listen(event: str, seconds: float, **_) -> None:
         _compile_s[0] += seconds
 
 
-def _timed_compute(rows: list[dict]):
-    """:func:`rnnviz.ui.calls.compute`, each job's seconds split and kept in ``rows``."""
-    real = calls.compute
+def _timed_get(rows: list[dict]):
+    """:func:`rnnviz.ui.calls.get`, each request's seconds split and kept in ``rows``."""
+    real = calls.get
 
-    def compute(what: str, route: str, fn, *args):
-        cached = calls.results().peek((fn.__name__,) + args)
+    def get(request, quiet: bool = False):
+        cached = calls.has(request)
         before, start = _compile_s[0], time.perf_counter()
-        out = real(what, route, fn, *args)
+        out = real(request, quiet)
+        what = request.what
         wall, compiling = time.perf_counter() - start, _compile_s[0] - before
         start = time.perf_counter()
         blob = pickle.dumps(out, protocol=pickle.HIGHEST_PROTOCOL)
@@ -75,7 +76,7 @@ def _timed_compute(rows: list[dict]):
         )
         return out
 
-    return compute
+    return get
 
 
 def _page(query: dict) -> float:
@@ -99,7 +100,7 @@ def main() -> None:
     args = ap.parse_args()
     jax.monitoring.register_event_duration_secs_listener(_listen)
     rows: list[dict] = []
-    calls.compute = _timed_compute(rows)
+    calls.get = _timed_get(rows)
     query = CONFIGS[args.config]
     page_s = _page(query)
     rows.clear()

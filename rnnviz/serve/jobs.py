@@ -317,7 +317,7 @@ _QUIET: collections.OrderedDict[str, float] = collections.OrderedDict()
 def shape_key(cfg_json: str) -> str:
     """A job key's shape: its static config (:func:`~rnnviz.engine.prepare.static_config`)
     and data source, without values or weights: what run times depend on (the dashboard's
-    route, :func:`rnnviz.ui.calls.route`)."""
+    route, :func:`rnnviz.serve.requests.route`)."""
     values = json.loads(cfg_json)
     shape = static_config(config_of(cfg_json)).to_dict()
     if "data" in values:

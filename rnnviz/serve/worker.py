@@ -22,7 +22,7 @@ Idle time is used (:meth:`WorkerPool.call_if_idle`): when no visitor's job has e
 the last page run began, and until fresh pages drawn on this machine are done:
 :meth:`WorkerPool.visit`, :meth:`WorkerPool.drawn`), a worker takes a short job whose
 answer nobody waits for — timing a page's shape, or compiling and computing what its tabs
-not yet opened will ask for (:func:`rnnviz.serve.jobs.prepare_ahead`).
+not yet opened declare (:mod:`rnnviz.serve.idle`).
 One at a time, and never beside a visitor's job or a page being drawn: the workers share
 the machine's cores with the browser. A job under way is paused meanwhile (SIGSTOP); a
 call that must wait for its worker lets it finish first.

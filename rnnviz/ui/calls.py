@@ -26,7 +26,6 @@ from rnnviz.serve.requests import Missing, Request, describe, job_key, route
 from rnnviz.serve.settings import settings
 from rnnviz.serve.worker import InlinePool, ResultCache, WorkerPool, make_pool
 from rnnviz.tables.cells import cell_names
-from rnnviz.ui.tabs.context import TabContext
 
 
 @st.cache_resource(show_spinner=False)
@@ -118,10 +117,11 @@ def neighbour_preparer() -> Preparer:
     )
 
 
-def prepare_tabs(ctx: TabContext, tabs: tuple) -> None:
-    """Have the workers' idle time compute what ``tabs`` (those not open) declare
-    (each tab's ``requests``), in their order, at this page's config and the session's widget
-    values as they are now. Nothing without worker processes."""
+def prepare_tabs(ctx: Any, tabs: tuple) -> None:
+    """Have the workers' idle time compute what ``tabs`` (those not open) declare (each
+    tab's ``requests``), in their order, at the page's
+    :class:`~rnnviz.ui.tabs.context.TabContext` ``ctx`` and the session's widget values as
+    they are now. Nothing without worker processes."""
     if isinstance(pool(), InlinePool):
         return
     idle = ctx._replace(state=dict(st.session_state), get=_look_up, has=has, idle=True)

@@ -203,7 +203,7 @@ def test_a_page_run_pauses_idle_time_work_until_its_grace_has_passed(pool, monke
     assert _state(idle_pid) == "T" and not answers
     _until(lambda: bool(answers))
     assert answers == [("ok", sum(job))] and pool.restarts == 0  # resumed, its limit without the pause
-    # the worker counted the continuation: a timing that a pause cut into is not kept (jobs.prepare_ahead)
+    # the worker counted the continuation: a timing a pause cut into is not kept (rnnviz.serve.idle.ahead)
     assert pool.call(worker.resumes, route=idle, what="its continuations") == resumed + 1
     pool.visit()
     time.sleep(IDLE_S + 0.1)
@@ -540,7 +540,7 @@ def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
     def key(cfg):
         return json.dumps(cfg.to_dict(), sort_keys=True)
 
-    def route(cfg):  # calls.route without a session: the static config's key
+    def route(cfg):  # requests.route without a data set: the static config's key
         return key(static_config(cfg))
 
     page = RunConfig(cell="lstm", hidden_size=5, input_size=2, seq_len=7, batch_size=2, forget_bias=1.0)

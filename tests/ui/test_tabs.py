@@ -64,11 +64,13 @@ def test_the_page_shows_exactly_the_tabs_of_the_tuple_in_order():
 
 
 @pytest.mark.parametrize("tab", TABS, ids=TITLES)
-def test_each_tab_module_exposes_a_title_and_render_of_one_context(tab):
+def test_each_tab_module_exposes_a_title_and_render_and_requests_of_one_context(tab):
     assert isinstance(tab.TITLE, str) and tab.TITLE.strip() == tab.TITLE != ""
-    params = list(inspect.signature(tab.render).parameters.values())
-    assert [p.name for p in params] == ["ctx"]
-    assert params[0].annotation in ("TabContext", tabs.context.TabContext)
+    for fn in (tab.render, tab.requests):
+        params = list(inspect.signature(fn).parameters.values())
+        assert [p.name for p in params] == ["ctx"]
+        assert params[0].annotation in ("TabContext", tabs.context.TabContext)
+    assert inspect.signature(tab.requests).return_annotation == "list[Request]"
     assert tab.__name__.startswith("rnnviz.ui.tabs.") and tab.__doc__
 
 
@@ -184,7 +186,7 @@ def test_the_gradients_tab_says_which_state_an_xlstm_cell_stores():
 
 def _tab(title: str, render) -> types.ModuleType:
     module = types.ModuleType(f"rnnviz.ui.tabs.{title.lower()}", f"The {title} tab (a test's).")
-    module.TITLE, module.render = title, render
+    module.TITLE, module.render, module.requests = title, render, lambda ctx: []
     return module
 
 
