@@ -66,7 +66,7 @@ def job_key(cfg: RunConfig, data: dict | None = None, weights: dict | None = Non
     """A job's key: the config's fields, with the data source and the trained weights when
     there are (every answer then carries the data and weights it was computed on).
 
-    >>> job_key(RunConfig(), weights={"path": "a.rnnviz", "step": 3})[-40:]
+    >>> job_key(RunConfig(), weights={"path": "a.rnnviz", "step": 3})[-43:]
     '"weights": {"path": "a.rnnviz", "step": 3}}'
     """
     values = cfg.to_dict()
