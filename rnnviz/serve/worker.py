@@ -19,7 +19,7 @@ computed twice.
 
 Idle time is used (:meth:`WorkerPool.call_if_idle`): when no visitor's job has ended for
 :data:`IDLE_S`, none is under way and the pages' grace is over (:data:`VISIT_GRACE_S` after
-the last page run began, and until fresh pages drawn on this machine are done:
+the last page run began, and until fresh pages are drawn:
 :meth:`WorkerPool.visit`, :meth:`WorkerPool.drawn`), a worker takes a short job whose
 answer nobody waits for — timing a page's shape, or compiling and computing what its tabs
 not yet opened declare (:mod:`rnnviz.serve.idle`).
@@ -83,13 +83,13 @@ SPILL_S = 0.3
 #: chart took 2.47–2.75 s here without idle-time compiles beside it, and longer with them
 #: (``scripts/page_open.py``; docs/dev/benchmarks.md).
 VISIT_GRACE_S = 3.0
-#: Seconds of drawing each fresh page (a session's first run) adds when its browser runs on
-#: this machine: Streamlit's page and its Plotly bundle, compiled and drawn by the browser
-#: long after the script run ends (:meth:`WorkerPool.drawn`); the pages' drawing queues,
-#: one after another. Eight such pages opened at once drew for about 2.2 s a page on 2 cores;
-#: with :data:`VISIT_GRACE_S` alone, idle-time compiles began while most of them still drew,
-#: and the class's first charts came later (``scripts/measure_app.py --visitors-only
-#: --class-size 8``; docs/dev/benchmarks.md).
+#: Seconds of drawing each fresh page (a session's first run) adds, wherever its browser
+#: runs (every visitor alike): Streamlit's page and its Plotly bundle, compiled and drawn by
+#: a browser on this machine long after the script run ends (:meth:`WorkerPool.drawn`); the
+#: pages' drawing queues, one after another. Eight such pages opened at once drew for
+#: about 2.2 s a page on 2 cores; with :data:`VISIT_GRACE_S` alone, idle-time compiles
+#: began while most of them still drew, and the class's first charts came later
+#: (``scripts/measure_app.py --visitors-only --class-size 8``; docs/dev/benchmarks.md).
 PAGE_DRAW_S = 2.5
 #: The longest grace any crowd of fresh pages gives, from the latest (idle time is only put
 #: off, never lost, but a flood of fresh sessions must not put it off for good).
@@ -366,7 +366,7 @@ class WorkerPool:
         self._pausing = threading.Lock()
         self._visited = -math.inf  # when a page run last began or ended (monotonic)
         self._grace_until = -math.inf  # idle-time work neither starts nor resumes before (monotonic)
-        self._drawing_until = -math.inf  # when the fresh pages drawn on this machine are done
+        self._drawing_until = -math.inf  # when the fresh pages are drawn
         self._visitor_seen = -math.inf  # when a visitor's job last began or ended
         atexit.register(self.shutdown)  # the server exits: its workers too
 
@@ -474,27 +474,29 @@ class WorkerPool:
     def visit(self) -> None:
         """A page run begins: pause idle-time work now, and let it start or resume only once
         no page has run for :data:`VISIT_GRACE_S` (and no visitor's job is under way), or
-        once the fresh pages drawn on this machine are done (:meth:`drawn`). A page run
+        once the fresh pages are drawn (:meth:`drawn`). A page run
         that finds every result cached calls no worker, but its browser still draws: idle
         time is the machine's, not only the workers'."""
         self._hold(0.0)
 
-    def drawn(self, fresh_local: bool = False) -> None:
+    def drawn(self, fresh: bool = False) -> None:
         """A page run has ended and its browser draws what it sent.
 
         Args:
-            fresh_local: the run was a session's first (a fresh page: its browser compiles
-                Streamlit's Plotly bundle and draws every element) and that browser runs on
-                this machine. Idle-time work then waits :data:`PAGE_DRAW_S` from now, after
-                the drawing of the fresh pages before it: eight opened at once hold it back
-                for eight times that (never more than :data:`MAX_GRACE_S`). Counted from the
+            fresh: the run was a session's first (a fresh page: its browser compiles
+                Streamlit's Plotly bundle and draws every element), wherever that browser
+                runs: every visitor is treated alike (one on this machine shares its cores;
+                for one elsewhere, idle time is only put off a moment). Idle-time work then
+                waits :data:`PAGE_DRAW_S` from now, after the drawing of the fresh pages
+                before it: eight opened at once hold it back for eight times that (never
+                more than :data:`MAX_GRACE_S`). Counted from the
                 run's begin alone, the grace of a fresh page whose run compiled was over
                 before its chart was sent: the first page opened after the warm-up (whose run
                 is such a page) met idle-time compiles and drew its chart later
                 (``scripts/page_open.py --fresh-browsers``; docs/dev/benchmarks.md). A rerun
                 draws little: its begin's grace is enough, and idle time keeps the rest.
         """
-        self._hold(PAGE_DRAW_S if fresh_local else 0.0, from_end=True)
+        self._hold(PAGE_DRAW_S if fresh else 0.0, from_end=True)
 
     def _hold(self, drawing_s: float, from_end: bool = False) -> None:
         """Pause idle-time work and hold it back until :data:`VISIT_GRACE_S` from now (a run's
@@ -759,7 +761,7 @@ class InlinePool:
         """Nothing to pause: no idle-time work runs here."""
         return None
 
-    def drawn(self, fresh_local: bool = False) -> None:
+    def drawn(self, fresh: bool = False) -> None:
         """Nothing to hold back: no idle-time work runs here."""
         return None
 

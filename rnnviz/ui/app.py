@@ -211,12 +211,12 @@ def main() -> None:
     except SettingsError as err:
         st.error(f"The server cannot start its computations: {err}. Whoever runs it can fix the setting.")
         return
-    fresh = _fresh_local_page()  # before this run marks the session initialised
+    fresh = not st.session_state.get("_initialised")  # before this run marks the session initialised
     calls.pool().visit()  # first: idle-time work waits while this page runs
     try:
         _page()
     finally:  # every way out, an error's message included, leaves a page for the browser to draw
-        calls.pool().drawn(fresh_local=fresh)
+        calls.pool().drawn(fresh=fresh)
 
 
 def _page() -> None:
@@ -288,13 +288,6 @@ def _page() -> None:
     closed = tuple(t for t, panel in zip(shown, panels) if not panel.open)
     calls.prepare_tabs(ctx, closed)  # what the other tabs declare, in the workers' idle time
     calls.prepare_neighbours(cfg)  # then the other cells at this shape
-
-
-def _fresh_local_page() -> bool:
-    """Whether this run is a session's first (its browser draws the whole page and compiles
-    Streamlit's Plotly bundle) and that browser runs on this machine (Streamlit gives no
-    address for localhost): its drawing takes the cores idle-time work would use."""
-    return not st.session_state.get("_initialised") and st.context.ip_address is None
 
 
 def _mark_in_use(source: dict | None = None) -> None:

@@ -221,7 +221,7 @@ def test_a_fresh_pages_drawing_counts_from_its_runs_end_and_a_reruns_end_adds_no
     pool.visit()  # a fresh page whose run takes longer than the grace (it compiled, say)
     time.sleep(0.8)
     assert pool.idle()  # its begin's grace is over
-    pool.drawn(fresh_local=True)  # it ends: its browser draws the page it sent
+    pool.drawn(fresh=True)  # it ends: its browser draws the page it sent
     ended = time.monotonic()
     assert not pool.idle()
     _until(pool.idle, within_s=2.0)
@@ -240,13 +240,13 @@ def test_fresh_pages_drawn_on_this_machine_add_up_their_grace_and_reruns_do_not(
     _until(pool.idle, within_s=5.0)
     start = time.monotonic()
     pool.visit()
-    pool.drawn(fresh_local=True)  # one fresh page, a quick run: its 0.5 s of drawing is within the grace
+    pool.drawn(fresh=True)  # one fresh page, a quick run: its 0.5 s of drawing is within the grace
     _until(pool.idle, within_s=2.0)
     assert 0.55 <= time.monotonic() - start < 1.0
     start = time.monotonic()
     for _ in range(4):  # a class opening the page at once: 4 × 0.5 s of drawing, one after another
         pool.visit()
-        pool.drawn(fresh_local=True)
+        pool.drawn(fresh=True)
     pool.visit()  # a rerun within that: it adds nothing (its own grace ends sooner)
     pool.drawn()
     time.sleep(1.4 - (time.monotonic() - start))
@@ -262,7 +262,7 @@ def test_fresh_pages_drawn_on_this_machine_add_up_their_grace_and_reruns_do_not(
     monkeypatch.setattr(worker, "MAX_GRACE_S", 1.0)
     start = time.monotonic()
     for _ in range(40):  # a flood of fresh pages: 20 s of drawing, held to the cap
-        pool.drawn(fresh_local=True)
+        pool.drawn(fresh=True)
     _until(pool.idle, within_s=3.0)
     assert 0.9 <= time.monotonic() - start < 1.6
 

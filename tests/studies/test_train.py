@@ -322,8 +322,8 @@ def test_stop_button_stops_a_run_in_progress():
     from apptest_helpers import decode, figure_by_title, run_app
 
     from rnnviz.serve import jobs
-    from rnnviz.ui.calls import session_key as _key
     from rnnviz.ui.calls import pool as _pool
+    from rnnviz.ui.calls import session_key as _key
     from rnnviz.ui.calls import train_key as _train_key
     from rnnviz.ui.tabs.training import TRAIN_DEFAULTS
     from rnnviz.ui.tabs.training import training_config as _training_config
