@@ -24,11 +24,10 @@ from typing import Any
 
 from rnnviz.serve import worker
 from rnnviz.serve.requests import Missing, Request
+from rnnviz.serve.settings import PREPARER_POLL_S
 
 log = logging.getLogger("rnnviz.idle")
 
-#: Seconds between looks for an idle worker (a job's answer wakes the next look at once).
-POLL_S = 0.25
 #: Plans waiting at once; a newer one pushes the oldest out (its visitor has moved on).
 MAX_WANTED = 8
 #: Jobs one plan may start before it is given up (a request that never keeps an answer).
@@ -213,7 +212,7 @@ class Preparer:
 
     def _loop(self) -> None:
         while True:
-            self._wake.wait(POLL_S)
+            self._wake.wait(PREPARER_POLL_S)
             self._wake.clear()  # before looking: an answer from now on wakes the next look
             if self._stop.is_set():
                 return

@@ -41,7 +41,7 @@ from rnnviz.engine.prepare import static_config
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.report.explorable_data import preset_data
 from rnnviz.serve import trained_runs, worker
-from rnnviz.serve.settings import settings
+from rnnviz.serve.settings import QUIET_REPEATS, QUIET_TIMING_S, TIMING_BUDGET_S, settings
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -65,8 +65,6 @@ from rnnviz.tables.strategies import strategy_names
 
 log = logging.getLogger("rnnviz.jobs")
 
-#: The dashboard times runs until about this much is spent (at least one, at most five).
-TIMING_BUDGET_S = 0.3
 #: The Training tab's settings that are not :class:`~rnnviz.studies.training.TrainSettings`: the
 #: seeds (the runs' ``over``) and the batch (already the config's).
 _TAB_ONLY = ("seeds", "batch")
@@ -302,12 +300,6 @@ def _reference(cfg_json: str) -> Any:
     return accumulator_grads(config_of(cfg_json), _data(cfg_json), _weights(cfg_json))
 
 
-#: Timed runs of a quiet timing (fewer when they pass :data:`QUIET_TIMING_S`; at least one):
-#: one run at LSTM H=128 T=1000 B=32 (0.32 s; twice this budget took two), whose idle time
-#: also compiles five strategies before a visitor who reads opens the Strategies tab. A tab
-#: opened before idle time has timed the shape waits for it, and there, beside a browser
-#: drawing the tab, each further run delays the Strategies tab's first row (docs/dev/benchmarks.md).
-QUIET_REPEATS, QUIET_TIMING_S = 3, 0.25
 #: Shapes whose quiet timing this worker keeps.
 MAX_QUIET = 64
 #: The fastest run of each shape's analysis timed here while nothing else ran, by shape key.

@@ -230,6 +230,46 @@ def flag_name(f: dataclasses.Field) -> str:
     return f.metadata["flag"] or f.name.replace("_", "-")
 
 
+# ---- the dashboard's timing constants -----------------------------------------------------
+# One line each on why; what they were tuned on (this 2-core machine, its browsers beside the
+# server) and the measurements behind them: docs/dev/benchmarks.md, "The dashboard's timing
+# constants". Not settings a user sets: a change here is a change to measure again.
+
+#: Seconds between a waiting caller's checks of its worker (each check may redraw its line).
+POLL_S = 0.2
+#: Seconds a worker must be free of a visitor's job before idle time uses it: longer than
+#: the gap between two calls of one page run (an idle-time job's end starts no such wait).
+IDLE_S = 0.5
+#: The longest an idle-time job may hold its worker: a visitor who arrives meanwhile waits for it.
+IDLE_LIMIT_S = 20.0
+#: Seconds a pure call waits for its route's busy worker before it takes any free one: one
+#: visitor's heavy view never queues another's light one.
+SPILL_S = 0.3
+#: Seconds after a page run begins during which idle-time work neither starts nor resumes:
+#: the page's browser and the server's static files need the cores.
+VISIT_GRACE_S = 3.0
+#: Seconds of drawing each fresh page (a session's first run) adds to that grace; the pages'
+#: drawing queues, one after another.
+PAGE_DRAW_S = 2.5
+#: The longest grace any crowd of fresh pages gives (idle time is put off, never lost).
+MAX_GRACE_S = 30.0
+#: Seconds between idle time's looks for an idle worker (an answer wakes the next look at once).
+PREPARER_POLL_S = 0.25
+#: Seconds without a page run or a visitor's job before idle time compiles the other cells:
+#: a compile under way when a visitor's call needs its worker is waited for.
+NEIGHBOURS_QUIET_S = 8.0
+#: An interleaved job's partial picture is drawn again at most this often (each redraw is
+#: the browser's work while another visitor's page may be opening).
+PART_GAP_S = 1.0
+#: Seconds of training per page run before the page redraws and continues.
+TRAIN_SLICE_S = 0.5
+#: The page times its analysis until about this much is spent (at least one run, at most five).
+TIMING_BUDGET_S = 0.3
+#: A shape's quiet timing, the unit of every tab's budget: at most this many runs, fewer
+#: once they pass this many seconds (a tab opened before idle time timed it waits for it).
+QUIET_REPEATS, QUIET_TIMING_S = 3, 0.25
+
+
 __all__ = [
     "SETTINGS",
     "ServerSettings",

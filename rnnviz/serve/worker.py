@@ -57,43 +57,19 @@ from collections.abc import Callable, Hashable
 from multiprocessing.connection import Connection
 from typing import Any
 
-from rnnviz.serve.settings import ServerSettings, settings
+from rnnviz.serve.settings import (
+    IDLE_LIMIT_S,
+    IDLE_S,
+    MAX_GRACE_S,
+    PAGE_DRAW_S,
+    POLL_S,
+    SPILL_S,
+    VISIT_GRACE_S,
+    ServerSettings,
+    settings,
+)
 
 log = logging.getLogger("rnnviz.worker")
-
-#: Seconds between checks while waiting (each check may call ``on_wait``).
-POLL_S = 0.2
-#: Seconds a worker must have been free of a visitor's job before
-#: :meth:`WorkerPool.call_if_idle` gives it a job: longer than the gap between two calls of
-#: one script run. An idle-time job's end starts no such wait: the next may follow at once
-#: (at LSTM H=128 T=1000 the wait was a third of the idle time a reader left).
-IDLE_S = 0.5
-#: The longest an idle-time job may hold its worker (less when the pool's own limit is): a
-#: visitor who arrives meanwhile waits for it, and a stuck one (a stopped process) is
-#: replaced by then.
-IDLE_LIMIT_S = 20.0
-#: Seconds a call that may go elsewhere (``spill=True``) waits for its route's busy worker
-#: before it takes any free one: long enough for another session's quick job to end there,
-#: short against a heavy view (a Phase diagram at T=1000 holds its worker for seconds), so
-#: one visitor's heavy view never queues another's light one.
-SPILL_S = 0.3
-#: Seconds after a page run begins (:meth:`WorkerPool.visit`) during which idle-time work
-#: neither starts nor resumes: a page whose results are all cached asks no worker anything,
-#: yet its browser and the server's static files need the cores: a fresh visitor's first
-#: chart took 2.47–2.75 s here without idle-time compiles beside it, and longer with them
-#: (``scripts/page_open.py``; docs/dev/benchmarks.md).
-VISIT_GRACE_S = 3.0
-#: Seconds of drawing each fresh page (a session's first run) adds, wherever its browser
-#: runs (every visitor alike): Streamlit's page and its Plotly bundle, compiled and drawn by
-#: a browser on this machine long after the script run ends (:meth:`WorkerPool.drawn`); the
-#: pages' drawing queues, one after another. Eight such pages opened at once drew for
-#: about 2.2 s a page on 2 cores; with :data:`VISIT_GRACE_S` alone, idle-time compiles
-#: began while most of them still drew, and the class's first charts came later
-#: (``scripts/measure_app.py --visitors-only --class-size 8``; docs/dev/benchmarks.md).
-PAGE_DRAW_S = 2.5
-#: The longest grace any crowd of fresh pages gives, from the latest (idle time is only put
-#: off, never lost, but a flood of fresh sessions must not put it off for good).
-MAX_GRACE_S = 30.0
 
 
 class ComputationTimeout(RuntimeError):

@@ -23,7 +23,7 @@ from rnnviz.engine.prepare import static_config
 from rnnviz.serve import jobs, trained_runs
 from rnnviz.serve.idle import Preparer
 from rnnviz.serve.requests import Missing, Request, describe, job_key, route
-from rnnviz.serve.settings import settings
+from rnnviz.serve.settings import NEIGHBOURS_QUIET_S, settings
 from rnnviz.serve.worker import InlinePool, ResultCache, WorkerPool, make_pool
 from rnnviz.tables.cells import cell_names
 
@@ -93,12 +93,6 @@ def preparer() -> Preparer:
     """The workers' idle time, shared by every session: what the tabs not opened yet will ask
     for (:func:`prepare_tabs`), computed and kept in :func:`results`."""
     return Preparer(pool(), results(), "preparing the other tabs")
-
-
-#: Seconds without a page run or a visitor's job before idle time compiles the other cells:
-#: a compile takes 1–2.6 s, and one under way when a visitor's call needs its worker (the
-#: other busy with a heavy view) is waited for; a visitor reading this long may go on.
-NEIGHBOURS_QUIET_S = 8.0
 
 
 @st.cache_resource(show_spinner=False)

@@ -114,8 +114,8 @@ def test_a_route_holds_one_plan_the_newest_and_a_newer_one_replaces_it():
 
 
 def test_a_wish_and_each_answer_start_the_next_job_at_once_not_a_poll_later(monkeypatch):
-    """The loop looks for an idle worker every POLL_S, but a plan or an answer wakes it."""
-    monkeypatch.setattr(idle, "POLL_S", 3600.0)  # no look would come by polling in this test
+    """The loop looks for an idle worker every PREPARER_POLL_S, but a plan or an answer wakes it."""
+    monkeypatch.setattr(idle, "PREPARER_POLL_S", 3600.0)  # no look would come by polling in this test
     pool, cache = _Pool(), ResultCache()
     first = Preparer(pool, cache, "tabs")
     second = Preparer(pool, None, "cells", turns_with=first)

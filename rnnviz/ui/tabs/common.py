@@ -16,6 +16,7 @@ from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.serve import budget, jobs
 from rnnviz.serve.jobs import TIMING_PRECISION
 from rnnviz.serve.requests import Request, describe, route
+from rnnviz.serve.settings import PART_GAP_S
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.ui.tabs.context import TabContext
 
@@ -108,12 +109,6 @@ def rows_as_they_arrive(
                 )
                 note.caption(f"⏳ {line}…")
     return done
-
-
-#: An interleaved job's partial picture is drawn again at most this often: parts of a
-#: compiled sweep arrive every 0.36 s at the big config, and each redraw of the picture is
-#: the browser's work while another visitor's page may be opening.
-PART_GAP_S = 1.0
 
 
 def interleaved_parts(

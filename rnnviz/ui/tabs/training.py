@@ -18,6 +18,7 @@ from rnnviz.serve import budget
 from rnnviz.serve.folders import FolderFull
 from rnnviz.serve.jobs import DATA_TASK, TrainProgress
 from rnnviz.serve.requests import Request
+from rnnviz.serve.settings import TRAIN_SLICE_S
 from rnnviz.serve.trained_runs import kept_paths
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.studies.jacobians import carry_dim
@@ -40,8 +41,6 @@ TRAIN_DEFAULTS = dict(
     seeds=1,
     lag=0,
 )
-#: Seconds of training per script run before the page redraws and continues.
-TRAIN_SLICE_S = 0.5
 
 
 class DataChoice(NamedTuple):
