@@ -216,8 +216,8 @@ class Preparer:
             self._wake.clear()  # before looking: an answer from now on wakes the next look
             if self._stop.is_set():
                 return
-            if not self.ready():
-                continue
+            if not self.ready() or not getattr(self.pool, "idle", lambda: True)():
+                continue  # planning waits too: it takes the server's time while a page runs
             runnable = self._runnable()  # plans all prepared are dropped first (cheap: no job)
             other = self.turns_with
             if not runnable or (other is not None and other.ready() and other.started == self._other_seen):
