@@ -6,8 +6,10 @@ that, given a look-up of answers, returns the requests (:class:`~rnnviz.serve.re
 its other tabs will make, exactly as the tabs declare them (their ``requests(ctx)``). The
 preparer keeps one plan per route (the newest: its visitor has moved on from the older
 values), newest first, and one thread of its own runs the first request of each plan whose
-answer is not there yet on the route's worker whenever that worker has been idle
-(:meth:`rnnviz.serve.worker.WorkerPool.call_if_idle`), one short job at a time. A plan that
+answer is not there yet whenever the workers have been idle
+(:meth:`rnnviz.serve.worker.WorkerPool.call_if_idle`), one short job at a time, in the
+pool's idle worker, of lower OS priority (or, to compile ahead, in the worker of the
+request's route). A plan that
 needs an answer to decide (a budget needs the shape's quiet timing) raises
 :class:`~rnnviz.serve.requests.Missing` for it, and that request runs first. A visitor's own
 call waits at most for the one job under way. Nothing here imports Streamlit or JAX.
@@ -22,7 +24,6 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from rnnviz.serve import worker
 from rnnviz.serve.requests import Missing, Request
 from rnnviz.serve.settings import PREPARER_POLL_S
 
@@ -36,15 +37,6 @@ MAX_JOBS = 48
 MAX_DONE = 2048
 
 Plan = Callable[[Callable[[Request], Any]], list[Request]]
-
-
-def ahead(job: Callable[..., Any], args: tuple, timed: bool) -> tuple[Any, bool]:
-    """Worker side: ``job(*args)``, and whether its answer must be dropped: it holds run
-    times (``timed``) and a visitor's job paused this worker meanwhile (its times then
-    include the pause)."""
-    before = worker.resumes()
-    answer = job(*args)
-    return answer, timed and worker.resumes() != before
 
 
 def _missing(request: Request) -> Any:
@@ -70,6 +62,8 @@ class Preparer:
       quiet_s: start a job only once the visitors have done nothing for this long (the
         pool's ``quiet_for_s``; 0: whenever the pool is idle): work a visitor may well not
         ask for waits until they are reading.
+      own: run the jobs on the pool's own idle worker, of lower OS priority (work whose
+        answers are kept); else on the worker of each request's route (compiling ahead).
 
     >>> import time
     >>> from rnnviz.serve.worker import ResultCache, WorkerPool
@@ -93,8 +87,9 @@ class Preparer:
         turns_with: Preparer | None = None,
         max_wanted: int = MAX_WANTED,
         quiet_s: float = 0.0,
+        own: bool = False,
     ):
-        self.pool, self.results, self.what = pool, results, what
+        self.pool, self.results, self.what, self.own = pool, results, what, own
         self.turns_with, self.max_wanted, self.quiet_s = turns_with, max_wanted, quiet_s
         self.started = 0  # jobs started, all plans together (what the other of a pair watches)
         self._other_seen = -1  # the other's `started` when this one last started a job
@@ -190,20 +185,21 @@ class Preparer:
             while len(self._done) > MAX_DONE:
                 self._done.popitem(last=False)
 
-    def _answered(self, request: Request, generation: list[int], status: str, answer: Any) -> None:
+    def _activity(self) -> int:
+        return getattr(self.pool, "activity", lambda: 0)()
+
+    def _answered(self, request: Request, generation: list[int], seen: int, status: str, answer: Any) -> None:
         with self._lock:
             self._busy.discard(request.route)
         if status != "ok":  # a job that fails would fail again: the tab asks and says why
             log.debug("preparing %s: %r", request.what, answer)
             self._record(request, answer if isinstance(answer, BaseException) else RuntimeError(answer))
+        elif request.timed and self._activity() != seen:
+            pass  # a visitor had the cores meanwhile: its times are not the executable's; again later
+        elif self.results is not None:
+            self.results.put(request.key, answer)
         else:
-            value, cut = answer
-            if cut:
-                pass  # its times include a pause: run again at a later look
-            elif self.results is not None:
-                self.results.put(request.key, value)
-            else:
-                self._record(request, generation[0])
+            self._record(request, generation[0])
         for preparer in (self, self.turns_with):  # the next job, of either, may start now
             if preparer is not None:
                 preparer._wake.set()
@@ -260,16 +256,15 @@ class Preparer:
             self._busy.add(request.route)
         # the process the job runs in: known once it is sent (a successor takes over then),
         # and the same until the job has answered (the worker is held meanwhile)
-        generation = [self._generation(request.route)]
+        generation, seen = [self._generation(request.route)], self._activity()
         try:
             started = self.pool.call_if_idle(
-                ahead,
                 request.job,
-                request.args,
-                request.timed,
+                *request.args,
                 route=request.route,
                 what=request.what,
-                on_answer=lambda status, answer: self._answered(request, generation, status, answer),
+                on_answer=lambda status, answer: self._answered(request, generation, seen, status, answer),
+                own=self.own,
             )
         except Exception as err:  # the worker could not be started: try again later
             log.debug("preparing %s: %s", request.what, err)
@@ -282,4 +277,4 @@ class Preparer:
         return started
 
 
-__all__ = ["MAX_JOBS", "Plan", "Preparer", "ahead"]
+__all__ = ["MAX_JOBS", "Plan", "Preparer"]

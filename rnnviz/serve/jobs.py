@@ -40,7 +40,7 @@ from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.engine.prepare import static_config
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.report.explorable_data import preset_data
-from rnnviz.serve import trained_runs, worker
+from rnnviz.serve import trained_runs
 from rnnviz.serve.settings import QUIET_REPEATS, QUIET_TIMING_S, TIMING_BUDGET_S, settings
 from rnnviz.studies.comparisons import (
     accumulator_grads,
@@ -266,9 +266,7 @@ def strategies_table(cfg_json: str, repeats: int, only: tuple[str, ...] | None =
     for one at a time and draws each row as it arrives), at most ``repeats`` timed runs each
     (until :data:`TIMING_PRECISION`): one row per strategy, its cost and ∂L/∂W's difference
     against the accumulator's (:func:`~rnnviz.studies.comparisons.compare_strategies`).
-    Each row is kept for the Devices tab (:func:`devices_live`), unless a pause cut into its
-    timing (:func:`rnnviz.serve.worker.resumes`)."""
-    before = worker.resumes()
+    Each row is kept for the Devices tab (:func:`devices_live`)."""
     table = compare_strategies(
         config_of(cfg_json),
         strategies=only,
@@ -278,7 +276,7 @@ def strategies_table(cfg_json: str, repeats: int, only: tuple[str, ...] | None =
         precision=TIMING_PRECISION,
         reference=None if only is None or "accumulate" in only else _reference(cfg_json),
     )
-    for row in table.to_dict("records") if worker.resumes() == before else ():
+    for row in table.to_dict("records"):
         _TIMED_ROWS[cfg_json, row["strategy"]] = (repeats, row)
         _TIMED_ROWS.move_to_end((cfg_json, row["strategy"]))
         while len(_TIMED_ROWS) > TIMED_ROWS:
@@ -319,7 +317,7 @@ def shape_key(cfg_json: str) -> str:
 
 def quiet_run_s(cfg_json: str) -> float:
     """Seconds of one run of the analysis at a job key's shape, timed when this worker was
-    asked (idle time, or a visitor's job, while idle-time work is paused): the fastest of
+    asked (idle time, or a visitor's tab before idle time took it): the fastest of
     up to :data:`QUIET_REPEATS` runs within :data:`QUIET_TIMING_S`, kept per shape. The
     tabs' budgets count in it (:class:`~rnnviz.serve.budget.Cost`): the page's own timing of
     the analysis ran beside a page being drawn."""

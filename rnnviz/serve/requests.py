@@ -27,8 +27,8 @@ class Request(NamedTuple):
       args: its arguments (they pickle, and are hashable: they make the cache key).
       route: which worker holds what it needs (:func:`route`).
       what: the computation in words, for the waiting line and the pool's messages.
-      timed: its answer holds run times, so idle time keeps it only when nothing paused
-        the job (:func:`rnnviz.serve.idle.ahead`).
+      timed: its answer holds run times, so idle time keeps it only when no visitor did
+        anything while it ran (:meth:`rnnviz.serve.worker.WorkerPool.activity`).
       cached: its answer is kept for every session (False: asked each time, as for what a
         worker has compiled, or a training run's next chunk).
       spill: any free worker may answer when the route's is busy (False: the job works on

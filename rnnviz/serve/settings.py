@@ -63,7 +63,8 @@ class ServerSettings:
     workers: int = _setting(
         2,
         "RNNVIZ_WORKERS",
-        "the number of worker processes (0: compute in the server, for profiling only)",
+        "the number of worker processes for visitors (one more, of lower priority, prepares idle "
+        "time's work; 0: compute in the server, for profiling only)",
         0,
         64,
     )
@@ -242,10 +243,12 @@ POLL_S = 0.2
 IDLE_S = 0.5
 #: The longest an idle-time job may hold its worker: a visitor who arrives meanwhile waits for it.
 IDLE_LIMIT_S = 20.0
+#: How much lower the OS priority of idle time's own worker is (its niceness): it gives way.
+IDLE_NICE = 10
 #: Seconds a pure call waits for its route's busy worker before it takes any free one: one
 #: visitor's heavy view never queues another's light one.
 SPILL_S = 0.3
-#: Seconds after a page run begins during which idle-time work neither starts nor resumes:
+#: Seconds after a page run begins during which idle-time work does not start:
 #: the page's browser and the server's static files need the cores.
 VISIT_GRACE_S = 3.0
 #: Seconds of drawing each fresh page (a session's first run) adds to that grace; the pages'

@@ -19,13 +19,15 @@ computed twice.
 
 Idle time is used (:meth:`WorkerPool.call_if_idle`): when no visitor's job has ended for
 :data:`IDLE_S`, none is under way and the pages' grace is over (:data:`VISIT_GRACE_S` after
-the last page run began, and until fresh pages are drawn:
-:meth:`WorkerPool.visit`, :meth:`WorkerPool.drawn`), a worker takes a short job whose
-answer nobody waits for — timing a page's shape, or compiling and computing what its tabs
-not yet opened declare (:mod:`rnnviz.serve.idle`).
-One at a time, and never beside a visitor's job or a page being drawn: the workers share
-the machine's cores with the browser. A job under way is paused meanwhile (SIGSTOP); a
-call that must wait for its worker lets it finish first.
+the last page run began, and until fresh pages are drawn: :meth:`WorkerPool.visit`,
+:meth:`WorkerPool.drawn`), a short job whose answer nobody waits for starts: computing what
+the tabs not yet opened declare, in the pool's own idle worker, a process of lower OS
+priority (:data:`IDLE_NICE`) that no visitor's job ever waits for; or compiling a shape a
+visitor may switch to, in the worker that will serve it. No process is ever stopped: idle
+work gives way by construction (one short job at a time, the lower priority, and a visitor's
+job that finds its worker busy with idle work goes to a free one at once, or waits for that
+one job). A timing taken in idle time is kept only when no visitor did anything meanwhile
+(:meth:`WorkerPool.activity`).
 
 A call whose worker is busy may go to another (``spill=True``, for pure jobs whose answer
 depends only on their arguments): after :data:`SPILL_S` (at once when its worker is doing
@@ -46,7 +48,6 @@ import logging
 import math
 import os
 import pickle
-import signal
 import socket
 import subprocess
 import sys
@@ -59,6 +60,7 @@ from typing import Any
 
 from rnnviz.serve.settings import (
     IDLE_LIMIT_S,
+    IDLE_NICE,
     IDLE_S,
     MAX_GRACE_S,
     PAGE_DRAW_S,
@@ -92,28 +94,9 @@ class WorkerDied(RuntimeError):
     """The worker process ended while computing (killed by the system, out of memory, a crash)."""
 
 
-#: Times this process was continued after a pause (SIGCONT), counted by :func:`serve`'s handler.
-_RESUMES = 0
-
-
-def _count_resume(signum: int, frame: Any) -> None:
-    # the worker runs as __main__ (python -m): count in the module that jobs import
-    home = sys.modules["rnnviz.serve.worker"]
-    home._RESUMES += 1
-
-
-def resumes() -> int:
-    """How often this worker process was continued after a pause (:meth:`WorkerPool.visit`
-    stops idle-time work with SIGSTOP): an idle-time job that times runs compares it before
-    and after, and a timing that a pause cut into is not kept."""
-    return _RESUMES
-
-
 def serve(conn: Any, setup: str | None) -> None:
     """The worker's loop: run ``setup`` (``"module:function"``), then receive ``(fn, args)``
     and answer ``("ok", result)`` or ``("error", exception)``, until the pipe closes."""
-    importlib.import_module("rnnviz.serve.worker")  # the counter's module, imported before any signal
-    signal.signal(signal.SIGCONT, _count_resume)  # the process continues either way
     if setup:
         module, name = setup.split(":")
         getattr(importlib.import_module(module), name)()
@@ -146,13 +129,15 @@ def _ready() -> int:
     return os.getpid()
 
 
-def _start(setup: str | None) -> tuple[subprocess.Popen, Any]:
-    """A worker process and our end of its pipe (``python -m rnnviz.serve.worker FD SETUP``)."""
+def _start(setup: str | None, nice: int = 0) -> tuple[subprocess.Popen, Any]:
+    """A worker process and our end of its pipe (``python -m rnnviz.serve.worker FD SETUP
+    NICE``): ``nice`` raises its OS niceness before anything else runs in it, so every thread
+    it starts (XLA's too) runs at that lower priority."""
     ours, theirs = socket.socketpair()
     # The child sees the modules this process sees (as multiprocessing's spawn would).
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
     process = subprocess.Popen(
-        [sys.executable, "-m", "rnnviz.serve.worker", str(theirs.fileno()), setup or ""],
+        [sys.executable, "-m", "rnnviz.serve.worker", str(theirs.fileno()), setup or "", str(nice)],
         pass_fds=(theirs.fileno(),),
         stdin=subprocess.DEVNULL,
         env=env,
@@ -187,8 +172,8 @@ class _Worker:
     ``successor`` is the process that takes over when this one retires: started (and sent
     :func:`_ready`) while this one still serves, swapped in once it has answered."""
 
-    def __init__(self, index: int, setup: str | None):
-        self.index, self.setup = index, setup
+    def __init__(self, index: int, setup: str | None, nice: int = 0):
+        self.index, self.setup, self.nice = index, setup, nice
         self.lock = threading.Lock()
         self.process: subprocess.Popen | None = None
         self.conn: Any = None
@@ -201,48 +186,13 @@ class _Worker:
         self.free_since = time.monotonic()
         self.doing: str | None = None  # the job under way, in words
         self.idle_job = False  # whether that job is idle-time work (nobody waits for it)
-        self.paused_at: float | None = None  # when a visitor's job paused it (SIGSTOP)
-        self.paused_s = 0.0  # seconds its current job spent paused
-        # idle_job and the pause change together: a pause decided as an idle-time job ends
-        # must not stop the process that the next caller, a visitor, is about to use
-        self.state = threading.RLock()
-
-    def pause(self) -> None:
-        """Stop the process (SIGSTOP) until :meth:`resume`, if it is doing idle-time work:
-        that job waits while a visitor's job or a page has the cores."""
-        with self.state:
-            if self.idle_job and self.paused_at is None and self.alive():
-                try:
-                    os.kill(self.process.pid, signal.SIGSTOP)
-                    self.paused_at = time.monotonic()
-                except ProcessLookupError:
-                    pass
-
-    def resume(self) -> None:
-        """Continue a process :meth:`pause` stopped, counting the time it was stopped."""
-        with self.state:
-            if self.paused_at is None:
-                return
-            self.paused_s += time.monotonic() - self.paused_at
-            self.paused_at = None
-            try:
-                os.kill(self.process.pid, signal.SIGCONT)
-            except (ProcessLookupError, AttributeError):
-                pass
-
-    def paused_for(self) -> float:
-        """Seconds the current job has spent paused, so far."""
-        now = time.monotonic()
-        return self.paused_s + (now - self.paused_at if self.paused_at is not None else 0.0)
+        self.state = threading.Lock()  # idle_job and doing change together
 
     def release(self) -> None:
-        """Free the worker for the next caller, never stopped: a pause that came as its
-        idle-time job answered is undone first."""
+        """Free the worker for the next caller."""
         with self.state:
-            self.resume()
             self.doing = None
             was_idle, self.idle_job = self.idle_job, False
-            self.paused_s = 0.0
         if not was_idle:  # a visitor's job: their script run may call again in a moment
             self.free_since = time.monotonic()
         self.lock.release()
@@ -254,7 +204,7 @@ class _Worker:
         if self.alive():
             return
         self.kill()
-        self.process, self.conn = _start(self.setup)
+        self.process, self.conn = _start(self.setup, self.nice)
         self.jobs = 0
         self.generation += 1
 
@@ -263,7 +213,7 @@ class _Worker:
 
     def start_successor(self) -> None:
         """Start the process that will replace this one (it sets up while this one serves)."""
-        process, conn = _start(self.setup)
+        process, conn = _start(self.setup, self.nice)
         conn.send((_ready, ()))
         self.successor = (process, conn)
 
@@ -292,7 +242,6 @@ class _Worker:
         return True
 
     def kill(self) -> None:
-        self.paused_at = None  # SIGKILL ends a stopped process too
         _stop(self.process, self.conn)
         self.process = self.conn = None
         if self.successor is not None:
@@ -333,15 +282,17 @@ class WorkerPool:
         if size < 1:
             raise ValueError(f"WorkerPool needs at least one worker, got size={size}")
         self.workers = [_Worker(i, setup) for i in range(size)]
+        #: idle time's own process, at lower OS priority: what it computes nobody waits for
+        self.idle_worker = _Worker(size, setup, nice=IDLE_NICE)
         self.time_limit_s = time_limit_s
         self.max_jobs, self.max_rss_bytes = max_jobs, max_rss_bytes
         self.restarts = 0
         self.retirements = 0
-        self._visitors = 0  # visitors' jobs under way (idle-time work pauses meanwhile)
-        self._waiting = 0  # visitors waiting for a worker (idle-time work then finishes)
-        self._pausing = threading.Lock()
+        self._visitors = 0  # visitors' jobs under way
+        self._activity = 0  # page runs and visitors' jobs begun, ever (a timing's witness)
+        self._counting = threading.Lock()
         self._visited = -math.inf  # when a page run last began or ended (monotonic)
-        self._grace_until = -math.inf  # idle-time work neither starts nor resumes before (monotonic)
+        self._grace_until = -math.inf  # idle-time work does not start before (monotonic)
         self._drawing_until = -math.inf  # when the fresh pages are drawn
         self._visitor_seen = -math.inf  # when a visitor's job last began or ended
         atexit.register(self.shutdown)  # the server exits: its workers too
@@ -350,7 +301,7 @@ class WorkerPool:
         """Start every worker process now (each runs its set-up while the server goes on),
         instead of on its first call: a call that goes to another worker than its route's
         (``spill``) then finds it ready."""
-        for w in self.workers:
+        for w in (*self.workers, self.idle_worker):
             with w.lock:
                 w.ensure()
 
@@ -448,11 +399,12 @@ class WorkerPool:
                 self._visiting(-1)
 
     def visit(self) -> None:
-        """A page run begins: pause idle-time work now, and let it start or resume only once
-        no page has run for :data:`VISIT_GRACE_S` (and no visitor's job is under way), or
-        once the fresh pages are drawn (:meth:`drawn`). A page run
-        that finds every result cached calls no worker, but its browser still draws: idle
-        time is the machine's, not only the workers'."""
+        """A page run begins: idle-time work starts again only once no page has run for
+        :data:`VISIT_GRACE_S` (and no visitor's job is under way), or once the fresh pages
+        are drawn (:meth:`drawn`). A page run that finds every result cached calls no worker,
+        but its browser still draws: idle time is the machine's, not only the workers'."""
+        with self._counting:
+            self._activity += 1
         self._hold(0.0)
 
     def drawn(self, fresh: bool = False) -> None:
@@ -475,25 +427,22 @@ class WorkerPool:
         self._hold(PAGE_DRAW_S if fresh else 0.0, from_end=True)
 
     def _hold(self, drawing_s: float, from_end: bool = False) -> None:
-        """Pause idle-time work and hold it back until :data:`VISIT_GRACE_S` from now (a run's
-        begin) and until the fresh pages' drawing, ``drawing_s`` more, is done, whichever is
-        later (at most :data:`MAX_GRACE_S` from now); a timer resumes it then."""
-        with self._pausing:
+        """Hold idle-time work back until :data:`VISIT_GRACE_S` from now (a run's begin) and
+        until the fresh pages' drawing, ``drawing_s`` more, is done, whichever is later (at
+        most :data:`MAX_GRACE_S` from now). A job under way goes on: it is one short step."""
+        with self._counting:
             now = time.monotonic()
             self._visited = now
             if drawing_s:
                 self._drawing_until = min(max(self._drawing_until, now) + drawing_s, now + MAX_GRACE_S)
             begin = -math.inf if from_end else now + VISIT_GRACE_S
             self._grace_until = min(max(self._grace_until, begin, self._drawing_until), now + MAX_GRACE_S)
-            wait_s = self._grace_until - now
-            if wait_s <= 0:
-                return
-            for w in self.workers:
-                if self._waiting == 0 and w.idle_job:
-                    w.pause()
-        timer = threading.Timer(wait_s + 0.05, self._grace_over)  # fires once the grace is over
-        timer.daemon = True
-        timer.start()
+
+    def activity(self) -> int:
+        """Page runs and visitors' jobs begun so far: a timing taken in idle time is kept only
+        when this did not change while it ran (nothing else had the cores)."""
+        with self._counting:
+            return self._activity
 
     def quiet_for_s(self) -> float:
         """Seconds since a visitor last did anything: a page run began or ended (:meth:`visit`,
@@ -506,58 +455,32 @@ class WorkerPool:
     def _in_grace(self) -> bool:
         return time.monotonic() < self._grace_until
 
-    def _grace_over(self) -> None:
-        """Resume paused idle-time work if the grace is over (a later page run's own timer
-        comes after) and no visitor's job is under way."""
-        with self._pausing:
-            if self._visitors == 0 and not self._in_grace():
-                for w in self.workers:
-                    w.resume()
-
     def _visiting(self, change: int) -> None:
-        """Count a visitor's job in (+1) or out (−1): while any is under way, a worker doing
-        idle-time work is paused, so that work never slows a visitor's (the cores are
-        shared); it resumes when the last one ends and the page's grace
-        (:meth:`visit`) is over, or as soon as a visitor waits for a worker (a paused
-        worker would hold its lock: finishing its one job frees it)."""
-        with self._pausing:
+        """Count a visitor's job in (+1) or out (−1)."""
+        with self._counting:
             self._visitors += change
+            self._activity += change > 0
             self._visitor_seen = time.monotonic()  # a job began or ended: the visitor is not reading
-            for w in self.workers:
-                if self._visitors > 0 and self._waiting == 0 and w.idle_job:
-                    w.pause()
-                elif self._visitors == 0 and not self._in_grace():
-                    w.resume()
 
     def _take(self, route: str, spill: bool, on_wait: Callable[[float, bool], None] | None) -> _Worker:
         """A worker for ``route``, its lock held: the route's own, or with ``spill`` any that
         is free once the route's has been busy for :data:`SPILL_S`, or at once when the
-        route's is doing idle-time work. While it waits, no idle-time work stays paused."""
+        route's is doing idle-time work (a compile whose end nobody waits for: another worker,
+        even one that reads the shape from the compilation cache, answers sooner)."""
         home = self.worker_for(route)
         if home.lock.acquire(blocking=False):
             return home
         start = time.perf_counter()
-        with self._pausing:  # someone waits for a worker: paused idle-time work finishes now
-            self._waiting += 1
-            for w in self.workers:
-                w.resume()
-        try:
-            while not home.lock.acquire(timeout=POLL_S / 4 if spill else POLL_S):
-                waited = time.perf_counter() - start
-                # idle-time work is a compile whose end nobody waits for: another worker, even
-                # one that reads the shape from the compilation cache, answers sooner
-                if spill and (waited >= SPILL_S or home.idle_job):
-                    other = next(
-                        (w for w in self.workers if w is not home and w.lock.acquire(blocking=False)), None
-                    )
-                    if other is not None:
-                        return other
-                if on_wait is not None:
-                    on_wait(waited, False)
-            return home
-        finally:
-            with self._pausing:
-                self._waiting -= 1
+        while not home.lock.acquire(timeout=POLL_S / 4 if spill else POLL_S):
+            waited = time.perf_counter() - start
+            if spill and (waited >= SPILL_S or home.idle_job):
+                free = (w for w in self.workers if w is not home and w.lock.acquire(blocking=False))
+                other = next(free, None)
+                if other is not None:
+                    return other
+            if on_wait is not None:
+                on_wait(waited, False)
+        return home
 
     def _send(self, worker: _Worker, fn: Callable, args: tuple, what: str) -> None:
         """Hand ``fn(*args)`` to a worker whose lock the caller holds: its successor first if
@@ -604,12 +527,12 @@ class WorkerPool:
         visitor: bool = False,
     ) -> None:
         """Wait for an abandoned call's answer (``visitor``) or an idle-time job's within its
-        limit (not counting the time it was paused), then free the worker; the answer goes to
-        ``on_answer(status, value)`` when given, else it is dropped."""
+        limit, then free the worker; the answer goes to ``on_answer(status, value)`` when
+        given, else it is dropped."""
         answer: tuple[str, Any]
         try:
             while True:
-                remaining = limit - (time.perf_counter() - began - worker.paused_for())
+                remaining = limit - (time.perf_counter() - began)
                 if remaining <= 0 or worker.conn.poll(min(remaining, POLL_S)):
                     break
             if remaining <= 0:
@@ -638,13 +561,16 @@ class WorkerPool:
         what: str,
         time_limit_s: float | None = None,
         on_answer: Callable[[str, Any], None] | None = None,
+        own: bool = False,
     ) -> bool:
-        """Start ``fn(*args)`` on the route's worker if nobody has used any worker for
-        :data:`IDLE_S` (:meth:`idle`); whether it started. Its answer goes to ``on_answer("ok", result)`` or
-        ``on_answer("error", exception)`` in a thread of the pool's, once the worker is free
-        again (a worker that died or ran past ``time_limit_s`` is replaced, as for any call,
-        and the exception says so); without ``on_answer`` it is dropped. The limit is at most
-        :data:`IDLE_LIMIT_S` and the pool's own (the default).
+        """Start ``fn(*args)`` on the route's worker (with ``own``: on the pool's idle worker,
+        of lower OS priority, for work whose answer the server keeps) if nobody has used any
+        worker for :data:`IDLE_S` (:meth:`idle`); whether it started. Its answer goes to
+        ``on_answer("ok", result)`` or ``on_answer("error", exception)`` in a thread of the
+        pool's, once the worker is free again (a worker that died or ran past
+        ``time_limit_s`` is replaced, as for any call, and the exception says so); without
+        ``on_answer`` it is dropped. The limit is at most :data:`IDLE_LIMIT_S` and the pool's
+        own (the default).
 
         >>> pool = WorkerPool(size=1)
         >>> pool.call_if_idle(divmod, 7, 2, route="example", what="a division")  # just started
@@ -659,7 +585,7 @@ class WorkerPool:
         limit = min(IDLE_LIMIT_S, self.time_limit_s, math.inf if time_limit_s is None else time_limit_s)
         if not self.idle():
             return False
-        worker = self.worker_for(route)
+        worker = self.idle_worker if own else self.worker_for(route)
         if not worker.lock.acquire(blocking=False):
             return False
         try:
@@ -679,13 +605,15 @@ class WorkerPool:
         return True
 
     def idle(self) -> bool:
-        """Whether every worker is free, none has ended a visitor's job within :data:`IDLE_S`,
-        and the pages' grace is over (:meth:`visit`, :meth:`drawn`): the workers share the
-        machine's cores with the browser, so an idle-time compile beside a visitor's job
-        (timed runs, above all) or a page being drawn would slow it; this also keeps
-        idle-time jobs to one at a time, each free to follow the last at once."""
+        """Whether every worker is free (the idle worker too), none has ended a visitor's job
+        within :data:`IDLE_S`, and the pages' grace is over (:meth:`visit`, :meth:`drawn`):
+        the workers share the machine's cores with the browser, so idle-time work beside a
+        visitor's job or a page being drawn would slow it; this also keeps idle-time jobs to
+        one at a time, each free to follow the last at once."""
         now = time.monotonic()
-        busy = any(w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers)
+        busy = self.idle_worker.lock.locked() or any(
+            w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers
+        )
         return not busy and not self._in_grace()
 
     def _replace(self, worker: _Worker, why: str) -> None:
@@ -699,12 +627,13 @@ class WorkerPool:
 
     def pids(self) -> list[int]:
         """The process ids of the running workers (and of successors being started)."""
-        found = [w.process.pid for w in self.workers if w.alive()]
-        return found + [w.successor[0].pid for w in self.workers if w.successor is not None]
+        every = (*self.workers, self.idle_worker)
+        found = [w.process.pid for w in every if w.alive()]
+        return found + [w.successor[0].pid for w in every if w.successor is not None]
 
     def shutdown(self) -> None:
         """Stop every worker (waiting for none)."""
-        for w in self.workers:
+        for w in (*self.workers, self.idle_worker):
             w.kill()
 
 
@@ -734,8 +663,12 @@ class InlinePool:
         return False
 
     def visit(self) -> None:
-        """Nothing to pause: no idle-time work runs here."""
+        """Nothing to hold back: no idle-time work runs here."""
         return None
+
+    def activity(self) -> int:
+        """0: nothing runs beside this process's own calls."""
+        return 0
 
     def drawn(self, fresh: bool = False) -> None:
         """Nothing to hold back: no idle-time work runs here."""
@@ -880,7 +813,6 @@ __all__ = [
     "WorkerPool",
     "make_pool",
     "pickled_bytes",
-    "resumes",
     "rss_bytes",
     "serve",
 ]
@@ -895,6 +827,9 @@ def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
 
 
 def _main(argv: list[str]) -> None:
+    nice = int(argv[2]) if len(argv) > 2 and argv[2] else 0
+    if nice:  # before JAX starts its threads: each inherits it
+        os.nice(nice)
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
     serve(Connection(int(argv[0])), argv[1] if len(argv) > 1 else None)
 

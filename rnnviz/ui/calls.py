@@ -91,8 +91,9 @@ def _look_up(request: Request) -> Any:
 @st.cache_resource(show_spinner=False)
 def preparer() -> Preparer:
     """The workers' idle time, shared by every session: what the tabs not opened yet will ask
-    for (:func:`prepare_tabs`), computed and kept in :func:`results`."""
-    return Preparer(pool(), results(), "preparing the other tabs")
+    for (:func:`prepare_tabs`), computed in the pool's idle worker (of lower OS priority) and
+    kept in :func:`results`."""
+    return Preparer(pool(), results(), "preparing the other tabs", own=True)
 
 
 @st.cache_resource(show_spinner=False)

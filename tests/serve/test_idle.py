@@ -19,7 +19,7 @@ from apptest_helpers import fake_context
 from streamlit.testing.v1 import AppTest
 
 from rnnviz import RunConfig
-from rnnviz.serve import idle, jobs, worker
+from rnnviz.serve import idle, jobs
 from rnnviz.serve.idle import Preparer
 from rnnviz.serve.requests import Missing, Request
 from rnnviz.serve.worker import ResultCache
@@ -41,11 +41,10 @@ class _Pool:
     def generation(self, route: str) -> int:
         return self.generations.get(route, 1)
 
-    def call_if_idle(self, fn, *args, route, what, on_answer):
+    def call_if_idle(self, fn, *args, route, what, on_answer, own=False):
         if not self.opened.is_set():
             return False
-        job, job_args, _ = args
-        self.ran.append((job.__name__, *job_args))
+        self.ran.append((fn.__name__, *args))
         try:
             answer = fn(*args)
         except Exception as err:
@@ -204,16 +203,16 @@ def test_without_kept_answers_a_request_runs_again_in_a_replaced_process_and_a_f
         prep.stop()
 
 
-def test_a_timed_answer_that_a_pause_cut_into_is_run_again_and_a_plan_that_never_keeps_is_given_up(
+def test_a_timed_answer_a_visitor_overlapped_is_run_again_and_a_plan_that_never_keeps_is_given_up(
     monkeypatch,
 ):
-    """SIGSTOP pauses idle-time work when a page runs: run times measured across a pause are
-    not the executable's, so such an answer is dropped and its request run again (at most
-    MAX_JOBS times per plan); an untimed answer is kept across a pause."""
+    """Run times measured while a visitor had the cores (a page ran, or a visitor's job) are
+    not the executable's alone, so such an answer is dropped and its request run again (at
+    most MAX_JOBS times per plan); an untimed answer is kept all the same."""
     count = iter(range(10**6))
-    monkeypatch.setattr(worker, "resumes", lambda: next(count))  # continued during every job
     monkeypatch.setattr(idle, "MAX_JOBS", 3)
     pool, cache = _Pool(), ResultCache()
+    pool.activity = lambda: next(count)  # a visitor did something during every job
     prep = Preparer(pool, cache, "timing")
     timed = Request(operator.neg, (1,), "r", "a timed row", timed=True)
     untimed = _request(operator.neg, 2)
@@ -224,7 +223,7 @@ def test_a_timed_answer_that_a_pause_cut_into_is_run_again_and_a_plan_that_never
         prep.want("r", lambda look_up: [untimed])
         _drained(prep)
         assert cache.get(untimed.key, lambda: None) == -2
-        monkeypatch.setattr(worker, "resumes", lambda: 7)  # no pause
+        pool.activity = lambda: 7  # nobody else
         prep.want("r", lambda look_up: [timed])
         _drained(prep)
         assert cache.get(timed.key, lambda: None) == -1
