@@ -10,6 +10,7 @@ import base64
 import gzip
 import json
 import re
+import types
 
 import numpy as np
 import pytest
@@ -151,3 +152,28 @@ def test_the_dashboards_page_is_the_commands_byte_for_byte(monkeypatch, grid):
     data = jobs.teaching_page("tiny")
     assert json.loads(json.dumps(data)) == data  # plain JSON values: what a worker sends back
     assert explorable_html(data) == grid_html(grid, "A tiny lesson", "Try it.")
+    # the Learn tab offers exactly that page, built from the job's answer
+    import streamlit as st
+    from apptest_helpers import fake_context
+    from streamlit.testing.v1 import AppTest
+
+    offered = {}
+    real = st.download_button
+
+    def spy(label, data, **kw):
+        offered[kw.get("key")] = data
+        return real(label, data, **kw)
+
+    monkeypatch.setattr(st, "download_button", spy)
+    ctx = fake_context(types.SimpleNamespace(config=BASE), teaching_page=lambda name: data)
+    at = AppTest.from_function(_render_learn, args=(ctx,), default_timeout=60)
+    at.session_state["learn_page_underflow"] = True  # a teacher asked for it
+    at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert offered["learn_page_download_underflow"] == explorable_html(data).encode("utf-8")
+
+
+def _render_learn(ctx):
+    from rnnviz.ui.tabs import learn
+
+    learn.render(ctx)
