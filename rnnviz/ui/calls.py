@@ -22,7 +22,7 @@ from rnnviz.engine.environment import Environment, environment
 from rnnviz.engine.prepare import static_config
 from rnnviz.serve import jobs, trained_runs
 from rnnviz.serve.idle import Preparer
-from rnnviz.serve.requests import Missing, Request, describe, job_key, route
+from rnnviz.serve.requests import Request, describe, job_key, route
 from rnnviz.serve.settings import NEIGHBOURS_QUIET_S, settings
 from rnnviz.serve.worker import InlinePool, ResultCache, WorkerPool, make_pool
 from rnnviz.tables.cells import cell_names
@@ -81,13 +81,6 @@ def has(request: Request) -> bool:
     return request.cached and results().peek(request.key)
 
 
-def _look_up(request: Request) -> Any:
-    """Idle time's look-up: a kept answer, or :class:`~rnnviz.serve.requests.Missing`."""
-    if not has(request):
-        raise Missing(request)
-    return results().get(request.key, lambda: get(request))
-
-
 @st.cache_resource(show_spinner=False)
 def preparer() -> Preparer:
     """The workers' idle time, shared by every session: what the tabs not opened yet will ask
@@ -119,11 +112,15 @@ def prepare_tabs(ctx: Any, tabs: tuple) -> None:
     they are now. Nothing without worker processes."""
     if isinstance(pool(), InlinePool):
         return
-    idle = ctx._replace(state=dict(st.session_state), get=_look_up, has=has, idle=True)
+    cache = results()  # here, in the page's run: the plan runs in the preparer's thread
+    state = dict(st.session_state)
 
-    def plan(look_up) -> list[Request]:
-        asked = idle._replace(get=look_up)
-        return [r for tab in tabs for r in tab.requests(asked)]
+    def kept(request: Request) -> bool:
+        return request.cached and cache.peek(request.key)
+
+    def plan(look_up) -> list[Request]:  # look_up: a kept answer, or Missing
+        idle = ctx._replace(state=state, get=look_up, has=kept, idle=True)
+        return [r for tab in tabs for r in tab.requests(idle)]
 
     preparer().want(route(ctx.config, ctx.data_source), plan)
 
