@@ -492,6 +492,12 @@ def _checkpoint_hint(cfg: RunConfig) -> str:
     return "; strategy='checkpoint' (recompute blocks of √T steps) fits this length" if within else ""
 
 
+def static_config(cfg: RunConfig) -> RunConfig:
+    """``cfg`` with its plain values at their defaults: two configs share executables
+    exactly when their static configs are equal."""
+    return RunConfig(**dict(cfg.shape_key()))
+
+
 def param_count(cfg: RunConfig) -> int:
     """Number of scalars in the cell's parameters from its spec: ``G·(H² + I·H) + V·H``
     (G matmuls, V vectors; exact for Flax's cells, an upper bound for the others)."""

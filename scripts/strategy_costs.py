@@ -27,6 +27,7 @@ def measure(cell: str, h: int, t: int, b: int) -> dict:
     from rnnviz import RunConfig, analyze
     from rnnviz.config import param_count
     from rnnviz.serve import budget, jobs
+    from rnnviz.serve.settings import TIMING_PRECISION
     from rnnviz.studies.comparisons import available_strategies, compare_strategies
 
     cfg = RunConfig(cell=cell, hidden_size=h, seq_len=t, batch_size=b)
@@ -36,7 +37,7 @@ def measure(cell: str, h: int, t: int, b: int) -> dict:
     names = available_strategies(cfg)
     plan = budget.strategies_plan(cfg, c, names, compiled=("accumulate",), budget=1e9)
     start = time.perf_counter()
-    df = compare_strategies(cfg, repeats=5, precision=jobs.TIMING_PRECISION)
+    df = compare_strategies(cfg, repeats=5, precision=TIMING_PRECISION)
     wall = time.perf_counter() - start
     rows = {
         r.strategy: (r.compile_s / c.compile_s, r.run_s / c.run_s, int(r.repeats)) for r in df.itertuples()

@@ -116,6 +116,18 @@ def enforce(folder: Path, max_bytes: int, max_files: int, in_use: Iterable[str] 
     return Usage(tuple(evicted), total, count, total <= max_bytes and count <= max_files)
 
 
+def stamp(path: str | Path) -> tuple[tuple[str, int, int], ...]:
+    """Which version of a file or folder is at ``path``: each of its files' name, size and time
+    (a folder's files directly in it), ``()`` when nothing is there; a worker reads what it
+    keeps again when this changes."""
+    p = Path(path)
+    try:
+        files = sorted(p.iterdir()) if p.is_dir() else [p] if p.is_file() else []
+        return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
+    except OSError:  # removed meanwhile (another session's upload evicted): the loader says so
+        return ()
+
+
 def touch(path: str | Path) -> None:
     """Mark ``path`` (and the entry folder holding it) as just used."""
     p = Path(path)
@@ -236,5 +248,6 @@ __all__ = [
     "enforce",
     "entries",
     "session_paths",
+    "stamp",
     "touch",
 ]

@@ -1,10 +1,10 @@
-"""What the dashboard's worker processes run (:mod:`rnnviz.serve.worker`): one function per
-computation, taking the config as JSON and returning plain records, so every call and
-answer pickles. Nothing here imports Streamlit; the server process imports this module
-only to name the functions it sends.
+"""What the dashboard's worker processes run: one function per computation, taking a job's
+key (:func:`rnnviz.serve.requests.job_key`) and returning plain records, so every call and
+answer pickles. The server names these by name (:data:`rnnviz.serve.requests.jobs`) and never
+imports this module; a worker imports it in its :func:`setup`.
 
-Training keeps its :class:`~rnnviz.studies.training.Trainer` in the worker between calls (the pool
-routes every call of one run to the same worker); a worker that was replaced has lost
+Training keeps its :class:`~rnnviz.studies.training.Trainer` in the worker between calls (the
+pool routes every call of one run to the same worker); a worker that was replaced has lost
 it, and :func:`train_advance` says so with :class:`LookupError`.
 """
 
@@ -16,8 +16,7 @@ import functools
 import json
 import logging
 import time
-from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 import jax
 import numpy as np
@@ -28,8 +27,7 @@ from rnnviz.analysis import is_compiled as _is_compiled
 from rnnviz.base.presets import PAGES
 from rnnviz.base.weights import Weights
 from rnnviz.checkpoints import CheckpointError
-from rnnviz.checkpoints.load import MAX_BYTES as MAX_MODEL_BYTES
-from rnnviz.config import ConfigError, RunConfig
+from rnnviz.config import ConfigError, RunConfig, static_config
 from rnnviz.dataset import Dataset, load_dataset, resolve
 from rnnviz.dataset.budget import Budget
 from rnnviz.dataset.builtin import BUILTINS
@@ -37,11 +35,20 @@ from rnnviz.dataset.describe import Preview, preview_record
 from rnnviz.dataset.files import MAX_DATA_BYTES, MAX_SEQUENCES, load_file
 from rnnviz.engine.allocator import keep_freed_buffers
 from rnnviz.engine.compile import enable_compilation_cache
-from rnnviz.engine.prepare import static_config
+from rnnviz.engine.environment import environment
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.report.explorable_data import preset_data
 from rnnviz.serve import trained_runs
-from rnnviz.serve.settings import QUIET_REPEATS, QUIET_TIMING_S, TIMING_BUDGET_S, settings
+from rnnviz.serve.folders import stamp
+from rnnviz.serve.requests import ModelSummary, RunSummary, TrainProgress, config_of
+from rnnviz.serve.settings import (
+    QUIET_REPEATS,
+    QUIET_TIMING_S,
+    TIMING_BUDGET_S,
+    TIMING_PRECISION,
+    model_max_bytes,
+    settings,
+)
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -65,25 +72,19 @@ from rnnviz.tables.strategies import strategy_names
 
 log = logging.getLogger("rnnviz.jobs")
 
-#: The Training tab's settings that are not :class:`~rnnviz.studies.training.TrainSettings`: the
-#: seeds (the runs' ``over``) and the batch (already the config's).
+#: The Training tab's settings that are not :class:`~rnnviz.studies.training.TrainSettings`.
 _TAB_ONLY = ("seeds", "batch")
 
 
 def setup() -> None:
-    """Run once in each new worker: JAX's persistent compilation cache (so a replaced or
-    retired worker recompiles from disk), held to its cap, buffers kept in the heap, and the
-    default configuration's analysis compiled.
-    The folder and cap are the server's settings (``RNNVIZ_JAX_CACHE``, ``off`` turns it
-    off; ``RNNVIZ_JAX_CACHE_MB``: :mod:`rnnviz.serve.settings`)."""
+    """Run once in each new worker: JAX's persistent compilation cache held to its cap (the
+    server's settings), buffers kept in the heap, and the default analysis compiled (every
+    page opens at it, and a visitor's call may go to any worker)."""
     limits = settings()
     if limits.jax_cache != "off":
         enable_compilation_cache(limits.jax_cache, max_bytes=limits.jax_cache_mb * 2**20)
         jax.monitoring.register_event_listener(_count_cache_event)
     keep_freed_buffers()
-    # Every page opens at the default configuration, and a visitor's call may go to any
-    # worker (spill): each has its executables from the start (from the compilation cache
-    # after the first worker compiled them).
     try:
         compile_analysis(RunConfig())
     except Exception:  # a worker that cannot compile it still serves (its first call will say why)
@@ -100,62 +101,33 @@ def _count_cache_event(event: str, **_: Any) -> None:
 
 
 def compilation_cache_stats() -> dict[str, int]:
-    """How often this worker's compiles asked the persistent cache and found the executable
-    there (a retired worker's successor finds its routes' executables: hits)."""
+    """How often this worker's compiles asked the persistent cache, and found the executable."""
     return dict(_CACHE_EVENTS)
 
 
-def config_of(cfg_json: str) -> RunConfig:
-    """The config of a job's key (its ``data`` entry, when there is one, is the data source;
-    its ``weights`` entry the trained weights)."""
-    values = json.loads(cfg_json)
-    values.pop("data", None)
-    values.pop("weights", None)
-    return RunConfig(**values)
-
-
 @functools.lru_cache(maxsize=8)
-def _run(path: str, version: int) -> Training:
+def _run(path: str, version: tuple) -> Training:
     del version  # part of the cache key only: a file written again is read again
     return load_run(path)
 
 
 def saved_run(path: str) -> Training:
-    """A saved run (``.rnnviz``), loaded once per worker (again when the file changes); a
-    bad file raises its one :class:`~rnnviz.studies.training.RunFileError`."""
-    p = Path(path)
-    return _run(str(p), p.stat().st_mtime_ns if p.is_file() else 0)
+    """A saved run (``.rnnviz``), loaded once per worker and version; a bad file raises its
+    :class:`~rnnviz.studies.training.RunFileError`."""
+    return _run(path, stamp(path))
 
 
-def _weights(cfg_json: str) -> Weights | None:
+def _weights(key: str) -> Weights | None:
     """The trained weights a job's key names (``{"weights": {"path": …, "step": …}}``), or None."""
-    source = json.loads(cfg_json).get("weights")
+    source = json.loads(key).get("weights")
     return None if source is None else saved_run(source["path"]).weights(source["step"])
 
 
-class RunSummary(NamedTuple):
-    """What the sidebar shows of a saved run (no arrays): its label, config, kept steps, data."""
-
-    label: str
-    config: RunConfig
-    weight_steps: tuple[int, ...]
-    data_source: tuple | None
-    final_loss: float
-    metric: str
-
-
 def run_summary(path: str) -> RunSummary:
-    """The :class:`RunSummary` of the saved run at ``path``; a bad file raises its
-    :class:`~rnnviz.studies.training.RunFileError`."""
+    """What the sidebar shows of the saved run at ``path`` (a bad file raises its error)."""
     run = saved_run(path)
-    return RunSummary(
-        run.label,
-        run.config,
-        tuple(int(s) for s in run.weight_steps),
-        run.data_source,
-        run.final_loss(),
-        run.metric_name,
-    )
+    steps = tuple(int(s) for s in run.weight_steps)
+    return RunSummary(run.label, run.config, steps, run.data_source, run.final_loss(), run.metric_name)
 
 
 def over_training_job(path: str, k: int) -> OverTraining:
@@ -163,31 +135,29 @@ def over_training_job(path: str, k: int) -> OverTraining:
     return over_training(saved_run(path), k=k, max_points=32)
 
 
-def connectivity_job(cfg_json: str, index: int, step: int | None, measure: str | None) -> Connectivity:
-    """How strongly the output at step ``step`` (None: the last real one) of sequence ``index``
-    of the key's data set depends on each input, at the key's weights or the seed's
-    initialisation (:func:`~rnnviz.studies.connectivity.connectivity`).
+def connectivity_job(key: str, index: int, step: int | None, measure: str | None) -> Connectivity:
+    """:func:`~rnnviz.studies.connectivity.connectivity` of sequence ``index`` of the key's data
+    set, read at ``step`` (None: the last real one), at the key's weights or initialisation.
 
     Raises:
       ConfigError: the key names no data set; a bad index, step or measure; or weights that
         do not fit the config.
     """
-    ds = _data(cfg_json)
+    ds = _data(key)
     if ds is None:
         raise ConfigError("data", None, "a data set: choose one in the sidebar's Data")
-    cfg = config_of(cfg_json)
-    return connectivity(cfg, ds, index, params=_weights(cfg_json), step=step, measure=measure)
+    return connectivity(config_of(key), ds, index, params=_weights(key), step=step, measure=measure)
 
 
-def _data(cfg_json: str) -> Dataset | None:
+def _data(key: str) -> Dataset | None:
     """The data set a job's key names (``{"data": {"name": …, options…}}``), or None."""
-    source = json.loads(cfg_json).get("data")
+    source = json.loads(key).get("data")
     return None if source is None else load_source(json.dumps(source, sort_keys=True))
 
 
 @functools.lru_cache(maxsize=8)
-def _load(source_json: str, stamp: tuple[int, int] | None) -> Dataset:
-    del stamp  # part of the cache key only: a changed file is read again
+def _load(source_json: str, version: tuple) -> Dataset:
+    del version  # part of the cache key only: a changed file is read again
     source = json.loads(source_json)
     options = {k: v for k, v in source.items() if k != "name" and not k.startswith("_")}
     if source["name"] in BUILTINS or options:  # the built-ins bound themselves (the text's windows)
@@ -197,13 +167,9 @@ def _load(source_json: str, stamp: tuple[int, int] | None) -> Dataset:
 
 def data_budget() -> Budget:
     """What a data file may hold in a worker: the loaders' own budget, or a quarter of the
-    worker's memory cap (``RNNVIZ_WORKER_MAX_RSS_MB``) where that is less.
-
-    Reading a file takes up to twice its float32 inputs, and the worker's JAX runtime and
-    executables need the rest. A file that a worker could hold only over its cap would make
-    it retire after every job, and each successor read the file and compile again: such a
-    file is refused at once instead, by its headers, with the setting named.
-    """
+    worker's memory cap (``RNNVIZ_WORKER_MAX_RSS_MB``) where that is less. A file a worker
+    could hold only over its cap would make every successor read it and retire again: it is
+    refused at once, by its headers, with the setting named."""
     cap_mb = settings().worker_max_rss_mb
     if cap_mb * 2**20 // 4 >= MAX_DATA_BYTES:
         return Budget(MAX_DATA_BYTES, MAX_SEQUENCES)
@@ -213,12 +179,8 @@ def data_budget() -> Budget:
 
 def load_source(source_json: str) -> Dataset:
     """The data set of a source (a built-in's name and options, or a file's path; keys
-    starting with ``_`` only tell sources apart), loaded once per worker (a file again when
-    its size or time changes)."""
-    name = json.loads(source_json)["name"]
-    path = Path(name)
-    stamp = (path.stat().st_size, path.stat().st_mtime_ns) if path.is_file() else None
-    return _load(source_json, stamp)
+    starting with ``_`` only tell sources apart), loaded once per worker and file version."""
+    return _load(source_json, stamp(json.loads(source_json)["name"]))
 
 
 def data_preview(source_json: str, index: int = 0) -> Preview:
@@ -227,18 +189,16 @@ def data_preview(source_json: str, index: int = 0) -> Preview:
     return preview_record(ds, min(max(index, 0), ds.n_sequences - 1))
 
 
-def is_compiled(cfg_json: str) -> bool:
+def is_compiled(key: str) -> bool:
     """Whether the key's analysis would reuse this worker's executables (no compile)."""
-    return _is_compiled(config_of(cfg_json), data=_data(cfg_json))  # weights: the same executables
+    return _is_compiled(config_of(key), data=_data(key))  # weights: the same executables
 
 
-def compile_shape(cfg_json: str, run: bool = False) -> bool:
-    """The idle-time job for a shape the visitor may switch to next (another cell at the
-    page's shape, or a teaching preset's, :func:`rnnviz.ui.calls.prepare_neighbours`): its
-    analysis compiled in this worker, nothing run; with ``run``, run once, so that the
-    log-magnitude pass is compiled too where this config's gradients need it (the underflow
-    presets' do). False: nothing is left to do (it prepares in one call)."""
-    cfg, data = config_of(cfg_json), _data(cfg_json)
+def compile_shape(key: str, run: bool = False) -> bool:
+    """Idle time's job for a shape a visitor may switch to next: its analysis compiled here,
+    or with ``run`` run once (its log-magnitude pass then compiled too where it needs one).
+    False: nothing is left to do."""
+    cfg, data = config_of(key), _data(key)
     if run:
         analyze(cfg, repeats=1, budget_s=0.0, data=data)
     else:
@@ -246,82 +206,67 @@ def compile_shape(cfg_json: str, run: bool = False) -> bool:
     return False
 
 
-def analysis(cfg_json: str) -> Analysis:
-    """The full analysis of a job's key, on its data set and weights, its timing bounded by
-    time: at least one run, more while under :data:`TIMING_BUDGET_S`, at most five."""
-    cfg = config_of(cfg_json)
-    # Timing bounded by time (≥ 1 run, more while under TIMING_BUDGET_S, ≤ 5): a slow config shows its
-    # first chart after one run instead of a warm-up and five more.
-    return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S, data=_data(cfg_json), params=_weights(cfg_json))
+def analysis(key: str) -> Analysis:
+    """The full analysis of a job's key on its data and weights; timed at least once, again
+    while under :data:`~rnnviz.serve.settings.TIMING_BUDGET_S`, at most five times (a slow
+    config shows its first chart after one run)."""
+    cfg = config_of(key)
+    return analyze(cfg, repeats=5, budget_s=TIMING_BUDGET_S, data=_data(key), params=_weights(key))
 
 
-#: The Strategies and Devices tabs time each run until the 90 % interval of its mean is within
-#: ± 10 % (at least 3 runs, at most the budget's ``repeats``): a steady executable stops at 3,
-#: and the table says the interval (time less to say as much).
-TIMING_PRECISION = 0.10
-
-
-def strategies_table(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """The analysis of a job's key under each strategy (or those in ``only``: the tab asks
-    for one at a time and draws each row as it arrives), at most ``repeats`` timed runs each
-    (until :data:`TIMING_PRECISION`): one row per strategy, its cost and ∂L/∂W's difference
-    against the accumulator's (:func:`~rnnviz.studies.comparisons.compare_strategies`).
-    Each row is kept for the Devices tab (:func:`devices_live`)."""
+def strategies_table(key: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """:func:`~rnnviz.studies.comparisons.compare_strategies` at a job's key for each strategy
+    (or those in ``only``), at most ``repeats`` timed runs each (until
+    :data:`~rnnviz.serve.settings.TIMING_PRECISION`). Each row is kept for :func:`devices_live`."""
     table = compare_strategies(
-        config_of(cfg_json),
+        config_of(key),
         strategies=only,
         repeats=repeats,
-        data=_data(cfg_json),
-        params=_weights(cfg_json),
+        data=_data(key),
+        params=_weights(key),
         precision=TIMING_PRECISION,
-        reference=None if only is None or "accumulate" in only else _reference(cfg_json),
+        reference=None if only is None or "accumulate" in only else _reference(key),
     )
     for row in table.to_dict("records"):
-        _TIMED_ROWS[cfg_json, row["strategy"]] = (repeats, row)
-        _TIMED_ROWS.move_to_end((cfg_json, row["strategy"]))
+        _TIMED_ROWS[key, row["strategy"]] = (repeats, row)
+        _TIMED_ROWS.move_to_end((key, row["strategy"]))
         while len(_TIMED_ROWS) > TIMED_ROWS:
             _TIMED_ROWS.popitem(last=False)
     return table
 
 
-#: The Strategies tab's rows this worker timed last, by (key, strategy), with the runs they
-#: were allowed: on a machine of one device they are the Devices tab's live rows (the same
-#: executables on the same device, timed moments before), which :func:`devices_live` reuses
-#: instead of timing them again (at LSTM H=128 T=1000 B=32, seconds of runs).
+#: The Strategies rows this worker timed last, by (key, strategy), with the runs they were
+#: allowed: on a machine of one device, the Devices tab's rows, not timed again.
 _TIMED_ROWS: collections.OrderedDict[tuple[str, str], tuple[int, dict[str, Any]]] = collections.OrderedDict()
 TIMED_ROWS = 64
 
 
 @functools.lru_cache(maxsize=4)
-def _reference(cfg_json: str) -> Any:
+def _reference(key: str) -> Any:
     """The accumulator's ∂L/∂W at a job's key, once per worker for all its rows."""
-    return accumulator_grads(config_of(cfg_json), _data(cfg_json), _weights(cfg_json))
+    return accumulator_grads(config_of(key), _data(key), _weights(key))
 
 
-#: Shapes whose quiet timing this worker keeps.
+#: Shapes whose quiet timing this worker keeps, and the fastest run of each, by shape key.
 MAX_QUIET = 64
-#: The fastest run of each shape's analysis timed here while nothing else ran, by shape key.
 _QUIET: collections.OrderedDict[str, float] = collections.OrderedDict()
 
 
-def shape_key(cfg_json: str) -> str:
-    """A job key's shape: its static config (:func:`~rnnviz.engine.prepare.static_config`)
-    and data source, without values or weights: what run times depend on (the dashboard's
-    route, :func:`rnnviz.serve.requests.route`)."""
-    values = json.loads(cfg_json)
-    shape = static_config(config_of(cfg_json)).to_dict()
+def shape_key(key: str) -> str:
+    """A job key's shape: its static config and data source (what run times depend on)."""
+    values = json.loads(key)
+    shape = static_config(config_of(key)).to_dict()
     if "data" in values:
         shape["data"] = values["data"]
     return json.dumps(shape, sort_keys=True)
 
 
-def quiet_run_s(cfg_json: str) -> float:
-    """Seconds of one run of the analysis at a job key's shape, timed when this worker was
-    asked (idle time, or a visitor's tab before idle time took it): the fastest of
-    up to :data:`QUIET_REPEATS` runs within :data:`QUIET_TIMING_S`, kept per shape. The
-    tabs' budgets count in it (:class:`~rnnviz.serve.budget.Cost`): the page's own timing of
-    the analysis ran beside a page being drawn."""
-    shape = shape_key(cfg_json)
+def quiet_run_s(key: str) -> float:
+    """Seconds of one run of the analysis at a job key's shape, timed here while nothing else
+    ran: the fastest of up to :data:`~rnnviz.serve.settings.QUIET_REPEATS` runs within
+    :data:`~rnnviz.serve.settings.QUIET_TIMING_S`, kept per shape (the tabs' budgets count in
+    it: :class:`~rnnviz.serve.budget.Cost`)."""
+    shape = shape_key(key)
     if shape not in _QUIET:
         cfg, data = config_of(shape), _data(shape)
         a = analyze(cfg, repeats=QUIET_REPEATS, budget_s=QUIET_TIMING_S, data=data, log_pass=False)
@@ -332,10 +277,10 @@ def quiet_run_s(cfg_json: str) -> float:
     return _QUIET[shape]
 
 
-def compiled_strategies(cfg_json: str) -> tuple[str, ...]:
+def compiled_strategies(key: str) -> tuple[str, ...]:
     """The strategies whose analysis at a job's key this worker has compiled (what the
     Strategies and Devices tabs' budgets need not count again)."""
-    cfg, data = config_of(cfg_json), _data(cfg_json)
+    cfg, data = config_of(key), _data(key)
 
     def compiled(strategy: str) -> bool:
         try:
@@ -346,38 +291,31 @@ def compiled_strategies(cfg_json: str) -> tuple[str, ...]:
     return tuple(s for s in available_strategies(cfg) if compiled(s))
 
 
-def strategy_availability(cfg_json: str) -> tuple[tuple[str, ...], dict[str, str]]:
+def strategy_availability(key: str) -> tuple[tuple[str, ...], dict[str, str]]:
     """``(available, {strategy: why not})`` for this config's cell."""
-    cfg = config_of(cfg_json)
+    cfg = config_of(key)
     return available_strategies(cfg), {
         s: why for s in strategy_names() if (why := strategy_unavailable(s, cfg))
     }
 
 
-def scaling_table(cfg_json: str, lens: tuple[int, ...]) -> pd.DataFrame:
-    """Time and memory of ∂L/∂W per available strategy at each length T of ``lens``, 3 timed
-    runs each: rows ``strategy, seq_len, compile_s, run_s, peak_bytes``
-    (:func:`~rnnviz.studies.comparisons.scaling`; the key's data and weights are not used)."""
-    # Costs over T at shapes the data do not have: synthetic inputs (costs do not depend on values).
-    return scaling(config_of(cfg_json), lens, repeats=3)
+def scaling_table(key: str, lens: tuple[int, ...]) -> pd.DataFrame:
+    """:func:`~rnnviz.studies.comparisons.scaling` at each T of ``lens``, 3 timed runs each, on
+    synthetic inputs (costs do not depend on values)."""
+    return scaling(config_of(key), lens, repeats=3)
 
 
-def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
-    """The analysis of a job's key on every device JAX sees here, under every strategy its
-    cell can run (or those in ``only``, one call per strategy as the tab asks), at most
-    ``repeats`` timed runs each (until :data:`TIMING_PRECISION`): rows ``device_kind,
-    device_name, device_id, strategy, compile_s, run_s, run_halfwidth_s, repeats,
-    peak_bytes, loss, max_grad_diff, quick_compiled`` (against the accumulator's ∂L/∂W on the
-    config's device; :func:`~rnnviz.studies.comparisons.run_on_devices`). On a machine of
-    one device, a strategy this worker timed for the Strategies tab at this key is that row,
-    not timed again, when it was allowed at least ``repeats`` runs or its interval already met
-    :data:`TIMING_PRECISION` (:func:`_precise`: more runs allowed would have stopped there)."""
-    cfg = config_of(cfg_json)
+def devices_live(key: str, repeats: int, only: tuple[str, ...] | None = None) -> pd.DataFrame:
+    """:func:`~rnnviz.studies.comparisons.run_on_devices` at a job's key on every device here,
+    for every strategy its cell can run (or those in ``only``), at most ``repeats`` timed runs
+    each. On a machine of one device, a row the Strategies tab timed here is reused when it
+    was allowed as many runs or is already precise (:func:`_precise`)."""
+    cfg = config_of(key)
     names = only or available_strategies(cfg)
     devices = present_devices()
     reused = {}
     for s in names if len(devices) == 1 else ():
-        kept = _TIMED_ROWS.get((cfg_json, s))
+        kept = _TIMED_ROWS.get((key, s))
         if kept is not None and (kept[0] >= repeats or _precise(kept[1])):
             reused[s] = kept[1]
     missing = [s for s in names if s not in reused]
@@ -387,10 +325,10 @@ def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = Non
             cfg,
             strategies=missing,
             repeats=repeats,
-            data=_data(cfg_json),
-            params=_weights(cfg_json),
+            data=_data(key),
+            params=_weights(key),
             precision=TIMING_PRECISION,
-            reference=_reference(cfg_json),
+            reference=_reference(key),
         )
     if not reused:
         return timed
@@ -400,10 +338,8 @@ def devices_live(cfg_json: str, repeats: int, only: tuple[str, ...] | None = Non
 
 
 def _precise(row: dict[str, Any]) -> bool:
-    """Whether a timed row's 90 % interval is within :data:`TIMING_PRECISION` of its run time
-    after the fewest runs the rule stops at: the Strategies tab allowed fewer runs than the
-    Devices tab asks (its budget was sized before the strategies were compiled), yet they
-    say as much. A row of one run has no interval: it is timed again.
+    """Whether a timed row's 90 % interval is within the precision after the fewest runs the
+    rule stops at (a row of one run has no interval).
 
     >>> _precise({"repeats": 3, "run_s": 0.5, "run_halfwidth_s": 0.02})
     True
@@ -443,184 +379,94 @@ def _gains(lo: float, hi: float, n: int) -> list[float]:
 
 
 def phase(
-    cfg_json: str, lo: float, hi: float, n: int, seeds: int, part: int = 0, parts: int = 1
+    key: str, lo: float, hi: float, n: int, seeds: int, part: int = 0, parts: int = 1
 ) -> tuple[pd.DataFrame, float | None]:
-    """Gradient norms over ``n`` recurrent gains × ``seeds`` seeds, in one sweep (or part
-    ``part`` of ``parts`` of it: every ``parts``-th gain, :func:`part_gains`).
-
-    Args:
-      cfg_json: a job's key (its config, data and weights).
-      lo: the smallest gain.
-      hi: the largest gain.
-      n: how many gains, evenly spaced from ``lo`` to ``hi`` (at least 2).
-      seeds: how many seeds, ``cfg.seed`` … ``cfg.seed + seeds − 1``.
-      part: which part (0 … parts − 1).
-      parts: in how many parts the gains are computed (1: all at once).
+    """Gradient norms over ``n`` gains evenly spaced in [lo, hi] × ``seeds`` seeds from the
+    config's, in one sweep (or part ``part`` of ``parts``: :func:`part_gains`).
 
     Returns:
-      ``(frame, critical gain)``: :func:`~rnnviz.studies.sweep.sweep`'s tidy frame, and
-      :func:`~rnnviz.studies.sweep.critical_gain` over those seeds (None for trained weights,
-      whose gain has no closed form, and for cells other than simple).
+      ``(frame, critical gain)``: :func:`~rnnviz.studies.sweep.sweep`'s tidy frame and
+      :func:`~rnnviz.studies.sweep.critical_gain` (None for trained weights and cells other
+      than simple).
     """
-    cfg = config_of(cfg_json)
+    cfg = config_of(key)
     gains = part_gains(_gains(lo, hi, n), part, parts)
     over = {"recurrent_gain": gains, "seed": list(range(cfg.seed, cfg.seed + seeds))}
-    weights = _weights(cfg_json)
-    # point by point through the page's compiled analysis where that is quicker than
-    # compiling the sweep (a small shape whose Phase diagram idle time has not prepared)
-    # the later parts' points count once the first part is drawn: the second compiles the
-    # sweep if the rest one by one would cost more
+    weights = _weights(key)
+    # the later parts' points count: the second part compiles the sweep when the rest point
+    # by point through the page's executable would cost more
     to_come = len(gains) * seeds * (parts - part - 1)
-    df = sweep_reusing(cfg, over, data=_data(cfg_json), params=weights, to_come=to_come).drop_duplicates(
-        ignore_index=True
-    )  # the padding
-    # The closed-form critical gain is the initialisation's; trained weights have none.
+    df = sweep_reusing(cfg, over, data=_data(key), params=weights, to_come=to_come)
+    df = df.drop_duplicates(ignore_index=True)  # the padding
     return df, None if weights is not None else critical_gain(cfg, range(cfg.seed, cfg.seed + seeds))
 
 
 def lyapunov_phase_table(
-    cfg_json: str, lo: float, hi: float, n: int, seeds: int
+    key: str, lo: float, hi: float, n: int, seeds: int
 ) -> tuple[pd.DataFrame, float | None]:
-    """λ₁ over ``n`` recurrent gains × ``seeds`` seeds (:func:`~rnnviz.studies.lyapunov.lyapunov_phase`).
-
-    Args:
-      cfg_json: a job's key (its config, data and weights).
-      lo: the smallest gain.
-      hi: the largest gain.
-      n: how many gains, evenly spaced from ``lo`` to ``hi`` (at least 2).
-      seeds: how many seeds, ``cfg.seed`` … ``cfg.seed + seeds − 1``.
-
-    Returns:
-      ``(frame, edge)``: per gain ``lyapunov`` (the mean λ₁) and ``lo``/``hi`` (its range over
-      seeds), and the gain where the mean crosses 0 (None when it does not in the range).
-    """
-    cfg = config_of(cfg_json)
-    return lyapunov_phase(
-        cfg,
-        _gains(lo, hi, n),
-        range(cfg.seed, cfg.seed + seeds),
-        data=_data(cfg_json),
-        params=_weights(cfg_json),
-    )
+    """λ₁ over ``n`` gains in [lo, hi] × ``seeds`` seeds: per gain ``lyapunov`` (the mean) and
+    ``lo``/``hi`` (its range), and the gain where the mean crosses 0 (or None):
+    :func:`~rnnviz.studies.lyapunov.lyapunov_phase`."""
+    cfg = config_of(key)
+    seeds_range = range(cfg.seed, cfg.seed + seeds)
+    return lyapunov_phase(cfg, _gains(lo, hi, n), seeds_range, data=_data(key), params=_weights(key))
 
 
-def lyapunov(cfg_json: str, k: int) -> Lyapunov:
-    """The ``k`` leading Lyapunov exponents of a job's key, on its data and weights, without
-    the measured decay."""
-    # the tab fits the decay on the analysis it has
-    return _lyapunov(
-        config_of(cfg_json), k=k, measure_decay=False, data=_data(cfg_json), params=_weights(cfg_json)
-    )
+def lyapunov(key: str, k: int) -> Lyapunov:
+    """The ``k`` leading Lyapunov exponents of a job's key (the tab fits the decay itself)."""
+    return _lyapunov(config_of(key), k=k, measure_decay=False, data=_data(key), params=_weights(key))
 
 
-def jacobians(cfg_json: str, k: int, example: int, steps: int, part: int = 0, parts: int = 1) -> Jacobians:
-    """Top-``k`` singular values of each step Jacobian J_t = ∂carry_t/∂carry_{t−1} for the batch's
-    example ``example``, at every ⌈T / steps⌉-th step; of those, the ``part``-th of ``parts``
+def jacobians(key: str, k: int, example: int, steps: int, part: int = 0, parts: int = 1) -> Jacobians:
+    """Top-``k`` singular values of each step Jacobian ∂carry_t/∂carry_{t−1} of example
+    ``example`` at every ⌈T / steps⌉-th step; of those, the ``part``-th of ``parts``
     interleaved parts (:func:`~rnnviz.studies.jacobians.part_steps`)."""
+    cfg, data, params = config_of(key), _data(key), _weights(key)
     return _jacobians(
-        config_of(cfg_json),
-        k=k,
-        example=example,
-        max_steps=steps,
-        data=_data(cfg_json),
-        params=_weights(cfg_json),
-        part=part,
-        parts=parts,
+        cfg, k=k, example=example, max_steps=steps, data=data, params=params, part=part, parts=parts
     )
 
 
 def teaching_page(name: str) -> dict[str, Any]:
-    """The data of the teaching page ``name`` (:data:`rnnviz.base.presets.PAGES`): every point
-    of its grid computed here, stored as the page looks it up
-    (:func:`~rnnviz.report.explorable_data.page_data`; the server puts it in the page)."""
+    """The data of the teaching page ``name`` (:data:`rnnviz.base.presets.PAGES`), every point
+    of its grid computed here (:func:`~rnnviz.report.explorable_data.preset_data`)."""
     preset = PAGES[name]
     return preset_data(preset, explorable_grid(preset.config(), preset.over))
 
 
-# ---- your own model: loaded once per worker and version --------------------------------------
-
-
-class ModelSummary(NamedTuple):
-    """What the Your model tab shows of a loaded checkpoint, and needs to ask for its inputs
-    (no arrays).
-
-    Attributes:
-      model_type: its family (``"mamba"``, ``"torch_lstm"``, …).
-      source: the folder or file it was read from.
-      n_layers: L, its blocks (or stacked layers).
-      n_params: its parameters, tied ones counted once.
-      vocab_size: its vocabulary (0: a stack that reads vectors).
-      input_size: the width of what its first layer reads (a stack's I).
-      tokenizer: whether a ``tokenizer.json`` lies beside it.
-    """
-
-    model_type: str
-    source: str
-    n_layers: int
-    n_params: int
-    vocab_size: int
-    input_size: int
-    tokenizer: bool
-
-
-def model_max_bytes() -> int:
-    """The most bytes of weights (in float32) a worker loads: a quarter of its memory cap
-    (``RNNVIZ_WORKER_MAX_RSS_MB``), at most the loader's own cap. As for a data file
-    (:func:`data_budget`), a model the worker could hold only over its cap would make it
-    retire after every job, each successor loading it again."""
-    return min(MAX_MODEL_BYTES, settings().worker_max_rss_mb * 2**20 // 4)
-
-
-def model_stamp(path: str) -> tuple[tuple[str, int, int], ...]:
-    """Which version of a checkpoint ``path`` is: each of its files' name, size and time (a
-    folder's files directly in it), so that a checkpoint written again is read again; ``()``
-    when nothing is there (the loader says so)."""
-    p = Path(path)
-    try:
-        files = sorted(p.iterdir()) if p.is_dir() else [p] if p.is_file() else []
-        return tuple((f.name, f.stat().st_size, f.stat().st_mtime_ns) for f in files if f.is_file())
-    except OSError:  # removed meanwhile (another session's upload evicted): the loader says so
-        return ()
+# ---- your own model: loaded once per worker and version ------------------------------------
 
 
 @functools.lru_cache(maxsize=2)
-def _model(path: str, stamp: tuple) -> Model:
-    del stamp  # part of the cache key only: a checkpoint written again is read again
+def _model(path: str, version: tuple) -> Model:
+    del version  # part of the cache key only: a checkpoint written again is read again
     return load_model(path, max_bytes=model_max_bytes())
 
 
-def model_summary(path: str, stamp: tuple) -> ModelSummary:
-    """Load the checkpoint at ``path`` (once per worker and version ``stamp``,
-    :func:`model_stamp`) and say what it is; a checkpoint that cannot be used raises its one
-    :class:`~rnnviz.checkpoints.CheckpointError`."""
-    model = _model(path, stamp)
-    return ModelSummary(
-        model.model_type,
-        model.source,
-        model.n_layers,
-        model.n_params,
-        model.vocab_size,
-        model.stream_widths[0],
-        model.tokenizer is not None,
-    )
+def model_summary(path: str, version: tuple) -> ModelSummary:
+    """Load the checkpoint at ``path`` (once per worker and version,
+    :func:`~rnnviz.serve.folders.stamp`) and say what it is; one that cannot be used raises
+    its :class:`~rnnviz.checkpoints.CheckpointError`."""
+    m = _model(path, version)
+    width, has_tokenizer = m.stream_widths[0], m.tokenizer is not None
+    return ModelSummary(m.model_type, m.source, m.n_layers, m.n_params, m.vocab_size, width, has_tokenizer)
 
 
-def model_tokens(path: str, stamp: tuple, text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
+def model_tokens(path: str, version: tuple, text: str) -> tuple[tuple[int, ...], tuple[str, ...]]:
     """``text`` as the model's token ids and each token's text, by its ``tokenizer.json``.
 
     Raises:
       CheckpointError: no ``tokenizer.json``, no tokens, a tokenizer that cannot be read, or no
         ``tokenizers`` package in the worker.
     """
-    model = _model(path, stamp)
+    model = _model(path, version)
     try:
         ids, tokens = tokenize(model, text)
     except CheckpointError:
         raise
     except ImportError:
-        raise CheckpointError(
-            str(model.tokenizer), 'needs the tokenizers package to read text (pip install "rnnviz[models]")'
-        ) from None
+        why = 'needs the tokenizers package to read text (pip install "rnnviz[models]")'
+        raise CheckpointError(str(model.tokenizer), why) from None
     except Exception as err:  # the tokenizers library's own: a tokenizer.json it cannot read
         raise CheckpointError(str(model.tokenizer), f"cannot be read by tokenizers ({err})") from None
     return tuple(int(i) for i in ids[0]), tuple(tokens)
@@ -646,16 +492,15 @@ def model_inputs(model: Model, inputs_json: str) -> tuple[np.ndarray, list[str] 
     return rng.normal(size=(batch, steps, model.stream_widths[0])).astype(np.float32), None
 
 
-def model_analysis(path: str, stamp: tuple, inputs_json: str, position: int | None) -> ModelAnalysis:
-    """The gradient through every layer and step of the checkpoint at ``path`` on the inputs
+def model_analysis(path: str, version: tuple, inputs_json: str, position: int | None) -> ModelAnalysis:
+    """:func:`~rnnviz.studies.models.analyze_model` of the checkpoint at ``path`` on the inputs
     ``inputs_json`` asks for (:func:`model_inputs`), its connectivity read at ``position``
-    (None: the last prediction): :func:`~rnnviz.studies.models.analyze_model`.
+    (None: the last prediction).
 
     Raises:
-      CheckpointError: the checkpoint cannot be used, or its inputs or position do not fit it
-        (naming the checkpoint and what is allowed).
+      CheckpointError: the checkpoint cannot be used, or its inputs or position do not fit it.
     """
-    model = _model(path, stamp)
+    model = _model(path, version)
     inputs, tokens = model_inputs(model, inputs_json)
     try:
         return analyze_model(model, inputs, position=position, tokens=tokens)
@@ -665,30 +510,12 @@ def model_analysis(path: str, stamp: tuple, inputs_json: str, position: int | No
 
 # ---- training: the Trainer stays in the worker ---------------------------------------------
 
-
-class TrainProgress(NamedTuple):
-    """Where a run stands: steps done of ``steps``, seconds of training, whether it is done
-    (finished, stopped or diverged everywhere) or was stopped, and its records so far
-    without their weights (:func:`light`). Once done, ``paths`` are the run files the
-    worker wrote, weights and all (:func:`rnnviz.serve.trained_runs.write_runs`), or
-    ``write_error`` says why there are none."""
-
-    steps_done: int
-    steps: int
-    run_s: float
-    done: bool
-    stopped: bool
-    records: list[Training] | None
-    paths: tuple[str, ...] = ()
-    write_error: str | None = None
-
-
 _TRAINERS: dict[str, Trainer] = {}
 
 
 def light(records: list[Training]) -> list[Training]:
-    """The runs without their kept weights (up to 256 MiB a call): what the server keeps and
-    draws; the weights stay in the run files, which the workers open."""
+    """The runs without their kept weights: what the server keeps and draws (the weights stay
+    in the run files, which the workers open)."""
     return [dataclasses.replace(r, weight_tree=None) for r in records]
 
 
@@ -700,41 +527,31 @@ def _progress(trainer: Trainer, key: str) -> TrainProgress:
             paths = tuple(str(p) for p in trained_runs.write_runs(records, key))
         except OSError as err:  # a full disk or a folder that is not writable: the curves still show
             error = f"the run files could not be written ({err.strerror or err})"
+    done = None if records is None else light(records)
     return TrainProgress(
-        trainer.steps_done,
-        trainer.steps,
-        trainer.run_s,
-        trainer.done,
-        trainer.stopped,
-        None if records is None else light(records),
-        paths,
-        error,
+        trainer.steps_done, trainer.steps, trainer.run_s, trainer.done, trainer.stopped, done, paths, error
     )
 
 
 def trained_curves(key: str, paths: tuple[str, ...]) -> list[Training]:
-    """The runs of the training call ``key`` saved at ``paths``, without their weights
-    (:func:`light`): a finished call reopened from its files (after the server dropped it
-    from memory, or restarted)."""
+    """The runs of the training call ``key`` reopened from their files at ``paths``, without
+    their weights (after the server dropped them from memory, or restarted)."""
     del key  # part of the cache key only
     return light([saved_run(p) for p in paths])
 
 
-def train_start(key: str, cfg_json: str, settings: dict[str, Any]) -> TrainProgress:
+def train_start(key: str, cfg_key: str, settings: dict[str, Any]) -> TrainProgress:
     """Compile and set up the runs of ``settings`` under ``key``: the seeds, and a
     :class:`~rnnviz.studies.training.TrainSettings` dict (:data:`DATA_TASK`: the key's data set).
 
     Raises:
         ConfigError: a setting that is not allowed, or a config that does not fit the task.
     """
-    cfg = config_of(cfg_json)
+    cfg = config_of(cfg_key)
     asked = TrainSettings.from_dict({k: v for k, v in settings.items() if k not in _TAB_ONLY})
-    _TRAINERS[key] = trainer = Trainer(
-        cfg,
-        {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))},
-        settings=asked,
-        data=_data(cfg_json) if asked.task == DATA_TASK else None,
-    )
+    seeds = {"seed": list(range(cfg.seed, cfg.seed + settings["seeds"]))}
+    data = _data(cfg_key) if asked.task == DATA_TASK else None
+    _TRAINERS[key] = trainer = Trainer(cfg, seeds, settings=asked, data=data)
     return TrainProgress(0, trainer.steps, 0.0, False, False, None)
 
 
@@ -742,10 +559,8 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
     """Train ``key``'s runs for about ``budget_s`` seconds (whole chunks, at least one)."""
     trainer = _TRAINERS.get(key)
     if trainer is None:
-        raise LookupError(
-            "this training run is no longer in its worker (the worker was replaced); press Train to start "
-            "again"
-        )
+        why = "this training run is no longer in its worker (the worker was replaced)"
+        raise LookupError(f"{why}; press Train to start again")
     start = time.perf_counter()
     trainer.advance()  # at least one chunk (none once done)
     while not trainer.done and time.perf_counter() - start < budget_s:
@@ -757,50 +572,47 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
 
 
 def train_stop(key: str) -> None:
-    """Mark ``key``'s runs stopped: no chunk after the current one (nothing if this worker has
-    no run under ``key``)."""
+    """Mark ``key``'s runs stopped after the current chunk (nothing if none is here)."""
     trainer = _TRAINERS.get(key)
     if trainer is not None:
         trainer.stop()
 
 
 __all__ = [
-    "ModelSummary",
-    "RunSummary",
-    "TrainProgress",
     "DATA_TASK",
     "analysis",
+    "compilation_cache_stats",
+    "compile_shape",
     "compiled_strategies",
-    "config_of",
     "connectivity_job",
-    "over_training_job",
-    "run_summary",
-    "saved_run",
-    "light",
-    "trained_curves",
     "data_budget",
     "data_preview",
     "devices_live",
-    "load_source",
+    "environment",
     "is_compiled",
-    "quiet_run_s",
-    "shape_key",
     "jacobians",
+    "light",
+    "load_source",
     "lyapunov",
     "lyapunov_phase_table",
     "model_analysis",
     "model_inputs",
-    "model_max_bytes",
-    "model_stamp",
     "model_summary",
     "model_tokens",
+    "over_training_job",
     "part_gains",
     "phase",
+    "quiet_run_s",
+    "run_summary",
+    "saved_run",
     "scaling_table",
     "setup",
+    "shape_key",
     "strategies_table",
     "strategy_availability",
+    "teaching_page",
     "train_advance",
     "train_start",
     "train_stop",
+    "trained_curves",
 ]

@@ -6,7 +6,7 @@ loader then judges the checkpoint by its headers.
 
 An archive (``.zip``, ``.tar``, ``.tar.gz``, ``.tgz``) is refused, whole and before anything
 is written, when its directory lists more than :data:`MAX_MEMBERS` members, more bytes than
-the upload folder's cap or the checkpoint cap (:func:`rnnviz.serve.jobs.model_max_bytes`), an
+the upload folder's cap or the checkpoint cap (:func:`rnnviz.serve.settings.model_max_bytes`), an
 absolute path or ``..``, or anything other than regular files and folders (links, devices).
 A compressed tar has no directory: its headers are read through a stream that stops past the
 cap, so a member that lies about its size, or a bomb, is never inflated beyond it.
@@ -44,8 +44,7 @@ from rnnviz.checkpoints.load import TORCH_SUFFIXES
 from rnnviz.checkpoints.safetensors import encode
 from rnnviz.dataset import data_dir
 from rnnviz.serve.folders import admit, touch
-from rnnviz.serve.jobs import model_max_bytes
-from rnnviz.serve.settings import settings
+from rnnviz.serve.settings import model_max_bytes, settings
 
 #: A state dict file's suffixes (``torch.save``'s and safetensors').
 STATE_DICT_SUFFIXES = (*TORCH_SUFFIXES, ".safetensors")

@@ -1,14 +1,19 @@
-"""What a tab asks the workers for: a :class:`Request`, and the keys it is made of.
+"""What a tab asks the workers for: a :class:`Request`, the keys it is made of, and the
+dashboard's own answers.
 
-A request names a job (a module-level function of :mod:`rnnviz.serve.jobs`, sent to a worker
-by reference), its arguments, the route whose worker holds the executables, and the words
-for the waiting line. Its cache key is made here, from the job and its arguments, and
-nowhere else: a tab that draws an answer and idle time that computed it ahead
-(:mod:`rnnviz.serve.idle`) agree by construction. Nothing here imports JAX or Streamlit.
+A request names a job of :mod:`rnnviz.serve.jobs` *by name* (:data:`jobs`: ``jobs.phase``
+is ``Job("phase")``), its arguments, the route whose worker holds the executables, and the
+words for the waiting line. The server never imports the jobs' module, so it plans and draws
+without JAX; a worker, whose setup imported it, calls the job. The cache key is made here,
+from the job's name and its arguments, and nowhere else: a tab that draws an answer and idle
+time that computed it ahead (:mod:`rnnviz.serve.idle`) agree by construction. Nothing here
+imports JAX or Streamlit.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
 import json
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -18,12 +23,49 @@ from rnnviz.config import RunConfig
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
+    from rnnviz.studies.training import Training
+
+#: The jobs' module: imported by the workers (their setup), never by the server.
+JOBS_MODULE = "rnnviz.serve.jobs"
+
+
+@dataclasses.dataclass(frozen=True)
+class Job:
+    """A job of :mod:`rnnviz.serve.jobs` by name: it pickles as its name, and calling it (in a
+    worker) calls the job.
+
+    >>> Job("phase").__name__
+    'phase'
+    """
+
+    name: str
+
+    @property
+    def __name__(self) -> str:  # what a request's key and the pool's messages read
+        return self.name
+
+    def __call__(self, *args: Any) -> Any:
+        return getattr(importlib.import_module(JOBS_MODULE), self.name)(*args)
+
+
+class _Jobs:
+    """The jobs as attributes: ``jobs.phase == Job("phase")`` (a test checks every tab's
+    requests name a job that exists)."""
+
+    def __getattr__(self, name: str) -> Job:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return Job(name)
+
+
+jobs = _Jobs()
+
 
 class Request(NamedTuple):
     """One computation: ``job(*args)`` in the worker of ``route``.
 
     Attributes:
-      job: a module-level function the workers run (:mod:`rnnviz.serve.jobs`).
+      job: what the workers run: a :class:`Job` (or, in tests, any module-level function).
       args: its arguments (they pickle, and are hashable: they make the cache key).
       route: which worker holds what it needs (:func:`route`).
       what: the computation in words, for the waiting line and the pool's messages.
@@ -77,6 +119,18 @@ def job_key(cfg: RunConfig, data: dict | None = None, weights: dict | None = Non
     return json.dumps(values, sort_keys=True)
 
 
+def config_of(key: str) -> RunConfig:
+    """The config of a job's key (without its ``data`` and ``weights`` entries).
+
+    >>> config_of(job_key(RunConfig(cell="gru"), weights={"path": "a.rnnviz", "step": 3})).cell
+    'gru'
+    """
+    values = json.loads(key)
+    values.pop("data", None)
+    values.pop("weights", None)
+    return RunConfig(**values)
+
+
 def route(cfg: RunConfig, data: dict | None = None) -> str:
     """Calls for one shape go to one worker, whose executables then serve every value
     (trained weights are values too): the static config (its plain values at their
@@ -93,4 +147,68 @@ def describe(cfg: RunConfig) -> str:
     return f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
 
 
-__all__ = ["Missing", "Request", "describe", "job_key", "route"]
+# ---- the dashboard's own answers (the library's records are the others) -------------------
+
+
+class RunSummary(NamedTuple):
+    """What the sidebar shows of a saved run (no arrays): its label, config, kept steps, data."""
+
+    label: str
+    config: RunConfig
+    weight_steps: tuple[int, ...]
+    data_source: tuple | None
+    final_loss: float
+    metric: str
+
+
+class ModelSummary(NamedTuple):
+    """What the Your model tab shows of a loaded checkpoint (no arrays).
+
+    Attributes:
+      model_type: its family (``"mamba"``, ``"torch_lstm"``, …).
+      source: the folder or file it was read from.
+      n_layers: L, its blocks (or stacked layers).
+      n_params: its parameters, tied ones counted once.
+      vocab_size: its vocabulary (0: a stack that reads vectors).
+      input_size: the width of what its first layer reads (a stack's I).
+      tokenizer: whether a ``tokenizer.json`` lies beside it.
+    """
+
+    model_type: str
+    source: str
+    n_layers: int
+    n_params: int
+    vocab_size: int
+    input_size: int
+    tokenizer: bool
+
+
+class TrainProgress(NamedTuple):
+    """Where a training run stands: steps done of ``steps``, seconds of training, whether it
+    is done (finished, stopped or diverged everywhere) or was stopped, and its records so far
+    without their weights. Once done, ``paths`` are the run files its worker wrote, or
+    ``write_error`` says why there are none."""
+
+    steps_done: int
+    steps: int
+    run_s: float
+    done: bool
+    stopped: bool
+    records: list[Training] | None
+    paths: tuple[str, ...] = ()
+    write_error: str | None = None
+
+
+__all__ = [
+    "Job",
+    "Missing",
+    "ModelSummary",
+    "Request",
+    "RunSummary",
+    "TrainProgress",
+    "config_of",
+    "describe",
+    "job_key",
+    "jobs",
+    "route",
+]

@@ -26,6 +26,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from rnnviz.checkpoints.load import MAX_BYTES as MAX_MODEL_BYTES
+
 
 class SettingsError(ValueError):
     """A server setting outside what is allowed; the message names the variable, the value
@@ -271,6 +273,16 @@ TIMING_BUDGET_S = 0.3
 #: A shape's quiet timing, the unit of every tab's budget: at most this many runs, fewer
 #: once they pass this many seconds (a tab opened before idle time timed it waits for it).
 QUIET_REPEATS, QUIET_TIMING_S = 3, 0.25
+#: The Strategies and Devices tabs time each run until the 90 % interval of its mean is within
+#: this fraction of it (at least 3 runs): a steady executable stops at 3.
+TIMING_PRECISION = 0.10
+
+
+def model_max_bytes() -> int:
+    """The most bytes of weights (in float32) a worker loads: a quarter of its memory cap
+    (``RNNVIZ_WORKER_MAX_RSS_MB``), at most the loader's own cap (a model a worker could hold
+    only over its cap would make it retire after every job, each successor loading it again)."""
+    return min(MAX_MODEL_BYTES, settings().worker_max_rss_mb * 2**20 // 4)
 
 
 __all__ = [
@@ -281,6 +293,7 @@ __all__ = [
     "flag_name",
     "kind",
     "markdown_table",
+    "model_max_bytes",
     "parse",
     "settings",
 ]

@@ -32,8 +32,8 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames.costs import records_frame
-from rnnviz.serve import folders, heap, jobs
-from rnnviz.serve.requests import Request
+from rnnviz.serve import folders, heap
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.serve.settings import SettingsError, settings
 from rnnviz.serve.trained_runs import FOLLOWS_RUN, run_config
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied

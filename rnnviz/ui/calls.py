@@ -12,20 +12,21 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import streamlit as st
 
 from rnnviz.base.presets import PRESETS
-from rnnviz.config import ConfigError, RunConfig
-from rnnviz.engine.environment import Environment, environment
-from rnnviz.engine.prepare import static_config
-from rnnviz.serve import jobs, trained_runs
+from rnnviz.config import ConfigError, RunConfig, static_config
+from rnnviz.serve import trained_runs
 from rnnviz.serve.idle import Preparer
-from rnnviz.serve.requests import Request, describe, job_key, route
+from rnnviz.serve.requests import Request, TrainProgress, config_of, describe, job_key, jobs, route
 from rnnviz.serve.settings import NEIGHBOURS_QUIET_S, settings
 from rnnviz.serve.worker import InlinePool, ResultCache, WorkerPool, make_pool
 from rnnviz.tables.cells import cell_names
+
+if TYPE_CHECKING:
+    from rnnviz.engine.environment import Environment
 
 
 @st.cache_resource(show_spinner=False)
@@ -224,7 +225,7 @@ def session_route(cfg: RunConfig) -> str:
 def analysis_request(key: str) -> Request:
     """The analysis of a job's key, on its data and weights (:func:`rnnviz.serve.jobs.analysis`)."""
     values = json.loads(key)
-    cfg = jobs.config_of(key)
+    cfg = config_of(key)
     return Request(
         jobs.analysis, (key,), route(cfg, values.get("data")), f"the analysis of {describe(cfg)}", True
     )
@@ -232,7 +233,7 @@ def analysis_request(key: str) -> Request:
 
 def this_machine() -> Environment:
     """The workers' :class:`~rnnviz.engine.environment.Environment` (GPUs, strategies), once."""
-    return get(Request(environment, (), "environment", "looking at this machine's devices"))
+    return get(Request(jobs.environment, (), "environment", "looking at this machine's devices"))
 
 
 def check_run(path: str) -> object:
@@ -264,12 +265,12 @@ def train_start(cfg: RunConfig, settings: dict) -> str:
     return key
 
 
-def train_advance(key: str, budget_s: float) -> jobs.TrainProgress:
+def train_advance(key: str, budget_s: float) -> TrainProgress:
     """Train the run about ``budget_s`` seconds more (whole chunks); how far it got."""
     return _run_call(key, jobs.train_advance, budget_s, what="training")
 
 
-def keep_trained(key: str, progress: jobs.TrainProgress) -> None:
+def keep_trained(key: str, progress: TrainProgress) -> None:
     """A finished training call: its run files (written by its worker) admitted to the trained
     folder's caps, and its curves kept in the result cache, where :func:`trained` finds them.
 

@@ -19,7 +19,8 @@ from apptest_helpers import fake_context
 from streamlit.testing.v1 import AppTest
 
 from rnnviz import RunConfig
-from rnnviz.serve import idle, jobs
+from rnnviz.serve import idle
+from rnnviz.serve.requests import jobs
 from rnnviz.serve.idle import Preparer
 from rnnviz.serve.requests import Missing, Request
 from rnnviz.serve.worker import ResultCache
@@ -312,7 +313,7 @@ def test_the_jacobians_tab_declares_the_parts_it_draws_at_a_long_pass():
     a = types.SimpleNamespace(config=cfg, timing=types.SimpleNamespace(run_s=0.38, compile_s=1.0))
     ctx = fake_context(a, state={}, quiet_run_s=lambda shape: 0.38)  # the quiet timing measured there
     asked = jac.requests(ctx)
-    parts = [r.args for r in asked if r.job is jobs.jacobians]
+    parts = [r.args for r in asked if r.job == jobs.jacobians]
     assert [p[-2:] for p in parts] == [
         (p, JACOBIAN_PARTS) for p in range(JACOBIAN_PARTS)
     ] and JACOBIAN_PARTS > 1
@@ -329,4 +330,4 @@ def test_idle_time_planning_raises_missing_rather_than_computing():
     ctx = fake_context(a, state={})._replace(get=look_up, idle=True)
     with pytest.raises(Missing) as missing:
         _tab("Phase diagram").requests(ctx)
-    assert missing.value.request.job is jobs.quiet_run_s
+    assert missing.value.request.job == jobs.quiet_run_s

@@ -24,7 +24,7 @@ from rnnviz import RunConfig
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.frames.models import row_names
 from rnnviz.serve import budget, folders, model_files
-from rnnviz.serve.jobs import ModelSummary
+from rnnviz.serve.requests import ModelSummary
 from rnnviz.studies.models import ModelAnalysis
 from rnnviz.ui.tabs import model as tab
 

@@ -115,7 +115,7 @@ def _live(cfg_seen: list):
     }
 
     def devices_live(key, repeats, only):
-        from rnnviz.serve.jobs import config_of
+        from rnnviz.serve.requests import config_of
 
         cfg_seen.append((config_of(key), repeats, only))
         return pd.DataFrame(
@@ -222,7 +222,7 @@ def test_a_failing_tab_shows_its_error_in_itself_and_the_page_stays(monkeypatch)
 def test_the_training_progress_bar_and_its_text_are_one_figure():
     """The bar's fraction and the text's count and percentage come from one count; no rate or
     time left before the first step (compiling), clamped to [0, 1]."""
-    from rnnviz.serve.jobs import TrainProgress
+    from rnnviz.serve.requests import TrainProgress
     from rnnviz.ui.tabs.training import progress_figure
 
     for done in (0, 1, 600, 950, 1000):
@@ -290,12 +290,13 @@ def test_rows_that_come_quickly_are_drawn_together_and_the_first_and_last_always
 def test_a_long_phase_diagram_is_drawn_in_interleaved_parts_and_ends_with_every_gain():
     from rnnviz.serve import jobs
     from rnnviz.serve.budget import PHASE_PARTS
+    from rnnviz.serve.requests import config_of
 
     cfg = RunConfig(hidden_size=4, seq_len=8, batch_size=2)
     asked = []
 
     def phase(key, lo, hi, n, k, part, parts):
-        assert jobs.config_of(key) == cfg.replace(recurrent_gain=1.0)  # one executable for every gain
+        assert config_of(key) == cfg.replace(recurrent_gain=1.0)  # one executable for every gain
         asked.append((n, k, part, parts))
         return jobs.phase(key, lo, hi, n, k, part, parts)
 

@@ -13,10 +13,9 @@ import streamlit as st
 
 from rnnviz.config import ConfigError
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
-from rnnviz.serve import budget, jobs
-from rnnviz.serve.jobs import TIMING_PRECISION
-from rnnviz.serve.requests import Request, describe, route
-from rnnviz.serve.settings import PART_GAP_S
+from rnnviz.serve import budget
+from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.serve.settings import PART_GAP_S, TIMING_PRECISION
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.ui.tabs.context import TabContext
 

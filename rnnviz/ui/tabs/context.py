@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from rnnviz.analysis import Analysis
     from rnnviz.config import RunConfig
     from rnnviz.engine.environment import Environment
-    from rnnviz.serve.jobs import TrainProgress
+    from rnnviz.serve.requests import TrainProgress
     from rnnviz.studies.over_training import OverTraining
     from rnnviz.studies.training import Training
 

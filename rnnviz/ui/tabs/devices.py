@@ -15,8 +15,8 @@ import streamlit as st
 
 from rnnviz import charts
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
-from rnnviz.serve import budget, jobs
-from rnnviz.serve.requests import Request
+from rnnviz.serve import budget
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.tabs.common import asked, cost, csv_button, rows_as_they_arrive, timing_note, within_budget
 from rnnviz.ui.tabs.context import TabContext
 

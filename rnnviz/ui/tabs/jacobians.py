@@ -11,8 +11,8 @@ from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.base.readings import decay_fit, regime
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
-from rnnviz.serve import budget, jobs
-from rnnviz.serve.requests import Request
+from rnnviz.serve import budget
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.studies.jacobians import Jacobians, carry_dim
 from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget

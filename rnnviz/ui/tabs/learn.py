@@ -16,8 +16,7 @@ import streamlit as st
 
 from rnnviz.base.presets import PAGES, PRESETS, PagePreset, page_for
 from rnnviz.report.explorable import explorable_html
-from rnnviz.serve import jobs
-from rnnviz.serve.requests import Request
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.sidebar.configuration import apply_preset
 from rnnviz.ui.tabs.context import TabContext
 

@@ -24,15 +24,15 @@ from rnnviz.checkpoints import CheckpointError
 from rnnviz.config import ConfigError
 from rnnviz.dataset import data_dir
 from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
-from rnnviz.serve import budget, jobs, model_files
-from rnnviz.serve.folders import FolderFull
-from rnnviz.serve.requests import Request
+from rnnviz.serve import budget, model_files
+from rnnviz.serve.folders import FolderFull, stamp
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.sidebar.data import save_upload, upload_limit_bytes
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext
 
 if TYPE_CHECKING:
-    from rnnviz.serve.jobs import ModelSummary
+    from rnnviz.serve.requests import ModelSummary
     from rnnviz.studies.models import ModelAnalysis
 
 TITLE = "Your model"
@@ -63,21 +63,19 @@ class Asked(NamedTuple):
 def _summary(path: str) -> Request:
     """What the checkpoint at ``path`` is, loaded in a worker (once per version of its
     files); one that cannot be used raises its :class:`~rnnviz.checkpoints.CheckpointError`."""
-    stamp = jobs.model_stamp(path)
-    return Request(jobs.model_summary, (path, stamp), _route(path), f"loading {Path(path).name}")
+    return Request(jobs.model_summary, (path, stamp(path)), _route(path), f"loading {Path(path).name}")
 
 
 def _tokens(path: str, text: str) -> Request:
     """``text`` as the checkpoint's token ids and their text."""
-    stamp = jobs.model_stamp(path)
-    return Request(jobs.model_tokens, (path, stamp, text), _route(path), f"tokenising for {Path(path).name}")
+    what = f"tokenising for {Path(path).name}"
+    return Request(jobs.model_tokens, (path, stamp(path), text), _route(path), what)
 
 
 def _gradients(path: str, inputs_json: str, position: int | None) -> Request:
     """The gradient through every layer and step on the inputs ``inputs_json`` asks for."""
-    stamp = jobs.model_stamp(path)
     what = f"the gradient through every layer of {Path(path).name}"
-    return Request(jobs.model_analysis, (path, stamp, inputs_json, position), _route(path), what)
+    return Request(jobs.model_analysis, (path, stamp(path), inputs_json, position), _route(path), what)
 
 
 def _route(path: str) -> str:

@@ -10,8 +10,8 @@ from rnnviz import charts
 from rnnviz.analysis import Analysis
 from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
 from rnnviz.frames.gradients import contributions_frame
-from rnnviz.serve import budget, jobs
-from rnnviz.serve.requests import Request
+from rnnviz.serve import budget
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.tables.strategies import contributions_source, strategy_rules
 from rnnviz.ui.tabs.common import asked, cost, csv_button, rows_as_they_arrive, timing_note, within_budget
 from rnnviz.ui.tabs.context import TabContext

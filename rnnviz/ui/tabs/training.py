@@ -16,14 +16,13 @@ from rnnviz.config import BudgetError, ConfigError, RunConfig
 from rnnviz.frames.training import SMOOTH_STEPS, over_training_frame, profile_matrix, training_frame
 from rnnviz.serve import budget
 from rnnviz.serve.folders import FolderFull
-from rnnviz.serve.jobs import DATA_TASK, TrainProgress
-from rnnviz.serve.requests import Request
+from rnnviz.serve.requests import Request, TrainProgress
 from rnnviz.serve.settings import TRAIN_SLICE_S
 from rnnviz.serve.trained_runs import kept_paths
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.studies.jacobians import carry_dim
 from rnnviz.studies.tasks.synthetic import TASKS, get_task
-from rnnviz.studies.training import OPTIMIZERS, RunFileError, TrainSettings, training_verdict
+from rnnviz.studies.training import DATA_TASK, OPTIMIZERS, RunFileError, TrainSettings, training_verdict
 from rnnviz.ui.sidebar.weights import use_run
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext, TrainingCalls
@@ -180,7 +179,7 @@ def progress_figure(progress: TrainProgress) -> tuple[float, str]:
     """One progress figure, its bar and its text from the same count: ``(fraction done, text)``.
 
     Example:
-        >>> from rnnviz.serve.jobs import TrainProgress
+        >>> from rnnviz.serve.requests import TrainProgress
         >>> progress_figure(TrainProgress(950, 1000, 19.0, False, False, None))
         (0.95, '950 of 1000 steps (95 %) · 50 steps/s per run · about 1 s left')
     """
