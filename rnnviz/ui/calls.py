@@ -1,11 +1,8 @@
-"""The dashboard's client of its worker processes (:mod:`rnnviz.serve.worker`): one pool and one
-result cache shared by every session, and :func:`get`, which answers any
-:class:`~rnnviz.serve.requests.Request` (a job of :mod:`rnnviz.serve.jobs` and its arguments)
-through the cache, with a line on the page while it runs. Idle time computes ahead what
-the tabs not opened declare (:func:`prepare_tabs`) and compiles the shapes a visitor may
-switch to (:func:`prepare_neighbours`).
-
-No JAX maths here.
+"""The dashboard's client of its worker processes: one pool and one result cache shared by
+every session, and :func:`get`, which answers any :class:`~rnnviz.serve.requests.Request`
+through the cache, with a line on the page while it runs. Idle time computes ahead what the
+tabs not opened declare (:func:`prepare_tabs`) and compiles the shapes a visitor may switch
+to (:func:`prepare_neighbours`).
 """
 
 from __future__ import annotations
@@ -31,8 +28,8 @@ if TYPE_CHECKING:
 
 @st.cache_resource(show_spinner=False)
 def pool() -> WorkerPool | InlinePool:
-    """The worker processes, shared by every session: no JAX computation runs in this process,
-    so a stuck one can be killed without taking a session with it (``RNNVIZ_WORKERS``)."""
+    """The worker processes, shared by every session (``RNNVIZ_WORKERS``): a stuck computation
+    is killed without taking a session with it."""
     made = make_pool(setup="rnnviz.serve.jobs:setup")
     made.start()  # every worker sets up (and compiles the default analysis) from the start
     return made
@@ -46,10 +43,8 @@ def results() -> ResultCache:
 
 
 def get(request: Request, quiet: bool = False) -> Any:
-    """The answer to ``request``: kept, or computed in its route's worker (any free one for a
-    pure job whose worker is busy); while it runs, a line says so (and gives Streamlit the
-    chance to stop this run when the user changes something), unless ``quiet`` (a call the
-    tab shows progress of itself)."""
+    """The answer to ``request``: kept, or computed in a worker; while it runs a line says so
+    (and lets Streamlit stop this run when the user changes something), unless ``quiet``."""
     if quiet:
         return pool().call(
             request.job, *request.args, route=request.route, what=request.what, spill=request.spill
@@ -84,18 +79,16 @@ def has(request: Request) -> bool:
 
 @st.cache_resource(show_spinner=False)
 def preparer() -> Preparer:
-    """The workers' idle time, shared by every session: what the tabs not opened yet will ask
-    for (:func:`prepare_tabs`), computed in the pool's idle worker (of lower OS priority) and
-    kept in :func:`results`."""
+    """The workers' idle time, shared by every session: what the tabs not opened will ask for,
+    computed in the pool's idle worker (of lower OS priority) and kept in :func:`results`."""
     return Preparer(pool(), results(), "preparing the other tabs", own=True)
 
 
 @st.cache_resource(show_spinner=False)
 def neighbour_preparer() -> Preparer:
-    """The workers' idle time once the visitors have done nothing for
-    :data:`NEIGHBOURS_QUIET_S` (:meth:`~rnnviz.serve.worker.WorkerPool.quiet_for_s`), taking
-    turns with :func:`preparer` (a job each): the shapes a visitor may switch to next,
-    compiled in every worker (:func:`prepare_neighbours`). Enough plans for two pages' cells."""
+    """The workers' idle time once visitors have done nothing for :data:`NEIGHBOURS_QUIET_S`,
+    in turns with :func:`preparer`: the shapes a visitor may switch to next, compiled in every
+    worker (:func:`prepare_neighbours`)."""
     return Preparer(
         pool(),
         None,
@@ -107,10 +100,8 @@ def neighbour_preparer() -> Preparer:
 
 
 def prepare_tabs(ctx: Any, tabs: tuple) -> None:
-    """Have the workers' idle time compute what ``tabs`` (those not open) declare (each
-    tab's ``requests``), in their order, at the page's
-    :class:`~rnnviz.ui.tabs.context.TabContext` ``ctx`` and the session's widget values as
-    they are now. Nothing without worker processes."""
+    """Have idle time compute what ``tabs`` (those not open) declare, in their order, at the
+    page's context and the session's widget values as they are now."""
     if isinstance(pool(), InlinePool):
         return
     cache = results()  # here, in the page's run: the plan runs in the preparer's thread
@@ -127,9 +118,8 @@ def prepare_tabs(ctx: Any, tabs: tuple) -> None:
 
 
 def neighbours(cfg: RunConfig) -> tuple[RunConfig, ...]:
-    """The configs one switch of the cell selector away from ``cfg``
-    (:meth:`~rnnviz.config.RunConfig.with_cell`), in the selector's order; those over a
-    budget at this shape are left out (the page would refuse them before compiling)."""
+    """The configs one switch of the cell selector away from ``cfg``, in the selector's order
+    (those over a budget at this shape left out)."""
     out = []
     for name in cell_names():
         if name == cfg.cell:
@@ -142,10 +132,8 @@ def neighbours(cfg: RunConfig) -> tuple[RunConfig, ...]:
 
 
 def preset_shapes(cfg: RunConfig | None = None) -> tuple[RunConfig, ...]:
-    """The teaching presets' configs (:data:`~rnnviz.base.presets.PRESETS`), one per shape
-    (its static config) in the presets' order, without ``cfg``'s shape: what a class is most
-    likely to open next, known before anyone asks. The first preset of each shape stands
-    for the others, whose values the same executables serve."""
+    """The teaching presets' configs, one per shape in their order, without ``cfg``'s: what a
+    class is most likely to open next (the same executables serve a shape's other presets)."""
     seen = set() if cfg is None else {static_config(cfg)}
     out = []
     for preset in PRESETS.values():
@@ -159,14 +147,12 @@ def preset_shapes(cfg: RunConfig | None = None) -> tuple[RunConfig, ...]:
 def neighbour_wishes(
     cfg: RunConfig, routes_to_each, key_of, presets: bool = True
 ) -> list[tuple[str, str, bool]]:
-    """``(route, key, run)`` of every shape :func:`prepare_neighbours` has prepared
-    (:func:`rnnviz.serve.jobs.compile_shape`), first served first: every other cell at ``cfg``'s
-    shape (:func:`neighbours`) in every worker, the one its route goes to first
-    (``routes_to_each(route)``), compiled; then the teaching presets' other shapes
-    (:func:`preset_shapes`), each in the worker its route goes to (the others read its
-    executables from the compilation cache when a call spills), run once so that their log
-    pass is compiled where they need it (those at one of the cells' shapes left out); none
-    unless ``presets``. ``key_of(cfg)`` is the job's key (:func:`session_key` on a page).
+    """``(route, key, run)`` of every shape :func:`prepare_neighbours` prepares
+    (:func:`rnnviz.serve.jobs.compile_shape`), first served first: every other cell at
+    ``cfg``'s shape compiled in every worker (``routes_to_each(route)``, its own first; a
+    spilled call reads the compilation cache); then, with ``presets``, the teaching presets'
+    other shapes, run once in their route's worker (their log pass compiled too).
+    ``key_of(cfg)`` is the job's key.
 
     >>> cfg = RunConfig(cell="lstm")
     >>> wishes = neighbour_wishes(cfg, lambda r: [r, r + "+"], lambda c: c.cell)
@@ -178,8 +164,6 @@ def neighbour_wishes(
     wishes = []
     for other in neighbours(static_config(cfg)):
         key = key_of(other)
-        # every worker, its own first: a page's call goes to another when its own is busy
-        # (spill), and the others read the executable from the compilation cache
         wishes += [(to, key, False) for to in routes_to_each(session_route(other))]
     if presets:
         taken = {to for to, _, _ in wishes}  # a preset at another cell's shape: compiled already
@@ -190,14 +174,9 @@ def neighbour_wishes(
 
 
 def prepare_neighbours(cfg: RunConfig) -> None:
-    """Have the workers' idle time, in turns with this page's tabs (:func:`prepare_tabs`),
-    compile the analysis of every other cell at this page's shape, in every worker (the
-    route's own first, the others then read it from the compilation cache): switching
-    cells, the dashboard's most common change of shape, then finds its executables in
-    whichever worker takes the call, instead of compiling them before the first chart; then
-    the teaching presets' shapes (:func:`neighbour_wishes`). On the session's data set, never
-    its trained weights (executables do not depend on them); the presets only without a data
-    set. Nothing without worker processes."""
+    """Have idle time compile :func:`neighbour_wishes` of this page: switching cells, the most
+    common change of shape, then finds its executables in whichever worker takes the call.
+    On the session's data set (the presets only without one), never its trained weights."""
     if isinstance(pool(), InlinePool):
         return
     # the presets load synthetic inputs' lessons; a session on a data set keeps its data
@@ -211,8 +190,7 @@ def prepare_neighbours(cfg: RunConfig) -> None:
 
 
 def session_key(cfg: RunConfig, *, trained: bool = True) -> str:
-    """A job's key on the session's data and (unless ``trained`` is False: training starts
-    from the seed's initialisation) its trained weights (:func:`rnnviz.serve.requests.job_key`)."""
+    """A job's key on the session's data and (unless not ``trained``) its trained weights."""
     state = st.session_state
     return job_key(cfg, state.get("data_source"), state.get("weights_source") if trained else None)
 
@@ -237,8 +215,8 @@ def this_machine() -> Environment:
 
 
 def check_run(path: str) -> object:
-    """The :class:`~rnnviz.serve.jobs.RunSummary` of the saved run at ``path``; a bad file raises
-    its :class:`~rnnviz.studies.training.RunFileError` (:func:`rnnviz.serve.jobs.run_summary`)."""
+    """The :class:`~rnnviz.serve.requests.RunSummary` of the saved run at ``path``; a bad file
+    raises its :class:`~rnnviz.studies.training.RunFileError`."""
     return get(Request(jobs.run_summary, (path,), "runs", "reading the run file"))
 
 
@@ -246,8 +224,8 @@ def check_run(path: str) -> object:
 
 
 def train_key(cfg: RunConfig, settings: dict) -> str:
-    """A training run's key: the config and data it trains on (never the session's trained
-    weights: training starts from the seed's initialisation) and its settings."""
+    """A training run's key: the config and data it trains on (from the seed's initialisation,
+    never the session's trained weights) and its settings."""
     return json.dumps({"config": json.loads(session_key(cfg, trained=False)), **settings}, sort_keys=True)
 
 
@@ -271,8 +249,8 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
 
 
 def keep_trained(key: str, progress: TrainProgress) -> None:
-    """A finished training call: its run files (written by its worker) admitted to the trained
-    folder's caps, and its curves kept in the result cache, where :func:`trained` finds them.
+    """A finished training call: its run files admitted to the trained folder's caps, and its
+    curves kept in the result cache, where :func:`trained` finds them.
 
     Raises:
       FolderFull: the folder's caps, with every run in it open in some session (the curves
@@ -287,9 +265,8 @@ def keep_trained(key: str, progress: TrainProgress) -> None:
 
 
 def trained(key: str) -> list | None:
-    """A finished training call's runs (curves, no weights), or None when it has not been
-    trained or its files are gone. They are kept in the result cache, held to its bytes, and
-    reopened from their run files by a worker once dropped from it (or after a restart)."""
+    """A finished training call's runs (curves, no weights) from the result cache, or reopened
+    from their files by a worker; None when it has not been trained or its files are gone."""
     paths = tuple(str(p) for p in trained_runs.kept_paths(key))
     if not paths and not results().peek(("trained_curves", key, paths)):  # (kept unwritten: a full disk)
         return None
@@ -302,7 +279,5 @@ def train_stop(key: str) -> None:
 
 
 def over_training(path: str, k: int):
-    """λ₁ … λ_k and the step-Jacobian spectrum at every kept step of the saved run at ``path``,
-    in that run's worker: an :class:`~rnnviz.studies.over_training.OverTraining`
-    (:func:`rnnviz.serve.jobs.over_training_job`)."""
+    """λ₁ … λ_k and the step-Jacobian spectrum at every kept step of the saved run at ``path``."""
     return get(Request(jobs.over_training_job, (path, k), path, f"λ over training ({Path(path).name})"))
