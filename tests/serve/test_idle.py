@@ -20,9 +20,8 @@ from streamlit.testing.v1 import AppTest
 
 from rnnviz import RunConfig
 from rnnviz.serve import idle
-from rnnviz.serve.requests import jobs
 from rnnviz.serve.idle import Preparer
-from rnnviz.serve.requests import Missing, Request
+from rnnviz.serve.requests import Missing, Request, jobs
 from rnnviz.serve.worker import ResultCache
 
 WITHIN_S = 60.0
