@@ -7,6 +7,9 @@ Hugging Face model folders and PyTorch state dicts → :class:`Checkpoint`.
 | ``CheckpointError`` | what is wrong with which file, and what is allowed |
 | ``FAMILIES`` | the model types read, each a ``Family`` |
 
+A model folder in an archive is judged by its directory and extracted by
+:mod:`rnnviz.checkpoints.archive`; :mod:`rnnviz.checkpoints.demo` writes the dashboard's demo.
+
 Names load on first use (PEP 562), so a family module imports without the others.
 """
 

@@ -33,6 +33,8 @@ MAX_CONFIG_BYTES = 2**20
 MAX_BYTES = 16 * 2**30
 #: Suffixes of the files ``torch.save`` writes.
 TORCH_SUFFIXES = (".pt", ".pth", ".bin")
+#: A state dict file's suffixes (``torch.save``'s and safetensors').
+STATE_DICT_SUFFIXES = (*TORCH_SUFFIXES, ".safetensors")
 
 
 def _json(path: Path) -> dict:
@@ -141,7 +143,7 @@ def _folder(folder: Path, dtype: np.dtype, cap: int) -> Checkpoint:
 
 
 def _state_dict(file: Path, dtype: np.dtype, cap: int) -> Checkpoint:
-    if file.suffix not in (*TORCH_SUFFIXES, ".safetensors"):
+    if file.suffix not in STATE_DICT_SUFFIXES:
         raise CheckpointError(
             str(file), f"has suffix {file.suffix!r}; allowed: .safetensors, {', '.join(TORCH_SUFFIXES)}"
         )

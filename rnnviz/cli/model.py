@@ -1,4 +1,5 @@
-"""``rnnviz analyze --model PATH``: your own checkpoint's gradient through every layer and step."""
+"""``rnnviz analyze --model PATH``: your own checkpoint's gradient through every layer and step
+(``PATH`` a folder, a state dict file, or either in an archive: :func:`rnnviz.studies.models.load_model`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,8 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         "--model",
         metavar="PATH",
         help="a Hugging Face folder (mamba, mamba2, falcon_mamba, recurrent_gemma, xlstm) or an "
-        "nn.LSTM/nn.GRU state dict (.safetensors, .pt)",
+        "nn.LSTM/nn.GRU state dict (.safetensors, .pt), or either in a .zip, .tar, .tar.gz or .tgz "
+        "archive (judged by its directory, extracted into a temporary folder while it is read)",
     )
     group.add_argument("--text", help="text, tokenised by the tokenizer.json beside the model")
     group.add_argument("--tokens", help="token ids, comma-separated (instead of --text)")

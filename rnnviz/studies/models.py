@@ -20,7 +20,10 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+import shutil
+import tempfile
 import time
+import weakref
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -32,6 +35,7 @@ import numpy as np
 
 from rnnviz.base.formatting import finite_json
 from rnnviz.checkpoints import CheckpointError, read_checkpoint
+from rnnviz.checkpoints.archive import extracted_model, is_archive
 from rnnviz.checkpoints.load import MAX_BYTES
 from rnnviz.engine.blocks.gradients import ModelGrads, model_gradients
 from rnnviz.engine.blocks.placement import input_sharding, place
@@ -48,7 +52,7 @@ class Model:
             ``"xlstm"``, ``"torch_lstm"`` or ``"torch_gru"``.
         spec: the family's frozen record of sizes.
         params: ``{name: array}`` named as the checkpoint names them.
-        source: the folder or file it was read from.
+        source: the folder or file it was read from (in an archive: ``model.zip/tiny``).
         tokenizer: the ``tokenizer.json`` beside it, or None.
     """
 
@@ -121,9 +125,12 @@ def load_model(
         path: a folder with ``config.json`` and ``model.safetensors`` (or a sharded index, or
             ``pytorch_model.bin``) of model type ``mamba``, ``mamba2``, ``falcon_mamba``,
             ``recurrent_gemma`` or ``xlstm``; or an ``nn.LSTM``/``nn.GRU`` state dict
-            (``.safetensors``, or ``.pt``/``.pth``/``.bin``, read without running its pickle).
+            (``.safetensors``, or ``.pt``/``.pth``/``.bin``, read without running its pickle);
+            or either in a ``.zip``, ``.tar``, ``.tar.gz`` or ``.tgz`` archive, judged by its
+            directory and extracted into a temporary folder for as long as it is read
+            (:func:`~rnnviz.checkpoints.archive.extracted_model`).
         dtype: ``"float32"`` (default) or ``"bfloat16"``.
-        max_bytes: the most bytes of weights read.
+        max_bytes: the most bytes of weights read (and, for an archive, declared by its members).
         devices: where the weights go; several devices split them over a mesh
             (:mod:`rnnviz.engine.blocks.placement`). Default: :func:`devices_for`.
 
@@ -132,12 +139,31 @@ def load_model(
 
     Raises:
         CheckpointError: naming the file, what is wrong and what is expected; every header is
-            checked before any data are read.
+            checked before any data are read, and an archive's directory before a byte of it is
+            extracted.
     """
+    if is_archive(str(path)) and not Path(path).is_dir():
+        return _archived_model(path, dtype, max_bytes, devices)
     ckpt = read_checkpoint(path, dtype=dtype, max_bytes=max_bytes)
     nbytes = sum(v.nbytes for v in {id(v): v for v in ckpt.tensors.values()}.values())
     params = place(ckpt.tensors, devices_for(nbytes, devices))
     return Model(ckpt.model_type, ckpt.spec, params, ckpt.source, ckpt.tokenizer)
+
+
+def _archived_model(path, dtype: str, max_bytes: int, devices) -> Model:
+    """The model in an archive, named by the archive (``model.zip/tiny``); its temporary folder
+    is removed once the weights are read. Text is tokenised later, so a ``tokenizer.json`` is
+    kept in a temporary folder of its own, removed with the model."""
+    with extracted_model(path, max_bytes) as found:
+        model = load_model(found.path, dtype, max_bytes, devices)
+        tokenizer = kept = None
+        if model.tokenizer is not None:
+            kept = tempfile.mkdtemp(prefix="rnnviz-tokenizer-")
+            tokenizer = shutil.move(model.tokenizer, kept)
+    model = dataclasses.replace(model, source=found.name, tokenizer=tokenizer)
+    if kept is not None:
+        weakref.finalize(model, shutil.rmtree, kept, ignore_errors=True)
+    return model
 
 
 def tokenize(model: Model, text: str) -> tuple[np.ndarray, list[str]]:

@@ -106,6 +106,13 @@ def test_the_copy_keeps_them_too(copy):
             "checkpoints: the loader",
             ("rnnviz.checkpoints.torchfile",),
         ),
+        # the archives' judge reaching up for the server's settings (its caps are arguments)
+        (
+            "checkpoints/archive.py",
+            "import rnnviz.serve.settings",
+            "rnnviz layers",
+            ("rnnviz.checkpoints.archive", "rnnviz.serve.settings"),
+        ),
         # a block family importing the registry that lists it
         (
             "engine/blocks/torch_rnn.py",

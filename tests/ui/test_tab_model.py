@@ -1,22 +1,20 @@
 """The Your model tab: it draws what its compute calls return (the heatmap's cells are the
 record's log₁₀ norms), the whole page analyses a model dropped in the data folder exactly as
 the library does, an uploaded archive is judged by its directory before a byte is extracted
-(hostile ones refused with one message, nothing written), and a model too large for the
-dashboard is refused before any work."""
+(hostile ones refused with one message, nothing written; the archives themselves are tested in
+tests/checkpoints/test_archive.py, the upload folder in tests/serve/test_model_files.py), and a
+model too large for the dashboard is refused before any work."""
 
 from __future__ import annotations
 
-import gzip
-import io
 import json
-import tarfile
 import types
-import zipfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 from apptest_helpers import decode, fake_context, figure_by_title, run_app
+from hostile_archives import HOSTILE, demo_folder_zip
 from streamlit.testing.v1 import AppTest
 
 import rnnviz
@@ -283,151 +281,7 @@ def test_the_page_reads_text_through_a_hugging_face_folders_tokenizer(folders_he
     )
 
 
-# ---- files: the data folder, the demo, archives ---------------------------------------------
-
-
-def test_models_are_found_one_and_two_folders_down_and_weights_beside_a_config_are_not(tmp_path):
-    (tmp_path / "hf" / "weights").mkdir(parents=True)
-    (tmp_path / "hf" / "config.json").write_text("{}")
-    (tmp_path / "hf" / "model.safetensors").write_bytes(b"")
-    (tmp_path / "hf" / "weights" / "extra.pt").write_bytes(b"")  # inside a model folder
-    (tmp_path / "zoo" / "gru").mkdir(parents=True)
-    (tmp_path / "zoo" / "gru" / "config.json").write_text("{}")
-    (tmp_path / "zoo" / "a" / "b").mkdir(parents=True)
-    (tmp_path / "zoo" / "a" / "lstm.pth").write_bytes(b"")
-    (tmp_path / "zoo" / "a" / "b" / "deep.pt").write_bytes(b"")  # three folders down
-    (tmp_path / "top.safetensors").write_bytes(b"")
-    (tmp_path / "notes.txt").write_text("")
-    (tmp_path / ".hidden.pt").write_bytes(b"")
-    (tmp_path / "runs").mkdir()
-    (tmp_path / "runs" / "x.bin").write_bytes(b"")
-    found = [p.relative_to(tmp_path).as_posix() for p in model_files.find_models(tmp_path)]
-    assert found == ["hf", "top.safetensors", "zoo/a/lstm.pth", "zoo/gru"]
-
-
-def test_the_demo_is_a_state_dict_torch_and_the_loader_both_read(tmp_path):
-    import torch
-    from safetensors.torch import load_file
-
-    (tmp_path / "demo.safetensors").write_bytes(model_files.demo_bytes())
-    lstm = torch.nn.LSTM(
-        model_files.DEMO_INPUT, model_files.DEMO_HIDDEN, model_files.DEMO_LAYERS, batch_first=True
-    )
-    lstm.load_state_dict(load_file(tmp_path / "demo.safetensors"))  # every name and shape torch's
-    model = rnnviz.load_model(tmp_path / "demo.safetensors")
-    assert (model.model_type, model.n_layers, model.n_params) == ("torch_lstm", 2, 3584)
-    x = np.random.default_rng(0).normal(size=(2, 7, 4)).astype(np.float32)
-    y = lstm(torch.as_tensor(x))[0].detach().numpy()
-    np.testing.assert_allclose(np.asarray(model(x)), y, rtol=1e-5, atol=1e-6)
-    assert model_files.demo_bytes() == model_files.demo_bytes()  # one file for every visitor
-
-
-def _zip(entries: dict[str, bytes], symlinks: dict[str, str] = {}) -> bytes:  # noqa: B006
-    buf = io.BytesIO()
-    with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
-        for name, data in entries.items():
-            z.writestr(name, data)
-        for name, target in symlinks.items():
-            info = zipfile.ZipInfo(name)
-            info.external_attr = 0o120777 << 16
-            z.writestr(info, target)
-    return buf.getvalue()
-
-
-def _tar(entries: list[tuple[str, bytes | None, bytes]], gz: bool = False) -> bytes:
-    """``(name, data, type)``: a member of each, links to /etc/passwd."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w:gz" if gz else "w") as t:
-        for name, data, kind in entries:
-            info = tarfile.TarInfo(name)
-            info.type, info.size, info.linkname = kind, len(data or b""), "/etc/passwd"
-            t.addfile(info, io.BytesIO(data) if data else None)
-    return buf.getvalue()
-
-
-def _declaring(size: int) -> bytes:
-    """A zip of one small member whose central directory declares ``size`` bytes for it."""
-    data = bytearray(_zip({"model/weights.safetensors": b"x" * 100}))
-    at = data.index(b"PK\x01\x02")
-    data[at + 24 : at + 28] = size.to_bytes(4, "little")  # the entry's uncompressed size
-    return bytes(data)
-
-
-def _tar_claiming(size: int) -> bytes:
-    """A gzipped tar whose one header declares ``size`` bytes, with none behind it."""
-    info = tarfile.TarInfo("model/weights.safetensors")
-    info.size = size
-    return gzip.compress(info.tobuf(format=tarfile.GNU_FORMAT) + bytes(1024))
-
-
-def _pax_inflating(size: int) -> bytes:
-    """A gzipped tar whose extended header is ``size`` bytes of zeros: read whole, it would be
-    held in memory before any member's size is known."""
-    info = tarfile.TarInfo("././@PaxHeader")
-    info.type, info.size = tarfile.XHDTYPE, size
-    return gzip.compress(info.tobuf(format=tarfile.USTAR_FORMAT) + bytes(size + 1024))
-
-
-REG, SYM, LNK, CHR = tarfile.REGTYPE, tarfile.SYMTYPE, tarfile.LNKTYPE, tarfile.CHRTYPE
-LINK = "is a link or special file; allowed: regular files and folders"
-#: The cap under RNNVIZ_UPLOADS_MB=2 (the checkpoint cap is larger).
-TOO_LARGE = "declares more than 2,097,152 bytes; allowed: at most 2,097,152"
-HOSTILE = {
-    "zip slip": (
-        "slip.zip",
-        _zip({"m/ok.pt": b"x", "../x": b"x"}),
-        "member '../x' leaves the archive's folder",
-    ),
-    "tar slip": ("slip.tar.gz", _tar([("a/../../x", b"x", REG)], gz=True), "member 'a/../../x' leaves"),
-    "absolute path": ("abs.tar", _tar([("/tmp/x", b"x", REG)]), "member '/tmp/x' is an absolute path"),
-    "zip symlink": ("link.zip", _zip({"m/ok.pt": b"x"}, {"m/x": "/etc/passwd"}), f"member 'm/x' {LINK}"),
-    "tar symlink": ("link.tgz", _tar([("x", None, SYM)], gz=True), f"member 'x' {LINK}"),
-    "hard link": ("hard.tar", _tar([("x", None, LNK)]), f"member 'x' {LINK}"),
-    "device": ("dev.tar", _tar([("x", None, CHR)]), f"member 'x' {LINK}"),
-    "too many members": (
-        "many.zip",
-        _zip({f"m/{i}.txt": b"" for i in range(model_files.MAX_MEMBERS + 1)}),
-        f"lists more than {model_files.MAX_MEMBERS} members; allowed: at most {model_files.MAX_MEMBERS}",
-    ),
-    "declared size too large": ("big.zip", _declaring(3 * 2**20), TOO_LARGE),
-    "a tar header claiming 1 TB": ("bomb.tar.gz", _tar_claiming(10**12), TOO_LARGE),
-    "a header inflating past the cap": ("pax.tar.gz", _pax_inflating(3 * 2**20), "inflates past"),
-    "a zip bomb": ("bomb.zip", _zip({"m/zeros.pt": bytes(3 * 2**20)}), TOO_LARGE),
-    "not an archive": ("junk.zip", b"PK but nothing more", "is not a zip archive"),
-}
-
-
-@pytest.mark.parametrize(("name", "data", "message"), HOSTILE.values(), ids=list(HOSTILE))
-def test_a_hostile_archive_is_refused_by_its_directory_and_nothing_is_written(
-    tmp_path, monkeypatch, name, data, message
-):
-    uploads = tmp_path / "server" / "uploads"
-    monkeypatch.setenv("RNNVIZ_UPLOADS_DIR", str(uploads))
-    monkeypatch.setenv("RNNVIZ_UPLOADS_MB", "2")
-    with pytest.raises(CheckpointError) as err:
-        model_files.keep_archive(name, data)
-    assert str(err.value).startswith(f"{name}: ") and message in str(err.value), str(err.value)
-    assert list(tmp_path.rglob("*")) == []  # judged before a byte was written, anywhere
-
-
-def _demo_folder_zip() -> bytes:
-    return _zip({"tiny/demo.safetensors": model_files.demo_bytes(), "tiny/README.md": b"a demo"})
-
-
-def test_a_good_archive_is_extracted_once_and_its_one_model_found(tmp_path, monkeypatch):
-    uploads = tmp_path / "uploads"
-    monkeypatch.setenv("RNNVIZ_UPLOADS_DIR", str(uploads))
-    path = model_files.keep_archive("my model.zip", _demo_folder_zip())
-    assert path.relative_to(uploads).parts[1:] == ("my_model", "tiny", "demo.safetensors")
-    assert rnnviz.load_model(path).model_type == "torch_lstm"
-    written = path.stat().st_mtime_ns
-    assert model_files.keep_archive("my model.zip", _demo_folder_zip()) == path  # by its bytes' hash
-    assert path.stat().st_mtime_ns == written and len(folders.entries(uploads)) == 1  # one entry
-    tarred = _tar([("m/a.safetensors", model_files.demo_bytes(), REG)], gz=True)
-    assert model_files.keep_archive("m.tar.gz", tarred).name == "a.safetensors"
-    two = _zip({"a.pt": b"", "b/config.json": b"{}"})
-    with pytest.raises(CheckpointError, match=r"^two.zip: holds 2 models \(a.pt, b\); allowed: one"):
-        model_files.keep_archive("two.zip", two)
+# ---- an upload on the tab (the archives themselves: tests/checkpoints/test_archive.py) -------
 
 
 def test_an_upload_on_the_tab_is_judged_and_its_refusal_is_one_message(folders_here, tmp_path):
@@ -449,7 +303,7 @@ def test_an_upload_on_the_tab_is_judged_and_its_refusal_is_one_message(folders_h
     at.file_uploader(key="model_upload").set_value((name, data, "application/zip")).run()
     assert not at.exception and len(at.error) == 1 and message in at.error[0].value
     assert not folders_here[1].exists() or all(p.name == _demo_entry() for p in folders_here[1].iterdir())
-    at.file_uploader(key="model_upload").set_value(("tiny.zip", _demo_folder_zip(), "application/zip")).run()
+    at.file_uploader(key="model_upload").set_value(("tiny.zip", demo_folder_zip(), "application/zip")).run()
     _clean(at)
     assert seen[-1].endswith("tiny/tiny/demo.safetensors")
     figure_by_title(at, HEATMAP)
