@@ -1,17 +1,12 @@
 """What each dashboard tab may compute, decided before it starts.
 
-A tab's work is estimated from what this machine measured for the configuration itself:
-:class:`Cost` holds a run of its analysis (one forward and reverse pass with every norm)
-and what compiling it took. The run is the faster of the page's own timing and one taken
-while nothing else ran (:func:`rnnviz.serve.jobs.quiet_run_s`): the page's is taken while a
-fresh page is being drawn, and on 2 cores the browser's work slowed it enough to refuse the
-Strategies tab at LSTM H=128 T=1000 B=32 (docs/dev/benchmarks.md).
-Each tab counts its work in those units, and when the total is over
-the view budget (:data:`VIEW_BUDGET_S`) it shrinks what it
-computes (fewer repeats, seeds, gains or exponents) and says so in one message. When even
-the smallest version is over, it computes nothing until the user asks for it, with the
-estimate on the button. The worker's time limit (:mod:`rnnviz.serve.worker`) stays the last
-guard, for the estimate that is wrong or the computation that never returns.
+A tab's work is counted in what this machine measured for the configuration itself
+(:class:`Cost`: a run of its analysis, timed while nothing else ran, and its compile). When
+the total is over the view budget (:data:`VIEW_BUDGET_S`) the tab shrinks what it computes
+(fewer repeats, seeds, gains or exponents) and says so in one message; when even the
+smallest version is over, it computes nothing until asked, with the estimate on the button.
+The worker's time limit stays the last guard. The measurements behind the constants:
+docs/dev/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -36,14 +31,10 @@ VIEW_BUDGET_S: float | None = None
 #: counting every one is an upper bound).
 MIN_COMPILE_S = 0.5
 #: Seconds per float of a parameter-sized buffer a strategy holds beyond the accumulator's
-#: (``param_copies`` of :mod:`rnnviz.tables.strategies`; per-step: 2·T copies), written and
-#: read once per run. Measured here (``scripts/strategy_costs.py``): per-step's run beyond the
-#: accumulator's was 2–6.5 ns per such float over 8 configs, where a run factor alone changed
-#: from one config to the next (docs/dev/benchmarks.md).
+#: (``param_copies`` of :mod:`rnnviz.tables.strategies`), written and read once per run.
 BUFFER_S_PER_FLOAT = 5e-9
-#: A phase-diagram point against one analysis: the sweep always runs the log-magnitude
-#: pass (≈ 0.6 of a run more), and its executable and the λ₁ one each compile about twice
-#: as long as the analysis (vmapped, with the initialisation inside).
+#: A phase-diagram point against one analysis (the sweep always runs the log-magnitude
+#: pass), and its compile and the λ₁ one's against the analysis's.
 PHASE_RUN, PHASE_COMPILE = 1.6, 2.0
 
 
@@ -97,11 +88,9 @@ def _plan(
     labels: dict[str, str],
 ) -> Plan:
     """Shrink the settings in ``shrink_order`` (each to its floor, by the largest value that
-    fits) until ``work(settings)`` fits what the budget leaves after the ``fixed`` seconds
-    (compiling: no setting changes them), but never less than a third of the budget, so a
-    slow compile does not starve a small tab. ``budget`` defaults to :data:`VIEW_BUDGET_S`,
-    read when called. The tab is refused (``fits`` False) only when the work itself, at
-    its smallest, is over that share."""
+    fits) until ``work(settings)`` fits what the budget leaves after the ``fixed`` compile
+    seconds, never less than a third of the budget; ``fits`` is False only when the work at
+    its smallest is over that share."""
     if budget is None:
         budget = server_settings().view_budget_s if VIEW_BUDGET_S is None else VIEW_BUDGET_S
     room = max(budget - fixed, budget / 3)
@@ -124,11 +113,8 @@ def _plan(
         changed = ", ".join(
             f"{labels[n]} {asked[n]} → {settings[n]}" for n in asked if settings[n] != asked[n]
         )
-        note = (
-            f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, "
-            f"so {changed} "
-            f"(≈ {got_s:.0f} s)."
-        )
+        note = f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, "
+        note += f"so {changed} (≈ {got_s:.0f} s)."
     if not fits:
         note = (
             f"Even the smallest version takes ≈ {got_s:.0f} s here, over the {budget:g} s budget of a view "
@@ -139,8 +125,7 @@ def _plan(
 
 def _timed_runs(repeats: int) -> int:
     """Runs one timed measurement is counted at: the warm-up and the runs its precision rule
-    usually stops at (:data:`~rnnviz.engine.timing.MIN_PRECISE_REPEATS`; a noisy executable
-    may take up to ``repeats``, within the worker's time limit)."""
+    usually stops at."""
     return 1 + min(repeats, MIN_PRECISE_REPEATS)
 
 
@@ -215,15 +200,8 @@ def devices_plan(
     fixed = sum(strategy_compile_s(s, c) * (n_devices - (s in compiled)) for s in strategies)
     one_each = n_devices * sum(strategy_run_s(cfg, s, c) for s in strategies)
     work = lambda s: _timed_runs(s["repeats"]) * one_each  # noqa: E731
-    return _plan(
-        {"repeats": repeats},
-        fixed,
-        work,
-        ("repeats",),
-        {"repeats": 1},
-        budget,
-        {"repeats": "runs per device and strategy"},
-    )
+    labels = {"repeats": "runs per device and strategy"}
+    return _plan({"repeats": repeats}, fixed, work, ("repeats",), {"repeats": 1}, budget, labels)
 
 
 def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | None = None) -> Plan:
@@ -233,9 +211,10 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     steps = (cfg.batch_size or 1) * cfg.seq_len
     per_point = c.run_s * PHASE_RUN + steps * (2 * tangent_s(cfg, c) + _qr_s(carry_dim(cfg), 1))
     work = lambda s: s["gains"] * s["seeds"] * per_point  # noqa: E731
+    asked, fixed = {"gains": gains, "seeds": seeds}, 2 * PHASE_COMPILE * c.compile
     return _plan(
-        {"gains": gains, "seeds": seeds},
-        2 * PHASE_COMPILE * c.compile,
+        asked,
+        fixed,
         work,
         ("seeds", "gains"),
         {"seeds": 1, "gains": 2},
@@ -245,14 +224,9 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
 
 
 #: The Phase diagram computes its gradient sweep in this many interleaved parts (every 8th
-#: gain, then the next, …), drawing after each, when its plan's work (compiling aside) is
-#: estimated over :data:`PHASE_PARTS_OVER_S`: the whole gain range is on the screen after an
-#: eighth of the work (draw as results arrive). The parts are equal (padded), so one
-#: executable runs them; the first runs one by one through the page's analysis, and the
-#: second compiles the sweep for the rest (``to_come`` of
-#: :func:`~rnnviz.studies.sweep.sweep_reusing`). At LSTM H=128 T=1000 B=32 (15 gains,
-#: ``scripts/big_phase.py``) eight parts drew both the first part and the whole gradient
-#: diagram sooner than five or three (docs/dev/benchmarks.md).
+#: gain, then the next, …), drawing after each, when its work (compiling aside) is over
+#: :data:`PHASE_PARTS_OVER_S`: the whole gain range is on the screen after an eighth of the
+#: work. The parts are equal (padded), so one executable runs them.
 PHASE_PARTS, PHASE_PARTS_OVER_S = 8, 1.5
 
 
@@ -262,11 +236,8 @@ def phase_parts(plan: Plan) -> int:
     return PHASE_PARTS if long and plan.settings["gains"] >= PHASE_PARTS else 1
 
 
-#: The Jacobians tab's σ_i(J_t) comes in this many interleaved parts (every 4th step each:
-#: the whole sequence at once, then the steps between) when its estimate is over
-#: :data:`JACOBIAN_PARTS_OVER_S`; the estimate counts the SVDs generously (at D = 256 about
-#: 9× what they take here), so the line is under a second of real work (``scripts/profile_tab.py``
-#: at LSTM H=128 T=1000 B=32; docs/dev/benchmarks.md).
+#: The Jacobians tab's σ_i(J_t) comes in this many interleaved parts (every 4th step each)
+#: when its estimate (which counts the SVDs generously) is over :data:`JACOBIAN_PARTS_OVER_S`.
 JACOBIAN_PARTS, JACOBIAN_PARTS_OVER_S = 4, 6.0
 
 
@@ -279,19 +250,15 @@ def jacobians_parts(plan: Plan) -> int:
 #: The Jacobians tab takes J_t at up to this many steps (every ⌈T/400⌉-th; fewer when over
 #: the budget, :func:`jacobians_plan`); the library, at every step.
 JACOBIAN_STEPS = 400
-#: FLOP rates of the factorisations the Jacobians tab runs at every step, measured here on
-#: 2 cores (rounded down): a thin QR of ``[D, k]`` (LAPACK's or the plain-JAX one,
-#: :func:`rnnviz.engine.linalg.tall_qr`, ≈ 4·D·k² FLOPs; 1.2 GFLOP/s at 4096×8) and the SVD
-#: of a ``[D, D]`` step Jacobian (≈ 10·D³; 5 GFLOP/s at D = 256).
+#: FLOP rates of the factorisations the Jacobians tab runs at every step (rounded down): a
+#: thin QR of ``[D, k]`` (≈ 4·D·k² FLOPs) and the SVD of a ``[D, D]`` step Jacobian (≈ 10·D³).
 QR_FLOPS_PER_S, SVD_FLOPS_PER_S = 1e9, 5e9
 
 
 def tangent_s(cfg: RunConfig, c: Cost) -> float:
-    """Seconds of one tangent, a Jacobian-vector product through one step for one example,
-    from the analysis's measured run: its forward and reverse passes are about three such
-    products per step and example. Measured, not counted in FLOPs, because a matrix memory's
-    step (an outer product and a read of a ``[heads, d, d]`` state) costs far more than its
-    matmuls say."""
+    """Seconds of one tangent (a Jacobian-vector product through one step for one example) from
+    the analysis's measured run, about three such products per step and example: measured,
+    not counted in FLOPs, because a matrix memory's step costs far more than its matmuls say."""
     return c.run_s / (3.0 * (cfg.batch_size or 1) * max(cfg.seq_len, 1))
 
 
@@ -337,15 +304,8 @@ def jacobians_plan(
         m = min(dim, 2 * k)
         per_step = (2 * iterations + 1) * m * tau + (iterations + 1) * _qr_s(dim, m)
     work = lambda s: s["steps"] * per_step  # noqa: E731
-    return _plan(
-        {"steps": steps},
-        c.compile,
-        work,
-        ("steps",),
-        {"steps": min(steps, 10)},
-        budget,
-        {"steps": "steps with J_t"},
-    )
+    floors, labels = {"steps": min(steps, 10)}, {"steps": "steps with J_t"}
+    return _plan({"steps": steps}, c.compile, work, ("steps",), floors, budget, labels)
 
 
 def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Plan:
@@ -354,9 +314,8 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
     (the training batch differs from the analysis's, so FLOPs, not the measured run)."""
     per_step = estimate_flops(cfg) / REFERENCE_FLOPS_PER_S
     work = lambda s: s["chunk"] * per_step  # noqa: E731
-    plan = _plan(
-        {"chunk": chunk}, MIN_COMPILE_S, work, ("chunk",), {"chunk": 1}, budget, {"chunk": "steps per chunk"}
-    )
+    labels = {"chunk": "steps per chunk"}
+    plan = _plan({"chunk": chunk}, MIN_COMPILE_S, work, ("chunk",), {"chunk": 1}, budget, labels)
     return plan if math.isfinite(plan.estimate_s) else plan._replace(fits=False)
 
 

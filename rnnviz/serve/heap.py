@@ -1,37 +1,14 @@
 """The server's heap on glibc: fewer malloc arenas, and free memory handed back to the system.
 
-Streamlit runs every script run of every session in a thread of its own, and glibc gives
-threads their own malloc arenas (up to 8 per core). Memory freed in one arena is reused only
-by the threads that allocate there, and glibc returns an arena's free pages to the system only
-from its top. A dashboard left running therefore grows while holding little: the 30-minute
-soak (``make soak``, its heap probe) measured the server's RSS rise, two thirds of it free
-memory inside the arenas (docs/dev/benchmarks.md).
-
-The server's large blocks are short-lived: a worker's pickled result (MBs) read from its pipe,
-a chart's JSON and the protobuf message that carries it to the browser. glibc serves a block
-above its mmap threshold with a mapping of its own, returned to the system when freed, but it
-raises that threshold to the size of any such block freed (up to 32 MB): from then on every
-block of a few MB comes from the arenas, between small long-lived objects, and its pages stay
-with the process. A 30-minute soak measured the free memory inside the arenas rise several
-times as much as the bytes in use.
-
-:func:`start` caps the arenas at :data:`ARENAS` (``mallopt(M_ARENA_MAX)``, as
-``MALLOC_ARENA_MAX`` would before start-up), fixes the mmap threshold at
-:data:`MMAP_THRESHOLD` (``mallopt(M_MMAP_THRESHOLD)``, which also ends glibc's raising of it:
-a large block is always a mapping of its own, gone when freed; a few page faults per chart)
-and the trim threshold at :data:`TRIM_THRESHOLD`, and calls ``malloc_trim(0)`` every
-:data:`TRIM_EVERY_S` seconds in a daemon thread: glibc then releases every whole free page in
-every arena (``madvise(MADV_DONTNEED)``), not only the top. Elsewhere (another C library,
-macOS) it does nothing and says so. Only the server calls it: the worker processes keep
-their freed buffers in the heap on purpose (:func:`rnnviz.engine.allocator.keep_freed_buffers`).
-
-:func:`freeze_imports` is the same idea for Python's cyclic collector. Streamlit runs a full
-collection after every script run (``runner.postScriptGC``), after it has announced the run's
-end and while it holds the GIL, so the run's last messages wait for it. In the server the
-collector then walks about 210 000 long-lived objects of JAX, Plotly, pandas and Streamlit
-on every run. Frozen once (``gc.freeze()``, the first page run), they are left out of every
-collection, and they are still freed by reference counting; a page then opens sooner
-(``scripts/page_open.py --pages 7``; docs/dev/benchmarks.md).
+Streamlit runs every script run in a thread of its own, and glibc gives threads their own
+arenas, whose free pages it returns only from their top: a dashboard left running grows while
+holding little. :func:`start` caps the arenas at :data:`ARENAS`, fixes the mmap threshold at
+:data:`MMAP_THRESHOLD` (a large block, a worker's answer or a chart's JSON, is then a mapping
+of its own, gone when freed) and the trim threshold, and calls ``malloc_trim(0)`` every
+:data:`TRIM_EVERY_S` seconds. :func:`freeze_imports` leaves the long-lived objects of the
+imports out of the collection Streamlit runs after every script run. Elsewhere (another C
+library) they do nothing and say so; the worker processes keep their freed buffers on
+purpose. Why, and what the soak measured: docs/guide/serving.md, docs/dev/benchmarks.md.
 """
 
 from __future__ import annotations
