@@ -1,19 +1,13 @@
 """The dashboard's computations, in worker processes that can be abandoned.
 
-No JAX computation runs in the server process: one that never returns (a deadlock inside XLA,
-see :mod:`rnnviz.base.hlo`) would hold its session until the server restarts. A
-:class:`WorkerPool` call sends a module-level function and its arguments to a worker process
-and waits with a time limit; past it, the worker is killed and replaced, the caller gets
-:class:`ComputationTimeout`, and every other session goes on.
-
-A call names a *route* (a config's shape, a training run's key) and goes to the same worker,
-whose caches then hold that shape's executables; a pure call may *spill* to a free worker
-when its own is busy. Idle time (:meth:`WorkerPool.call_if_idle`) runs short jobs whose answer
-nobody waits for, never beside a visitor's job or a page being drawn, and no process is ever
-stopped. :class:`ResultCache` keeps results in the server for every session.
-
-The worker side is :func:`serve` (``python -m rnnviz.serve.worker``); it needs nothing from
-Streamlit. Why each rule is as it is: *The worker pool in detail*, ``docs/dev/serving.md``.
+No JAX computation runs in the server process, where one that never returns (a deadlock in
+XLA, :mod:`rnnviz.base.hlo`) would hold its session: a :class:`WorkerPool` call runs in a worker
+process, with a time limit past which the worker is replaced. A call's *route* (a shape, a
+training run) picks its worker, whose caches then hold its executables; idle time
+(:meth:`WorkerPool.call_if_idle`) runs short jobs nobody waits for, and no process is ever
+stopped. :class:`ResultCache` keeps results in the server for every session. The worker side
+is :func:`serve` (``python -m rnnviz.serve.worker``). Why each rule is as it is: *The worker
+pool in detail*, ``docs/dev/serving.md``.
 """
 
 from __future__ import annotations
@@ -131,10 +125,8 @@ def _stop(process: subprocess.Popen | None, conn: Any, grace_s: float = 0.0) -> 
 
 
 class _Worker:
-    """One worker process, started on first use; ``lock`` gives one caller at a time.
-
-    ``successor`` is the process that takes over when this one retires: started while this one
-    still serves, swapped in once it has answered its first job."""
+    """One worker process, started on first use; ``lock`` gives one caller at a time, and
+    ``successor`` is the process that takes over when it retires."""
 
     def __init__(self, index: int, setup: str | None, clock: Callable[[], float], nice: int = 0):
         self.index, self.setup, self.clock, self.nice = index, setup, clock, nice
@@ -204,20 +196,15 @@ class _Worker:
 class WorkerPool:
     """Worker processes for the dashboard's computations (see the module doc).
 
-    A worker *retires* after ``max_jobs`` jobs, or once its resident memory passes
-    ``max_rss_bytes`` (checked after each job): its successor starts while it still serves and
-    takes over between two jobs, so nobody waits for a process to start.
-
     Args:
-      size: how many workers for visitors (each holds its own compiled executables); one more,
-        :attr:`idle_worker`, runs idle-time work at lower OS priority (:data:`IDLE_NICE`).
+      size: workers for visitors (each holds its own executables); one more, ``idle_worker``,
+        runs idle-time work at a lower OS priority (:data:`IDLE_NICE`).
       setup: ``"module:function"`` run once in each new worker (compilation cache, allocator settings).
-      time_limit_s: default limit of one call, in seconds of the worker's time.
-      max_jobs: jobs after which a worker retires (None: never).
-      max_rss_bytes: resident bytes past which a worker retires (None: never).
-      clock: seconds, for the idle-time rules (:meth:`idle`, :meth:`visit`, :meth:`drawn`,
-        :meth:`quiet_for_s`); a test passes a fake one. Time limits and spilling measure
-        real waits on the workers and read :func:`time.perf_counter`.
+      time_limit_s: default limit of one call, in seconds.
+      max_jobs: jobs after which a worker retires, its successor started first (None: never).
+      max_rss_bytes: resident bytes (read after each job) past which a worker retires (None: never).
+      clock: the seconds the idle-time rules read (a test's is fake); time limits and
+        spilling time real waits with :func:`time.perf_counter`.
 
     >>> pool = WorkerPool(size=1)
     >>> pool.call(divmod, 7, 2, route="example", what="a division")
@@ -303,12 +290,12 @@ class WorkerPool:
           fn: a module-level function (sent by reference); args must pickle.
           route: see :meth:`worker_for`.
           what: the computation in words, for messages.
-          on_wait: called about every :data:`POLL_S` with ``(seconds so far, running)``;
-            running is False while another call holds the worker. It may raise (a Streamlit
-            rerun): the computation is then finished in the background.
+          on_wait: called about every :data:`POLL_S` with ``(seconds so far, running)``
+            (running: not waiting for another call). It may raise (a Streamlit rerun): the
+            answer is then drained in the background.
           time_limit_s: the limit for this call (default: the pool's).
-          spill: when the route's worker is still busy after :data:`SPILL_S`, or busy with
-            idle-time work, take any free one (for pure jobs only).
+          spill: take any free worker when the route's is busy for :data:`SPILL_S`, or with
+            idle-time work (for pure jobs only).
 
         Raises:
           ComputationTimeout: the call ran past the limit (its worker was replaced).
@@ -342,9 +329,8 @@ class WorkerPool:
         return value
 
     def visit(self) -> None:
-        """A page run begins: idle-time work waits until no page has run for
-        :data:`VISIT_GRACE_S`, or until the fresh pages are drawn (:meth:`drawn`), whichever
-        is later. A job under way goes on: it is one short step."""
+        """A page run begins: idle-time work waits :data:`VISIT_GRACE_S`, or until the fresh
+        pages are drawn (:meth:`drawn`) if later; a job under way goes on."""
         with self._counting:
             self._activity += 1
         self._hold(0.0)
@@ -353,15 +339,14 @@ class WorkerPool:
         """A page run has ended and its browser draws what it sent.
 
         Args:
-          fresh: the run was a session's first, wherever its browser runs. Idle-time work then
-            waits :data:`PAGE_DRAW_S` from now, after the drawing of the fresh pages before it
-            (at most :data:`MAX_GRACE_S`); a rerun's end adds nothing.
+          fresh: the run was a session's first: idle-time work waits :data:`PAGE_DRAW_S` more,
+            after the fresh pages before it (at most :data:`MAX_GRACE_S`); a rerun's end adds nothing.
         """
         self._hold(PAGE_DRAW_S if fresh else 0.0, from_end=True)
 
     def _hold(self, drawing_s: float, from_end: bool = False) -> None:
-        """Hold idle-time work back until :data:`VISIT_GRACE_S` from now (unless ``from_end``)
-        and until the queued drawing, ``drawing_s`` more, is done (at most :data:`MAX_GRACE_S`)."""
+        """Hold idle-time work back :data:`VISIT_GRACE_S` (unless ``from_end``) and until the
+        queued drawing, ``drawing_s`` more, is done (at most :data:`MAX_GRACE_S`)."""
         with self._counting:
             now = self.clock()
             self._visited = now
@@ -371,14 +356,13 @@ class WorkerPool:
             self._grace_until = min(max(self._grace_until, begin, self._drawing_until), now + MAX_GRACE_S)
 
     def activity(self) -> int:
-        """Page runs and visitors' jobs begun so far: a timing taken in idle time is kept only
-        when this did not change while it ran."""
+        """Page runs and visitors' jobs begun so far (an idle-time timing's witness)."""
         with self._counting:
             return self._activity
 
     def quiet_for_s(self) -> float:
-        """Seconds since a visitor last did anything (a page run began or ended, a visitor's
-        job began or ended); 0 while a visitor's job runs, inf before any."""
+        """Seconds since a page run or a visitor's job began or ended: 0 while a visitor's job
+        runs, inf before any."""
         if self._visitors > 0:
             return 0.0
         return self.clock() - max(self._visited, self._visitor_seen)
@@ -391,8 +375,7 @@ class WorkerPool:
             self._visitor_seen = self.clock()
 
     def _take(self, route: str, spill: bool, on_wait: Callable[[float, bool], None] | None) -> _Worker:
-        """A worker for ``route``, its lock held: the route's own, or with ``spill`` any free one
-        once the route's has been busy for :data:`SPILL_S`, or at once when it does idle-time work."""
+        """A worker for ``route``, its lock held: its own, or with ``spill`` a free one (:meth:`call`)."""
         home = self.worker_for(route)
         if home.lock.acquire(blocking=False):
             return home
@@ -409,8 +392,7 @@ class WorkerPool:
         return home
 
     def _send(self, worker: _Worker, fn: Callable, args: tuple, what: str) -> None:
-        """Hand ``fn(*args)`` to a worker whose lock the caller holds: its successor first if
-        one is ready, a new process if it died."""
+        """Hand ``fn(*args)`` to a worker whose lock the caller holds (its successor if ready)."""
         if worker.take_over():
             log.info("worker %d: its successor took over", worker.index)
         worker.ensure()
@@ -437,16 +419,15 @@ class WorkerPool:
     def _answer(
         self, worker: _Worker, began: float, limit: float, what: str, on_wait: Callable | None = None
     ) -> tuple[str, Any]:
-        """The worker's answer, ``("ok", result)`` or ``("error", exception)``, waited for until
-        ``limit`` seconds after ``began``; a worker past it, or dead, is replaced (the exception
-        says so). ``on_wait(seconds so far, True)`` is called at each look."""
+        """The answer, ``("ok", result)`` or ``("error", exception)``, by ``limit`` seconds after
+        ``began``; a worker past it, or dead, is replaced and the exception says so."""
         while not worker.conn.poll(POLL_S):
             elapsed = time.perf_counter() - began
             if elapsed > limit:
                 self._replace(worker, f"{what}: past its {limit:g} s limit")
                 return "error", ComputationTimeout(what, elapsed, limit)
             if not worker.alive():
-                code = worker.process.poll()
+                code = None if worker.process is None else worker.process.poll()
                 self._replace(worker, f"{what}: the worker died")
                 return "error", WorkerDied(f"the worker computing {what} ended (exit code {code})")
             if on_wait is not None:
@@ -468,8 +449,8 @@ class WorkerPool:
         on_answer: Callable[[str, Any], None] | None = None,
         visitor: bool = False,
     ) -> None:
-        """Wait for an abandoned call's answer (``visitor``) or an idle-time job's, then free the
-        worker; the answer goes to ``on_answer(status, value)`` if given."""
+        """Free the worker once an abandoned call (``visitor``) or an idle-time job has answered;
+        the answer goes to ``on_answer(status, value)`` if given."""
         try:
             answer = self._answer(worker, began, limit, what)
         except Exception as err:  # the pipe broke: a new worker on the next call
@@ -497,13 +478,11 @@ class WorkerPool:
         """Start ``fn(*args)`` if the pool is :meth:`idle`; whether it started.
 
         Args:
-          route: the worker it runs in (:meth:`call`'s).
-          what: the job in words, for messages and :meth:`doing`.
+          route, what: as for :meth:`call`.
           time_limit_s: its limit, at most :data:`IDLE_LIMIT_S` and the pool's (the default).
           on_answer: given ``("ok", result)`` or ``("error", exception)`` in a thread of the
-            pool's once the worker is free again (a worker that died or ran past the limit is
-            replaced, and the exception says so); without it the answer is dropped.
-          own: run it in the pool's :attr:`idle_worker` instead, of lower OS priority.
+            pool's once the worker is free again; without it the answer is dropped.
+          own: run it in the pool's ``idle_worker``, of lower OS priority, instead.
 
         >>> now = [0.0]
         >>> pool = WorkerPool(size=1, clock=lambda: now[0])
@@ -535,8 +514,8 @@ class WorkerPool:
         return True
 
     def idle(self) -> bool:
-        """Whether idle-time work may start: every worker free (the idle worker too), none has
-        ended a visitor's job within :data:`IDLE_S`, and the pages' grace is over."""
+        """Whether idle-time work may start: every worker free, none has ended a visitor's job
+        within :data:`IDLE_S`, and the pages' grace over."""
         now = self.clock()
         busy = self.idle_worker.lock.locked() or any(
             w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers
@@ -601,9 +580,8 @@ class InlinePool:
 
 
 def make_pool(setup: str | None = None, limits: ServerSettings | None = None) -> WorkerPool | InlinePool:
-    """The pool the settings ask for (default: this process's environment): ``workers``
-    workers (0: an :class:`InlinePool`) with ``time_limit_s``, retiring after
-    ``worker_max_jobs`` jobs or past ``worker_max_rss_mb``."""
+    """The pool the settings ask for (default: this process's environment's): ``workers``
+    workers (0: an :class:`InlinePool`), ``time_limit_s``, ``worker_max_jobs``, ``worker_max_rss_mb``."""
     limits = limits or settings()
     if limits.workers <= 0:
         if setup:
@@ -631,10 +609,8 @@ def pickled_bytes(value: Any) -> int:
 
 
 class ResultCache:
-    """Results by key in the server, least recently used dropped past ``max_bytes`` (of
-    :func:`pickled_bytes`) or ``max_entries``; a key being computed is waited for by the
-    others who ask for it (one computation, not two). A result larger than the whole
-    budget is returned but not kept.
+    """Results by key, least recently used dropped past ``max_bytes`` (:func:`pickled_bytes`)
+    or ``max_entries``; a key being computed is waited for, not computed twice.
 
     >>> cache = ResultCache(max_entries=2)
     >>> cache.get(("square", 3), lambda: 9)
