@@ -1,4 +1,4 @@
-"""The server's limits (#30): settings validated in one place and shown by ``rnnviz app``,
+"""The server's limits: settings validated in one place and shown by ``rnnviz app``,
 folders held to their caps without evicting what a session uses, the result cache held to
 bytes, and workers that retire between jobs with their successor started first."""
 

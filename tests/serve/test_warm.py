@@ -1,4 +1,4 @@
-"""``rnnviz app`` warms its server before anyone asks (#33, :mod:`rnnviz.serve.warm`): once the
+"""``rnnviz app`` warms its server before anyone asks (:mod:`rnnviz.serve.warm`): once the
 server answers, its page runs once in a headless session, so the first visitor's page takes the
 default analysis from the server's result cache (no "Compiling…" box: nothing compiled for
 them), while a page with another shape still compiles (the box is there: the check can fail).

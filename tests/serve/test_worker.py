@@ -1,20 +1,103 @@
 """The dashboard's worker processes: answers, errors, time limits, dead workers, abandoned
-calls, routing, the shared result cache — and the dashboard's message when a computation
-is stopped (pins and the URL kept)."""
+calls, routing, idle time, the shared result cache — and the dashboard's message when a
+computation is stopped (pins and the URL kept).
+
+Nothing here waits on wall time to synchronise: a job whose end the test decides waits on a
+:class:`Gate`, the idle-time rules read a :class:`Clock` the test advances, and what another
+thread or process does is polled with a generous deadline (:func:`_until`)."""
 
 import math
 import operator
 import os
 import threading
 import time
+from collections.abc import Callable
+from concurrent.futures import Future
 from pathlib import Path
 
 import pytest
 
 from rnnviz.config import FIELD_SPECS, ConfigError, check_field
+from rnnviz.serve import worker
+from rnnviz.serve.settings import IDLE_NICE, IDLE_S, MAX_GRACE_S, PAGE_DRAW_S, SPILL_S, VISIT_GRACE_S
 from rnnviz.serve.worker import ComputationTimeout, ResultCache, WorkerDied, WorkerPool
 
 pytestmark = pytest.mark.filterwarnings("ignore::DeprecationWarning")
+
+
+def nap(seconds: float) -> None:
+    """A job that takes ``seconds`` of its worker's time: work, not the test's synchronisation."""
+    time.sleep(seconds)
+
+
+def held(gate: str) -> bool:
+    """A job that runs until the test opens ``gate`` (:class:`Gate`); False after ten minutes."""
+    for _ in range(60_000):
+        if os.path.exists(gate):
+            return True
+        nap(0.01)
+    return False
+
+
+class Gate:
+    """A file whose creation ends the :func:`held` jobs that wait on it."""
+
+    def __init__(self, folder: Path, name: str = "gate"):
+        self.path = str(folder / name)
+
+    def open(self) -> None:
+        Path(self.path).touch()
+
+
+class Clock:
+    """The pool's clock for its idle-time rules, advanced by the test alone."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def advance(self, seconds: float) -> None:
+        self.now += seconds
+
+
+def _until(done: Callable[[], object], within_s: float = 60.0) -> bool:
+    """Poll ``done`` until it holds, for at most ``within_s`` (generous: CI shares two cores);
+    whether it held."""
+    deadline = time.monotonic() + within_s
+    while not done():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.02)
+    return True
+
+
+def _in_thread(fn: Callable, *args, **kwargs) -> Future:
+    """``fn(*args, **kwargs)`` in a thread of its own: its result, or exception, to come."""
+    future: Future = Future()
+
+    def run() -> None:
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as err:
+            future.set_exception(err)
+
+    threading.Thread(target=run, daemon=True).start()
+    return future
+
+
+def _waiting(event: threading.Event) -> Callable[[float, bool], None]:
+    """An ``on_wait`` that sets ``event`` once its call waits for a busy worker."""
+    return lambda elapsed, running: None if running else event.set()
+
+
+def _held_back_for(pool: WorkerPool, clock: Clock, seconds: float) -> None:
+    """Idle time is held back ``seconds`` from now, and no longer (the clock advances)."""
+    clock.advance(seconds - 0.01)
+    assert not pool.idle()
+    clock.advance(0.02)
+    assert pool.idle()
 
 
 def _routes(pool: WorkerPool) -> tuple[str, str]:
@@ -25,8 +108,13 @@ def _routes(pool: WorkerPool) -> tuple[str, str]:
 
 
 @pytest.fixture
-def pool():
-    p = WorkerPool(size=2, time_limit_s=30)
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def pool(clock):
+    p = WorkerPool(size=2, time_limit_s=30, clock=clock)
     yield p
     p.shutdown()
 
@@ -51,18 +139,17 @@ def test_a_call_past_its_limit_is_stopped_its_worker_replaced_and_the_others_unt
     answers = {}
 
     def other_session():
-        time.sleep(0.3)
+        assert _until(lambda: pool.doing(stuck) == "a nap")
         answers["free"] = pool.call(divmod, 9, 4, route=free, what="another session's call")
         answers["at"] = time.perf_counter()
 
-    t = threading.Thread(target=other_session)
-    t.start()
+    other = _in_thread(other_session)
     with pytest.raises(
-        ComputationTimeout, match=r"a nap did not finish within the 2 s limit \(stopped after 2\.\d s\)"
+        ComputationTimeout, match=r"a nap did not finish within the 2 s limit \(stopped after \d+\.\d s\)"
     ) as err:
-        pool.call(time.sleep, 3600, route=stuck, what="a nap", time_limit_s=2)
+        pool.call(nap, 3600, route=stuck, what="a nap", time_limit_s=2)
     stopped_at = time.perf_counter()
-    t.join()
+    other.result(60)
     assert err.value.what == "a nap" and err.value.limit_s == 2 and err.value.elapsed_s >= 2
     assert answers["free"] == (2, 1) and answers["at"] < stopped_at  # answered while the other was stuck
     assert pool.restarts == 1
@@ -77,60 +164,63 @@ def test_a_worker_that_dies_is_reported_and_replaced(pool):
     assert pool.generation("x") == 2  # the replacement is a second process
 
 
-def test_an_abandoned_call_finishes_in_the_background_and_the_worker_serves_the_next(pool):
+def test_an_abandoned_call_finishes_in_the_background_and_the_worker_serves_the_next(pool, tmp_path):
     class Rerun(Exception):
         """What Streamlit raises in the script thread when the user changes a widget."""
 
     def leave(elapsed, running):
-        if running and elapsed > 0.3:
+        if running:
             raise Rerun
 
-    pid = pool.call(os.getpid, route="x", what="pid")
+    pid, gate = pool.call(os.getpid, route="x", what="pid"), Gate(tmp_path)
     with pytest.raises(Rerun):
-        pool.call(time.sleep, 1.0, route="x", what="a nap", on_wait=leave)
-    # The next call waits for the nap's answer (drained, dropped), then runs in the same worker.
-    assert pool.call(divmod, 5, 2, route="x", what="next") == (2, 1)
+        pool.call(held, gate.path, route="x", what="a held job", on_wait=leave)
+    assert pool.doing("x") == "a held job"  # it goes on; its answer is drained in the background
+    # The next call waits for that job's answer (drained, dropped), then runs in the same worker.
+    waiting = threading.Event()
+    following = _in_thread(pool.call, divmod, 5, 2, route="x", what="next", on_wait=_waiting(waiting))
+    assert waiting.wait(60)
+    gate.open()
+    assert following.result(60) == (2, 1)
     assert pool.call(os.getpid, route="x", what="pid") == pid and pool.restarts == 0
 
 
-def test_a_pure_call_takes_a_free_worker_when_its_own_is_busy_and_a_stateful_one_waits(pool):
-    from rnnviz.serve.worker import SPILL_S
-
-    busy, _ = _routes(pool)
-    home = pool.call(os.getpid, route=busy, what="pid")
-    nap = threading.Thread(
-        target=pool.call, args=(time.sleep, 2.0), kwargs=dict(route=busy, what="a long view")
-    )
-    nap.start()
-    _until(lambda: pool.doing(busy) == "a long view")
+def test_a_pure_call_takes_a_free_worker_when_its_own_is_busy_and_a_stateful_one_waits(
+    pool, clock, tmp_path, monkeypatch
+):
+    busy, free = _routes(pool)
+    home, other = (pool.call(os.getpid, route=r, what="pid") for r in (busy, free))
+    long_view = Gate(tmp_path, "long view")
+    view = _in_thread(pool.call, held, long_view.path, route=busy, what="a long view")
+    assert _until(lambda: pool.doing(busy) == "a long view")
     start = time.perf_counter()
-    other = pool.call(os.getpid, route=busy, what="a light view", spill=True)
-    took = time.perf_counter() - start
-    assert other != home and SPILL_S <= took < 1.5, took  # not queued behind the 2-s view
-    assert pool.call(os.getpid, route=busy, what="a training step") == home  # waited for its own worker
-    assert time.perf_counter() - start >= 1.5
-    nap.join()
+    assert pool.call(os.getpid, route=busy, what="a light view", spill=True) == other
+    assert time.perf_counter() - start >= SPILL_S  # it waited that long for its own worker first
+    assert pool.doing(busy) == "a long view"  # not queued behind the long view
+    waiting = threading.Event()
+    step = _in_thread(pool.call, os.getpid, route=busy, what="a training step", on_wait=_waiting(waiting))
+    assert waiting.wait(60) and pool.doing(busy) == "a long view"  # a stateful call waits ...
+    long_view.open()
+    assert step.result(60) == home and view.result(60) is True  # ... for its own worker
     # both busy: a spilling call takes whichever is free first
-    naps = [
-        threading.Thread(target=pool.call, args=(time.sleep, t), kwargs=dict(route=r, what="nap"))
-        for t, r in zip((2.0, 0.5), _routes(pool))
-    ]
-    for t in naps:
-        t.start()
-    _until(lambda: all(w.doing == "nap" for w in pool.workers))
-    start = time.perf_counter()
-    assert pool.call(os.getpid, route=busy, what="a light view", spill=True) != home
-    assert time.perf_counter() - start < 1.5
-    for t in naps:
-        t.join()
+    gates = [Gate(tmp_path, "first"), Gate(tmp_path, "second")]
+    naps = [_in_thread(pool.call, held, g.path, route=r, what="nap") for g, r in zip(gates, (busy, free))]
+    assert _until(lambda: all(w.doing == "nap" for w in pool.workers))
+    waiting = threading.Event()
+    light_view = dict(route=busy, what="a light view", spill=True, on_wait=_waiting(waiting))
+    light = _in_thread(pool.call, os.getpid, **light_view)
+    assert waiting.wait(60)
+    gates[1].open()
+    assert light.result(60) == other and pool.doing(busy) == "nap"
+    gates[0].open()
+    assert [n.result(60) for n in naps] == [True, True]
     # its worker busy with idle-time work (nobody waits for it): another answers at once
-    from rnnviz.serve.worker import IDLE_S
-
-    time.sleep(IDLE_S + 0.1)
-    assert pool.call_if_idle(time.sleep, 2.0, route=busy, what="preparing")
-    start = time.perf_counter()
-    assert pool.call(os.getpid, route=busy, what="a light view", spill=True) != home
-    assert time.perf_counter() - start < SPILL_S
+    monkeypatch.setattr(worker, "SPILL_S", 3600.0)  # read when used: only that rule spills now
+    clock.advance(IDLE_S)
+    preparing = Gate(tmp_path, "preparing")
+    assert pool.call_if_idle(held, preparing.path, route=busy, what="preparing")
+    assert pool.call(os.getpid, route=busy, what="a light view", spill=True) == other
+    preparing.open()
 
 
 def _state(pid: int) -> str:
@@ -153,56 +243,46 @@ def _idle_pid(pool: WorkerPool) -> int:
 
 
 @pytest.mark.slow
-def test_idle_time_work_runs_in_its_own_lower_priority_process_and_a_visitor_never_waits_for_it(pool):
+def test_idle_time_work_runs_in_its_own_lower_priority_process_and_a_visitor_never_waits_for_it(
+    pool, clock, tmp_path
+):
     """The tabs' idle-time work (``own``) runs in the pool's idle worker, whose niceness is
     IDLE_NICE: a visitor's job on any route starts at once beside it, and the idle job is
     never stopped (no SIGSTOP anywhere): it goes on and answers."""
-    from rnnviz.serve.settings import IDLE_NICE
-    from rnnviz.serve.worker import IDLE_S
-
     idle_pid = _idle_pid(pool)
-    _until(lambda: _niceness(idle_pid) == IDLE_NICE, within_s=10.0)  # set as the process starts
+    assert _until(lambda: _niceness(idle_pid) == IDLE_NICE)  # set as the process starts
     assert _niceness(idle_pid) == IDLE_NICE and IDLE_NICE > 0
     visitor_pids = {pool.call(os.getpid, route=r, what="pid") for r in _routes(pool)}
     assert {_niceness(p) for p in visitor_pids} == {0} and idle_pid not in visitor_pids
-    time.sleep(IDLE_S + 0.1)
-    answers, done = [], threading.Event()
+    clock.advance(IDLE_S)
+    answers, done, gate = [], threading.Event(), Gate(tmp_path)
     work = dict(route="a", what="preparing", on_answer=lambda *a: (answers.append(a), done.set()), own=True)
-    assert pool.call_if_idle(time.sleep, 1.5, **work)
-    began = time.monotonic()
+    assert pool.call_if_idle(held, gate.path, **work)
     for route in _routes(pool):  # both visitor workers are free: neither waits for the idle job
         assert pool.call(divmod, 9, 2, route=route, what="a visitor's job") == (4, 1)
-    assert time.monotonic() - began < 1.0 and not done.is_set()
+    assert not done.is_set()  # answered while the idle job runs (past its limit it would have ended)
     assert _state(idle_pid) != "T"
-    assert done.wait(10.0) and answers == [("ok", None)] and pool.restarts == 0
+    gate.open()
+    assert done.wait(60) and answers == [("ok", True)] and pool.restarts == 0
 
 
-def test_a_page_run_holds_idle_time_back_until_its_grace_has_passed_and_stops_nothing(pool, monkeypatch):
-    from rnnviz.serve import worker
-    from rnnviz.serve.worker import IDLE_S
-
-    monkeypatch.setattr(worker, "VISIT_GRACE_S", 1.0)  # read when used: a shorter grace, same rule
+def test_a_page_run_holds_idle_time_back_until_its_grace_has_passed_and_stops_nothing(pool, clock, tmp_path):
     idle_pid = _idle_pid(pool)
-    time.sleep(IDLE_S + 0.1)
-    answers, done = [], threading.Event()
+    clock.advance(IDLE_S)
+    answers, done, gate = [], threading.Event(), Gate(tmp_path)
     work = dict(route="a", what="preparing", on_answer=lambda *a: (answers.append(a), done.set()), own=True)
     before = pool.activity()
-    assert pool.call_if_idle(time.sleep, 0.5, **work)
+    assert pool.call_if_idle(held, gate.path, **work)
     pool.visit()  # a page run that calls no worker (its results are cached): the job goes on
     assert pool.activity() == before + 1  # a timing taken meanwhile is not kept (serve.idle)
     assert _state(idle_pid) != "T"
-    assert done.wait(10.0) and answers == [("ok", None)]
+    gate.open()
+    assert done.wait(60) and answers == [("ok", True)]
     assert not pool.idle()  # within the page's grace: nothing new starts
+    clock.advance(VISIT_GRACE_S / 2)
     pool.visit()  # the next run: the grace counts from here
-    time.sleep(0.7)
-    assert not pool.idle()
-    assert _until_event(pool.idle, within_s=2.0)
+    _held_back_for(pool, clock, VISIT_GRACE_S)
     assert pool.call_if_idle(divmod, 7, 2, route="a", what="preparing", own=True)
-
-
-def _until_event(done, within_s: float) -> bool:
-    _until(done, within_s)
-    return done()
 
 
 @pytest.mark.slow
@@ -215,15 +295,23 @@ def test_a_visitors_compile_finishes_while_idle_time_holds_the_compilation_cache
     cache = tmp_path / "jax-cache"
     monkeypatch.setenv("RNNVIZ_JAX_CACHE", str(cache))
     monkeypatch.setenv("RNNVIZ_JAX_CACHE_MB", "64")  # a cap: JAX's LRU cache, with its lock
-    pool = WorkerPool(size=1, setup="rnnviz.serve.jobs:setup", time_limit_s=120)
+    clock = Clock()
+    pool = WorkerPool(size=1, setup="rnnviz.serve.jobs:setup", time_limit_s=120, clock=clock)
     try:
         pool.start()
         assert pool.call(os.getpid, route="a", what="ready") > 0  # set up: the default compiled
-        _until(lambda: pool.idle(), within_s=5.0)
-        held, done = [], threading.Event()
+        clock.advance(IDLE_S)
+        # the idle worker sets up at its lower priority, which a loaded machine may starve for
+        # longer than an idle-time job's limit: this test is not about that limit
+        monkeypatch.setattr(worker, "IDLE_LIMIT_S", 120.0)
+        first: Future = Future()
+        answer = dict(on_answer=lambda *a: first.set_result(a), own=True)
+        assert pool.call_if_idle(nap, 0, route="a", what="a first job", **answer)
+        assert first.result(120) == ("ok", None)  # set up, and this module imported there
+        held, done, holds = [], threading.Event(), tmp_path / "holds"
         work = dict(route="a", what="holding the lock", on_answer=lambda *a: (held.append(a), done.set()))
-        assert pool.call_if_idle(_hold_cache_lock, str(cache), 3.0, **work, own=True)
-        _until(lambda: (cache / ".lockfile").exists(), within_s=30.0)
+        assert pool.call_if_idle(_hold_cache_lock, str(cache), 3.0, str(holds), **work, own=True)
+        assert _until(holds.exists)
         pool.visit()  # a visitor arrives: nothing is stopped
         began = time.monotonic()
         key = _key(hidden_size=5, seq_len=7, batch_size=2, input_size=2)
@@ -248,84 +336,62 @@ def _key(**fields) -> str:
     return json.dumps(RunConfig(**fields).to_dict(), sort_keys=True)
 
 
-def _hold_cache_lock(cache: str, seconds: float) -> bool:
-    """An idle-time job that takes the compilation cache's lock, as JAX does, for a while."""
+def _hold_cache_lock(cache: str, seconds: float, holds: str) -> bool:
+    """An idle-time job that takes the compilation cache's lock, as JAX does, for a while
+    (creating the file ``holds`` once it has it)."""
     import filelock
 
     with filelock.FileLock(f"{cache}/.lockfile", timeout=30):
-        time.sleep(seconds)
+        Path(holds).touch()
+        nap(seconds)
     return True
 
 
-def test_a_fresh_pages_drawing_counts_from_its_runs_end_and_a_reruns_end_adds_nothing(pool, monkeypatch):
-    from rnnviz.serve import worker
-
-    monkeypatch.setattr(worker, "VISIT_GRACE_S", 0.6)  # read when used: shorter, same rules
-    monkeypatch.setattr(worker, "PAGE_DRAW_S", 0.5)
-    _until(pool.idle, within_s=5.0)
+def test_a_fresh_pages_drawing_counts_from_its_runs_end_and_a_reruns_end_adds_nothing(pool, clock):
+    clock.advance(IDLE_S)
+    assert pool.idle()
     pool.visit()  # a fresh page whose run takes longer than the grace (it compiled, say)
-    time.sleep(0.8)
+    clock.advance(VISIT_GRACE_S + 1.0)
     assert pool.idle()  # its begin's grace is over
     pool.drawn(fresh=True)  # it ends: its browser draws the page it sent
-    ended = time.monotonic()
-    assert not pool.idle()
-    _until(pool.idle, within_s=2.0)
-    assert 0.45 <= time.monotonic() - ended < 1.0
+    _held_back_for(pool, clock, PAGE_DRAW_S)
     pool.visit()  # a rerun as long: its end holds nothing back
-    time.sleep(0.8)
+    clock.advance(VISIT_GRACE_S + 1.0)
     pool.drawn()
     assert pool.idle()
 
 
-def test_fresh_pages_add_up_their_grace_and_reruns_do_not(pool, monkeypatch):
-    from rnnviz.serve import worker
-
-    monkeypatch.setattr(worker, "VISIT_GRACE_S", 0.6)  # read when used: shorter, same rules
-    monkeypatch.setattr(worker, "PAGE_DRAW_S", 0.5)
-    _until(pool.idle, within_s=5.0)
-    start = time.monotonic()
+def test_fresh_pages_add_up_their_grace_and_reruns_do_not(pool, clock):
+    assert PAGE_DRAW_S < VISIT_GRACE_S < 4 * PAGE_DRAW_S < MAX_GRACE_S < 40 * PAGE_DRAW_S
+    clock.advance(IDLE_S)
     pool.visit()
-    pool.drawn(fresh=True)  # one fresh page, a quick run: its 0.5 s of drawing is within the grace
-    _until(pool.idle, within_s=2.0)
-    assert 0.55 <= time.monotonic() - start < 1.0
-    start = time.monotonic()
-    for _ in range(4):  # a class opening the page at once: 4 × 0.5 s of drawing, one after another
+    pool.drawn(fresh=True)  # one fresh page, a quick run: its drawing ends within the grace
+    _held_back_for(pool, clock, VISIT_GRACE_S)
+    for _ in range(4):  # a class opening the page at once: their drawing, one after another
         pool.visit()
         pool.drawn(fresh=True)
     pool.visit()  # a rerun within that: it adds nothing (its own grace ends sooner)
     pool.drawn()
-    time.sleep(1.4 - (time.monotonic() - start))
-    assert not pool.idle()  # past two single graces, within the four pages' 2 s
-    _until(pool.idle, within_s=1.5)
-    assert 1.9 <= time.monotonic() - start < 2.6
-    start = time.monotonic()
-    for _ in range(4):  # four reruns: the grace counts from the last
+    _held_back_for(pool, clock, 4 * PAGE_DRAW_S)
+    for _ in range(4):  # four reruns, a second apart: the grace counts from the last
         pool.visit()
+        clock.advance(1.0)
         pool.drawn()
-    _until(pool.idle, within_s=2.0)
-    assert time.monotonic() - start < 1.2
-    monkeypatch.setattr(worker, "MAX_GRACE_S", 1.0)
-    start = time.monotonic()
-    for _ in range(40):  # a flood of fresh pages: 20 s of drawing, held to the cap
+    _held_back_for(pool, clock, VISIT_GRACE_S - 1.0)
+    for _ in range(40):  # a flood of fresh pages: their drawing held to the cap
         pool.drawn(fresh=True)
-    _until(pool.idle, within_s=3.0)
-    assert 0.9 <= time.monotonic() - start < 1.6
+    _held_back_for(pool, clock, MAX_GRACE_S)
 
 
-def test_an_idle_time_job_may_follow_another_at_once_but_waits_after_a_visitors_job(pool, monkeypatch):
+def test_an_idle_time_job_may_follow_another_at_once_but_waits_after_a_visitors_job(pool, clock):
     """IDLE_S is the gap between two calls of one script run: only a visitor's job starts it.
-    Idle-time jobs come one after another (a step each), and a wait after each took a third of
-    a reader's idle time at LSTM H=128 T=1000 (#33)."""
-    from rnnviz.serve import worker
-
-    monkeypatch.setattr(worker, "IDLE_S", 3600.0)  # read when used: a wait no test outlasts
-    for w in pool.workers:
-        w.free_since = -math.inf  # as if the last visitor left long ago
+    Idle-time jobs come one after another (a step each), with no wait between them."""
+    clock.advance(IDLE_S)  # the last visitor left that long ago; from here the clock stands still
     route, answers = "x", []
     work = dict(route=route, what="idle work", on_answer=lambda *a: answers.append(a))
     for n in range(3):
         assert pool.call_if_idle(divmod, 7, 2, **work)  # at once, the last one just answered
-        _until(lambda: len(answers) == n + 1 and not pool.worker_for(route).lock.locked())
+        assert _until(lambda: len(answers) == n + 1 and not pool.worker_for(route).lock.locked())
     assert answers == [("ok", (3, 1))] * 3
     assert pool.call(divmod, 9, 2, route=route, what="a visitor's job") == (4, 1)
     assert not pool.idle() and not pool.call_if_idle(divmod, 7, 2, **work)  # their next call may come
@@ -351,18 +417,20 @@ def test_routes_are_stable_across_processes():
 
 
 def test_the_result_cache_computes_a_key_once_while_others_wait_and_forgets_failures():
-    cache, calls = ResultCache(max_entries=2), []
+    cache, calls, release, waiting = ResultCache(max_entries=2), [], threading.Event(), set()
 
     def slow():
         calls.append(1)
-        time.sleep(0.4)
+        assert release.wait(60)
         return 42
 
-    threads = [threading.Thread(target=lambda: cache.get("k", slow)) for _ in range(3)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
+    def ask():
+        return cache.get("k", slow, on_wait=lambda *_: waiting.add(threading.get_ident()))
+
+    asks = [_in_thread(ask) for _ in range(3)]
+    assert _until(lambda: len(waiting) == 2)  # one computes, the two others wait for it
+    release.set()
+    assert [a.result(60) for a in asks] == [42] * 3
     assert calls == [1] and cache.get("k", lambda: 0) == 42
     with pytest.raises(ZeroDivisionError):
         cache.get("bad", lambda: 1 / 0)
@@ -427,12 +495,16 @@ def test_a_stuck_worker_ends_when_its_server_is_gone(tmp_path):
 
     script = tmp_path / "server.py"
     script.write_text(
-        "import time\n"
+        "import signal\n"
         "from rnnviz.serve.worker import WorkerPool\n"
         "pool = WorkerPool(size=1)\n"
         "pool.call(divmod, 1, 1, route='r', what='start')\n"
         "print(pool.workers[0].process.pid, flush=True)\n"
-        "pool.call(time.sleep, 3600, route='r', what='stuck')\n"
+        "said = []\n"
+        "def inside(elapsed, running):\n"
+        "    if running and not said:\n"
+        "        said.append(print('inside', flush=True))\n"
+        "pool.call(signal.pause, route='r', what='stuck', on_wait=inside)\n"  # it never returns
     )
     server = subprocess.Popen(
         [sys.executable, str(script)],
@@ -440,71 +512,60 @@ def test_a_stuck_worker_ends_when_its_server_is_gone(tmp_path):
         text=True,
         env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)},
     )
-    worker = int(server.stdout.readline())
-    time.sleep(0.5)  # the worker is now inside its hour-long call
+    stuck = int(server.stdout.readline())
+    assert server.stdout.readline() == "inside\n"  # the worker has had its endless call a while
     server.send_signal(signal.SIGKILL)
     server.wait(timeout=30)
-    deadline = time.time() + 15
-    while time.time() < deadline:
-        try:
-            status = Path(f"/proc/{worker}/status").read_text()
+
+    def ended() -> bool:
+        try:  # gone, or ended and waiting for init to reap it
+            return "\nState:\tZ" in Path(f"/proc/{stuck}/status").read_text()
         except FileNotFoundError:
-            return
-        if "\nState:\tZ" in status:  # ended, waiting for init to reap it
-            return
-        time.sleep(0.2)
-    os.kill(worker, signal.SIGKILL)
-    pytest.fail("the stuck worker outlived its server by 15 s")
+            return True
+
+    if not _until(ended, within_s=15.0):
+        os.kill(stuck, signal.SIGKILL)
+        pytest.fail("the stuck worker outlived its server by 15 s")
 
 
-# ---- idle time --------------------------------------------------------------------------------
-
-
-def _until(done, within_s: float = 10.0) -> None:
-    deadline = time.monotonic() + within_s
-    while not done() and time.monotonic() < deadline:
-        time.sleep(0.05)
-
-
-def test_a_job_runs_in_idle_time_only_and_a_visitor_waits_for_that_one_job_alone(pool):
-    from rnnviz.serve.worker import IDLE_S
-
+def test_a_job_runs_in_idle_time_only_and_a_visitor_waits_for_that_one_job_alone(pool, clock, tmp_path):
     answers = []
     on_answer = lambda status, value: answers.append((status, value))  # noqa: E731
     route = "x"
     pool.call(divmod, 1, 1, route=route, what="a visitor's call")
     # just used: not idle; nothing is started
     assert not pool.call_if_idle(divmod, 7, 2, route=route, what="idle work", on_answer=on_answer)
-    time.sleep(IDLE_S + 0.1)
-    assert pool.call_if_idle(time.sleep, 0.6, route=route, what="idle work", on_answer=on_answer)
+    clock.advance(IDLE_S)
+    gate = Gate(tmp_path, "idle work")
+    assert pool.call_if_idle(held, gate.path, route=route, what="idle work", on_answer=on_answer)
     assert not pool.call_if_idle(divmod, 7, 2, route=route, what="idle work")  # busy with it now
     assert pool.doing(route) == "idle work"  # what a visitor's waiting line names
-    start = time.perf_counter()
-    assert pool.call(divmod, 9, 4, route=route, what="a visitor's call") == (2, 1)  # waits for the nap only
-    waited = time.perf_counter() - start
-    assert 0.3 < waited < 5.0, waited
-    _until(lambda: len(answers) == 1)  # handed over as the worker was freed
-    assert answers == [("ok", None)]
+    waiting = threading.Event()
+    visitor = _in_thread(pool.call, divmod, 9, 4, route=route, what="a visit", on_wait=_waiting(waiting))
+    assert waiting.wait(60)  # the visitor waits for that one job ...
+    gate.open()
+    assert visitor.result(60) == (2, 1) and pool.restarts == 0  # ... and no longer: nothing was stopped
+    assert _until(lambda: len(answers) == 1)  # handed over as the worker was freed
+    assert answers == [("ok", True)]
     # a visitor's job on the other worker: the cores are shared, so no idle-time job starts
     other = next(r for r in (f"b{i}" for i in range(100)) if pool.worker_for(r) is not pool.worker_for(route))
-    time.sleep(IDLE_S + 0.1)
-    visitor = threading.Thread(
-        target=pool.call, args=(time.sleep, 1.0), kwargs=dict(route=other, what="a visit")
-    )
-    visitor.start()
-    _until(lambda: pool.workers[pool.worker_for(other).index].doing == "a visit")
+    clock.advance(IDLE_S)
+    visit = Gate(tmp_path, "a visit")
+    visitor = _in_thread(pool.call, held, visit.path, route=other, what="a visit")
+    assert _until(lambda: pool.doing(other) == "a visit")
     assert not pool.idle() and not pool.call_if_idle(divmod, 7, 2, route=route, what="idle work")
-    visitor.join()
+    visit.open()
+    assert visitor.result(60) is True
     assert not pool.idle()  # free for less than IDLE_S yet
-    time.sleep(IDLE_S + 0.1)
+    clock.advance(IDLE_S)
     assert pool.call_if_idle(operator.truediv, 1, 0, route=route, what="idle work", on_answer=on_answer)
-    _until(lambda: len(answers) == 2)
+    assert _until(lambda: len(answers) == 2)
     assert answers[1][0] == "error" and isinstance(answers[1][1], ZeroDivisionError)
-    time.sleep(IDLE_S + 0.1)  # a job past its limit: its worker is replaced, and the answer says so
-    nap = dict(route=route, what="idle work", time_limit_s=0.5, on_answer=on_answer)
-    assert pool.call_if_idle(time.sleep, 60, **nap)
+    # a job past its limit: its worker is replaced, and the answer says so
+    late = dict(route=route, what="idle work", time_limit_s=0.5, on_answer=on_answer)
+    assert pool.call_if_idle(nap, 60, **late)
     assert pool.call(divmod, 5, 2, route=route, what="next") == (2, 1) and pool.restarts == 1
-    _until(lambda: len(answers) == 3)
+    assert _until(lambda: len(answers) == 3)
     assert answers[2][0] == "error" and isinstance(answers[2][1], ComputationTimeout)
 
 
@@ -534,25 +595,26 @@ def test_the_phase_job_at_a_small_shape_goes_through_the_pages_analysis_and_comp
         np.testing.assert_allclose(part.log10_grad_norm, want.log10_grad_norm, atol=1e-4)
 
 
-def test_the_visitors_are_quiet_only_after_their_page_run_and_their_last_job(pool):
+def test_the_visitors_are_quiet_only_after_their_page_run_and_their_last_job(pool, clock, tmp_path):
     """quiet_for_s, what quiet_s waits for: 0 while a visitor's job runs (a long view being
     computed is not being read), and counted from its end or from a page run's begin."""
-    assert pool.quiet_for_s() == float("inf")
-    job = threading.Thread(target=pool.call, args=(time.sleep, 1.5), kwargs=dict(route="a", what="a view"))
-    job.start()
-    _until(lambda: pool.quiet_for_s() == 0.0)
-    time.sleep(0.3)
+    assert pool.quiet_for_s() == math.inf
+    gate = Gate(tmp_path)
+    job = _in_thread(pool.call, held, gate.path, route="a", what="a view")
+    assert _until(lambda: pool.quiet_for_s() == 0.0)
+    clock.advance(5.0)
     assert pool.quiet_for_s() == 0.0
-    job.join()
-    assert pool.quiet_for_s() < 0.3
-    time.sleep(0.5)
-    assert pool.quiet_for_s() >= 0.5
+    gate.open()
+    assert job.result(60) is True
+    assert pool.quiet_for_s() == 0.0  # counted from the job's end (the clock stood still since)
+    clock.advance(0.5)
+    assert pool.quiet_for_s() == pytest.approx(0.5)
     pool.visit()
-    assert pool.quiet_for_s() < 0.3
+    assert pool.quiet_for_s() == 0.0
 
 
 @pytest.mark.slow
-def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
+def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker():
     """calls.prepare_neighbours: each cell one switch away is compiled by every worker, the
     route's own first, so the page's analysis compiles nothing (a cache hit) in whichever
     worker takes it (its own, or another when its own is busy: spill)."""
@@ -570,6 +632,7 @@ def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
     def route(cfg):  # requests.route without a data set: the static config's key
         return key(static_config(cfg))
 
+    pool = WorkerPool(size=2, time_limit_s=30)  # the real clock: the preparer waits for idle time
     page = RunConfig(cell="lstm", hidden_size=5, input_size=2, seq_len=7, batch_size=2, forget_bias=1.0)
     others = [page.with_cell(c) for c in ("gru", "simple", "minlstm")]
     prep = Preparer(pool, None, "compiling a shape", max_wanted=6)
@@ -588,6 +651,7 @@ def test_idle_time_compiles_the_other_cells_at_a_shape_in_every_worker(pool):
                 assert a.timing.cache_hit and a.config == other
     finally:
         prep.stop()
+        pool.shutdown()
 
 
 def test_idle_time_then_compiles_the_teaching_presets_shapes_each_in_its_own_worker(monkeypatch):
@@ -670,16 +734,14 @@ def test_a_preset_prepared_in_idle_time_leaves_its_analysis_nothing_to_compile_l
 
 
 @pytest.mark.slow
-def test_a_stuck_idle_job_holds_its_worker_no_longer_than_the_pools_limit():
-    """A stopped worker (SIGSTOP, in the soak with faults) took an idle-time job: the visitor
-    who then asks waits for the pool's own limit at most, and is answered by a new worker."""
-    from rnnviz.serve.worker import IDLE_S
-
-    pool = WorkerPool(size=1, time_limit_s=1.5)
+def test_a_stuck_idle_job_holds_its_worker_no_longer_than_the_pools_limit(clock):
+    """A stuck worker took an idle-time job: the visitor who then asks waits for the pool's
+    own limit at most, and is answered by a new worker."""
+    pool = WorkerPool(size=1, time_limit_s=1.5, clock=clock)
     try:
         pool.call(divmod, 1, 1, route="x", what="a first call")
-        time.sleep(IDLE_S + 0.1)
-        assert pool.call_if_idle(time.sleep, 3600, route="x", what="idle work")  # no limit given
+        clock.advance(IDLE_S)
+        assert pool.call_if_idle(nap, 3600, route="x", what="idle work")  # no limit given
         start = time.perf_counter()
         assert pool.call(divmod, 9, 4, route="x", what="a visitor's call") == (2, 1)
         assert time.perf_counter() - start < 10 and pool.restarts == 1
