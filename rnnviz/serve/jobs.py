@@ -40,13 +40,13 @@ from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.report.explorable_data import preset_data
 from rnnviz.serve import trained_runs
 from rnnviz.serve.folders import stamp
+from rnnviz.serve.model_files import model_max_bytes
 from rnnviz.serve.requests import ModelSummary, RunSummary, TrainProgress, config_of
 from rnnviz.serve.settings import (
     QUIET_REPEATS,
     QUIET_TIMING_S,
     TIMING_BUDGET_S,
     TIMING_PRECISION,
-    model_max_bytes,
     settings,
 )
 from rnnviz.studies.comparisons import (

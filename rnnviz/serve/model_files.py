@@ -6,7 +6,7 @@ headers.
 
 An archive is judged by its directory before a byte of it is extracted
 (:func:`rnnviz.checkpoints.archive.archive_members`), against the smaller of the upload
-folder's cap and the checkpoint cap (:func:`rnnviz.serve.settings.model_max_bytes`).
+folder's cap and the checkpoint cap (:func:`model_max_bytes`).
 """
 
 from __future__ import annotations
@@ -27,13 +27,20 @@ from rnnviz.checkpoints.archive import (
     one_model,
 )
 from rnnviz.checkpoints.demo import DEMO_NAME, demo_bytes
-from rnnviz.checkpoints.load import STATE_DICT_SUFFIXES
+from rnnviz.checkpoints.load import MAX_BYTES, STATE_DICT_SUFFIXES
 from rnnviz.dataset import data_dir
 from rnnviz.serve.folders import admit, touch
-from rnnviz.serve.settings import model_max_bytes, settings
+from rnnviz.serve.settings import settings
 
 #: Names in the data folder that hold no models: the recorded runs.
 NOT_MODELS = ("runs",)
+
+
+def model_max_bytes() -> int:
+    """The most bytes of weights (in float32) a worker loads: a quarter of its memory cap
+    (``RNNVIZ_WORKER_MAX_RSS_MB``), at most the loader's own cap (a model a worker could hold
+    only over its cap would make it retire after every job, each successor loading it again)."""
+    return min(MAX_BYTES, settings().worker_max_rss_mb * 2**20 // 4)
 
 
 def data_models() -> tuple[str, ...]:
@@ -94,6 +101,7 @@ def keep_archive(name: str, data: bytes) -> Path:
 
 # the tab's names for what it accepts and offers, defined in the checkpoints layer
 __all__ = [
+    "model_max_bytes",
     "ARCHIVE_SUFFIXES",
     "DEMO_NAME",
     "STATE_DICT_SUFFIXES",

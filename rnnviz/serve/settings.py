@@ -26,8 +26,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rnnviz.checkpoints.load import MAX_BYTES as MAX_MODEL_BYTES
-
 
 class SettingsError(ValueError):
     """A server setting outside what is allowed; the message names the variable, the value
@@ -278,13 +276,6 @@ QUIET_REPEATS, QUIET_TIMING_S = 3, 0.25
 TIMING_PRECISION = 0.10
 
 
-def model_max_bytes() -> int:
-    """The most bytes of weights (in float32) a worker loads: a quarter of its memory cap
-    (``RNNVIZ_WORKER_MAX_RSS_MB``), at most the loader's own cap (a model a worker could hold
-    only over its cap would make it retire after every job, each successor loading it again)."""
-    return min(MAX_MODEL_BYTES, settings().worker_max_rss_mb * 2**20 // 4)
-
-
 __all__ = [
     "SETTINGS",
     "ServerSettings",
@@ -293,7 +284,6 @@ __all__ = [
     "flag_name",
     "kind",
     "markdown_table",
-    "model_max_bytes",
     "parse",
     "settings",
 ]
