@@ -2,10 +2,12 @@
 targets are judged on, the median over ``--runs`` fresh servers.
 
     .venv/bin/python scripts/measure_app.py [--runs 3] [--class-size 8] [--json out.json]
+        [--entry app.py] [--first-chart-only] [--warm-wait-s 60]
 
-Each run starts ``rnnviz app`` (the warm-up included, as a user starts it) on a free port
-with an empty JAX compilation cache, then drives Debian's chromium through Playwright and
-times, from the browser's side:
+Each run starts ``rnnviz app`` (the warm-up included, as a user starts it; ``--entry app.py``:
+``streamlit run app.py`` in the checkout instead) on a free port with an empty JAX compilation
+cache, waits for the warm-up's line in the server's log (at most ``--warm-wait-s``), then
+drives Debian's chromium through Playwright and times, from the browser's side:
 
 * server start → its health check answers, and the warm-up's end;
 * page open → the first chart holds data (a fresh browser);
@@ -21,6 +23,7 @@ times, from the browser's side:
   seed (H=64, T=200), beside one visitor already there; and the CPU seconds the workers,
   the browsers and the server spent meanwhile (where a class's time goes on shared cores).
 
+``--first-chart-only`` stops after the page's first chart (a fresh server's first visitor).
 ``--visitors-only`` runs just the last two (a second visitor, the class; the Phase diagram
 opened at the big config first, as the walk has) on each fresh server: enough to compare
 two server settings or checkouts (set in the environment) in a third of the time.
@@ -85,6 +88,11 @@ TARGETS: dict[str, float | None] = {
     "class: max first chart": 10.0,
 }
 STEP_LIMIT_S = 300.0
+#: How each ``--entry`` starts a server, from the checkout's root (the port follows).
+ENTRIES = {
+    "rnnviz app": [sys.executable, "-m", "rnnviz", "app", "--server.headless=true", "--port"],
+    "app.py": [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless=true", "--server.port"],
+}
 
 
 def _port() -> int:
@@ -259,6 +267,8 @@ def _summary(m: dict) -> dict[str, float]:
     row = {k: m[k] for k in ("server start → health", "server start → warm-up done") if m.get(k) is not None}
     if "page open → first chart" not in m:  # --visitors-only
         return row | _visitors(m)
+    if "value change (seed, gain, scale)" not in m:  # --first-chart-only
+        return row | {"page open → first chart": m["page open → first chart"]}
     row.update({k: m[k] for k in ("page open → first chart", "value change (seed, gain, scale)")})
     row["shape change (cell, H, T, B)"] = m["shape change (cell, H, T, B)"]
     for which in ("default", "big"):
@@ -287,7 +297,7 @@ async def _one_run(args, run: int) -> dict:
     log_path = Path(tempfile.mkdtemp(prefix="rnnviz-measure-")) / "server.log"
     log = log_path.open("w")
     start = time.perf_counter()
-    cmd = [sys.executable, "-m", "rnnviz", "app", "--port", str(port), "--server.headless=true"]
+    cmd = [*ENTRIES[args.entry], str(port)]
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     m: dict = {}
     try:
@@ -296,18 +306,22 @@ async def _one_run(args, run: int) -> dict:
                 raise RuntimeError(f"the server did not start; see {log_path}")
             await asyncio.sleep(0.05)
         m["server start → health"] = time.perf_counter() - start
-        while "warm-up:" not in log_path.read_text() and time.perf_counter() - start < STEP_LIMIT_S:
+        while "warm-up:" not in log_path.read_text() and time.perf_counter() - start < args.warm_wait_s:
             await asyncio.sleep(0.2)
-        m["server start → warm-up done"] = time.perf_counter() - start
+        if "warm-up:" in log_path.read_text():  # else nothing warmed it: the page opens after the wait
+            m["server start → warm-up done"] = time.perf_counter() - start
         url = f"http://127.0.0.1:{port}/"
         async with async_playwright() as p:
             browser = await p.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
             try:
-                if args.visitors_only:
+                if args.first_chart_only:
+                    page, m["page open → first chart"] = await _page(browser, url)
+                    await page.context.close()
+                elif args.visitors_only:
                     m["second visitor's first chart"] = await _second_visitor(browser, url)
                 else:
                     m.update(await _walk(browser, url, args.read_s))
-                if args.class_size:
+                if args.class_size and not args.first_chart_only:
                     m["class"], m["class cpu"] = await _class(browser, url, args.class_size, proc.pid)
             finally:
                 await browser.close()
@@ -383,6 +397,23 @@ def main() -> None:
         "--visitors-only",
         action="store_true",
         help="only the second visitor and the class (no walk, no tabs): to compare server settings",
+    )
+    ap.add_argument(
+        "--first-chart-only",
+        action="store_true",
+        help="only a fresh server's first visitor: page open → first chart (no walk, no class)",
+    )
+    ap.add_argument(
+        "--entry",
+        choices=tuple(ENTRIES),
+        default="rnnviz app",
+        help="how each server starts: 'rnnviz app' (default) or 'app.py' (streamlit run app.py)",
+    )
+    ap.add_argument(
+        "--warm-wait-s",
+        type=float,
+        default=STEP_LIMIT_S,
+        help="seconds to wait for the warm-up's line in the server's log before opening the page",
     )
     args = ap.parse_args()
     runs = [asyncio.run(_one_run(args, i)) for i in range(args.runs)]

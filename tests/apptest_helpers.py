@@ -12,7 +12,10 @@ import numpy as np
 from streamlit.testing.v1 import AppTest
 
 ROOT = Path(__file__).resolve().parent.parent
+#: What ``streamlit run`` serves (an ``st.App``, warming its page as the server starts).
 APP = str(ROOT / "app.py")
+#: The page's script, which AppTest runs (it runs scripts, not an ``st.App``).
+ENTRY = str(ROOT / "rnnviz" / "ui" / "entry.py")
 
 
 def start_server(env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
@@ -52,7 +55,7 @@ def start_server(env: dict, log_path: Path) -> tuple[subprocess.Popen, str]:
 
 
 def run_app(query: dict | None = None, timeout: float = 120) -> AppTest:
-    at = AppTest.from_file(APP, default_timeout=timeout)
+    at = AppTest.from_file(ENTRY, default_timeout=timeout)
     for k, v in (query or {}).items():
         at.query_params[k] = v
     return at.run()

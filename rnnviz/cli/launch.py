@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rnnviz.cli.argtypes import bounded_int
 from rnnviz.serve.settings import SETTINGS, ServerSettings, SettingsError, flag_name, kind, parse
+from rnnviz.serve.warm import base_url
 
 UI = Path(__file__).resolve().parents[1] / "ui"  # rnnviz/ui/, beside rnnviz/cli/
 ENTRY = UI / "entry.py"
@@ -100,11 +101,9 @@ def served_at(cmd: list[str]) -> str:
             name, eq, value = token[2:].partition("=")
             if eq or i + 1 < len(cmd):
                 flags[name] = value if eq else cmd[i + 1]
-    address = flags.get("server.address", "127.0.0.1")
-    if address in ("", "0.0.0.0", "::"):
-        address = "127.0.0.1"
-    base = flags.get("server.baseUrlPath", "").strip("/")
-    return f"http://{address}:{flags.get('server.port', '8501')}/" + (f"{base}/" if base else "")
+    return base_url(
+        flags.get("server.address", ""), flags.get("server.port", "8501"), flags.get("server.baseUrlPath", "")
+    )
 
 
 def _start_warming(cmd: list[str], env: dict[str, str]) -> None:

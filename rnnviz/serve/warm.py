@@ -6,8 +6,10 @@ Streamlit's script health check (``/_stcore/script-health-check``, on with
 ``server.scriptHealthCheckEnabled``) runs the page in a headless session of its own: the
 imports, the worker processes, the machine's devices and the default configuration's
 analysis, whose result stays in the server's shared result cache. ``rnnviz app`` starts
-:func:`main` beside the server; ``python -m rnnviz.serve.warm URL`` does it for any running
-server. The warm-up asks for what any visitor may ask for (the page as it opens), once.
+:func:`main` beside the server; ``streamlit run app.py`` runs :func:`warm_and_report` in a
+thread of the server (:mod:`rnnviz.ui.lifespan`); ``python -m rnnviz.serve.warm URL`` does it
+for any running server. The warm-up asks for what any visitor may ask for (the page as it
+opens), once.
 """
 
 from __future__ import annotations
@@ -25,6 +27,25 @@ HEALTH, PAGE = "_stcore/health", "_stcore/script-health-check"
 #: Requests for the page: one that Streamlit stopped at its 60 s has still left its
 #: computations in the server's caches, so the next is quick.
 TRIES = 3
+
+
+def base_url(address: str, port: int | str, base_path: str) -> str:
+    """Where a Streamlit server with these settings answers on this machine: on 127.0.0.1
+    when it listens on every interface (``server.address``, ``server.port``,
+    ``server.baseUrlPath``).
+
+    Example:
+        >>> base_url("0.0.0.0", 8501, "/rnnviz/")
+        'http://127.0.0.1:8501/rnnviz/'
+        >>> base_url("::1", 9000, "")
+        'http://[::1]:9000/'
+    """
+    if address in ("", "0.0.0.0", "::"):
+        address = "127.0.0.1"
+    elif ":" in address:  # an IPv6 address goes in brackets in a URL
+        address = f"[{address}]"
+    base = base_path.strip("/")
+    return f"http://{address}:{port}/" + (f"{base}/" if base else "")
 
 
 def _get(url: str, timeout_s: float) -> tuple[int, str]:
@@ -73,15 +94,21 @@ def warm(base_url: str, start_within_s: float = 60.0, run_within_s: float = 120.
     return False, f"the page's warm-up run ended with HTTP {status or 'no answer'} after {took:.1f} s: {body}"
 
 
+def warm_and_report(base_url: str) -> bool:
+    """:func:`warm` the server at ``base_url`` and say how it went on stderr, in the server's
+    log (``rnnviz: warm-up: …``); whether the page ran without an error."""
+    ok, what = warm(base_url)
+    print(f"rnnviz: warm-up: {what}", file=sys.stderr, flush=True)
+    return ok
+
+
 def main(argv: list[str] | None = None) -> int:
     """``python -m rnnviz.serve.warm URL``: warm the server at URL; the outcome goes to stderr."""
     args = sys.argv[1:] if argv is None else argv
     if len(args) != 1:
         print("usage: python -m rnnviz.serve.warm URL", file=sys.stderr)
         return 2
-    ok, what = warm(args[0])
-    print(f"rnnviz: warm-up: {what}", file=sys.stderr)
-    return 0 if ok else 1
+    return 0 if warm_and_report(args[0]) else 1
 
 
 if __name__ == "__main__":
