@@ -39,7 +39,7 @@ def test_the_server_draws_every_tab_without_importing_jax(tmp_path):
         "PYTHONPATH": os.pathsep.join(p for p in sys.path if p),
     }
     done = subprocess.run(
-        [sys.executable, "-c", SCRIPT, str(ROOT / "app.py")],
+        [sys.executable, "-c", SCRIPT, str(ROOT / "rnnviz" / "ui" / "entry.py")],
         env=env,
         capture_output=True,
         text=True,
