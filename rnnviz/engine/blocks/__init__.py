@@ -12,7 +12,10 @@ Every family module defines::
 
 :class:`Probes` are zeros added inside the forward pass; the gradient of the loss with
 respect to them is, in one reverse pass, ∂L/∂x_t^{(l)} for the residual stream entering each
-block and ∂L/∂state_t for each recurrent layer's state after each step.
+block and ∂L/∂state_t for each recurrent layer's state after each step. A state probe may
+instead be a norm probe, one number per example and step (:func:`probed`), whose gradient is
+‖∂L/∂state_t‖ itself: the analysis reads only the norms, and a whole ``[B, T, ...state]``
+gradient (with the zeros it is taken with) is what a large state cannot afford at every layer.
 
 A :class:`Trajectory` is what a recurrent layer's scan ran on: its state after every step and
 what every step read besides the state, so that
@@ -31,6 +34,8 @@ from typing import Any, NamedTuple
 import jax
 import jax.numpy as jnp
 
+from rnnviz.engine.norms import robust_norm
+
 
 class Probes(NamedTuple):
     """Zeros added inside a forward pass, to be differentiated.
@@ -41,7 +46,8 @@ class Probes(NamedTuple):
             input of the final norm (for a stack without a head: the top layer's output).
         states: ``L`` entries: for a recurrent layer a pytree whose leaves are ``[B, T, ...]``,
             leaf t added to the layer's state right after step t (so it is what step t + 1
-            and the readout of step t see); None for a layer without recurrent state.
+            and the readout of step t see), or norm probes ``[B, T]`` at the same place
+            (:func:`probed`); None for a layer without recurrent state.
     """
 
     stream: tuple[jax.Array, ...]
@@ -86,3 +92,42 @@ def promoted(a: Any, b: Any) -> jnp.dtype:
     if a.itemsize == b.itemsize:
         return jnp.dtype(jnp.float32)
     return a if a.itemsize > b.itemsize else b
+
+
+def probed(state: jax.Array, probe: jax.Array) -> jax.Array:
+    r"""A state leaf after its step's probe: ``state + probe`` for a probe of the state's shape,
+    whose gradient is ∂L/∂state_t itself; for a norm probe ``[B]`` (one number per example)
+    the state unchanged, and the gradient that reaches the probe
+    :math:`\lVert ∂L/∂\mathrm{state}_{t,b} \rVert` per example b, the norm of the very cotangent
+    a full probe would have received (a reverse pass only: it has no forward derivative).
+
+    Args:
+        state: ``[B, ...]``, the state after the step.
+        probe: ``[B, ...]`` like it, or ``[B]``.
+
+    Returns:
+        ``[B, ...]``.
+
+    Example:
+        >>> h, g = jnp.ones((2, 3)), jnp.array([[3.0, 4.0, 0.0], [0.0, 0.0, 1.0]])
+        >>> jax.vjp(probed, h, jnp.zeros(2))[1](g)[1]
+        Array([5., 1.], dtype=float32)
+    """
+    return state + probe if probe.shape == state.shape else _norm_probe(state, probe)
+
+
+@jax.custom_vjp
+def _norm_probe(state: jax.Array, probe: jax.Array) -> jax.Array:
+    return state
+
+
+def _norm_probe_fwd(state: jax.Array, probe: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return state, probe
+
+
+def _norm_probe_bwd(probe: jax.Array, g: jax.Array) -> tuple[jax.Array, jax.Array]:
+    # per example: the batch's norm is then the norm of these, as of the whole gradient
+    return g, robust_norm(g, axis=tuple(range(1, g.ndim))).astype(probe.dtype)
+
+
+_norm_probe.defvjp(_norm_probe_fwd, _norm_probe_bwd)

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, promoted, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, probed, promoted, wide_dtype
 from rnnviz.engine.blocks.backbone import language_model, linear, row
 
 if TYPE_CHECKING:
@@ -158,7 +158,8 @@ def ssd_scan(
         drive: Δ_t u_t ``[B, T, n_h, P]``.
         b: B_t ``[B, T, n_h, N]``, already repeated from groups to heads.
         c: C_t ``[B, T, n_h, N]``.
-        probe: p_t ``[B, T, n_h, P, N]`` added to the state after step t, or None.
+        probe: p_t ``[B, T, n_h, P, N]`` added to the state after step t, a norm probe
+            ``[B, T]`` at the same place (:func:`~rnnviz.engine.blocks.probed`), or None.
 
     Returns:
         y ``[B, T, n_h, P]`` (without the D skip), and h ``[B, T, n_h, P, N]``.
@@ -168,7 +169,7 @@ def ssd_scan(
         a_t, d_t, b_t, c_t, p_t = inputs
         h = state_update(h, a_t, d_t, b_t)
         if p_t is not None:
-            h = h + p_t
+            h = probed(h, p_t)
         return h, (jnp.einsum("bhpn,bhn->bhp", h, c_t), h)
 
     batch, _, heads, width = drive.shape
@@ -188,7 +189,8 @@ def ssm(
         p: the layer's tensors, named after ``backbone.layers.{l}.``.
         xbc: SiLU(conv(xBC)) ``[B, T, I + 2GN]``.
         dt_raw: δ ``[B, T, n_h]``, before b_Δ and the softplus.
-        probe: ``[B, T, n_h, P, N]`` added to the state after each step, or None.
+        probe: ``[B, T, n_h, P, N]`` added to the state after each step, a norm probe
+            ``[B, T]``, or None.
 
     Returns:
         ``[B, T, I]`` in float32 (float64 for float64 weights), and the scan's
@@ -218,7 +220,8 @@ def mixer(
         spec: the model's sizes.
         p: the layer's tensors, named after ``backbone.layers.{l}.``.
         x: ``[B, T, H]``, the block norm's output.
-        state_probe: ``[B, T, n_h, P, N]`` added to the state after each step, or None.
+        state_probe: ``[B, T, n_h, P, N]`` added to the state after each step, a norm probe
+            ``[B, T]``, or None.
 
     Returns:
         ``[B, T, H]`` in x's dtype, and the SSM's trajectory (:func:`ssm`).
