@@ -29,6 +29,8 @@ is layer l's step Jacobian holding its input fixed (:mod:`rnnviz.studies.model_j
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
@@ -92,6 +94,43 @@ def promoted(a: Any, b: Any) -> jnp.dtype:
     if a.itemsize == b.itemsize:
         return jnp.dtype(jnp.float32)
     return a if a.itemsize > b.itemsize else b
+
+
+def chunked_scan(step: Callable, init: Any, xs: Any, chunk: int | None = None) -> tuple[Any, Any]:
+    r"""``jax.lax.scan(step, init, xs)``, the same numbers, whose reverse pass keeps the carry
+    only every ``chunk`` steps and recomputes the steps between as it reaches them.
+
+    A plain scan's reverse pass stores what every step read, the carry included: T states. Here
+    the steps run in chunks of k, each ``jax.checkpoint``-ed, so it stores T / k carries and,
+    one chunk at a time, k steps' worth, at the price of running the forward steps once more;
+    k = ⌈√T⌉ (the default) makes the two counts about equal. The last T mod k steps run as a
+    plain scan.
+
+    Args:
+        step: ``(carry, x) -> (carry, y)``, as :func:`jax.lax.scan` takes it.
+        init: the first carry.
+        xs: a pytree of ``[T, ...]`` leaves (None leaves allowed, as in :func:`jax.lax.scan`).
+        chunk: k, the steps between stored carries; default ⌈√T⌉.
+
+    Returns:
+        ``(last carry, ys)``, ys' leaves ``[T, ...]``, as :func:`jax.lax.scan` returns them.
+
+    Example:
+        >>> xs = jnp.arange(1.0, 8.0)
+        >>> carry, ys = chunked_scan(lambda c, x: (c * x, c), 1.0, xs, chunk=3)
+        >>> float(carry), ys.tolist()
+        (5040.0, [1.0, 1.0, 2.0, 6.0, 24.0, 120.0, 720.0])
+    """
+    steps = jax.tree.leaves(xs)[0].shape[0]
+    k = min(chunk or math.isqrt(steps - 1) + 1, steps)
+    full = steps - steps % k
+    head = jax.tree.map(lambda a: a[:full].reshape((full // k, k) + a.shape[1:]), xs)
+    carry, ys = jax.lax.scan(jax.checkpoint(lambda c, x: jax.lax.scan(step, c, x)), init, head)
+    ys = jax.tree.map(lambda a: a.reshape((full,) + a.shape[2:]), ys)
+    if full == steps:
+        return carry, ys
+    carry, tail = jax.lax.scan(step, carry, jax.tree.map(lambda a: a[full:], xs))
+    return carry, jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, tail)
 
 
 def probed(state: jax.Array, probe: jax.Array) -> jax.Array:

@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, probed, promoted, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, chunked_scan, probed, promoted, wide_dtype
 from rnnviz.engine.blocks.backbone import language_model, linear, row
 
 if TYPE_CHECKING:
@@ -153,6 +153,11 @@ def ssd_scan(
     r"""The state-space recurrence step by step, read out at every step:
     :math:`h_t = a_t h_{t−1} + (Δ_t u_t) B_t^\top + p_t`, :math:`y_t = h_t C_t`, h₋₁ = 0.
 
+    The steps run in checkpointed chunks (:func:`~rnnviz.engine.blocks.chunked_scan`): a
+    step's state is n_h·P·N numbers (196 608 at mamba2-130m's shape, 8× Mamba's), and a
+    plain scan's reverse pass would keep two of them a step (h_{t−1} for the decay's
+    gradient, h_t for the readout's), 0.8 GB a layer at T = 512.
+
     Args:
         decay: a_t = exp(Δ_t A) ``[B, T, n_h]``.
         drive: Δ_t u_t ``[B, T, n_h, P]``.
@@ -175,7 +180,7 @@ def ssd_scan(
     batch, _, heads, width = drive.shape
     h0 = jnp.zeros((batch, heads, width, b.shape[-1]), drive.dtype)
     time_major = [None if v is None else v.swapaxes(0, 1) for v in (decay, drive, b, c, probe)]
-    _, (y, h) = jax.lax.scan(step, h0, tuple(time_major))
+    _, (y, h) = chunked_scan(step, h0, tuple(time_major))
     return y.swapaxes(0, 1), h.swapaxes(0, 1)
 
 
