@@ -138,7 +138,10 @@ def probed(state: jax.Array, probe: jax.Array) -> jax.Array:
     whose gradient is ∂L/∂state_t itself; for a norm probe ``[B]`` (one number per example)
     the state unchanged, and the gradient that reaches the probe
     :math:`\lVert ∂L/∂\mathrm{state}_{t,b} \rVert` per example b, the norm of the very cotangent
-    a full probe would have received (a reverse pass only: it has no forward derivative).
+    a full probe would have received. That "gradient" is a reading passed out of the reverse
+    pass, not a derivative (a norm is not linear in the cotangent): it holds for the pullback
+    of a loss, one cotangent at a time (``jax.vmap`` of the VJP included), and for nothing
+    under a forward or second derivative.
 
     Args:
         state: ``[B, ...]``, the state after the step.
