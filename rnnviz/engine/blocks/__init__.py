@@ -12,7 +12,10 @@ Every family module defines::
 
 :class:`Probes` are zeros added inside the forward pass; the gradient of the loss with
 respect to them is, in one reverse pass, ∂L/∂x_t^{(l)} for the residual stream entering each
-block and ∂L/∂state_t for each recurrent layer's state after each step.
+block and ∂L/∂state_t for each recurrent layer's state after each step. A state probe may
+instead be a norm probe, one number per example and step (:func:`probed`), whose gradient is
+‖∂L/∂state_t‖ itself: the analysis reads only the norms, and a whole ``[B, T, ...state]``
+gradient (with the zeros it is taken with) is what a large state cannot afford at every layer.
 
 A :class:`Trajectory` is what a recurrent layer's scan ran on: its state after every step and
 what every step read besides the state, so that
@@ -26,10 +29,14 @@ is layer l's step Jacobian holding its input fixed (:mod:`rnnviz.studies.model_j
 
 from __future__ import annotations
 
+import math
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
+
+from rnnviz.engine.norms import robust_norm
 
 
 class Probes(NamedTuple):
@@ -41,7 +48,8 @@ class Probes(NamedTuple):
             input of the final norm (for a stack without a head: the top layer's output).
         states: ``L`` entries: for a recurrent layer a pytree whose leaves are ``[B, T, ...]``,
             leaf t added to the layer's state right after step t (so it is what step t + 1
-            and the readout of step t see); None for a layer without recurrent state.
+            and the readout of step t see), or norm probes ``[B, T]`` at the same place
+            (:func:`probed`); None for a layer without recurrent state.
     """
 
     stream: tuple[jax.Array, ...]
@@ -86,3 +94,82 @@ def promoted(a: Any, b: Any) -> jnp.dtype:
     if a.itemsize == b.itemsize:
         return jnp.dtype(jnp.float32)
     return a if a.itemsize > b.itemsize else b
+
+
+def chunked_scan(step: Callable, init: Any, xs: Any, chunk: int | None = None) -> tuple[Any, Any]:
+    r"""``jax.lax.scan(step, init, xs)``, the same numbers, whose reverse pass keeps the carry
+    only every ``chunk`` steps and recomputes the steps between as it reaches them.
+
+    A plain scan's reverse pass stores what every step read, the carry included: T states. Here
+    the steps run in chunks of k, each ``jax.checkpoint``-ed, so it stores T / k carries and,
+    one chunk at a time, k steps' worth, at the price of running the forward steps once more;
+    k = ⌈√T⌉ (the default) makes the two counts about equal. The last T mod k steps run as a
+    plain scan.
+
+    Args:
+        step: ``(carry, x) -> (carry, y)``, as :func:`jax.lax.scan` takes it.
+        init: the first carry.
+        xs: a pytree of ``[T, ...]`` leaves (None leaves allowed, as in :func:`jax.lax.scan`).
+        chunk: k, the steps between stored carries; default ⌈√T⌉.
+
+    Returns:
+        ``(last carry, ys)``, ys' leaves ``[T, ...]``, as :func:`jax.lax.scan` returns them.
+
+    Example:
+        >>> xs = jnp.arange(1.0, 8.0)
+        >>> carry, ys = chunked_scan(lambda c, x: (c * x, c), 1.0, xs, chunk=3)
+        >>> float(carry), ys.tolist()
+        (5040.0, [1.0, 1.0, 2.0, 6.0, 24.0, 120.0, 720.0])
+    """
+    steps = jax.tree.leaves(xs)[0].shape[0]
+    k = min(chunk or math.isqrt(steps - 1) + 1, steps)
+    full = steps - steps % k
+    head = jax.tree.map(lambda a: a[:full].reshape((full // k, k) + a.shape[1:]), xs)
+    carry, ys = jax.lax.scan(jax.checkpoint(lambda c, x: jax.lax.scan(step, c, x)), init, head)
+    ys = jax.tree.map(lambda a: a.reshape((full,) + a.shape[2:]), ys)
+    if full == steps:
+        return carry, ys
+    carry, tail = jax.lax.scan(step, carry, jax.tree.map(lambda a: a[full:], xs))
+    return carry, jax.tree.map(lambda a, b: jnp.concatenate([a, b]), ys, tail)
+
+
+def probed(state: jax.Array, probe: jax.Array) -> jax.Array:
+    r"""A state leaf after its step's probe: ``state + probe`` for a probe of the state's shape,
+    whose gradient is ∂L/∂state_t itself; for a norm probe ``[B]`` (one number per example)
+    the state unchanged, and the gradient that reaches the probe
+    :math:`\lVert ∂L/∂\mathrm{state}_{t,b} \rVert` per example b, the norm of the very cotangent
+    a full probe would have received. That "gradient" is a reading passed out of the reverse
+    pass, not a derivative (a norm is not linear in the cotangent): it holds for the pullback
+    of a loss, one cotangent at a time (``jax.vmap`` of the VJP included), and for nothing
+    under a forward or second derivative.
+
+    Args:
+        state: ``[B, ...]``, the state after the step.
+        probe: ``[B, ...]`` like it, or ``[B]``.
+
+    Returns:
+        ``[B, ...]``.
+
+    Example:
+        >>> h, g = jnp.ones((2, 3)), jnp.array([[3.0, 4.0, 0.0], [0.0, 0.0, 1.0]])
+        >>> jax.vjp(probed, h, jnp.zeros(2))[1](g)[1]
+        Array([5., 1.], dtype=float32)
+    """
+    return state + probe if probe.shape == state.shape else _norm_probe(state, probe)
+
+
+@jax.custom_vjp
+def _norm_probe(state: jax.Array, probe: jax.Array) -> jax.Array:
+    return state
+
+
+def _norm_probe_fwd(state: jax.Array, probe: jax.Array) -> tuple[jax.Array, jax.Array]:
+    return state, probe
+
+
+def _norm_probe_bwd(probe: jax.Array, g: jax.Array) -> tuple[jax.Array, jax.Array]:
+    # per example: the batch's norm is then the norm of these, as of the whole gradient
+    return g, robust_norm(g, axis=tuple(range(1, g.ndim))).astype(probe.dtype)
+
+
+_norm_probe.defvjp(_norm_probe_fwd, _norm_probe_bwd)

@@ -2,9 +2,12 @@ r"""Every layer's and every recurrent state's per-step gradient of a whole model
 forward and one reverse pass.
 
 The forward pass adds zeros (:class:`~rnnviz.engine.blocks.Probes`) to the residual stream
-entering each block and to each recurrent layer's state after each step. Differentiating the
-per-position losses ℓ_p with respect to those zeros gives ∂L/∂x_t^{(l)} and ∂L/∂state_t for
-every l and t at once. Two cotangents share that reverse pass (``jax.vmap`` of one VJP): the
+entering each block, and puts a norm probe on each recurrent layer's state after each step
+(:func:`~rnnviz.engine.blocks.probed`). Differentiating the per-position losses ℓ_p with
+respect to those zeros gives ∂L/∂x_t^{(l)} and ‖∂L/∂state_t‖ (per example) for every l and t
+at once: the state's gradient is made whole only one step at a time, inside the reverse pass,
+never as ``[B, T, ...state]`` per layer (Mamba-2's state is ``[24, 64, 128]`` a step, 400 MB
+a layer at T = 512 for each copy). Two cotangents share that reverse pass (``jax.vmap`` of one VJP): the
 weights of the model's loss L = Σ_p w_p ℓ_p, and a one-hot at one position p, whose gradient
 over the embeddings is that prediction's connectivity to the earlier tokens.
 
@@ -46,12 +49,13 @@ class ModelGrads(NamedTuple):
 def zero_probes(
     module: ModuleType, spec: Any, inputs: jax.Array, widths: tuple[int, ...], dtype: Any = jnp.float32
 ) -> Probes:
-    """All-zero probes in ``dtype`` for ``inputs`` ``[B, T, …]``; ``widths`` the L + 1 stream widths."""
+    """All-zero probes in ``dtype`` for ``inputs`` ``[B, T, …]``: the stream's ``[B, T, D_l]``
+    (``widths`` the L + 1 stream widths) and a norm probe ``[B, T]`` per state leaf."""
     batch, steps = inputs.shape[:2]
     stream = tuple(jnp.zeros((batch, steps, w), dtype) for w in widths)
     shapes = module.state_shapes(spec, batch, steps)
     states = tuple(
-        None if s is None else jax.tree.map(lambda a: jnp.zeros(a.shape, dtype), s) for s in shapes
+        None if s is None else jax.tree.map(lambda a: jnp.zeros(a.shape[:2], dtype), s) for s in shapes
     )
     return Probes(stream, states)
 
@@ -69,7 +73,8 @@ def position_losses(module: ModuleType, spec: Any, params: Any, inputs: jax.Arra
 
 
 def _norms(tree: Any) -> Any:
-    """Per-step norms ``[2, T]`` of gradients ``[2, B, T, …]`` over the batch and units."""
+    """Per-step norms ``[2, T]`` of gradients ``[2, B, T, …]`` over the batch and units (of a
+    norm probe's ``[2, B, T]``, the per-example norms: over the batch)."""
     return jax.tree.map(lambda g: robust_norm(jnp.moveaxis(g, 2, 1), axis=tuple(range(2, g.ndim))), tree)
 
 

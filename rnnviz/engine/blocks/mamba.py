@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, promoted, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, probed, promoted, wide_dtype
 from rnnviz.engine.blocks.backbone import language_model, linear, row
 
 if TYPE_CHECKING:
@@ -131,7 +131,8 @@ def selective_scan(
         a: Aᵀ ``[N, I]``.
         inputs: ``delta``, ``b``, ``u`` of every step, ``[B, T, I]``, ``[B, T, N]``, ``[B, T, I]``.
         c_t: C_t ``[B, T, N]``.
-        probe: ``[B, T, I, N]`` added to h_t, or None.
+        probe: ``[B, T, I, N]`` added to h_t, a norm probe ``[B, T]``
+            (:func:`~rnnviz.engine.blocks.probed`), or None.
         dtype: the readout's dtype (h is cast to it before the product, as transformers does).
 
     Returns:
@@ -139,12 +140,15 @@ def selective_scan(
     """
     wide = inputs["delta"].dtype
     swap = functools.partial(jnp.swapaxes, axis1=0, axis2=1)
-    probe_t = None if probe is None else jnp.transpose(probe, (1, 0, 3, 2)).astype(wide)
+    if probe is None or probe.ndim == 2:  # none, or a norm probe [B, T]
+        probe_t = None if probe is None else swap(probe).astype(wide)
+    else:
+        probe_t = jnp.transpose(probe, (1, 0, 3, 2)).astype(wide)
 
     def step(h: jax.Array, xs: tuple) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
         step_inputs, c, p = xs
         h = ssm_step(a, h, step_inputs)
-        h = h if p is None else h + p
+        h = h if p is None else probed(h, p)
         readout = jnp.sum(h.astype(dtype).astype(wide) * c.astype(wide)[..., None], axis=1)
         return h, (readout, h)
 
@@ -174,7 +178,8 @@ def mixer(
         spec: the model's sizes.
         p: the layer's tensors, named after ``backbone.layers.{l}.``.
         x: ``[B, T, H]``, the block norm's output.
-        state_probe: ``[B, T, I, N]`` added to the state after each step, or None.
+        state_probe: ``[B, T, I, N]`` added to the state after each step, a norm probe
+            ``[B, T]``, or None.
 
     Returns:
         ``[B, T, H]`` in x's dtype, and the SSM's :class:`~rnnviz.engine.blocks.Trajectory`

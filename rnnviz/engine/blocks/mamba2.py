@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, promoted, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, chunked_scan, probed, promoted, wide_dtype
 from rnnviz.engine.blocks.backbone import language_model, linear, row
 
 if TYPE_CHECKING:
@@ -153,12 +153,18 @@ def ssd_scan(
     r"""The state-space recurrence step by step, read out at every step:
     :math:`h_t = a_t h_{t−1} + (Δ_t u_t) B_t^\top + p_t`, :math:`y_t = h_t C_t`, h₋₁ = 0.
 
+    The steps run in checkpointed chunks (:func:`~rnnviz.engine.blocks.chunked_scan`): a
+    step's state is n_h·P·N numbers (196 608 at mamba2-130m's shape, 8× Mamba's), and a
+    plain scan's reverse pass would keep two of them a step (h_{t−1} for the decay's
+    gradient, h_t for the readout's), 0.8 GB a layer at T = 512.
+
     Args:
         decay: a_t = exp(Δ_t A) ``[B, T, n_h]``.
         drive: Δ_t u_t ``[B, T, n_h, P]``.
         b: B_t ``[B, T, n_h, N]``, already repeated from groups to heads.
         c: C_t ``[B, T, n_h, N]``.
-        probe: p_t ``[B, T, n_h, P, N]`` added to the state after step t, or None.
+        probe: p_t ``[B, T, n_h, P, N]`` added to the state after step t, a norm probe
+            ``[B, T]`` at the same place (:func:`~rnnviz.engine.blocks.probed`), or None.
 
     Returns:
         y ``[B, T, n_h, P]`` (without the D skip), and h ``[B, T, n_h, P, N]``.
@@ -168,13 +174,13 @@ def ssd_scan(
         a_t, d_t, b_t, c_t, p_t = inputs
         h = state_update(h, a_t, d_t, b_t)
         if p_t is not None:
-            h = h + p_t
+            h = probed(h, p_t)
         return h, (jnp.einsum("bhpn,bhn->bhp", h, c_t), h)
 
     batch, _, heads, width = drive.shape
     h0 = jnp.zeros((batch, heads, width, b.shape[-1]), drive.dtype)
     time_major = [None if v is None else v.swapaxes(0, 1) for v in (decay, drive, b, c, probe)]
-    _, (y, h) = jax.lax.scan(step, h0, tuple(time_major))
+    _, (y, h) = chunked_scan(step, h0, tuple(time_major))
     return y.swapaxes(0, 1), h.swapaxes(0, 1)
 
 
@@ -188,7 +194,8 @@ def ssm(
         p: the layer's tensors, named after ``backbone.layers.{l}.``.
         xbc: SiLU(conv(xBC)) ``[B, T, I + 2GN]``.
         dt_raw: δ ``[B, T, n_h]``, before b_Δ and the softplus.
-        probe: ``[B, T, n_h, P, N]`` added to the state after each step, or None.
+        probe: ``[B, T, n_h, P, N]`` added to the state after each step, a norm probe
+            ``[B, T]``, or None.
 
     Returns:
         ``[B, T, I]`` in float32 (float64 for float64 weights), and the scan's
@@ -218,7 +225,8 @@ def mixer(
         spec: the model's sizes.
         p: the layer's tensors, named after ``backbone.layers.{l}.``.
         x: ``[B, T, H]``, the block norm's output.
-        state_probe: ``[B, T, n_h, P, N]`` added to the state after each step, or None.
+        state_probe: ``[B, T, n_h, P, N]`` added to the state after each step, a norm probe
+            ``[B, T]``, or None.
 
     Returns:
         ``[B, T, H]`` in x's dtype, and the SSM's trajectory (:func:`ssm`).

@@ -50,7 +50,7 @@ from typing import TYPE_CHECKING
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, probed, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.recurrent_gemma import RecurrentGemmaSpec
@@ -160,7 +160,8 @@ def linear_scan(a: jax.Array, x: jax.Array, probe: jax.Array | None = None) -> j
     Args:
         a: ``[B, T, W]``, the decay (a_0 = 0 at the reset).
         x: ``[B, T, W]``, the normalised inputs.
-        probe: ``[B, T, W]`` float32 added to h_t, or None.
+        probe: ``[B, T, W]`` float32 added to h_t, a norm probe ``[B, T]``
+            (:func:`~rnnviz.engine.blocks.probed`), or None.
 
     Returns:
         h ``[B, T, W]`` float32.
@@ -171,7 +172,7 @@ def linear_scan(a: jax.Array, x: jax.Array, probe: jax.Array | None = None) -> j
     def step(h: jax.Array, inputs: tuple[jax.Array, jax.Array, jax.Array | None]):
         a_s, x_s, p_s = inputs
         h = a_s * h + x_s
-        h = h if p_s is None else h + p_s
+        h = h if p_s is None else probed(h, p_s)
         return h, h
 
     _, hs = jax.lax.scan(step, jnp.zeros_like(x_t[0]), (a_t, x_t, p_t))
@@ -185,7 +186,7 @@ def rg_lru(params: Params, prefix: str, u: jax.Array, probe: dict | None) -> tup
         params: the tensors.
         prefix: ``"model.layers.{l}.temporal_block.rg_lru."``.
         u: ``[B, T, W]``, the convolution's output.
-        probe: ``{"h": [B, T, W]}`` added to h_t, or None.
+        probe: ``{"h": [B, T, W]}`` added to h_t (or a norm probe ``[B, T]``), or None.
 
     Returns:
         h ``[B, T, W]`` cast to u's dtype, and the scan's

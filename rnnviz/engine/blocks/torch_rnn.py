@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, probed, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.torch_rnn import TorchRNNSpec
@@ -65,14 +65,15 @@ def lstm_step(
 ) -> tuple[jax.Array, jax.Array]:
     """One LSTM step: ``(c_t, h_t)`` ``[B, H]`` from the gate pre-activations ``[B, 4H]`` of the
     input (``W_ih x_t + b_ih``) and of the state (``W_hh h_{t−1} + b_hh``), rows (i, f, g, o);
-    ``probe`` ``{"c", "h"}`` ``[B, H]`` (or None) added to c_t before h_t reads it, and to h_t."""
+    ``probe`` ``{"c", "h"}`` ``[B, H]`` (or None) added to c_t before h_t reads it, and to h_t
+    (or norm probes ``[B]``: :func:`~rnnviz.engine.blocks.probed`)."""
     i, f, g, o = jnp.split(x_gates + h_gates, 4, axis=-1)
     c = jax.nn.sigmoid(f) * c + jax.nn.sigmoid(i) * jnp.tanh(g)
     if probe is not None:
-        c = c + probe["c"]
+        c = probed(c, probe["c"])
     h = jax.nn.sigmoid(o) * jnp.tanh(c)
     if probe is not None:
-        h = h + probe["h"]
+        h = probed(h, probe["h"])
     return c, h
 
 
@@ -84,7 +85,7 @@ def gru_step(h: jax.Array, x_gates: jax.Array, h_gates: jax.Array, probe: dict |
     r, z = jax.nn.sigmoid(x_r + h_r), jax.nn.sigmoid(x_z + h_z)
     n = jnp.tanh(x_n + r * h_n)
     h = (1.0 - z) * n + z * h
-    return h if probe is None else h + probe["h"]
+    return h if probe is None else probed(h, probe["h"])
 
 
 def _step(

@@ -52,7 +52,7 @@ from typing import TYPE_CHECKING, Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Trajectory
+from rnnviz.engine.blocks import Trajectory, probed
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.xlstm import XLSTMSpec
@@ -194,7 +194,8 @@ def mlstm_step(
         state: ``C [B, heads, d_qk, d_v]``, ``n [B, heads, d_qk]``, ``m [B, heads]``.
         inputs: ``(q, k, v, ĩ, f̃)``: ``[B, heads, d_qk]`` twice, ``[B, heads, d_v]``,
             ``[B, heads]`` twice (the gates soft-capped).
-        probe: added to the new state before the readout, or None.
+        probe: added to the new state before the readout (leaves like the state's, or norm
+            probes ``[B]``: :func:`~rnnviz.engine.blocks.probed`), or None.
         eps: ε of the readout's denominator.
 
     Returns:
@@ -203,7 +204,7 @@ def mlstm_step(
     q, k, v, i_pre, f_pre = inputs
     new = mlstm_update(state, k, v, i_pre, f_pre)
     if probe is not None:
-        new = {name: new[name] + probe[name] for name in new}
+        new = {name: probed(new[name], probe[name]) for name in new}
     q_hat = q * q.shape[-1] ** -0.5
     numerator = jnp.einsum("bhd,bhde->bhe", q_hat, new["C"])
     qn = jnp.einsum("bhd,bhd->bh", q_hat, new["n"])
