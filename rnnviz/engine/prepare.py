@@ -27,7 +27,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rnnviz.base.weights import Weights
-from rnnviz.config import ConfigError, RunConfig
+from rnnviz.config import ConfigError, RunConfig, static_config
 from rnnviz.dataset import Dataset, check_data
 from rnnviz.engine.cells import adjust_params, apply_gain, final_output, make_cell
 from rnnviz.engine.compile import Compiled, compile_cache, compile_for
@@ -240,12 +240,6 @@ def resolve_device(cfg: RunConfig) -> jax.Device:
                     "device", "gpu", "no GPU is visible to JAX on this machine; use 'cpu' or 'auto'"
                 ) from None
     return jax.devices("cpu")[0]
-
-
-def static_config(cfg: RunConfig) -> RunConfig:
-    """``cfg`` with its plain values at their defaults: two configs share executables
-    exactly when their static configs are equal."""
-    return RunConfig(**dict(cfg.shape_key()))
 
 
 def prepared_shapes(static: RunConfig, data: DataSpec | None = None):
