@@ -9,8 +9,8 @@ import numpy as np
 import pandas as pd
 
 from rnnviz.analysis import Analysis
+from rnnviz.base.theory import theory_overlay
 from rnnviz.engine.cells import cell_spec
-from rnnviz.engine.cells.theory import theory_overlay
 from rnnviz.frames.verdicts import gate_means, pca_path
 
 

@@ -232,7 +232,7 @@ class Display:
         gates: sigmoid gates whose mean activation the Carry tab plots (modules ``i<g>``
             and, when present, ``h<g>``).
         theory: optional ``Analysis -> Overlay | None``: a closed form of ‖∂L/∂carry_t‖
-            drawn next to the measured one (:mod:`rnnviz.engine.cells.theory`).
+            drawn next to the measured one (:mod:`rnnviz.base.theory`).
         description: one line with the maths and the paper.
         gain_note: what the recurrent gain g does to this cell, for the Phase diagram tab
             (e.g. "scales the decay's time constant τ: softplus(Λ) → softplus(Λ)/g"). Empty:

@@ -15,6 +15,15 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rnnviz.base.theory import (
+    diagonal_theory,
+    indrnn_jacobians,
+    lru_cotangent,
+    lru_jacobians,
+    mingru_jacobians,
+    minlstm_jacobians,
+    pascanu_curve,
+)
 from rnnviz.engine.cells.fused_forms import (
     gru_backward,
     gru_pointwise,
@@ -42,15 +51,6 @@ from rnnviz.engine.cells.modern import (
     mingru_linear,
     minlstm_linear,
     u_init,
-)
-from rnnviz.engine.cells.theory import (
-    diagonal_theory,
-    indrnn_jacobians,
-    lru_cotangent,
-    lru_jacobians,
-    mingru_jacobians,
-    minlstm_jacobians,
-    pascanu_curve,
 )
 from rnnviz.tables.cells import (
     CarryLayout,
