@@ -9,7 +9,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rnnviz.analysis import Analysis
+from rnnviz.base.analysis import Analysis
 from rnnviz.base.formatting import superscript
 from rnnviz.base.theory import dense, sigmoid, time_major
 from rnnviz.tables.cells import cell_spec
