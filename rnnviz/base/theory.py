@@ -102,7 +102,7 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
 
 # Per-cell step Jacobians D_t = ∂h_t/∂h_{t−1} ``[T, (B,) H]`` for cells where it is diagonal
 # (float64, from params, inputs and the trajectory). Each cell's spec points its theory hook
-# at its own function here (``rnnviz.engine.cells.builtin``), so there is no dispatch on the cell's name.
+# at its own function here (``rnnviz.tables.builtin_cells``), so there is no dispatch on the cell's name.
 
 
 def indrnn_jacobians(a: Analysis) -> np.ndarray:
@@ -181,6 +181,13 @@ def diagonal_theory(
         return diagonal_curve(a, jacobians, end)
 
     return hook
+
+
+#: The diagonal-Jacobian cells' ``Display.theory`` hooks (named by their rows of the cell table).
+indrnn_curve = diagonal_theory(indrnn_jacobians)
+mingru_curve = diagonal_theory(mingru_jacobians)
+minlstm_curve = diagonal_theory(minlstm_jacobians)
+lru_curve = diagonal_theory(lru_jacobians, lru_cotangent)
 
 
 def theory_overlay(a: Analysis) -> Overlay | None:
