@@ -29,7 +29,8 @@ The public API, all importable from here::
 | ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
 
 Names are loaded on first use (PEP 562), so ``import rnnviz`` and ``rnnviz.charts`` do
-not import JAX until a computation is asked for. The core never imports streamlit or
+not import JAX until a computation is asked for; the records (``Analysis``, ``Training``, …)
+come from :mod:`rnnviz.base` and never import it. The core never imports streamlit or
 plotly (see ``rnnviz.charts`` for figures).
 """
 
@@ -45,7 +46,7 @@ __version__ = "0.2.0"
 _moved.install()  # the module paths from before the house move still import, with a warning
 
 _EXPORTS = {
-    "Analysis": "rnnviz.analysis",
+    "Analysis": "rnnviz.base.analysis",
     "analyze": "rnnviz.analysis",
     "ConfigError": "rnnviz.config",
     "FIELD_SPECS": "rnnviz.config",
@@ -58,21 +59,21 @@ _EXPORTS = {
     "CellSpec": "rnnviz.tables.cells",
     "cell_names": "rnnviz.tables.cells",
     "lyapunov": "rnnviz.studies.lyapunov",
-    "Lyapunov": "rnnviz.studies.lyapunov",
+    "Lyapunov": "rnnviz.base.dynamics",
     "jacobians": "rnnviz.studies.jacobians",
-    "Jacobians": "rnnviz.studies.jacobians",
+    "Jacobians": "rnnviz.base.dynamics",
     "lyapunov_sweep": "rnnviz.studies.lyapunov",
     "train": "rnnviz.studies.training",
     "train_many": "rnnviz.studies.training",
-    "TrainSettings": "rnnviz.studies.training",
-    "Training": "rnnviz.studies.training",
+    "TrainSettings": "rnnviz.base.train_settings",
+    "Training": "rnnviz.base.training",
     "load_run": "rnnviz.studies.training",
-    "RunFileError": "rnnviz.studies.training",
+    "RunFileError": "rnnviz.base.runfile",
     "Weights": "rnnviz.base.weights",
     "connectivity": "rnnviz.studies.connectivity",
-    "Connectivity": "rnnviz.studies.connectivity",
+    "Connectivity": "rnnviz.base.connectivity",
     "over_training": "rnnviz.studies.over_training",
-    "OverTraining": "rnnviz.studies.over_training",
+    "OverTraining": "rnnviz.base.training",
     "keep_freed_buffers": "rnnviz.engine.allocator",
     "datasets": "rnnviz.dataset",
     "load_dataset": "rnnviz.dataset",
@@ -82,7 +83,7 @@ _EXPORTS = {
     "load_model": "rnnviz.studies.models",
     "Model": "rnnviz.studies.models",
     "analyze_model": "rnnviz.studies.models",
-    "ModelAnalysis": "rnnviz.studies.models",
+    "ModelAnalysis": "rnnviz.base.models",
     "CheckpointError": "rnnviz.checkpoints",
     "model_jacobians": "rnnviz.studies.model_jacobians",
     "ModelJacobians": "rnnviz.studies.model_jacobians",
@@ -93,22 +94,29 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS) + ["__version__"]
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
-    from rnnviz.analysis import Analysis, analyze
+    from rnnviz.analysis import analyze
+    from rnnviz.base.analysis import Analysis
+    from rnnviz.base.connectivity import Connectivity
+    from rnnviz.base.dynamics import Jacobians, Lyapunov
+    from rnnviz.base.models import ModelAnalysis
+    from rnnviz.base.runfile import RunFileError
+    from rnnviz.base.train_settings import TrainSettings
+    from rnnviz.base.training import OverTraining, Training
     from rnnviz.base.weights import Weights
     from rnnviz.checkpoints import CheckpointError
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.dataset import DataError, Dataset, datasets, fit_to_data, load_dataset
     from rnnviz.engine.allocator import keep_freed_buffers
     from rnnviz.studies.comparisons import compare_strategies, run_on_devices, scaling
-    from rnnviz.studies.connectivity import Connectivity, connectivity
+    from rnnviz.studies.connectivity import connectivity
     from rnnviz.studies.explorable import ExplorableGrid, explorable_grid
-    from rnnviz.studies.jacobians import Jacobians, jacobians
-    from rnnviz.studies.lyapunov import Lyapunov, lyapunov, lyapunov_sweep
+    from rnnviz.studies.jacobians import jacobians
+    from rnnviz.studies.lyapunov import lyapunov, lyapunov_sweep
     from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
-    from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, load_model
-    from rnnviz.studies.over_training import OverTraining, over_training
+    from rnnviz.studies.models import Model, analyze_model, load_model
+    from rnnviz.studies.over_training import over_training
     from rnnviz.studies.sweep import sweep
-    from rnnviz.studies.training import RunFileError, Training, TrainSettings, load_run, train, train_many
+    from rnnviz.studies.training import load_run, train, train_many
     from rnnviz.tables.cells import CellSpec, cell_names, register_cell
 
 

@@ -494,8 +494,27 @@ def _checkpoint_hint(cfg: RunConfig) -> str:
 
 def static_config(cfg: RunConfig) -> RunConfig:
     """``cfg`` with its plain values at their defaults: two configs share executables
-    exactly when their static configs are equal."""
+    exactly when their static configs are equal.
+
+    Example:
+        >>> a, b = RunConfig(seed=1, recurrent_gain=0.5), RunConfig(seed=2)
+        >>> static_config(a) == static_config(b), static_config(a).seed
+        (True, 0)
+    """
     return RunConfig(**dict(cfg.shape_key()))
+
+
+def carry_size(cfg: RunConfig) -> int:
+    """D, the scalars of one example's carry (every leaf), from the cell's spec
+    (:meth:`~rnnviz.tables.cells.CostModel.carry_size`): LSTM and LRU 2H, a matrix memory
+    heads·d² and more, Mamba's state H·N. The size of the packed carry whose step Jacobians
+    :func:`rnnviz.jacobians` takes, known without tracing the cell.
+
+    Example:
+        >>> carry_size(RunConfig(cell="lstm", hidden_size=8)), carry_size(RunConfig(hidden_size=8))
+        (16, 8)
+    """
+    return cell_spec(cfg.cell).cost.carry_size(cfg.hidden_size, len(cfg.carry_components))
 
 
 def param_count(cfg: RunConfig) -> int:
@@ -535,7 +554,7 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: 
     strat = strategy_rules(strategy or cfg.strategy)
     p = param_count(cfg)
     cost = cell_spec(cfg.cell).cost
-    carry = cost.carry_size(h, len(cfg.carry_components))
+    carry = carry_size(cfg)
     residual = strat.residual_steps(t) * b * (cost.residuals * h + cost.residual_carries * carry)
     trajectories = cost.trajectories * (t + 1) * b * carry
     scalars = t * b * cfg.input_size + residual + trajectories + p * strat.param_copies(t)

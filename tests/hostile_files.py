@@ -149,7 +149,7 @@ def long_parquet(folder: Path, sequences: int = 40_000, steps: int = 1000) -> Pa
 def lying_run_files(folder: Path) -> list[Path]:
     """Two ``.rnnviz`` run files declaring more than they hold: ``arrays.rnnviz`` (an array of
     2⁶² bytes) and ``header.rnnviz`` (a header of 4 GiB)."""
-    from rnnviz.studies.training import runfile
+    from rnnviz.base import runfile
 
     head = json.dumps({"format": runfile.FORMAT}).encode()
     cases = {

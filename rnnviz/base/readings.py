@@ -1,5 +1,5 @@
-"""Readings of measured curves, in NumPy: the gradient's decay rate, where a curve crosses
-zero, and what a leading Lyapunov exponent says in words.
+"""Readings of measured curves, in NumPy: the gradient's decay rate, the norm of several
+log₁₀ magnitudes, where a curve crosses zero, and what a leading Lyapunov exponent says in words.
 
 No JAX: the studies (:mod:`rnnviz.studies.lyapunov`), the frames and the dashboard all read these.
 """
@@ -7,6 +7,7 @@ No JAX: the studies (:mod:`rnnviz.studies.lyapunov`), the frames and the dashboa
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -42,6 +43,32 @@ def decay_fit(log10_grad_norms: np.ndarray, trim: float = 0.1) -> DecayFit | Non
         return None
     slope, intercept = np.polyfit(lags[ok], y[ok], 1)
     return DecayFit(float(slope), float(intercept), int(lo), int(hi), int(ok.sum()))
+
+
+def reduced_axes(ndim: int, axis: int | Sequence[int] | None) -> tuple[int, ...]:
+    """The axes ``axis`` names in an array of ``ndim`` axes, as non-negative indices (None: all).
+
+    >>> reduced_axes(3, -1), reduced_axes(2, None), reduced_axes(3, (0, -2))
+    ((2,), (0, 1), (0, 1))
+    """
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    return tuple(a % ndim for a in axes) if ndim else ()
+
+
+def log10_combine(logs: np.ndarray, axis: int | Sequence[int]) -> np.ndarray:
+    """log₁₀ sqrt(Σ 10^(2·l)) over ``axis`` of float64 log₁₀ magnitudes (−inf terms add
+    nothing; all −inf gives −inf; NaN propagates)."""
+    logs = np.asarray(logs, np.float64)
+    axes = reduced_axes(logs.ndim, axis)
+    top = np.max(logs, axis=axes, keepdims=True)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        s = np.sum(10.0 ** (2.0 * (logs - safe)), axis=axes, keepdims=True)
+        out = safe + 0.5 * np.log10(s)
+    out = np.where(np.isfinite(top), out, top)
+    return np.squeeze(out, axis=axes)
 
 
 def zero_crossing(x: np.ndarray, y: np.ndarray) -> float | None:

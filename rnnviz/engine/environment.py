@@ -1,6 +1,7 @@
-"""Where rnnviz runs, as one record: the versions and host facts every recorded measurement
-carries, the GPUs JAX sees, and which strategies this JAX can run (:func:`environment`), plus
-the fields of a record's stamp (:func:`run_stamp`).
+"""Where rnnviz runs, as one record (:class:`~rnnviz.base.environment.Environment`, re-exported
+here): the versions and host facts every recorded measurement carries, the GPUs JAX sees, and
+which strategies this JAX can run (:func:`environment`), plus the fields of a record's stamp
+(:func:`run_stamp`).
 
 The dashboard asks its worker processes for it (their JAX is the one that computes) and the
 benchmarks stamp every line with it, so both read the same facts.
@@ -10,51 +11,17 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import Any, NamedTuple
+from typing import Any
 
 import flax
 import jax
 
+from rnnviz.base.environment import STAMPED, Environment
 from rnnviz.base.measurements import now_utc
 from rnnviz.engine.allocator import allocator
 from rnnviz.engine.compat import jaxlib_version
 from rnnviz.engine.strategies.registry import unavailable
 from rnnviz.tables.strategies import strategy_names
-
-#: the facts of :class:`Environment` that every recorded measurement carries
-STAMPED = ("jax_version", "jaxlib_version", "flax_version", "cpu_count", "allocator")
-
-
-class Environment(NamedTuple):
-    """This process's JAX and host.
-
-    Attributes:
-        jax_version: ``jax.__version__``.
-        jaxlib_version: jaxlib's version (:func:`rnnviz.engine.compat.jaxlib_version`).
-        flax_version: ``flax.__version__``.
-        python: the Python version, e.g. ``"3.11.7"``.
-        cpu_count: logical CPUs (0 when unknown).
-        allocator: ``"heap"`` once :func:`rnnviz.engine.allocator.keep_freed_buffers` took
-            effect, else ``"default"``.
-        gpus: the GPUs JAX sees, as ``"gpu:0 NVIDIA H200"``.
-        strategies: the strategies this JAX can run, in table order.
-        hidden: why each other strategy cannot run here (strategy → reason).
-    """
-
-    jax_version: str
-    jaxlib_version: str
-    flax_version: str
-    python: str
-    cpu_count: int
-    allocator: str
-    gpus: tuple[str, ...]
-    strategies: tuple[str, ...]
-    hidden: dict[str, str]
-
-    @property
-    def gpu_reason(self) -> str | None:
-        """Why there is no GPU to choose, or None when there is one."""
-        return None if self.gpus else "JAX sees no GPU on this machine"
 
 
 def _gpus() -> tuple[str, ...]:
@@ -100,3 +67,6 @@ def run_stamp(device: jax.Device) -> dict[str, Any]:
         **{k: getattr(env, k) for k in STAMPED},
         "timestamp": now_utc(),
     }
+
+
+__all__ = ["STAMPED", "Environment", "environment", "run_stamp"]

@@ -20,17 +20,12 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rnnviz.base.readings import log10_combine, reduced_axes
+
 #: Exponent of an exact zero. Far below any real exponent (float32's smallest is −149,
 #: and 5000 steps of 10⁻¹⁰ each are −1.7e5), and far from int32's limits so sums of two stay valid.
 ZERO_EXPONENT = -(1 << 28)
 _LOG10_2 = float(np.log10(2.0))
-
-
-def _axes(ndim: int, axis: int | Sequence[int] | None) -> tuple[int, ...]:
-    if axis is None:
-        return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
-    return tuple(a % ndim for a in axes) if ndim else ()
 
 
 def robust_norm(x, axis: int | Sequence[int] | None = None):
@@ -44,7 +39,7 @@ def robust_norm(x, axis: int | Sequence[int] | None = None):
     """
     if isinstance(x, np.ndarray):
         x = np.abs(x.astype(np.float64))
-        axes = _axes(x.ndim, axis)
+        axes = reduced_axes(x.ndim, axis)
         m = np.max(x, axis=axes, keepdims=True) if x.size else np.zeros((1,) * x.ndim)
         with np.errstate(invalid="ignore"):
             safe = np.where((m > 0) & np.isfinite(m), m, 1.0)
@@ -53,7 +48,7 @@ def robust_norm(x, axis: int | Sequence[int] | None = None):
         return np.where(np.isfinite(m), norm, m)
     wide = jnp.float32 if jnp.dtype(x.dtype).itemsize < 4 else x.dtype
     a = jnp.abs(x.astype(wide))
-    axes = _axes(a.ndim, axis)
+    axes = reduced_axes(a.ndim, axis)
     m = jnp.max(a, axis=axes, keepdims=True)
     e = jnp.where((m > 0) & jnp.isfinite(m), jnp.frexp(m)[1], 0)
     r = pow2_scale(a, -e)
@@ -114,7 +109,7 @@ def combine(values: Scaled, axis: int | Sequence[int]) -> Scaled:
     """``sqrt(Σ v²)`` over ``axis`` of :class:`Scaled` magnitudes, without leaving float32:
     every term is shifted to the largest exponent first (terms 2¹⁵⁰ times smaller vanish,
     as they would in any float32 sum)."""
-    axes = _axes(values.mantissa.ndim, axis)
+    axes = reduced_axes(values.mantissa.ndim, axis)
     top = jnp.max(values.exponent, axis=axes, keepdims=True)
     shifted = pow2_scale(values.mantissa, values.exponent - top)
     n = robust_norm(shifted, axes)
@@ -132,15 +127,15 @@ def log10(values: Scaled) -> np.ndarray:
     return np.where(np.isfinite(m), out, m)
 
 
-def log10_combine(logs: np.ndarray, axis: int | Sequence[int]) -> np.ndarray:
-    """log₁₀ sqrt(Σ 10^(2·l)) over ``axis`` of float64 log₁₀ magnitudes (−inf terms add
-    nothing; all −inf gives −inf; NaN propagates)."""
-    logs = np.asarray(logs, np.float64)
-    axes = _axes(logs.ndim, axis)
-    top = np.max(logs, axis=axes, keepdims=True)
-    safe = np.where(np.isfinite(top), top, 0.0)
-    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
-        s = np.sum(10.0 ** (2.0 * (logs - safe)), axis=axes, keepdims=True)
-        out = safe + 0.5 * np.log10(s)
-    out = np.where(np.isfinite(top), out, top)
-    return np.squeeze(out, axis=axes)
+__all__ = [
+    "ZERO_EXPONENT",
+    "Scaled",
+    "combine",
+    "frexp_max",
+    "log10",
+    "log10_combine",
+    "normalise",
+    "pow2_scale",
+    "robust_norm",
+    "scaled_norm",
+]

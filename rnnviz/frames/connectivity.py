@@ -7,8 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from rnnviz.base.connectivity import Connectivity
 from rnnviz.frames.gradients import gates_frame
-from rnnviz.studies.connectivity import Connectivity
 
 
 def connectivity_frame(runs: list[tuple[str, Connectivity]]) -> pd.DataFrame:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rnnviz.analysis import Analysis
+from rnnviz.base.analysis import Analysis
 
 
 def timing_frame(a: Analysis) -> pd.DataFrame:

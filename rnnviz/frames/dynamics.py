@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rnnviz.analysis import Analysis
+from rnnviz.base.analysis import Analysis
 from rnnviz.base.readings import decay_fit
 
 SURVIVAL_LOG10 = -2.0  # "survives" = still at least 1 % of the gradient at T

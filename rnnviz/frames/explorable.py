@@ -13,9 +13,9 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.gradients import bound_frame
 from rnnviz.frames.verdicts import verdict
+from rnnviz.tables.cells import cell_spec
 
 if TYPE_CHECKING:
     from rnnviz.studies.explorable import LessonPoint

@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rnnviz.analysis import Analysis
-from rnnviz.engine.cells import cell_spec
-from rnnviz.engine.cells.theory import theory_overlay
+from rnnviz.base.analysis import Analysis
+from rnnviz.base.theory import theory_overlay
 from rnnviz.frames.verdicts import gate_means, pca_path
+from rnnviz.tables.cells import cell_spec
 
 
 def config_label(a: Analysis) -> str:

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from rnnviz.studies.models import ModelAnalysis
+    from rnnviz.base.models import ModelAnalysis
 
 
 def row_names(n_rows: int) -> list[str]:

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rnnviz.studies.over_training import OverTraining
+from rnnviz.base.training import OverTraining
 
 SMOOTH_STEPS = 20
 

@@ -1,6 +1,6 @@
 """Post-hoc diagnostics of an :class:`~rnnviz.analysis.Analysis` in NumPy: the verdict,
 gate activations, the PCA path. (The closed forms drawn beside the measured curve are the
-cells' own: :mod:`rnnviz.engine.cells.theory`; fits of measured curves: :mod:`rnnviz.base.readings`.)"""
+cells' own: :mod:`rnnviz.base.theory`; fits of measured curves: :mod:`rnnviz.base.readings`.)"""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from rnnviz.analysis import Analysis
+from rnnviz.base.analysis import Analysis
 from rnnviz.base.formatting import superscript
-from rnnviz.engine.cells.theory import dense, sigmoid, time_major
+from rnnviz.base.theory import dense, sigmoid, time_major
 from rnnviz.tables.cells import cell_spec
 
 

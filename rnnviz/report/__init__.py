@@ -1,12 +1,14 @@
 """The shareable comparison report: several cell designs at one shape, or your own models on
 the same text, as one self-contained HTML file (opens offline in any browser) or as JSON.
 
-* :mod:`~rnnviz.report.compare` — the numbers: :func:`comparison` (analysis, decay and λ₁,
-  optionally training, per design), :func:`comparison_of` (from analyses in hand),
-  :func:`comparison_json`; the :class:`Comparison` and :class:`Design` records (no plotly);
-* :mod:`~rnnviz.report.models` — your own models' numbers: :func:`model_comparison`,
-  :func:`model_comparison_json`, :func:`reach` (how far back a gradient reaches); the
-  :class:`ModelComparison` and :class:`ModelRow` records (no plotly);
+* :mod:`~rnnviz.report.numbers` — the records and their JSON, in NumPy (no JAX, no plotly):
+  :class:`Comparison` and :class:`Design`, :class:`ModelComparison` and :class:`ModelRow`,
+  :func:`comparison_json`, :func:`model_comparison_json`, :func:`reach` (how far back a
+  gradient reaches);
+* :mod:`~rnnviz.report.compare` — the designs' numbers computed: :func:`comparison`
+  (analysis, decay and λ₁, optionally training, per design), :func:`comparison_of` (from
+  analyses in hand);
+* :mod:`~rnnviz.report.models` — your own models' numbers computed: :func:`model_comparison`;
 * :mod:`~rnnviz.report.html` — the page: :func:`report_html`, :func:`model_report_html`,
   :func:`write_report` (either), :func:`report_figures`, :func:`model_report_figures` (drawn
   by :mod:`rnnviz.charts`).
@@ -27,17 +29,17 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "Comparison": "rnnviz.report.compare",
-    "Design": "rnnviz.report.compare",
+    "Comparison": "rnnviz.report.numbers",
+    "Design": "rnnviz.report.numbers",
     "comparison": "rnnviz.report.compare",
-    "comparison_json": "rnnviz.report.compare",
+    "comparison_json": "rnnviz.report.numbers",
     "comparison_of": "rnnviz.report.compare",
-    "design_of": "rnnviz.report.compare",
-    "ModelComparison": "rnnviz.report.models",
-    "ModelRow": "rnnviz.report.models",
+    "design_of": "rnnviz.report.numbers",
+    "ModelComparison": "rnnviz.report.numbers",
+    "ModelRow": "rnnviz.report.numbers",
     "model_comparison": "rnnviz.report.models",
-    "model_comparison_json": "rnnviz.report.models",
-    "reach": "rnnviz.report.models",
+    "model_comparison_json": "rnnviz.report.numbers",
+    "reach": "rnnviz.report.numbers",
     "model_report_figures": "rnnviz.report.html",
     "model_report_html": "rnnviz.report.html",
     "report_figures": "rnnviz.report.html",
@@ -65,14 +67,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
-    from rnnviz.report.compare import (
-        Comparison,
-        Design,
-        comparison,
-        comparison_json,
-        comparison_of,
-        design_of,
-    )
+    from rnnviz.report.compare import comparison, comparison_of
     from rnnviz.report.html import (
         model_report_figures,
         model_report_html,
@@ -80,10 +75,14 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         report_html,
         write_report,
     )
-    from rnnviz.report.models import (
+    from rnnviz.report.models import model_comparison
+    from rnnviz.report.numbers import (
+        Comparison,
+        Design,
         ModelComparison,
         ModelRow,
-        model_comparison,
+        comparison_json,
+        design_of,
         model_comparison_json,
         reach,
     )

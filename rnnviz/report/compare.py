@@ -2,123 +2,44 @@
 analysis, λ₁ and, when asked, a training run per design), :func:`comparison_of` gathers
 them from analyses already in hand (the dashboard's pinned runs), :func:`comparison_json`
 writes them as plain JSON values. No plotly here: :mod:`rnnviz.report.html` draws them.
+
+The records and their JSON are :mod:`rnnviz.report.numbers`' (no JAX), re-exported here.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import math
-import platform
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from importlib import metadata
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rnnviz import __version__
 from rnnviz.analysis import Analysis, analyze
-from rnnviz.base.formatting import finite_json
-from rnnviz.base.readings import DecayFit, decay_fit
 from rnnviz.config import ConfigError, check_number
 from rnnviz.dataset import Dataset, check_data, fit_to_data, load_dataset
 from rnnviz.engine.environment import Environment, environment
-from rnnviz.frames.gradients import config_label
-from rnnviz.frames.verdicts import verdict
+from rnnviz.report import numbers
+from rnnviz.report.numbers import (
+    PACKAGES,
+    SCHEMA,
+    Comparison,
+    Design,
+    comparison_json,
+    created_now,
+    design_json,
+    design_of,
+    environment_json,
+    machine_text,
+    package_versions,
+    unique_labels,
+)
 from rnnviz.studies.lyapunov import check_options, lyapunov
-from rnnviz.studies.tasks.synthetic import TASKS
-from rnnviz.studies.training import DATA_TASK, MAX_STEPS, Training, TrainSettings, check_training, train
+from rnnviz.studies.training import DATA_TASK, MAX_STEPS, TrainSettings, check_training, train
 from rnnviz.tables.cells import cell_names, cell_spec
+from rnnviz.tables.tasks import TASK_RULES
 
 if TYPE_CHECKING:
     from rnnviz.config import RunConfig
 
-#: The JSON's ``schema`` (bumped when a field changes meaning).
-SCHEMA = "rnnviz-comparison-1"
-#: The packages whose versions a report names (``None`` where one is not installed).
-PACKAGES = ("rnnviz", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "plotly")
 #: Steps per compiled training chunk (and between the run's gradient profiles), at most.
 LOG_EVERY = 50
-
-
-@dataclass(frozen=True, eq=False)
-class Design:
-    """One design's numbers. T = ``config.seq_len``; index t of a ``[T+1]`` series is the
-    carry after x_t (0: the initial carry).
-
-    Attributes:
-        label: the design's name in legends and tables (the cell's name, or the run's
-            config label in the dashboard).
-        config: the configuration analysed (the base with this cell).
-        loss: L, the configured loss (or the data set's task loss).
-        grad_norms: ``[T+1]`` ‖∂L/∂carry_t‖ as float32 holds it (``Analysis.grad_norms``).
-        log10_grad_norms: ``[T+1]`` its exact log₁₀ (float64; −inf only for a true zero).
-        log10_source: ``"float32"`` or ``"log pass"`` (:attr:`Analysis.log10_source`).
-        decay: the least-squares fit of ln‖∂L/∂carry_{T−k}‖ against the lag k
-            (:func:`~rnnviz.base.readings.decay_fit`), or None when under 3 finite points.
-        lambda1: λ₁, the leading Lyapunov exponent (natural log per step;
-            :func:`rnnviz.lyapunov` with k = 1), or None when not computed.
-        verdict: one line on what the gradient does (:func:`~rnnviz.frames.verdicts.verdict`).
-        data: the data set's label when the inputs came from one, else None.
-        device: where the analysis ran (``cpu:0 cpu``).
-        training: the design trained on the task (weights dropped: the curves only), or None.
-    """
-
-    label: str
-    config: RunConfig
-    loss: float
-    grad_norms: np.ndarray
-    log10_grad_norms: np.ndarray
-    log10_source: str
-    decay: DecayFit | None
-    lambda1: float | None
-    verdict: str
-    data: str | None
-    device: str
-    training: Training | None = None
-
-    @property
-    def decay_per_step(self) -> float | None:
-        """The measured slope s of ln‖∂L/∂carry_{T−k}‖ per step back (e^s per step; λ₁'s
-        unit, so a gradient that follows λ₁ has s ≈ λ₁), or None when it was not fittable."""
-        return None if self.decay is None else self.decay.slope
-
-    @property
-    def decades_per_step(self) -> float | None:
-        """The same slope in log₁₀ per step: s / ln 10."""
-        return None if self.decay is None else self.decay.slope / math.log(10.0)
-
-
-@dataclass(frozen=True, eq=False)
-class Comparison:
-    """Several designs at one shape, and where they were computed.
-
-    Attributes:
-        designs: one :class:`Design` each, in the order asked for.
-        data: the data set's label, or None for the configured synthetic inputs.
-        task: what the designs were trained on (a task's or the data set's name), or None.
-        train_steps: training steps asked for, or None (not trained).
-        environment: the versions and host facts of the JAX that computed
-            (:func:`rnnviz.engine.environment.environment`).
-        packages: ``(name, version or None)`` for :data:`PACKAGES`.
-        machine: ``platform.platform()`` and the processor of this process's host.
-        created: when the numbers were gathered (UTC, ISO 8601).
-    """
-
-    designs: tuple[Design, ...]
-    data: str | None
-    task: str | None
-    train_steps: int | None
-    environment: Environment
-    packages: tuple[tuple[str, str | None], ...]
-    machine: str
-    created: str
-
-    @property
-    def labels(self) -> tuple[str, ...]:
-        """The designs' labels, in order."""
-        return tuple(d.label for d in self.designs)
 
 
 def check_cells(cells: Sequence[str] | str) -> tuple[str, ...]:
@@ -171,9 +92,9 @@ def _fitted(base: RunConfig, ds: Dataset | None, train_steps: int | None, task: 
         return fit_to_data(base, ds)
     if train_steps is None:
         return base
-    if task not in TASKS:
-        raise ConfigError("task", task, "one of " + ", ".join(sorted(TASKS)))
-    return base.replace(input_size=TASKS[task].input_size)
+    if task not in TASK_RULES:
+        raise ConfigError("task", task, "one of " + ", ".join(sorted(TASK_RULES)))
+    return base.replace(input_size=TASK_RULES[task].input_size)
 
 
 def comparison(
@@ -276,48 +197,6 @@ def comparison(
     )
 
 
-def design_of(
-    a: Analysis, *, lambda1: float | None = None, training: Training | None = None, label: str | None = None
-) -> Design:
-    """The :class:`Design` of one analysis (NumPy only: no computation is run).
-
-    Args:
-        a: the analysis.
-        lambda1: its λ₁ when computed (``rnnviz.lyapunov(a.config, k=1).lambda1``).
-        training: the design's training run; its kept weights are dropped.
-        label: the name in legends (default: the cell's).
-
-    Returns:
-        A :class:`Design`.
-    """
-    if training is not None:
-        training = dataclasses.replace(training, weight_steps=None, weight_tree=None)
-    return Design(
-        label=label or a.config.cell,
-        config=a.config,
-        loss=float(a.loss),
-        grad_norms=np.asarray(a.grad_norms),
-        log10_grad_norms=np.asarray(a.log10_grad_norms, np.float64),
-        log10_source=a.log10_source,
-        decay=decay_fit(a.log10_grad_norms),
-        lambda1=None if lambda1 is None else float(lambda1),
-        verdict=verdict(a).text,
-        data=a.data,
-        device=a.timing.device,
-        training=training,
-    )
-
-
-def unique_labels(labels: Sequence[str]) -> list[str]:
-    """Labels made distinct (a repeated one gets `` (2)``, `` (3)``, …): legends group by label."""
-    seen: dict[str, int] = {}
-    out = []
-    for label in labels:
-        seen[label] = seen.get(label, 0) + 1
-        out.append(label if seen[label] == 1 else f"{label} ({seen[label]})")
-    return out
-
-
 def comparison_of(
     designs: Sequence[Design | Analysis],
     *,
@@ -326,7 +205,8 @@ def comparison_of(
     env: Environment | None = None,
 ) -> Comparison:
     """A :class:`Comparison` of designs (or analyses) already computed: nothing runs but
-    NumPy, so the dashboard builds its report from its pinned runs in the server process.
+    NumPy (:func:`rnnviz.report.numbers.comparison_of`, whose ``env`` is given; here it is this
+    process's JAX by default).
 
     Args:
         designs: :class:`Design` records, or analyses (each becomes :func:`design_of` with
@@ -349,127 +229,8 @@ def comparison_of(
         >>> tuple(d.label.split()[0] for d in c.designs), c.designs[0].lambda1 is None
         (('gru', 'gru'), True)
     """
-    if not designs:
-        raise ConfigError("designs", (), "at least one analysed design")
-    records = [d if isinstance(d, Design) else design_of(d, label=config_label(d)) for d in designs]
-    labels = unique_labels([d.label for d in records])
-    records = [d if d.label == lab else dataclasses.replace(d, label=lab) for d, lab in zip(records, labels)]
-    data = next((d.data for d in records if d.data is not None), None)
-    return Comparison(
-        designs=tuple(records),
-        data=data,
-        task=task,
-        train_steps=train_steps,
-        environment=env if env is not None else environment(),
-        packages=package_versions(),
-        machine=machine_text(),
-        created=created_now(),
-    )
-
-
-def _version(package: str) -> str | None:
-    if package == "rnnviz":
-        return __version__
-    try:
-        return metadata.version(package)
-    except metadata.PackageNotFoundError:
-        return None
-
-
-def package_versions() -> tuple[tuple[str, str | None], ...]:
-    """``(name, version or None)`` for each of :data:`PACKAGES` (None: not installed)."""
-    return tuple((p, _version(p)) for p in PACKAGES)
-
-
-def machine_text() -> str:
-    """This host as a report names it: ``platform.platform()``, the machine and the processor."""
-    processor = platform.processor()
-    return f"{platform.platform()} ({platform.machine() or 'unknown'}{', ' + processor if processor else ''})"
-
-
-def created_now() -> str:
-    """The time now, as a report's ``created`` (UTC, ISO 8601, to the second)."""
-    return datetime.now(UTC).isoformat(timespec="seconds")
-
-
-def environment_json(env: Environment) -> dict[str, Any]:
-    """The computing JAX's facts as JSON values (the strategies' reasons left out)."""
-    return {
-        **{k: v for k, v in env._asdict().items() if k != "hidden"},
-        "gpus": list(env.gpus),
-        "strategies": list(env.strategies),
-    }
-
-
-def _floats(x: np.ndarray) -> list[float]:
-    return np.asarray(x, np.float64).tolist()
-
-
-#: What the report keeps of a design's training run (:meth:`Training.to_json`): its curves and outcome.
-_TRAINING_FIELDS = (
-    "task", "steps", "steps_run", "learning_rate", "optimizer", "clip", "losses", "metric_name", "metric",
-    "baseline", "final_loss", "solved_step", "nonfinite_step",
-)  # fmt: skip
-
-
-def _training_json(r: Training | None) -> dict[str, Any] | None:
-    if r is None:
-        return None
-    whole = r.to_json()
-    return {f: whole[f] for f in _TRAINING_FIELDS}
-
-
-def design_json(d: Design) -> dict[str, Any]:
-    """One :class:`Design` as JSON values (arrays as lists; NaN/Inf become null)."""
-    return finite_json(
-        {
-            "label": d.label,
-            "cell": d.config.cell,
-            "config": d.config.to_dict(),
-            "data": d.data,
-            "device": d.device,
-            "loss": d.loss,
-            "grad_norms": _floats(d.grad_norms),
-            "log10_grad_norms": _floats(d.log10_grad_norms),
-            "log10_source": d.log10_source,
-            "lambda1": d.lambda1,
-            "decay_per_step": d.decay_per_step,
-            "decades_per_step": d.decades_per_step,
-            "decay_fit": None if d.decay is None else d.decay._asdict(),
-            "verdict": d.verdict,
-            "training": _training_json(d.training),
-        }
-    )
-
-
-def comparison_json(c: Comparison) -> dict[str, Any]:
-    """The :class:`Comparison` as plain JSON values: what a report embeds (``<script
-    type="application/json" id="rnnviz-numbers">``) and ``json.loads`` reads back.
-
-    Floats are written by ``repr`` (``json.dumps``), so they read back exactly; NaN and
-    ±Inf (a log₁₀ of a true zero) are null.
-
-    Example:
-        >>> import json
-        >>> from rnnviz import RunConfig, analyze
-        >>> from rnnviz.report import comparison_json, comparison_of
-        >>> a = analyze(RunConfig(cell="gru", hidden_size=4, seq_len=5), repeats=1)
-        >>> out = json.loads(json.dumps(comparison_json(comparison_of([a]))))
-        >>> first = out["designs"].pop(0)
-        >>> out["schema"], first["grad_norms"] == a.grad_norms.tolist()
-        ('rnnviz-comparison-1', True)
-    """
-    return {
-        "schema": SCHEMA,
-        "created": c.created,
-        "data": c.data,
-        "task": c.task,
-        "train_steps": c.train_steps,
-        "designs": [design_json(d) for d in c.designs],
-        "environment": environment_json(c.environment),
-        "packages": dict(c.packages),
-        "machine": c.machine,
-    }
+    env = env if env is not None else environment()
+    return numbers.comparison_of(designs, env=env, task=task, train_steps=train_steps)
 
 
 __all__ = [

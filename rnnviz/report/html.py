@@ -30,13 +30,20 @@ from rnnviz.charts.training import training_figure
 from rnnviz.config import FIELD_SPECS, ConfigError
 from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
 from rnnviz.frames.training import training_frame
-from rnnviz.report.compare import Comparison, comparison_json
-from rnnviz.report.models import REACH_FRACTION, ModelComparison, ModelRow, model_comparison_json, reach_text
+from rnnviz.report.numbers import (
+    REACH_FRACTION,
+    Comparison,
+    ModelComparison,
+    ModelRow,
+    comparison_json,
+    model_comparison_json,
+    reach_text,
+)
 
 if TYPE_CHECKING:  # types only: the figures are drawn, and embedded, by rnnviz.charts
+    from rnnviz.base.environment import Environment
+    from rnnviz.base.models import ModelAnalysis
     from rnnviz.charts.embed import PlotlyFigure
-    from rnnviz.engine.environment import Environment
-    from rnnviz.studies.models import ModelAnalysis
 
 #: The ``id`` of the ``<script type="application/json">`` holding :func:`comparison_json`.
 NUMBERS_ID = "rnnviz-numbers"

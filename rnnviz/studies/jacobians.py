@@ -18,13 +18,13 @@ from __future__ import annotations
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rnnviz.base.dynamics import EXACT_MAX_DIM, JACOBIAN_METHODS, Jacobians, choose_method
 from rnnviz.base.weights import Weights
 from rnnviz.config import (
     FLOP_BUDGET,
@@ -42,9 +42,6 @@ from rnnviz.engine.linalg import householder_q, tall_qr
 from rnnviz.engine.prepare import prepare_executables, prepared_inputs, resolve_device, static_config
 from rnnviz.engine.rollout import rollout
 
-#: Largest carry size D for which ``method="auto"`` builds each J_t and takes its SVD.
-EXACT_MAX_DIM = 256
-JACOBIAN_METHODS = ("auto", "exact", "subspace")
 #: Salt folded into the seed's key for the initial tangent directions (independent of
 #: the params, carry and input keys).
 _TANGENT_SALT = 0x1A9
@@ -63,7 +60,8 @@ def unit_shapes(cfg: RunConfig) -> tuple[tuple[int, ...], ...]:
 
 def carry_dim(cfg: RunConfig) -> int:
     """D: the size of the packed carry, every unit of every component (LSTM and LRU 2H, the
-    others H; a matrix memory all its entries: mLSTM heads·d² + heads·d + heads)."""
+    others H; a matrix memory all its entries: mLSTM heads·d² + heads·d + heads), read from the
+    traced cell. :func:`rnnviz.config.carry_size` gives the same D from the cell's spec, without JAX."""
     return sum(int(np.prod(shape)) for shape in unit_shapes(cfg))
 
 
@@ -129,30 +127,6 @@ def initial_directions(key_data: jax.Array, dim: int, k: int) -> jax.Array:
     key = jax.random.fold_in(jax.random.wrap_key_data(key_data), _TANGENT_SALT)
     # No LAPACK here: this QR would sit beside the scan's with no order between them.
     return householder_q(jax.random.normal(key, (dim, k), jnp.float32))
-
-
-@dataclass(frozen=True, eq=False)
-class Jacobians:
-    """Top-k singular values of the step Jacobians of one example.
-
-    Attributes:
-        config: the configuration.
-        example: which example of the batch.
-        method: ``"exact"`` (jacfwd + SVD) or ``"subspace"`` (matrix-free power iteration).
-        stride: J_t was taken at every ``stride``-th step.
-        steps: ``[S]`` the steps t (1..T) at which J_t = ∂carry_t/∂carry_{t−1} was taken.
-        singular_values: ``[S, k]`` largest first.
-        compile_s, run_s: seconds to compile, seconds to run.
-    """
-
-    config: RunConfig
-    example: int
-    method: str
-    stride: int
-    steps: np.ndarray
-    singular_values: np.ndarray
-    compile_s: float
-    run_s: float
 
 
 def _top_singular_exact(step, v, x, k: int):
@@ -270,13 +244,6 @@ def jacobian_flops(cfg: RunConfig, method: str, k: int, iterations: int, n_steps
         m = min(d, 2 * k)
         per = (2 * iterations + 1) * m * tangent + iterations * 4.0 * d * m * m
     return per * n_steps
-
-
-def choose_method(dim: int, method: str = "auto") -> str:
-    """``"auto"`` → exact for D ≤ :data:`EXACT_MAX_DIM`, subspace above; others unchanged."""
-    if method == "auto":
-        return "exact" if dim <= EXACT_MAX_DIM else "subspace"
-    return method
 
 
 def _executable_key(

@@ -23,7 +23,6 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 import jax
@@ -32,6 +31,7 @@ import numpy as np
 import pandas as pd
 
 from rnnviz.analysis import analyze
+from rnnviz.base.dynamics import Lyapunov
 from rnnviz.base.readings import EDGE_TOLERANCE, DecayFit, decay_fit, regime, zero_crossing
 from rnnviz.base.weights import Weights
 from rnnviz.config import (
@@ -162,43 +162,6 @@ def check_options(cfg: RunConfig, k: int, warmup: int | None, qr_every: int) -> 
             f"{FLOP_BUDGET / 1e12:g} TFLOP budget; {what}, or seq_len ≤ {fit_t} with k = {int(k)}",
         )
     return LyapunovOptions(int(k), int(warmup), int(qr_every))
-
-
-@dataclass(frozen=True, eq=False)
-class Lyapunov:
-    """The k leading Lyapunov exponents of one configuration's trajectories (natural log
-    per step; > 0 stretches, < 0 shrinks).
-
-    Attributes:
-        config: the configuration.
-        k, warmup, qr_every: the options used (:func:`lyapunov`).
-        exponents: ``[k]`` mean over examples, largest first (``lambda1`` is the first).
-        exponents_spread: ``[k]`` their standard deviation over examples.
-        example_exponents: ``[B, k]`` per example.
-        running: ``[T, B, k]`` the running estimate after each step (NaN until the first
-            QR after the warm-up), so convergence can be seen.
-        decay: the measured slope of ln‖∂L/∂carry_{T−k}‖ per step
-            (:func:`~rnnviz.base.readings.decay_fit`) on the same config, or None when not asked for
-            or not fittable.
-        compile_s, run_s: seconds to compile, median seconds per run.
-    """
-
-    config: RunConfig
-    k: int
-    warmup: int
-    qr_every: int
-    exponents: np.ndarray
-    exponents_spread: np.ndarray
-    example_exponents: np.ndarray
-    running: np.ndarray
-    decay: DecayFit | None
-    compile_s: float
-    run_s: float
-
-    @property
-    def lambda1(self) -> float:
-        """λ₁, the largest exponent (natural log per step): < 0 ordered, ≈ 0 the edge, > 0 chaotic."""
-        return float(self.exponents[0])
 
 
 def lyapunov(

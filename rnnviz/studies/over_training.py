@@ -19,12 +19,12 @@ factorisation (QR, SVD), never two that could run at once (see :mod:`rnnviz.base
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rnnviz.base.training import OverTraining, Training
 from rnnviz.config import FLOP_BUDGET, BudgetError, ConfigError, RunConfig, check_number
 from rnnviz.dataset import DataError, Dataset, load_dataset
 from rnnviz.engine.compile import Compiled, compile_cache, compile_for
@@ -35,38 +35,6 @@ from rnnviz.studies.lyapunov import LyapunovOptions, check_options, lyapunov_flo
 from rnnviz.studies.tasks.data import data_task
 from rnnviz.studies.tasks.synthetic import get_task
 from rnnviz.studies.training.model import PROBE_BATCH, PROBE_SALT
-from rnnviz.studies.training.result import Training
-
-
-@dataclass(frozen=True, eq=False)
-class OverTraining:
-    """λ and σ(J_t) at each kept step of a run. S = kept steps analysed, k = exponents.
-
-    Attributes:
-        run: the run.
-        steps: ``[S]`` the optimisation steps.
-        loss: ``[S]`` the training loss there: the mean over the ``log_every`` steps before
-            it (the first step's own loss at step 0).
-        exponents: ``[S, k]`` the Lyapunov exponents (largest first), mean over the probe.
-        spread: ``[S, k]`` their standard deviation over the probe's examples.
-        singular_values: ``[S, n, k]`` σ_i(J_t) at the ``n`` analysed steps ``jacobian_steps``.
-        jacobian_steps: ``[n]`` the t at which J_t was taken.
-        probe: how many sequences the exponents averaged over.
-    """
-
-    run: Training
-    steps: np.ndarray
-    loss: np.ndarray
-    exponents: np.ndarray
-    spread: np.ndarray
-    singular_values: np.ndarray
-    jacobian_steps: np.ndarray
-    probe: int
-
-    @property
-    def lambda1(self) -> np.ndarray:
-        """``[S]`` λ₁ at each kept step."""
-        return self.exponents[:, 0]
 
 
 def run_dataset(run: Training, data: Dataset | None = None) -> Dataset | None:

@@ -26,11 +26,11 @@ import pandas as pd
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from rnnviz.analysis import analyze, is_compiled
+from rnnviz.base.theory import GAMMA
 from rnnviz.base.weights import Weights
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, check_field, coerce, estimate_flops
 from rnnviz.dataset import Dataset, check_data
 from rnnviz.engine.cells import make_cell, outputs
-from rnnviz.engine.cells.theory import GAMMA
 from rnnviz.engine.compat import process_allgather
 from rnnviz.engine.compile import Compiled, compile_cache, compile_lowered, quick_compile, run_once_options
 from rnnviz.engine.gradients import full_carry0, loss_from_outputs, time_major

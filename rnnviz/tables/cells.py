@@ -1,6 +1,8 @@
 """The cell table: one :class:`CellSpec` per cell name, built-ins and plugins alike.
 
-Plain data (no JAX): validation reads it, the JAX layer builds cells from it.
+Plain data (no JAX): validation reads it, the JAX layer builds cells from it. The built-in
+cells' rows (:mod:`rnnviz.tables.builtin_cells`) name their Flax and JAX parts by where they
+live (:class:`Lazy`), imported when first called, so reading the table never imports JAX.
 
 A cell is any Flax module honouring ``RNNCellBase``'s contract::
 
@@ -27,6 +29,8 @@ See ``examples/custom_cell/`` for a complete plugin.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 import importlib.metadata
 import logging
 import re
@@ -45,6 +49,39 @@ _NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
 def hidden_kernels(path: tuple[str, ...]) -> bool:
     """Flax's convention: the hidden-to-hidden matrices are ``(<h…>, "kernel")``."""
     return path[0].startswith("h") and path[-1] == "kernel"
+
+
+@dataclass(frozen=True)
+class Lazy:
+    """A function named by where it lives, ``"module:name"`` (the entry points' form), imported
+    on its first call: how the built-in cells' rows (:mod:`rnnviz.tables.builtin_cells`) name
+    their Flax and JAX parts, so that the table answers without importing JAX. Equal, and
+    hashed alike, when they name the same function.
+
+    Attributes:
+        target: ``"package.module:function"``.
+
+    Example:
+        >>> hypot = Lazy("math:hypot")
+        >>> hypot(3.0, 4.0), hypot == Lazy("math:hypot")
+        (5.0, True)
+    """
+
+    target: str
+
+    def __post_init__(self) -> None:
+        module, sep, name = self.target.partition(":")
+        if not (module and sep and name):
+            raise ValueError(f"Lazy({self.target!r}): name a function as 'package.module:function'")
+
+    @functools.cached_property
+    def function(self) -> Callable[..., Any]:
+        """The function itself, imported on first use."""
+        module, _, name = self.target.partition(":")
+        return getattr(importlib.import_module(module), name)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.function(*args, **kwargs)
 
 
 @dataclass(frozen=True)
@@ -232,7 +269,7 @@ class Display:
         gates: sigmoid gates whose mean activation the Carry tab plots (modules ``i<g>``
             and, when present, ``h<g>``).
         theory: optional ``Analysis -> Overlay | None``: a closed form of ‖∂L/∂carry_t‖
-            drawn next to the measured one (:mod:`rnnviz.engine.cells.theory`).
+            drawn next to the measured one (:mod:`rnnviz.base.theory`).
         description: one line with the maths and the paper.
         gain_note: what the recurrent gain g does to this cell, for the Phase diagram tab
             (e.g. "scales the decay's time constant τ: softplus(Λ) → softplus(Λ)/g"). Empty:
@@ -499,13 +536,8 @@ def _as_plugin(spec: CellSpec) -> CellSpec:
 
 
 def _ensure() -> None:
-    # The one lazy import in rnnviz, and why it must stay: this table is plain data that
-    # validation reads (config sits below JAX), while the built-in cells are Flax modules a
-    # layer above that register themselves here when imported, exactly as plugins do through
-    # their entry points. The table must hold them before it answers, so it imports them on
-    # first use. pyproject.toml's layers contract names this one import as its exception.
-    import rnnviz.engine.cells  # noqa: F401
-
+    # The built-in cells are already here (rnnviz.tables imports their rows); the installed
+    # plugins register on the first lookup.
     load_plugins()
 
 

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from rnnviz import RunConfig, analyze, charts
-from rnnviz.engine.cells.theory import simple_cell_theory
+from rnnviz.base.theory import simple_cell_theory
 from rnnviz.frames.gradients import (
     bound_frame,
     carry_heatmap_frame,

@@ -33,9 +33,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from rnnviz.base import runfile
 from rnnviz.dataset import DataError, load_dataset
 from rnnviz.dataset import files as files_module
-from rnnviz.studies.training import runfile
 
 #: The most seconds one input may take (a tiny file: a few milliseconds is usual).
 PER_INPUT_S = 10.0

@@ -22,8 +22,8 @@ import pandas as pd
 import pytest
 from hostile_files import constant_parquet, lying_run_files, npy_header, zeros_npz
 
+from rnnviz.base import runfile
 from rnnviz.dataset import DataError, load_dataset
-from rnnviz.studies.training import runfile
 
 MiB = 2**20
 #: What a refusal may cost, peak RSS of the whole process (the interpreter, NumPy, pandas
@@ -257,7 +257,7 @@ def test_a_run_file_declaring_more_than_it_holds_is_refused_unread(tmp_path):
     for path in lying_run_files(tmp_path):  # arrays.rnnviz (2⁶² bytes), header.rnnviz (4 GiB)
         name, data = path.name, path.read_bytes()
         report = _load(path, kind="run")
-        assert report.get("type") == "rnnviz.studies.training.runfile.RunFileError", report
+        assert report.get("type") == "rnnviz.base.runfile.RunFileError", report
         assert report["message"].startswith(f"{name}: truncated: {len(data)} bytes "), report
         assert report["peak"] - report["base"] < 64 * MiB, report
         with pytest.raises(runfile.RunFileError, match=f"^{name}: "):

@@ -1,6 +1,7 @@
 """The cell registry: a cell registered in a test, a plugin discovered through its entry
 point, the modern built-in cells' closed forms, and the app listing them."""
 
+import dataclasses
 import os
 import subprocess
 import sys
@@ -17,7 +18,16 @@ from apptest_helpers import figure_by_title, run_app, total_gradient
 from rnnviz import CellSpec, ConfigError, RunConfig, analyze, cell_names, register_cell
 from rnnviz.base.presets import config_from_params
 from rnnviz.frames.gradients import bound_frame
-from rnnviz.tables.cells import CarryLayout, CostModel, Display, ParamRules, cell_spec, unregister_cell
+from rnnviz.tables.cells import (
+    PARTS,
+    CarryLayout,
+    CostModel,
+    Display,
+    Lazy,
+    ParamRules,
+    cell_spec,
+    unregister_cell,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -188,6 +198,49 @@ def test_every_built_in_cell_says_what_the_gain_does_to_it():
     assert not missing, missing
     assert "time constant" in cell_spec("mamba").display.gain_meaning()
     assert "ParamRules.recurrent" in Display().gain_meaning()  # a plugin's default, in words
+
+
+def _lazy_parts(x):
+    """Every Lazy in a spec's parts (records, tuples of records)."""
+    if isinstance(x, Lazy):
+        yield x
+    elif dataclasses.is_dataclass(x):
+        for f in dataclasses.fields(x):
+            yield from _lazy_parts(getattr(x, f.name))
+    elif isinstance(x, tuple):
+        for y in x:
+            yield from _lazy_parts(y)
+
+
+def test_every_part_a_built_in_row_names_is_a_function_that_exists():
+    # the rows of rnnviz/tables/builtin_cells.py name their Flax and JAX parts by module and
+    # function: a renamed or moved part must fail here, not on the first run of that cell
+    named = {}
+    for name in cell_names():
+        spec = cell_spec(name)
+        for part in _lazy_parts((spec.build, *(getattr(spec, p) for p in PARTS))):
+            named[part.target] = part.function
+    assert len(named) > 40 and all(callable(f) and not isinstance(f, Lazy) for f in named.values())
+    assert cell_spec("lstm").build == Lazy("rnnviz.engine.cells.builtin:lstm_build")  # equal by name
+
+
+def test_the_cell_table_and_a_config_need_no_jax():
+    # validation and the dashboard's server read every built-in cell's row without JAX
+    code = textwrap.dedent(
+        """
+        import sys
+        from rnnviz.config import RunConfig, carry_size, estimate_memory_bytes
+        from rnnviz.tables.cells import cell_names, cell_spec
+        for name in cell_names():
+            cfg = RunConfig(cell=name, hidden_size=8)
+            spec = cell_spec(name)
+            assert carry_size(cfg) > 0 and estimate_memory_bytes(cfg) > 0 and spec.display.description
+        assert not {"jax", "flax", "optax"} & set(sys.modules), sorted(m for m in sys.modules if "jax" in m)
+        print("ok")
+        """
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
 def test_plugin_installed_from_a_folder_is_discovered(tmp_path):

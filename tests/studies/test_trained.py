@@ -28,12 +28,12 @@ from rnnviz import (
     sweep,
     train,
 )
+from rnnviz.base import runfile
 from rnnviz.engine.cells import make_cell
 from rnnviz.engine.prepare import seed_key
 from rnnviz.studies.jacobians import initial_directions
 from rnnviz.studies.over_training import over_training, probe_inputs
 from rnnviz.studies.sweep import sweep_executable, sweep_reusing
-from rnnviz.studies.training import runfile
 from rnnviz.studies.training.model import PROBE_BATCH
 
 

@@ -1,6 +1,7 @@
 """Cells: a :class:`RunConfig` becomes a Flax linen cell honouring one contract, through
 the registry (:mod:`rnnviz.tables.cells`, where every cell — built-in or plugin — is one
-:class:`CellSpec`).
+:class:`CellSpec`; the built-in cells' rows are :mod:`rnnviz.tables.builtin_cells`, their parts
+:mod:`~rnnviz.engine.cells.builtin` and :mod:`~rnnviz.engine.cells.designs`).
 
 Every cell is ``cell.apply({"params": p}, carry, x) -> (carry, y)`` with the carry made
 by ``cell.initialize_carry(key, input_shape)`` — the one place that decides the carry's
@@ -33,7 +34,6 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.cells import builtin, designs  # noqa: F401  (register the built-in cells)
 from rnnviz.engine.cells.init import carry_initializer, in_float32, recurrent_init
 from rnnviz.tables.cells import CellSpec, FusedForm, cell_names, cell_spec, hidden_kernels, register_cell
 

@@ -51,12 +51,11 @@ import jax.numpy as jnp
 from rnnviz.engine.cells.modern import Initializer, _Cell
 from rnnviz.engine.cells.shared import affine, dense, split_heads
 from rnnviz.engine.linalg import drawing_together
+from rnnviz.tables.builtin_cells import SLSTM_GATES as GATES  # the sLSTM's gates, in the reference's order
 
 Params = dict[str, Any]
 SLSTMCarry = tuple[jax.Array, jax.Array, jax.Array, jax.Array]
 MLSTMCarry = tuple[jax.Array, jax.Array, jax.Array]
-
-GATES = ("i", "f", "z", "o")  # sLSTM's gates, in the reference's order
 
 
 def _stabilised_gates(

@@ -22,6 +22,7 @@ trivial predictor (the baseline a network must beat).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any, NamedTuple
@@ -30,11 +31,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz.config import ConfigError
-
-N_SYMBOLS = 8
-COPY_LENGTH = 10
-COPY_CHANNELS = N_SYMBOLS + 2  # symbols, blank, delimiter
-BLANK, DELIMITER = N_SYMBOLS, N_SYMBOLS + 1
+from rnnviz.tables.tasks import BLANK, COPY_CHANNELS, COPY_LENGTH, DELIMITER, N_SYMBOLS, TASK_RULES
 
 
 class Batch(NamedTuple):
@@ -183,43 +180,12 @@ class Task(NamedTuple):
         return self.batch(key, batch, seq_len, lag)
 
 
+#: The batches of each synthetic task (the rest of it is its :data:`~rnnviz.tables.tasks.TASK_RULES` entry).
+_BATCHES = {"adding": adding_batch, "copy": copy_batch, "recall": recall_batch}
+
+#: The synthetic tasks, by name: each one's rules (:mod:`rnnviz.tables.tasks`) and its batches.
 TASKS: dict[str, Task] = {
-    t.name: t
-    for t in (
-        Task(
-            "adding",
-            2,
-            1,
-            1,
-            adding_batch,
-            "MSE",
-            False,
-            2,
-            "sum the two marked values (Hochreiter & Schmidhuber 1997); baseline MSE 1/6",
-        ),
-        Task(
-            "copy",
-            COPY_CHANNELS,
-            N_SYMBOLS,
-            COPY_LENGTH,
-            copy_batch,
-            "accuracy",
-            True,
-            2 * COPY_LENGTH + 1,
-            "reproduce 10 symbols after T blanks (Arjovsky et al. 2016); baseline 10·ln 8/(T+20)",
-        ),
-        Task(
-            "recall",
-            1,
-            1,
-            1,
-            recall_batch,
-            "MSE",
-            False,
-            1,
-            "output x_{T−lag} (a controllable lag); baseline MSE 1",
-        ),
-    )
+    name: Task(**dataclasses.asdict(rules), batch=_BATCHES[name]) for name, rules in TASK_RULES.items()
 }
 
 

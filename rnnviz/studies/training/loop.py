@@ -38,6 +38,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rnnviz.base.train_settings import DATA_TASK, TrainSettings
+from rnnviz.base.training import Training, TrainTiming, solved_step
 from rnnviz.config import (
     MEMORY_BUDGET_BYTES,
     REFERENCE_FLOPS_PER_S,
@@ -54,8 +56,6 @@ from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_confi
 from rnnviz.studies.tasks.data import data_task
 from rnnviz.studies.tasks.synthetic import Task, check_task, get_task
 from rnnviz.studies.training.model import ChunkOut, Hyper, TrainSpec, init_state, run_chunk
-from rnnviz.studies.training.result import Training, TrainTiming, solved_step
-from rnnviz.studies.training.settings import DATA_TASK, TrainSettings
 
 #: Training's FLOP budget: about 200 s at the ~50 GFLOP/s of this project's 2-core CPU.
 TRAIN_FLOP_BUDGET = 1e13
@@ -166,7 +166,7 @@ def _with_run_axis(fn: Callable, n_in: int) -> Callable:
 
 def resolve_task(task: str, data: Dataset | None = None) -> Task:
     """The task of :attr:`TrainSettings.task`: a synthetic one by name, or the task of ``data``
-    for :data:`~rnnviz.studies.training.settings.DATA_TASK`.
+    for :data:`~rnnviz.base.train_settings.DATA_TASK`.
 
     Raises:
         ConfigError: ``data`` without :data:`DATA_TASK`, or :data:`DATA_TASK` without ``data``.
@@ -495,7 +495,7 @@ def train_many(
             returning True stops training there (the records then hold the steps taken).
 
     Returns:
-        One :class:`~rnnviz.studies.training.result.Training` per combination, in
+        One :class:`~rnnviz.base.training.Training` per combination, in
         ``itertools.product`` order.
 
     Raises:
@@ -538,7 +538,7 @@ def train(
         g \leftarrow g \cdot \min\Big(1, \frac{c}{\|g\|}\Big)
 
     The settings are given either as the arguments ``task`` … ``lag`` or as one
-    :class:`~rnnviz.studies.training.settings.TrainSettings` (``settings``, the arguments then
+    :class:`~rnnviz.base.train_settings.TrainSettings` (``settings``, the arguments then
     left at their defaults): the same run either way.
 
     Args:
@@ -554,12 +554,12 @@ def train(
         lag: the recall task's k (the target is x_{T−k}).
         settings: all of the above in one record, instead of the arguments.
         data: the data set trained on when the task is
-            :data:`~rnnviz.studies.training.settings.DATA_TASK` (``settings``' way to train on data).
+            :data:`~rnnviz.base.train_settings.DATA_TASK` (``settings``' way to train on data).
         progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk.
         device: a concrete JAX device, overriding ``cfg.device``.
 
     Returns:
-        A :class:`~rnnviz.studies.training.result.Training`.
+        A :class:`~rnnviz.base.training.Training`.
 
     Raises:
         ConfigError: a bad argument, both ``settings`` and an argument it holds, or a config

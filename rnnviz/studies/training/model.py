@@ -19,6 +19,7 @@ import jax
 import jax.numpy as jnp
 import optax
 
+from rnnviz.base.train_settings import OPTIMIZERS
 from rnnviz.config import (
     RunConfig,
 )
@@ -30,9 +31,6 @@ from rnnviz.engine.prepare import Values, prepare_params
 from rnnviz.engine.rollout import rollout
 from rnnviz.engine.strategies.registry import ForwardPass, strategy
 from rnnviz.studies.tasks.synthetic import Task, get_task
-
-OPTIMIZERS = ("adam", "sgd")
-
 
 SGD_MOMENTUM = 0.9
 
@@ -276,3 +274,29 @@ def held_out(static: RunConfig, task: Task, params, key_data: jax.Array, values:
     carry0 = batch_carry0(static, params, fixed_carry0(static, key_data, values, n), n)
     loss, pred = task_loss(static, task, params, carry0, data.inputs, data.targets)
     return loss, task.metric_fn()(pred, data.targets)
+
+
+__all__ = [
+    "OPTIMIZERS",
+    "PROBE_BATCH",
+    "PROBE_SALT",
+    "READOUT_SALT",
+    "SGD_MOMENTUM",
+    "TRAIN_SALT",
+    "ChunkOut",
+    "Hyper",
+    "TrainSpec",
+    "TrainState",
+    "batch_carry0",
+    "fixed_carry0",
+    "held_out",
+    "init_state",
+    "optimizer_for",
+    "predictions",
+    "probe_profile",
+    "readout_for",
+    "run_chunk",
+    "step_fn",
+    "task_loss",
+    "task_outputs",
+]

@@ -1,5 +1,5 @@
 """Reopen a saved run: :func:`load_run` reads a ``.rnnviz`` file
-(:mod:`rnnviz.studies.training.runfile`) and checks that its weights fit its config."""
+(:mod:`rnnviz.base.runfile`) and checks that its weights fit its config."""
 
 from __future__ import annotations
 
@@ -8,14 +8,14 @@ from pathlib import Path
 
 import numpy as np
 
+from rnnviz.base.runfile import RunFileError, read
+from rnnviz.base.training import Training
 from rnnviz.config import ConfigError
 from rnnviz.engine.prepare import check_weights, with_missing_biases
-from rnnviz.studies.training.result import Training
-from rnnviz.studies.training.runfile import RunFileError, read
 
 
 def load_run(path: str | Path) -> Training:
-    """The :class:`~rnnviz.studies.training.result.Training` saved at ``path`` by
+    """The :class:`~rnnviz.base.training.Training` saved at ``path`` by
     :meth:`Training.save`, its arrays bit for bit as they were saved.
 
     Args:
@@ -35,7 +35,7 @@ def load_run(path: str | Path) -> Training:
         >>> load_run("missing.rnnviz")
         Traceback (most recent call last):
         ...
-        rnnviz.studies.training.runfile.RunFileError: missing.rnnviz: cannot be read (No such file or
+        rnnviz.base.runfile.RunFileError: missing.rnnviz: cannot be read (No such file or
         directory).
     """
     name = Path(path).name

@@ -1,6 +1,11 @@
 """What a training run leaves: the :class:`Training` record (its curves and the weights
 kept at every log step, saved as a ``.rnnviz`` file by :meth:`Training.save`), when it
-solved its task, and a one-sentence verdict."""
+solved its task, a one-sentence verdict, and λ and the step-Jacobian spectrum over its
+training (:class:`OverTraining`).
+
+Plain records (NumPy, no JAX): :mod:`rnnviz.studies.training` trains and
+:mod:`rnnviz.studies.over_training` measures; a process that only reads runs and draws them
+(the dashboard's server) never imports JAX."""
 
 from __future__ import annotations
 
@@ -15,10 +20,10 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from rnnviz import __version__
+from rnnviz.base import runfile
 from rnnviz.base.formatting import finite_json
 from rnnviz.base.weights import Weights
 from rnnviz.config import ConfigError, RunConfig
-from rnnviz.studies.training import runfile
 
 
 class TrainTiming(NamedTuple):
@@ -192,7 +197,7 @@ class Training:
         return runfile.write(path, *self.to_file())
 
     def to_file(self) -> tuple[dict[str, Any], dict[str, Any]]:
-        """``(header, arrays)`` as :mod:`rnnviz.studies.training.runfile` stores them."""
+        """``(header, arrays)`` as :mod:`rnnviz.base.runfile` stores them."""
         header = {
             "rnnviz": __version__,
             "versions": {p: _version(p) for p in ("jax", "jaxlib", "flax", "optax", "numpy")},
@@ -238,6 +243,37 @@ _ARRAYS = (
     "losses", "metric", "grad_norm", "clipped", "profile_steps", "profiles", "recurrent_grad",
     "held_out_loss", "held_out_metric", "held_out_steps", "weight_steps",
 )  # fmt: skip
+
+
+@dataclass(frozen=True, eq=False)
+class OverTraining:
+    """λ and σ(J_t) at each kept step of a run. S = kept steps analysed, k = exponents.
+
+    Attributes:
+        run: the run.
+        steps: ``[S]`` the optimisation steps.
+        loss: ``[S]`` the training loss there: the mean over the ``log_every`` steps before
+            it (the first step's own loss at step 0).
+        exponents: ``[S, k]`` the Lyapunov exponents (largest first), mean over the probe.
+        spread: ``[S, k]`` their standard deviation over the probe's examples.
+        singular_values: ``[S, n, k]`` σ_i(J_t) at the ``n`` analysed steps ``jacobian_steps``.
+        jacobian_steps: ``[n]`` the t at which J_t was taken.
+        probe: how many sequences the exponents averaged over.
+    """
+
+    run: Training
+    steps: np.ndarray
+    loss: np.ndarray
+    exponents: np.ndarray
+    spread: np.ndarray
+    singular_values: np.ndarray
+    jacobian_steps: np.ndarray
+    probe: int
+
+    @property
+    def lambda1(self) -> np.ndarray:
+        """``[S]`` λ₁ at each kept step."""
+        return self.exponents[:, 0]
 
 
 def _version(package: str) -> str | None:
@@ -344,3 +380,6 @@ def _learned(records: Sequence[Training]) -> str:
 
 def _floats(x: np.ndarray) -> list[float]:
     return np.asarray(x, np.float64).tolist()
+
+
+__all__ = ["SOLVE_WINDOW", "OverTraining", "TrainTiming", "Training", "solved_step", "training_verdict"]

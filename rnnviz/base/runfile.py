@@ -14,6 +14,9 @@ the format version (a file from another version of rnnviz); each failure is one
 :class:`RunFileError` naming the file and the problem. A file is judged by its headers before
 its bytes: :func:`read` checks the declared lengths against the file's size before it reads
 the file, and :func:`read_header` reads no more than the file holds.
+
+Listing runs reads their headers alone, in a process without JAX (the dashboard's server):
+this module imports Flax's codec, and with it JAX, only when arrays are read or written.
 """
 
 from __future__ import annotations
@@ -24,8 +27,6 @@ import os
 import struct
 from pathlib import Path
 from typing import Any
-
-from flax import serialization
 
 from rnnviz.config import ConfigError
 
@@ -56,6 +57,8 @@ class RunFileError(ConfigError):
 
 def encode(header: dict[str, Any], arrays: dict[str, Any]) -> bytes:
     """The file's bytes for a JSON-able ``header`` (``format`` is added) and a tree of arrays."""
+    from flax import serialization  # the arrays' codec: JAX only where arrays are written
+
     head = json.dumps({"format": FORMAT, **header}, sort_keys=True).encode()
     body = serialization.msgpack_serialize(arrays)
     data = MAGIC + struct.pack("<I", len(head)) + head + struct.pack("<Q", len(body)) + body
@@ -98,6 +101,8 @@ def decode(data: bytes, name: str) -> tuple[dict[str, Any], dict[str, Any]]:
             f"run file format {version!r} (written by rnnviz {writer}); "
             f"this rnnviz reads format {FORMAT} only",
         )
+    from flax import serialization  # the arrays' codec: JAX only where arrays are read
+
     try:
         arrays = serialization.msgpack_restore(data[at + 4 + n + 8 : end])
     except Exception as err:  # msgpack raises several types on bad bytes

@@ -1,6 +1,7 @@
 """What a training call is asked to do, apart from the config it trains: one frozen,
-validated :class:`TrainSettings`, the same record in the library, the CLI, the benchmarks
-and the dashboard's worker (which receives it as :meth:`TrainSettings.to_dict`'s dict)."""
+validated :class:`TrainSettings`, the same record in the library, the CLI, the benchmarks,
+the dashboard's server (which builds it without JAX) and its worker (which receives it as
+:meth:`TrainSettings.to_dict`'s dict); and the optimisers a call can ask for."""
 
 from __future__ import annotations
 
@@ -10,8 +11,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from rnnviz.config import ConfigError, check_number
-from rnnviz.studies.tasks.synthetic import TASKS
-from rnnviz.studies.training.model import OPTIMIZERS
+from rnnviz.tables.tasks import TASK_RULES
+
+#: The optimisers a training call can ask for (:func:`rnnviz.studies.training.model.optimizer_for`
+#: builds them with optax).
+OPTIMIZERS = ("adam", "sgd")
 
 #: Most optimisation steps of one training call.
 MAX_STEPS = 100_000
@@ -30,7 +34,7 @@ class TrainSettings:
     :func:`~rnnviz.studies.training.loop.check_training`.
 
     Example:
-        >>> from rnnviz.studies.training import TrainSettings
+        >>> from rnnviz.base.train_settings import TrainSettings
         >>> s = TrainSettings("recall", steps=40, log_every=20, lag=3)
         >>> s.clip, TrainSettings.from_dict(s.to_dict()) == s
         (1.0, True)
@@ -40,12 +44,12 @@ class TrainSettings:
         rnnviz.config.ConfigError: log_every=20 is not allowed: an integer in [1, 10].
 
     Attributes:
-        task: ``adding``, ``copy`` or ``recall`` (:data:`~rnnviz.studies.tasks.synthetic.TASKS`),
+        task: ``adding``, ``copy`` or ``recall`` (:data:`~rnnviz.tables.tasks.TASK_RULES`),
             or :data:`DATA_TASK`: the data set passed beside the settings.
         steps: optimisation steps, 1 … :data:`MAX_STEPS` (rounded up to whole chunks; the
             records are cut back).
         learning_rate: the optimiser's step size, in (0, 10].
-        optimizer: ``adam`` or ``sgd`` (momentum 0.9): :data:`~rnnviz.studies.training.model.OPTIMIZERS`.
+        optimizer: ``adam`` or ``sgd`` (momentum 0.9): :data:`OPTIMIZERS`.
         clip: the global-norm threshold c, in (0, 10⁶]; None for no clipping.
         log_every: steps per compiled chunk and between gradient profiles, 1 … ``steps``.
         lag: the recall task's k (the target is x_{T−k}); 0 for every other task.
@@ -60,12 +64,12 @@ class TrainSettings:
     lag: int = 0
 
     def __post_init__(self) -> None:
-        tasks = (*TASKS, DATA_TASK)
+        tasks = (*TASK_RULES, DATA_TASK)
         if not isinstance(self.task, str) or self.task not in tasks:
             raise ConfigError(
                 "task",
                 self.task,
-                "one of " + ", ".join(TASKS) + f", or {DATA_TASK!r} (the data set passed as data=)",
+                "one of " + ", ".join(TASK_RULES) + f", or {DATA_TASK!r} (the data set passed as data=)",
             )
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError("optimizer", self.optimizer, "one of " + ", ".join(OPTIMIZERS))
@@ -108,4 +112,4 @@ class TrainSettings:
         return cls(**values)
 
 
-__all__ = ["DATA_TASK", "MAX_STEPS", "TrainSettings"]
+__all__ = ["DATA_TASK", "MAX_STEPS", "OPTIMIZERS", "TrainSettings"]

@@ -3,7 +3,7 @@
 A cell's :class:`~rnnviz.tables.cells.CellSpec` names its curve in ``display.theory``: the simple
 cell's Pascanu bound (:func:`pascanu_curve`), or for cells whose step Jacobian is diagonal
 the exact product (:func:`diagonal_theory` of the cell's ``*_jacobians``). Each reads an
-:class:`~rnnviz.analysis.Analysis` (params, inputs, trajectory) and needs no JAX.
+:class:`~rnnviz.base.analysis.Analysis` (params, inputs, trajectory) and needs no JAX.
 """
 
 from __future__ import annotations
@@ -14,11 +14,11 @@ from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 
-from rnnviz.engine.norms import log10_combine
+from rnnviz.base.readings import log10_combine
 from rnnviz.tables.cells import cell_spec
 
 if TYPE_CHECKING:
-    from rnnviz.analysis import Analysis
+    from rnnviz.base.analysis import Analysis
 
 #: max |φ'| of the simple cell's activation (Pascanu et al. 2013's γ).
 GAMMA = {"tanh": 1.0, "relu": 1.0, "identity": 1.0}
@@ -102,7 +102,7 @@ def sigmoid(z: np.ndarray) -> np.ndarray:
 
 # Per-cell step Jacobians D_t = ∂h_t/∂h_{t−1} ``[T, (B,) H]`` for cells where it is diagonal
 # (float64, from params, inputs and the trajectory). Each cell's spec points its theory hook
-# at its own function here (``rnnviz.engine.cells``), so there is no dispatch on the cell's name.
+# at its own function here (``rnnviz.tables.builtin_cells``), so there is no dispatch on the cell's name.
 
 
 def indrnn_jacobians(a: Analysis) -> np.ndarray:
@@ -181,6 +181,13 @@ def diagonal_theory(
         return diagonal_curve(a, jacobians, end)
 
     return hook
+
+
+#: The diagonal-Jacobian cells' ``Display.theory`` hooks (named by their rows of the cell table).
+indrnn_curve = diagonal_theory(indrnn_jacobians)
+mingru_curve = diagonal_theory(mingru_jacobians)
+minlstm_curve = diagonal_theory(minlstm_jacobians)
+lru_curve = diagonal_theory(lru_jacobians, lru_cotangent)
 
 
 def theory_overlay(a: Analysis) -> Overlay | None:

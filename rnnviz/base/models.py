@@ -1,0 +1,76 @@
+"""The :class:`ModelAnalysis` record: what :func:`rnnviz.analyze_model` returns (NumPy, no JAX),
+so that a process that only draws it (the dashboard's server) never imports JAX."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rnnviz.base.formatting import finite_json
+
+
+@dataclass(frozen=True, eq=False)
+class ModelAnalysis:
+    """The gradient through every layer and every step of a model, for one batch.
+
+    Attributes:
+        model_type: the model's family.
+        source: the checkpoint it was read from.
+        loss: L: next-token cross-entropy (mean over B·(T − 1)), or a stack's ½ Σ ‖y_T‖².
+        grad_norms: ``[L + 1, T]`` ‖∂L/∂x_t^{(l)}‖ over the batch (float32): x^{(l)} the residual
+            stream entering block l (row 0: the embeddings; row L: the final norm's input).
+        log10_grad_norms: ``[L + 1, T]`` its exact log₁₀ (−inf for a true zero; see ``log10_source``).
+        state_grad_norms: ``{layer: {leaf: [T]}}`` ‖∂L/∂state_t‖ of each recurrent layer's
+            state leaves (Mamba's ``h``, the mLSTM's ``C``, ``n``, ``m``, LSTM's ``c``, ``h``, …).
+        log10_state_grad_norms: their exact log₁₀, alike.
+        position: p, the position whose own loss ℓ_p the connectivity reads.
+        connectivity: ``[T]`` ‖∂ℓ_p/∂x_s^{(0)}‖: how much position p's prediction depends on each
+            input (0 after p).
+        log10_connectivity: its exact log₁₀.
+        log10_source: ``"float32"``, or the float64 pass's where float32 fell below 2⁻¹⁰⁰.
+        tokens: each position's token text, or None.
+        compile_s: seconds compiling the analysis (0 when reused).
+        run_s: seconds running it.
+    """
+
+    model_type: str
+    source: str
+    loss: float
+    grad_norms: np.ndarray
+    log10_grad_norms: np.ndarray
+    state_grad_norms: dict[int, dict[str, np.ndarray]]
+    log10_state_grad_norms: dict[int, dict[str, np.ndarray]]
+    position: int
+    connectivity: np.ndarray
+    log10_connectivity: np.ndarray
+    log10_source: str
+    tokens: list[str] | None
+    compile_s: float
+    run_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (arrays as lists, non-finite numbers as null)."""
+        return finite_json(
+            {
+                **{k: v for k, v in vars(self).items() if not isinstance(v, (np.ndarray, dict))},
+                "grad_norms": self.grad_norms.tolist(),
+                "log10_grad_norms": self.log10_grad_norms.tolist(),
+                **{
+                    name: {
+                        str(layer): {leaf: v.tolist() for leaf, v in leaves.items()}
+                        for layer, leaves in d.items()
+                    }
+                    for name, d in (
+                        ("state_grad_norms", self.state_grad_norms),
+                        ("log10_state_grad_norms", self.log10_state_grad_norms),
+                    )
+                },
+                "connectivity": self.connectivity.tolist(),
+                "log10_connectivity": self.log10_connectivity.tolist(),
+            }
+        )
+
+
+__all__ = ["ModelAnalysis"]
