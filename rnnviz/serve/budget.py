@@ -15,14 +15,14 @@ import math
 from collections.abc import Collection, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
-from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, estimate_flops, param_count
-from rnnviz.engine.timing import MIN_PRECISE_REPEATS
+from rnnviz.base.dynamics import choose_method
+from rnnviz.base.timing import MIN_PRECISE_REPEATS
+from rnnviz.config import REFERENCE_FLOPS_PER_S, RunConfig, carry_size, estimate_flops, param_count
 from rnnviz.serve.settings import settings as server_settings
-from rnnviz.studies.jacobians import carry_dim, choose_method
 from rnnviz.tables.strategies import strategy_rules
 
 if TYPE_CHECKING:
-    from rnnviz.analysis import Analysis
+    from rnnviz.base.analysis import Analysis
 
 #: Seconds one tab may take; None: the server's setting (``RNNVIZ_VIEW_BUDGET_S``,
 #: :mod:`rnnviz.serve.settings`), read when a plan is made.
@@ -209,7 +209,7 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     and of λ₁ (the QR method with one tangent, :func:`lyapunov_plan`'s count at k = 1),
     two compiles. Seeds go first, then gains (at least 2)."""
     steps = (cfg.batch_size or 1) * cfg.seq_len
-    per_point = c.run_s * PHASE_RUN + steps * (2 * tangent_s(cfg, c) + _qr_s(carry_dim(cfg), 1))
+    per_point = c.run_s * PHASE_RUN + steps * (2 * tangent_s(cfg, c) + _qr_s(carry_size(cfg), 1))
     work = lambda s: s["gains"] * s["seeds"] * per_point  # noqa: E731
     asked, fixed = {"gains": gains, "seeds": seeds}, 2 * PHASE_COMPILE * c.compile
     return _plan(
@@ -269,7 +269,7 @@ def _qr_s(dim: int, k: int) -> float:
 def lyapunov_plan(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) -> Plan:
     """The Jacobians tab's Lyapunov spectrum by the QR method: at every step of every
     example, the step and k tangents through it, then a ``[D, k]`` QR; one compile."""
-    steps, dim, tau = (cfg.batch_size or 1) * cfg.seq_len, carry_dim(cfg), tangent_s(cfg, c)
+    steps, dim, tau = (cfg.batch_size or 1) * cfg.seq_len, carry_size(cfg), tangent_s(cfg, c)
     work = lambda s: steps * ((1 + s["k"]) * tau + _qr_s(dim, s["k"]))  # noqa: E731
     return _plan({"k": k}, c.compile, work, ("k",), {"k": 1}, budget, {"k": "exponents k"})
 
@@ -278,7 +278,7 @@ def jacobians_plans(cfg: RunConfig, c: Cost, k: int, budget: float | None = None
     """The Jacobians tab's two plans at ``k``: σ_i(J_t) at up to :data:`JACOBIAN_STEPS` steps
     (:func:`jacobians_plan`), and the Lyapunov spectrum (:func:`lyapunov_plan`)."""
     first = jacobians_plan(
-        cfg, c, choose_method(carry_dim(cfg)), k, min(cfg.seq_len, JACOBIAN_STEPS), budget=budget
+        cfg, c, choose_method(carry_size(cfg)), k, min(cfg.seq_len, JACOBIAN_STEPS), budget=budget
     )
     return first, lyapunov_plan(cfg, c, k, budget)
 
@@ -297,7 +297,7 @@ def jacobians_plan(
     ``[D, D]`` SVD per step; ``subspace``, block power iteration of ``iterations`` rounds
     with m = min(D, 2k) directions, each round m tangents and m transposed ones and a
     ``[D, m]`` QR. One compile."""
-    dim, tau = carry_dim(cfg), tangent_s(cfg, c)
+    dim, tau = carry_size(cfg), tangent_s(cfg, c)
     if method == "exact":
         per_step = dim * tau + 10.0 * dim**3 / SVD_FLOPS_PER_S
     else:

@@ -23,7 +23,7 @@ from rnnviz.config import RunConfig
 if TYPE_CHECKING:
     from collections.abc import Hashable
 
-    from rnnviz.studies.training import Training
+    from rnnviz.base.training import Training
 
 #: The jobs' module: imported by the workers (their setup), never by the server.
 JOBS_MODULE = "rnnviz.serve.jobs"

@@ -16,11 +16,11 @@ import os
 from pathlib import Path
 from typing import Any
 
+from rnnviz.base.runfile import RunFileError, read_header
+from rnnviz.base.training import Training
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.serve.folders import admit, touch
 from rnnviz.serve.settings import settings
-from rnnviz.studies.training import Training
-from rnnviz.studies.training.runfile import RunFileError, read_header
 
 #: The fields a trained run fixes (its weights only fit these); the rest stay the sidebar's.
 FOLLOWS_RUN = ("cell", "activation", "hidden_size", "input_size", "dtype", "carry_init", "recurrent_init")

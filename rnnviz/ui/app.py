@@ -26,7 +26,7 @@ import streamlit as st
 from streamlit.runtime import Runtime
 from streamlit.runtime.scriptrunner import get_script_run_ctx
 
-from rnnviz.analysis import Analysis
+from rnnviz.base.analysis import Analysis
 from rnnviz.base.measurements import load_dir
 from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import runs_dir

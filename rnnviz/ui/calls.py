@@ -23,7 +23,7 @@ from rnnviz.serve.worker import InlinePool, ResultCache, WorkerPool, make_pool
 from rnnviz.tables.cells import cell_names
 
 if TYPE_CHECKING:
-    from rnnviz.engine.environment import Environment
+    from rnnviz.base.environment import Environment
 
 
 @st.cache_resource(show_spinner=False)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 import streamlit as st
 
-from rnnviz.analysis import Analysis
+from rnnviz.base.analysis import Analysis
 from rnnviz.base.formatting import pow10_text
 from rnnviz.frames.verdicts import verdict
 from rnnviz.tables.strategies import strategy_rules

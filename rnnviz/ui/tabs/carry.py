@@ -7,9 +7,9 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
-from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.gradients import carry_heatmap_frame, carry_norm_frame, gates_frame, projection_frame
 from rnnviz.serve.requests import Request
+from rnnviz.tables.cells import cell_spec
 from rnnviz.ui.tabs.common import csv_button
 from rnnviz.ui.tabs.context import TabContext
 

@@ -11,8 +11,8 @@ from importlib import resources
 import pandas as pd
 import streamlit as st
 
+from rnnviz.base.timing import MIN_PRECISE_REPEATS
 from rnnviz.config import ConfigError
-from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, describe, jobs, route
 from rnnviz.serve.settings import PART_GAP_S, TIMING_PRECISION

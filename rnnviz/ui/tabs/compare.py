@@ -10,8 +10,8 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.frames.gradients import config_label, gradient_long_frame, timestep_frame
 from rnnviz.frames.verdicts import verdict
-from rnnviz.report.compare import comparison_of
 from rnnviz.report.html import report_html
+from rnnviz.report.numbers import comparison_of
 from rnnviz.serve.requests import Request
 from rnnviz.ui.tabs.common import csv_button
 from rnnviz.ui.tabs.context import TabContext

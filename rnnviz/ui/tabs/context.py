@@ -18,12 +18,11 @@ from rnnviz.serve.requests import Request, describe, job_key, route
 if TYPE_CHECKING:
     import pandas as pd
 
-    from rnnviz.analysis import Analysis
+    from rnnviz.base.analysis import Analysis
+    from rnnviz.base.environment import Environment
+    from rnnviz.base.training import OverTraining, Training
     from rnnviz.config import RunConfig
-    from rnnviz.engine.environment import Environment
     from rnnviz.serve.requests import TrainProgress
-    from rnnviz.studies.over_training import OverTraining
-    from rnnviz.studies.training import Training
 
 
 class TrainingCalls(NamedTuple):

@@ -8,9 +8,8 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
-from rnnviz.analysis import Analysis
-from rnnviz.engine.cells import cell_spec
-from rnnviz.engine.cells.theory import simple_cell_theory
+from rnnviz.base.analysis import Analysis
+from rnnviz.base.theory import simple_cell_theory
 from rnnviz.frames.gradients import (
     bound_frame,
     config_label,
@@ -19,6 +18,7 @@ from rnnviz.frames.gradients import (
     timestep_frame,
 )
 from rnnviz.serve.requests import Request
+from rnnviz.tables.cells import cell_spec
 from rnnviz.ui.tabs.common import csv_button
 from rnnviz.ui.tabs.context import TabContext
 

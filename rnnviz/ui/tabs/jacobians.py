@@ -8,13 +8,13 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
-from rnnviz.analysis import Analysis
+from rnnviz.base.analysis import Analysis
+from rnnviz.base.dynamics import Jacobians, Lyapunov
 from rnnviz.base.readings import decay_fit, regime
+from rnnviz.config import carry_size
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, jobs
-from rnnviz.studies.jacobians import Jacobians, carry_dim
-from rnnviz.studies.lyapunov import Lyapunov
 from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 
@@ -31,7 +31,7 @@ def _asked(ctx: TabContext) -> tuple[int, int]:
 
 
 def _k_max(ctx: TabContext) -> int:
-    return min(carry_dim(ctx.config), 64)
+    return min(carry_size(ctx.config), 64)
 
 
 def _passes(ctx: TabContext) -> tuple[budget.Plan, budget.Plan, list[Request], Request]:
@@ -109,7 +109,7 @@ def _controls(ctx: TabContext) -> None:
         k_max,
         step=1,
         key="jac_k",
-        help=f"1 … min(D, 64); D = {carry_dim(ctx.config)} is the carry size (all components)",
+        help=f"1 … min(D, 64); D = {carry_size(ctx.config)} is the carry size (all components)",
     )
     c2.number_input(
         "example (for σ_i(J_t))",

@@ -10,11 +10,11 @@ from pathlib import Path
 import streamlit as st
 
 from rnnviz import charts
+from rnnviz.base.connectivity import Connectivity
 from rnnviz.config import ConfigError
 from rnnviz.frames.connectivity import connectivity_frame, sequence_gates_frame
 from rnnviz.serve import trained_runs
 from rnnviz.serve.requests import Request, jobs
-from rnnviz.studies.connectivity import Connectivity
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext
 

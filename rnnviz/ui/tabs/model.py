@@ -32,8 +32,8 @@ from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext
 
 if TYPE_CHECKING:
+    from rnnviz.base.models import ModelAnalysis
     from rnnviz.serve.requests import ModelSummary
-    from rnnviz.studies.models import ModelAnalysis
 
 TITLE = "Your model"
 DEMO = "demo"

@@ -8,10 +8,10 @@ import streamlit as st
 
 from rnnviz import charts
 from rnnviz.config import FIELD_SPECS
-from rnnviz.engine.cells import cell_spec
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, jobs
+from rnnviz.tables.cells import cell_spec
 from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget
 from rnnviz.ui.tabs.context import TabContext
 

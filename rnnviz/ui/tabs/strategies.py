@@ -7,7 +7,7 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
-from rnnviz.analysis import Analysis
+from rnnviz.base.analysis import Analysis
 from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
 from rnnviz.frames.gradients import contributions_frame
 from rnnviz.serve import budget

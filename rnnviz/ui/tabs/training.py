@@ -12,7 +12,10 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
-from rnnviz.config import BudgetError, ConfigError, RunConfig
+from rnnviz.base.runfile import RunFileError
+from rnnviz.base.train_settings import DATA_TASK, OPTIMIZERS, TrainSettings
+from rnnviz.base.training import training_verdict
+from rnnviz.config import BudgetError, ConfigError, RunConfig, carry_size
 from rnnviz.frames.training import SMOOTH_STEPS, over_training_frame, profile_matrix, training_frame
 from rnnviz.serve import budget
 from rnnviz.serve.folders import FolderFull
@@ -20,9 +23,7 @@ from rnnviz.serve.requests import Request, TrainProgress
 from rnnviz.serve.settings import TRAIN_SLICE_S
 from rnnviz.serve.trained_runs import kept_paths
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
-from rnnviz.studies.jacobians import carry_dim
-from rnnviz.studies.tasks.synthetic import TASKS, get_task
-from rnnviz.studies.training import DATA_TASK, OPTIMIZERS, RunFileError, TrainSettings, training_verdict
+from rnnviz.tables.tasks import TASK_RULES
 from rnnviz.ui.sidebar.weights import use_run
 from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext, TrainingCalls
@@ -52,7 +53,7 @@ def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
     """The config a run trains: the sidebar's, with the task's input size (the data's, for
     the chosen data set) and the tab's batch, halved while that is over the memory budget
     (a matrix memory at the sidebar's H and T may fit the analysis's batch, not 64)."""
-    fields = {} if settings["task"] == DATA_TASK else {"input_size": get_task(settings["task"]).input_size}
+    fields = {} if settings["task"] == DATA_TASK else {"input_size": TASK_RULES[settings["task"]].input_size}
     batch = settings["batch"]
     while True:  # the sidebar's config fits at its own batch, so a batch of 1 does
         try:
@@ -74,11 +75,11 @@ def render(ctx: TabContext) -> None:
     results and weights."""
     cfg, calls = ctx.config, ctx.training
     st.markdown(prose(__name__, "intro"))
-    tasks = dict(TASKS)
+    tasks = dict(TASK_RULES)
     if ctx.data_source is not None:
         tasks = {DATA_TASK: DataChoice(f"the data set chosen in the sidebar ({_describe(cfg)})"), **tasks}
     elif st.session_state.get("train_task") == DATA_TASK:
-        st.session_state["train_task"] = next(iter(TASKS))
+        st.session_state["train_task"] = next(iter(TASK_RULES))
     settings = controls(cfg, tasks, OPTIMIZERS)
     tcfg = training_config(cfg, settings)
     plan = budget.training_plan(tcfg, settings["log_every"])
@@ -389,7 +390,7 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
         help="does training move the network toward λ₁ = 0? One vmapped call over the kept weights, on the "
         "run's probe sequences",
     ):
-        over_training(calls.over_training(str(paths[0]), min(4, carry_dim(cfg))))
+        over_training(calls.over_training(str(paths[0]), min(4, carry_size(cfg))))
 
 
 def over_training(ot) -> None:
