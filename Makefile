@@ -32,7 +32,7 @@ lint: $(STAMP)
 # keep a run of their own (see the #23 closing note). Every group runs; any failure fails.
 # The base layers share a run with the studies: together their workers compile less than the
 # engine group's do alone, and one run less saves its start and end (about 10 s).
-TEST_GROUPS := "tests/house tests/config tests/charts tests/dataset tests/checkpoints tests/cli tests/report \
+TEST_GROUPS := "tests/house tests/base tests/config tests/charts tests/dataset tests/checkpoints tests/cli tests/report \
 	tests/studies --deselect tests/studies/test_trained.py" "tests/engine" \
 	"tests/studies/test_trained.py" "tests/serve tests/ui --dist loadgroup"
 # tests/serve and tests/ui: loadgroup keeps the two soaks (xdist_group "soaks") on one worker, one after the other,
