@@ -178,6 +178,7 @@ def diagonal_theory(
     final cotangent."""
 
     def hook(a: Analysis) -> Overlay | None:
+        """The closed form of ‖∂L/∂carry_t‖ for the analysis ``a``."""
         return diagonal_curve(a, jacobians, end)
 
     return hook

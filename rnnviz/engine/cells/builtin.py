@@ -31,6 +31,7 @@ def _flax_cell(cls: type, takes_activation: bool = False) -> Callable:
     """Builder for Flax's own cells: they take the options as keywords."""
 
     def build(cfg: RunConfig, options: dict[str, Any]) -> nn.RNNCellBase:
+        """The Flax cell with the config's options as keywords."""
         kwargs = dict(options)
         if not takes_activation:
             kwargs.pop("activation_fn")
@@ -40,7 +41,10 @@ def _flax_cell(cls: type, takes_activation: bool = False) -> Callable:
 
 
 def _minimal(cls: type) -> Callable:
+    """Builder for the minimal cells: the options but the recurrent init and activation."""
+
     def build(cfg: RunConfig, options: dict[str, Any]) -> nn.RNNCellBase:
+        """The cell with the options it has fields for."""
         return cls(
             **{k: v for k, v in options.items() if k not in ("recurrent_kernel_init", "activation_fn")}
         )
@@ -52,6 +56,8 @@ def _add_to(path: tuple[str, ...]) -> Callable:
     """A forget-bias hook: add the bias to the leaf at ``path``."""
 
     def hook(params: Params, bias: jax.Array) -> Params:
+        """The params with ``bias`` added to the forget gate's bias."""
+
         def add(p, leaf):
             names = tuple(k.key for k in p)
             return (leaf.astype(jnp.float32) + bias).astype(leaf.dtype) if names == path else leaf
@@ -65,6 +71,7 @@ def _scale_leaf(name: str) -> Callable:
     """A gain hook: multiply only the scalar parameter ``name``."""
 
     def hook(params: Params, gain: jax.Array) -> Params:
+        """The params with the one scalar leaf multiplied by ``gain``."""
         return {**params, name: (params[name].astype(jnp.float32) * gain).astype(params[name].dtype)}
 
     return hook

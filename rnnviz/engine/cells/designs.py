@@ -67,6 +67,7 @@ def _build(cls: type, **fixed: Any) -> Callable[[RunConfig, dict[str, Any]], nn.
     fields = set(cls.__dataclass_fields__)
 
     def build(cfg: RunConfig, options: dict[str, Any]) -> nn.RNNCellBase:
+        """The cell with the options it has fields for, and its fixed fields."""
         extra = {k: (v(cfg) if callable(v) else v) for k, v in fixed.items()}
         return cls(**{k: v for k, v in options.items() if k in fields}, **extra)
 
@@ -103,7 +104,12 @@ def rglru_gain(params: Params, gain: jax.Array) -> Params:
 
 def _log_rate_gain(name: str) -> Callable[[Params, jax.Array], Params]:
     """A gain hook for a decay rate e^{name}: divided by the gain."""
-    return lambda params, gain: _map_leaf(params, (name,), lambda a: a - jnp.log(gain))
+
+    def hook(params: Params, gain: jax.Array) -> Params:
+        """The params with the decay rate divided by ``gain``."""
+        return _map_leaf(params, (name,), lambda a: a - jnp.log(gain))
+
+    return hook
 
 
 def mlstm_gain(params: Params, gain: jax.Array) -> Params:
@@ -123,7 +129,13 @@ def deltanet_gain(params: Params, gain: jax.Array) -> Params:
 
 
 def _add_bias(path: tuple[str, ...]) -> Callable[[Params, jax.Array], Params]:
-    return lambda params, bias: _map_leaf(params, path, lambda b: b + bias)
+    """A forget-bias hook: add the bias to the leaf at ``path``."""
+
+    def hook(params: Params, bias: jax.Array) -> Params:
+        """The params with ``bias`` added to the forget gate's bias."""
+        return _map_leaf(params, path, lambda b: b + bias)
+
+    return hook
 
 
 def rglru_linear(params: Params, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
@@ -155,18 +167,22 @@ def mamba_linear(params: Params, xs: jax.Array) -> tuple[jax.Array, jax.Array]:
 
 
 def mamba_spec_readout(params: Params, h: jax.Array, x: jax.Array) -> jax.Array:
+    """The selective SSM's output from its state ``h`` and input ``x``."""
     return selective_ssm_readout(params, h, _in_dtype_of(params["A_log"], x))
 
 
 def mlstm_spec_readout(params: Params, carry: Any, x: jax.Array) -> jax.Array:
+    """The mLSTM's output from its carry and input ``x``."""
     return mlstm_readout(params, carry, _in_dtype_of(params["q"]["kernel"], x))
 
 
 def mlstm_spec_prefix_scan(params: Params, first: Any, rest: Any, xs: jax.Array, scan: Callable) -> Any:
+    """The mLSTM's carries over ``xs`` by a prefix scan."""
     return mlstm_prefix_scan(params, first, rest, _in_dtype_of(params["q"]["kernel"], xs), scan)
 
 
 def delta_spec_readout(params: Params, state: jax.Array, x: jax.Array) -> jax.Array:
+    """The delta rule's output from its state and input ``x``."""
     return delta_rule_readout(params, state, _in_dtype_of(params["q"]["kernel"], x))
 
 
