@@ -13,6 +13,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from gated_delta_reference import stepwise_rule
 
 from rnnviz.engine.blocks import gated_deltanet
 
@@ -53,37 +54,6 @@ def _rel(a, b) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
-def _stepwise_rule(states: list, zeros: list):
-    """A stand-in for ``torch_chunk_gated_delta_rule`` that runs transformers' own
-    ``torch_recurrent_gated_delta_rule`` one step at a time, keeps S_t after every step, and
-    adds a zero tensor (to be differentiated) to S_t before o_t reads it. The read-out is the
-    reference's too: a step with k = v = 0, g = 0 and β = 0 leaves the state as it is and
-    returns Sᵀ q̂ with q̂ normalised and scaled as the rule does."""
-    recurrent = qwen3_next.torch_recurrent_gated_delta_rule
-
-    def rule(query, key, value, g, beta, initial_state=None, use_qk_l2norm_in_kernel=False, **_):
-        state, outs = initial_state, []
-        for t in range(query.shape[1]):
-            at = {"g": g[:, t : t + 1], "beta": beta[:, t : t + 1]}
-            q, k, v = query[:, t : t + 1], key[:, t : t + 1], value[:, t : t + 1]
-            _, state = recurrent(
-                q, k, v, **at, initial_state=state, output_final_state=True,
-                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-            )  # fmt: skip
-            zeros.append(torch.zeros_like(state, requires_grad=True))
-            state = state + zeros[-1]
-            states.append(state.detach().clone())
-            still = {"g": torch.zeros_like(at["g"]), "beta": torch.zeros_like(at["beta"])}
-            out, _ = recurrent(
-                q, torch.zeros_like(k), torch.zeros_like(v), **still, initial_state=state,
-                use_qk_l2norm_in_kernel=use_qk_l2norm_in_kernel,
-            )  # fmt: skip
-            outs.append(out)
-        return torch.cat(outs, dim=1), state
-
-    return rule
-
-
 def _module(sizes: dict, seed: int = 0):
     """transformers' layer at its initialisation, every parameter then moved by N(0, 0.3²) so
     that the unit norm weight and the dt bias of ones matter."""
@@ -112,7 +82,7 @@ def case(request):
         chunked = module(torch.from_numpy(x)).numpy()
     states, zeros = [], []
     patch = pytest.MonkeyPatch()
-    patch.setattr(qwen3_next, "torch_chunk_gated_delta_rule", _stepwise_rule(states, zeros))
+    patch.setattr(qwen3_next, "torch_chunk_gated_delta_rule", stepwise_rule(states, zeros))
     xt = torch.from_numpy(x).requires_grad_(True)
     try:
         out = module(xt)
