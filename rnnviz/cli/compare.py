@@ -229,8 +229,8 @@ def add_parser(sub) -> None:
         dest="models",
         action="append",
         metavar="PATH",
-        help="a Hugging Face folder (mamba, mamba2, falcon_mamba, recurrent_gemma, xlstm), or one in a "
-        ".zip, .tar, .tar.gz or .tgz archive; once per model",
+        help="a Hugging Face folder (mamba, mamba2, falcon_mamba, recurrent_gemma, qwen3_next, "
+        "xlstm), or one in a .zip, .tar, .tar.gz or .tgz archive; once per model",
     )
     models.add_argument("--text", help="the text every model reads, through its own tokenizer.json")
     models.add_argument("--tokens", metavar="ID,ID,…", help="token ids every model reads (instead of --text)")

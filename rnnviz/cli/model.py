@@ -19,7 +19,7 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--model",
         metavar="PATH",
-        help="a Hugging Face folder (mamba, mamba2, falcon_mamba, recurrent_gemma, xlstm) or an "
+        help="a Hugging Face folder (mamba, mamba2, falcon_mamba, recurrent_gemma, qwen3_next, xlstm) or an "
         "nn.LSTM/nn.GRU state dict (.safetensors, .pt), or either in a .zip, .tar, .tar.gz or .tgz "
         "archive (judged by its directory, extracted into a temporary folder while it is read)",
     )

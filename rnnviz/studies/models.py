@@ -49,7 +49,7 @@ class Model:
 
     Attributes:
         model_type: ``"mamba"``, ``"falcon_mamba"``, ``"mamba2"``, ``"recurrent_gemma"``,
-            ``"xlstm"``, ``"torch_lstm"`` or ``"torch_gru"``.
+            ``"qwen3_next"``, ``"xlstm"``, ``"torch_lstm"`` or ``"torch_gru"``.
         spec: the family's frozen record of sizes.
         params: ``{name: array}`` named as the checkpoint names them.
         source: the folder or file it was read from (in an archive: ``model.zip/tiny``).
@@ -124,7 +124,7 @@ def load_model(
     Args:
         path: a folder with ``config.json`` and ``model.safetensors`` (or a sharded index, or
             ``pytorch_model.bin``) of model type ``mamba``, ``mamba2``, ``falcon_mamba``,
-            ``recurrent_gemma`` or ``xlstm``; or an ``nn.LSTM``/``nn.GRU`` state dict
+            ``recurrent_gemma``, ``qwen3_next`` or ``xlstm``; or an ``nn.LSTM``/``nn.GRU`` state dict
             (``.safetensors``, or ``.pt``/``.pth``/``.bin``, read without running its pickle);
             or either in a ``.zip``, ``.tar``, ``.tar.gz`` or ``.tgz`` archive, judged by its
             directory and extracted into a temporary folder for as long as it is read

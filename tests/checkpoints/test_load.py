@@ -230,7 +230,7 @@ def test_a_tensor_in_two_files(mamba, tmp_path):
     [
         (
             {"model_type": "gpt2"},
-            "model_type is 'gpt2'; allowed: falcon_mamba, mamba, mamba2, recurrent_gemma, xlstm",
+            "model_type is 'gpt2'; allowed: falcon_mamba, mamba, mamba2, qwen3_next, recurrent_gemma, xlstm",
         ),
         ({"hidden_size": 24}, r"tensor 'backbone.embeddings.weight' is \[64, 16\]; expected \[64, 24\]"),
         ({"num_hidden_layers": 3}, r"tensor 'backbone.layers.2.norm.weight' \[16\] is missing"),

@@ -134,7 +134,10 @@ def test_the_cli_names_what_is_wrong(tmp_path, capsys):
     (tmp_path / "config.json").write_text(json.dumps({"model_type": "gpt2"}))
     assert main(["analyze", "--model", str(tmp_path), "--tokens", "1,2"]) == 2
     err = capsys.readouterr().err
-    assert "model_type is 'gpt2'; allowed: falcon_mamba, mamba, mamba2, recurrent_gemma, xlstm" in err
+    assert (
+        "model_type is 'gpt2'; allowed: falcon_mamba, mamba, mamba2, qwen3_next, recurrent_gemma, xlstm"
+        in err
+    )
 
 
 def test_a_model_split_over_two_devices_gives_the_same_analysis(mamba_folder):
