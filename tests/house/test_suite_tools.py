@@ -96,3 +96,17 @@ def test_page_opens_trace_splits_the_main_threads_busy_time_by_kind_of_work():
         "other script (React, Plotly)": 0.1,
         "style and layout": 0.2,
     }
+
+
+def test_every_folder_of_tests_runs_in_a_group_of_make_test():
+    """A folder of tests the Makefile's groups leave out would never run in CI."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    groups = re.search(r"TEST_GROUPS := (.*?)\n# ", (root / "Makefile").read_text(), re.S).group(1)
+    folders = {p.parent.relative_to(root).as_posix() for p in (root / "tests").rglob("test_*.py")}
+    assert folders, "no tests found"
+    runs = set(re.findall(r"tests/[\w/]+(?=[\s\"])", groups))  # the folders (and files) the groups name
+    missing = sorted(f for f in folders if not any(f == r or f.startswith(r + "/") for r in runs))
+    assert not missing, f"folders no group of make test runs: {missing}"
