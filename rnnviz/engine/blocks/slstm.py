@@ -133,7 +133,7 @@ def cell_step(cell: Params, carry: State, x: jax.Array) -> tuple[State, jax.Arra
         >>> zero = State(*(jnp.zeros((5, 2, 3)) for _ in range(4)))
         >>> state, h = cell_step(cell, zero, jnp.ones((5, 4, 2, 3)))
         >>> h.shape, round(float(h[0, 0, 0]), 4)  # σ(1) tanh(1): i = 1, n = 1 at the first step
-        ((5, 2, 3), 0.5570)
+        ((5, 2, 3), 0.5568)
     """
     recurrent = jnp.einsum("bnk,nkgj->bgnj", carry.h, cell["recurrent_kernel"].astype(x.dtype))
     raw = x + recurrent + cell["bias"].astype(x.dtype).transpose(1, 0, 2)[None]
