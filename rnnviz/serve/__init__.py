@@ -5,7 +5,5 @@ idle-time preparation (:mod:`~rnnviz.serve.idle`) and the tabs' budgets
 folders users fill and their caps (:mod:`~rnnviz.serve.folders`,
 :mod:`~rnnviz.serve.trained_runs`, :mod:`~rnnviz.serve.model_files`), the heap
 (:mod:`~rnnviz.serve.heap`) and the warm-up (:mod:`~rnnviz.serve.warm`).
-
-Nothing here imports Streamlit or plotly (a contract in ``pyproject.toml`` says so): the
-page (:mod:`rnnviz.ui`) calls in, and a worker process runs without either.
+Nothing here imports Streamlit or plotly (a contract in ``pyproject.toml``).
 """

@@ -1,14 +1,9 @@
-"""The server's heap on glibc: fewer malloc arenas, and free memory handed back to the system.
+"""The server's heap on glibc: fewer malloc arenas, free memory handed back to the system,
+and the imports' objects left out of Streamlit's collection after every script run.
 
-Streamlit runs every script run in a thread of its own, and glibc gives threads their own
-arenas, whose free pages it returns only from their top: a dashboard left running grows while
-holding little. :func:`start` caps the arenas at :data:`ARENAS`, fixes the mmap threshold at
-:data:`MMAP_THRESHOLD` (a large block, a worker's answer or a chart's JSON, is then a mapping
-of its own, gone when freed) and the trim threshold, and calls ``malloc_trim(0)`` every
-:data:`TRIM_EVERY_S` seconds. :func:`freeze_imports` leaves the long-lived objects of the
-imports out of the collection Streamlit runs after every script run. Elsewhere (another C
-library) they do nothing and say so; the worker processes keep their freed buffers on
-purpose. Why, and what the soak measured: docs/guide/serving.md, docs/dev/benchmarks.md.
+Elsewhere (another C library) :func:`start` does nothing and says so; the worker processes
+keep their freed buffers on purpose. Why: docs/guide/serving.md; what the soak measured:
+docs/dev/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -19,6 +14,7 @@ import functools
 import gc
 import logging
 import threading
+import time
 
 log = logging.getLogger("rnnviz.serve.heap")
 
@@ -56,14 +52,9 @@ def trim() -> bool:
 
 
 def start(every_s: float = TRIM_EVERY_S, arenas: int = ARENAS) -> bool:
-    """Cap the arenas, hold the mmap and trim thresholds, and trim every ``every_s`` seconds
-    from now on, once per process; whether it applies here (glibc).
-
-    Example:
-        >>> from rnnviz.serve import heap
-        >>> heap.start() in (True, False)  # True on glibc
-        True
-    """
+    """Cap the arenas at ``arenas``, hold the mmap threshold (a large block is a mapping of its
+    own, gone when freed) and the trim threshold, and trim every ``every_s`` seconds from now
+    on, once per process; whether it applies here (glibc)."""
     libc = _libc()
     if libc is None:
         log.info("not glibc: the server's malloc arenas are left as they are")
@@ -75,10 +66,10 @@ def start(every_s: float = TRIM_EVERY_S, arenas: int = ARENAS) -> bool:
     libc.mallopt(ctypes.c_int(_M_MMAP_THRESHOLD), ctypes.c_int(MMAP_THRESHOLD))
     libc.mallopt(ctypes.c_int(_M_TRIM_THRESHOLD), ctypes.c_int(TRIM_THRESHOLD))
 
-    def loop() -> None:
-        stop = threading.Event()  # never set: the thread ends with the process
-        while not stop.wait(every_s):
-            libc.malloc_trim(ctypes.c_size_t(0))
+    def loop() -> None:  # ends with the process
+        while True:
+            time.sleep(every_s)
+            trim()
 
     threading.Thread(target=loop, name="rnnviz-heap-trim", daemon=True).start()
     return True
@@ -98,8 +89,7 @@ def freeze_imports() -> int:
         >>> gc.unfreeze()  # (a doctest process is no server)
     """
     global _frozen
-    # a flag, not gc.get_freeze_count(): that walks the whole frozen list (~210,000 objects
-    # in a server) each time, and every page run would ask
+    # a flag, not gc.get_freeze_count(): that walks the whole frozen list, and every page run asks
     if _frozen or gc.get_freeze_count():
         _frozen = True
         return 0

@@ -1,25 +1,16 @@
 """The workers' idle time, used: what the tabs not yet opened will ask for, computed ahead.
 
-A visitor reads the first chart for a while before opening another tab, and meanwhile the
-worker that holds their shape waits. A page hands :class:`Preparer` a *plan*: a function
-that, given a look-up of answers, returns the requests (:class:`~rnnviz.serve.requests.Request`)
-its other tabs will make, exactly as the tabs declare them (their ``requests(ctx)``). The
-preparer keeps one plan per route (the newest: its visitor has moved on from the older
-values), newest first, and one thread of its own runs the first request of each plan whose
-answer is not there yet whenever the workers have been idle
-(:meth:`rnnviz.serve.worker.WorkerPool.call_if_idle`), one short job at a time, in the
-pool's idle worker, of lower OS priority (or, to compile ahead, in the worker of the
-request's route). A plan that
-needs an answer to decide (a budget needs the shape's quiet timing) raises
-:class:`~rnnviz.serve.requests.Missing` for it, and that request runs first. A visitor's own
-call waits at most for the one job under way. Nothing here imports Streamlit or JAX.
+A page hands :class:`Preparer` a *plan* per route: a function that, given a look-up of
+answers, returns the requests (:class:`~rnnviz.serve.requests.Request`) its closed tabs will
+make, as they declare them (``requests(ctx)``). A thread runs them one short job at a time in
+the pool's idle time (:meth:`~rnnviz.serve.worker.WorkerPool.call_if_idle`). Why each rule is
+as it is: *Idle-time preparation*, ``docs/dev/serving.md``. Nothing here imports Streamlit or JAX.
 """
 
 from __future__ import annotations
 
 import collections
 import logging
-import math
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -48,33 +39,26 @@ class Preparer:
     plan has its answer.
 
     Args:
-      pool: a :class:`~rnnviz.serve.worker.WorkerPool` (anything with its ``call_if_idle``).
+      pool: a :class:`~rnnviz.serve.worker.WorkerPool` (anything with its ``call_if_idle``,
+        ``idle``, ``generation``, ``activity`` and ``quiet_for_s``).
       results: where answers are kept (a :class:`~rnnviz.serve.worker.ResultCache`), under
         each request's key; None: the answers are not kept, and a request is done once it
         ran in the worker process that now serves its route (compiling ahead: what it leaves
         is in that process).
       what: the work in words, for the log.
-      turns_with: a preparer to take turns with, one job each, that one first: while both
-        are :meth:`ready`, neither starts a job before the other has started one since its
-        last (two kinds of work a visitor may ask for next both progress; alone, each runs
-        freely).
+      turns_with: a preparer to take turns with, one job each, that one first, while both
+        are :meth:`ready` (alone, each runs freely).
       max_wanted: plans held at once (:data:`MAX_WANTED`); a newer one pushes the oldest out.
-      quiet_s: start a job only once the visitors have done nothing for this long (the
-        pool's ``quiet_for_s``; 0: whenever the pool is idle): work a visitor may well not
-        ask for waits until they are reading.
+      quiet_s: start a job only once the pool has been quiet for this long (its
+        ``quiet_for_s``; 0: whenever it is idle).
       own: run the jobs on the pool's own idle worker, of lower OS priority (work whose
         answers are kept); else on the worker of each request's route (compiling ahead).
 
-    >>> import time
     >>> from rnnviz.serve.worker import ResultCache, WorkerPool
     >>> pool, cache = WorkerPool(size=1), ResultCache()
     >>> prep = Preparer(pool, cache, "an example")
     >>> prep.want("route", lambda get: [Request(divmod, (7, 2), "route", "a division")])
-    >>> for _ in range(40):
-    ...     if cache.peek(("divmod", 7, 2)):
-    ...         break
-    ...     time.sleep(0.25)
-    >>> cache.get(("divmod", 7, 2), lambda: None)
+    >>> prep.drained.wait(30) and cache.get(("divmod", 7, 2), lambda: None)
     (3, 1)
     >>> prep.stop(); pool.shutdown()
     """
@@ -129,8 +113,7 @@ class Preparer:
     def ready(self) -> bool:
         """Whether a plan is left and the visitors have been quiet for :attr:`quiet_s` (what
         the other of a pair taking turns waits for)."""
-        since = getattr(self.pool, "quiet_for_s", lambda: math.inf)
-        return self.pending() and (self.quiet_s <= 0 or since() >= self.quiet_s)
+        return self.pending() and (self.quiet_s <= 0 or self.pool.quiet_for_s() >= self.quiet_s)
 
     def stop(self) -> None:
         """End the thread (jobs under way finish in the pool)."""
@@ -140,14 +123,6 @@ class Preparer:
 
     # ---- what is done ------------------------------------------------------------------
 
-    def _generation(self, route: str) -> int:
-        generation = getattr(self.pool, "generation", None)
-        return 0 if generation is None else generation(route)
-
-    def _failed(self, request: Request) -> BaseException | None:
-        done = self._done.get((request.route, request.key))
-        return done if isinstance(done, BaseException) else None
-
     def _has(self, request: Request) -> bool:
         """Whether ``request`` needs no job: its answer is kept, it failed, or (answers not
         kept) it ran in the process that serves its route now."""
@@ -156,13 +131,13 @@ class Preparer:
             return True
         if self.results is not None:
             return self.results.peek(request.key)
-        return done is not None and done == self._generation(request.route)
+        return done == self.pool.generation(request.route)
 
     def _look_up(self, request: Request) -> Any:
         """A plan's look-up: the kept answer, the error it failed with, or :class:`Missing`."""
-        failed = self._failed(request)
-        if failed is not None:
-            raise failed
+        done = self._done.get((request.route, request.key))
+        if isinstance(done, BaseException):
+            raise done
         if self.results is None or not self.results.peek(request.key):
             raise Missing(request)
         return self.results.get(request.key, lambda: _missing(request))  # (dropped meanwhile: Missing)
@@ -185,16 +160,13 @@ class Preparer:
             while len(self._done) > MAX_DONE:
                 self._done.popitem(last=False)
 
-    def _activity(self) -> int:
-        return getattr(self.pool, "activity", lambda: 0)()
-
     def _answered(self, request: Request, generation: list[int], seen: int, status: str, answer: Any) -> None:
         with self._lock:
             self._busy.discard(request.route)
         if status != "ok":  # a job that fails would fail again: the tab asks and says why
             log.debug("preparing %s: %r", request.what, answer)
             self._record(request, answer if isinstance(answer, BaseException) else RuntimeError(answer))
-        elif request.timed and self._activity() != seen:
+        elif request.timed and self.pool.activity() != seen:
             pass  # a visitor had the cores meanwhile: its times are not the executable's; again later
         elif self.results is not None:
             self.results.put(request.key, answer)
@@ -212,7 +184,7 @@ class Preparer:
             self._wake.clear()  # before looking: an answer from now on wakes the next look
             if self._stop.is_set():
                 return
-            if not self.ready() or not getattr(self.pool, "idle", lambda: True)():
+            if not self.ready() or not self.pool.idle():
                 continue  # planning waits too: it takes the server's time while a page runs
             runnable = self._runnable()  # plans all prepared are dropped first (cheap: no job)
             other = self.turns_with
@@ -256,7 +228,7 @@ class Preparer:
             self._busy.add(request.route)
         # the process the job runs in: known once it is sent (a successor takes over then),
         # and the same until the job has answered (the worker is held meanwhile)
-        generation, seen = [self._generation(request.route)], self._activity()
+        generation, seen = [self.pool.generation(request.route)], self.pool.activity()
         try:
             started = self.pool.call_if_idle(
                 request.job,
@@ -270,7 +242,7 @@ class Preparer:
             log.debug("preparing %s: %s", request.what, err)
             started = False
         if started:
-            generation[0] = self._generation(request.route)
+            generation[0] = self.pool.generation(request.route)
         else:
             with self._lock:
                 self._busy.discard(request.route)

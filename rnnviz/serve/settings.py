@@ -32,9 +32,9 @@ class SettingsError(ValueError):
     and what is allowed."""
 
 
-def _setting(default, env: str, what: str, low=None, high=None, flag: str | None = None):
+def _setting(default, env: str, what: str, low=None, high=None):
     """A field with its environment variable, its meaning and its bounds (None: a folder)."""
-    return field(default=default, metadata={"env": env, "what": what, "low": low, "high": high, "flag": flag})
+    return field(default=default, metadata={"env": env, "what": what, "low": low, "high": high})
 
 
 def _tmp(name: str) -> str:
@@ -44,21 +44,7 @@ def _tmp(name: str) -> str:
 @dataclass(frozen=True)
 class ServerSettings:
     """Every limit of the dashboard's server (defaults fit a 2-core, 8 GiB machine with a
-    few users); see :data:`SETTINGS` for the variables.
-
-    Attributes:
-      workers: worker processes; each holds the executables of the shapes routed to it.
-      time_limit_s: seconds one computation may run before its worker is killed and replaced.
-      view_budget_s: seconds a tab plans its work for (it shrinks what it asks past this).
-      worker_max_jobs: a worker retires after this many jobs (its successor started first).
-      worker_max_rss_mb: a worker retires, between jobs, once its resident memory passes this.
-      result_cache_mb: the server's cache of finished results, in MB of their pickled size.
-      uploads_dir, uploads_mb, uploads_files: the uploaded data files, their folder's caps.
-      trained_dir, trained_mb, trained_files: the trained runs (and uploaded run files).
-      model_work_m: the most parameters × tokens, in millions, of one analysis on the Your
-        model tab (refused with a message past it).
-      jax_cache, jax_cache_mb: JAX's persistent compilation cache (``off``: none) and its cap.
-    """
+    few users); each field's ``what`` says what it limits (:data:`SETTINGS`)."""
 
     workers: int = _setting(
         2,
@@ -125,10 +111,8 @@ class ServerSettings:
         1,
         10**6,
     )
-    # Your own model's analysis is a forward and a reverse pass whose work grows as its
-    # parameters times the tokens it reads; the default holds a 130M-parameter Mamba to about
-    # 75 tokens, so that its compile and run stay well within the time limit on a 2-core
-    # server (docs/dev/benchmarks.md, "The Your model tab's work limit").
+    # holds a 130M-parameter Mamba to about 75 tokens, its compile and run well within the time
+    # limit on 2 cores (docs/dev/benchmarks.md, "The Your model tab's work limit")
     model_work_m: int = _setting(
         10_000,
         "RNNVIZ_MODEL_WORK_M",
@@ -157,12 +141,8 @@ class ServerSettings:
           SettingsError: a value that is not a number of the field's kind or is out of its bounds.
         """
         environ = os.environ if environ is None else environ
-        values = {}
-        for f in dataclasses.fields(cls):
-            raw = environ.get(f.metadata["env"], "")
-            if raw.strip():
-                values[f.name] = parse(f, raw)
-        return cls(**values)
+        given = {f: environ.get(f.metadata["env"], "") for f in dataclasses.fields(cls)}
+        return cls(**{f.name: parse(f, raw) for f, raw in given.items() if raw.strip()})
 
     def env(self) -> dict[str, str]:
         """The settings as environment variables (what ``rnnviz app`` hands the server)."""
@@ -212,23 +192,19 @@ def settings() -> ServerSettings:
 
 
 def markdown_table() -> str:
-    """The settings as a Markdown table (variable, flag, default, what it limits) for the docs."""
+    """The settings as a Markdown table (variable, flag, default, what it limits) for the docs
+    (a folder's default shows this machine's own paths by name)."""
     rows = ["| variable | `rnnviz app` flag | default | what it sets |", "|---|---|---|---|"]
     for f in SETTINGS:
-        default = f.default if kind(f) != "folder" else f"`{_shown_default(f)}`"
+        named = str(f.default).replace(tempfile.gettempdir(), "$TMPDIR").replace(str(Path.home()), "~")
+        default = f"`{named}`" if kind(f) == "folder" else f.default
         rows.append(f"| `{f.metadata['env']}` | `--{flag_name(f)}` | {default} | {f.metadata['what']} |")
     return "\n".join(rows)
 
 
-def _shown_default(f: dataclasses.Field) -> str:
-    """A folder's default as the docs show it (the machine's own paths replaced by names)."""
-    text = str(f.default).replace(tempfile.gettempdir(), "$TMPDIR").replace(str(Path.home()), "~")
-    return text
-
-
 def flag_name(f: dataclasses.Field) -> str:
     """The setting's ``rnnviz app`` flag (``worker_max_jobs`` → ``worker-max-jobs``)."""
-    return f.metadata["flag"] or f.name.replace("_", "-")
+    return f.name.replace("_", "-")
 
 
 # ---- the dashboard's timing constants -----------------------------------------------------

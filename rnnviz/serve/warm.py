@@ -1,15 +1,9 @@
 """Warm the dashboard before anyone asks: once the server answers, run its page once.
 
-A fresh server has imported nothing of the app, started no worker process and compiled
-nothing: its first visitor waited for all three before a first chart.
-Streamlit's script health check (``/_stcore/script-health-check``, on with
-``server.scriptHealthCheckEnabled``) runs the page in a headless session of its own: the
-imports, the worker processes, the machine's devices and the default configuration's
-analysis, whose result stays in the server's shared result cache. ``rnnviz app`` starts
-:func:`main` beside the server; ``streamlit run app.py`` runs :func:`warm_and_report` in a
-thread of the server (:mod:`rnnviz.ui.lifespan`); ``python -m rnnviz.serve.warm URL`` does it
-for any running server. The warm-up asks for what any visitor may ask for (the page as it
-opens), once.
+Streamlit's script health check (``/_stcore/script-health-check``) runs the page in a
+headless session: the imports, the worker processes and the default analysis, whose result
+stays in the shared result cache. ``rnnviz app`` starts :func:`main` beside the server, and
+``streamlit run app.py`` runs :func:`warm_and_report` in a thread of it (:mod:`rnnviz.ui.lifespan`).
 """
 
 from __future__ import annotations

@@ -1,13 +1,7 @@
-"""The dashboard's computations, in worker processes that can be abandoned.
-
-No JAX computation runs in the server process, where one that never returns (a deadlock in
-XLA, :mod:`rnnviz.base.hlo`) would hold its session: a :class:`WorkerPool` call runs in a worker
-process, with a time limit past which the worker is replaced. A call's *route* (a shape, a
-training run) picks its worker, whose caches then hold its executables; idle time
-(:meth:`WorkerPool.call_if_idle`) runs short jobs nobody waits for, and no process is ever
-stopped. :class:`ResultCache` keeps results in the server for every session. The worker side
-is :func:`serve` (``python -m rnnviz.serve.worker``). Why each rule is as it is: *The worker
-pool in detail*, ``docs/dev/serving.md``.
+"""The dashboard's computations, in worker processes that can be abandoned (:class:`WorkerPool`,
+each call with a time limit; the worker side is :func:`serve`, ``python -m rnnviz.serve.worker``),
+and :class:`ResultCache`, the server's results for every session. Why each rule is as it is:
+*The worker pool in detail*, ``docs/dev/serving.md``.
 """
 
 from __future__ import annotations
@@ -67,12 +61,17 @@ class WorkerDied(RuntimeError):
     """The worker process ended while computing (killed by the system, out of memory, a crash)."""
 
 
-def serve(conn: Any, setup: str | None) -> None:
-    """The worker's loop: run ``setup`` (``"module:function"``), then answer each ``(fn, args)``
-    with ``("ok", result)`` or ``("error", exception)``, until the pipe closes."""
+def _run_setup(setup: str | None) -> None:
+    """Call ``setup``, a ``"module:function"`` (None or empty: nothing)."""
     if setup:
         module, name = setup.split(":")
         getattr(importlib.import_module(module), name)()
+
+
+def serve(conn: Any, setup: str | None) -> None:
+    """The worker's loop: run ``setup`` (``"module:function"``), then answer each ``(fn, args)``
+    with ``("ok", result)`` or ``("error", exception)``, until the pipe closes."""
+    _run_setup(setup)
     while True:
         try:
             fn, args = conn.recv()
@@ -126,42 +125,40 @@ def _stop(process: subprocess.Popen | None, conn: Any, grace_s: float = 0.0) -> 
 
 class _Worker:
     """One worker process, started on first use; ``lock`` gives one caller at a time, and
-    ``successor`` is the process that takes over when it retires."""
+    ``successor`` is the process that takes over when it retires. Only the lock's holder
+    changes the rest (shutdown aside)."""
 
     def __init__(self, index: int, setup: str | None, clock: Callable[[], float], nice: int = 0):
         self.index, self.setup, self.clock, self.nice = index, setup, clock, nice
         self.lock = threading.Lock()
         self.process: subprocess.Popen | None = None
         self.conn: Any = None
-        self.jobs = 0
-        #: processes this worker has had: a new one holds nothing the old one compiled
-        self.generation = 0
         self.successor: tuple[subprocess.Popen, Any] | None = None
-        # when a visitor's job last released it (an idle-time job's end starts no wait)
-        self.free_since = clock()
+        self.jobs = 0
+        self.generation = 0  # processes it has had: a new one holds nothing the old one compiled
+        self.free_since = clock()  # when a visitor's job last released it
         self.doing: str | None = None  # the job under way, in words
         self.idle_job = False  # whether that job is idle-time work (nobody waits for it)
-        self.state = threading.Lock()  # idle_job and doing change together
 
     def release(self) -> None:
-        """Free the worker for the next caller."""
-        with self.state:
-            self.doing = None
-            was_idle, self.idle_job = self.idle_job, False
-        if not was_idle:  # a visitor's job: their script run may call again in a moment
+        """Free the worker for the next caller; a visitor's job's end (not an idle-time job's)
+        starts the :data:`IDLE_S` wait: their script run may call again in a moment."""
+        if not self.idle_job:
             self.free_since = self.clock()
+        self.doing, self.idle_job = None, False
         self.lock.release()
 
     def alive(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
-    def ensure(self) -> None:
-        if self.alive():
-            return
-        self.kill()
-        self.process, self.conn = _start(self.setup, self.nice)
-        self.jobs = 0
+    def _use(self, process: subprocess.Popen, conn: Any) -> None:
+        self.process, self.conn, self.jobs = process, conn, 0
         self.generation += 1
+
+    def ensure(self) -> None:
+        if not self.alive():
+            self.kill()
+            self._use(*_start(self.setup, self.nice))
 
     def take_over(self) -> bool:
         """Swap in the successor if it has answered (True when it did); the old process is let
@@ -179,9 +176,8 @@ class _Worker:
             _stop(process, conn)
             self.successor = None
             return False
-        old = (self.process, self.conn)
-        self.process, self.conn, self.jobs, self.successor = process, conn, 0, None
-        self.generation += 1
+        old, self.successor = (self.process, self.conn), None
+        self._use(process, conn)
         threading.Thread(target=_stop, args=(*old, 30.0), daemon=True, name="retired-worker").start()
         return True
 
@@ -223,20 +219,18 @@ class WorkerPool:
     ):
         if size < 1:
             raise ValueError(f"WorkerPool needs at least one worker, got size={size}")
-        self.clock = clock
+        self.clock, self.time_limit_s = clock, time_limit_s
         self.workers = [_Worker(i, setup, clock) for i in range(size)]
         self.idle_worker = _Worker(size, setup, clock, nice=IDLE_NICE)
-        self.time_limit_s = time_limit_s
         self.max_jobs, self.max_rss_bytes = max_jobs, max_rss_bytes
-        self.restarts = 0
-        self.retirements = 0
+        self.restarts = self.retirements = 0
+        # the visitors, as idle time sees them (under _counting; the times read self.clock)
+        self._counting = threading.Lock()
         self._visitors = 0  # visitors' jobs under way
         self._activity = 0  # page runs and visitors' jobs begun, ever (a timing's witness)
-        self._counting = threading.Lock()
-        self._visited = -math.inf  # when a page run last began or ended
-        self._grace_until = -math.inf  # idle-time work does not start before
-        self._drawing_until = -math.inf  # when the fresh pages are drawn
-        self._visitor_seen = -math.inf  # when a visitor's job last began or ended
+        self._seen = -math.inf  # when a page run or a visitor's job last began or ended
+        self._page_began = -math.inf  # when a page run last began: its grace counts from then
+        self._drawn_by = -math.inf  # when the fresh pages, drawn one after another, are drawn
         atexit.register(self.shutdown)  # the server exits: its workers too
 
     def start(self) -> None:
@@ -264,8 +258,7 @@ class WorkerPool:
         >>> routes[0], sorted(pool.worker_for(r).index for r in routes)
         ('lstm T=50', [0, 1, 2])
         """
-        out, seen = [route], {self.worker_for(route).index}
-        n = 0
+        out, seen, n = [route], {self.worker_for(route).index}, 0
         while len(seen) < len(self.workers):
             other = f"{route} #{n}"
             if self.worker_for(other).index not in seen:
@@ -333,7 +326,7 @@ class WorkerPool:
         pages are drawn (:meth:`drawn`) if later; a job under way goes on."""
         with self._counting:
             self._activity += 1
-        self._hold(0.0)
+            self._seen = self._page_began = self.clock()
 
     def drawn(self, fresh: bool = False) -> None:
         """A page run has ended and its browser draws what it sent.
@@ -342,18 +335,10 @@ class WorkerPool:
           fresh: the run was a session's first: idle-time work waits :data:`PAGE_DRAW_S` more,
             after the fresh pages before it (at most :data:`MAX_GRACE_S`); a rerun's end adds nothing.
         """
-        self._hold(PAGE_DRAW_S if fresh else 0.0, from_end=True)
-
-    def _hold(self, drawing_s: float, from_end: bool = False) -> None:
-        """Hold idle-time work back :data:`VISIT_GRACE_S` (unless ``from_end``) and until the
-        queued drawing, ``drawing_s`` more, is done (at most :data:`MAX_GRACE_S`)."""
         with self._counting:
-            now = self.clock()
-            self._visited = now
-            if drawing_s:
-                self._drawing_until = min(max(self._drawing_until, now) + drawing_s, now + MAX_GRACE_S)
-            begin = -math.inf if from_end else now + VISIT_GRACE_S
-            self._grace_until = min(max(self._grace_until, begin, self._drawing_until), now + MAX_GRACE_S)
+            now = self._seen = self.clock()
+            if fresh:
+                self._drawn_by = min(max(self._drawn_by, now) + PAGE_DRAW_S, now + MAX_GRACE_S)
 
     def activity(self) -> int:
         """Page runs and visitors' jobs begun so far (an idle-time timing's witness)."""
@@ -363,16 +348,14 @@ class WorkerPool:
     def quiet_for_s(self) -> float:
         """Seconds since a page run or a visitor's job began or ended: 0 while a visitor's job
         runs, inf before any."""
-        if self._visitors > 0:
-            return 0.0
-        return self.clock() - max(self._visited, self._visitor_seen)
+        return 0.0 if self._visitors > 0 else self.clock() - self._seen
 
     def _visiting(self, change: int) -> None:
         """Count a visitor's job in (+1) or out (−1)."""
         with self._counting:
             self._visitors += change
             self._activity += change > 0
-            self._visitor_seen = self.clock()
+            self._seen = self.clock()
 
     def _take(self, route: str, spill: bool, on_wait: Callable[[float, bool], None] | None) -> _Worker:
         """A worker for ``route``, its lock held: its own, or with ``spill`` a free one (:meth:`call`)."""
@@ -391,13 +374,13 @@ class WorkerPool:
                 on_wait(waited, False)
         return home
 
-    def _send(self, worker: _Worker, fn: Callable, args: tuple, what: str) -> None:
+    def _send(self, worker: _Worker, fn: Callable, args: tuple, what: str, idle: bool = False) -> None:
         """Hand ``fn(*args)`` to a worker whose lock the caller holds (its successor if ready)."""
         if worker.take_over():
             log.info("worker %d: its successor took over", worker.index)
         worker.ensure()
         worker.conn.send((fn, args))
-        worker.doing = what
+        worker.doing, worker.idle_job = what, idle
 
     def _after_job(self, worker: _Worker) -> None:
         """Count the job; start the worker's successor when it has done enough or grown too big."""
@@ -502,9 +485,7 @@ class WorkerPool:
         if not worker.lock.acquire(blocking=False):
             return False
         try:
-            self._send(worker, fn, args, what)
-            with worker.state:
-                worker.idle_job = True
+            self._send(worker, fn, args, what, idle=True)
         except BaseException:
             self._replace(worker, f"{what}: could not be sent")
             worker.release()
@@ -520,7 +501,7 @@ class WorkerPool:
         busy = self.idle_worker.lock.locked() or any(
             w.lock.locked() or now - w.free_since < IDLE_S for w in self.workers
         )
-        return not busy and now >= self._grace_until
+        return not busy and now >= max(self._page_began + VISIT_GRACE_S, self._drawn_by)
 
     def _replace(self, worker: _Worker, why: str) -> None:
         log.warning("replacing worker %d (%s)", worker.index, why)
@@ -545,38 +526,19 @@ class WorkerPool:
 
 class InlinePool:
     """:meth:`WorkerPool.call` in this process, without isolation or time limits
-    (``RNNVIZ_WORKERS=0``): for profiling, and for the tests that drive the tabs."""
+    (``RNNVIZ_WORKERS=0``): for profiling, and for the tests that drive the tabs. It has no
+    workers and no idle time, so the page's other calls on a pool do nothing here."""
 
     time_limit_s = math.inf
-    restarts = 0
 
     def call(self, fn: Callable, *args: Any, route: str, what: str, **_: Any) -> Any:
         """``fn(*args)``, here and now; the other arguments are :meth:`WorkerPool.call`'s, ignored."""
         return fn(*args)
 
-    def call_if_idle(self, fn: Callable, *args: Any, **_: Any) -> bool:
-        """False: nothing runs beside this process's own calls (the arguments are ignored)."""
-        return False
+    def _nothing(self, *args: Any, **kwargs: Any) -> None:
+        """Nothing to start, stop or hold back, and no worker busy (None)."""
 
-    def visit(self) -> None:
-        """Nothing to hold back: no idle-time work runs here."""
-
-    def activity(self) -> int:
-        """0: nothing runs beside this process's own calls."""
-        return 0
-
-    def drawn(self, fresh: bool = False) -> None:
-        """Nothing to hold back: no idle-time work runs here."""
-
-    def doing(self, route: str) -> str | None:
-        """None: no worker is ever busy with another's job here."""
-        return None
-
-    def start(self) -> None:
-        """Nothing to start: there are no workers."""
-
-    def shutdown(self) -> None:
-        """Nothing to stop: there are no workers."""
+    start = shutdown = visit = drawn = doing = _nothing
 
 
 def make_pool(setup: str | None = None, limits: ServerSettings | None = None) -> WorkerPool | InlinePool:
@@ -584,9 +546,7 @@ def make_pool(setup: str | None = None, limits: ServerSettings | None = None) ->
     workers (0: an :class:`InlinePool`), ``time_limit_s``, ``worker_max_jobs``, ``worker_max_rss_mb``."""
     limits = limits or settings()
     if limits.workers <= 0:
-        if setup:
-            module, name = setup.split(":")
-            getattr(importlib.import_module(module), name)()
+        _run_setup(setup)
         return InlinePool()
     return WorkerPool(
         size=limits.workers,
@@ -660,13 +620,7 @@ class ResultCache:
 
     def put(self, key: Hashable, value: Any) -> None:
         """Keep ``value`` under ``key`` (replacing any), then drop the least recently used past
-        the budget; a value larger than the whole budget is not kept.
-
-        >>> cache = ResultCache(max_bytes=120)  # two of these (55 bytes pickled each), not three
-        >>> cache.put("a", bytes(40)); cache.put("b", bytes(40)); cache.put("c", bytes(40))
-        >>> cache.peek("a"), cache.peek("b"), cache.peek("c")
-        (False, True, True)
-        """
+        the budget; a value larger than the whole budget is not kept."""
         size = pickled_bytes(value)  # outside the lock: it takes time on a large result
         with self._lock:
             if key in self._values:  # stored after a clear() by a computation still running
@@ -714,13 +668,12 @@ def _exit_with_parent(parent: int, every_s: float = 1.0) -> None:
     os._exit(0)
 
 
-def _main(argv: list[str]) -> None:
-    nice = int(argv[2]) if len(argv) > 2 and argv[2] else 0
-    if nice:  # before JAX starts its threads: each inherits it
-        os.nice(nice)
+def _main(fd: str, setup: str, nice: str) -> None:
+    if int(nice):  # before JAX starts its threads: each inherits it
+        os.nice(int(nice))
     threading.Thread(target=_exit_with_parent, args=(os.getppid(),), daemon=True, name="parent-watch").start()
-    serve(Connection(int(argv[0])), argv[1] if len(argv) > 1 else None)
+    serve(Connection(int(fd)), setup)
 
 
 if __name__ == "__main__":
-    _main(sys.argv[1:])
+    _main(*sys.argv[1:])

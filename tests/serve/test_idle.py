@@ -41,6 +41,15 @@ class _Pool:
     def generation(self, route: str) -> int:
         return self.generations.get(route, 1)
 
+    def idle(self) -> bool:  # (call_if_idle decides)
+        return True
+
+    def activity(self) -> int:  # no visitor
+        return 0
+
+    def quiet_for_s(self) -> float:
+        return float("inf")
+
     def call_if_idle(self, fn, *args, route, what, on_answer, own=False):
         if not self.opened.is_set():
             return False
