@@ -58,24 +58,14 @@ class Cost(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """What a tab will compute.
+    """What a tab will compute, and the estimated seconds for it and for what was asked."""
 
-    Attributes:
-      settings: the sizes it runs with (``{"repeats": 2}``, ``{"gains": 13, "seeds": 1}``, …).
-      estimate_s: the estimated seconds for those settings.
-      asked_estimate_s: the estimated seconds for what was asked.
-      fits: whether the work (apart from compiling) fits its share of the budget (False:
-        only on request).
-      note: one sentence saying what changed and why, or None when nothing did.
-      work_s: of ``estimate_s``, the seconds of work apart from compiling.
-    """
-
-    settings: dict[str, int]
+    settings: dict[str, int]  # the sizes it runs with ({"repeats": 2}, {"gains": 13, "seeds": 1}, …)
     estimate_s: float
     asked_estimate_s: float
-    fits: bool
-    note: str | None
-    work_s: float = 0.0
+    fits: bool  # whether the work (apart from compiling) fits its share of the budget (False: on request)
+    note: str | None  # one sentence saying what changed and why, or None when nothing did
+    work_s: float = 0.0  # of estimate_s, the seconds of work apart from compiling
 
 
 def _plan(
@@ -129,11 +119,7 @@ def _timed_runs(repeats: int) -> int:
 
 def strategy_compile_s(name: str, c: Cost) -> float:
     """Seconds to compile strategy ``name``'s analysis: its ``compile_cost`` (the table's,
-    :class:`~rnnviz.tables.strategies.StrategyRules`) times the accumulator's compile.
-
-    >>> strategy_compile_s("per_step", Cost(run_s=0.3, compile_s=2.0))  # 1.5 × 2 s
-    3.0
-    """
+    :class:`~rnnviz.tables.strategies.StrategyRules`) times the accumulator's compile."""
     return strategy_rules(name).compile_cost * c.compile
 
 
@@ -141,15 +127,7 @@ def strategy_run_s(cfg: RunConfig, name: str, c: Cost) -> float:
     """Seconds one run of strategy ``name``'s analysis of ``cfg`` takes: its ``run_cost``
     times the accumulator's run, plus writing and reading the parameter-sized buffers it
     holds beyond the accumulator's (``param_copies``, P floats each) at
-    :data:`BUFFER_S_PER_FLOAT`: ``run_cost·r + (copies(T) − copies_acc(T))·P·s_float``.
-
-    >>> lstm = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
-    >>> c = Cost(run_s=0.3, compile_s=1.0)
-    >>> strategy_run_s(lstm, "accumulate", c)
-    0.3
-    >>> round(strategy_run_s(lstm, "per_step", c), 2)  # + 2·T·P floats (P = 70 144)
-    1.0
-    """
+    :data:`BUFFER_S_PER_FLOAT`: ``run_cost·r + (copies(T) − copies_acc(T))·P·s_float``."""
     rules, t = strategy_rules(name), cfg.seq_len
     extra = rules.param_copies(t) - strategy_rules("accumulate").param_copies(t)
     return rules.run_cost * c.run_s + max(extra, 0) * param_count(cfg) * BUFFER_S_PER_FLOAT
@@ -303,15 +281,7 @@ def model_refusal(n_params: int, batch: int, steps: int, limit_m: int | None = N
     counted once) on ``batch`` (B) sequences of ``steps`` (T) tokens, in one message naming
     the work, the limit and the longest T that fits; or None when it may. The work of its
     forward and reverse pass grows as parameters × tokens, held to ``limit_m`` million (default:
-    the server's ``model_work_m``, ``RNNVIZ_MODEL_WORK_M``, :mod:`rnnviz.serve.settings`).
-
-    >>> model_refusal(28_480, 1, 24, limit_m=1) is None
-    True
-    >>> print(model_refusal(130_000_000, 1, 1000, limit_m=20_000))  # doctest: +NORMALIZE_WHITESPACE
-    130,000,000 parameters × 1 × 1000 tokens is 130,000 M parameter-tokens, over this dashboard's
-    limit of 20,000 M (RNNVIZ_MODEL_WORK_M): at most T = 153 here. `rnnviz analyze --model` on the
-    command line has no such limit.
-    """
+    the server's ``model_work_m``, ``RNNVIZ_MODEL_WORK_M``, :mod:`rnnviz.serve.settings`)."""
     limit = (server_settings().model_work_m if limit_m is None else limit_m) * 10**6
     work = n_params * batch * steps
     if work <= limit:

@@ -297,15 +297,7 @@ def devices_live(key: str, repeats: int, only: tuple[str, ...] | None = None) ->
 
 
 def _precise(row: dict[str, Any]) -> bool:
-    """Whether a timed row met the precision after the fewest runs the rule stops at.
-
-    >>> _precise({"repeats": 3, "run_s": 0.5, "run_halfwidth_s": 0.02})
-    True
-    >>> _precise({"repeats": 2, "run_s": 0.5, "run_halfwidth_s": 0.02})  # fewer runs than the rule's
-    False
-    >>> _precise({"repeats": 3, "run_s": 0.5, "run_halfwidth_s": 0.2})
-    False
-    """
+    """Whether a timed row met the precision after the fewest runs the rule stops at."""
     return row["repeats"] >= MIN_PRECISE_REPEATS and row["run_halfwidth_s"] <= TIMING_PRECISION * row["run_s"]
 
 
@@ -329,11 +321,7 @@ def scaling_table(key: str, lens: tuple[int, ...]) -> pd.DataFrame:
 
 def part_gains(gains: list[float], part: int, parts: int) -> list[float]:
     """Every ``parts``-th of ``gains`` from ``part``, padded with its last so that every part is
-    one size (one executable).
-
-    >>> part_gains([0.5, 0.75, 1.0, 1.25, 1.5], 1, 3), part_gains([0.5, 0.75, 1.0, 1.25, 1.5], 2, 3)
-    ([0.75, 1.5], [1.0, 1.0])
-    """
+    one size (one executable)."""
     chosen = gains[part::parts]
     return chosen + chosen[-1:] * (-(-len(gains) // parts) - len(chosen))
 
