@@ -141,11 +141,9 @@ def strategies_plan(
     budget: float | None = None,
     compiled: Collection[str] = (),
 ) -> Plan:
-    """The Strategies tab: each of ``strategies`` compiled (but the ``compiled`` ones, e.g.
-    in the worker's idle time; :func:`strategy_compile_s`), run once to warm up and timed
-    until its mean is known (at most ``repeats`` times, :func:`_timed_runs`;
-    :func:`strategy_run_s`), plus the per-step contributions (one more analysis, compiled
-    with the rest when they all are)."""
+    """The Strategies tab: each of ``strategies`` compiled (but the ``compiled`` ones, e.g. in
+    idle time), warmed up and timed until its mean is known (at most ``repeats`` runs), plus
+    the per-step contributions (one more analysis, compiled with the rest when they all are)."""
     to_compile = [s for s in strategies if s not in compiled]
     fixed = sum(strategy_compile_s(s, c) for s in to_compile) + (c.compile if to_compile else 0.0)
     one_each = sum(strategy_run_s(cfg, s, c) for s in strategies)
@@ -182,10 +180,9 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     return _plan(asked, 2 * PHASE_COMPILE * c.compile, work, budget, shrink)
 
 
-#: The Phase diagram computes its gradient sweep in this many interleaved parts (every 8th
-#: gain, then the next, …), drawing after each, when its work (compiling aside) is over
-#: :data:`PHASE_PARTS_OVER_S`: the whole gain range is on the screen after an eighth of the
-#: work. The parts are equal (padded), so one executable runs them.
+#: The Phase diagram's gradient sweep comes in this many interleaved parts of one size (every
+#: 8th gain, then the next, …) when its work is over :data:`PHASE_PARTS_OVER_S`: the whole
+#: gain range is on the screen after an eighth of the work.
 PHASE_PARTS, PHASE_PARTS_OVER_S = 8, 1.5
 
 

@@ -26,7 +26,7 @@ from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
 from rnnviz.base.presets import PAGES
 from rnnviz.checkpoints import CheckpointError
-from rnnviz.config import ConfigError, RunConfig, static_config
+from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import Dataset, load_dataset, resolve
 from rnnviz.dataset.budget import Budget
 from rnnviz.dataset.builtin import BUILTINS
@@ -40,7 +40,7 @@ from rnnviz.report.explorable_data import preset_data
 from rnnviz.serve import trained_runs
 from rnnviz.serve.folders import stamp
 from rnnviz.serve.model_files import model_max_bytes
-from rnnviz.serve.requests import ModelSummary, RunSummary, TrainProgress, config_of
+from rnnviz.serve.requests import ModelSummary, RunSummary, TrainProgress, config_of, route
 from rnnviz.serve.settings import QUIET_REPEATS, QUIET_TIMING_S, TIMING_BUDGET_S, TIMING_PRECISION, settings
 from rnnviz.studies.comparisons import (
     accumulator_grads,
@@ -94,9 +94,7 @@ def compilation_cache_stats() -> dict[str, int]:
     return dict(_CACHE_EVENTS)
 
 
-# ---- what a job's key names, loaded once per worker and file version -----------------------
-# (the version, a :func:`~rnnviz.serve.folders.stamp`, is part of the cache key only: a file
-# written again is read again)
+# ---- what a job's key names, once per worker and file version (a stamp, only in the cache key)
 
 
 @functools.lru_cache(maxsize=8)
@@ -199,19 +197,10 @@ def analysis(key: str) -> Analysis:
     return analyze(config_of(key), repeats=5, budget_s=TIMING_BUDGET_S, **_given(key))
 
 
-def shape_key(key: str) -> str:
-    """A job key's shape: its static config and data source (what run times depend on)."""
-    values = json.loads(key)
-    shape = static_config(config_of(key)).to_dict()
-    if "data" in values:
-        shape["data"] = values["data"]
-    return json.dumps(shape, sort_keys=True)
-
-
 def quiet_run_s(key: str) -> float:
     """Seconds of one analysis at a job key's shape, timed here while nothing else ran (the
     fastest of ``QUIET_REPEATS`` runs within ``QUIET_TIMING_S``): the tabs' budgets' unit."""
-    return _quiet_run_s(shape_key(key))
+    return _quiet_run_s(route(config_of(key), json.loads(key).get("data")))  # what run times depend on
 
 
 @functools.lru_cache(maxsize=64)
@@ -477,6 +466,5 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
 
 def train_stop(key: str) -> None:
     """Mark ``key``'s runs stopped after the current chunk (nothing if none is here)."""
-    trainer = _TRAINERS.get(key)
-    if trainer is not None:
-        trainer.stop()
+    if key in _TRAINERS:
+        _TRAINERS[key].stop()
