@@ -12,7 +12,7 @@ docs/dev/benchmarks.md.
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Sequence
+from collections.abc import Callable, Collection, Sequence
 from typing import TYPE_CHECKING, NamedTuple
 
 from rnnviz.base.dynamics import choose_method
@@ -58,47 +58,35 @@ class Cost(NamedTuple):
 
 
 class Plan(NamedTuple):
-    """What a tab will compute.
+    """What a tab will compute, and the estimated seconds for it and for what was asked."""
 
-    Attributes:
-      settings: the sizes it runs with (``{"repeats": 2}``, ``{"gains": 13, "seeds": 1}``, …).
-      estimate_s: the estimated seconds for those settings.
-      asked_estimate_s: the estimated seconds for what was asked.
-      fits: whether the work (apart from compiling) fits its share of the budget (False:
-        only on request).
-      note: one sentence saying what changed and why, or None when nothing did.
-      work_s: of ``estimate_s``, the seconds of work apart from compiling.
-    """
-
-    settings: dict[str, int]
+    settings: dict[str, int]  # the sizes it runs with ({"repeats": 2}, {"gains": 13, "seeds": 1}, …)
     estimate_s: float
     asked_estimate_s: float
-    fits: bool
-    note: str | None
-    work_s: float = 0.0
+    fits: bool  # whether the work (apart from compiling) fits its share of the budget (False: on request)
+    note: str | None  # one sentence saying what changed and why, or None when nothing did
+    work_s: float = 0.0  # of estimate_s, the seconds of work apart from compiling
 
 
 def _plan(
     asked: dict[str, int],
     fixed: float,
-    work,
-    shrink_order: tuple[str, ...],
-    floors: dict[str, int],
+    work: Callable[[dict[str, int]], float],
     budget: float | None,
-    labels: dict[str, str],
+    shrink: dict[str, tuple[int, str]],
 ) -> Plan:
-    """Shrink the settings in ``shrink_order`` (each to its floor, by the largest value that
-    fits) until ``work(settings)`` fits what the budget leaves after the ``fixed`` compile
-    seconds, never less than a third of the budget; ``fits`` is False only when the work at
-    its smallest is over that share."""
+    """Shrink the settings of ``shrink`` (``{name: (floor, label)}``, in order), each to the
+    largest value that fits, until ``work(settings)`` fits what the budget leaves after the
+    ``fixed`` compile seconds (at least a third of it); ``fits`` is False only when the work
+    at its smallest is over that."""
     if budget is None:
         budget = server_settings().view_budget_s if VIEW_BUDGET_S is None else VIEW_BUDGET_S
     room = max(budget - fixed, budget / 3)
     settings = dict(asked)
-    for name in shrink_order:
+    for name, (lo, _) in shrink.items():
         if work(settings) <= room:
             break
-        lo, hi = floors[name], settings[name]
+        hi = settings[name]
         while lo < hi:  # the largest value of this setting that fits, the others as they are
             mid = (lo + hi + 1) // 2
             if work({**settings, name: mid}) <= room:
@@ -109,17 +97,17 @@ def _plan(
     asked_s, got_s = fixed + work(asked), fixed + work(settings)
     fits = work(settings) <= room
     note = None
-    if settings != asked:
-        changed = ", ".join(
-            f"{labels[n]} {asked[n]} → {settings[n]}" for n in asked if settings[n] != asked[n]
-        )
-        note = f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, "
-        note += f"so {changed} (≈ {got_s:.0f} s)."
     if not fits:
         note = (
             f"Even the smallest version takes ≈ {got_s:.0f} s here, over the {budget:g} s budget of a view "
             f"(what was asked: ≈ {asked_s:.0f} s). Shrink T, H or B, or run it on request below."
         )
+    elif settings != asked:
+        changed = ", ".join(
+            f"{shrink[n][1]} {asked[n]} → {settings[n]}" for n in asked if settings[n] != asked[n]
+        )
+        note = f"Within the {budget:g} s budget of a view: what was asked would take ≈ {asked_s:.0f} s here, "
+        note += f"so {changed} (≈ {got_s:.0f} s)."
     return Plan(settings, got_s, asked_s, fits, note, work(settings))
 
 
@@ -131,11 +119,7 @@ def _timed_runs(repeats: int) -> int:
 
 def strategy_compile_s(name: str, c: Cost) -> float:
     """Seconds to compile strategy ``name``'s analysis: its ``compile_cost`` (the table's,
-    :class:`~rnnviz.tables.strategies.StrategyRules`) times the accumulator's compile.
-
-    >>> strategy_compile_s("per_step", Cost(run_s=0.3, compile_s=2.0))  # 1.5 × 2 s
-    3.0
-    """
+    :class:`~rnnviz.tables.strategies.StrategyRules`) times the accumulator's compile."""
     return strategy_rules(name).compile_cost * c.compile
 
 
@@ -143,15 +127,7 @@ def strategy_run_s(cfg: RunConfig, name: str, c: Cost) -> float:
     """Seconds one run of strategy ``name``'s analysis of ``cfg`` takes: its ``run_cost``
     times the accumulator's run, plus writing and reading the parameter-sized buffers it
     holds beyond the accumulator's (``param_copies``, P floats each) at
-    :data:`BUFFER_S_PER_FLOAT`: ``run_cost·r + (copies(T) − copies_acc(T))·P·s_float``.
-
-    >>> lstm = RunConfig(cell="lstm", hidden_size=128, seq_len=1000, batch_size=32)
-    >>> c = Cost(run_s=0.3, compile_s=1.0)
-    >>> strategy_run_s(lstm, "accumulate", c)
-    0.3
-    >>> round(strategy_run_s(lstm, "per_step", c), 2)  # + 2·T·P floats (P = 70 144)
-    1.0
-    """
+    :data:`BUFFER_S_PER_FLOAT`: ``run_cost·r + (copies(T) − copies_acc(T))·P·s_float``."""
     rules, t = strategy_rules(name), cfg.seq_len
     extra = rules.param_copies(t) - strategy_rules("accumulate").param_copies(t)
     return rules.run_cost * c.run_s + max(extra, 0) * param_count(cfg) * BUFFER_S_PER_FLOAT
@@ -165,24 +141,14 @@ def strategies_plan(
     budget: float | None = None,
     compiled: Collection[str] = (),
 ) -> Plan:
-    """The Strategies tab: each of ``strategies`` compiled (but the ``compiled`` ones, e.g.
-    in the worker's idle time; :func:`strategy_compile_s`), run once to warm up and timed
-    until its mean is known (at most ``repeats`` times, :func:`_timed_runs`;
-    :func:`strategy_run_s`), plus the per-step contributions (one more analysis, compiled
-    with the rest when they all are)."""
+    """The Strategies tab: each of ``strategies`` compiled (but the ``compiled`` ones, e.g. in
+    idle time), warmed up and timed until its mean is known (at most ``repeats`` runs), plus
+    the per-step contributions (one more analysis, compiled with the rest when they all are)."""
     to_compile = [s for s in strategies if s not in compiled]
     fixed = sum(strategy_compile_s(s, c) for s in to_compile) + (c.compile if to_compile else 0.0)
     one_each = sum(strategy_run_s(cfg, s, c) for s in strategies)
     work = lambda s: _timed_runs(s["repeats"]) * one_each + c.run_s  # noqa: E731
-    return _plan(
-        {"repeats": repeats},
-        fixed,
-        work,
-        ("repeats",),
-        {"repeats": 1},
-        budget,
-        {"repeats": "runs per strategy"},
-    )
+    return _plan({"repeats": repeats}, fixed, work, budget, {"repeats": (1, "runs per strategy")})
 
 
 def devices_plan(
@@ -200,8 +166,7 @@ def devices_plan(
     fixed = sum(strategy_compile_s(s, c) * (n_devices - (s in compiled)) for s in strategies)
     one_each = n_devices * sum(strategy_run_s(cfg, s, c) for s in strategies)
     work = lambda s: _timed_runs(s["repeats"]) * one_each  # noqa: E731
-    labels = {"repeats": "runs per device and strategy"}
-    return _plan({"repeats": repeats}, fixed, work, ("repeats",), {"repeats": 1}, budget, labels)
+    return _plan({"repeats": repeats}, fixed, work, budget, {"repeats": (1, "runs per device and strategy")})
 
 
 def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | None = None) -> Plan:
@@ -211,22 +176,13 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     steps = (cfg.batch_size or 1) * cfg.seq_len
     per_point = c.run_s * PHASE_RUN + steps * (2 * tangent_s(cfg, c) + _qr_s(carry_size(cfg), 1))
     work = lambda s: s["gains"] * s["seeds"] * per_point  # noqa: E731
-    asked, fixed = {"gains": gains, "seeds": seeds}, 2 * PHASE_COMPILE * c.compile
-    return _plan(
-        asked,
-        fixed,
-        work,
-        ("seeds", "gains"),
-        {"seeds": 1, "gains": 2},
-        budget,
-        {"gains": "gains", "seeds": "seeds"},
-    )
+    asked, shrink = {"gains": gains, "seeds": seeds}, {"seeds": (1, "seeds"), "gains": (2, "gains")}
+    return _plan(asked, 2 * PHASE_COMPILE * c.compile, work, budget, shrink)
 
 
-#: The Phase diagram computes its gradient sweep in this many interleaved parts (every 8th
-#: gain, then the next, …), drawing after each, when its work (compiling aside) is over
-#: :data:`PHASE_PARTS_OVER_S`: the whole gain range is on the screen after an eighth of the
-#: work. The parts are equal (padded), so one executable runs them.
+#: The Phase diagram's gradient sweep comes in this many interleaved parts of one size (every
+#: 8th gain, then the next, …) when its work is over :data:`PHASE_PARTS_OVER_S`: the whole
+#: gain range is on the screen after an eighth of the work.
 PHASE_PARTS, PHASE_PARTS_OVER_S = 8, 1.5
 
 
@@ -271,7 +227,7 @@ def lyapunov_plan(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) 
     example, the step and k tangents through it, then a ``[D, k]`` QR; one compile."""
     steps, dim, tau = (cfg.batch_size or 1) * cfg.seq_len, carry_size(cfg), tangent_s(cfg, c)
     work = lambda s: steps * ((1 + s["k"]) * tau + _qr_s(dim, s["k"]))  # noqa: E731
-    return _plan({"k": k}, c.compile, work, ("k",), {"k": 1}, budget, {"k": "exponents k"})
+    return _plan({"k": k}, c.compile, work, budget, {"k": (1, "exponents k")})
 
 
 def jacobians_plans(cfg: RunConfig, c: Cost, k: int, budget: float | None = None) -> tuple[Plan, Plan]:
@@ -304,8 +260,7 @@ def jacobians_plan(
         m = min(dim, 2 * k)
         per_step = (2 * iterations + 1) * m * tau + (iterations + 1) * _qr_s(dim, m)
     work = lambda s: s["steps"] * per_step  # noqa: E731
-    floors, labels = {"steps": min(steps, 10)}, {"steps": "steps with J_t"}
-    return _plan({"steps": steps}, c.compile, work, ("steps",), floors, budget, labels)
+    return _plan({"steps": steps}, c.compile, work, budget, {"steps": (min(steps, 10), "steps with J_t")})
 
 
 def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Plan:
@@ -314,33 +269,16 @@ def training_plan(cfg: RunConfig, chunk: int, budget: float | None = None) -> Pl
     (the training batch differs from the analysis's, so FLOPs, not the measured run)."""
     per_step = estimate_flops(cfg) / REFERENCE_FLOPS_PER_S
     work = lambda s: s["chunk"] * per_step  # noqa: E731
-    labels = {"chunk": "steps per chunk"}
-    plan = _plan({"chunk": chunk}, MIN_COMPILE_S, work, ("chunk",), {"chunk": 1}, budget, labels)
+    plan = _plan({"chunk": chunk}, MIN_COMPILE_S, work, budget, {"chunk": (1, "steps per chunk")})
     return plan if math.isfinite(plan.estimate_s) else plan._replace(fits=False)
 
 
 def model_refusal(n_params: int, batch: int, steps: int, limit_m: int | None = None) -> str | None:
-    """Why the Your model tab will not analyse a model of ``n_params`` parameters on ``batch``
-    sequences of ``steps`` tokens, or None when it may: the work of its forward and reverse pass
-    grows as parameters × tokens, held to the server's ``model_work_m``
-    (``RNNVIZ_MODEL_WORK_M``, :mod:`rnnviz.serve.settings`) million.
-
-    Args:
-      n_params: the model's parameters (tied ones counted once).
-      batch: B, the sequences read at once.
-      steps: T, the tokens (or steps) of each.
-      limit_m: the limit in millions of parameters × tokens (default: the server's setting).
-
-    Returns:
-      One message naming the work, the limit and the longest T that fits, or None.
-
-    >>> model_refusal(28_480, 1, 24, limit_m=1) is None
-    True
-    >>> print(model_refusal(130_000_000, 1, 1000, limit_m=20_000))  # doctest: +NORMALIZE_WHITESPACE
-    130,000,000 parameters × 1 × 1000 tokens is 130,000 M parameter-tokens, over this dashboard's
-    limit of 20,000 M (RNNVIZ_MODEL_WORK_M): at most T = 153 here. `rnnviz analyze --model` on the
-    command line has no such limit.
-    """
+    """Why the Your model tab will not analyse a model of ``n_params`` parameters (tied ones
+    counted once) on ``batch`` (B) sequences of ``steps`` (T) tokens, in one message naming
+    the work, the limit and the longest T that fits; or None when it may. The work of its
+    forward and reverse pass grows as parameters × tokens, held to ``limit_m`` million (default:
+    the server's ``model_work_m``, ``RNNVIZ_MODEL_WORK_M``, :mod:`rnnviz.serve.settings`)."""
     limit = (server_settings().model_work_m if limit_m is None else limit_m) * 10**6
     work = n_params * batch * steps
     if work <= limit:
@@ -355,30 +293,3 @@ def model_refusal(n_params: int, batch: int, steps: int, limit_m: int | None = N
         f"this dashboard's limit of {limit / 1e6:,.0f} M (RNNVIZ_MODEL_WORK_M): {fits}. "
         "`rnnviz analyze --model` on the command line has no such limit."
     )
-
-
-__all__ = [
-    "JACOBIAN_PARTS",
-    "JACOBIAN_PARTS_OVER_S",
-    "JACOBIAN_STEPS",
-    "jacobians_plans",
-    "phase_parts",
-    "BUFFER_S_PER_FLOAT",
-    "MIN_COMPILE_S",
-    "QR_FLOPS_PER_S",
-    "SVD_FLOPS_PER_S",
-    "Cost",
-    "Plan",
-    "VIEW_BUDGET_S",
-    "devices_plan",
-    "jacobians_plan",
-    "jacobians_parts",
-    "lyapunov_plan",
-    "model_refusal",
-    "phase_plan",
-    "strategies_plan",
-    "strategy_compile_s",
-    "strategy_run_s",
-    "tangent_s",
-    "training_plan",
-]

@@ -3,22 +3,14 @@
 A folder holds *entries* (a file, or a folder of one upload); its cap is a total size and a
 count (:mod:`rnnviz.serve.settings`). After each write, :func:`enforce` evicts the least
 recently used entries until both fit, never one a live session is using: each session marks
-what it uses (:meth:`InUse.mark`, every run of its script), and a mark counts while its
-session is active (the page tells :data:`IN_USE` how to know: Streamlit's runtime). Using an
-entry also touches it, so
-"least recently used" is the order of last use, not of upload.
-
->>> import tempfile, pathlib
->>> folder = pathlib.Path(tempfile.mkdtemp())
->>> for i in range(3):
-...     _ = (folder / f"f{i}").write_bytes(b"x" * 10)
-...     os.utime(folder / f"f{i}", (i, i))
->>> enforce(folder, max_bytes=25, max_files=10, in_use={str(folder / "f0")}).evicted
-('f1',)
+what it uses (:meth:`InUse.mark`, every run of its script, which also touches them), and a
+mark counts while its session is active (the page tells :data:`IN_USE` how to know).
 """
 
 from __future__ import annotations
 
+import contextlib
+import json
 import logging
 import os
 import shutil
@@ -40,19 +32,12 @@ class Entry(NamedTuple):
 
 
 class Usage(NamedTuple):
-    """A folder's use after :func:`enforce`.
+    """A folder's use after :func:`enforce`."""
 
-    Attributes:
-      evicted: the names of the entries it removed, least recently used first.
-      bytes: bytes the folder holds now.
-      files: entries the folder holds now.
-      fits: whether both are within the caps (False only when what is in use is over them).
-    """
-
-    evicted: tuple[str, ...]
-    bytes: int
-    files: int
-    fits: bool
+    evicted: tuple[str, ...]  # the names of the entries it removed, least recently used first
+    bytes: int  # what the folder holds now
+    files: int  # entries the folder holds now
+    fits: bool  # both within the caps (False only when what is in use is over them)
 
 
 def _size(path: Path) -> int:
@@ -132,19 +117,14 @@ def touch(path: str | Path) -> None:
     """Mark ``path`` (and the entry folder holding it) as just used."""
     p = Path(path)
     for q in (p, p.parent):
-        try:
+        with contextlib.suppress(OSError):
             os.utime(q)
-        except OSError:
-            pass
 
 
 class InUse:
-    """What each live session uses, across the server's sessions (thread-safe).
-
-    Args:
-      active: whether a session id is still live (default: every session that marked is;
-        the page sets Streamlit's runtime as the judge, :meth:`judge_by`).
-    """
+    """What each live session uses, across the server's sessions (thread-safe); ``active(session
+    id)`` says whether a session is still live (default: all are; the page sets Streamlit's
+    runtime as the judge, :meth:`judge_by`)."""
 
     def __init__(self, active: Callable[[str], bool] | None = None):
         self._by_session: dict[str, set[str]] = {}
@@ -167,11 +147,11 @@ class InUse:
                 self._by_session.pop(session, None)
 
     def paths(self) -> set[str]:
-        """Every path a live session uses (sessions that ended are forgotten here)."""
+        """Every path a live session uses (forgetting the sessions that ended)."""
         with self._lock:
             for sid in [s for s in self._by_session if not self._active(s)]:
                 del self._by_session[sid]
-            return set().union(*self._by_session.values()) if self._by_session else set()
+            return set().union(*self._by_session.values())
 
 
 #: The server's one registry of what its sessions use.
@@ -188,11 +168,8 @@ def admit(
 ) -> Usage:
     """Make room for ``new`` (just written under ``folder``) by evicting the least recently
     used entries that no live session uses and ``keep`` does not name; when that cannot make
-    it fit, ``new`` is removed again.
-
-    Raises:
-      FolderFull: with a message naming the folder's caps (``what``: "the upload folder").
-    """
+    it fit, ``new`` is removed again and :class:`FolderFull` names the caps of ``what`` ("the
+    upload folder")."""
     entry = folder / new.relative_to(folder).parts[0]
     size = _size(entry)
     if size > max_bytes:
@@ -213,8 +190,6 @@ def session_paths(state: Mapping[str, Any]) -> set[str]:
     """The files a session's state refers to: its data source, its trained weights and those
     of every pin (a pin is recomputed from them when its result has left the cache), the
     run files of its pinned training runs, and the Your model tab's checkpoint."""
-    import json
-
     found = set()
 
     def add(values: Mapping[str, Any] | None) -> None:
@@ -236,18 +211,3 @@ def session_paths(state: Mapping[str, Any]) -> set[str]:
     if state.get("model_source"):  # the Your model tab's checkpoint (an upload, or the demo)
         found.add(str(state["model_source"]))
     return {p for p in found if "/" in p or os.sep in p}  # paths only, not "digits" or "text"
-
-
-__all__ = [
-    "IN_USE",
-    "Entry",
-    "FolderFull",
-    "InUse",
-    "Usage",
-    "admit",
-    "enforce",
-    "entries",
-    "session_paths",
-    "stamp",
-    "touch",
-]

@@ -1,12 +1,7 @@
 """Where the Your model tab finds checkpoints: the models in the user's data folder, an
 uploaded folder archive kept in the upload folder under its caps, and the demo. The server
-only lists, judges and writes files here; the worker processes load what they name
-(:func:`rnnviz.serve.jobs.model_summary`), and the loader then judges the checkpoint by its
-headers.
-
-An archive is judged by its directory before a byte of it is extracted
-(:func:`rnnviz.checkpoints.archive.archive_members`), against the smaller of the upload
-folder's cap and the checkpoint cap (:func:`model_max_bytes`).
+only lists, judges and writes files here; the worker processes load what they name. The
+checkpoints layer's names for what the tab accepts and offers are re-exported (``x as x``).
 """
 
 from __future__ import annotations
@@ -23,11 +18,13 @@ from rnnviz.checkpoints.archive import (
     archive_members,
     extract_archive,
     find_models,
-    is_archive,
     one_model,
 )
-from rnnviz.checkpoints.demo import DEMO_NAME, demo_bytes
-from rnnviz.checkpoints.load import MAX_BYTES, STATE_DICT_SUFFIXES
+from rnnviz.checkpoints.archive import is_archive as is_archive
+from rnnviz.checkpoints.demo import DEMO_NAME as DEMO_NAME
+from rnnviz.checkpoints.demo import demo_bytes as demo_bytes
+from rnnviz.checkpoints.load import MAX_BYTES
+from rnnviz.checkpoints.load import STATE_DICT_SUFFIXES as STATE_DICT_SUFFIXES
 from rnnviz.dataset import data_dir
 from rnnviz.serve.folders import admit, touch
 from rnnviz.serve.settings import settings
@@ -61,17 +58,10 @@ def _safe_stem(name: str) -> str:
 
 
 def keep_archive(name: str, data: bytes) -> Path:
-    """An uploaded folder archive judged (:func:`~rnnviz.checkpoints.archive.archive_members`),
-    extracted once under the upload folder by the hash of its bytes, held to the folder's caps,
-    and the one model in it (:func:`~rnnviz.checkpoints.archive.one_model`).
-
-    Returns:
-      The model's folder or state dict file.
-
-    Raises:
-      CheckpointError: the archive is refused, or holds no model or more than one.
-      FolderFull: the upload folder cannot hold it (:func:`rnnviz.serve.folders.admit`).
-    """
+    """The one model (folder or state dict file) in an uploaded folder archive, judged by its
+    directory before a byte is extracted, then extracted once under the upload folder by the
+    hash of its bytes and held to the folder's caps (:class:`~rnnviz.serve.folders.FolderFull`).
+    A refused archive, or one of no model or several, raises :class:`CheckpointError`."""
     limits = settings()
     uploads = Path(limits.uploads_dir)
     entry = uploads / hashlib.sha256(data).hexdigest()[:16]
@@ -97,16 +87,3 @@ def keep_archive(name: str, data: bytes) -> Path:
         admit(uploads, root, limits.uploads_mb * 2**20, limits.uploads_files, "the upload folder")
     touch(root)
     return one_model(root, name)
-
-
-# the tab's names for what it accepts and offers, defined in the checkpoints layer
-__all__ = [
-    "model_max_bytes",
-    "ARCHIVE_SUFFIXES",
-    "DEMO_NAME",
-    "STATE_DICT_SUFFIXES",
-    "data_models",
-    "demo_bytes",
-    "is_archive",
-    "keep_archive",
-]

@@ -1,14 +1,7 @@
-"""What a tab asks the workers for: a :class:`Request`, the keys it is made of, and the
-dashboard's own answers.
-
-A request names a job of :mod:`rnnviz.serve.jobs` *by name* (:data:`jobs`: ``jobs.phase``
-is ``Job("phase")``), its arguments, the route whose worker holds the executables, and the
-words for the waiting line. The server never imports the jobs' module, so it plans and draws
-without JAX; a worker, whose setup imported it, calls the job. The cache key is made here,
-from the job's name and its arguments, and nowhere else: a tab that draws an answer and idle
-time that computed it ahead (:mod:`rnnviz.serve.idle`) agree by construction. Nothing here
-imports JAX or Streamlit.
-"""
+"""What a tab asks the workers for: a :class:`Request` (a job of :mod:`rnnviz.serve.jobs` by
+name, never imported here), the keys it is made of, and the dashboard's own answers. The cache
+key is made here and nowhere else, so a tab and idle time agree by construction
+(docs/dev/architecture.md, "The dashboard's two boundaries")."""
 
 from __future__ import annotations
 
@@ -25,18 +18,11 @@ if TYPE_CHECKING:
 
     from rnnviz.base.training import Training
 
-#: The jobs' module: imported by the workers (their setup), never by the server.
-JOBS_MODULE = "rnnviz.serve.jobs"
-
 
 @dataclasses.dataclass(frozen=True)
 class Job:
     """A job of :mod:`rnnviz.serve.jobs` by name: it pickles as its name, and calling it (in a
-    worker) calls the job.
-
-    >>> Job("phase").__name__
-    'phase'
-    """
+    worker, whose setup imported the jobs) calls the job."""
 
     name: str
 
@@ -45,12 +31,11 @@ class Job:
         return self.name
 
     def __call__(self, *args: Any) -> Any:
-        return getattr(importlib.import_module(JOBS_MODULE), self.name)(*args)
+        return getattr(importlib.import_module("rnnviz.serve.jobs"), self.name)(*args)
 
 
 class _Jobs:
-    """The jobs as attributes: ``jobs.phase == Job("phase")`` (a test checks every tab's
-    requests name a job that exists)."""
+    """The jobs as attributes: ``jobs.phase == Job("phase")``."""
 
     def __getattr__(self, name: str) -> Job:
         if name.startswith("_"):
@@ -62,36 +47,20 @@ jobs = _Jobs()
 
 
 class Request(NamedTuple):
-    """One computation: ``job(*args)`` in the worker of ``route``.
+    """One computation: ``job(*args)`` in the worker of ``route``."""
 
-    Attributes:
-      job: what the workers run: a :class:`Job` (or, in tests, any module-level function).
-      args: its arguments (they pickle, and are hashable: they make the cache key).
-      route: which worker holds what it needs (:func:`route`).
-      what: the computation in words, for the waiting line and the pool's messages.
-      timed: its answer holds run times, so idle time keeps it only when no visitor did
-        anything while it ran (:meth:`rnnviz.serve.worker.WorkerPool.activity`).
-      cached: its answer is kept for every session (False: asked each time, as for what a
-        worker has compiled, or a training run's next chunk).
-      spill: any free worker may answer when the route's is busy (False: the job works on
-        state its worker keeps, a training run).
-    """
-
-    job: Callable[..., Any]
-    args: tuple
-    route: str
-    what: str
+    job: Callable[..., Any]  # a Job (or, in tests, any module-level function)
+    args: tuple  # they pickle and are hashable: they make the cache key
+    route: str  # which worker holds what it needs (route())
+    what: str  # the computation in words, for the waiting line and the pool's messages
+    # its answer holds run times: idle time keeps it only when no visitor did anything meanwhile
     timed: bool = False
-    cached: bool = True
-    spill: bool = True
+    cached: bool = True  # kept for every session (False: asked each time, a look-up or a training chunk)
+    spill: bool = True  # any free worker may answer when the route's is busy (False: a training run)
 
     @property
     def key(self) -> Hashable:
-        """The result cache's key: the job's name and its arguments.
-
-        >>> Request(divmod, (7, 2), "r", "a division").key
-        ('divmod', 7, 2)
-        """
+        """The result cache's key: the job's name and its arguments."""
         return (self.job.__name__, *self.args)
 
 
@@ -106,11 +75,7 @@ class Missing(LookupError):
 
 def job_key(cfg: RunConfig, data: dict | None = None, weights: dict | None = None) -> str:
     """A job's key: the config's fields, with the data source and the trained weights when
-    there are (every answer then carries the data and weights it was computed on).
-
-    >>> job_key(RunConfig(), weights={"path": "a.rnnviz", "step": 3})[-43:]
-    '"weights": {"path": "a.rnnviz", "step": 3}}'
-    """
+    there are (every answer then carries the data and weights it was computed on)."""
     values = cfg.to_dict()
     if data is not None:
         values["data"] = data
@@ -162,25 +127,15 @@ class RunSummary(NamedTuple):
 
 
 class ModelSummary(NamedTuple):
-    """What the Your model tab shows of a loaded checkpoint (no arrays).
+    """What the Your model tab shows of a loaded checkpoint (no arrays)."""
 
-    Attributes:
-      model_type: its family (``"mamba"``, ``"torch_lstm"``, …).
-      source: the folder or file it was read from.
-      n_layers: L, its blocks (or stacked layers).
-      n_params: its parameters, tied ones counted once.
-      vocab_size: its vocabulary (0: a stack that reads vectors).
-      input_size: the width of what its first layer reads (a stack's I).
-      tokenizer: whether a ``tokenizer.json`` lies beside it.
-    """
-
-    model_type: str
-    source: str
-    n_layers: int
-    n_params: int
-    vocab_size: int
-    input_size: int
-    tokenizer: bool
+    model_type: str  # its family ("mamba", "torch_lstm", …)
+    source: str  # the folder or file it was read from
+    n_layers: int  # L, its blocks (or stacked layers)
+    n_params: int  # tied ones counted once
+    vocab_size: int  # 0: a stack that reads vectors
+    input_size: int  # the width of what its first layer reads (a stack's I)
+    tokenizer: bool  # whether a tokenizer.json lies beside it
 
 
 class TrainProgress(NamedTuple):
@@ -197,18 +152,3 @@ class TrainProgress(NamedTuple):
     records: list[Training] | None
     paths: tuple[str, ...] = ()
     write_error: str | None = None
-
-
-__all__ = [
-    "Job",
-    "Missing",
-    "ModelSummary",
-    "Request",
-    "RunSummary",
-    "TrainProgress",
-    "config_of",
-    "describe",
-    "job_key",
-    "jobs",
-    "route",
-]

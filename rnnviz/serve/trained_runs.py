@@ -1,12 +1,8 @@
-"""The dashboard's folder of trained runs: the Training tab writes every finished run there as
-a ``.rnnviz`` file (:meth:`rnnviz.Training.save`), and the sidebar's *Weights* section lists
-them from their headers alone.
-
-The folder is under the system's temporary folder (``RNNVIZ_TRAINED_DIR`` names another),
-so runs outlive page reloads and sessions for as long as the machine keeps it, held to its
-caps (``RNNVIZ_TRAINED_MB``, ``RNNVIZ_TRAINED_FILES``; the least recently used run no open
-session uses goes first: :func:`rnnviz.serve.folders.admit`). The server
-only reads headers; the worker processes load the weights (:func:`rnnviz.serve.jobs.saved_run`).
+"""The dashboard's folder of trained runs: the worker that trained them writes every finished
+run there as a ``.rnnviz`` file, and the sidebar's *Weights* section lists them from their
+headers alone (the workers load the weights). Under the system's temporary folder
+(``RNNVIZ_TRAINED_DIR`` names another), it outlives page reloads and sessions, held to its
+caps (``RNNVIZ_TRAINED_MB``, ``RNNVIZ_TRAINED_FILES``: :func:`rnnviz.serve.folders.admit`).
 """
 
 from __future__ import annotations
@@ -32,43 +28,26 @@ def runs_folder() -> Path:
 
 
 def keep_run(path: Path, keep: tuple[Path, ...] = ()) -> None:
-    """Hold the folder to its caps now that ``path`` is in it, never evicting ``keep`` (see
-    :func:`rnnviz.serve.folders.admit`).
-
-    Raises:
-      FolderFull: the run is over the folder's cap, or open sessions use all of it.
-    """
+    """Hold the folder to its caps now that ``path`` is in it, never evicting ``keep``
+    (:class:`~rnnviz.serve.folders.FolderFull` when it cannot)."""
     limits = settings()
     admit(
         runs_folder(), path, limits.trained_mb * 2**20, limits.trained_files, "the trained-runs folder", keep
     )
 
 
-def run_paths(key: str, seeds: list[int] | tuple[int, ...]) -> list[Path]:
-    """Where the runs of one training call (its key and seeds) are kept."""
-    return [runs_folder() / f"{_stem(key)}-seed{seed}.rnnviz" for seed in seeds]
-
-
 def kept_paths(key: str) -> list[Path]:
     """The run files of one training call still in the folder (by seed), or none."""
-    folder = runs_folder()
-    if not folder.is_dir():
-        return []
-    return sorted(folder.glob(f"{_stem(key)}-seed*.rnnviz"), key=lambda p: _seed_of(p.name))
+    return sorted(runs_folder().glob(f"{_stem(key)}-seed*.rnnviz"), key=lambda p: _seed_of(p.name))
 
 
 def write_runs(records: list[Training], key: str) -> list[Path]:
-    """Write each run of one training call once (named by its settings and seed), each to a
-    hidden name first and then renamed, so nobody ever reads half a file. The worker that
-    trained the runs writes them (the weights never cross to the server); the server then
-    admits them to the folder's caps (:func:`admit_runs`).
-
-    Raises:
-      OSError: the folder cannot be written.
-    """
+    """Write each run of one training call once (named by its key and seed), to a hidden name
+    first and then renamed, so nobody ever reads half a file; the server then admits them to
+    the folder's caps (:func:`admit_runs`)."""
     folder = runs_folder()
     folder.mkdir(parents=True, exist_ok=True)
-    paths = run_paths(key, [r.config.seed for r in records])
+    paths = [folder / f"{_stem(key)}-seed{r.config.seed}.rnnviz" for r in records]
     for r, path in zip(records, paths):
         if not path.exists():
             part = folder / f".{path.name}.{os.getpid()}.part"
@@ -78,26 +57,10 @@ def write_runs(records: list[Training], key: str) -> list[Path]:
 
 
 def admit_runs(paths: list[Path]) -> None:
-    """Hold the folder to its caps now that ``paths`` (one training call's runs) are in it,
-    evicting none of them to make room for another.
-
-    Raises:
-      FolderFull: see :func:`keep_run`.
-    """
+    """:func:`keep_run` for each of one training call's runs, evicting none of them."""
     for path in paths:
         keep_run(path, keep=tuple(paths))
         touch(path)
-
-
-def save_runs(records: list[Training], key: str) -> list[Path]:
-    """:func:`write_runs`, then :func:`admit_runs` (both in this process).
-
-    Raises:
-      FolderFull: see :func:`keep_run`.
-    """
-    paths = write_runs(records, key)
-    admit_runs(paths)
-    return paths
 
 
 def _stem(key: str) -> str:
@@ -119,10 +82,7 @@ def header(path: str) -> dict[str, Any] | None:
 
 def saved_runs() -> dict[str, dict[str, Any]]:
     """``{path: header}`` of the runs in the folder, newest first (unreadable files left out)."""
-    folder = runs_folder()
-    if not folder.is_dir():
-        return {}
-    files = sorted(folder.glob("*.rnnviz"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
+    files = sorted(runs_folder().glob("*.rnnviz"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     headers = {str(p): header(str(p)) for p in files}
     return {p: h for p, h in headers.items() if h is not None and h.get("kept_steps")}
 
@@ -145,19 +105,3 @@ def run_config(path: str) -> RunConfig | None:
         return RunConfig.from_mapping({k: v for k, v in found["config"].items() if v is not None})
     except ConfigError:
         return None
-
-
-__all__ = [
-    "FOLLOWS_RUN",
-    "header",
-    "keep_run",
-    "run_config",
-    "run_label",
-    "runs_folder",
-    "admit_runs",
-    "kept_paths",
-    "run_paths",
-    "save_runs",
-    "write_runs",
-    "saved_runs",
-]

@@ -33,6 +33,13 @@ def test_a_plan_that_fits_changes_nothing_and_says_nothing():
     assert plan.estimate_s == pytest.approx(compile + 4 * runs + 0.01)
 
 
+def test_a_strategy_is_counted_at_its_factors_of_the_accumulators_compile_and_run():
+    assert budget.strategy_compile_s("per_step", Cost(run_s=0.3, compile_s=2.0)) == 3.0  # 1.5 × 2 s
+    c = Cost(run_s=0.3, compile_s=1.0)
+    assert budget.strategy_run_s(MID, "accumulate", c) == 0.3
+    assert round(budget.strategy_run_s(MID, "per_step", c), 2) == 1.0  # + 2·T·P floats (P = 70 144)
+
+
 def test_each_strategy_counts_its_own_costs_and_per_step_its_buffers():
     """Per-step's cost beyond the accumulator's is its [T, …] tangent buffer, not a factor
     of the run: a factor of 2.3 fitted LSTM H=128 T=1000 and 4.6 was measured at H=256
@@ -186,6 +193,19 @@ def test_a_long_phase_diagram_is_computed_in_interleaved_parts_of_one_size():
     parts = [part_gains(gains, p, 3) for p in range(3)]
     assert {len(p) for p in parts} == {14}  # one executable for every part
     assert sorted(set().union(*parts)) == gains and parts[0][:3] == [0.5, 0.575, 0.65]
+    five = [0.5, 0.75, 1.0, 1.25, 1.5]
+    assert (part_gains(five, 1, 3), part_gains(five, 2, 3)) == (
+        [0.75, 1.5],
+        [1.0, 1.0],
+    )  # padded with its last
+
+
+def test_a_timed_row_is_precise_after_the_fewest_runs_the_rule_stops_at():
+    from rnnviz.serve.jobs import _precise
+
+    assert _precise({"repeats": 3, "run_s": 0.5, "run_halfwidth_s": 0.02})
+    assert not _precise({"repeats": 2, "run_s": 0.5, "run_halfwidth_s": 0.02})  # fewer runs than the rule's
+    assert not _precise({"repeats": 3, "run_s": 0.5, "run_halfwidth_s": 0.2})
 
 
 def test_the_jacobians_pass_comes_in_parts_where_its_estimate_is_long():
@@ -202,3 +222,12 @@ def test_the_jacobians_pass_comes_in_parts_where_its_estimate_is_long():
     assert jacobians_parts(small) == 1
     short = jacobians_plan(big.replace(seq_len=31), Cost(run_s=0.38, compile_s=1.0), "exact", 8, 31)
     assert short.work_s > 0 and jacobians_parts(short) == 1  # 31 steps: under 8 a part
+
+
+def test_the_model_refusal_says_the_longest_t_and_that_the_command_line_has_no_such_limit():
+    assert budget.model_refusal(28_480, 1, 24, limit_m=1) is None
+    assert budget.model_refusal(130_000_000, 1, 1000, limit_m=20_000) == (
+        "130,000,000 parameters × 1 × 1000 tokens is 130,000 M parameter-tokens, over this dashboard's "
+        "limit of 20,000 M (RNNVIZ_MODEL_WORK_M): at most T = 153 here. `rnnviz analyze --model` on the "
+        "command line has no such limit."
+    )
