@@ -20,8 +20,7 @@ TITLE = "Compare"
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    """Nothing: the tab draws the page's analysis and the pins."""
-    return []
+    return []  # the page's analysis and the pins only
 
 
 def render(ctx: TabContext) -> None:
@@ -42,10 +41,8 @@ def render(ctx: TabContext) -> None:
     runs = [a, *pins.overlays]
     df = pd.concat([gradient_long_frame(r) for r in runs], ignore_index=True)
     df = df[~df["series"].str.startswith("example")]
-    st.plotly_chart(
-        charts.gradient_figure(df[df["series"] == "total"], title="‖∂L/∂carry_t‖: current and pinned"),
-        key="chart_compare_gradients",
-    )
+    figure = charts.gradient_figure(df[df["series"] == "total"], title="‖∂L/∂carry_t‖: current and pinned")
+    st.plotly_chart(figure, key="chart_compare_gradients")
     table = pd.concat([timestep_frame(r).assign(run=config_label(r)) for r in runs], ignore_index=True)
     csv_button(table, "rnnviz_compare.csv", "csv_compare", "Download all runs (CSV)")
     env = ctx.environment
