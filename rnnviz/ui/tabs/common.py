@@ -21,10 +21,8 @@ from rnnviz.ui.tabs.context import TabContext
 
 
 def cost(ctx: TabContext) -> budget.Cost:
-    """What one analysis of the session's shape costs here, the unit of every tab's budget:
-    its compile, and the faster of the page's run and the worker's quiet timing of the shape
-    (:func:`rnnviz.serve.jobs.quiet_run_s`, a request like any other: idle time takes it
-    first)."""
+    """What one analysis of the session's shape costs here, the unit of every tab's budget: its
+    compile, and the faster of the page's run and the workers' quiet timing of the shape."""
     page = budget.Cost.of(ctx.analysis)
     shape = route(ctx.config, ctx.data_source)
     timing = Request(jobs.quiet_run_s, (shape,), shape, f"timing {describe(ctx.config)}")
@@ -42,11 +40,9 @@ def asked(ctx: TabContext, plan: budget.Plan, key: str) -> bool:
 
 
 def within_budget(plan: budget.Plan, key: str) -> bool:
-    """Show the plan's note; True when the tab may compute (it fits, or the user asked for
-    the over-budget version with the button, which names the estimate).
-
-    A plan cut to fit says so in a caption above the chart it sized (an info box took 80 px of a
-    1366×768 projector); one that does not fit at all says so in an info box, with the button."""
+    """Show the plan's note; True when the tab may compute: it fits, or the user pressed the
+    button naming the estimate. The note of a plan cut to fit is a caption (an info box took
+    80 px of a 1366×768 projector); that of one that does not fit, an info box."""
     if plan.fits:
         if plan.note:
             st.caption(plan.note)
@@ -64,16 +60,10 @@ def available(ctx: TabContext) -> tuple[tuple[str, ...], dict[str, str]]:
 def per_strategy(
     ctx: TabContext, job: Callable, plan_of: Callable[..., budget.Plan], what: str
 ) -> tuple[budget.Plan, dict[str, Request]]:
-    """The budget's plan and one timed request of ``job(key, repeats, (strategy,))`` per offered
-    strategy, at the plan's repeats (Strategies, Devices).
-
-    Args:
-      job: the job measuring one strategy's rows.
-      plan_of: ``(cost, strategies, compiled=…) -> Plan``. Idle time plans as if every strategy
-        were compiled (it compiles them as it goes), and so does the page once those rows are
-        there; else the workers say which are.
-      what: the request in words, formatted with the strategy and the repeats.
-    """
+    """The plan ``plan_of(cost, strategies, compiled=…)`` and a timed request of ``job(key,
+    repeats, (strategy,))`` per offered strategy (``what``, formatted with both). Idle time plans
+    as if every strategy were compiled (it compiles them as it goes), and so does the page once
+    those rows are there; else the workers say which are."""
     names, unit = available(ctx)[0], cost(ctx)
 
     def rows(plan: budget.Plan) -> dict[str, Request]:
@@ -94,22 +84,12 @@ def rows_as_they_arrive(
     progress: Callable[[int], str] | None = None,
     min_gap_s: float = 0.0,
 ) -> pd.DataFrame:
-    """Ask for each name's rows in turn and draw what has arrived after each, in one place,
-    with a line saying what is left: the first row is on the screen while the others come.
+    """Every name's rows (``row_of``, empty when left out), asked for in turn, and what has
+    arrived drawn after each in one place (``draw(rows so far, final)``: only the final draw's
+    elements may carry keys), with a line saying what is left (``progress(done)``).
 
-    Args:
-      names: what to ask for, in order (strategies).
-      row_of: ``name -> DataFrame`` of its rows (empty when it was left out).
-      draw: ``(rows so far, final)`` draws them; ``final`` on the last call (its elements
-        may then carry keys, drawn once per run).
-      progress: ``done -> line`` under a partial picture (default: how many of the names
-        are in, and which come next).
-      min_gap_s: a partial picture is drawn again only this long after the last (the first
-        and the final always are), so the browser redraws less while others need the cores.
-
-    Returns:
-      Every name's rows, in order.
-    """
+    A partial picture is drawn again only ``min_gap_s`` after the last (the first and the final
+    always are), so the browser redraws less while others need the cores."""
     slot = st.empty()
     frames: list[pd.DataFrame] = []
     done = pd.DataFrame()
@@ -140,9 +120,8 @@ def interleaved_parts(
     draw: Callable[[pd.DataFrame, bool], None],
     unit: str,
 ) -> pd.DataFrame:
-    """:func:`rows_as_they_arrive` over the parts 0 … ``parts``−1 of an interleaved job, part p
-    holding every ``parts``-th ``unit`` ("gain", "step") from the p-th on: the whole range at
-    once, then finer."""
+    """:func:`rows_as_they_arrive` over the parts of an interleaved job, part p holding every
+    ``parts``-th ``unit`` ("gain", "step") from the p-th on: the whole range at once, then finer."""
     return rows_as_they_arrive(
         tuple(str(p) for p in range(parts)),
         lambda name: part_of(int(name)),

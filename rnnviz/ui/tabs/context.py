@@ -20,18 +20,11 @@ if TYPE_CHECKING:
 
 
 class TrainingCalls(NamedTuple):
-    """The Training tab's calls: one run lives in its worker from ``start`` until it is done.
-
-    Attributes:
-        key: the run's key (its config, data and settings).
-        start: make (and compile) the run in its worker; returns its key.
-        advance: train about that many seconds, then say how far it got.
-        stop: stop the run after its current chunk.
-        keep: admit a finished run's files to the trained folder (raises ``FolderFull``) and
-            keep its curves.
-        finished: a finished run's curves, from memory or its files; None when not trained.
-        over_training: λ₁ … λ_k at every kept step of a saved run.
-    """
+    """The Training tab's calls (:mod:`rnnviz.ui.calls`): a run, keyed by its config, data and
+    settings, lives in its worker from ``start`` (made and compiled) until it is done; ``advance``
+    trains about that many seconds; ``keep`` admits a finished run's files to the trained folder
+    (raises ``FolderFull``); ``finished`` is its curves, None when not trained; ``over_training``
+    is λ₁ … λ_k at every kept step of a saved run."""
 
     key: Callable[[RunConfig, dict[str, Any]], str]
     start: Callable[[RunConfig, dict[str, Any]], str]
@@ -54,20 +47,16 @@ class Pins(NamedTuple):
 
 
 class TabContext(NamedTuple):
-    """What every tab's ``requests`` and ``render`` are given.
+    """What every tab's ``requests`` and ``render`` are given: the session's config (fitted to
+    its data and weights), its analysis as the header drew it, the sidebar's data source and
+    trained weights (None: synthetic inputs, the seed's weights), the recorded measurements.
 
     Attributes:
-        config: the session's config (fitted to its data and weights).
-        analysis: its analysis, as the header drew it.
-        environment: what the workers' JAX offers (GPUs, strategies).
-        data_source: the sidebar's data source, or None for synthetic inputs.
-        weights_source: the chosen trained weights (``{"path": …, "step": …}``), or None.
         state: the widget values by key (``st.session_state``; in idle time, a copy).
         get: a request's answer, computed in a worker and cached (in idle time: only what is
             there, else :class:`~rnnviz.serve.requests.Missing`).
         has: whether a request's answer is there (nothing is computed).
-        recorded: the recorded measurements, and the lines that did not read.
-        idle: whether this is idle time planning the tabs not opened (nothing is drawn).
+        idle: True in idle time, which plans the tabs not opened (nothing is drawn).
     """
 
     config: RunConfig

@@ -68,9 +68,8 @@ def render(ctx: TabContext) -> None:
     st.markdown(prose(__name__, "intro"))
     tasks = {name: rule.description for name, rule in TASK_RULES.items()}
     if ctx.data_source is not None:
-        shape = (
-            f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
-        )
+        batch = cfg.batch_size or "unbatched"
+        shape = f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={batch} {cfg.dtype}"
         tasks = {DATA_TASK: f"the data set chosen in the sidebar ({shape})", **tasks}
     elif st.session_state.get("train_task") == DATA_TASK:
         st.session_state["train_task"] = next(iter(TASK_RULES))
@@ -290,9 +289,8 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
     cols = st.columns(min(len(records), 4))
     for i, (r, path) in enumerate(zip(records, paths)):
         col, seed = cols[i % len(cols)], r.config.seed
-        col.button(
-            f"Open seed {seed} in every tab", key=f"train_use_{i}", on_click=use_run, args=(str(path),)
-        )
+        opens = f"Open seed {seed} in every tab"
+        col.button(opens, key=f"train_use_{i}", on_click=use_run, args=(str(path),))
         col.download_button(
             f"Download seed {seed} (.rnnviz)",
             path.read_bytes,  # read when clicked, not on every rerun
@@ -300,12 +298,10 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
             key=f"train_download_{i}",
             on_click="ignore",
         )
-    if st.toggle(
-        "λ₁ and the step-Jacobian spectrum at every kept step",
-        key="train_dynamics",
-        help="does training move the network toward λ₁ = 0? One vmapped call over the kept weights, on the "
-        "run's probe sequences",
-    ):
+    label = "λ₁ and the step-Jacobian spectrum at every kept step"
+    why = "does training move the network toward λ₁ = 0?"
+    how = "One vmapped call over the kept weights, on the run's probe sequences"
+    if st.toggle(label, key="train_dynamics", help=f"{why} {how}"):
         over_training(calls.over_training(str(paths[0]), min(4, carry_size(cfg))))
 
 
