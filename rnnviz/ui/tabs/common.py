@@ -7,6 +7,7 @@ import functools
 import time
 from collections.abc import Callable
 from importlib import resources
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -157,8 +158,15 @@ QUICK_NOTE = (
 def csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:
     """A download button for ``df`` as CSV (its index too when it is not a plain range)."""
     keep_index = not isinstance(df.index, pd.RangeIndex)  # e.g. a units × time matrix
-    data = df.to_csv(index=keep_index).encode()
-    st.download_button(label, data, file_name=name, mime="text/csv", key=key, on_click="ignore")
+    download(label, df.to_csv(index=keep_index).encode(), name, key, "text/csv")
+
+
+def download(
+    label: str, data: Any, name: str, key: str, mime: str | None = None, help: str | None = None
+) -> None:
+    """A download button of ``data`` (bytes, or a function making them when clicked) as the file
+    ``name``; clicking it does not rerun the page."""
+    st.download_button(label, data, file_name=name, mime=mime, key=key, on_click="ignore", help=help)
 
 
 def markdown_sections(markdown: str) -> dict[str, str]:

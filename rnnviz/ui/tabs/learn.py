@@ -14,7 +14,7 @@ from rnnviz.base.presets import PAGES, PRESETS, PagePreset, page_for
 from rnnviz.report.explorable import explorable_html
 from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.sidebar.configuration import apply_preset
-from rnnviz.ui.tabs.common import markdown_sections, tab_markdown
+from rnnviz.ui.tabs.common import download, markdown_sections, tab_markdown
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Learn"
@@ -100,14 +100,9 @@ def page_offer(page: PagePreset, ctx: TabContext) -> None:
             "space). Computing it takes up to a minute, once.",
         )
         return
-    st.download_button(
-        f"Download the page for your class ({page.name}.html)",
-        explorable_html(ctx.get(_page_request(page.name))).encode("utf-8"),
-        file_name=f"rnnviz_{page.name}.html",
-        mime="text/html",
-        key=f"learn_page_download_{page.name}",
-        on_click="ignore",
-    )
+    html = explorable_html(ctx.get(_page_request(page.name))).encode("utf-8")
+    label, name = f"Download the page for your class ({page.name}.html)", f"rnnviz_{page.name}.html"
+    download(label, html, name, f"learn_page_download_{page.name}", "text/html")
 
 
 def render(ctx: TabContext) -> None:

@@ -24,7 +24,7 @@ from rnnviz.serve import budget, model_files
 from rnnviz.serve.folders import FolderFull, stamp
 from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.sidebar.data import save_upload, upload_limit_bytes
-from rnnviz.ui.tabs.common import csv_button, prose
+from rnnviz.ui.tabs.common import csv_button, download, prose
 from rnnviz.ui.tabs.context import TabContext
 
 if TYPE_CHECKING:
@@ -234,14 +234,10 @@ def _draw(a: ModelAnalysis, summary: ModelSummary) -> None:
     st.plotly_chart(connectivity, key="chart_model_connectivity")
     c_csv, c_json = st.columns(2)
     with c_csv:
-        csv_button(
-            layers, "rnnviz_model_layers.csv", "model_csv", "Download the layer × step gradients (CSV)"
+        label = "Download the layer × step gradients (CSV)"
+        csv_button(layers, "rnnviz_model_layers.csv", "model_csv", label)
+    with c_json:
+        record = json.dumps(a.to_json()).encode()
+        download(
+            "Download the whole record (JSON)", record, "rnnviz_model.json", "model_json", "application/json"
         )
-    c_json.download_button(
-        "Download the whole record (JSON)",
-        json.dumps(a.to_json()).encode(),
-        file_name="rnnviz_model.json",
-        mime="application/json",
-        key="model_json",
-        on_click="ignore",
-    )

@@ -22,7 +22,7 @@ from rnnviz.serve.trained_runs import kept_paths
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.tables.tasks import TASK_RULES
 from rnnviz.ui.sidebar.weights import use_run
-from rnnviz.ui.tabs.common import csv_button, prose
+from rnnviz.ui.tabs.common import csv_button, download, prose
 from rnnviz.ui.tabs.context import TabContext, TrainingCalls
 
 TITLE = "Training"
@@ -291,13 +291,9 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
         col, seed = cols[i % len(cols)], r.config.seed
         opens = f"Open seed {seed} in every tab"
         col.button(opens, key=f"train_use_{i}", on_click=use_run, args=(str(path),))
-        col.download_button(
-            f"Download seed {seed} (.rnnviz)",
-            path.read_bytes,  # read when clicked, not on every rerun
-            file_name=f"{r.label.replace(' ', '_')}_seed{seed}.rnnviz",
-            key=f"train_download_{i}",
-            on_click="ignore",
-        )
+        with col:  # the file read when clicked, not on every rerun
+            name = f"{r.label.replace(' ', '_')}_seed{seed}.rnnviz"
+            download(f"Download seed {seed} (.rnnviz)", path.read_bytes, name, f"train_download_{i}")
     label = "λ₁ and the step-Jacobian spectrum at every kept step"
     why = "does training move the network toward λ₁ = 0?"
     how = "One vmapped call over the kept weights, on the run's probe sequences"
