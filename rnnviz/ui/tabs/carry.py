@@ -17,20 +17,16 @@ TITLE = "Carry"
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    """Nothing: the tab draws the page's analysis and the pins."""
-    return []
+    return []  # the page's analysis and the pins only
 
 
 def render(ctx: TabContext) -> None:
     """The norm chart, the chosen component's heatmap and PCA path, and the mean gates."""
     a = ctx.analysis
-    norms = pd.concat(
-        [carry_norm_frame(a)] + [carry_norm_frame(o) for o in ctx.pins.overlays], ignore_index=True
-    )
-    spans = charts.decades(norms["value"].tolist())
+    norms = pd.concat(map(carry_norm_frame, (a, *ctx.pins.overlays)), ignore_index=True)
+    log_y = charts.decades(norms["value"].tolist()) > 2
     st.plotly_chart(
-        charts.line_figure(norms, "Carry norm over time", "‖carry_t‖", log_y=spans > 2),
-        key="chart_carry_norms",
+        charts.line_figure(norms, "Carry norm over time", "‖carry_t‖", log_y=log_y), key="chart_carry_norms"
     )
     comps = a.config.carry_components
     c1, c2 = st.columns(2)
@@ -39,29 +35,21 @@ def render(ctx: TabContext) -> None:
     example = c2.number_input("Example", 0, n_ex - 1, 0, key="carry_example", disabled=n_ex == 1)
     heat = carry_heatmap_frame(a, comp, int(min(example, n_ex - 1)))
     what = "units" if heat.index.name == "unit" else "leading singular values"
-    st.plotly_chart(
-        charts.heatmap_figure(heat, f"{comp}_t: {what} × time (example {example})", colorbar=comp),
-        key="chart_carry_heatmap",
-    )
+    title = f"{comp}_t: {what} × time (example {example})"
+    st.plotly_chart(charts.heatmap_figure(heat, title, colorbar=comp), key="chart_carry_heatmap")
     if what != "units":
         st.caption(
             f"{comp} is a matrix memory: drawn as the singular values of each head's matrix (its norm is "
             "the Frobenius norm above), not as its entries."
         )
     proj, explained = projection_frame(a, component=comp)
-    st.plotly_chart(
-        charts.projection_figure(
-            proj,
-            f"Path of {comp}_t in its top two principal components ({explained[0]:.0%} + "
-            f"{explained[1]:.0%} of variance)",
-        ),
-        key="chart_projection",
-    )
+    share = f"{explained[0]:.0%} + {explained[1]:.0%} of variance"
+    title = f"Path of {comp}_t in its top two principal components ({share})"
+    st.plotly_chart(charts.projection_figure(proj, title), key="chart_projection")
     gates = gates_frame(a)
     if not gates.empty:
-        st.plotly_chart(
-            charts.line_figure(gates, "Mean gate activation over time", "mean activation"), key="chart_gates"
-        )
+        figure = charts.line_figure(gates, "Mean gate activation over time", "mean activation")
+        st.plotly_chart(figure, key="chart_gates")
         if "f" in cell_spec(a.config.cell).gates:
             f = gates[gates["series"] == "gate f"]["value"]
             st.caption(

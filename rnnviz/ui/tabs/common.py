@@ -1,5 +1,5 @@
-"""What several tabs share: the budget gate, CSV buttons, and the tabs' prose (a markdown
-file beside each tab's module)."""
+"""What several tabs share: the budget gate, the rows of one request per strategy drawn as they
+arrive, CSV buttons, and the tabs' prose (a markdown file beside each tab's module)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import functools
 import time
 from collections.abc import Callable
 from importlib import resources
+from typing import Any
 
 import pandas as pd
 import streamlit as st
@@ -21,10 +22,8 @@ from rnnviz.ui.tabs.context import TabContext
 
 
 def cost(ctx: TabContext) -> budget.Cost:
-    """What one analysis of the session's shape costs here, the unit of every tab's budget:
-    its compile, and the faster of the page's run and the worker's quiet timing of the shape
-    (:func:`rnnviz.serve.jobs.quiet_run_s`, a request like any other: idle time takes it
-    first)."""
+    """What one analysis of the session's shape costs here, the unit of every tab's budget: its
+    compile, and the faster of the page's run and the workers' quiet timing of the shape."""
     page = budget.Cost.of(ctx.analysis)
     shape = route(ctx.config, ctx.data_source)
     timing = Request(jobs.quiet_run_s, (shape,), shape, f"timing {describe(ctx.config)}")
@@ -42,12 +41,9 @@ def asked(ctx: TabContext, plan: budget.Plan, key: str) -> bool:
 
 
 def within_budget(plan: budget.Plan, key: str) -> bool:
-    """Show the plan's note; True when the tab may compute (it fits, or the user asked for
-    the over-budget version with the button, which names the estimate).
-
-    A plan cut to fit says so in a caption, a line above the chart it sized (an info box took
-    80 px of a 1366×768 projector); one that does not fit at all says so in an info box, with
-    the button: that is then the tab's picture."""
+    """Show the plan's note; True when the tab may compute: it fits, or the user pressed the
+    button naming the estimate. The note of a plan cut to fit is a caption (an info box took
+    80 px of a 1366×768 projector); that of one that does not fit, an info box."""
     if plan.fits:
         if plan.note:
             st.caption(plan.note)
@@ -57,6 +53,31 @@ def within_budget(plan: budget.Plan, key: str) -> bool:
     return st.button(f"Run anyway (≈ {plan.estimate_s:.0f} s)", key=f"anyway_{key}")
 
 
+def available(ctx: TabContext) -> tuple[tuple[str, ...], dict[str, str]]:
+    """The strategies offered for the session's config, and why each other one is not."""
+    return ctx.get(ctx.request(jobs.strategy_availability, what="which strategies apply"))
+
+
+def per_strategy(
+    ctx: TabContext, job: Callable, plan_of: Callable[..., budget.Plan], what: str
+) -> tuple[budget.Plan, dict[str, Request]]:
+    """The plan ``plan_of(cost, strategies, compiled=…)`` and a timed request of ``job(key,
+    repeats, (strategy,))`` per offered strategy (``what``, formatted with both). Idle time plans
+    as if every strategy were compiled (it compiles them as it goes), and so does the page once
+    those rows are there; else the workers say which are."""
+    names, unit = available(ctx)[0], cost(ctx)
+
+    def rows(plan: budget.Plan) -> dict[str, Request]:
+        n = plan.settings["repeats"]
+        return {s: ctx.request(job, n, (s,), what=what.format(s, n), timed=True) for s in names}
+
+    plan = plan_of(unit, names, compiled=names)
+    if not ctx.idle and not all(map(ctx.has, rows(plan).values())):
+        compiled = ctx.get(ctx.request(jobs.compiled_strategies, what="a cache look-up", cached=False))
+        plan = plan_of(unit, names, compiled=compiled)
+    return plan, rows(plan)
+
+
 def rows_as_they_arrive(
     names: tuple[str, ...],
     row_of: Callable[[str], pd.DataFrame],
@@ -64,24 +85,12 @@ def rows_as_they_arrive(
     progress: Callable[[int], str] | None = None,
     min_gap_s: float = 0.0,
 ) -> pd.DataFrame:
-    """Ask for each name's rows in turn and draw what has arrived after each, in one place:
-    the first row is on the screen while the others are measured, with a line saying how
-    many are left (draw as results arrive).
+    """Every name's rows (``row_of``, empty when left out), asked for in turn, and what has
+    arrived drawn after each in one place (``draw(rows so far, final)``: only the final draw's
+    elements may carry keys), with a line saying what is left (``progress(done)``).
 
-    Args:
-      names: what to ask for, in order (strategies).
-      row_of: ``name -> DataFrame`` of its rows (empty when it was left out).
-      draw: ``(rows so far, final)`` draws them; ``final`` on the last call (its elements
-        may then carry keys, drawn once per run).
-      progress: ``done -> line`` under a partial picture (default: how many of the names
-        are in, and which come next).
-      min_gap_s: a partial picture is drawn again only this long after the last (the first
-        and the final always are): rows that come quickly are drawn together, so the
-        browser redraws the chart less often while another visitor's page needs the cores.
-
-    Returns:
-      Every name's rows, in order.
-    """
+    A partial picture is drawn again only ``min_gap_s`` after the last (the first and the final
+    always are), so the browser redraws less while others need the cores."""
     slot = st.empty()
     frames: list[pd.DataFrame] = []
     done = pd.DataFrame()
@@ -101,12 +110,8 @@ def rows_as_they_arrive(
             draw(done, final)
             note = st.empty()  # written every time: a line left from an earlier draw would stay
             if not final:
-                line = (
-                    progress(i + 1)
-                    if progress
-                    else f"{i + 1} of {len(names)} measured; {', '.join(names[i + 1 :])} next"
-                )
-                note.caption(f"⏳ {line}…")
+                left = f"{i + 1} of {len(names)} measured; {', '.join(names[i + 1 :])} next"
+                note.caption(f"⏳ {progress(i + 1) if progress else left}…")
     return done
 
 
@@ -116,19 +121,8 @@ def interleaved_parts(
     draw: Callable[[pd.DataFrame, bool], None],
     unit: str,
 ) -> pd.DataFrame:
-    """:func:`rows_as_they_arrive` over the parts 0 … ``parts``−1 of an interleaved job (part p
-    holds every ``parts``-th of its ``unit``s, from the p-th on): the whole range at once, then
-    finer, with a line saying how many parts are in.
-
-    Args:
-      parts: how many parts (1: the whole at once, no line).
-      part_of: ``part -> DataFrame`` of its rows.
-      draw: ``(rows so far, final)``, as for :func:`rows_as_they_arrive`.
-      unit: what a part holds every ``parts``-th of, singular ("gain", "step").
-
-    Returns:
-      Every part's rows, in order.
-    """
+    """:func:`rows_as_they_arrive` over the parts of an interleaved job, part p holding every
+    ``parts``-th ``unit`` ("gain", "step") from the p-th on: the whole range at once, then finer."""
     return rows_as_they_arrive(
         tuple(str(p) for p in range(parts)),
         lambda name: part_of(int(name)),
@@ -142,8 +136,8 @@ def interleaved_parts(
 
 
 def timing_note(repeats: int, rows: pd.DataFrame | None = None) -> str:
-    """How the run times were measured, for the tables that show them (Strategies, Devices),
-    and, when one of ``rows`` ran code compiled for compile speed, that it did."""
+    """How the run times were measured (Strategies, Devices), and, when one of ``rows`` ran
+    code compiled for compile speed, that it did."""
     note = (
         "run_ms: the median of the timed runs after one warm-up; ± the 90 % confidence interval of "
         f"their mean. Each was timed until that interval was within ± {TIMING_PRECISION:.0%} "
@@ -164,53 +158,45 @@ QUICK_NOTE = (
 def csv_button(df: pd.DataFrame, name: str, key: str, label: str = "Download CSV") -> None:
     """A download button for ``df`` as CSV (its index too when it is not a plain range)."""
     keep_index = not isinstance(df.index, pd.RangeIndex)  # e.g. a units × time matrix
-    st.download_button(
-        label,
-        df.to_csv(index=keep_index).encode(),
-        file_name=name,
-        mime="text/csv",
-        key=key,
-        on_click="ignore",
-    )
+    download(label, df.to_csv(index=keep_index).encode(), name, key, "text/csv")
+
+
+def download(
+    label: str, data: Any, name: str, key: str, mime: str | None = None, help: str | None = None
+) -> None:
+    """A download button of ``data`` (bytes, or a function making them when clicked) as the file
+    ``name``; clicking it does not rerun the page."""
+    st.download_button(label, data, file_name=name, mime=mime, key=key, on_click="ignore", help=help)
+
+
+def markdown_sections(markdown: str) -> dict[str, str]:
+    """The ``## name`` sections of a tab's markdown text, as written, by name (text before the
+    first, a title or a note to the editor, is left out)."""
+    return {name.strip(): body for name, _, body in (s.partition("\n") for s in markdown.split("\n## ")[1:])}
 
 
 def parse_sections(markdown: str) -> dict[str, str]:
-    """The ``## name`` sections of a tab's markdown file, by name.
-
-    A section's lines are joined into paragraphs (one line each, as Streamlit draws them);
-    a blank line separates paragraphs. Text before the first section (a title, a note to
-    the editor) is left out.
-
-    Args:
-        markdown: the file's text.
-
-    Returns:
-        ``{name: text}`` in the file's order.
-    """
+    """:func:`markdown_sections`, each paragraph on one line (as Streamlit draws them)."""
     sections = {}
-    for section in markdown.split("\n## ")[1:]:
-        name, _, body = section.partition("\n")
-        paragraphs = [" ".join(p.split("\n")) for p in body.strip().split("\n\n")]
-        sections[name.strip()] = "\n\n".join(p.strip() for p in paragraphs if p.strip())
+    for name, body in markdown_sections(markdown).items():
+        paragraphs = [" ".join(p.split("\n")).strip() for p in body.strip().split("\n\n")]
+        sections[name] = "\n\n".join(p for p in paragraphs if p)
     return sections
+
+
+def tab_markdown(module: str) -> str:
+    """The markdown file beside a tab's module (``rnnviz.ui.tabs.phase`` reads ``phase.md``)."""
+    package, _, name = module.rpartition(".")
+    return resources.files(package).joinpath(f"{name}.md").read_text(encoding="utf-8")
 
 
 @functools.cache
 def _sections(module: str) -> dict[str, str]:
-    package, _, name = module.rpartition(".")
-    return parse_sections(resources.files(package).joinpath(f"{name}.md").read_text(encoding="utf-8"))
+    return parse_sections(tab_markdown(module))
 
 
 def prose(module: str, section: str, **values: object) -> str:
-    """A section of the markdown file beside a tab's module, with ``{name}`` fields filled.
-
-    Args:
-        module: the tab module's ``__name__`` (``rnnviz.ui.tabs.phase`` reads ``phase.md``).
-        section: the ``## `` heading's text.
-        **values: fields to fill (the text is used as written when none are given).
-
-    Returns:
-        The section's text.
-    """
+    """The section ``## section`` of the markdown file beside a tab's module (its ``__name__``),
+    with ``{name}`` fields filled from ``values`` (used as written when none are given)."""
     text = _sections(module)[section]
     return text.format(**values) if values else text

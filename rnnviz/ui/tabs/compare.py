@@ -13,15 +13,14 @@ from rnnviz.frames.verdicts import verdict
 from rnnviz.report.html import report_html
 from rnnviz.report.numbers import comparison_of
 from rnnviz.serve.requests import Request
-from rnnviz.ui.tabs.common import csv_button
+from rnnviz.ui.tabs.common import csv_button, download
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Compare"
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    """Nothing: the tab draws the page's analysis and the pins."""
-    return []
+    return []  # the page's analysis and the pins only
 
 
 def render(ctx: TabContext) -> None:
@@ -42,20 +41,18 @@ def render(ctx: TabContext) -> None:
     runs = [a, *pins.overlays]
     df = pd.concat([gradient_long_frame(r) for r in runs], ignore_index=True)
     df = df[~df["series"].str.startswith("example")]
-    st.plotly_chart(
-        charts.gradient_figure(df[df["series"] == "total"], title="‖∂L/∂carry_t‖: current and pinned"),
-        key="chart_compare_gradients",
-    )
+    figure = charts.gradient_figure(df[df["series"] == "total"], title="‖∂L/∂carry_t‖: current and pinned")
+    st.plotly_chart(figure, key="chart_compare_gradients")
     table = pd.concat([timestep_frame(r).assign(run=config_label(r)) for r in runs], ignore_index=True)
     csv_button(table, "rnnviz_compare.csv", "csv_compare", "Download all runs (CSV)")
-    env = ctx.environment
-    st.download_button(
-        "Download this comparison (HTML)",
-        lambda: report_html(comparison_of(runs, env=env)).encode(),  # built when clicked
-        file_name="rnnviz_compare.html",
-        mime="text/html",
-        key="html_compare",
-        on_click="ignore",
-        help="One self-contained file (opens offline): the gradients, the decay per step, every config "
-        "and the versions. λ₁ is not computed here: `rnnviz compare --cells …` adds it.",
+
+    def report() -> bytes:  # built when clicked
+        return report_html(comparison_of(runs, env=ctx.environment)).encode()
+
+    about = (
+        "One self-contained file (opens offline): the gradients, the decay per step, every config and the "
+        "versions. λ₁ is not computed here: `rnnviz compare --cells …` adds it."
+    )
+    download(
+        "Download this comparison (HTML)", report, "rnnviz_compare.html", "html_compare", "text/html", about
     )

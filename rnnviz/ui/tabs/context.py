@@ -1,12 +1,6 @@
 """What a tab is given: :class:`TabContext`, the one argument of every tab's ``requests``
-and ``render``.
-
-app.py builds it once per rerun, after the analysis. A tab names each computation as a
-:class:`~rnnviz.serve.requests.Request` (:meth:`TabContext.request`) and asks ``ctx.get`` for
-its answer: on the page that is the client (:func:`rnnviz.ui.calls.get`: a worker, through
-the shared result cache); in idle time a look-up of what is there; in a test, fakes, and no
-worker process starts.
-"""
+and ``render``, built once per page run by app.py (in idle time and in tests, a copy with
+another ``get``)."""
 
 from __future__ import annotations
 
@@ -26,19 +20,11 @@ if TYPE_CHECKING:
 
 
 class TrainingCalls(NamedTuple):
-    """The Training tab's calls: one run lives in its worker from ``start`` until it is done.
-
-    Attributes:
-        key: ``(cfg, settings) -> str``: the run's key (its config, data and settings).
-        start: ``(cfg, settings) -> key``: make (and compile) the run in its worker.
-        advance: ``(key, seconds) -> TrainProgress``: train about that long, then say how far it got.
-        stop: ``(key) -> None``: stop the run after its current chunk.
-        keep: ``(key, progress) -> None``: a finished run's files admitted to the trained
-            folder (raises ``FolderFull``) and its curves kept.
-        finished: ``(key) -> list[Training] | None``: a finished run's curves (no weights),
-            from memory or its files; None when it has not been trained (or its files are gone).
-        over_training: ``(path, k) -> OverTraining``: λ₁ … λ_k at every kept step of a saved run.
-    """
+    """The Training tab's calls (:mod:`rnnviz.ui.calls`): a run, keyed by its config, data and
+    settings, lives in its worker from ``start`` (made and compiled) until it is done; ``advance``
+    trains about that many seconds; ``keep`` admits a finished run's files to the trained folder
+    (raises ``FolderFull``); ``finished`` is its curves, None when not trained; ``over_training``
+    is λ₁ … λ_k at every kept step of a saved run."""
 
     key: Callable[[RunConfig, dict[str, Any]], str]
     start: Callable[[RunConfig, dict[str, Any]], str]
@@ -50,15 +36,8 @@ class TrainingCalls(NamedTuple):
 
 
 class Pins(NamedTuple):
-    """The session's pinned runs.
-
-    Attributes:
-        analyses: every pinned run's analysis, in pinning order.
-        overlays: those other than the current run (drawn over it: the current one is drawn anyway).
-        add: pin the current run.
-        remove: ``(i) -> None``: unpin the i-th.
-        clear: unpin all.
-    """
+    """The session's pinned runs: every one's analysis in pinning order, those other than the
+    current run (drawn over it), and pin the current run, unpin the i-th, unpin all."""
 
     analyses: tuple[Analysis, ...]
     overlays: tuple[Analysis, ...]
@@ -68,25 +47,16 @@ class Pins(NamedTuple):
 
 
 class TabContext(NamedTuple):
-    """What every tab's ``requests`` and ``render`` are given.
+    """What every tab's ``requests`` and ``render`` are given: the session's config (fitted to
+    its data and weights), its analysis as the header drew it, the sidebar's data source and
+    trained weights (None: synthetic inputs, the seed's weights), the recorded measurements.
 
     Attributes:
-        config: the session's config (fitted to its data and weights).
-        analysis: its analysis, as the header drew it.
-        pins: the pinned runs.
-        environment: what the workers' JAX offers (GPUs, strategies).
-        data_source: the sidebar's data source, or None for synthetic inputs.
-        weights_source: the chosen trained weights (``{"path": …, "step": …}``), or None.
-        state: the session's widget values by key (``st.session_state``; in idle time, a
-          copy taken at the end of the page's run).
-        get: ``(request) -> answer``: the answer to a :class:`~rnnviz.serve.requests.Request`,
-          computed in a worker and cached (in idle time: only what is there, else
-          :class:`~rnnviz.serve.requests.Missing`).
-        has: ``(request) -> bool``: whether its answer is there (nothing is computed).
-        training: the Training tab's calls (its run lives in a worker between them).
-        recorded: ``() -> (DataFrame, skipped)``: the recorded measurements, and the lines
-          that did not read.
-        idle: whether this is idle time planning the tabs not opened (nothing is drawn).
+        state: the widget values by key (``st.session_state``; in idle time, a copy).
+        get: a request's answer, computed in a worker and cached (in idle time: only what is
+            there, else :class:`~rnnviz.serve.requests.Missing`).
+        has: whether a request's answer is there (nothing is computed).
+        idle: True in idle time, which plans the tabs not opened (nothing is drawn).
     """
 
     config: RunConfig
@@ -112,19 +82,10 @@ class TabContext(NamedTuple):
         cached: bool = True,
         weights: dict[str, Any] | None = None,
     ) -> Request:
-        """A request for ``job(key, *args)``, the key being ``cfg`` (default: the session's)
-        on the session's data and its trained weights (or ``weights``): the one way a tab
-        names a computation on a config.
-
-        Args:
-          job: a job of :mod:`rnnviz.serve.jobs` whose first argument is a job key.
-          *args: its other arguments.
-          what: the computation in words (the config is added).
-          cfg: the config (default: the session's).
-          timed: its answer holds run times.
-          cached: its answer is kept (False: asked each time).
-          weights: other trained weights than the session's.
-        """
+        """A request for ``job(key, *args)``, the key being ``cfg`` (default: the session's) on
+        the session's data and trained weights (or ``weights``): the one way a tab names a
+        computation on a config. ``what`` says it in words (the config is added); ``timed``:
+        its answer holds run times; ``cached`` False: asked each time."""
         cfg = self.config if cfg is None else cfg
         key = job_key(cfg, self.data_source, weights or self.weights_source)
         return Request(

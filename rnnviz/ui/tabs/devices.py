@@ -1,14 +1,10 @@
 """The Devices tab: the current configuration run live on every device JAX sees, next to the
 recorded runs (shipped in ``rnnviz/data/runs/``, the data folder's ``runs/``, and
-``RNNVIZ_RUNS_DIR`` when set).
-
-The worked example of ``docs/dev/adding-a-tab.md``: a title, ``requests(ctx)`` that sizes
-its work to the budget and names each computation, and ``render(ctx)`` that draws their
-answers (``ctx.get``) as frames (:mod:`rnnviz.frames.costs`) with charts
-(:mod:`rnnviz.charts.costs`).
-"""
+``RNNVIZ_RUNS_DIR`` when set). The worked example of ``docs/dev/adding-a-tab.md``."""
 
 from __future__ import annotations
+
+import functools
 
 import pandas as pd
 import streamlit as st
@@ -17,52 +13,37 @@ from rnnviz import charts
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, jobs
-from rnnviz.ui.tabs.common import asked, cost, csv_button, rows_as_they_arrive, timing_note, within_budget
+from rnnviz.ui.tabs.common import (
+    asked,
+    csv_button,
+    per_strategy,
+    rows_as_they_arrive,
+    timing_note,
+    within_budget,
+)
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Devices"
 
 
+def _measured(ctx: TabContext) -> tuple[budget.Plan, dict[str, Request]]:
+    """A live request per offered strategy, on every device (each compiled there, but on the
+    default device those already compiled)."""
+    n_devices = 1 + len(ctx.environment.gpus)
+    plan_of = functools.partial(budget.devices_plan, ctx.config, n_devices=n_devices)
+    return per_strategy(ctx, jobs.devices_live, plan_of, "live runs on every device: {}, at most {} runs")
+
+
 def requests(ctx: TabContext) -> list[Request]:
-    """A live row per offered strategy on every device, within the budget."""
-    available = _available(ctx)
-    plan = _plan(ctx, available)
-    return _rows(ctx, plan, available) if asked(ctx, plan, "devices") else []
-
-
-def _available(ctx: TabContext) -> tuple[str, ...]:
-    return ctx.get(ctx.request(jobs.strategy_availability, what="which strategies apply"))[0]
-
-
-def _rows(ctx: TabContext, plan: budget.Plan, available: tuple[str, ...]) -> list[Request]:
-    repeats = plan.settings["repeats"]
-    what = "live runs on every device: {}, at most {} runs"
-    return [
-        ctx.request(jobs.devices_live, repeats, (s,), what=what.format(s, repeats), timed=True)
-        for s in available
-    ]
-
-
-def _plan(ctx: TabContext, available: tuple[str, ...]) -> budget.Plan:
-    """The budget's plan over every device; idle time plans as if every strategy were
-    compiled on the default device, and so does the page once those rows are there."""
-    c, n_devices = cost(ctx), 1 + len(ctx.environment.gpus)
-    ahead = budget.devices_plan(ctx.config, c, available, n_devices, compiled=available)
-    if ctx.idle or all(ctx.has(r) for r in _rows(ctx, ahead, available)):
-        return ahead
-    compiled = ctx.get(ctx.request(jobs.compiled_strategies, what="a cache look-up", cached=False))
-    return budget.devices_plan(ctx.config, c, available, n_devices, compiled=compiled)
+    plan, rows = _measured(ctx)
+    return list(rows.values()) if asked(ctx, plan, "devices") else []
 
 
 def render(ctx: TabContext) -> None:
-    """Live runs (device × strategy pairs, sized to the budget from the analysis's cost)
-    next to the recorded ones."""
-    env = ctx.environment
-    available = _available(ctx)
-    plan = _plan(ctx, available)
+    """Live runs (device × strategy pairs, sized to the budget) next to the recorded ones."""
+    plan, rows = _measured(ctx)
     if within_budget(plan, "devices"):
-        rows = dict(zip(available, _rows(ctx, plan, available), strict=True))
-        live = rows_as_they_arrive(available, lambda name: ctx.get(rows[name]), _live_chart)
+        live = rows_as_they_arrive(tuple(rows), lambda name: ctx.get(rows[name]), _live_chart)
         st.dataframe(_with_labels(live), hide_index=True, key="table_devices_live")
         st.caption(timing_note(plan.settings["repeats"], live))
     # under the live chart: above it, on a 1366×768 projector, the text pushed it off the screen
@@ -70,8 +51,10 @@ def render(ctx: TabContext) -> None:
         "Live runs of the current configuration on every device JAX sees, next to recorded runs (shipped "
         "in `rnnviz/data/runs/`, plus `RNNVIZ_RUNS_DIR` when set)."
     )
-    if env.gpu_reason:
-        st.info(f"No GPU here ({env.gpu_reason}); the GPU numbers below, if any, are recorded runs.")
+    if ctx.environment.gpu_reason:
+        st.info(
+            f"No GPU here ({ctx.environment.gpu_reason}); the GPU numbers below, if any, are recorded runs."
+        )
     _recorded_runs(*ctx.recorded())
 
 
@@ -85,41 +68,32 @@ def _with_labels(live: pd.DataFrame) -> pd.DataFrame:
 
 def _live_chart(live: pd.DataFrame, final: bool) -> None:
     """Compile and run time per device, a bar per strategy measured so far (keyed once all are)."""
-    st.plotly_chart(
-        charts.bar_panels(
-            _with_labels(live),
-            "device",
-            [("compile_s", "compile (s)"), ("run_ms", "run (ms)")],
-            "This configuration, live",
-            color="strategy",
-        ),
-        key="chart_devices_live" if final else None,
+    panels = [("compile_s", "compile (s)"), ("run_ms", "run (ms)")]
+    figure = charts.bar_panels(
+        _with_labels(live), "device", panels, "This configuration, live", color="strategy"
     )
+    st.plotly_chart(figure, key="chart_devices_live" if final else None)
 
 
 def _recorded_runs(recorded: pd.DataFrame, skipped: list[tuple[str, str]]) -> None:
+    """The recorded runs: GPU speed-ups and run times against T, of a suite, a measure and a strategy."""
     if skipped:
-        st.warning(
-            f"Skipped {len(skipped)} unreadable record lines: "
-            + "; ".join(f"{w}: {r}" for w, r in skipped[:5])
-        )
+        lines = "; ".join(f"{w}: {r}" for w, r in skipped[:5])
+        st.warning(f"Skipped {len(skipped)} unreadable record lines: {lines}")
     if recorded.empty:
         st.info("No recorded runs (shipped or in RNNVIZ_RUNS_DIR).")
         return
     st.subheader("Recorded runs")
     st.caption("Sources: " + ", ".join(sorted(set(recorded["device"] + " — " + recorded["source"]))))
     suites = sorted(set(recorded["suite"]))
-    suite = st.selectbox(
-        "Suite", suites, index=suites.index("devices") if "devices" in suites else 0, key="devices_suite"
-    )
+    first = suites.index("devices") if "devices" in suites else 0
+    suite = st.selectbox("Suite", suites, index=first, key="devices_suite")
     rec = recorded[(recorded["suite"] == suite) & (recorded["strategy"] != "plain_grad")]
     for over in ("seq_len", "hidden_size"):
         sp = speedup_frame(rec, over)
         if not sp.empty:
-            st.plotly_chart(
-                charts.speedup_figure(sp, over, f"GPU speed-up over CPU vs {over} (above 1: GPU faster)"),
-                key=f"chart_speedup_{over}",
-            )
+            title = f"GPU speed-up over CPU vs {over} (above 1: GPU faster)"
+            st.plotly_chart(charts.speedup_figure(sp, over, title), key=f"chart_speedup_{over}")
     measure = st.radio(
         "Measure",
         ["analyze", "grad"],
@@ -127,25 +101,13 @@ def _recorded_runs(recorded: pd.DataFrame, skipped: list[tuple[str, str]]) -> No
         key="devices_measure",
         help="analyze: the full analysis (accumulator); grad: the parameter gradient alone",
     )
-    strategy = (
-        st.selectbox("Strategy", sorted(set(rec["strategy"])), key="devices_strategy")
-        if measure == "grad"
-        else "accumulate"
+    strategy = "accumulate"
+    if measure == "grad":
+        strategy = st.selectbox("Strategy", sorted(set(rec["strategy"])), key="devices_strategy")
+    times = recorded_times_frame(recorded_selection(recorded, suite, measure, strategy))
+    title = f"Recorded run time vs sequence length ({measure}, {strategy})"
+    figure = charts.line_figure(
+        times, title, "run, median (ms, log)", log_y=True, x="seq_len", x_title="seq_len T"
     )
-    _recorded_times(recorded_selection(recorded, suite, measure, strategy), measure, strategy)
+    st.plotly_chart(figure, key="chart_devices_recorded")
     csv_button(recorded, "rnnviz_recorded_runs.csv", "csv_recorded")
-
-
-def _recorded_times(sel: pd.DataFrame, measure: str, strategy: str) -> None:
-    """The median recorded run time against T, one line per device and size."""
-    st.plotly_chart(
-        charts.line_figure(
-            recorded_times_frame(sel),
-            f"Recorded run time vs sequence length ({measure}, {strategy})",
-            "run, median (ms, log)",
-            log_y=True,
-            x="seq_len",
-            x_title="seq_len T",
-        ),
-        key="chart_devices_recorded",
-    )

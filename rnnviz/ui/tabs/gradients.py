@@ -26,35 +26,23 @@ TITLE = "Gradients"
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    """Nothing: the tab draws the page's analysis and the pins."""
-    return []
+    return []  # the page's analysis and the pins only
 
 
 def render(ctx: TabContext) -> None:
     """The gradient chart, its notes, the connectivity chart and the per-timestep table."""
     a, overlays = ctx.analysis, ctx.pins.overlays
     label = config_label(a)
-    df = pd.concat(
-        [gradient_long_frame(a, label)] + [gradient_long_frame(o) for o in overlays], ignore_index=True
-    )
+    df = pd.concat([gradient_long_frame(a, label), *map(gradient_long_frame, overlays)], ignore_index=True)
     bound = bound_frame(a) if not overlays else None
     st.plotly_chart(charts.gradient_figure(df, bound), key="chart_gradients")
     _notes(a, bound is not None)
-    conn = pd.concat(
-        [input_grad_frame(a, label)] + [input_grad_frame(o) for o in overlays], ignore_index=True
-    )
-    st.plotly_chart(
-        charts.line_figure(
-            conn,
-            "Connectivity ‖∂L/∂x_t‖: how much each input affects the loss",
-            "‖∂L/∂x_t‖ (log)",
-            log_y=True,
-        ),
-        key="chart_connectivity",
-    )
-    csv_button(
-        timestep_frame(a), "rnnviz_timesteps.csv", "csv_timesteps", "Download per-timestep table (CSV)"
-    )
+    conn = pd.concat([input_grad_frame(a, label), *map(input_grad_frame, overlays)], ignore_index=True)
+    title = "Connectivity ‖∂L/∂x_t‖: how much each input affects the loss"
+    figure = charts.line_figure(conn, title, "‖∂L/∂x_t‖ (log)", log_y=True)
+    st.plotly_chart(figure, key="chart_connectivity")
+    table = timestep_frame(a)
+    csv_button(table, "rnnviz_timesteps.csv", "csv_timesteps", "Download per-timestep table (CSV)")
 
 
 def _notes(a: Analysis, bound: bool) -> None:

@@ -25,13 +25,8 @@ K, EXAMPLE = 8, 0
 
 def _asked(ctx: TabContext) -> tuple[int, int]:
     """``(k, example)`` as the tab's inputs are set, clamped to what this config allows."""
-    n_examples = ctx.config.batch_size or 1
-    k = min(int(ctx.state.get("jac_k", K)), _k_max(ctx))
-    return k, min(int(ctx.state.get("jac_example", EXAMPLE)), n_examples - 1)
-
-
-def _k_max(ctx: TabContext) -> int:
-    return min(carry_size(ctx.config), 64)
+    k = min(int(ctx.state.get("jac_k", K)), carry_size(ctx.config), 64)
+    return k, min(int(ctx.state.get("jac_example", EXAMPLE)), (ctx.config.batch_size or 1) - 1)
 
 
 def _passes(ctx: TabContext) -> tuple[budget.Plan, budget.Plan, list[Request], Request]:
@@ -58,13 +53,17 @@ def requests(ctx: TabContext) -> list[Request]:
 def render(ctx: TabContext) -> None:
     """Singular values of each step Jacobian, then (within the budget) the Lyapunov
     spectrum, its convergence, and λ₁ next to the measured gradient decay."""
-    a = ctx.analysis
-    n_examples = a.config.batch_size or 1
-    _controls(ctx)
+    n_examples, dim = ctx.config.batch_size or 1, carry_size(ctx.config)
+    c1, c2 = st.columns(2)
+    k, example = _asked(ctx)  # the inputs clamped first to what this config allows
+    st.session_state["jac_k"], st.session_state["jac_example"] = k, example
+    help_k = f"1 … min(D, 64); D = {dim} is the carry size (all components)"
+    c1.number_input("exponents / singular values k", 1, min(dim, 64), step=1, key="jac_k", help=help_k)
+    last, one = max(n_examples - 1, 0), n_examples == 1
+    c2.number_input("example (for σ_i(J_t))", 0, last, step=1, key="jac_example", disabled=one)
     steps, plan, singular, lam = _passes(ctx)
     if not within_budget(steps, "jacobians"):
         return
-    _, example = _asked(ctx)
     got: list[Jacobians] = []
 
     def part_of(part: int) -> pd.DataFrame:
@@ -94,31 +93,8 @@ def render(ctx: TabContext) -> None:
     if not within_budget(plan, "lyapunov"):
         return
     ly = ctx.get(lam)
-    _exponents(a, ly, n_examples)
+    _exponents(ctx.analysis, ly, n_examples)
     csv_button(spectrum_frame(ly), "rnnviz_lyapunov.csv", "csv_lyapunov", "Download the spectrum (CSV)")
-
-
-def _controls(ctx: TabContext) -> None:
-    """The k and example inputs, their values clamped first to what this config allows."""
-    n_examples, k_max = ctx.config.batch_size or 1, _k_max(ctx)
-    c1, c2 = st.columns(2)
-    st.session_state["jac_k"], st.session_state["jac_example"] = _asked(ctx)
-    c1.number_input(
-        "exponents / singular values k",
-        1,
-        k_max,
-        step=1,
-        key="jac_k",
-        help=f"1 … min(D, 64); D = {carry_size(ctx.config)} is the carry size (all components)",
-    )
-    c2.number_input(
-        "example (for σ_i(J_t))",
-        0,
-        max(n_examples - 1, 0),
-        step=1,
-        key="jac_example",
-        disabled=n_examples == 1,
-    )
 
 
 def _exponents(a: Analysis, ly: Lyapunov, n_examples: int) -> None:
@@ -126,11 +102,8 @@ def _exponents(a: Analysis, ly: Lyapunov, n_examples: int) -> None:
     the decay chart."""
     lam1 = ly.lambda1
     cols = st.columns(3)
-    cols[0].metric(
-        "λ₁ (per step)",
-        f"{lam1:+.4f}",
-        help=f"mean over {n_examples} example(s) ± {ly.exponents_spread[0]:.4f}",
-    )
+    spread = f"mean over {n_examples} example(s) ± {ly.exponents_spread[0]:.4f}"
+    cols[0].metric("λ₁ (per step)", f"{lam1:+.4f}", help=spread)
     cols[1].metric("factor e^λ₁ per step", f"{np.exp(lam1):.4f}")
     fit = decay_fit(a.log10_grad_norms)
     if fit is not None:
@@ -143,10 +116,8 @@ def _exponents(a: Analysis, ly: Lyapunov, n_examples: int) -> None:
         )
     st.markdown(f"**Regime:** {regime(lam1)}.")
     left, right = st.columns(2)
-    with left:
-        st.plotly_chart(charts.spectrum_figure(spectrum_frame(ly)), key="chart_spectrum")
-    with right:
-        st.plotly_chart(charts.running_figure(running_frame(ly)), key="chart_running")
+    left.plotly_chart(charts.spectrum_figure(spectrum_frame(ly)), key="chart_spectrum")
+    right.plotly_chart(charts.running_figure(running_frame(ly)), key="chart_running")
     st.caption(prose(__name__, "qr method", k=ly.k, warmup=ly.warmup))
     st.plotly_chart(charts.decay_figure(decay_frame(a, ly)), key="chart_decay")
     st.caption(prose(__name__, "measured and predicted"))

@@ -1,15 +1,11 @@
-"""The Learn tab: short lessons on vanishing and exploding gradients, each with its maths
-and buttons that load a preset showing it.
-
-The prose lives in ``learn.md`` beside this module (one ``## `` section per lesson), so it
-can be edited as text; :func:`lessons` parses it once.
-"""
+"""The Learn tab: short lessons on vanishing and exploding gradients, each with its maths,
+buttons that load a preset showing it and, where it has one, its teaching page for a class.
+The lessons are the sections of ``learn.md`` beside this module."""
 
 from __future__ import annotations
 
 import functools
 import math
-from importlib import resources
 from typing import NamedTuple
 
 import streamlit as st
@@ -18,6 +14,7 @@ from rnnviz.base.presets import PAGES, PRESETS, PagePreset, page_for
 from rnnviz.report.explorable import explorable_html
 from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.sidebar.configuration import apply_preset
+from rnnviz.ui.tabs.common import download, markdown_sections, tab_markdown
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Learn"
@@ -25,14 +22,8 @@ _PRESET_LINE = "Show me: "
 
 
 class Lesson(NamedTuple):
-    """One lesson.
-
-    Attributes:
-        title: its heading.
-        text: Markdown prose.
-        formula: LaTeX for ``st.latex``, or None.
-        presets: names of :data:`rnnviz.base.presets.PRESETS` it offers to load.
-    """
+    """One lesson: its heading, Markdown prose, LaTeX for ``st.latex`` (or None), and the names
+    of the :data:`rnnviz.base.presets.PRESETS` it offers to load."""
 
     title: str
     text: str
@@ -41,42 +32,33 @@ class Lesson(NamedTuple):
 
 
 def parse(markdown: str) -> list[Lesson]:
-    """The lessons of a ``learn.md`` text.
-
-    Args:
-        markdown: ``## title`` sections; in each, paragraphs of prose, an optional
-            ``$$ … $$`` block (one formula) and ``Show me: <preset>`` lines.
-
-    Returns:
-        One :class:`Lesson` per section, in order.
+    """The lessons of a ``learn.md`` text: per ``## title`` section, paragraphs of prose, an
+    optional ``$$ … $$`` formula and ``Show me: <preset>`` lines.
 
     Raises:
         ValueError: a section names a preset that does not exist.
     """
     lessons = []
-    for section in markdown.split("\n## ")[1:]:
-        title, _, body = section.partition("\n")
+    for title, body in markdown_sections(markdown).items():
         formula = None
         if "$$" in body:
             before, _, rest = body.partition("$$")
             formula, _, after = rest.partition("$$")
-            body = before + after
-            formula = " ".join(formula.split())
-        presets = tuple(
-            line[len(_PRESET_LINE) :].strip() for line in body.splitlines() if line.startswith(_PRESET_LINE)
-        )
+            body, formula = before + after, " ".join(formula.split())
+        lines = body.splitlines()
+        presets = tuple(line[len(_PRESET_LINE) :].strip() for line in lines if line.startswith(_PRESET_LINE))
         unknown = [p for p in presets if p not in PRESETS]
         if unknown:
             raise ValueError(f"learn.md, lesson {title!r}: no preset named {unknown[0]!r}")
-        prose = [line for line in body.splitlines() if not line.startswith(_PRESET_LINE)]
-        lessons.append(Lesson(title.strip(), "\n".join(prose).strip(), formula, presets))
+        prose = "\n".join(line for line in lines if not line.startswith(_PRESET_LINE))
+        lessons.append(Lesson(title, prose.strip(), formula, presets))
     return lessons
 
 
 @functools.cache
 def lessons() -> tuple[Lesson, ...]:
     """The Learn tab's lessons, read from the package's ``learn.md`` once."""
-    return tuple(parse(resources.files("rnnviz.ui.tabs").joinpath("learn.md").read_text(encoding="utf-8")))
+    return tuple(parse(tab_markdown(__name__)))
 
 
 def pages(lesson: Lesson) -> list[PagePreset]:
@@ -85,10 +67,13 @@ def pages(lesson: Lesson) -> list[PagePreset]:
     return list(found.values())
 
 
+def _points(page: PagePreset) -> int:
+    return math.prod(len(v) for v in page.over.values())
+
+
 def _page_request(name: str) -> Request:
     """The data of the teaching page ``name``, computed in a worker once for every session."""
-    points = math.prod(len(v) for v in PAGES[name].over.values())
-    what = f"the page for your class ({points} configurations)"
+    what = f"the page for your class ({_points(PAGES[name])} configurations)"
     return Request(jobs.teaching_page, (name,), "teaching pages", what)
 
 
@@ -104,9 +89,6 @@ def _ask_for(name: str) -> None:
 def page_offer(page: PagePreset, ctx: TabContext) -> None:
     """The lesson's page for a class: a button that makes it (in a worker, once for every
     session), then the download of the one ``.html`` file."""
-    points = 1
-    for values in page.over.values():
-        points *= len(values)
     if not st.session_state.get(f"learn_page_{page.name}"):
         st.button(
             f"Make a page for your class: {page.title.lower()}",
@@ -114,23 +96,17 @@ def page_offer(page: PagePreset, ctx: TabContext) -> None:
             on_click=_ask_for,
             args=(page.name,),
             help=f"One .html file that needs no server: sliders over {', '.join(page.over)} move through "
-            f"{points} precomputed configurations, offline (from a USB stick, a shared drive, any web "
+            f"{_points(page)} precomputed configurations, offline (from a USB stick, a shared drive, any web "
             "space). Computing it takes up to a minute, once.",
         )
         return
-    st.download_button(
-        f"Download the page for your class ({page.name}.html)",
-        explorable_html(ctx.get(_page_request(page.name))).encode("utf-8"),
-        file_name=f"rnnviz_{page.name}.html",
-        mime="text/html",
-        key=f"learn_page_download_{page.name}",
-        on_click="ignore",
-    )
+    html = explorable_html(ctx.get(_page_request(page.name))).encode("utf-8")
+    label, name = f"Download the page for your class ({page.name}.html)", f"rnnviz_{page.name}.html"
+    download(label, html, name, f"learn_page_download_{page.name}", "text/html")
 
 
 def render(ctx: TabContext) -> None:
-    """Every lesson: heading, prose, formula, one button per preset and, where the lesson has
-    a teaching page, the offer of that page for a class."""
+    """Every lesson: heading, prose, formula, one button per preset and its teaching pages."""
     for i, lesson in enumerate(lessons()):
         st.subheader(lesson.title)
         st.markdown(lesson.text)
@@ -138,8 +114,7 @@ def render(ctx: TabContext) -> None:
             st.latex(lesson.formula)
         for j, name in enumerate(lesson.presets):
             key = f"learn_{i}" if j == 0 else f"learn_{i}_{j}"
-            st.button(
-                f"Show me: {name}", key=key, on_click=apply_preset, args=(name,), help=PRESETS[name].lesson
-            )
+            tip = PRESETS[name].lesson
+            st.button(f"Show me: {name}", key=key, on_click=apply_preset, args=(name,), help=tip)
         for page in pages(lesson):
             page_offer(page, ctx)

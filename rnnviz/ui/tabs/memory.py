@@ -19,11 +19,7 @@ from rnnviz.ui.tabs.common import csv_button, prose
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Memory"
-MEASURES = {
-    "auto": None,
-    "log p(target)": "target",
-    "‖∂y_τ/∂x_t‖": "output",
-}
+MEASURES = {"auto": None, "log p(target)": "target", "‖∂y_τ/∂x_t‖": "output"}
 #: Columns of side-by-side runs.
 MAX_SIDE_BY_SIDE = 3
 
@@ -34,19 +30,19 @@ def comparable_runs(ctx: TabContext) -> dict[str, str]:
     source, chosen = ctx.data_source or {}, (ctx.weights_source or {}).get("path")
     out = {}
     for path, header in trained_runs.saved_runs().items():
-        trained_on = header.get("data_source") or {}
-        if path == chosen or trained_on.get("name") != source.get("name"):
-            continue
-        if header["config"].get("input_size") == ctx.config.input_size:
+        same_data = (header.get("data_source") or {}).get("name") == source.get("name")
+        if path != chosen and same_data and header["config"].get("input_size") == ctx.config.input_size:
             out[path] = trained_runs.run_label(header)
     return out
 
 
-def _connectivity(ctx: TabContext, run: str | None, index: int, step: int | None, measure: str | None):
-    """The connectivity at the session's weights (``run`` None) or at the last kept step of a
-    saved run (its own network: its cell and sizes, and the gain and forget bias it was
-    trained at)."""
-    cfg, weights = ctx.config, None
+def _connectivity(ctx: TabContext, run: str | None) -> Request:
+    """The connectivity of the sequence, output step and measure the tab's inputs ask for, at
+    the session's weights (``run`` None) or at the last kept step of a saved run (its own
+    network: its cell and sizes, and the gain and forget bias it was trained at)."""
+    state, cfg, weights = ctx.state, ctx.config, None
+    index, step = int(state.get("memory_index", 0)), int(state.get("memory_step", 0)) or None
+    measure = MEASURES[state.get("memory_measure", next(iter(MEASURES)))]
     if run is not None:
         run_cfg = trained_runs.run_config(run)
         if run_cfg is None:
@@ -59,22 +55,12 @@ def _connectivity(ctx: TabContext, run: str | None, index: int, step: int | None
     return ctx.request(jobs.connectivity_job, index, step, measure, cfg=cfg, weights=weights, what=what)
 
 
-def _asked(ctx: TabContext) -> tuple[int, int | None, str | None, list[str]]:
-    """``(index, τ or None for the last real step, measure or None, runs to compare)`` as the
-    tab's inputs are set."""
-    state = ctx.state
-    step = int(state.get("memory_step", 0))
-    measure = MEASURES[state.get("memory_measure", next(iter(MEASURES)))]
-    return int(state.get("memory_index", 0)), step or None, measure, list(state.get("memory_compare", ()))
-
-
 def requests(ctx: TabContext) -> list[Request]:
     """The connectivity of the chosen sequence at the session's weights and at each run
     chosen beside them (nothing without a data set)."""
     if ctx.data_source is None:
         return []
-    index, step, measure, compare = _asked(ctx)
-    return [_connectivity(ctx, run, index, step, measure) for run in [None, *compare]]
+    return [_connectivity(ctx, run) for run in [None, *ctx.state.get("memory_compare", ())]]
 
 
 def render(ctx: TabContext) -> None:
@@ -90,22 +76,19 @@ def render(ctx: TabContext) -> None:
     current = ctx.analysis.weights or "initial weights (from the seed)"
     compare_with = comparable_runs(ctx)
     controls(compare_with)
-    _, _, _, compare = _asked(ctx)
-    labels = [current] + [compare_with[k] for k in compare]
+    labels = [current] + [compare_with[k] for k in ctx.state.get("memory_compare", ())]
     shown: list[tuple[str, Connectivity]] = []
     cols = st.columns(len(labels))
     for i, (request, label, col) in enumerate(zip(requests(ctx), labels, cols, strict=True)):
         with col:
-            c = ctx.get(request)
-            _draw_on_input(c, label, str(i))
-            shown.append((label, c))
+            shown.append((label, ctx.get(request)))
+            _draw_on_input(shown[-1][1], label, str(i))
     st.markdown(prose(__name__, "intro"))  # under the pictures: above, it pushed them off the screen
     _along_the_sequence(shown, current)
 
 
 def controls(n_compare: dict[str, str]) -> None:
-    """The sequence, the output step, the measure and the runs to compare (:func:`_asked`
-    reads them)."""
+    """The sequence, the output step, the measure and the runs to compare."""
     c1, c2, c3 = st.columns(3)
     c1.number_input("Sequence", 0, 10**6, step=1, key="memory_index", help="its index in the data")
     c2.number_input(
@@ -136,18 +119,15 @@ def controls(n_compare: dict[str, str]) -> None:
 
 def _draw_on_input(c: Connectivity, label: str, key: str) -> None:
     st.markdown(f"**{label}**  \nreaches back {c.reach(0.1)} steps above 10 %, {c.reach(0.01)} above 1 %")
+    title = f"sequence {c.index}"
     if c.text is not None:
         st.markdown(charts.shaded_text_html(c.text, c.log10, c.step), unsafe_allow_html=True)
     elif c.image is not None:
-        st.plotly_chart(
-            charts.digit_connectivity_figure(c.image, c.pixel_steps, c.log10, f"sequence {c.index}"),
-            key=f"chart_memory_digit_{key}",
-        )
+        figure = charts.digit_connectivity_figure(c.image, c.pixel_steps, c.log10, title)
+        st.plotly_chart(figure, key=f"chart_memory_digit_{key}")
     else:
-        st.plotly_chart(
-            charts.series_connectivity_figure(c.inputs, c.log10, c.step, f"sequence {c.index}"),
-            key=f"chart_memory_series_{key}",
-        )
+        figure = charts.series_connectivity_figure(c.inputs, c.log10, c.step, title)
+        st.plotly_chart(figure, key=f"chart_memory_series_{key}")
 
 
 def _along_the_sequence(shown: list[tuple[str, Connectivity]], current: str) -> None:
@@ -155,17 +135,13 @@ def _along_the_sequence(shown: list[tuple[str, Connectivity]], current: str) -> 
     df = connectivity_frame(shown)
     c0 = shown[0][1]
     what = "log p(target)" if c0.measure == "target" else "y_τ"
-    st.plotly_chart(
-        charts.connectivity_figure(df, f"‖∂ {what} / ∂x_t‖ of sequence {c0.index}, τ = {c0.step}"),
-        key="chart_memory_lag",
-    )
+    title = f"‖∂ {what} / ∂x_t‖ of sequence {c0.index}, τ = {c0.step}"
+    st.plotly_chart(charts.connectivity_figure(df, title), key="chart_memory_lag")
     if c0.log_prob is not None:
         st.caption(f"log p(target) at τ = {c0.log_prob:.3f} (target {c0.target}).")
     gates = sequence_gates_frame(c0)
     if not gates.empty:
-        st.plotly_chart(
-            charts.line_figure(gates, f"Mean gate activations along sequence {c0.index} ({current})", "mean"),
-            key="chart_memory_gates",
-        )
+        title = f"Mean gate activations along sequence {c0.index} ({current})"
+        st.plotly_chart(charts.line_figure(gates, title, "mean"), key="chart_memory_gates")
         st.caption("A forget (LSTM f) or update (GRU z) gate near 1 keeps the carry: memory.")
     csv_button(df, "rnnviz_connectivity.csv", "csv_memory", "Download the connectivity (CSV)")

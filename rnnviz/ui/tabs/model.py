@@ -1,20 +1,16 @@
 """The Your model tab: a team's own checkpoint (a Hugging Face folder of Mamba, Mamba-2,
 FalconMamba, RecurrentGemma or xLSTM, or a PyTorch ``nn.LSTM``/``nn.GRU`` state dict) from the
 data folder, an upload or the built-in demo, and the gradient through every layer and step of
-it on the user's text (:func:`rnnviz.studies.models.analyze_model`): the layer × step heatmap,
-one line per layer, each recurrent layer's state gradient, and how much one prediction reads
-each token.
-
-The server only lists, judges and writes files (:mod:`rnnviz.serve.model_files`); the worker
-processes load the model and compute (its requests, ``ctx.get``). Every refusal, of a file, its
-inputs or their size, is one message in the tab.
+it on the user's text (:func:`rnnviz.studies.models.analyze_model`). The server only lists,
+judges and writes files (:mod:`rnnviz.serve.model_files`); the workers load the model and
+compute. Every refusal, of a file, its inputs or their size, is one message in the tab.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import streamlit as st
@@ -28,7 +24,7 @@ from rnnviz.serve import budget, model_files
 from rnnviz.serve.folders import FolderFull, stamp
 from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.sidebar.data import save_upload, upload_limit_bytes
-from rnnviz.ui.tabs.common import csv_button, prose
+from rnnviz.ui.tabs.common import csv_button, download, prose
 from rnnviz.ui.tabs.context import TabContext
 
 if TYPE_CHECKING:
@@ -60,32 +56,19 @@ class Asked(NamedTuple):
     positions: int
 
 
+def _request(job: Any, path: str, *args: Any, what: str) -> Request:
+    """``job(path, stamp, *args)``, once per version of the checkpoint's files, in the one
+    worker that then holds it loaded."""
+    return Request(job, (path, stamp(path), *args), f"model {path}", f"{what} {Path(path).name}")
+
+
 def _summary(path: str) -> Request:
-    """What the checkpoint at ``path`` is, loaded in a worker (once per version of its
-    files); one that cannot be used raises its :class:`~rnnviz.checkpoints.CheckpointError`."""
-    return Request(jobs.model_summary, (path, stamp(path)), _route(path), f"loading {Path(path).name}")
-
-
-def _tokens(path: str, text: str) -> Request:
-    """``text`` as the checkpoint's token ids and their text."""
-    what = f"tokenising for {Path(path).name}"
-    return Request(jobs.model_tokens, (path, stamp(path), text), _route(path), what)
-
-
-def _gradients(path: str, inputs_json: str, position: int | None) -> Request:
-    """The gradient through every layer and step on the inputs ``inputs_json`` asks for."""
-    what = f"the gradient through every layer of {Path(path).name}"
-    return Request(jobs.model_analysis, (path, stamp(path), inputs_json, position), _route(path), what)
-
-
-def _route(path: str) -> str:
-    """Calls for one checkpoint go to one worker, which then holds it loaded."""
-    return f"model {path}"
+    """What the checkpoint is; one that cannot be used raises its :class:`CheckpointError`."""
+    return _request(jobs.model_summary, path, what="loading")
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    """The chosen checkpoint's summary (its gradients wait for the inputs the tab's widgets
-    give)."""
+    """The chosen checkpoint's summary (its gradients wait for the inputs the widgets give)."""
     path = ctx.state.get("model_source")
     return [] if path is None else [_summary(path)]
 
@@ -111,7 +94,8 @@ def render(ctx: TabContext) -> None:
         if refusal is not None:
             st.info(refusal)
             return
-        a = ctx.get(_gradients(str(path), asked.inputs_json, position))
+        what = "the gradient through every layer of"
+        a = ctx.get(_request(jobs.model_analysis, str(path), asked.inputs_json, position, what=what))
     except (ConfigError, FolderFull) as err:  # CheckpointError: the file, what is wrong, what is allowed
         st.error(str(err))
         return
@@ -119,33 +103,22 @@ def render(ctx: TabContext) -> None:
     st.markdown(prose(__name__, "intro"))
 
 
-# ---- choosing the model --------------------------------------------------------------------
-
-
-def _label(choice: str) -> str:
-    return {
-        DEMO: "a tiny demo LSTM (made here)",
-        UPLOAD: "upload a folder archive or state dict…",
-    }.get(choice, f"{choice} (data/)")
-
-
 def _chosen_model() -> Path | None:
     """The model chosen: one in the data folder, the demo, or an upload (None: no file yet)."""
     options = [*model_files.data_models(), DEMO, UPLOAD]
     if st.session_state.get("model_choice") not in options:
         st.session_state["model_choice"] = options[0]
+    labels = {DEMO: "a tiny demo LSTM (made here)", UPLOAD: "upload a folder archive or state dict…"}
     choice = st.selectbox(
         "Model",
         options,
         key="model_choice",
-        format_func=_label,
+        format_func=lambda choice: labels.get(choice, f"{choice} (data/)"),
         help=prose(__name__, "choice", folder=data_dir()),
     )
     if choice == DEMO:
         return save_upload(model_files.DEMO_NAME, model_files.demo_bytes())
-    if choice == UPLOAD:
-        return _upload()
-    return data_dir() / choice
+    return _upload() if choice == UPLOAD else data_dir() / choice
 
 
 def _upload() -> Path | None:
@@ -176,9 +149,6 @@ def _upload() -> Path | None:
     raise CheckpointError(f.name, f"is neither a folder archive nor a state dict; allowed: {allowed}")
 
 
-# ---- what it reads ---------------------------------------------------------------------------
-
-
 def _inputs(ctx: TabContext, summary: ModelSummary, path: str) -> Asked | None:
     """The inputs' widgets for this kind of model: text (with a tokenizer), token ids (a
     vocabulary without one), or a stack's random inputs of T steps."""
@@ -188,15 +158,13 @@ def _inputs(ctx: TabContext, summary: ModelSummary, path: str) -> Asked | None:
         st.caption(
             f"Inputs [B={batch}, T, I={summary.input_size}] ~ N(0, 1), drawn by the sidebar's seed {seed}."
         )
-        inputs = json.dumps({"normal": [batch, steps], "seed": seed})
-        return Asked(inputs, batch, steps, steps)
+        return Asked(json.dumps({"normal": [batch, steps], "seed": seed}), batch, steps, steps)
     if summary.tokenizer:
         text = st.text_input("Text", DEFAULT_TEXT, max_chars=MAX_TEXT_CHARS, key="model_text")
-        ids, tokens = ctx.get(_tokens(path, text))
+        ids, tokens = ctx.get(_request(jobs.model_tokens, path, text, what="tokenising for"))
     else:
-        ids = _ids(
-            st.text_input("Token ids, comma-separated", key="model_ids"), summary.vocab_size, ctx.config.seed
-        )
+        typed = st.text_input("Token ids, comma-separated", key="model_ids")
+        ids = _ids(typed, summary.vocab_size, ctx.config.seed)
         tokens = tuple(str(i) for i in ids)
         st.caption(f"No tokenizer.json beside the model: ids from 0 to {summary.vocab_size - 1}.")
     if len(ids) < 2:
@@ -236,26 +204,10 @@ def _position(positions: int) -> int | None:
         placeholder="the last",
         help="the position whose own next-token loss the connectivity reads (empty: the last)",
     )
-    if p is None:
-        return None
-    if p >= positions:
+    if p is not None and p >= positions:
         st.caption(f"The last is p = {positions - 1}: drawn instead.")
         return None
-    return int(p)
-
-
-# ---- the pictures ----------------------------------------------------------------------------
-
-
-def _summary_line(a: ModelAnalysis, summary: ModelSummary) -> str:
-    """The model, its size, its loss and what the analysis took, in one line."""
-    compiled = f"compiled in {a.compile_s:.2f} s" if a.compile_s else "compiled already"
-    exact = "" if a.log10_source == "float32" else f" · exact log₁₀: {a.log10_source}"
-    return (
-        f"**{summary.model_type}** · {summary.n_layers} layers · {summary.n_params:,} parameters · "
-        f"loss **{a.loss:.4g}** · {compiled}, run in {a.run_s * 1e3:.1f} ms{exact} · "
-        f"{Path(summary.source).name}"
-    )
+    return None if p is None else int(p)
 
 
 def _draw(a: ModelAnalysis, summary: ModelSummary) -> None:
@@ -265,28 +217,27 @@ def _draw(a: ModelAnalysis, summary: ModelSummary) -> None:
     heatmap = layer_heatmap(layers)
     heatmap.update_layout(height=HEATMAP_HEIGHT)
     st.plotly_chart(heatmap, key="chart_model_heatmap")
-    st.markdown(_summary_line(a, summary))
+    compiled = f"compiled in {a.compile_s:.2f} s" if a.compile_s else "compiled already"
+    exact = "" if a.log10_source == "float32" else f" · exact log₁₀: {a.log10_source}"
+    st.markdown(
+        f"**{summary.model_type}** · {summary.n_layers} layers · {summary.n_params:,} parameters · "
+        f"loss **{a.loss:.4g}** · {compiled}, run in {a.run_s * 1e3:.1f} ms{exact} · "
+        f"{Path(summary.source).name}"
+    )
     st.plotly_chart(layer_lines(layers), key="chart_model_layers")
     labels = layers.drop_duplicates("t").set_index("t")["token"]
     states = state_frame(a)
     st.plotly_chart(state_lines(states.assign(token=states["t"].map(labels))), key="chart_model_states")
     last = a.position == len(a.connectivity) - (2 if summary.vocab_size else 1)
     reads = "the last prediction" if last else f"the prediction at p = {a.position}"
-    st.plotly_chart(
-        token_connectivity(token_connectivity_frame(a), f"How much {reads} reads each token"),
-        key="chart_model_connectivity",
-    )
+    connectivity = token_connectivity(token_connectivity_frame(a), f"How much {reads} reads each token")
+    st.plotly_chart(connectivity, key="chart_model_connectivity")
     c_csv, c_json = st.columns(2)
     with c_csv:
-        csv_button(
-            layers, "rnnviz_model_layers.csv", "model_csv", "Download the layer × step gradients (CSV)"
-        )
+        label = "Download the layer × step gradients (CSV)"
+        csv_button(layers, "rnnviz_model_layers.csv", "model_csv", label)
     with c_json:
-        st.download_button(
-            "Download the whole record (JSON)",
-            json.dumps(a.to_json()).encode(),
-            file_name="rnnviz_model.json",
-            mime="application/json",
-            key="model_json",
-            on_click="ignore",
+        record = json.dumps(a.to_json()).encode()
+        download(
+            "Download the whole record (JSON)", record, "rnnviz_model.json", "model_json", "application/json"
         )

@@ -20,67 +20,47 @@ TITLE = "Phase diagram"
 LO, HI, GAINS, SEEDS = 0.5, 1.5, 41, 3
 
 
-def _grid(ctx: TabContext) -> tuple[float, float, int, int]:
-    """``(lo, hi, gains, seeds)`` as the tab's inputs are set."""
+def _sweeps(ctx: TabContext) -> tuple[budget.Plan, list[Request], Request] | None:
+    """The plan, the gradient sweep's parts and the λ₁ sweep over the gains the tab's inputs ask
+    for (None: an empty range), keyed at gain 1: the sweep sets the gain (one executable)."""
     state = ctx.state
-    return (
-        float(state.get("phase_lo", LO)),
-        float(state.get("phase_hi", HI)),
-        int(state.get("phase_n", GAINS)),
-        int(state.get("phase_seeds", SEEDS)),
+    lo, hi = float(state.get("phase_lo", LO)), float(state.get("phase_hi", HI))
+    if hi <= lo:
+        return None
+    plan = budget.phase_plan(
+        ctx.config, cost(ctx), int(state.get("phase_n", GAINS)), int(state.get("phase_seeds", SEEDS))
     )
-
-
-def _plan(ctx: TabContext) -> budget.Plan:
-    _, _, n, seeds = _grid(ctx)
-    return budget.phase_plan(ctx.config, cost(ctx), n, seeds)
-
-
-def _sweeps(ctx: TabContext, plan: budget.Plan) -> tuple[list[Request], Request]:
-    """The gradient sweep's parts and the λ₁ sweep, at the plan's gains and seeds: keyed at
-    gain 1, since the sweep sets the gain (one executable for every gain)."""
-    lo, hi, _, _ = _grid(ctx)
     n, seeds, parts = plan.settings["gains"], plan.settings["seeds"], budget.phase_parts(plan)
-    at_one = ctx.config.replace(recurrent_gain=1.0)
-    grid = (lo, hi, n, seeds)
-    gradients = [
-        ctx.request(
-            jobs.phase, *grid, p, parts, cfg=at_one, what=f"the phase diagram, {n} gains × {seeds} seeds"
-        )
-        for p in range(parts)
-    ]
+    at_one, grid = ctx.config.replace(recurrent_gain=1.0), (lo, hi, n, seeds)
+    what = f"the phase diagram, {n} gains × {seeds} seeds"
+    gradients = [ctx.request(jobs.phase, *grid, p, parts, cfg=at_one, what=what) for p in range(parts)]
     lam = ctx.request(jobs.lyapunov_phase_table, *grid, cfg=at_one, what=f"λ₁ over {n} gains × {seeds} seeds")
-    return gradients, lam
+    return plan, gradients, lam
 
 
 def requests(ctx: TabContext) -> list[Request]:
     """The gain × lag sweep (in parts when it takes a while) and λ₁ over the gains."""
-    lo, hi, _, _ = _grid(ctx)
-    plan = _plan(ctx) if hi > lo else None
-    if plan is None or not asked(ctx, plan, "phase"):
+    sweeps = _sweeps(ctx)
+    if sweeps is None or not asked(ctx, sweeps[0], "phase"):
         return []
-    gradients, lam = _sweeps(ctx, plan)
-    return [*gradients, lam]
+    return [*sweeps[1], sweeps[2]]
 
 
 def render(ctx: TabContext) -> None:
-    """The gain × lag phase diagram and λ₁ over the gain, sized to the tab's budget from
-    what the config's analysis took here."""
-    cfg = ctx.config
+    """The gain × lag phase diagram and λ₁ over the gain, sized to the tab's budget."""
+    cfg, gain = ctx.config, FIELD_SPECS["recurrent_gain"]
     c1, c2, c3, c4 = st.columns(4)
-    gain = FIELD_SPECS["recurrent_gain"]
-    c1.number_input("gain from", gain.lo, gain.hi, LO, gain.step, key="phase_lo")
-    c2.number_input("gain to", gain.lo, gain.hi, HI, gain.step, key="phase_hi")
+    lo = c1.number_input("gain from", gain.lo, gain.hi, LO, gain.step, key="phase_lo")
+    hi = c2.number_input("gain to", gain.lo, gain.hi, HI, gain.step, key="phase_hi")
     c3.number_input("gains", 2, 256, GAINS, 1, key="phase_n")
     c4.number_input("seeds", 1, 16, SEEDS, 1, key="phase_seeds")
-    lo, hi, _, _ = _grid(ctx)
-    if hi <= lo:
+    sweeps = _sweeps(ctx)
+    if sweeps is None:
         st.error(f"'gain to' ({hi:g}) must be larger than 'gain from' ({lo:g}).")
         return
-    plan = _plan(ctx)
+    plan, gradients, lam_request = sweeps
     if not within_budget(plan, "phase"):
         return
-    gradients, lam_request = _sweeps(ctx, plan)
     found: list[float | None] = []  # the boundary each part's job returns (the same each time)
 
     def part_of(part: int) -> pd.DataFrame:
@@ -89,20 +69,17 @@ def render(ctx: TabContext) -> None:
         return df
 
     def draw(rows: pd.DataFrame, final: bool) -> None:
-        matrix, survival = phase_frames(rows)
-        st.plotly_chart(
-            charts.phase_figure(matrix, survival, found[-1]), key="chart_phase" if final else None
-        )
+        figure = charts.phase_figure(*phase_frames(rows), found[-1])
+        st.plotly_chart(figure, key="chart_phase" if final else None)
 
     # in interleaved parts when it takes a while: the whole gain range at once, then finer
     df = interleaved_parts(len(gradients), part_of, draw, "gain")
-    boundary = found[-1]
     # what the picture means, under it: above it, on a 1366×768 projector, it pushed the chart off
     st.markdown(prose(__name__, "intro"))
     st.caption(f"For the {cfg.cell} cell the gain {cell_spec(cfg.cell).display.gain_meaning()}.")
-    if boundary is not None:
+    if found[-1] is not None:
         st.caption(
-            f"Dashed: the Pascanu boundary σ₁(W_h)·γ = 1 at g = {boundary:.3f}; left of it vanishing is "
+            f"Dashed: the Pascanu boundary σ₁(W_h)·γ = 1 at g = {found[-1]:.3f}; left of it vanishing is "
             "guaranteed."
         )
     csv_button(df, "rnnviz_sweep.csv", "csv_sweep")

@@ -3,6 +3,8 @@ its ∂L/∂W is from the accumulator's, each step's contribution, and the scali
 
 from __future__ import annotations
 
+import functools
+
 import pandas as pd
 import streamlit as st
 
@@ -13,37 +15,25 @@ from rnnviz.frames.gradients import contributions_frame
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, jobs
 from rnnviz.tables.strategies import contributions_source, strategy_rules
-from rnnviz.ui.tabs.common import asked, cost, csv_button, rows_as_they_arrive, timing_note, within_budget
+from rnnviz.ui.tabs.common import (
+    asked,
+    available,
+    csv_button,
+    per_strategy,
+    rows_as_they_arrive,
+    timing_note,
+    within_budget,
+)
 from rnnviz.ui.tabs.context import TabContext
 
 TITLE = "Strategies"
+#: The table's columns.
+COLUMNS = "strategy compile_s run_ms run_pm_ms repeats peak_MB max_abs_diff rel_diff device".split()
 
 
-def requests(ctx: TabContext) -> list[Request]:
-    """A row per offered strategy (timed, within the budget), the per-step contributions'
-    analysis, and the scaling over T once the user asked for it."""
-    available = _available(ctx)[0]
-    plan = _plan(ctx, available)
-    if not asked(ctx, plan, "strategies"):
-        return []
-    source = contributions_source(available)
-    return (
-        _rows(ctx, plan, available)
-        + ([_by_step(ctx, source)] if source is not None else [])
-        + ([_scaling_request(ctx)] if _scaling_asked(ctx) else [])
-    )
-
-
-def _available(ctx: TabContext) -> tuple[tuple[str, ...], dict[str, str]]:
-    return ctx.get(ctx.request(jobs.strategy_availability, what="which strategies apply"))
-
-
-def _rows(ctx: TabContext, plan: budget.Plan, available: tuple[str, ...]) -> list[Request]:
-    repeats = plan.settings["repeats"]
-    return [
-        ctx.request(jobs.strategies_table, repeats, (s,), what=f"{s}, at most {repeats} runs", timed=True)
-        for s in available
-    ]
+def _measured(ctx: TabContext) -> tuple[budget.Plan, dict[str, Request]]:
+    plan_of = functools.partial(budget.strategies_plan, ctx.config)
+    return per_strategy(ctx, jobs.strategies_table, plan_of, "{}, at most {} runs")
 
 
 def _by_step(ctx: TabContext, source: str) -> Request:
@@ -51,58 +41,51 @@ def _by_step(ctx: TabContext, source: str) -> Request:
     return ctx.request(jobs.analysis, cfg=cfg, what="the per-step contributions", timed=True)
 
 
-def _plan(ctx: TabContext, available: tuple[str, ...]) -> budget.Plan:
-    """The budget's plan; idle time plans as if every strategy were compiled (it compiles
-    them as it goes), and so does the page once those rows are there."""
-    c = cost(ctx)
-    ahead = budget.strategies_plan(ctx.config, c, available, compiled=available)
-    if ctx.idle or all(ctx.has(r) for r in _rows(ctx, ahead, available)):
-        return ahead
-    compiled = ctx.get(ctx.request(jobs.compiled_strategies, what="a cache look-up", cached=False))
-    return budget.strategies_plan(ctx.config, c, available, compiled=compiled)
+def _lens(a: Analysis) -> tuple[int, ...]:
+    top = min(MAX_SEQ_LEN, max_seq_len_within_budget(a.config, strategy="per_step"))
+    return tuple(t for t in (25, 50, 100, 200, 400, 800) if t <= top)
+
+
+def _scaling(ctx: TabContext) -> Request | None:
+    """Every strategy over T, once the user asked for it at this config (any seed)."""
+    if ctx.state.get("scaling_for") != ctx.config.replace(seed=0):
+        return None
+    lens = _lens(ctx.analysis)
+    return ctx.request(jobs.scaling_table, lens, what=f"every strategy at T ∈ {list(lens)}", timed=True)
+
+
+def requests(ctx: TabContext) -> list[Request]:
+    """A row per offered strategy (timed, within the budget), the per-step contributions'
+    analysis, and the scaling over T once the user asked for it."""
+    plan, rows = _measured(ctx)
+    if not asked(ctx, plan, "strategies"):
+        return []
+    source = contributions_source(tuple(rows))
+    by_step = None if source is None else _by_step(ctx, source)
+    return [r for r in (*rows.values(), by_step, _scaling(ctx)) if r is not None]
 
 
 def render(ctx: TabContext) -> None:
     """The cost bars and table (within the budget), the contributions heatmap, the scaling."""
-    available, hidden = _available(ctx)
-    plan = _plan(ctx, available)
+    names, hidden = available(ctx)
+    plan, rows = _measured(ctx)
     if not within_budget(plan, "strategies"):
-        _about(available, hidden)
+        _about(names, hidden)
         return
-    repeats = plan.settings["repeats"]
-    rows = dict(zip(available, _rows(ctx, plan, available), strict=True))
-    df = rows_as_they_arrive(available, lambda name: ctx.get(rows[name]), _bars)
-    missing = [s for s in available if s not in set(df.get("strategy", ()))]
+    df = rows_as_they_arrive(names, lambda name: ctx.get(rows[name]), _bars)
+    missing = [s for s in names if s not in set(df.get("strategy", ()))]
     if missing:
         st.info(f"Left out, over the memory or FLOP budget for this configuration: {', '.join(missing)}.")
-    show = _shown(df)
-    _about(available, hidden)  # under the bars: above them it pushed them off a 1366×768 screen
-    st.dataframe(
-        show[
-            [
-                "strategy",
-                "compile_s",
-                "run_ms",
-                "run_pm_ms",
-                "repeats",
-                "peak_MB",
-                "max_abs_diff",
-                "rel_diff",
-                "device",
-            ]
-        ],
-        hide_index=True,
-        key="table_strategies",
-        column_config={"run_pm_ms": st.column_config.NumberColumn("± run_ms (90 %)", format="%.2f")},
-    )
-    st.caption(timing_note(repeats, df))
+    _about(names, hidden)  # under the bars: above them it pushed them off a 1366×768 screen
+    pm = st.column_config.NumberColumn("± run_ms (90 %)", format="%.2f")
+    table = _shown(df)[COLUMNS]
+    st.dataframe(table, hide_index=True, key="table_strategies", column_config={"run_pm_ms": pm})
+    st.caption(timing_note(plan.settings["repeats"], df))
     worst = float(df["rel_diff"].max())
-    st.caption(
-        f"Largest relative difference of ∂L/∂W from the accumulator: {worst:.2e}"
-        + (" — equal to float rounding." if worst < 1e-4 else "")
-    )
+    rounding = " — equal to float rounding." if worst < 1e-4 else ""
+    st.caption(f"Largest relative difference of ∂L/∂W from the accumulator: {worst:.2e}{rounding}")
     csv_button(df, "rnnviz_strategies.csv", "csv_strategies")
-    source = contributions_source([s for s in available if s not in missing])
+    source = contributions_source([s for s in names if s not in missing])
     if source is None:
         st.info(
             "The per-step contribution heatmap needs the fused or per-step strategy within the budget: "
@@ -110,7 +93,7 @@ def render(ctx: TabContext) -> None:
         )
         return
     _contributions(ctx.get(_by_step(ctx, source)), source)
-    _scaling(ctx)
+    _draw_scaling(ctx)
 
 
 def _shown(df: pd.DataFrame) -> pd.DataFrame:
@@ -121,16 +104,10 @@ def _shown(df: pd.DataFrame) -> pd.DataFrame:
 
 def _bars(df: pd.DataFrame, final: bool) -> None:
     """The cost bars of the strategies measured so far (keyed once all are)."""
-    st.plotly_chart(
-        charts.bar_panels(
-            _shown(df),
-            "strategy",
-            [("compile_s", "compile (s)"), ("run_ms", "run, median (ms)"), ("peak_MB", "peak memory (MB)")],
-            "Cost of each strategy (full analysis)",
-            color="strategy",
-        ),
-        key="chart_strategy_bars" if final else None,
-    )
+    panels = [("compile_s", "compile (s)"), ("run_ms", "run, median (ms)"), ("peak_MB", "peak memory (MB)")]
+    title = "Cost of each strategy (full analysis)"
+    figure = charts.bar_panels(_shown(df), "strategy", panels, title, color="strategy")
+    st.plotly_chart(figure, key="chart_strategy_bars" if final else None)
 
 
 def _contributions(by_step: Analysis, source: str) -> None:
@@ -139,33 +116,14 @@ def _contributions(by_step: Analysis, source: str) -> None:
         if source == "fused"
         else "per-step tangents: one [T, …] copy of the parameter gradient"
     )
-    st.plotly_chart(
-        charts.heatmap_figure(
-            contributions_frame(by_step),
-            f"Per-step contributions to ∂L/∂W ({how})",
-            y_title="parameter group",
-            colorbar="‖contribution‖",
-            log10=True,
-        ),
-        key="chart_contributions",
+    title = f"Per-step contributions to ∂L/∂W ({how})"
+    figure = charts.heatmap_figure(
+        contributions_frame(by_step), title, y_title="parameter group", colorbar="‖contribution‖", log10=True
     )
+    st.plotly_chart(figure, key="chart_contributions")
 
 
-def _lens(a: Analysis) -> tuple[int, ...]:
-    top = min(MAX_SEQ_LEN, max_seq_len_within_budget(a.config, strategy="per_step"))
-    return tuple(t for t in (25, 50, 100, 200, 400, 800) if t <= top)
-
-
-def _scaling_request(ctx: TabContext) -> Request:
-    lens = _lens(ctx.analysis)
-    return ctx.request(jobs.scaling_table, lens, what=f"every strategy at T ∈ {list(lens)}", timed=True)
-
-
-def _scaling_asked(ctx: TabContext) -> bool:
-    return ctx.state.get("scaling_for") == ctx.config.replace(seed=0)
-
-
-def _scaling(ctx: TabContext) -> None:
+def _draw_scaling(ctx: TabContext) -> None:
     """Every strategy over T, measured on request (one compile per length and strategy)."""
     a = ctx.analysis
     st.subheader("Scaling with sequence length")
@@ -176,19 +134,18 @@ def _scaling(ctx: TabContext) -> None:
         )
     if st.button(f"Measure T ∈ {list(_lens(a))} for every strategy", key="run_scaling"):
         st.session_state["scaling_for"] = a.config.replace(seed=0)
-    if _scaling_asked(ctx):
-        sc = ctx.get(_scaling_request(ctx))
-        st.plotly_chart(charts.scaling_figure(sc), key="chart_scaling")
-        csv_button(sc, "rnnviz_scaling.csv", "csv_scaling")
-    else:
+    request = _scaling(ctx)
+    if request is None:
         st.caption("One compile per length and strategy (a few seconds); results are cached.")
+        return
+    sc = ctx.get(request)
+    st.plotly_chart(charts.scaling_figure(sc), key="chart_scaling")
+    csv_button(sc, "rnnviz_scaling.csv", "csv_scaling")
 
 
-def _about(available: tuple[str, ...], hidden: dict[str, str]) -> None:
+def _about(names: tuple[str, ...], hidden: dict[str, str]) -> None:
     """What the strategies are, and why any is not offered for this configuration."""
-    st.markdown(
-        "Every strategy gives the same ∂L/∂W; they differ in memory and speed. "
-        + " ".join(f"**{name}**: {strategy_rules(name).summary}." for name in available)
-    )
+    summaries = " ".join(f"**{name}**: {strategy_rules(name).summary}." for name in names)
+    st.markdown(f"Every strategy gives the same ∂L/∂W; they differ in memory and speed. {summaries}")
     for name, why in hidden.items():
         st.caption(f"{name} is not offered: {why}.")

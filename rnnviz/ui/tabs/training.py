@@ -1,12 +1,9 @@
-"""The Training tab: train the configured cell on a task (or the chosen data set) a few
-compiled chunks per rerun, in the run's worker, so progress shows and Stop works; the loss,
-the metric, the gradient profile as it learns and the verdict; finished runs are kept (all
-sessions) and saved as run files the sidebar's *Weights* section opens in every tab; λ over
-training."""
+"""The Training tab: train the configured cell on a task (or the chosen data set) a few compiled
+chunks per page run, in the run's worker, so progress shows and Stop works; the loss, the metric,
+the gradient profile as it learns, the verdict, the finished runs' weights (kept as run files the
+sidebar's *Weights* opens in every tab) and λ over training."""
 
 from __future__ import annotations
-
-from typing import NamedTuple
 
 import pandas as pd
 import streamlit as st
@@ -25,7 +22,7 @@ from rnnviz.serve.trained_runs import kept_paths
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.tables.tasks import TASK_RULES
 from rnnviz.ui.sidebar.weights import use_run
-from rnnviz.ui.tabs.common import csv_button, prose
+from rnnviz.ui.tabs.common import csv_button, download, prose
 from rnnviz.ui.tabs.context import TabContext, TrainingCalls
 
 TITLE = "Training"
@@ -41,12 +38,7 @@ TRAIN_DEFAULTS = dict(
     seeds=1,
     lag=0,
 )
-
-
-class DataChoice(NamedTuple):
-    """The Training tab's entry for the chosen data set (a task's description)."""
-
-    description: str
+NOT_KEPT = "These runs are not kept as files, so other tabs cannot open them: {}."
 
 
 def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
@@ -65,8 +57,7 @@ def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    """Nothing ahead: a training run starts when the user presses Train, and lives in its
-    worker between the tab's calls (:class:`~rnnviz.ui.tabs.context.TrainingCalls`)."""
+    # nothing ahead: a run starts when the user presses Train, and lives in its worker
     return []
 
 
@@ -75,28 +66,25 @@ def render(ctx: TabContext) -> None:
     results and weights."""
     cfg, calls = ctx.config, ctx.training
     st.markdown(prose(__name__, "intro"))
-    tasks = dict(TASK_RULES)
+    tasks = {name: rule.description for name, rule in TASK_RULES.items()}
     if ctx.data_source is not None:
-        tasks = {DATA_TASK: DataChoice(f"the data set chosen in the sidebar ({_describe(cfg)})"), **tasks}
+        batch = cfg.batch_size or "unbatched"
+        shape = f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={batch} {cfg.dtype}"
+        tasks = {DATA_TASK: f"the data set chosen in the sidebar ({shape})", **tasks}
     elif st.session_state.get("train_task") == DATA_TASK:
         st.session_state["train_task"] = next(iter(TASK_RULES))
-    settings = controls(cfg, tasks, OPTIMIZERS)
+    settings = controls(cfg, tasks)
     tcfg = training_config(cfg, settings)
     plan = budget.training_plan(tcfg, settings["log_every"])
     if plan.note:
         st.info(plan.note.replace("steps per chunk", "steps per chunk (one compiled call between redraws)"))
     settings = {**settings, "log_every": plan.settings["chunk"]}
     if (tcfg.input_size, tcfg.batch_size) != (cfg.input_size, cfg.batch_size):
+        asked = settings["batch"]
+        over = f" (asked {asked}: over the memory budget at this H and T)" if tcfg.batch_size != asked else ""
         st.caption(
             f"Trained with input_size={tcfg.input_size} (the {settings['task']} task's) and batch "
-            f"{tcfg.batch_size}"
-            + (
-                f" (asked {settings['batch']}: over the memory budget at this H and T)"
-                if tcfg.batch_size != settings["batch"]
-                else ""
-            )
-            + "; "
-            "every other field as in the sidebar."
+            f"{tcfg.batch_size}{over}; every other field as in the sidebar."
         )
     key = calls.key(tcfg, settings)
     running = st.session_state.get("trainer") == key
@@ -104,13 +92,8 @@ def render(ctx: TabContext) -> None:
     train = c1.empty()  # drawn after this pass's slice: the slice that finishes a run enables it
     if running:  # a stand-in of its own key (one widget key is drawn once per pass)
         train.button("Train", key="train_busy", type="primary", disabled=True)
-    c2.button(
-        "Stop",
-        key="train_stop",
-        on_click=_stop,
-        args=(calls,),
-        help="stops the run in progress after its current chunk",
-    )
+    stops = "stops the run in progress after its current chunk"
+    c2.button("Stop", key="train_stop", on_click=_stop, args=(calls,), help=stops)
     if st.session_state.get("train_error"):
         st.error(f"Training cannot run: {st.session_state['train_error']}")
     finished = not running or _advance(calls, key)  # a slice not finished reruns the page
@@ -124,10 +107,8 @@ def render(ctx: TabContext) -> None:
             "back does not retrain)."
         )
         return
-    label = (
-        f"{tcfg.cell} T={tcfg.seq_len} g={tcfg.recurrent_gain:g} {settings['task']} "
-        f"lr={settings['learning_rate']:g}"
-    )
+    lr = settings["learning_rate"]
+    label = f"{tcfg.cell} T={tcfg.seq_len} g={tcfg.recurrent_gain:g} {settings['task']} lr={lr:g}"
     c3.button("Pin these runs", key="train_pin", on_click=_pin, args=(key, label))
     pinned = [(lab, _finished(calls, k)) for k, lab in st.session_state.get("train_pins", []) if k != key]
     results(records, [(lab, runs) for lab, runs in pinned if runs is not None], running=False)
@@ -135,8 +116,8 @@ def render(ctx: TabContext) -> None:
 
 
 def _finished(calls: TrainingCalls, key: str) -> list | None:
-    """A finished run's curves (all sessions share them, so re-opening a setting never
-    retrains), or None; a run file damaged since is said once and treated as not trained."""
+    """A finished run's curves (shared by all sessions: re-opening a setting never retrains),
+    or None; a run file damaged since is said once and treated as not trained."""
     try:
         return calls.finished(key)
     except (RunFileError, ComputationTimeout, WorkerDied) as err:
@@ -144,22 +125,15 @@ def _finished(calls: TrainingCalls, key: str) -> list | None:
         return None
 
 
-def _describe(cfg: RunConfig) -> str:
-    return f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
-
-
 def _start(calls: TrainingCalls, cfg: RunConfig, settings: dict) -> None:
-    """on_click of Train: the run's Trainer is made (and compiled) in its worker."""
+    """on_click of Train: the run is made (and compiled) in its worker."""
     st.session_state["train_error"] = None
     try:
-        key = calls.start(cfg, settings)
+        st.session_state["trainer"] = calls.start(cfg, settings)
     except ConfigError as err:
         st.session_state["train_error"] = str(err)
-        return
     except (ComputationTimeout, WorkerDied) as err:
         st.session_state["train_error"] = f"{err}. Shrink T, H, the batch or the seeds."
-        return
-    st.session_state["trainer"] = key
 
 
 def _stop(calls: TrainingCalls) -> None:
@@ -189,10 +163,8 @@ def progress_figure(progress: TrainProgress) -> tuple[float, str]:
     if progress.steps_done and progress.run_s > 0:
         rate = progress.steps_done / progress.run_s
         left = (progress.steps - progress.steps_done) / rate
-        text += f" · {rate:.0f} steps/s per run · about {left:.0f} s left"
-    else:
-        text += " · compiling…"
-    return fraction, text
+        return fraction, f"{text} · {rate:.0f} steps/s per run · about {left:.0f} s left"
+    return fraction, f"{text} · compiling…"
 
 
 def _advance(calls: TrainingCalls, key: str) -> bool:
@@ -212,74 +184,46 @@ def _advance(calls: TrainingCalls, key: str) -> bool:
     fraction, text = progress_figure(progress)
     st.session_state["train_progress"] = (fraction, text, key)
     bar.progress(fraction, text=text)
-    if progress.done:
-        st.session_state["trainer"] = None
-        if progress.write_error:
-            st.warning(
-                f"These runs are not kept as files, so other tabs cannot open them: {progress.write_error}."
-            )
+    if not progress.done:
         if progress.records is not None:
-            try:
-                calls.keep(key, progress)
-            except FolderFull as err:  # the folder's caps, and every run in it open in some session
-                st.session_state.setdefault("train_not_kept", {})[key] = str(err)
-        if progress.stopped:
-            st.info(f"Stopped at step {progress.steps_done}; shown below as far as it got.")
-        return True
+            results(progress.records, [], running=True)
+        st.rerun()
+        return False
+    st.session_state["trainer"] = None
+    if progress.write_error:
+        st.warning(NOT_KEPT.format(progress.write_error))
     if progress.records is not None:
-        results(progress.records, [], running=True)
-    st.rerun()
-    return False
+        try:
+            calls.keep(key, progress)
+        except FolderFull as err:  # the folder's caps, and every run in it open in some session
+            st.session_state.setdefault("train_not_kept", {})[key] = str(err)
+    if progress.stopped:
+        st.info(f"Stopped at step {progress.steps_done}; shown below as far as it got.")
+    return True
 
 
-def controls(cfg: RunConfig, tasks: dict, optimizers: tuple[str, ...]) -> dict:
+def controls(cfg: RunConfig, tasks: dict[str, str]) -> dict:
     """The tab's settings (widgets keyed ``train_*``, defaults :data:`TRAIN_DEFAULTS`, set by
-    presets through session state): a :class:`~rnnviz.studies.training.TrainSettings` dict, with
-    the batch and the seeds; the config's cell is trained."""
+    presets through session state) as a :class:`~rnnviz.studies.training.TrainSettings` dict,
+    with the batch and the seeds. ``tasks``: the tasks offered and their descriptions."""
     for name, value in TRAIN_DEFAULTS.items():
         st.session_state.setdefault(f"train_{name}", value)
     c1, c2, c3, c4 = st.columns(4)
-    task = c1.selectbox(
-        "Task",
-        list(tasks),
-        key="train_task",
-        help="\n\n".join(f"{n}: {t.description}" for n, t in tasks.items()),
-    )
+    described = "\n\n".join(f"{name}: {text}" for name, text in tasks.items())
+    task = c1.selectbox("Task", list(tasks), key="train_task", help=described)
     steps = int(c2.number_input("Steps", 10, 100_000, step=50, key="train_steps"))
-    log_every = int(
-        c3.number_input(
-            "Steps per chunk (and per profile)",
-            1,
-            1000,
-            step=10,
-            key="train_log_every",
-            help="one compiled call trains this many steps; the gradient profile is taken at the start of "
-            "each",
-        )
-    )
-    batch = int(
-        c4.number_input(
-            "Batch per step",
-            1,
-            1024,
-            step=8,
-            key="train_batch",
-            help="a fresh batch every step, drawn from the seed",
-        )
-    )
+    chunk = "one compiled call trains this many steps; the gradient profile is taken at the start of each"
+    per_chunk = "Steps per chunk (and per profile)"
+    log_every = int(c3.number_input(per_chunk, 1, 1000, step=10, key="train_log_every", help=chunk))
+    fresh = "a fresh batch every step, drawn from the seed"
+    batch = int(c4.number_input("Batch per step", 1, 1024, step=8, key="train_batch", help=fresh))
     c1, c2, c3, c4 = st.columns(4)
-    optimizer = c1.selectbox(
-        "Optimizer", optimizers, key="train_optimizer", help="adam, or sgd with momentum 0.9"
-    )
+    momentum = "adam, or sgd with momentum 0.9"
+    optimizer = c1.selectbox("Optimizer", OPTIMIZERS, key="train_optimizer", help=momentum)
     lr = float(c2.number_input("Learning rate", 1e-6, 10.0, format="%.5f", key="train_lr"))
-    clip_on = c3.toggle(
-        "Clip the global norm", key="train_clip_on", help="g ← g·min(1, c/‖g‖) (Pascanu et al. 2013)"
-    )
-    clip = (
-        float(c3.number_input("clip c", 1e-3, 1e6, key="train_clip", disabled=not clip_on))
-        if clip_on
-        else None
-    )
+    clips = "g ← g·min(1, c/‖g‖) (Pascanu et al. 2013)"
+    clip_on = c3.toggle("Clip the global norm", key="train_clip_on", help=clips)
+    clip = float(c3.number_input("clip c", 1e-3, 1e6, key="train_clip")) if clip_on else None
     seeds = int(c4.number_input("Seeds (one vmapped call)", 1, 8, step=1, key="train_seeds"))
     lag = 0
     if task == "recall":
@@ -293,63 +237,37 @@ def controls(cfg: RunConfig, tasks: dict, optimizers: tuple[str, ...]) -> dict:
 def results(records: list, pinned: list[tuple[str, list]], running: bool) -> None:
     """Charts and verdict of one set of runs (all seeds), with pinned runs overlaid."""
     r0 = records[0]
-    text = (
-        f"**Training:** {training_verdict(records)}"
-        if not running
-        else f"Training… {r0.steps_run} of {r0.steps} steps so far."
-    )
-    (st.warning if any(r.nonfinite_step is not None for r in records) and not running else st.markdown)(text)
+    if running:
+        st.markdown(f"Training… {r0.steps_run} of {r0.steps} steps so far.")
+    else:
+        diverged = any(r.nonfinite_step is not None for r in records)
+        (st.warning if diverged else st.markdown)(f"**Training:** {training_verdict(records)}")
     df = training_frame(records)
     over = pd.concat([df] + [training_frame(recs, label) for label, recs in pinned], ignore_index=True)
-    st.plotly_chart(
-        charts.training_figure(
-            over,
-            "loss_smooth",
-            f"Loss ({r0.task}, mean of the last {SMOOTH_STEPS} steps)",
-            "loss (log)",
-            baseline=r0.baseline,
-        ),
-        key="chart_train_loss",
-    )
+    title = f"Loss ({r0.task}, mean of the last {SMOOTH_STEPS} steps)"
+    loss = charts.training_figure(over, "loss_smooth", title, "loss (log)", baseline=r0.baseline)
+    st.plotly_chart(loss, key="chart_train_loss")
     c1, c2 = st.columns(2)
-    with c1:
-        st.plotly_chart(
-            charts.training_figure(
-                over,
-                "metric",
-                f"Task metric: {r0.metric_name}",
-                r0.metric_name,
-                log_y=r0.metric_name == "MSE",
-            ),
-            key="chart_train_metric",
-        )
-    with c2:
-        st.plotly_chart(charts.clipping_figure(df, r0.clip), key="chart_train_clip")
-    _profile(records)
-    csv_button(df, "rnnviz_training.csv", "csv_training", "Download the training curves (CSV)")
-
-
-def _profile(records: list) -> None:
-    """The gradient profile of one run (its seed chosen when there are several) as it learns."""
-    which = 0
+    title, log_y = f"Task metric: {r0.metric_name}", r0.metric_name == "MSE"
+    metric = charts.training_figure(over, "metric", title, r0.metric_name, log_y=log_y)
+    c1.plotly_chart(metric, key="chart_train_metric")
+    c2.plotly_chart(charts.clipping_figure(df, r0.clip), key="chart_train_clip")
+    which = 0  # the gradient profile of one run (its seed chosen when there are several)
     if len(records) > 1:
+        seeds = [f"seed {r.config.seed}" for r in records]
         which = st.selectbox(
-            "Profile of run",
-            range(len(records)),
-            format_func=lambda i: f"seed {records[i].config.seed}",
-            key="train_profile_run",
+            "Profile of run", range(len(seeds)), format_func=seeds.__getitem__, key="train_profile_run"
         )
-    st.plotly_chart(
-        charts.heatmap_figure(
-            profile_matrix(records[which]),
-            "log₁₀ ‖∂L/∂carry_t‖ on a fixed probe batch, as training goes on",
-            x_title="timestep t",
-            y_title="training step",
-            colorbar="log₁₀ ‖∂L/∂carry_t‖",
-        ),
-        key="chart_train_profile",
+    profile = charts.heatmap_figure(
+        profile_matrix(records[which]),
+        "log₁₀ ‖∂L/∂carry_t‖ on a fixed probe batch, as training goes on",
+        x_title="timestep t",
+        y_title="training step",
+        colorbar="log₁₀ ‖∂L/∂carry_t‖",
     )
+    st.plotly_chart(profile, key="chart_train_profile")
     st.caption(prose(__name__, "profile"))
+    csv_button(df, "rnnviz_training.csv", "csv_training", "Download the training curves (CSV)")
 
 
 def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCalls) -> None:
@@ -361,7 +279,7 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
             "the trained-runs folder no longer holds them (its caps evict the least recently used run "
             "no session has open)"
         )
-        st.warning(f"These runs are not kept as files, so other tabs cannot open them: {why}.")
+        st.warning(NOT_KEPT.format(why))
         return
     st.subheader("The trained weights")
     st.caption(
@@ -370,52 +288,32 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
     )
     cols = st.columns(min(len(records), 4))
     for i, (r, path) in enumerate(zip(records, paths)):
-        col = cols[i % len(cols)]
-        col.button(
-            f"Open seed {r.config.seed} in every tab",
-            key=f"train_use_{i}",
-            on_click=use_run,
-            args=(str(path),),
-        )
-        col.download_button(
-            f"Download seed {r.config.seed} (.rnnviz)",
-            path.read_bytes,  # read when clicked, not on every rerun
-            file_name=f"{r.label.replace(' ', '_')}_seed{r.config.seed}.rnnviz",
-            key=f"train_download_{i}",
-            on_click="ignore",
-        )
-    if st.toggle(
-        "λ₁ and the step-Jacobian spectrum at every kept step",
-        key="train_dynamics",
-        help="does training move the network toward λ₁ = 0? One vmapped call over the kept weights, on the "
-        "run's probe sequences",
-    ):
+        col, seed = cols[i % len(cols)], r.config.seed
+        opens = f"Open seed {seed} in every tab"
+        col.button(opens, key=f"train_use_{i}", on_click=use_run, args=(str(path),))
+        with col:  # the file read when clicked, not on every rerun
+            name = f"{r.label.replace(' ', '_')}_seed{seed}.rnnviz"
+            download(f"Download seed {seed} (.rnnviz)", path.read_bytes, name, f"train_download_{i}")
+    label = "λ₁ and the step-Jacobian spectrum at every kept step"
+    why = "does training move the network toward λ₁ = 0?"
+    how = "One vmapped call over the kept weights, on the run's probe sequences"
+    if st.toggle(label, key="train_dynamics", help=f"{why} {how}"):
         over_training(calls.over_training(str(paths[0]), min(4, carry_size(cfg))))
 
 
 def over_training(ot) -> None:
     """λ₁ … λ_k and the loss against the training step, and the step-Jacobian spectrum."""
-    df = over_training_frame(ot)
-    lam = ot.lambda1
-    st.plotly_chart(
-        charts.over_training_figure(
-            df, f"Lyapunov exponents over training ({ot.run.label}, seed {ot.run.config.seed})"
-        ),
-        key="chart_train_lyapunov",
-    )
+    df, lam = over_training_frame(ot), ot.lambda1
+    title = f"Lyapunov exponents over training ({ot.run.label}, seed {ot.run.config.seed})"
+    st.plotly_chart(charts.over_training_figure(df, title), key="chart_train_lyapunov")
+    toward = "toward" if abs(lam[-1]) < abs(lam[0]) else "away from"
     st.caption(
         f"λ₁ went from {lam[0]:+.4f} at step {int(ot.steps[0])} to {lam[-1]:+.4f} at step "
-        f"{int(ot.steps[-1])} "
-        f"(per step, on the run's {ot.probe} probe sequences): "
-        + ("toward" if abs(lam[-1]) < abs(lam[0]) else "away from")
-        + " λ = 0, the edge of chaos, where gradients neither vanish nor explode."
+        f"{int(ot.steps[-1])} (per step, on the run's {ot.probe} probe sequences): {toward} λ = 0, the "
+        "edge of chaos, where gradients neither vanish nor explode."
     )
     sigma = df[df["series"].str.startswith("σ")]
-    st.plotly_chart(
-        charts.line_figure(
-            sigma, "Step-Jacobian spectrum over training: median σ_i(J_t) over t", "σ", x="step",
-            x_title="training step",
-        ),
-        key="chart_train_spectrum",
-    )  # fmt: skip
+    title = "Step-Jacobian spectrum over training: median σ_i(J_t) over t"
+    spectrum = charts.line_figure(sigma, title, "σ", x="step", x_title="training step")
+    st.plotly_chart(spectrum, key="chart_train_spectrum")
     csv_button(df, "rnnviz_over_training.csv", "csv_over_training", "Download λ and σ over training (CSV)")
