@@ -1,6 +1,7 @@
 """Test set-up: strict JAX promotion (no silent dtype/rank promotion) and tiny configs."""
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 
@@ -33,6 +34,25 @@ SUITE_XLA_FLAGS = {
     "xla_cpu_use_fusion_emitters": "false",
     "xla_cpu_parallel_codegen_split_count": "1",
 }
+
+
+# transformers' own xLSTM definitions are the xLSTM tests' oracle. With NX-AI's `xlstm` package
+# installed (the sLSTM block's oracle, in the test extra), transformers would build its xLSTM
+# from that package's kernels instead (mlstm_kernels: other modules, other names). Told the
+# package is absent before its xLSTM modules import, transformers uses its own.
+class _TransformersOwnXLSTM:
+    MODULES = ("transformers.models.xlstm.configuration_xlstm", "transformers.models.xlstm.modeling_xlstm")
+
+    def find_spec(self, name, path=None, target=None):
+        if name in self.MODULES:
+            import transformers.utils
+
+            transformers.utils.is_xlstm_available = lambda: False
+        return None  # the usual finders import it
+
+
+sys.meta_path.insert(0, _TransformersOwnXLSTM())
+
 os.environ.setdefault("RNNVIZ_SERVER_XLA_FLAGS", os.environ.get("XLA_FLAGS", ""))
 for _name, _value in SUITE_XLA_FLAGS.items():
     if _name not in os.environ.get("XLA_FLAGS", ""):

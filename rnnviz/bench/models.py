@@ -197,9 +197,13 @@ def reference_modules() -> tuple[Any, Any]:
         ConfigError: either is not installed (the suite needs both, and says why).
     """
     try:
-        return importlib.import_module("torch"), importlib.import_module("transformers")
+        torch, transformers = importlib.import_module("torch"), importlib.import_module("transformers")
     except ImportError as err:
         raise ConfigError("suite", "models", f"{WHY_TORCH} ({err})") from None
+    # transformers' own xLSTM is the reference: with NX-AI's xlstm package installed it would
+    # build its xLSTM from that package's kernels instead (if its modules are not imported yet)
+    transformers.utils.is_xlstm_available = lambda: False
+    return torch, transformers
 
 
 def threads() -> int:
