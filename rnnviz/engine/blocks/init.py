@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 #: ``(key, shape) -> <float32>[shape]``.
 Initialiser = Callable[[jax.Array, tuple[int, ...]], jax.Array]
@@ -58,14 +59,16 @@ def constant(value: float) -> Initialiser:
     return lambda key, shape: jnp.full(shape, value, jnp.float32)
 
 
-def fixed(values: Callable[[tuple[int, ...]], jax.Array]) -> Initialiser:
+def fixed(values: Callable[[tuple[int, ...]], jax.Array | np.ndarray]) -> Initialiser:
     """The same values whatever the key: ``values(shape)`` (``A_log = log(1 … N)``)."""
     return lambda key, shape: jnp.asarray(values(shape), jnp.float32)
 
 
-def log_arange(shape: tuple[int, ...]) -> jax.Array:
-    """``log(1 … N)`` along the last axis, broadcast over the others: S4D-real's ``A_log``."""
-    return jnp.broadcast_to(jnp.log(jnp.arange(1, shape[-1] + 1, dtype=jnp.float32)), shape)
+def log_arange(shape: tuple[int, ...]) -> np.ndarray:
+    """``log(1 … N)`` along the last axis, broadcast over the others: S4D-real's ``A_log``,
+    rounded once from float64 as torch's float32 log rounds it (XLA's float32 log can be an
+    ulp away)."""
+    return np.broadcast_to(np.log(np.arange(1, shape[-1] + 1, dtype=np.float64)).astype(np.float32), shape)
 
 
 def dt_bias(t_min: float, t_max: float, floor: float) -> Initialiser:
