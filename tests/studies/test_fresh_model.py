@@ -21,9 +21,8 @@ def test_the_loss_is_transformers_loss_on_the_same_weights():
     ids = np.random.default_rng(0).integers(0, 64, size=(2, 10))
     a = rnnviz.analyze_model(model, ids)
     reference = transformers.MambaForCausalLM(transformers.MambaConfig(**MAMBA)).eval()
-    reference.load_state_dict(
-        {k: torch.from_numpy(np.asarray(v)) for k, v in model.params.items()}, strict=True
-    )
+    weights = {k: torch.tensor(np.asarray(v)) for k, v in model.params.items()}  # the tied head too
+    reference.load_state_dict(weights, strict=True)
     with torch.no_grad():
         loss = reference(torch.as_tensor(ids), labels=torch.as_tensor(ids)).loss.item()
     assert a.loss == pytest.approx(loss, rel=1e-4)
