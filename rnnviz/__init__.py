@@ -23,6 +23,7 @@ The public API, all importable from here::
 | ``over_training``, ``OverTraining`` | λ and the step-Jacobian spectrum at every kept step of a run |
 | ``keep_freed_buffers`` | keep XLA:CPU's per-call buffers in the heap (no page faults per call) |
 | ``load_model``, ``Model``, ``CheckpointError`` | your own model: Hugging Face and PyTorch checkpoints |
+| ``fresh_model`` | a model of one design drawn fresh from its sizes, as its reference draws it |
 | ``analyze_model``, ``ModelAnalysis`` | the gradient through every layer and step of your model |
 | ``model_jacobians``, ``ModelJacobians`` | the step-Jacobian spectra of your model's recurrent layers |
 | ``explorable_grid``, ``ExplorableGrid`` | every point of a grid, for a teaching page |
@@ -81,6 +82,7 @@ _EXPORTS = {
     "DataError": "rnnviz.dataset",
     "fit_to_data": "rnnviz.dataset",
     "load_model": "rnnviz.studies.models",
+    "fresh_model": "rnnviz.studies.models",
     "Model": "rnnviz.studies.models",
     "analyze_model": "rnnviz.studies.models",
     "ModelAnalysis": "rnnviz.base.models",
@@ -113,7 +115,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.studies.jacobians import jacobians
     from rnnviz.studies.lyapunov import lyapunov, lyapunov_sweep
     from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
-    from rnnviz.studies.models import Model, analyze_model, load_model
+    from rnnviz.studies.models import Model, analyze_model, fresh_model, load_model
     from rnnviz.studies.over_training import over_training
     from rnnviz.studies.sweep import sweep
     from rnnviz.studies.training import load_run, train, train_many

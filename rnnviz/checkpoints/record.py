@@ -47,6 +47,9 @@ class Family(NamedTuple):
         from_shapes: for a bare state dict without ``config.json``, ``(shapes, source) ->
             spec`` from its tensors' names and shapes alone; None for a family that needs
             a ``config.json``.
+        init: ``(config, source) -> settings``: the fields of ``config.json`` that only say how
+            the reference draws a fresh model (``initializer_range``, Mamba's ``time_step_*``),
+            a frozen record at the reference's defaults; None where sizes alone decide it.
     """
 
     model_types: tuple[str, ...]
@@ -54,6 +57,7 @@ class Family(NamedTuple):
     tensors: Callable[[Any], dict[str, tuple[int, ...]]]
     tied: Callable[[Any], dict[str, str]]
     from_shapes: Callable[[Mapping[str, tuple[int, ...]], str], Any] | None = None
+    init: Callable[[Mapping[str, Any], str], Any] | None = None
 
 
 class Checkpoint(NamedTuple):

@@ -1,5 +1,6 @@
-r"""Your own model: a checkpoint loaded exactly (:func:`load_model`) and the gradient through
-every layer and every step of it (:func:`analyze_model`).
+r"""Your own model: a checkpoint loaded exactly (:func:`load_model`), or one design drawn fresh
+from its sizes as its reference draws it (:func:`fresh_model`), and the gradient through every
+layer and every step of it (:func:`analyze_model`).
 
 >>> import numpy as np, rnnviz, torch, tempfile
 >>> folder = tempfile.mkdtemp()
@@ -24,7 +25,7 @@ import shutil
 import tempfile
 import time
 import weakref
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,10 @@ from rnnviz.base.models import ModelAnalysis
 from rnnviz.checkpoints import CheckpointError, read_checkpoint
 from rnnviz.checkpoints.archive import extracted_model, is_archive
 from rnnviz.checkpoints.load import MAX_BYTES
+from rnnviz.checkpoints.record import Family
+from rnnviz.checkpoints.registry import FAMILIES
+from rnnviz.checkpoints.tensors import DTYPES
+from rnnviz.dataset.budget import size_text
 from rnnviz.engine.blocks.gradients import ModelGrads, model_gradients
 from rnnviz.engine.blocks.placement import input_sharding, place
 from rnnviz.engine.blocks.registry import BLOCKS
@@ -164,6 +169,78 @@ def _archived_model(path, dtype: str, max_bytes: int, devices) -> Model:
     if kept is not None:
         weakref.finalize(model, shutil.rmtree, kept, ignore_errors=True)
     return model
+
+
+def _fresh_family(model_type: str, config: Mapping[str, Any], source: str) -> Family:
+    """The family of ``model_type``, which ``config`` may repeat but not contradict."""
+    if model_type not in FAMILIES:
+        raise CheckpointError(source, f"model_type is {model_type!r}; allowed: {', '.join(sorted(FAMILIES))}")
+    if config.get("model_type", model_type) != model_type:
+        raise CheckpointError(
+            source, f"config's model_type is {config['model_type']!r}; allowed: {model_type!r}"
+        )
+    return FAMILIES[model_type]
+
+
+def fresh_model(
+    model_type: str,
+    config: Mapping[str, Any],
+    *,
+    seed: int = 0,
+    dtype: str = "float32",
+    max_bytes: int = MAX_BYTES,
+    devices: Sequence[jax.Device] | None = None,
+) -> Model:
+    """A model of one design drawn fresh from its sizes, as its reference draws a new one.
+
+    The sizes are read and checked by the same family parser :func:`load_model` uses, the
+    config's initialisation fields (``initializer_range``, Mamba's ``time_step_*``, …) with
+    it, and the weights drawn by the family's ``init_params``: transformers'
+    ``_init_weights`` for the Hugging Face designs, torch's ``reset_parameters`` for
+    ``torch_lstm`` and ``torch_gru``. The tensors are named and shaped as a saved checkpoint
+    of that config holds them, so :func:`analyze_model` reads it as it reads a loaded one.
+
+    Args:
+        model_type: ``"mamba"``, ``"falcon_mamba"``, ``"mamba2"``, ``"recurrent_gemma"``,
+            ``"qwen3_next"``, ``"xlstm"``, ``"torch_lstm"`` or ``"torch_gru"``.
+        config: ``config.json``'s fields (absent ones at the reference's defaults); for a torch
+            stack, its constructor's ``num_layers``, ``input_size`` and ``hidden_size``.
+        seed: the PRNG seed: the same seed, sizes and dtype give the same weights.
+        dtype: ``"float32"`` (default) or ``"bfloat16"`` (drawn in float32, then rounded).
+        max_bytes: the most bytes of weights drawn, checked before any are.
+        devices: where the weights go (default: :func:`devices_for`).
+
+    Returns:
+        The :class:`Model`, its ``source`` ``"fresh <model_type> (seed <seed>)"``.
+
+    Raises:
+        CheckpointError: an unknown model type or dtype, a size or field the family refuses (the
+            loader's message for the same ``config.json``), or weights beyond ``max_bytes``.
+
+    Example:
+        >>> import numpy as np, rnnviz
+        >>> model = rnnviz.fresh_model("mamba", {"vocab_size": 64, "hidden_size": 16, "state_size": 4,
+        ...                                      "num_hidden_layers": 2}, seed=0)
+        >>> model.source, model.n_layers, model.params["backbone.layers.0.mixer.A_log"].shape
+        ('fresh mamba (seed 0)', 2, (32, 4))
+        >>> a = rnnviz.analyze_model(model, np.arange(12).reshape(1, 12))
+        >>> a.grad_norms.shape                   # [L + 1, T]
+        (3, 12)
+    """
+    source = f"fresh {model_type} (seed {seed})"
+    family = _fresh_family(model_type, config, source)
+    if dtype not in DTYPES:
+        raise CheckpointError(source, f"dtype {dtype!r} asked for; allowed: {', '.join(DTYPES)}")
+    config = {**config, "model_type": model_type}
+    spec = family.parse(config, source)
+    nbytes = sum(math.prod(shape) for shape in family.tensors(spec).values()) * DTYPES[dtype].itemsize
+    if nbytes > max_bytes:
+        raise CheckpointError(
+            source, f"{size_text(nbytes)} of weights as {dtype}; allowed: at most {size_text(max_bytes)}"
+        )
+    settings = family.init(config, source) if family.init is not None else None
+    params = BLOCKS[model_type].init_params(spec, jax.random.key(seed), dtype=dtype, settings=settings)
+    return Model(model_type, spec, place(params, devices_for(nbytes, devices)), source)
 
 
 def tokenize(model: Model, text: str) -> tuple[np.ndarray, list[str]]:

@@ -59,6 +59,7 @@ PUBLIC = [
     "DataError",
     "fit_to_data",
     "load_model",
+    "fresh_model",
     "Model",
     "analyze_model",
     "ModelAnalysis",

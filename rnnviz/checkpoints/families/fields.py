@@ -65,6 +65,15 @@ class Fields(NamedTuple):
             raise self.refuse(name, found, allowed)
         return float(found)
 
+    def row(self, name: str, rows: int, default: Any = _FAMILY) -> int | None:
+        """An index into ``rows`` rows (a ``pad_token_id``), or None where the field is null."""
+        found = self.get(name, default)
+        if found is None:
+            return None
+        if isinstance(found, bool) or not isinstance(found, int) or not 0 <= found < rows:
+            raise self.refuse(name, found, f"null or an integer in 0 … {rows - 1}")
+        return found
+
     def flag(self, name: str, default: Any = _FAMILY) -> bool:
         """A JSON boolean."""
         found = self.get(name, default)

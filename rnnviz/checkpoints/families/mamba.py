@@ -13,6 +13,7 @@ dict.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -209,4 +210,60 @@ def tied(spec: MambaSpec) -> dict[str, str]:
     return {"lm_head.weight": "backbone.embeddings.weight"} if spec.tie_word_embeddings else {}
 
 
-FAMILY = Family(model_types=MODEL_TYPES, parse=parse, tensors=tensors, tied=tied)
+@dataclass(frozen=True)
+class MambaInit:
+    """How transformers draws a fresh Mamba or FalconMamba (``MambaPreTrainedModel._init_weights``,
+    ``MambaMixer.init_mamba_weights``): the config's initialisation fields, at its defaults.
+
+    Attributes:
+        initializer_range: σ of the embeddings, ``in_proj``, ``x_proj`` and an untied head.
+        time_step_scale: ``dt_proj.weight`` is U(±s/√R) (``"random"``) or s/√R (``"constant"``).
+        time_step_min: the smallest Δ the bias starts at.
+        time_step_max: the largest.
+        time_step_floor: Δ drawn below it is raised to it.
+        time_step_init_scheme: ``"random"`` or ``"constant"``.
+        rescale_prenorm_residual: ``out_proj.weight`` divided by √L (GPT-2's scaling).
+    """
+
+    initializer_range: float = 0.1
+    time_step_scale: float = 1.0
+    time_step_min: float = 0.001
+    time_step_max: float = 0.1
+    time_step_floor: float = 1e-4
+    time_step_init_scheme: str = "random"
+    rescale_prenorm_residual: bool = False
+
+
+#: ``time_step_init_scheme`` values transformers draws from (any other leaves the weight as drawn).
+TIME_STEP_SCHEMES = ("random", "constant")
+
+
+def init(config: Mapping[str, Any], source: str) -> MambaInit:
+    """The :class:`MambaInit` of a ``config.json`` mapping, transformers' defaults for absent fields.
+
+    Raises:
+        CheckpointError: a field out of its range, or ``time_step_max`` below ``time_step_min``.
+
+    >>> init({"time_step_max": 0.2, "rescale_prenorm_residual": True}, "demo").time_step_max
+    0.2
+    """
+    f = Fields(config, source, dataclasses.asdict(MambaInit()))
+    scheme = f.get("time_step_init_scheme")
+    if scheme not in TIME_STEP_SCHEMES:
+        raise f.refuse("time_step_init_scheme", scheme, ", ".join(TIME_STEP_SCHEMES))
+    settings = MambaInit(
+        initializer_range=f.number("initializer_range"),
+        time_step_scale=f.number("time_step_scale", zero=True),
+        time_step_min=f.number("time_step_min"),
+        time_step_max=f.number("time_step_max"),
+        time_step_floor=f.number("time_step_floor", zero=True),
+        time_step_init_scheme=scheme,
+        rescale_prenorm_residual=f.flag("rescale_prenorm_residual"),
+    )
+    if settings.time_step_max < settings.time_step_min:
+        low = settings.time_step_min
+        raise f.refuse("time_step_max", settings.time_step_max, f"at least time_step_min ({low})")
+    return settings
+
+
+FAMILY = Family(model_types=MODEL_TYPES, parse=parse, tensors=tensors, tied=tied, init=init)

@@ -13,6 +13,7 @@ output (rnnviz scans step by step) and are not kept. transformers writes the inf
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -249,4 +250,47 @@ def tied(spec: Mamba2Spec) -> dict[str, str]:
     return {"lm_head.weight": "backbone.embeddings.weight"} if spec.tie_word_embeddings else {}
 
 
-FAMILY = Family(model_types=MODEL_TYPES, parse=parse, tensors=tensors, tied=tied)
+@dataclass(frozen=True)
+class Mamba2Init:
+    """How transformers draws a fresh Mamba-2 (``Mamba2PreTrainedModel._init_weights``,
+    ``Mamba2Mixer.init_mamba2_weights``): the config's initialisation fields, at its defaults.
+
+    Attributes:
+        initializer_range: σ of the embeddings, ``in_proj`` and an untied head.
+        time_step_min: the smallest Δ the bias ``dt_bias`` starts at.
+        time_step_max: the largest.
+        time_step_floor: Δ drawn below it is raised to it.
+        rescale_prenorm_residual: ``out_proj.weight`` divided by √L (GPT-2's scaling).
+    """
+
+    initializer_range: float = 0.1
+    time_step_min: float = 0.001
+    time_step_max: float = 0.1
+    time_step_floor: float = 1e-4
+    rescale_prenorm_residual: bool = False
+
+
+def init(config: Mapping[str, Any], source: str) -> Mamba2Init:
+    """The :class:`Mamba2Init` of a ``config.json`` mapping, transformers' defaults for absent fields.
+
+    Raises:
+        CheckpointError: a field out of its range, or ``time_step_max`` below ``time_step_min``.
+
+    >>> init({}, "demo").initializer_range
+    0.1
+    """
+    f = Fields(config, source, dataclasses.asdict(Mamba2Init()))
+    settings = Mamba2Init(
+        initializer_range=f.number("initializer_range"),
+        time_step_min=f.number("time_step_min"),
+        time_step_max=f.number("time_step_max"),
+        time_step_floor=f.number("time_step_floor", zero=True),
+        rescale_prenorm_residual=f.flag("rescale_prenorm_residual"),
+    )
+    if settings.time_step_max < settings.time_step_min:
+        low = settings.time_step_min
+        raise f.refuse("time_step_max", settings.time_step_max, f"at least time_step_min ({low})")
+    return settings
+
+
+FAMILY = Family(model_types=MODEL_TYPES, parse=parse, tensors=tensors, tied=tied, init=init)

@@ -34,6 +34,7 @@ then from the top level, as transformers does.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -397,4 +398,34 @@ def tied(spec: Qwen3NextSpec) -> dict[str, str]:
     return {"lm_head.weight": "model.embed_tokens.weight"} if spec.tie_word_embeddings else {}
 
 
-FAMILY = Family(model_types=("qwen3_next",), parse=parse, tensors=tensors, tied=tied)
+@dataclass(frozen=True)
+class Qwen3NextInit:
+    """How transformers draws a fresh Qwen3-Next (``Qwen3NextPreTrainedModel._init_weights``): the
+    config's initialisation fields, at its defaults.
+
+    Attributes:
+        initializer_range: σ of every projection, expert, router, convolution and embedding.
+        pad_token_id: the embeddings' row set to zero (None: none).
+    """
+
+    initializer_range: float = 0.02
+    pad_token_id: int | None = None
+
+
+def init(config: Mapping[str, Any], source: str) -> Qwen3NextInit:
+    """The :class:`Qwen3NextInit` of a ``config.json`` mapping, transformers' defaults for absent fields.
+
+    Raises:
+        CheckpointError: a non-positive range, or a ``pad_token_id`` outside the vocabulary.
+
+    >>> init({"initializer_range": 0.05}, "demo")
+    Qwen3NextInit(initializer_range=0.05, pad_token_id=None)
+    """
+    f = Fields(config, source, {**DEFAULTS, **dataclasses.asdict(Qwen3NextInit())})
+    return Qwen3NextInit(
+        initializer_range=f.number("initializer_range"),
+        pad_token_id=f.row("pad_token_id", f.positive_int("vocab_size")),
+    )
+
+
+FAMILY = Family(model_types=("qwen3_next",), parse=parse, tensors=tensors, tied=tied, init=init)

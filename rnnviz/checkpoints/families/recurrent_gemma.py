@@ -29,6 +29,7 @@ then from the top level, as transformers does.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -326,4 +327,36 @@ def tied(spec: RecurrentGemmaSpec) -> dict[str, str]:
     return {"lm_head.weight": "model.embed_tokens.weight"} if spec.tie_word_embeddings else {}
 
 
-FAMILY = Family(model_types=("recurrent_gemma",), parse=parse, tensors=tensors, tied=tied)
+@dataclass(frozen=True)
+class RecurrentGemmaInit:
+    """How transformers draws a fresh RecurrentGemma (``RecurrentGemmaPreTrainedModel._init_weights``):
+    the config's initialisation fields, at its defaults.
+
+    Attributes:
+        w_init_variance_scale: s: the convolution, the MLP and the embeddings are N(0, s / K), the
+            RG-LRU's gate blocks N(0, s / b).
+        pad_token_id: the embeddings' row set to zero (None: none).
+    """
+
+    w_init_variance_scale: float = 0.01
+    pad_token_id: int | None = 0
+
+
+def init(config: Mapping[str, Any], source: str) -> RecurrentGemmaInit:
+    """The :class:`RecurrentGemmaInit` of a ``config.json`` mapping, transformers' defaults for
+    absent fields.
+
+    Raises:
+        CheckpointError: a negative scale, or a ``pad_token_id`` outside the vocabulary.
+
+    >>> init({"vocab_size": 64}, "demo")
+    RecurrentGemmaInit(w_init_variance_scale=0.01, pad_token_id=0)
+    """
+    f = Fields(config, source, {**DEFAULTS, **dataclasses.asdict(RecurrentGemmaInit())})
+    return RecurrentGemmaInit(
+        w_init_variance_scale=f.number("w_init_variance_scale", zero=True),
+        pad_token_id=f.row("pad_token_id", f.positive_int("vocab_size")),
+    )
+
+
+FAMILY = Family(model_types=("recurrent_gemma",), parse=parse, tensors=tensors, tied=tied, init=init)

@@ -263,4 +263,31 @@ def tied(spec: XLSTMSpec) -> dict[str, str]:
     return {"lm_head.weight": "backbone.embeddings.weight"} if spec.tie_word_embeddings else {}
 
 
-FAMILY = Family(model_types=("xlstm",), parse=parse, tensors=tensors, tied=tied)
+@dataclass(frozen=True)
+class XLSTMInit:
+    """How transformers draws a fresh xLSTM (``xLSTMPreTrainedModel._init_weights``): the
+    config's initialisation fields, at its defaults.
+
+    Attributes:
+        num_hidden_layers: the n of Wang's init, σ = 2 / (n √width), of ``out_proj`` and
+            ``proj_down``: the config's ``num_hidden_layers`` (32 unless given, whatever
+            ``num_blocks`` says; ``num_blocks`` where it is null), as transformers reads it.
+    """
+
+    num_hidden_layers: int = 32
+
+
+def init(config: Mapping[str, Any], source: str) -> XLSTMInit:
+    """The :class:`XLSTMInit` of a ``config.json`` mapping.
+
+    >>> init({"num_blocks": 2}, "demo"), init({"num_hidden_layers": None, "num_blocks": 2}, "demo")
+    (XLSTMInit(num_hidden_layers=32), XLSTMInit(num_hidden_layers=2))
+    """
+    f = Fields(config, source, DEFAULTS)
+    layers = config.get("num_hidden_layers", DEFAULTS["num_hidden_layers"])
+    if layers is None:
+        return XLSTMInit(f.positive_int("num_blocks"))
+    return XLSTMInit(f.positive_int("num_hidden_layers"))
+
+
+FAMILY = Family(model_types=("xlstm",), parse=parse, tensors=tensors, tied=tied, init=init)

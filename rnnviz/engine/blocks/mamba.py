@@ -40,12 +40,14 @@ what a finite-difference check needs.
 from __future__ import annotations
 
 import functools
+import math
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, probed, promoted, wide_dtype
+from rnnviz.checkpoints.families.mamba import MambaInit, tensors, tied
+from rnnviz.engine.blocks import Probes, Trajectory, init, probed, promoted, wide_dtype
 from rnnviz.engine.blocks.backbone import language_model, linear, row
 
 if TYPE_CHECKING:
@@ -269,3 +271,61 @@ def state_shapes(spec: MambaSpec, batch: int, seq_len: int) -> tuple[dict[str, j
     """
     leaf = jax.ShapeDtypeStruct((batch, seq_len, spec.intermediate_size, spec.state_size), jnp.float32)
     return tuple({"h": leaf} for _ in range(spec.num_hidden_layers))
+
+
+def _initialiser(spec: MambaSpec, settings: MambaInit, name: str) -> init.Initialiser:
+    """How ``MambaPreTrainedModel._init_weights`` leaves tensor ``name`` (the mixer's own rules
+    after every ``nn.Linear``'s N(0, initializer_range²) and zero bias)."""
+    s = settings
+    dt_std = s.time_step_scale / math.sqrt(spec.time_step_rank)
+    rules = {
+        "mixer.A_log": init.fixed(init.log_arange),
+        "mixer.D": init.constant(1.0),
+        "conv1d.weight": init.fan_in_uniform(),
+        "dt_proj.weight": init.uniform(-dt_std, dt_std)
+        if s.time_step_init_scheme == "random"
+        else init.constant(dt_std),
+        "dt_proj.bias": init.dt_bias(s.time_step_min, s.time_step_max, s.time_step_floor),
+        "out_proj.weight": init.fan_in_uniform(
+            1 / math.sqrt(spec.num_hidden_layers) if s.rescale_prenorm_residual else 1.0
+        ),
+    }
+    last = name.rsplit(".", 2)
+    if last[-1] == "bias" and last[-2] != "dt_proj":
+        return init.constant(0.0)
+    if last[-2] in ("norm", "norm_f"):
+        return init.constant(1.0)
+    return rules.get(".".join(last[-2:]), init.normal(s.initializer_range))
+
+
+def init_params(
+    spec: MambaSpec, key: jax.Array, *, dtype: str = "float32", settings: MambaInit | None = None
+) -> Params:
+    r"""A fresh Mamba or FalconMamba, drawn as transformers' ``MambaForCausalLM(config)`` draws it.
+
+    Every ``nn.Linear`` and the embeddings N(0, initializer_range²) with zero biases; then each
+    mixer's own rules: :math:`A_{log} = \log(1 … N)` per channel, D = 1, ``conv1d`` and
+    ``out_proj`` torch's ``kaiming_uniform_(a=√5)``, U(±1/√fan_in) (``out_proj`` over √L with
+    ``rescale_prenorm_residual``), ``dt_proj.weight`` U(±scale/√R) and ``dt_proj.bias`` the inverse
+    softplus of Δ drawn log-uniformly in [time_step_min, time_step_max] (floored); norms 1.
+
+    Args:
+        spec: the sizes.
+        key: the PRNG key; each tensor draws with its own key folded in from its name.
+        dtype: ``"float32"`` or ``"bfloat16"`` (drawn in float32, then cast).
+        settings: the config's initialisation fields (default: transformers' defaults).
+
+    Returns:
+        ``{name: array}``, the names and shapes of :func:`~rnnviz.checkpoints.families.mamba.tensors`,
+        ``lm_head.weight`` the embeddings' own array when tied.
+
+    Example:
+        >>> from rnnviz.checkpoints.families.mamba import parse
+        >>> spec = parse({"model_type": "mamba", "vocab_size": 32, "hidden_size": 8,
+        ...               "state_size": 4, "num_hidden_layers": 1}, "demo")
+        >>> params = init_params(spec, jax.random.key(0))
+        >>> params["backbone.layers.0.mixer.A_log"].shape, float(params["backbone.layers.0.mixer.D"][0])
+        ((16, 4), 1.0)
+    """
+    rule = functools.partial(_initialiser, spec, settings or MambaInit())
+    return init.draw(tensors(spec), rule, key, dtype, tied(spec))

@@ -40,12 +40,15 @@ Subtleties kept from the reference:
 
 from __future__ import annotations
 
+import functools
+import math
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, chunked_scan, probed, promoted, wide_dtype
+from rnnviz.checkpoints.families.mamba2 import Mamba2Init, tensors, tied
+from rnnviz.engine.blocks import Probes, Trajectory, chunked_scan, init, probed, promoted, wide_dtype
 from rnnviz.engine.blocks.backbone import language_model, linear, row
 
 if TYPE_CHECKING:
@@ -311,3 +314,53 @@ def state_shapes(spec: Mamba2Spec, batch: int, seq_len: int) -> tuple[dict[str, 
     """
     shape = (batch, seq_len, spec.num_heads, spec.head_dim, spec.state_size)
     return tuple({"h": jax.ShapeDtypeStruct(shape, jnp.float32)} for _ in range(spec.num_hidden_layers))
+
+
+def _initialiser(spec: Mamba2Spec, settings: Mamba2Init, name: str) -> init.Initialiser:
+    """How ``Mamba2PreTrainedModel._init_weights`` leaves tensor ``name``."""
+    s = settings
+    rules = {
+        "mixer.A_log": init.fixed(init.log_arange),
+        "mixer.D": init.constant(1.0),
+        "mixer.dt_bias": init.dt_bias(s.time_step_min, s.time_step_max, s.time_step_floor),
+        "conv1d.weight": init.fan_in_uniform(),
+        "out_proj.weight": init.fan_in_uniform(
+            1 / math.sqrt(spec.num_hidden_layers) if s.rescale_prenorm_residual else 1.0
+        ),
+    }
+    last = name.rsplit(".", 2)
+    if last[-1] == "bias":
+        return init.constant(0.0)
+    if last[-2] in ("norm", "norm_f"):
+        return init.constant(1.0)
+    return rules.get(".".join(last[-2:]), init.normal(s.initializer_range))
+
+
+def init_params(
+    spec: Mamba2Spec, key: jax.Array, *, dtype: str = "float32", settings: Mamba2Init | None = None
+) -> Params:
+    r"""A fresh Mamba-2, drawn as transformers' ``Mamba2ForCausalLM(config)`` draws it.
+
+    The embeddings, ``in_proj`` and an untied head N(0, initializer_range²), biases 0; per
+    mixer :math:`A_{log} = \log(1 … n_h)`, D = 1, ``dt_bias`` the inverse softplus of Δ drawn
+    log-uniformly in [time_step_min, time_step_max] (floored), ``conv1d`` and ``out_proj``
+    U(±1/√fan_in) (``out_proj`` over √L with ``rescale_prenorm_residual``); norms 1.
+
+    Args:
+        spec: the sizes.
+        key: the PRNG key; each tensor draws with its own key folded in from its name.
+        dtype: ``"float32"`` or ``"bfloat16"`` (drawn in float32, then cast).
+        settings: the config's initialisation fields (default: transformers' defaults).
+
+    Returns:
+        ``{name: array}``, the names and shapes of :func:`~rnnviz.checkpoints.families.mamba2.tensors`.
+
+    Example:
+        >>> from rnnviz.checkpoints.families.mamba2 import parse
+        >>> spec = parse({"model_type": "mamba2", "vocab_size": 32, "hidden_size": 16, "num_heads": 4,
+        ...               "head_dim": 8, "n_groups": 1, "state_size": 4, "num_hidden_layers": 1}, "demo")
+        >>> init_params(spec, jax.random.key(0))["backbone.layers.0.mixer.A_log"].tolist()[:2]
+        [0.0, 0.6931471824645996]
+    """
+    rule = functools.partial(_initialiser, spec, settings or Mamba2Init())
+    return init.draw(tensors(spec), rule, key, dtype, tied(spec))

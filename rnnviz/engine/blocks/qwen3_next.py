@@ -35,12 +35,14 @@ layer's state after each step, None for attention.
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, gated_deltanet, wide_dtype
+from rnnviz.checkpoints.families.qwen3_next import Qwen3NextInit, tensors, tied
+from rnnviz.engine.blocks import Probes, Trajectory, gated_deltanet, init, wide_dtype
 from rnnviz.engine.blocks.backbone import linear, row
 
 if TYPE_CHECKING:
@@ -297,3 +299,57 @@ def state_shapes(
     )
     leaf = jax.ShapeDtypeStruct(shape, jnp.float32)
     return tuple({"S": leaf} if kind == "linear_attention" else None for kind in spec.layer_types)
+
+
+def a_log_init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    """A Gated DeltaNet layer's ``A_log`` as transformers draws it: log of U(0.01, 16) (the lower
+    bound kept from 0 so that the log stays finite)."""
+    return jnp.log(jax.random.uniform(key, shape, jnp.float32, 0.01, 16.0))
+
+
+def _initialiser(spec: Qwen3NextSpec, settings: Qwen3NextInit, name: str) -> init.Initialiser:
+    """How ``Qwen3NextPreTrainedModel._init_weights`` leaves tensor ``name``."""
+    del spec
+    if name.endswith("linear_attn.dt_bias"):
+        return init.constant(1.0)
+    if name.endswith("linear_attn.A_log"):
+        return a_log_init
+    if name.endswith("linear_attn.norm.weight"):  # the gated norm scales by w itself
+        return init.constant(1.0)
+    if name.endswith(("norm.weight", "layernorm.weight", "bias")):  # the other norms by 1 + w
+        return init.constant(0.0)
+    std = init.normal(settings.initializer_range)
+    return init.zero_row(std, settings.pad_token_id) if name == "model.embed_tokens.weight" else std
+
+
+def init_params(
+    spec: Qwen3NextSpec, key: jax.Array, *, dtype: str = "float32", settings: Qwen3NextInit | None = None
+) -> Params:
+    r"""A fresh Qwen3-Next, drawn as transformers' ``Qwen3NextForCausalLM(config)`` draws it.
+
+    Every projection, expert, router, convolution, the embeddings (the row ``pad_token_id`` zero)
+    and an untied head N(0, initializer_range²), biases 0; each Gated DeltaNet layer's
+    ``dt_bias`` 1 and ``A_log`` = log U(0.01, 16) (:func:`a_log_init`), its gated norm's w 1;
+    every other RMS norm's w 0 (they scale by 1 + w). The experts, which transformers holds
+    fused, are named one by one as its ``save_pretrained`` writes them.
+
+    Args:
+        spec: the sizes.
+        key: the PRNG key; each tensor draws with its own key folded in from its name.
+        dtype: ``"float32"`` or ``"bfloat16"`` (drawn in float32, then cast).
+        settings: the config's initialisation fields (default: transformers' defaults).
+
+    Returns:
+        ``{name: array}``, the names and shapes of :func:`~rnnviz.checkpoints.families.qwen3_next.tensors`.
+
+    Example:
+        >>> from rnnviz.checkpoints.families.qwen3_next import parse
+        >>> spec = parse({"num_hidden_layers": 1, "vocab_size": 32, "hidden_size": 16,
+        ...               "linear_num_key_heads": 2, "linear_num_value_heads": 4, "linear_key_head_dim": 4,
+        ...               "linear_value_head_dim": 4, "num_experts": 0, "intermediate_size": 32}, "demo")
+        >>> params = init_params(spec, jax.random.key(0))
+        >>> params["model.layers.0.linear_attn.dt_bias"].tolist()
+        [1.0, 1.0, 1.0, 1.0]
+    """
+    rule = functools.partial(_initialiser, spec, settings or Qwen3NextInit())
+    return init.draw(tensors(spec), rule, key, dtype, tied(spec))

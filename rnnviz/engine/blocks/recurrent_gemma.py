@@ -44,13 +44,15 @@ is added to the RG-LRU's h_t (after the reset, before the block reads it), None 
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import TYPE_CHECKING
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, probed, wide_dtype
+from rnnviz.checkpoints.families.recurrent_gemma import RecurrentGemmaInit, tensors, tied
+from rnnviz.engine.blocks import Probes, Trajectory, init, probed, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.recurrent_gemma import RecurrentGemmaSpec
@@ -390,3 +392,75 @@ def state_shapes(
     """
     leaf = jax.ShapeDtypeStruct((batch, seq_len, spec.lru_width), jnp.float32)
     return tuple({"h": leaf} if kind == "recurrent" else None for kind in spec.layer_kinds)
+
+
+def recurrent_param_init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+    r"""The RG-LRU's Λ as transformers draws it (``RecurrentGemmaRglru``): :math:`Λ = \log(u^{-1/2} − 1)`,
+    u ~ U(0.9² + 10⁻⁸, 0.999² + 10⁻⁸), so that :math:`e^{−\mathrm{softplus}(Λ)} = \sqrt u` starts
+    between 0.9 and 0.999."""
+    u = jax.random.uniform(key, shape, jnp.float32, 0.9**2 + 1e-8, 0.999**2 + 1e-8)
+    return jnp.log(jnp.exp(-0.5 * jnp.log(u)) - 1.0)
+
+
+def _initialiser(spec: RecurrentGemmaSpec, settings: RecurrentGemmaInit, name: str) -> init.Initialiser:
+    """How ``RecurrentGemmaPreTrainedModel._init_weights`` leaves tensor ``name``."""
+    d, s = spec.hidden_size, settings.w_init_variance_scale
+    final = 2.0 / spec.num_hidden_layers  # transformers' final_w_init_variance_scale
+    rest = init.normal(math.sqrt(s / spec.conv1d_width))  # its rule for every other layer
+    if name.endswith(("bias", "norm.weight")):  # the norms scale by 1 + w
+        return init.constant(0.0)
+    if name == "model.embed_tokens.weight":
+        return init.zero_row(rest, settings.pad_token_id)
+    rules = {
+        "linear_x": init.normal(math.sqrt(1 / d)),
+        "linear_y": init.normal(math.sqrt(1 / d)),
+        "q_proj": init.normal(math.sqrt(1 / d)),
+        "k_proj": init.normal(math.sqrt(1 / d)),
+        "v_proj": init.normal(math.sqrt(1 / d)),
+        "linear_out": init.normal(math.sqrt(final / spec.lru_width)),
+        "o_proj": init.normal(math.sqrt(final / d)),
+        "recurrent_param": recurrent_param_init,
+        "input_gate_weight": init.normal(math.sqrt(s / spec.block_width)),
+        "recurrent_gate_weight": init.normal(math.sqrt(s / spec.block_width)),
+    }
+    return rules.get(name.removesuffix(".weight").rsplit(".", 1)[-1], rest)
+
+
+def init_params(
+    spec: RecurrentGemmaSpec,
+    key: jax.Array,
+    *,
+    dtype: str = "float32",
+    settings: RecurrentGemmaInit | None = None,
+) -> Params:
+    r"""A fresh RecurrentGemma, drawn as transformers' ``RecurrentGemmaForCausalLM(config)`` draws it.
+
+    With s = ``w_init_variance_scale``, K the convolution's width and L the layers:
+    ``linear_x``, ``linear_y``, q, k and v N(0, 1/D); ``linear_out`` N(0, (2/L)/W) and ``o_proj``
+    N(0, (2/L)/D); the RG-LRU's gate blocks N(0, s/b) and Λ from :func:`recurrent_param_init`;
+    the convolution, the MLP and the embeddings N(0, s/K) (the row ``pad_token_id`` zero); every
+    bias 0, every norm's w 0 (they scale by 1 + w).
+
+    Args:
+        spec: the sizes.
+        key: the PRNG key; each tensor draws with its own key folded in from its name.
+        dtype: ``"float32"`` or ``"bfloat16"`` (drawn in float32, then cast).
+        settings: the config's initialisation fields (default: transformers' defaults).
+
+    Returns:
+        ``{name: array}``, the names and shapes of
+        :func:`~rnnviz.checkpoints.families.recurrent_gemma.tensors`, the head the embeddings'
+        own array when tied.
+
+    Example:
+        >>> from rnnviz.checkpoints.families.recurrent_gemma import parse
+        >>> spec = parse({"num_hidden_layers": 2, "vocab_size": 32, "hidden_size": 16,
+        ...               "intermediate_size": 32, "num_attention_heads": 2}, "demo")
+        >>> params = init_params(spec, jax.random.key(0))
+        >>> params["model.layers.0.temporal_block.rg_lru.input_gate_weight"].shape
+        (2, 8, 8)
+        >>> float(abs(params["model.embed_tokens.weight"][0]).max())  # pad_token_id 0
+        0.0
+    """
+    rule = functools.partial(_initialiser, spec, settings or RecurrentGemmaInit())
+    return init.draw(tensors(spec), rule, key, dtype, tied(spec))

@@ -31,12 +31,14 @@ torch's fused kernels accumulate the gates in float32 too), float64 weights in f
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, probed, wide_dtype
+from rnnviz.checkpoints.families.torch_rnn import tensors
+from rnnviz.engine.blocks import Probes, Trajectory, init, probed, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.torch_rnn import TorchRNNSpec
@@ -197,3 +199,30 @@ def state_shapes(spec: TorchRNNSpec, batch: int, seq_len: int) -> tuple[dict[str
     leaf = jax.ShapeDtypeStruct((batch, seq_len, spec.hidden_size), jnp.float32)
     names = ("c", "h") if spec.model_type == "torch_lstm" else ("h",)
     return tuple({n: leaf for n in names} for _ in range(spec.num_layers))
+
+
+def init_params(
+    spec: TorchRNNSpec, key: jax.Array, *, dtype: str = "float32", settings: None = None
+) -> Params:
+    r"""A fresh stack, drawn as torch's ``nn.LSTM`` / ``nn.GRU`` ``reset_parameters`` draws it:
+    every weight and bias U(−1/√H, 1/√H).
+
+    Args:
+        spec: the sizes.
+        key: the PRNG key; each tensor draws with its own key folded in from its name.
+        dtype: ``"float32"`` or ``"bfloat16"`` (drawn in float32, then cast).
+        settings: None (sizes alone decide torch's draw).
+
+    Returns:
+        ``{name: array}``, the names and shapes of :func:`~rnnviz.checkpoints.families.torch_rnn.tensors`.
+
+    Example:
+        >>> from rnnviz.checkpoints.families.torch_rnn import parse
+        >>> spec = parse({"model_type": "torch_gru", "num_layers": 1, "input_size": 3, "hidden_size": 4}, "x")
+        >>> params = init_params(spec, jax.random.key(0))
+        >>> params["weight_ih_l0"].shape, bool(abs(params["weight_hh_l0"]).max() <= 0.5)
+        ((12, 3), True)
+    """
+    del settings
+    bound = 1 / math.sqrt(spec.hidden_size)
+    return init.draw(tensors(spec), lambda name: init.uniform(-bound, bound), key, dtype)

@@ -47,12 +47,16 @@ so only float32 matches transformers to float32's error.
 
 from __future__ import annotations
 
+import dataclasses
+import functools
+import math
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Trajectory, probed
+from rnnviz.checkpoints.families.xlstm import XLSTMInit, tensors
+from rnnviz.engine.blocks import Trajectory, init, probed
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.xlstm import XLSTMSpec
@@ -394,3 +398,90 @@ def layer_step(spec: XLSTMSpec, params: Params, layer: int, state: State, inputs
         The state after step t, before the probe.
     """
     return mlstm_update(state, inputs["k"], inputs["v"], inputs["i"], inputs["f"])
+
+
+#: The fused layers and the separate ones whose rows they stack, in order (``weight_mode``).
+FUSED = {
+    "mlstm_layer.qkv_opreact": (
+        "mlstm_layer.q",
+        "mlstm_layer.k",
+        "mlstm_layer.v",
+        "mlstm_layer.ogate_preact",
+    ),
+    "mlstm_layer.ifgate_preact": ("mlstm_layer.igate_preact", "mlstm_layer.fgate_preact"),
+    "ffn.proj_up_gate_z": ("ffn.proj_up_gate", "ffn.proj_up"),
+}
+
+
+def _initialiser(spec: XLSTMSpec, settings: XLSTMInit, name: str) -> init.Initialiser:
+    """How ``xLSTMPreTrainedModel._init_weights`` leaves tensor ``name`` of a single-weight model."""
+    small = init.normal(math.sqrt(2 / (5 * spec.hidden_size)))  # "small init"
+    n = settings.num_hidden_layers
+    module, kind = name.rsplit(".", 1)
+    if "norm" in module.rsplit(".", 1)[-1]:
+        return init.constant(1.0 if kind == "weight" else 0.0)
+    if module.endswith("igate_preact"):
+        return init.constant(0.0 if kind == "weight" else -10.0)
+    if module.endswith("fgate_preact"):
+        return (
+            init.constant(0.0)
+            if kind == "weight"
+            else init.fixed(lambda shape: jnp.linspace(3.0, 6.0, shape[0]))
+        )
+    if kind == "bias" or "gate" in module:  # the output gate and the FFN's gate start at zero
+        return init.constant(0.0)
+    if module.endswith("out_proj"):
+        return init.normal(2 / n / math.sqrt(spec.hidden_size))  # Wang's init
+    if module.endswith("proj_down"):
+        return init.normal(2 / n / math.sqrt(spec.ffn_dim))
+    return small
+
+
+def _fused(spec: XLSTMSpec, single: Params) -> Params:
+    """The fused model's tensors: each fused layer's rows the separate layers' rows, stacked."""
+    out = {}
+    for name in tensors(spec):
+        module, kind = name.rsplit(".", 1)
+        fused = next((f for f in FUSED if module.endswith(f)), None)
+        if fused is None:
+            out[name] = single[name]
+        else:
+            stem = module.removesuffix(fused)
+            out[name] = jnp.concatenate([single[f"{stem}{part}.{kind}"] for part in FUSED[fused]], axis=0)
+    return out
+
+
+def init_params(
+    spec: XLSTMSpec, key: jax.Array, *, dtype: str = "float32", settings: XLSTMInit | None = None
+) -> Params:
+    r"""A fresh xLSTM, drawn as transformers' ``xLSTMForCausalLM(config)`` draws it.
+
+    The embeddings, q, k, v, ``proj_up`` and the head N(0, 2/(5D)) ("small init"); ``out_proj``
+    and ``proj_down`` N(0, (2/(n√width))²) (Wang's init, n the config's ``num_hidden_layers``,
+    width D and the FFN's); the output gate and the FFN's gate all zero; the input and forget
+    gates' weights zero, their biases −10 and ``linspace(3, 6, heads)``; norms 1, other biases 0.
+
+    transformers cannot draw a fused model (``weight_mode="fused"``: its ``_init_weights`` mixes
+    the shapes of the i and f halves): a fused model here is the single-weight one of the same
+    key, its layers' rows stacked, so both compute the same function. The head is drawn on its
+    own even when ``tie_word_embeddings``, as transformers' xLSTM ties nothing and saves it.
+
+    Args:
+        spec: the sizes.
+        key: the PRNG key; each tensor draws with its own key folded in from its name.
+        dtype: ``"float32"`` or ``"bfloat16"`` (drawn in float32, then cast).
+        settings: the config's initialisation fields (default: transformers' defaults).
+
+    Returns:
+        ``{name: array}``, the names and shapes of :func:`~rnnviz.checkpoints.families.xlstm.tensors`.
+
+    Example:
+        >>> from rnnviz.checkpoints.families.xlstm import parse
+        >>> spec = parse({"vocab_size": 32, "hidden_size": 16, "num_blocks": 1, "num_heads": 2}, "demo")
+        >>> init_params(spec, jax.random.key(0))["backbone.blocks.0.mlstm_layer.fgate_preact.bias"].tolist()
+        [3.0, 6.0]
+    """
+    single = dataclasses.replace(spec, weight_mode="single")
+    rule = functools.partial(_initialiser, single, settings or XLSTMInit())
+    params = init.draw(tensors(single), rule, key, dtype)
+    return params if spec.weight_mode == "single" else _fused(spec, params)
