@@ -172,25 +172,13 @@ REFERENCES = {
 }
 
 
-def _transformers_class(name: str):
-    """A transformers class. With the external ``xlstm`` package installed, transformers reads
-    its config types from there, which then needs ``mlstm_kernels``; transformers' own
-    definitions, used when that package is absent, build the same model."""
-    try:
-        return getattr(transformers, name)
-    except ImportError:
-        with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(transformers.utils, "is_xlstm_available", lambda: False)
-            return getattr(transformers, name)
-
-
 def reference(model_type: str, config: dict, seed: int) -> torch.nn.Module:
     """The reference's fresh model of ``config``, drawn after ``torch.manual_seed(seed)``."""
     torch.manual_seed(seed)
     if model_type in ("torch_lstm", "torch_gru"):
         kind = torch.nn.LSTM if model_type == "torch_lstm" else torch.nn.GRU
         return kind(**config, batch_first=True)
-    config_class, model_class = (_transformers_class(n) for n in REFERENCES[model_type])
+    config_class, model_class = (getattr(transformers, n) for n in REFERENCES[model_type])
     return model_class(config_class(**config))
 
 
