@@ -1,11 +1,6 @@
-"""The rnnviz dashboard: ``rnnviz app`` (or ``streamlit run app.py`` in a checkout) runs
-:func:`main` on every rerun: the sidebar (:mod:`rnnviz.ui.sidebar`) → a RunConfig, its
-analysis and the header (:mod:`rnnviz.ui.page`), then the open tab of
-:data:`rnnviz.ui.tabs.TABS`, every computation through the client :mod:`rnnviz.ui.calls`.
-
-Recorded runs are read only from the shipped folder, the data folder's ``runs/`` and the
-operator's ``RNNVIZ_RUNS_DIR`` (``rnnviz app --runs-dir``), never from a URL or a widget.
-"""
+"""The dashboard's page: ``rnnviz app`` (or ``streamlit run app.py``) runs :func:`main` on
+every rerun: the sidebar → a RunConfig → its analysis and header → the open tab, every
+computation through the client :mod:`rnnviz.ui.calls`."""
 
 from __future__ import annotations
 
@@ -96,8 +91,8 @@ def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
 
 
 def runs_folders() -> tuple[str, ...]:
-    """The shipped runs, the data folder's ``runs/`` (``bench --record`` writes there) when it
-    exists, then the operator's ``RNNVIZ_RUNS_DIR`` when set."""
+    """The only folders recorded runs are read from (never one a URL or a widget names): the
+    shipped runs, the data folder's ``runs/`` when it exists, then ``RNNVIZ_RUNS_DIR`` when set."""
     user, local = os.environ.get("RNNVIZ_RUNS_DIR"), runs_dir().resolve()
     found = [str(SHIPPED_RUNS)] + ([str(local)] if local.is_dir() else [])
     return tuple(found + ([user] if user and Path(user).resolve() != local else []))
@@ -105,7 +100,7 @@ def runs_folders() -> tuple[str, ...]:
 
 @st.cache_data(show_spinner=False, ttl=60)
 def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    """Recorded runs: only ``*.jsonl`` directly in the fixed runs folders are ever read."""
+    """The recorded runs (``*.jsonl`` directly in ``folders``) and the lines skipped."""
     loaded = [load_dir(folder) for folder in folders]
     return records_frame([r for x in loaded for r in x.records]), [s for x in loaded for s in x.skipped]
 

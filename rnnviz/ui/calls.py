@@ -1,9 +1,6 @@
-"""The dashboard's client of its worker processes (see ``docs/dev/serving.md``): one pool and
-one result cache shared by every session; :func:`get` answers any
-:class:`~rnnviz.serve.requests.Request` through the cache, with a line on the page while it
-runs. Idle time computes what the tabs not opened declare (:func:`prepare_tabs`) and compiles
-the shapes a visitor may switch to (:func:`prepare_neighbours`).
-"""
+"""The dashboard's client of its worker processes (``docs/dev/serving.md``): :func:`get`
+answers any :class:`~rnnviz.serve.requests.Request` through the result cache all sessions
+share; idle time prepares the tabs not open and the shapes a visitor may switch to."""
 
 from __future__ import annotations
 
@@ -116,8 +113,7 @@ def prepare_tabs(ctx: Any, tabs: tuple) -> None:
 
 
 def neighbours(cfg: RunConfig) -> tuple[RunConfig, ...]:
-    """The configs one switch of the cell selector away from ``cfg``, in the selector's order
-    (those over a budget at this shape left out)."""
+    """The configs one switch of the cell selector away from ``cfg`` (those over a budget left out)."""
     out = []
     for name in cell_names():
         if name != cfg.cell:
@@ -127,8 +123,7 @@ def neighbours(cfg: RunConfig) -> tuple[RunConfig, ...]:
 
 
 def preset_shapes(cfg: RunConfig | None = None) -> tuple[RunConfig, ...]:
-    """The teaching presets' configs, the first of each shape in their order, without ``cfg``'s
-    (the same executables serve a shape's other presets)."""
+    """The first teaching preset of each shape, in their order, without ``cfg``'s shape."""
     first: dict = {}
     for preset in PRESETS.values():
         first.setdefault(static_config(preset.config()), preset.config())
@@ -202,8 +197,7 @@ def check_run(path: str) -> object:
 
 
 def train_key(cfg: RunConfig, settings: dict) -> str:
-    """A training run's key: its config and data (from the seed's initialisation, never the
-    session's trained weights) and its settings."""
+    """A training run's key: its config and data (never the session's trained weights) and settings."""
     return json.dumps({"config": json.loads(session_key(cfg, trained=False)), **settings}, sort_keys=True)
 
 
@@ -226,8 +220,8 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
 
 
 def keep_trained(key: str, progress: TrainProgress) -> None:
-    """A finished training call: its run files admitted to the trained folder's caps, and its
-    curves kept in the result cache, where :func:`trained` finds them.
+    """Admit a finished training call's run files to the trained folder's caps, and keep its
+    curves where :func:`trained` finds them.
 
     Raises:
       FolderFull: the folder's caps, with every run in it open in some session (the curves
@@ -242,8 +236,8 @@ def keep_trained(key: str, progress: TrainProgress) -> None:
 
 
 def trained(key: str) -> list | None:
-    """A finished training call's runs (curves, no weights), kept or reopened from their files by
-    a worker; None when it has not been trained or its files are gone."""
+    """A finished training call's runs (curves, no weights), kept or reopened by a worker; None
+    when it has not been trained or its files are gone."""
     paths = tuple(str(p) for p in trained_runs.kept_paths(key))
     if not paths and not results().peek(("trained_curves", key, paths)):  # (kept unwritten: a full disk)
         return None

@@ -19,9 +19,8 @@ STYLE = (
 
 
 def title() -> None:
-    """The page's name, at the top of the sidebar so the main column starts with the verdict;
-    before it a hidden empty chart, so the browser fetches Plotly's bundle while the script runs
-    rather than when the first real chart arrives."""
+    """The page's name, in the sidebar so the main column starts with the verdict, after a hidden
+    empty chart: the browser then fetches Plotly's bundle while the script still runs."""
     st.html(STYLE)
     with st.sidebar.container(key="chart_preload"):
         st.plotly_chart(go.Figure(), key="chart_preload_figure")

@@ -26,11 +26,11 @@ def offer(key: str, options: Any, default: Any) -> bool:
 
 
 def _set_widgets(cfg: RunConfig) -> None:
+    st.session_state[KEY("batched")] = cfg.batch_size is not None
     for name in FIELD_SPECS:
         value = getattr(cfg, name)
-        if name == "batch_size":
-            st.session_state[KEY("batched")] = value is not None
-            value = value if value is not None else st.session_state.get(KEY("batch_size"), 4)
+        if name == "batch_size" and value is None:  # unbatched: the disabled B keeps its value
+            value = st.session_state.get(KEY("batch_size"), 4)
         st.session_state[KEY(name)] = value
 
 
@@ -51,13 +51,6 @@ def apply_preset(title: str) -> None:
     _set_widgets(preset.config())
     for name, value in (preset.training or {}).items():
         st.session_state[f"train_{name}"] = value
-    st.session_state["_preset"] = title
-
-
-def reset_defaults() -> None:
-    """Set every widget to :class:`RunConfig`'s default and forget the chosen preset."""
-    _set_widgets(RunConfig())
-    st.session_state["_preset"] = None
 
 
 def _help(name: str) -> str:
@@ -148,7 +141,13 @@ def _presets(sb: Any) -> None:
                 args=(title,),
                 width="stretch",
             )
-        st.button("Reset to defaults", key="preset_reset", on_click=reset_defaults, width="stretch")
+        st.button(
+            "Reset to defaults",
+            key="preset_reset",
+            on_click=_set_widgets,
+            args=(RunConfig(),),
+            width="stretch",
+        )
 
 
 def limits_caption() -> None:

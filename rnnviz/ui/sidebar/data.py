@@ -1,12 +1,6 @@
-"""The sidebar's *Data* section: synthetic inputs, a built-in data set, a file dropped in the
-data folder, or an uploaded file; and the preview of one of its sequences.
-
-A choice becomes a *source*, a small JSON-ready dict (``{"name": "digits", "order": "rows"}``,
-``{"name": "/path/file.npz"}``) that the worker processes load; the server never parses a data
-file. Built-ins and dropped files are in the URL (``?data=digits:rows``); an upload is not: it
-is kept once, by the hash of its bytes, in the uploads folder, held to its caps
-(:func:`rnnviz.serve.folders.admit`).
-"""
+"""The sidebar's *Data* section: synthetic inputs, a built-in data set, a file in the data
+folder or an upload, chosen as a *source* (``{"name": "digits", "order": "rows"}``) that the
+workers load (the server never parses a data file); and the preview of one of its sequences."""
 
 from __future__ import annotations
 
@@ -42,8 +36,7 @@ LABELS = {
 
 
 def choices() -> list[str]:
-    """The Data section's choices, in order: synthetic, the built-ins, each file in the data
-    folder, then upload."""
+    """The Data section's choices, in order."""
     return [SYNTHETIC, "digits", "text", *data_files(), UPLOAD]
 
 
@@ -90,8 +83,8 @@ def save_upload(name: str, data: bytes) -> Path:
 
 
 def source_sidebar(seq_len: Any) -> dict[str, Any] | None:
-    """Draw the Data choice; return the source, or None for synthetic inputs (or an upload
-    not given yet, or refused)."""
+    """Draw the Data section; return its source, or None for synthetic inputs. Built-ins and the
+    data folder's files are in the URL (``?data=digits:rows``); an upload is not."""
     _init_from_url()
     sb = st.sidebar
     sb.subheader("Data")

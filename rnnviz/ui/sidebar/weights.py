@@ -1,8 +1,5 @@
-"""The sidebar's *Weights* section: the seed's initial weights, or a trained run of the
-dashboard's folder (:mod:`rnnviz.serve.trained_runs`) at one of its kept steps, which every tab
-then analyses. Choosing a run sets the sidebar to its cell, sizes, dtype, gain and data; an
-uploaded run file is kept there, by the hash of its bytes, only once a worker has read it whole.
-"""
+"""The sidebar's *Weights* section: the seed's initial weights, or a trained run
+(:mod:`rnnviz.serve.trained_runs`) at one of its kept steps, which every tab then analyses."""
 
 from __future__ import annotations
 
@@ -43,8 +40,7 @@ def follow_run(path: str | None) -> None:
 
 
 def use_run(path: str) -> None:
-    """Choose a run in the Weights section and set the sidebar to it (a callback, or before
-    the sidebar is drawn)."""
+    """Choose a run in the Weights section and set the sidebar to it (before it is drawn)."""
     st.session_state["weights_choice"] = path
     follow_run(path)
 
@@ -57,6 +53,7 @@ def apply_pending() -> None:
 
 
 def _upload(sb, check: Callable[[str], Any]) -> None:
+    """An uploaded run file, kept by the hash of its bytes once a worker has read it whole."""
     f = sb.file_uploader("Open a saved run (.rnnviz)", type=["rnnviz"], key="weights_upload")
     if f is None:
         return
