@@ -50,6 +50,7 @@ def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
             "choose the data it was trained on (or synthetic inputs). The weights stay initial."
         )
         return cfg
+    out = cfg.replace(**{f: getattr(run_cfg, f) for f in FOLLOWS_RUN})  # may raise: nothing set yet
     st.session_state["weights_source"] = source
     notes = [
         f"the cell, its sizes and dtype follow the trained run ({run_cfg.cell}, H={run_cfg.hidden_size})"
@@ -60,7 +61,7 @@ def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
             f"{cfg.recurrent_gain / run_cfg.recurrent_gain:.3g} (as trained at {run_cfg.recurrent_gain:g})"
         )
     st.sidebar.caption("; ".join(notes) + ".")
-    return cfg.replace(**{f: getattr(run_cfg, f) for f in FOLLOWS_RUN})
+    return out
 
 
 def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
