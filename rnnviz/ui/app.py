@@ -1,17 +1,6 @@
-"""rnnviz dashboard, packaged: ``rnnviz app`` (or ``streamlit run app.py`` in a checkout)
-runs :func:`main` on every rerun.
-
-Sections: parameters (the sidebar's sections, :mod:`rnnviz.ui.sidebar` → RunConfig: the
-data and the trained weights too), calculation (in worker processes, cached: the client
-:mod:`rnnviz.ui.calls`, whose ``get`` answers the requests the tabs declare), rendering
-(the header, :mod:`rnnviz.ui.page`, then every tab of :data:`rnnviz.ui.tabs.TABS`). No JAX
-maths here.
-
-Recorded runs: the ones shipped in the package (``rnnviz/data/runs``), the data folder's
-(``data/runs``, where ``bench --record`` writes) and, when the operator names one, a
-folder of their own (``RNNVIZ_RUNS_DIR``, or ``rnnviz app --runs-dir``) — never a folder
-from a URL or a widget.
-"""
+"""The dashboard's page: ``rnnviz app`` (or ``streamlit run app.py``) runs :func:`main` on
+every rerun: the sidebar → a RunConfig → its analysis and header → the open tab, every
+computation through the client :mod:`rnnviz.ui.calls`."""
 
 from __future__ import annotations
 
@@ -47,8 +36,7 @@ log = logging.getLogger("rnnviz.app")
 
 def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
     """``cfg`` with the cell, sizes and dtype of the chosen trained run (its weights fit only
-    those); a run whose inputs do not fit the chosen data is one sidebar message, and the
-    weights stay initial."""
+    those); a run that cannot be used is one sidebar message, and the weights stay initial."""
     st.session_state["weights_source"] = None
     if source is None:
         return cfg
@@ -62,8 +50,7 @@ def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
             "choose the data it was trained on (or synthetic inputs). The weights stay initial."
         )
         return cfg
-    fixed = {f: getattr(run_cfg, f) for f in FOLLOWS_RUN}
-    out = cfg.replace(**fixed)
+    out = cfg.replace(**{f: getattr(run_cfg, f) for f in FOLLOWS_RUN})  # may raise: nothing set yet
     st.session_state["weights_source"] = source
     notes = [
         f"the cell, its sizes and dtype follow the trained run ({run_cfg.cell}, H={run_cfg.hidden_size})"
@@ -77,64 +64,16 @@ def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
     return out
 
 
-def runs_folders() -> tuple[str, ...]:
-    """The shipped runs, the data folder's ``runs/`` (``bench --record`` writes there) when
-    it exists, then the operator's folder (``RNNVIZ_RUNS_DIR``) when set."""
-    user = os.environ.get("RNNVIZ_RUNS_DIR")
-    local = runs_dir()
-    return (
-        (str(SHIPPED_RUNS),)
-        + ((str(local.resolve()),) if local.is_dir() else ())
-        + ((user,) if user and Path(user).resolve() != local.resolve() else ())
-    )
-
-
-@st.cache_data(show_spinner=False, ttl=60)
-def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
-    """Recorded runs: only ``*.jsonl`` directly in the fixed runs folders are ever read."""
-    records, skipped = [], []
-    for folder in folders:
-        loaded = load_dir(folder)
-        records += loaded.records
-        skipped += loaded.skipped
-    return records_frame(records), skipped
-
-
-def analysis_for(cfg: RunConfig) -> tuple[Analysis, bool]:
-    """The analysis of ``cfg`` on the session's data and weights (:func:`rnnviz.ui.calls.analysis_request`),
-    and whether this page run compiled it.
-
-    When it is neither cached nor compiled in its worker, a collapsed status box says it is
-    compiling while it does; then the box is gone (the chart keeps its place on a projector)
-    and the header's compile figure says "just now" (:func:`rnnviz.ui.page.header`): a notice
-    in the line that is always there, where it hides nothing.
-    """
-    request = calls.analysis_request(calls.session_key(cfg))
-    compiled = Request(jobs.is_compiled, request.args, request.route, "a cache look-up", cached=False)
-    if calls.has(request) or calls.get(compiled, quiet=True):
-        return calls.get(request), False
-    box = st.empty()
-    with box.status(
-        f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
-        f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…",
-        expanded=False,
-    ):
-        a = calls.get(request)
-    box.empty()
-    return a, True
-
-
 def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
-    """``cfg`` fitted to the data source (its T, I and loss placement), after loading it in a
-    worker and drawing its preview; a source that cannot be used is one message in the
-    sidebar and the inputs stay synthetic: nothing half-loaded is used."""
+    """``cfg`` fitted to the data source (its T, I and loss placement), loaded in a worker and
+    previewed; a source that cannot be used is one sidebar message, and the inputs stay synthetic."""
     st.session_state["data_source"] = None
     if source is None:
         return cfg
-    source_json = json.dumps(source, sort_keys=True)
     name = Path(source["name"]).name  # a built-in's name, or the uploaded file's
+    request = Request(jobs.data_preview, (json.dumps(source, sort_keys=True),), "data", f"loading {name}")
     try:
-        preview = calls.get(Request(jobs.data_preview, (source_json,), "data", f"loading {name}"))
+        preview = calls.get(request)
     except ConfigError as err:  # DataError: the file and what is wrong
         st.sidebar.error(f"{err} The inputs stay synthetic.")
         return cfg
@@ -152,54 +91,60 @@ def with_data(cfg: RunConfig, source: dict | None) -> RunConfig:
     return fitted
 
 
-# ---- pins: per session, stored as config JSON -------------------------------------------
+def runs_folders() -> tuple[str, ...]:
+    """The only folders recorded runs are read from (never one a URL or a widget names): the
+    shipped runs, the data folder's ``runs/`` when it exists, then ``RNNVIZ_RUNS_DIR`` when set."""
+    user, local = os.environ.get("RNNVIZ_RUNS_DIR"), runs_dir().resolve()
+    found = [str(SHIPPED_RUNS)] + ([str(local)] if local.is_dir() else [])
+    return tuple(found + ([user] if user and Path(user).resolve() != local else []))
 
 
-def _pins() -> list[str]:
-    return st.session_state.setdefault("pins", [])
+@st.cache_data(show_spinner=False, ttl=60)
+def _recorded(folders: tuple[str, ...]) -> tuple[pd.DataFrame, list[tuple[str, str]]]:
+    """The recorded runs (``*.jsonl`` directly in ``folders``) and the lines skipped."""
+    loaded = [load_dir(folder) for folder in folders]
+    return records_frame([r for x in loaded for r in x.records]), [s for x in loaded for s in x.skipped]
 
 
-def _pin(cfg_json: str) -> None:
-    if cfg_json not in _pins():
-        _pins().append(cfg_json)
-
-
-def _unpin(i: int) -> None:
-    if 0 <= i < len(_pins()):
-        _pins().pop(i)
-
-
-def _clear() -> None:
-    _pins().clear()
-
-
-# ---- rendering ----------------------------------------------------------------------------
-
-
-def training_calls() -> TrainingCalls:
-    """The Training tab's calls, bound to the worker that holds its run (:mod:`rnnviz.ui.calls`)."""
-    return TrainingCalls(
-        key=calls.train_key,
-        start=calls.train_start,
-        advance=calls.train_advance,
-        stop=calls.train_stop,
-        keep=calls.keep_trained,
-        finished=calls.trained,
-        over_training=calls.over_training,
-    )
+def analysis_for(cfg: RunConfig) -> tuple[Analysis, bool]:
+    """The analysis of ``cfg`` on the session's data and weights, and whether this page run
+    compiled it: while it compiles, a collapsed status box says so, then goes (the header's
+    compile figure then says "just now", hiding nothing)."""
+    request = calls.analysis_request(calls.session_key(cfg))
+    compiled = Request(jobs.is_compiled, request.args, request.route, "a cache look-up", cached=False)
+    if calls.has(request) or calls.get(compiled, quiet=True):
+        return calls.get(request), False
+    box = st.empty()
+    with box.status(
+        f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
+        f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…",
+        expanded=False,
+    ):
+        a = calls.get(request)
+    box.empty()
+    return a, True
 
 
 def pins_for(cfg: RunConfig) -> Pins:
-    """The session's pins as analyses, and the buttons' callbacks."""
-    keys = list(_pins())
-    analyses = tuple(calls.get(calls.analysis_request(k)) for k in keys)
+    """The session's pins (config JSON, in session state) as analyses, and the buttons' callbacks."""
+    pins = st.session_state.setdefault("pins", [])
+    analyses = tuple(calls.get(calls.analysis_request(k)) for k in pins)
     current = calls.session_key(cfg)
+
+    def add() -> None:
+        if current not in pins:
+            pins.append(current)
+
+    def remove(i: int) -> None:
+        if 0 <= i < len(pins):
+            pins.pop(i)
+
     return Pins(
         analyses=analyses,
-        overlays=tuple(a for a, k in zip(analyses, keys) if k != current),  # the current run is drawn anyway
-        add=lambda: _pin(current),
-        remove=_unpin,
-        clear=_clear,
+        overlays=tuple(a for a, k in zip(analyses, pins) if k != current),  # the current run is drawn anyway
+        add=add,
+        remove=remove,
+        clear=pins.clear,
     )
 
 
@@ -220,8 +165,6 @@ def main() -> None:
 
 
 def _page() -> None:
-    """The page, once the settings are valid: the sidebar, the config, its analysis and
-    header, then the open tab (errors become messages on it)."""
     page.title()
     heap.start()  # once per process: few malloc arenas, trimmed (a server left running stays its size)
     heap.freeze_imports()  # once per process: Streamlit's collection after each run skips the imports
@@ -239,21 +182,13 @@ def _page() -> None:
     _mark_in_use(source)
     chosen_weights = weights.weights_sidebar(calls.check_run)
     configuration.limits_caption()
-
-    page.url_warnings(st.session_state.get("_url_warnings", []))
+    for warning in st.session_state.get("_url_warnings", []):  # URL parameters that could not be used
+        st.warning(warning)
+    cfg = None
     try:
-        cfg = configuration.config_from_widgets(values)
-        cfg = with_data(cfg, source)
-        cfg = with_weights(cfg, chosen_weights)
-    except ConfigError as err:
-        st.error(f"This combination cannot run: {err}")
-        return
-    except (ComputationTimeout, WorkerDied) as err:
-        st.error(stopped_message(err))
-        return
-    configuration.sync_url(cfg)
-    _mark_in_use(source)
-    try:
+        cfg = with_weights(with_data(RunConfig.from_mapping(values), source), chosen_weights)
+        configuration.sync_url(cfg)
+        _mark_in_use(source)
         a, compiled_now = analysis_for(cfg)
     except ConfigError as err:
         st.error(f"This combination cannot run: {err}")
@@ -262,7 +197,7 @@ def _page() -> None:
         st.error(stopped_message(err))
         return
     except Exception as err:  # a browser must never see a traceback
-        log.exception("analysis failed for %s", cfg)
+        log.exception("analysis failed for %s", cfg or values)
         st.error(f"The analysis failed ({type(err).__name__}: {err}). Try a smaller size or another dtype.")
         return
     page.header(a, compiled_now)
@@ -276,24 +211,31 @@ def _page() -> None:
         state=st.session_state,
         get=calls.get,
         has=calls.has,
-        training=training_calls(),
+        training=TrainingCalls(
+            key=calls.train_key,
+            start=calls.train_start,
+            advance=calls.train_advance,
+            stop=calls.train_stop,
+            keep=calls.keep_trained,
+            finished=calls.trained,
+            over_training=calls.over_training,
+        ),
         recorded=lambda: _recorded(runs_folders()),
     )
-    shown = tabs.TABS
-    panels = st.tabs([t.TITLE for t in shown], key="tab", on_change="rerun", bind="query-params")
-    for tab, panel in zip(shown, panels):
+    panels = st.tabs([t.TITLE for t in tabs.TABS], key="tab", on_change="rerun", bind="query-params")
+    for tab, panel in zip(tabs.TABS, panels):
         if panel.open:  # lazy: only the open tab computes
             with panel:
                 _guarded(tab.TITLE, lambda tab=tab: tab.render(ctx), cfg)
-    closed = tuple(t for t, panel in zip(shown, panels) if not panel.open)
+    closed = tuple(t for t, panel in zip(tabs.TABS, panels) if not panel.open)
     calls.prepare_tabs(ctx, closed)  # what the other tabs declare, in the workers' idle time
     calls.prepare_neighbours(cfg)  # then the other cells at this shape
 
 
 def _mark_in_use(source: dict | None = None) -> None:
-    """Tell the folders' caps which files this session uses (its data, weights and pins', and
-    ``source``, the data it is about to load: loading a large upload takes a while, and
-    another session's upload must not evict it meanwhile), so that no eviction takes them."""
+    """Tell the folders' caps which files this session uses, so that no eviction takes them:
+    its data, weights and pins', and ``source``, the data it is about to load (loading a
+    large upload takes a while, and another session's upload must not evict it meanwhile)."""
     ctx = get_script_run_ctx()
     if ctx is not None:
         folders.IN_USE.judge_by(_session_active)
@@ -302,11 +244,9 @@ def _mark_in_use(source: dict | None = None) -> None:
 
 
 def _session_active(session: str) -> bool:
-    """Whether Streamlit's runtime still has the session ``session`` (with no runtime, in
-    AppTest or a script, every session that marked counts as live)."""
     try:
         return Runtime.instance().is_active_session(session)
-    except Exception:
+    except Exception:  # no runtime (AppTest, a script): every session that marked counts as live
         return True
 
 
@@ -329,15 +269,13 @@ def stopped_message(err: Exception, view: str | None = None) -> str:
     where = f"The {view} view: " if view else ""
     if isinstance(err, ComputationTimeout):
         head = (
-            f"{where}{err.what} did not finish within {err.limit_s:g} s (stopped after {err.elapsed_s:.0f} "
-            "s); "
-            "its worker process was replaced."
+            f"{where}{err.what} did not finish within {err.limit_s:g} s (stopped after "
+            f"{err.elapsed_s:.0f} s); its worker process was replaced."
         )
     else:
         head = f"{where}{err}; a new worker process takes over."
     return (
-        f"{head} Shrink the sequence length T, the hidden size H or the batch B (or, in the Phase diagram, "
-        "the gains and "
-        "seeds) and try again. Your pins, trained runs and URL are kept; other tabs and sessions are not "
-        "affected."
+        f"{head} Shrink the sequence length T, the hidden size H or the batch B (or, in the Phase "
+        "diagram, the gains and seeds) and try again. Your pins, trained runs and URL are kept; other "
+        "tabs and sessions are not affected."
     )

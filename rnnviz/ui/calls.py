@@ -1,13 +1,11 @@
-"""The dashboard's client of its worker processes: one pool and one result cache shared by
-every session, and :func:`get`, which answers any :class:`~rnnviz.serve.requests.Request`
-through the cache, with a line on the page while it runs. Idle time computes ahead what the
-tabs not opened declare (:func:`prepare_tabs`) and compiles the shapes a visitor may switch
-to (:func:`prepare_neighbours`).
-"""
+"""The dashboard's client of its worker processes (``docs/dev/serving.md``): :func:`get`
+answers any :class:`~rnnviz.serve.requests.Request` through the result cache all sessions
+share; idle time prepares the tabs not open and the shapes a visitor may switch to."""
 
 from __future__ import annotations
 
 import json
+from contextlib import suppress
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -28,8 +26,7 @@ if TYPE_CHECKING:
 
 @st.cache_resource(show_spinner=False)
 def pool() -> WorkerPool | InlinePool:
-    """The worker processes, shared by every session (``RNNVIZ_WORKERS``): a stuck computation
-    is killed without taking a session with it."""
+    """The worker processes (``RNNVIZ_WORKERS``), shared by every session."""
     made = make_pool(setup="rnnviz.serve.jobs:setup")
     made.start()  # every worker sets up (and compiles the default analysis) from the start
     return made
@@ -37,19 +34,15 @@ def pool() -> WorkerPool | InlinePool:
 
 @st.cache_resource(show_spinner=False)
 def results() -> ResultCache:
-    """Finished results by request key, shared by every session, held to the server's
-    ``result_cache_mb`` (``RNNVIZ_RESULT_CACHE_MB``) of their pickled size."""
+    """Finished results by request key, shared by every session, held to ``result_cache_mb``."""
     return ResultCache(max_bytes=settings().result_cache_mb * 2**20)
 
 
 def get(request: Request, quiet: bool = False) -> Any:
     """The answer to ``request``: kept, or computed in a worker; while it runs a line says so
-    (and lets Streamlit stop this run when the user changes something), unless ``quiet``."""
-    if quiet:
-        return pool().call(
-            request.job, *request.args, route=request.route, what=request.what, spill=request.spill
-        )
-    note = st.empty()
+    (and lets Streamlit stop this run when the user changes something), unless ``quiet``
+    (then it is neither said nor kept)."""
+    note = None if quiet else st.empty()
     limit = pool().time_limit_s
 
     def waiting(elapsed: float, running: bool) -> None:
@@ -58,14 +51,18 @@ def get(request: Request, quiet: bool = False) -> Any:
             doing = "computing" if running else f"waiting for its worker, busy with {busy or 'another job'}"
             note.caption(f"⏳ {request.what}: {doing}… {elapsed:.0f} s (stopped at {limit:g} s)")
 
-    call = lambda: pool().call(  # noqa: E731
-        request.job,
-        *request.args,
-        route=request.route,
-        what=request.what,
-        on_wait=waiting,
-        spill=request.spill,
-    )
+    def call() -> Any:
+        return pool().call(
+            request.job,
+            *request.args,
+            route=request.route,
+            what=request.what,
+            on_wait=None if quiet else waiting,
+            spill=request.spill,
+        )
+
+    if quiet:
+        return call()
     try:
         return results().get(request.key, call, on_wait=waiting) if request.cached else call()
     finally:
@@ -79,16 +76,14 @@ def has(request: Request) -> bool:
 
 @st.cache_resource(show_spinner=False)
 def preparer() -> Preparer:
-    """The workers' idle time, shared by every session: what the tabs not opened will ask for,
-    computed in the pool's idle worker (of lower OS priority) and kept in :func:`results`."""
+    """Idle time for what the tabs not opened will ask for, kept in :func:`results`."""
     return Preparer(pool(), results(), "preparing the other tabs", own=True)
 
 
 @st.cache_resource(show_spinner=False)
 def neighbour_preparer() -> Preparer:
-    """The workers' idle time once visitors have done nothing for :data:`NEIGHBOURS_QUIET_S`,
-    in turns with :func:`preparer`: the shapes a visitor may switch to next, compiled in every
-    worker (:func:`prepare_neighbours`)."""
+    """Idle time, once visitors have done nothing for :data:`NEIGHBOURS_QUIET_S` and in turns
+    with :func:`preparer`, for :func:`prepare_neighbours`."""
     return Preparer(
         pool(),
         None,
@@ -118,49 +113,30 @@ def prepare_tabs(ctx: Any, tabs: tuple) -> None:
 
 
 def neighbours(cfg: RunConfig) -> tuple[RunConfig, ...]:
-    """The configs one switch of the cell selector away from ``cfg``, in the selector's order
-    (those over a budget at this shape left out)."""
+    """The configs one switch of the cell selector away from ``cfg`` (those over a budget left out)."""
     out = []
     for name in cell_names():
-        if name == cfg.cell:
-            continue
-        try:
-            out.append(cfg.with_cell(name))
-        except ConfigError:
-            continue
+        if name != cfg.cell:
+            with suppress(ConfigError):
+                out.append(cfg.with_cell(name))
     return tuple(out)
 
 
 def preset_shapes(cfg: RunConfig | None = None) -> tuple[RunConfig, ...]:
-    """The teaching presets' configs, one per shape in their order, without ``cfg``'s: what a
-    class is most likely to open next (the same executables serve a shape's other presets)."""
-    seen = set() if cfg is None else {static_config(cfg)}
-    out = []
+    """The first teaching preset of each shape, in their order, without ``cfg``'s shape."""
+    first: dict = {}
     for preset in PRESETS.values():
-        shape = static_config(preset.config())
-        if shape not in seen:
-            seen.add(shape)
-            out.append(preset.config())
-    return tuple(out)
+        first.setdefault(static_config(preset.config()), preset.config())
+    return tuple(c for shape, c in first.items() if cfg is None or shape != static_config(cfg))
 
 
 def neighbour_wishes(
     cfg: RunConfig, routes_to_each, key_of, presets: bool = True
 ) -> list[tuple[str, str, bool]]:
-    """``(route, key, run)`` of every shape :func:`prepare_neighbours` prepares
-    (:func:`rnnviz.serve.jobs.compile_shape`), first served first: every other cell at
-    ``cfg``'s shape compiled in every worker (``routes_to_each(route)``, its own first; a
-    spilled call reads the compilation cache); then, with ``presets``, the teaching presets'
-    other shapes, run once in their route's worker (their log pass compiled too).
-    ``key_of(cfg)`` is the job's key.
-
-    >>> cfg = RunConfig(cell="lstm")
-    >>> wishes = neighbour_wishes(cfg, lambda r: [r, r + "+"], lambda c: c.cell)
-    >>> [key for _, key, _ in wishes[:4]], len(wishes) == 2 * len(neighbours(cfg)) + len(preset_shapes(cfg))
-    (['simple', 'simple', 'gru', 'gru'], True)
-    >>> {run for _, _, run in wishes[: 2 * len(neighbours(cfg))]}, {run for _, _, run in wishes[-3:]}
-    ({False}, {True})
-    """
+    """``(route, key, run)`` of every shape :func:`prepare_neighbours` prepares, first served
+    first: every other cell at ``cfg``'s shape, compiled in every worker
+    (``routes_to_each(route)``, its own first); then, with ``presets``, the teaching presets'
+    other shapes, run once in their route's worker. ``key_of(cfg)`` is the job's key."""
     wishes = []
     for other in neighbours(static_config(cfg)):
         key = key_of(other)
@@ -174,9 +150,8 @@ def neighbour_wishes(
 
 
 def prepare_neighbours(cfg: RunConfig) -> None:
-    """Have idle time compile :func:`neighbour_wishes` of this page: switching cells, the most
-    common change of shape, then finds its executables in whichever worker takes the call.
-    On the session's data set (the presets only without one), never its trained weights."""
+    """Have idle time compile :func:`neighbour_wishes` of this page (:func:`rnnviz.serve.jobs.compile_shape`),
+    on the session's data set (the presets only without one), never its trained weights."""
     if isinstance(pool(), InlinePool):
         return
     # the presets load synthetic inputs' lessons; a session on a data set keeps its data
@@ -202,15 +177,13 @@ def session_route(cfg: RunConfig) -> str:
 
 def analysis_request(key: str) -> Request:
     """The analysis of a job's key, on its data and weights (:func:`rnnviz.serve.jobs.analysis`)."""
-    values = json.loads(key)
     cfg = config_of(key)
-    return Request(
-        jobs.analysis, (key,), route(cfg, values.get("data")), f"the analysis of {describe(cfg)}", True
-    )
+    what = f"the analysis of {describe(cfg)}"
+    return Request(jobs.analysis, (key,), route(cfg, json.loads(key).get("data")), what, True)
 
 
 def this_machine() -> Environment:
-    """The workers' :class:`~rnnviz.engine.environment.Environment` (GPUs, strategies), once."""
+    """The workers' :class:`~rnnviz.base.environment.Environment` (GPUs, strategies), once."""
     return get(Request(jobs.environment, (), "environment", "looking at this machine's devices"))
 
 
@@ -220,17 +193,15 @@ def check_run(path: str) -> object:
     return get(Request(jobs.run_summary, (path,), "runs", "reading the run file"))
 
 
-# ---- training: a run lives in its worker between calls ------------------------------------
+# ---- training: a run lives in its worker between calls, never cached -------------------
 
 
 def train_key(cfg: RunConfig, settings: dict) -> str:
-    """A training run's key: the config and data it trains on (from the seed's initialisation,
-    never the session's trained weights) and its settings."""
+    """A training run's key: its config and data (never the session's trained weights) and settings."""
     return json.dumps({"config": json.loads(session_key(cfg, trained=False)), **settings}, sort_keys=True)
 
 
 def _run_call(key: str, job, *args: Any, what: str) -> Any:
-    """A call on the training run ``key``, in the worker that holds it (never cached)."""
     return get(Request(job, (key, *args), key, what, cached=False, spill=False), quiet=True)
 
 
@@ -249,8 +220,8 @@ def train_advance(key: str, budget_s: float) -> TrainProgress:
 
 
 def keep_trained(key: str, progress: TrainProgress) -> None:
-    """A finished training call: its run files admitted to the trained folder's caps, and its
-    curves kept in the result cache, where :func:`trained` finds them.
+    """Admit a finished training call's run files to the trained folder's caps, and keep its
+    curves where :func:`trained` finds them.
 
     Raises:
       FolderFull: the folder's caps, with every run in it open in some session (the curves
@@ -265,8 +236,8 @@ def keep_trained(key: str, progress: TrainProgress) -> None:
 
 
 def trained(key: str) -> list | None:
-    """A finished training call's runs (curves, no weights) from the result cache, or reopened
-    from their files by a worker; None when it has not been trained or its files are gone."""
+    """A finished training call's runs (curves, no weights), kept or reopened by a worker; None
+    when it has not been trained or its files are gone."""
     paths = tuple(str(p) for p in trained_runs.kept_paths(key))
     if not paths and not results().peek(("trained_curves", key, paths)):  # (kept unwritten: a full disk)
         return None

@@ -1,8 +1,6 @@
 """The lifespan of the dashboard's ``st.App`` (``streamlit run app.py``): as the server starts,
-a thread of its own has it run its page once (:func:`rnnviz.serve.warm.warm_and_report`), so
-the first visitor finds the imports, the worker processes and the default analysis ready, as
-``rnnviz app`` does with a process beside the server.
-"""
+a thread of its own runs the page once (:func:`rnnviz.serve.warm.warm_and_report`), so the
+first visitor finds the imports, the worker processes and the default analysis ready."""
 
 from __future__ import annotations
 
@@ -21,13 +19,8 @@ if TYPE_CHECKING:
 
 @asynccontextmanager
 async def lifespan(app: App) -> AsyncIterator[None]:
-    """Start the warm-up as the server starts (it waits for the server's health check), and
-    leave it running: a daemon thread that ends when the page has run, or with the server.
-
-    Args:
-        app: the ``st.App`` being served (unused: the port and base path come from Streamlit's
-            settings, where ``streamlit run`` has put the port it bound).
-    """
+    """Start the warm-up, a daemon thread that waits for the server's health check and ends when
+    the page has run (``app`` is unused: ``streamlit run`` puts the port it bound in its settings)."""
     url = base_url(*(config.get_option(f"server.{name}") for name in ("address", "port", "baseUrlPath")))
     threading.Thread(target=warm_and_report, args=(url,), name="rnnviz-warm-up", daemon=True).start()
     yield

@@ -1,5 +1,5 @@
-"""What the page draws above its tabs: the verdict and the analysis's numbers (the header),
-and the warnings a URL left."""
+"""What the page draws above its tabs: its name (in the sidebar) and the header, the verdict
+and the analysis's numbers."""
 
 from __future__ import annotations
 
@@ -11,21 +11,16 @@ from rnnviz.base.formatting import pow10_text
 from rnnviz.frames.verdicts import verdict
 from rnnviz.tables.strategies import strategy_rules
 
-#: Streamlit leaves 6rem above a wide page's content (its toolbar is minimal here): on a
-#: 1366×768 projector every row above a tab's chart counts, so 2rem.
+#: Streamlit leaves 6rem above a wide page's content: on a 1366×768 projector every row above
+#: a tab's chart counts, so 2rem.
 STYLE = (
     "<style>[data-testid='stMainBlockContainer']{padding-top:2rem}.st-key-chart_preload{display:none}</style>"
 )
 
 
 def title() -> None:
-    """The page's name at the top of the sidebar, so the main column starts with the verdict:
-    on a 1366×768 projector the title took 140 px above every tab's chart.
-
-    Also an empty chart, hidden, first in the sidebar: Streamlit's frontend fetches and
-    compiles its Plotly bundle (4.7 MB) only when a page's first chart arrives, which on a
-    fresh browser was most of the second between the Gradients chart's data and its picture.
-    With this one the bundle loads while the script still runs."""
+    """The page's name, in the sidebar so the main column starts with the verdict, after a hidden
+    empty chart: the browser then fetches Plotly's bundle while the script still runs."""
     st.html(STYLE)
     with st.sidebar.container(key="chart_preload"):
         st.plotly_chart(go.Figure(), key="chart_preload_figure")
@@ -34,8 +29,8 @@ def title() -> None:
 
 
 def header(a: Analysis, compiled_now: bool = False) -> None:
-    """The verdict, what the inputs and weights are, and the loss, ‖∂L/∂carry₀‖ and costs
-    (``compiled_now``: this page run compiled the analysis, and the compile figure says so)."""
+    """The verdict, what the inputs and weights are, and one line of numbers, each explained on
+    hover (``compiled_now``: this page run compiled the analysis, and the compile figure says so)."""
     v = verdict(a)
     text = f"**Verdict:** {v.text}"
     if v.kind == "overflow":
@@ -53,12 +48,15 @@ def header(a: Analysis, compiled_now: bool = False) -> None:
             f"Weights: **{a.weights}** (trained), in every tab; a gain g (the Phase diagram's too) runs "
             "its recurrent kernels × g / the run's gain."
         )
-    _metrics(a, compiled_now)
+    # one line (not st.metric boxes, three times as tall), widths so that none wraps at 1366 px
+    cols = st.columns([0.8, 1.5, 1.45, 1.1, 1.4], gap="small")
+    for col, (key, label, value, meaning) in zip(cols, metrics(a, compiled_now)):
+        with col.container(key=f"metric_{key}"):  # .st-key-metric_<key> for the browser tests
+            st.markdown(f"{label} **{value}**", help=meaning)
 
 
 def metrics(a: Analysis, compiled_now: bool = False) -> list[tuple[str, str, str, str]]:
-    """The header's numbers as ``(key, label, value, what it means)``: the loss, ‖∂L/∂carry₀‖'s exact
-    magnitude, compiling (``compiled_now``: "just now", in this page run), a run and the peak memory."""
+    """The header's numbers as ``(key, label, value, what it means)``."""
     t = a.timing
     runs = f"{t.repeats} run{'s' if t.repeats != 1 else ''}"
     return [
@@ -94,19 +92,3 @@ def metrics(a: Analysis, compiled_now: bool = False) -> list[tuple[str, str, str
             "temp + arguments + outputs of the compiled reverse pass",
         ),
     ]
-
-
-def _metrics(a: Analysis, compiled_now: bool = False) -> None:
-    """One line of numbers (26 px), each with its explanation on hover: five ``st.metric`` boxes
-    took 76 px, and on a 1366×768 projector helped push the tab's chart below the fold."""
-    # widths by the text each holds, so none wraps at 1366 px ("‖∂L/∂carry₀‖ 3.22×10⁻¹⁹⁰ ⓘ")
-    cols = st.columns([0.8, 1.5, 1.45, 1.1, 1.4], gap="small")
-    for col, (key, label, value, meaning) in zip(cols, metrics(a, compiled_now)):
-        with col.container(key=f"metric_{key}"):  # .st-key-metric_<key> for the browser tests
-            st.markdown(f"{label} **{value}**", help=meaning)
-
-
-def url_warnings(warnings: list[str]) -> None:
-    """One warning per URL parameter that could not be used."""
-    for w in warnings:
-        st.warning(w)

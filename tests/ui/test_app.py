@@ -56,6 +56,18 @@ def test_every_preset_runs_and_sets_its_config(title):
     assert dict(at.query_params) == config_to_params(cfg)
 
 
+def test_reset_to_defaults_sets_every_widget_back():
+    at = run_app({"cell": "gru", "seq_len": "30", "batch_size": "None"})
+    at.session_state["presets_open"] = True
+    at.run()
+    assert at.session_state["cfg_cell"] == "gru" and at.session_state["cfg_batched"] is False
+    at.button(key="preset_reset").click().run()
+    _clean(at)
+    for field, value in RunConfig().to_dict().items():
+        assert at.session_state[f"cfg_{field}"] == value, field
+    assert at.session_state["cfg_batched"] is True and dict(at.query_params) == {}
+
+
 # (widget kind, key, new value, what to check in the gradient chart)
 CHANGES = [
     ("selectbox", "cfg_cell", "gru", None),

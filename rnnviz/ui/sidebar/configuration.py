@@ -1,9 +1,6 @@
-"""The sidebar's *Configuration* section: its widgets ↔ :class:`RunConfig` ↔ ``st.query_params``;
-the teaching presets, and the limits.
-
-Every widget is keyed ``cfg_<field>``; the URL holds the non-default fields, so a copied
-URL reopens the same view. Session state is the only UI state.
-"""
+"""The sidebar's *Configuration* section: its widgets (keyed ``cfg_<field>``, drawn from
+:data:`~rnnviz.config.FIELD_SPECS`) ↔ :class:`RunConfig` ↔ the URL, which holds the
+non-default fields so that a copied URL reopens the same view; the teaching presets; the limits."""
 
 from __future__ import annotations
 
@@ -12,11 +9,7 @@ from typing import Any
 import streamlit as st
 
 from rnnviz.base.presets import PRESETS, config_from_params, config_to_params
-from rnnviz.config import (
-    FIELD_SPECS,
-    ConfigError,
-    RunConfig,
-)
+from rnnviz.config import FIELD_SPECS, RunConfig
 from rnnviz.tables.cells import cell_names, cell_spec
 from rnnviz.tables.strategies import cell_unavailable
 
@@ -24,12 +17,20 @@ KEY = "cfg_{}".format
 UI_PARAMS = ("tab", "data")  # the Data choice keeps its own parameter (rnnviz.ui.sidebar.data)
 
 
+def offer(key: str, options: Any, default: Any) -> bool:
+    """Set the widget ``key`` to ``default`` unless it holds one of ``options``; whether it did."""
+    if st.session_state.get(key) in options:
+        return False
+    st.session_state[key] = default
+    return True
+
+
 def _set_widgets(cfg: RunConfig) -> None:
+    st.session_state[KEY("batched")] = cfg.batch_size is not None
     for name in FIELD_SPECS:
         value = getattr(cfg, name)
-        if name == "batch_size":
-            st.session_state[KEY("batched")] = value is not None
-            value = value if value is not None else st.session_state.get(KEY("batch_size"), 4)
+        if name == "batch_size" and value is None:  # unbatched: the disabled B keeps its value
+            value = st.session_state.get(KEY("batch_size"), 4)
         st.session_state[KEY(name)] = value
 
 
@@ -50,36 +51,25 @@ def apply_preset(title: str) -> None:
     _set_widgets(preset.config())
     for name, value in (preset.training or {}).items():
         st.session_state[f"train_{name}"] = value
-    st.session_state["_preset"] = title
-
-
-def reset_defaults() -> None:
-    """Set every config field's widget to :class:`~rnnviz.config.RunConfig`'s default and forget
-    the chosen preset (the *Reset to defaults* button)."""
-    _set_widgets(RunConfig())
-    st.session_state["_preset"] = None
 
 
 def _help(name: str) -> str:
+    return f"{FIELD_SPECS[name].help}; {FIELD_SPECS[name].allowed()}"
+
+
+def _field(name: str, choices: tuple[str, ...] | None = None, **options: Any) -> Any:
+    """The widget of a :class:`RunConfig` field: a menu of its allowed values (or ``choices``),
+    or a number input within its bounds and step, labelled and explained as its spec says."""
     spec = FIELD_SPECS[name]
-    return f"{spec.help}; {spec.allowed()}"
+    options = {"key": KEY(name), "help": _help(name), **options}
+    if spec.choices is not None:
+        return st.sidebar.selectbox(spec.title, spec.options() if choices is None else choices, **options)
+    lo, hi, step = ((int if spec.kind is int else float)(x) for x in (spec.lo, spec.hi, spec.step))
+    return st.sidebar.number_input(spec.title, lo, hi, step=step, **options)
 
 
-def _number(sb: Any, name: str, **options: Any) -> Any:
-    """The number input of a :class:`~rnnviz.config.RunConfig` field: its label, bounds, step
-    and help as :data:`~rnnviz.config.FIELD_SPECS` says (``options``: ``disabled``, ``format``)."""
-    spec = FIELD_SPECS[name]
-    as_kind = int if spec.kind is int else float
-    lo, hi, step = (as_kind(x) for x in (spec.lo, spec.hi, spec.step))
-    return sb.number_input(spec.title, lo, hi, key=KEY(name), step=step, help=_help(name), **options)
-
-
-def _choice(sb: Any, name: str, choices: tuple[str, ...] | None = None, **options: Any) -> Any:
-    """The menu of a :class:`~rnnviz.config.RunConfig` field: its label, its allowed values (or
-    ``choices``, those offered here) and help as :data:`~rnnviz.config.FIELD_SPECS` says."""
-    spec = FIELD_SPECS[name]
-    options.setdefault("help", _help(name))
-    return sb.selectbox(spec.title, spec.options() if choices is None else choices, key=KEY(name), **options)
+def _fields(*names: str) -> dict[str, Any]:
+    return {name: _field(name) for name in names}
 
 
 def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: str | None) -> dict[str, Any]:
@@ -87,73 +77,57 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     sb = st.sidebar
     sb.header("Configuration")
     _presets(sb)
-    v: dict[str, Any] = {}
     sb.subheader("Cell")
     names = cell_names()  # registered cells only: a URL can name one, never a module
-    if st.session_state.get(KEY("cell")) not in names:
-        st.session_state[KEY("cell")] = "simple"
-    v["cell"] = _choice(sb, "cell", names, format_func=_cell_label, help=_cell_help(names))
+    offer(KEY("cell"), names, "simple")
+    about = "\n\n".join(f"{n} ({cell_spec(n).group}): {cell_spec(n).description}" for n in names)
+    about = "Registered cells (plugins register through the rnnviz.engine.cells entry point):\n\n" + about
+    v = {"cell": _field("cell", names, format_func=lambda n: f"{n} · {cell_spec(n).group}", help=about)}
     spec = cell_spec(v["cell"])
     takes = len(spec.activations) > 1
-    v["activation"] = _choice(
-        sb,
-        "activation",
-        disabled=not takes,
-        help=_help("activation")
-        + (f"; the {v['cell']} cell takes " + ", ".join(spec.activations) if takes else ""),
-    )
+    takes_text = f"; the {v['cell']} cell takes " + ", ".join(spec.activations) if takes else ""
+    v["activation"] = _field("activation", disabled=not takes, help=_help("activation") + takes_text)
     if v["activation"] not in spec.activations:
         v["activation"] = spec.activations[0]
-    v["hidden_size"] = _number(sb, "hidden_size")
-    v["recurrent_init"] = _choice(sb, "recurrent_init")
-    v["recurrent_gain"] = _number(sb, "recurrent_gain", format="%.3f")
+    v |= _fields("hidden_size", "recurrent_init")
+    v["recurrent_gain"] = _field("recurrent_gain", format="%.3f")
     has_bias = spec.forget_bias is not None
-    v["forget_bias"] = _number(sb, "forget_bias", disabled=not has_bias)
-    if not has_bias:
-        v["forget_bias"] = 0.0
+    bias = _field("forget_bias", disabled=not has_bias)
+    v["forget_bias"] = bias if has_bias else 0.0
     sb.subheader("Carry")
-    v["carry_init"] = _choice(sb, "carry_init")
-    v["carry_scale"] = _number(sb, "carry_scale", disabled=v["carry_init"] == "zeros")
+    v["carry_init"] = _field("carry_init")
+    v["carry_scale"] = _field("carry_scale", disabled=v["carry_init"] == "zeros")
     sb.subheader("Input")
-    v["seq_len"] = _number(sb, "seq_len")
-    v["input_size"] = _number(sb, "input_size")
+    v |= _fields("seq_len", "input_size")
     batched = sb.toggle(
         "Batched input [B, T, I]", key=KEY("batched"), help="off: one unbatched sequence [T, I]"
     )
-    b = _number(sb, "batch_size", disabled=not batched)
+    b = _field("batch_size", disabled=not batched)
     v["batch_size"] = b if batched else None
-    v["inputs"] = _choice(sb, "inputs")
-    v["input_scale"] = _number(sb, "input_scale")
-    v["dtype"] = _choice(sb, "dtype")
+    v |= _fields("inputs", "input_scale", "dtype")
     sb.subheader("Gradient")
-    v["loss"] = _choice(sb, "loss")
-    hidden = {
-        name: cell_unavailable(name, spec) for name in strategies
-    }  # the JAX-wide reasons were applied by the worker
-    hidden = {name: why for name, why in hidden.items() if why}
-    strategies = tuple(name for name in strategies if name not in hidden)
-    for name, why in hidden.items():
-        sb.caption(f"Strategy '{name}' is hidden: the {v['cell']} cell cannot use it — {why}.")
-    if st.session_state.get(KEY("strategy")) not in strategies:
-        st.session_state[KEY("strategy")] = "accumulate"
-    v["strategy"] = _choice(sb, "strategy", strategies)
-    if st.session_state.get(KEY("device")) not in devices:
-        sb.warning(
-            f"device={st.session_state.get(KEY('device'))!r} is not available: no GPU is visible to JAX "
-            "here; using 'auto'."
-        )
-        st.session_state[KEY("device")] = "auto"
-    v["device"] = _choice(sb, "device", devices)
+    v["loss"] = _field("loss")
+    offered = []
+    for name in strategies:  # the worker has left out those JAX cannot run here
+        if why := cell_unavailable(name, spec):
+            sb.caption(f"Strategy '{name}' is hidden: the {v['cell']} cell cannot use it — {why}.")
+        else:
+            offered.append(name)
+    offer(KEY("strategy"), offered, "accumulate")
+    v["strategy"] = _field("strategy", tuple(offered))
+    wrong = st.session_state.get(KEY("device"))
+    if offer(KEY("device"), devices, "auto"):
+        sb.warning(f"device={wrong!r} is not available: no GPU is visible to JAX here; using 'auto'.")
+    v["device"] = _field("device", devices)
     if gpu_reason:
         sb.caption(f"GPU unavailable: {gpu_reason}")
-    v["seed"] = _number(sb, "seed")
+    v["seed"] = _field("seed")
     return v
 
 
 def _presets(sb: Any) -> None:
-    """The teaching presets' buttons, in an expander drawn only while it is open: closed (as
-    every page opens), its 17 buttons and their tooltips are neither built nor sent, and a
-    fresh browser has that much less to draw before the first chart."""
+    """The teaching presets' buttons, in an expander drawn only while it is open: closed, as
+    every page opens, its buttons and tooltips are neither built nor sent to the browser."""
     box = sb.expander("Teaching presets", expanded=False, key="presets_open", on_change="rerun")
     if not box.open:
         return
@@ -167,53 +141,31 @@ def _presets(sb: Any) -> None:
                 args=(title,),
                 width="stretch",
             )
-        st.button("Reset to defaults", key="preset_reset", on_click=reset_defaults, width="stretch")
-
-
-def _cell_label(name: str) -> str:
-    return f"{name} · {cell_spec(name).group}"
-
-
-def _cell_help(names: tuple[str, ...]) -> str:
-    lines = [f"{n} ({cell_spec(n).group}): {cell_spec(n).description}" for n in names]
-    return (
-        "Registered cells (plugins register through the rnnviz.engine.cells entry point):\n\n"
-        + "\n\n".join(lines)
-    )
+        st.button(
+            "Reset to defaults",
+            key="preset_reset",
+            on_click=_set_widgets,
+            args=(RunConfig(),),
+            width="stretch",
+        )
 
 
 def limits_caption() -> None:
     """The sizes the dashboard accepts, under the sidebar."""
+    hi = {name: f"{FIELD_SPECS[name].hi:g}" for name in ("seq_len", "hidden_size", "batch_size")}
     st.sidebar.caption(
-        f"Limits: T ≤ {FIELD_SPECS['seq_len'].hi:g}, H ≤ {FIELD_SPECS['hidden_size'].hi:g}, B ≤ "
-        f"{FIELD_SPECS['batch_size'].hi:g}, "
+        f"Limits: T ≤ {hi['seq_len']}, H ≤ {hi['hidden_size']}, B ≤ {hi['batch_size']}, "
         "and an estimated working set ≤ 4 GiB."
     )
 
 
-def config_from_widgets(values: dict[str, Any]) -> RunConfig:
-    """Raises :class:`ConfigError` with a plain-words message."""
-    return RunConfig.from_mapping(values)
-
-
 def sync_url(cfg: RunConfig) -> None:
-    """Mirror the config into the URL (only when it changed, to avoid reruns)."""
+    """Mirror the config into the URL (only what changed, to avoid reruns); the parameters bound
+    to widgets (:data:`UI_PARAMS`) are Streamlit's, left be."""
     want = config_to_params(cfg)
-    # UI_PARAMS (the active tab) are bound to widgets: Streamlit owns them, leave them be.
     for key in list(st.query_params):
         if key not in want and key not in UI_PARAMS:
             del st.query_params[key]
     for key, value in want.items():
         if st.query_params.get(key) != value:
             st.query_params[key] = value
-
-
-__all__ = [
-    "ConfigError",
-    "apply_preset",
-    "config_from_widgets",
-    "init_from_url",
-    "limits_caption",
-    "sidebar",
-    "sync_url",
-]

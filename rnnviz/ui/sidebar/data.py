@@ -1,15 +1,6 @@
-"""The sidebar's *Data* section: synthetic inputs, a built-in data set, a file dropped in the
-data folder, or an uploaded file; and the preview of one of its sequences.
-
-A choice becomes a *source*, a small JSON-ready dict (``{"name": "digits", "order":
-"rows"}``, ``{"name": "/path/file.npz"}``) that travels with the config to the worker
-processes, which load it (:func:`rnnviz.serve.jobs.load_source`); the server never parses a
-data file. An upload is written once, by the hash of its bytes, under the system's
-temporary folder (``RNNVIZ_UPLOADS_DIR``), keeping its file name for the messages; the
-folder is held to its caps (:func:`rnnviz.serve.folders.admit`: the least recently used
-upload no open session uses goes first). Built-ins and dropped files are
-in the URL (``?data=digits:rows``); an upload is not.
-"""
+"""The sidebar's *Data* section: synthetic inputs, a built-in data set, a file in the data
+folder or an upload, chosen as a *source* (``{"name": "digits", "order": "rows"}``) that the
+workers load (the server never parses a data file); and the preview of one of its sequences."""
 
 from __future__ import annotations
 
@@ -27,6 +18,7 @@ from rnnviz.dataset.describe import Preview
 from rnnviz.dataset.files import EXTENSIONS
 from rnnviz.serve.folders import FolderFull, admit, touch
 from rnnviz.serve.settings import settings
+from rnnviz.ui.sidebar.configuration import offer
 
 SYNTHETIC = "synthetic"
 UPLOAD = "upload a file…"
@@ -35,20 +27,17 @@ CORPORA = ("prose", "code")
 URL_PARAM = "data"
 #: A text's one-hot windows in the dashboard stay under this many bytes (fewer windows at large T).
 TEXT_BYTES = 32 * 2**20
+LABELS = {
+    SYNTHETIC: "synthetic (the Inputs setting)",
+    "digits": "digits (8×8 handwritten, as sequences)",
+    "text": "text (characters, predict the next)",
+    UPLOAD: UPLOAD,
+}
 
 
 def choices() -> list[str]:
-    """The Data section's choices, in order: synthetic, the built-ins (digits, text), each file in
-    the data folder, then upload."""
+    """The Data section's choices, in order."""
     return [SYNTHETIC, "digits", "text", *data_files(), UPLOAD]
-
-
-def _label(choice: str) -> str:
-    return {
-        SYNTHETIC: "synthetic (the Inputs setting)",
-        "digits": "digits (8×8 handwritten, as sequences)",
-        "text": "text (characters, predict the next)",
-    }.get(choice, choice if choice == UPLOAD else f"{choice} (data/)")
 
 
 def _init_from_url() -> None:
@@ -66,39 +55,22 @@ def _init_from_url() -> None:
         st.session_state["data_corpus"] = option
 
 
-def _sync_url(token: str | None) -> None:
-    if token is None:
-        if URL_PARAM in st.query_params:
-            del st.query_params[URL_PARAM]
-    elif st.query_params.get(URL_PARAM) != token:
-        st.query_params[URL_PARAM] = token
-
-
 def upload_limit_bytes() -> int:
     """The largest upload Streamlit accepts, in bytes (``server.maxUploadSize`` is in MiB)."""
     return int(st.get_option("server.maxUploadSize")) * 2**20
 
 
-def _safe_name(name: str) -> str:
-    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).lstrip(".")
-    return stem or "upload"
-
-
-def uploads_folder() -> Path:
-    """Where uploads are kept (the server's ``uploads_dir`` setting)."""
-    return Path(settings().uploads_dir)
-
-
 def save_upload(name: str, data: bytes) -> Path:
     """Write an upload once, by the hash of its bytes, keeping its (sanitised) name, and hold
-    the folder to its caps.
+    the uploads folder to its caps.
 
     Raises:
       FolderFull: the upload is over the folder's cap, or open sessions use all of it.
     """
-    limits, uploads = settings(), uploads_folder()
+    limits = settings()
+    uploads = Path(limits.uploads_dir)
     folder = uploads / hashlib.sha256(data).hexdigest()[:16]
-    path = folder / _safe_name(name)
+    path = folder / (re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name).lstrip(".") or "upload")
     if not path.exists():
         folder.mkdir(parents=True, exist_ok=True)
         # a name of its own: two sessions uploading the same bytes must not share one half-written file
@@ -111,19 +83,18 @@ def save_upload(name: str, data: bytes) -> Path:
 
 
 def source_sidebar(seq_len: Any) -> dict[str, Any] | None:
-    """Draw the Data choice; return the source, or None for synthetic inputs (or an upload
-    not given yet, or refused)."""
+    """Draw the Data section; return its source, or None for synthetic inputs. Built-ins and the
+    data folder's files are in the URL (``?data=digits:rows``); an upload is not."""
     _init_from_url()
     sb = st.sidebar
     sb.subheader("Data")
     options = choices()
-    if st.session_state.get("data_choice") not in options:
-        st.session_state["data_choice"] = SYNTHETIC
+    offer("data_choice", options, SYNTHETIC)
     choice = sb.selectbox(
         "Inputs from",
         options,
         key="data_choice",
-        format_func=_label,
+        format_func=lambda c: LABELS.get(c, f"{c} (data/)"),
         help="synthetic: drawn from the Inputs setting. A data set: B of its training sequences drawn by "
         "the seed, its task loss through a readout drawn by the seed; T and I follow the data. Files "
         f"dropped in {data_dir()}/ are listed here.",
@@ -146,7 +117,11 @@ def source_sidebar(seq_len: Any) -> dict[str, Any] | None:
         # "_version": a file replaced under the same name is a new source (results are cached by source)
         version = path.stat().st_mtime_ns if path.exists() else 0
         source, token = {"name": str(path), "_version": version}, choice
-    _sync_url(token)
+    if token is None:
+        if URL_PARAM in st.query_params:
+            del st.query_params[URL_PARAM]
+    elif st.query_params.get(URL_PARAM) != token:
+        st.query_params[URL_PARAM] = token
     return source
 
 
@@ -181,14 +156,3 @@ def draw_preview(p: Preview) -> None:
         sb.code(p.text, language=None, wrap_lines=True)
     else:
         sb.plotly_chart(preview_figure(p), key="data_preview", config={"displayModeBar": False})
-
-
-__all__ = [
-    "SYNTHETIC",
-    "UPLOAD",
-    "choices",
-    "draw_preview",
-    "save_upload",
-    "source_sidebar",
-    "uploads_folder",
-]

@@ -1,11 +1,5 @@
-"""The sidebar's *Weights* section: the seed's initial weights, or a trained run at one of its
-kept steps, which every tab then analyses.
-
-The runs are those of the dashboard's folder (:mod:`rnnviz.serve.trained_runs`); an uploaded
-run file is written there too, once, by the hash of its bytes (after a worker has read it
-whole: a changed, cut or foreign file is one message and is not kept). Choosing a run sets
-the sidebar to its cell, sizes, dtype, gain and data.
-"""
+"""The sidebar's *Weights* section: the seed's initial weights, or a trained run
+(:mod:`rnnviz.serve.trained_runs`) at one of its kept steps, which every tab then analyses."""
 
 from __future__ import annotations
 
@@ -21,7 +15,7 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.serve.folders import FolderFull
 from rnnviz.serve.trained_runs import FOLLOWS_RUN, header, keep_run, run_label, runs_folder, saved_runs
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
-from rnnviz.ui.sidebar.configuration import KEY
+from rnnviz.ui.sidebar.configuration import KEY, offer
 
 INITIAL = "initial"
 
@@ -35,22 +29,18 @@ def follow_run(path: str | None) -> None:
         cfg = RunConfig.from_mapping({k: v for k, v in found["config"].items() if v is not None})
     except ConfigError:
         return
-    values = {f: getattr(cfg, f) for f in (*FOLLOWS_RUN, "recurrent_gain", "forget_bias", "seq_len")}
-    for name, value in values.items():
-        st.session_state[KEY(name)] = value
+    for name in (*FOLLOWS_RUN, "recurrent_gain", "forget_bias", "seq_len"):
+        st.session_state[KEY(name)] = getattr(cfg, name)
     source = found.get("data_source")
     if source is not None and source["name"] in ("digits", "text"):
         st.session_state["data_choice"] = source["name"]
-        options = source["options"]
-        if "order" in options:
-            st.session_state["data_order"] = options["order"]
-        if "corpus" in options:
-            st.session_state["data_corpus"] = options["corpus"]
+        for option in ("order", "corpus"):
+            if option in source["options"]:
+                st.session_state[f"data_{option}"] = source["options"][option]
 
 
 def use_run(path: str) -> None:
-    """Choose a run in the Weights section and set the sidebar to it (a callback, or before
-    the sidebar is drawn)."""
+    """Choose a run in the Weights section and set the sidebar to it (before it is drawn)."""
     st.session_state["weights_choice"] = path
     follow_run(path)
 
@@ -63,7 +53,7 @@ def apply_pending() -> None:
 
 
 def _upload(sb, check: Callable[[str], Any]) -> None:
-    """An uploaded run file: checked whole in a worker, kept only if it reads."""
+    """An uploaded run file, kept by the hash of its bytes once a worker has read it whole."""
     f = sb.file_uploader("Open a saved run (.rnnviz)", type=["rnnviz"], key="weights_upload")
     if f is None:
         return
@@ -112,8 +102,7 @@ def weights_sidebar(check: Callable[[str], Any]) -> dict[str, Any] | None:
     with sb.expander("Open a saved run", expanded=False):
         _upload(st, check)
     options = [INITIAL, *runs]
-    if st.session_state.get("weights_choice") not in options:
-        st.session_state["weights_choice"] = INITIAL
+    offer("weights_choice", options, INITIAL)
     choice = sb.selectbox(
         "Weights",
         options,
@@ -127,8 +116,7 @@ def weights_sidebar(check: Callable[[str], Any]) -> dict[str, Any] | None:
         return None
     steps = runs[choice]["kept_steps"]
     step_key = f"weights_step_{hashlib.sha256(choice.encode()).hexdigest()[:8]}"
-    if st.session_state.get(step_key) not in steps:
-        st.session_state[step_key] = steps[-1]
+    offer(step_key, steps, steps[-1])
     step = sb.select_slider("at training step", steps, key=step_key, help="the steps whose weights were kept")
     sb.download_button(
         "Download this run (.rnnviz)",
@@ -137,6 +125,3 @@ def weights_sidebar(check: Callable[[str], Any]) -> dict[str, Any] | None:
         key="weights_download",
     )
     return {"path": choice, "step": int(step), "_version": Path(choice).stat().st_mtime_ns}
-
-
-__all__ = ["INITIAL", "apply_pending", "follow_run", "use_run", "weights_sidebar"]
