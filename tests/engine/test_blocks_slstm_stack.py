@@ -284,15 +284,15 @@ def _model(spec: SLSTMStackSpec):
 def test_analyze_model_reads_the_probes_gradients():
     """``analyze_model`` on the registered family: its stream norms ``[L + 1, T]`` and state norms
     per block and leaf are those of ``jax.grad`` of full probes under the stack's loss
-    ½ Σ_b ‖y_{b,T−1}‖²."""
-    from rnnviz.studies.models import analyze_model
+    ½ Σ_b ‖y_{b,T−1}‖²; its float64 pass (below float32's range) runs the family too."""
+    from rnnviz.studies import models
 
     spec, steps = SLSTMStackSpec(D, 2, num_heads=4, conv1d_kernel_size=4), 9
     model = _model(spec)
     params = model.params
     inputs = np.random.default_rng(0).normal(size=(B, steps, D)).astype(np.float32)
     assert BLOCKS["slstm_stack"] is slstm_stack
-    analysis = analyze_model(model, inputs, exact=False)
+    analysis = models.analyze_model(model, inputs, exact=False)
 
     def loss(probes):
         y = slstm_stack.forward(spec, params, jnp.asarray(inputs), probes)
@@ -308,6 +308,9 @@ def test_analyze_model_reads_the_probes_gradients():
         for name, got in leaves.items():
             np.testing.assert_allclose(got, norms(grads.states[k][name]), rtol=1e-5, atol=1e-30)
     assert analysis.grad_norms[0, 0] > 0 and analysis.state_grad_norms[0]["c"][0] > 0
+    wide = models._wide_pass(model, inputs, analysis.position)
+    assert wide.stream.dtype == np.float64
+    np.testing.assert_allclose(wide.stream[0], analysis.grad_norms, rtol=2e-4, atol=1e-30)
 
 
 def test_model_jacobians_takes_each_blocks_step():
