@@ -7,14 +7,13 @@ initialisation, tensor by tensor over seeds."""
 
 from __future__ import annotations
 
-import math
 from types import SimpleNamespace
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from slstm_reference import stepwise_forward
+from slstm_reference import STATES, assert_same_init, rel, stepwise_forward, to_heads
 
 from rnnviz.engine.blocks import slstm
 
@@ -32,13 +31,6 @@ CASES = {  # name: (spec, T); T prime, not a multiple of the heads, the taps or 
     # fewer steps than twice the taps; no feed-forward branch
     "one_head_conv_no_ffn": (slstm.SLSTMSpec(D, num_heads=1, conv1d_kernel_size=4, proj_factor=None), 7),
 }
-STATES = ("h", "c", "n", "m")  # the reference's order of its states
-
-
-def _rel(a, b) -> float:
-    """‖a − b‖ / ‖b‖."""
-    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
-    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
 def _module(spec: slstm.SLSTMSpec):
@@ -60,13 +52,6 @@ def _module(spec: slstm.SLSTMSpec):
 
 def _state(module) -> dict[str, np.ndarray]:
     return {k: v.detach().numpy() for k, v in module.state_dict().items()}
-
-
-def _to_heads(a: np.ndarray, heads: int) -> np.ndarray:
-    """The reference's states ``[4, T, B, H]`` as ours ``{name: [B, T, N, d]}``."""
-    four, steps, batch, hidden = a.shape
-    a = a.reshape(four, steps, batch, heads, hidden // heads).transpose(0, 2, 1, 3, 4)
-    return dict(zip(STATES, a))
 
 
 @pytest.fixture(scope="module", params=list(CASES))
@@ -116,8 +101,8 @@ def case(request):
         steps=steps,
         reference=out.detach().numpy(),
         stepped=stepped.detach().numpy(),
-        states=_to_heads(torch.stack(states, dim=1).numpy(), spec.num_heads),
-        state_grads=_to_heads(torch.stack([z.grad for z in zeros], dim=1).numpy(), spec.num_heads),
+        states=to_heads(torch.stack(states, dim=1).numpy(), spec.num_heads),
+        state_grads=to_heads(torch.stack([z.grad for z in zeros], dim=1).numpy(), spec.num_heads),
         param_grads=slstm.params_from_state_dict(spec, param_grads),
         x_grad=xt.grad.numpy(),
         params=params,
@@ -128,15 +113,15 @@ def case(request):
 
 
 def test_output_matches_the_reference_block(case):
-    err = _rel(case.out, case.reference)
+    err = rel(case.out, case.reference)
     print(f"{case.name}: output rel {err:.2e}")
     assert err < 1e-4
-    assert _rel(case.stepped, case.reference) < 1e-6  # the stand-in computes the same block
+    assert rel(case.stepped, case.reference) < 1e-6  # the stand-in computes the same block
 
 
 def test_parameter_and_input_gradients_match_torch(case):
-    errs = {name: _rel(case.grads[0][name], case.param_grads[name]) for name in case.param_grads}
-    errs["x"] = _rel(case.grads[1], case.x_grad)
+    errs = {name: rel(case.grads[0][name], case.param_grads[name]) for name in case.param_grads}
+    errs["x"] = rel(case.grads[1], case.x_grad)
     worst = max(errs, key=errs.get)
     print(f"{case.name}: input gradient rel {errs['x']:.2e}, worst {worst} rel {errs[worst]:.2e}")
     assert set(case.grads[0]) == set(case.param_grads) == set(case.params)
@@ -147,7 +132,7 @@ def test_state_after_every_step_matches_the_reference(case):
     """c, n, m and h after every step; m after the first is ĩ₀ (the reference's n = 0 branch)."""
     states = case.trajectory.states
     errs = {
-        name: max(_rel(states[name][:, t], case.states[name][:, t]) for t in range(case.steps))
+        name: max(rel(states[name][:, t], case.states[name][:, t]) for t in range(case.steps))
         for name in STATES
     }
     print(f"{case.name}: worst state rel {errs}")
@@ -160,7 +145,7 @@ def test_state_after_every_step_matches_the_reference(case):
 def test_state_gradients_match_torch_autograd(case):
     for name in STATES:
         got, want = case.grads[2][name], case.state_grads[name]
-        errs = [_rel(got[:, t], want[:, t]) for t in range(case.steps)]
+        errs = [rel(got[:, t], want[:, t]) for t in range(case.steps)]
         print(f"{case.name}: worst ∂L/∂{name} rel {max(errs):.2e} at step {int(np.argmax(errs))}")
         assert max(errs) < 1e-4, name
     assert np.abs(case.state_grads["c"][:, 0]).max() > 0  # the first step reaches the loss
@@ -177,7 +162,7 @@ def test_layer_step_reproduces_the_trajectory(case):
         previous, inputs
     )
     for name in STATES:
-        assert _rel(stepped[name], states[name]) < 1e-6, name
+        assert rel(stepped[name], states[name]) < 1e-6, name
 
 
 def test_the_state_dict_reads_as_the_reference_proxies():
@@ -215,26 +200,11 @@ SEEDS = 12
 
 @pytest.mark.parametrize("name", list(INIT_SPECS))
 def test_init_matches_the_reference_initialisation(name):
-    """Per tensor, over SEEDS draws pooled (n numbers): a tensor the reference draws the same
-    every time is equal; a random one has the reference's mean and standard deviation within
-    6 standard errors of their difference, √2 σ/√n for the mean and √2 σ/√(2n) for the standard
-    deviation (a normal's; a uniform's, 0.45 σ/√n, is smaller), σ the reference's pooled one:
-    a false alarm about once in 10⁸ comparisons."""
+    """Per tensor, over SEEDS draws pooled (``slstm_reference.assert_same_init``)."""
     spec = INIT_SPECS[name]
     theirs = []
     for seed in range(SEEDS):
         torch.manual_seed(seed)
         theirs.append(slstm.params_from_state_dict(spec, _state(_module(spec))))
     keys = jax.random.split(jax.random.key(0), SEEDS)
-    ours = jax.jit(jax.vmap(lambda k: slstm.init(spec, key=k)))(keys)
-    assert set(ours) == set(theirs[0])
-    for k in ours:
-        ref = np.stack([np.asarray(t[k], np.float64) for t in theirs])
-        got = np.asarray(ours[k], np.float64)
-        assert got.shape == ref.shape, k
-        if all(np.array_equal(r, ref[0]) for r in ref):  # drawn the same by every seed
-            np.testing.assert_allclose(got, ref, rtol=1e-6, atol=1e-6, err_msg=k)
-            continue
-        n, sigma = ref.size, ref.std()
-        assert abs(got.mean() - ref.mean()) < 6 * math.sqrt(2) * sigma / math.sqrt(n), k
-        assert abs(got.std() - sigma) < 6 * sigma / math.sqrt(n), k
+    assert_same_init(jax.jit(jax.vmap(lambda k: slstm.init(spec, key=k)))(keys), theirs)

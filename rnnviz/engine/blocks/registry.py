@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from rnnviz.engine.blocks import mamba, mamba2, qwen3_next, recurrent_gemma, torch_rnn, xlstm
+from rnnviz.engine.blocks import mamba, mamba2, qwen3_next, recurrent_gemma, slstm_stack, torch_rnn, xlstm
 
 #: ``model_type`` → the module defining its ``forward`` and ``state_shapes``.
 BLOCKS: dict[str, ModuleType] = {
@@ -16,4 +16,5 @@ BLOCKS: dict[str, ModuleType] = {
     "xlstm": xlstm,
     "torch_lstm": torch_rnn,
     "torch_gru": torch_rnn,
+    "slstm_stack": slstm_stack,
 }
