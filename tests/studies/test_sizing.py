@@ -216,3 +216,11 @@ def test_counts_read_k_and_m():
         400_000,
         12_345,
     ]
+
+
+@pytest.mark.parametrize("model_type", ["recurrent_gemma", "qwen3_next", "xlstm"])
+def test_a_fresh_model_of_the_design_holds_that_many_parameters(model_type):
+    from rnnviz.studies.models import fresh_model
+
+    config = design_config(model_type, params="30k", layers=4)
+    assert fresh_model(model_type, config).n_params == param_count(model_type, config)
