@@ -41,3 +41,14 @@ def finite_nonnegative(text: str) -> float:
     if not math.isfinite(value) or value < 0:
         raise argparse.ArgumentTypeError(f"{text!r} is not a finite number ≥ 0")
     return value
+
+
+def parameter_count(text: str) -> int:
+    """An argparse ``type``: a parameter count, ``100k``, ``1.5M`` or an integer."""
+    from rnnviz.config import ConfigError
+    from rnnviz.studies.sizing import target_count  # no JAX: the checkpoint families' shapes
+
+    try:
+        return target_count(text)
+    except ConfigError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a count ≥ 1 (100k, 1.5M or an integer)") from None

@@ -1,8 +1,9 @@
-"""``rnnviz compare``: several cell designs at one shape (``--cells``), or your own models on
-the same text (``--model``, once per model), side by side: a short table of the numbers (for
-designs λ₁, the decay per step, the gradient at both ends, the verdict; for models the loss
-and how far back the gradient reaches), and with ``--report`` one self-contained HTML file to
-share (:mod:`rnnviz.report`).
+"""``rnnviz compare``: several cell designs at one shape (``--cells``), your own models on
+the same text (``--model``, once per model), or model designs drawn fresh at matched parameter
+counts (``--design A,B,C --layers L --params N``) on the same random tokens, side by side: a
+short table of the numbers (for cell designs λ₁, the decay per step, the gradient at both ends,
+the verdict; for models the loss and how far back the gradient reaches), and with ``--report``
+one self-contained HTML file to share (:mod:`rnnviz.report`).
 
 The numbers need only JAX; the report draws with plotly, imported only when ``--report`` is
 given (the rest of the command line runs without it)."""
@@ -15,7 +16,15 @@ import sys
 
 from rnnviz.base.formatting import pow10_text
 from rnnviz.cli.argtypes import bounded_int, finite_nonnegative
-from rnnviz.cli.inputs import add_config_flags, add_data_flag, config_and_data
+from rnnviz.cli.inputs import (
+    add_config_flags,
+    add_data_flag,
+    add_design_flags,
+    config_and_data,
+    design_inputs,
+    design_line,
+    design_settings,
+)
 from rnnviz.config import FIELD_SPECS, ConfigError
 
 
@@ -155,6 +164,67 @@ def cmd_compare_models(args: argparse.Namespace) -> int:
     return 0
 
 
+def _design_types(args: argparse.Namespace) -> list[str]:
+    """``--design``'s types, after refusing ``--model`` beside it and the torch stacks (they read
+    vectors, the language models tokens: no inputs are common to both).
+
+    Raises:
+        ConfigError: either.
+    """
+    types = [t.strip() for t in args.design.split(",") if t.strip()]
+    if args.models:
+        raise ConfigError("design", args.design, "not with --model (designs drawn fresh, or your models)")
+    stacks = [t for t in types if t in ("torch_lstm", "torch_gru")]
+    if stacks:
+        raise ConfigError(
+            "design",
+            args.design,
+            f"language-model designs, which read the same tokens ({stacks[0]} reads vectors: "
+            f"rnnviz analyze --design {stacks[0]})",
+        )
+    return types
+
+
+def cmd_compare_designs(args: argparse.Namespace) -> int:
+    """``rnnviz compare --design A,B,C --layers L --params N``: every design drawn fresh at
+    matched sizes (:func:`rnnviz.studies.sizing.matched_configs`), each line of sizes, then
+    every model on the same random tokens as ``--model`` compares them (or ``--json``, the
+    sizes under ``"designs"``; ``--report``).
+
+    Returns:
+        0.
+
+    Raises:
+        ConfigError: a flag that does not apply, a torch stack, or sizes that cannot match.
+    """
+    from rnnviz.report.models import model_comparison, model_comparison_json
+    from rnnviz.studies.models import fresh_model
+    from rnnviz.studies.sizing import matched_configs, param_count
+
+    types = _design_types(args)
+    for name in ("cells", "train", "text"):
+        if getattr(args, name) is not None:
+            raise ConfigError(name, getattr(args, name), "not with --design (random tokens drawn by --seed)")
+    cfg = design_settings(args)
+    configs = matched_configs(types, params=args.params, layers=args.layers)
+    models = [fresh_model(t, c, seed=cfg.seed, dtype=cfg.dtype) for t, c in configs.items()]
+    counts = {t: param_count(t, c) for t, c in configs.items()}
+    inputs = _model_inputs(args) if args.tokens is not None else design_inputs(models[0], cfg)
+    report, write = _report_path(args)
+    c = model_comparison(
+        models, inputs, progress=lambda line: print(f"computing {line}", file=sys.stderr, flush=True)
+    )
+    if args.json:
+        sizes = {t: {"config": configs[t], "params": counts[t]} for t in configs}
+        print(json.dumps(model_comparison_json(c) | {"designs": sizes, "target": args.params}))
+    else:
+        lines = [design_line(t, configs[t], counts[t], args.params) for t in configs]
+        print("\n".join(lines + model_summary_lines(c)))
+    if report is not None:
+        _write(args, write, report, c)
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``rnnviz compare``: compute every design of ``--cells`` (:func:`rnnviz.report.comparison`),
     print the table (or ``--json``), and write ``--report`` as one HTML file; with ``--model``,
@@ -168,6 +238,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ``--model``, an unknown cell, a bad ``--report`` path or a config a design cannot
             take; plotly missing with ``--report``.
     """
+    if any(getattr(args, n) is not None for n in ("design", "layers", "params")):
+        return cmd_compare_designs(args)
     if args.models:
         return cmd_compare_models(args)
     from rnnviz.report.compare import comparison, comparison_json
@@ -234,6 +306,11 @@ def add_parser(sub) -> None:
     )
     models.add_argument("--text", help="the text every model reads, through its own tokenizer.json")
     models.add_argument("--tokens", metavar="ID,ID,…", help="token ids every model reads (instead of --text)")
+    designs = p.add_argument_group(
+        "model designs drawn fresh at matched sizes (instead of --cells; they read --seq-len random "
+        "tokens drawn by --seed, or --tokens)"
+    )
+    add_design_flags(designs, several=True)
     add_config_flags(p)
     add_data_flag(p, "analyse and train every design on a batch (drawn by the seed, with its task loss) of")
     p.add_argument(

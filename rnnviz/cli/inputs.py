@@ -1,5 +1,6 @@
 """What a command runs on: the config flags, ``--data`` and ``--weights`` (a saved run),
-turned into ``(RunConfig, Dataset or None, Weights or None)`` by :func:`config_and_data`."""
+turned into ``(RunConfig, Dataset or None, Weights or None)`` by :func:`config_and_data`; and
+a fresh design's flags (``--design``, ``--layers``, ``--params``) and random inputs."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
-from rnnviz.cli.argtypes import bounded_int
+from rnnviz.cli.argtypes import bounded_int, parameter_count
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
 
 DATA_OPTIONS = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
@@ -146,3 +147,85 @@ def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
         else:
             out[name] = [v for v in spec.split(",") if v.strip()]
     return out
+
+
+#: The run configuration flags a design reads: the random inputs' length and seed, the weights' dtype.
+DESIGN_FIELDS = ("seq_len", "seed", "dtype")
+
+
+def add_design_flags(group, *, several: bool) -> None:
+    """``--design`` (one type, or with ``several`` a comma-separated list), ``--layers`` and ``--params``."""
+    from rnnviz.studies.sizing import TEMPLATES
+
+    kinds = ", ".join(TEMPLATES)
+    group.add_argument(
+        "--design",
+        metavar="A,B,…" if several else "TYPE",
+        help=(
+            f"designs drawn fresh at matched sizes, comma-separated ({kinds}): every count within 5 %% of "
+            "--params and of their median"
+            if several
+            else f"a design drawn fresh ({kinds}) at the width whose parameter count is nearest --params"
+        ),
+    )
+    group.add_argument("--layers", type=bounded_int(1, 256), help="with --design: the depth L")
+    group.add_argument(
+        "--params",
+        type=parameter_count,
+        metavar="N",
+        help="with --design: about N parameters (100k, 1.5M, 30000)",
+    )
+
+
+def design_settings(args: argparse.Namespace) -> RunConfig:
+    """The run configuration a design reads (``--seq-len``, ``--seed``, ``--dtype``), after
+    refusing ``--layers``/``--params`` without ``--design``, or ``--design`` without them, and
+    every other configuration flag.
+
+    Raises:
+        ConfigError: naming the first flag that does not apply.
+    """
+    if args.design is None:
+        given = next((n for n in ("layers", "params") if getattr(args, n, None) is not None), None)
+        if given is not None:
+            raise ConfigError(given, getattr(args, given), "only with --design TYPE")
+        raise ConfigError("design", None, "a design to draw (--design)")
+    for name in ("layers", "params"):
+        if getattr(args, name) is None:
+            raise ConfigError(
+                name, None, f"given with --design (--{name} {'L' if name == 'layers' else 'N'})"
+            )
+    others = [n for n in ("data", "weights") if getattr(args, n, None) is not None]
+    others += [n for n in FIELD_SPECS if n not in DESIGN_FIELDS and getattr(args, n, None) is not None]
+    if others:
+        flag = _flag(others[0])
+        raise ConfigError(
+            others[0],
+            getattr(args, others[0]),
+            f"not with --design ({flag} sets up a cell design's run; a fresh design reads "
+            "only --seq-len, --seed and --dtype of the run configuration)",
+        )
+    return config_from_args(args)
+
+
+def design_inputs(model, cfg: RunConfig) -> Any:
+    """Random inputs for a fresh design, drawn by ``cfg.seed``: ``cfg.seq_len`` token ids from
+    the vocabulary ``<int32>[1, T]``, or for a torch stack normal features ``<float32>[1, T, I]``."""
+    import numpy as np
+
+    rng = np.random.default_rng(cfg.seed)
+    if model.vocab_size:
+        return rng.integers(0, model.vocab_size, size=(1, cfg.seq_len)).astype(np.int32)
+    return rng.standard_normal((1, cfg.seq_len, model.spec.input_size)).astype(np.float32)
+
+
+def design_line(model_type: str, config: dict[str, Any], count: int, target: int) -> str:
+    """``"mamba: hidden_size 72, 2 layers, 99,576 parameters (−0.4 % from 100,000)"``."""
+    from rnnviz.studies.sizing import TEMPLATES
+
+    width = TEMPLATES[model_type].width
+    layers = config.get("num_hidden_layers", config.get("num_layers"))
+    return (
+        f"{model_type}: {width} {config[width]}, {layers} layers, {count:,} parameters "
+        f"({(count - target) / target:+.1%} from {target:,})"
+    )

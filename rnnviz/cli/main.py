@@ -74,7 +74,7 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     Returns:
         0.
     """
-    if args.model is not None:
+    if any(getattr(args, n) is not None for n in ("model", "design", "layers", "params")):
         return cmd_analyze_model(args)
     from rnnviz.analysis import analyze  # jax is imported only once a command needs it
     from rnnviz.frames.gradients import timestep_frame

@@ -1,5 +1,7 @@
 """``rnnviz analyze --model PATH``: your own checkpoint's gradient through every layer and step
-(``PATH`` a folder, a state dict file, or either in an archive: :func:`rnnviz.studies.models.load_model`)."""
+(``PATH`` a folder, a state dict file, or either in an archive: :func:`rnnviz.studies.models.load_model`);
+``rnnviz analyze --design TYPE --layers L --params N``: a design drawn fresh at about N
+parameters (:func:`rnnviz.studies.sizing.design_config`), on random inputs, analysed the same way."""
 
 from __future__ import annotations
 
@@ -9,12 +11,15 @@ import json
 import numpy as np
 
 from rnnviz.base.formatting import pow10_text
+from rnnviz.cli.inputs import add_design_flags, design_inputs, design_line, design_settings
 
 
 def add_model_flags(p: argparse.ArgumentParser) -> None:
-    """``--model``, and what the model reads: ``--text`` or ``--tokens`` (or a stack's ``--model-inputs``)."""
+    """``--model``, and what the model reads: ``--text`` or ``--tokens`` (or a stack's ``--model-inputs``);
+    or ``--design`` with ``--layers`` and ``--params``."""
     group = p.add_argument_group(
-        "your own model (--model; of the run configuration flags only --dtype applies)"
+        "your own model (--model; of the run configuration flags only --dtype applies), or a design drawn "
+        "fresh (--design, --layers, --params; it reads --seq-len random inputs drawn by --seed)"
     )
     group.add_argument(
         "--model",
@@ -41,6 +46,7 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the prediction whose connectivity is shown (default: last)",
     )
+    add_design_flags(group, several=False)
 
 
 def _inputs(args: argparse.Namespace, model) -> tuple[np.ndarray, list[str] | None]:
@@ -89,22 +95,54 @@ def _jacobians_text(j) -> str:
     return "\n".join(lines)
 
 
+def _design(args: argparse.Namespace):
+    """``--design``'s fresh model at about ``--params``, its inputs (``--tokens`` or
+    ``--model-inputs`` where given, else random), and the line and record of its sizes."""
+    from rnnviz.studies.models import fresh_model
+    from rnnviz.studies.sizing import design_config, param_count
+
+    cfg = design_settings(args)
+    config = design_config(args.design, params=args.params, layers=args.layers)
+    model = fresh_model(args.design, config, seed=cfg.seed, dtype=cfg.dtype)
+    given = any(getattr(args, n) is not None for n in ("text", "tokens", "model_inputs"))
+    inputs, tokens = _inputs(args, model) if given else (design_inputs(model, cfg), None)
+    count = param_count(args.design, config)
+    record = {"model_type": args.design, "config": config, "params": count, "target": args.params}
+    return model, inputs, tokens, design_line(args.design, config, count, args.params), record
+
+
 def cmd_analyze_model(args: argparse.Namespace) -> int:
-    """Load ``--model``, analyse its inputs (and ``--jacobians K``: the step-Jacobian spectra),
-    print the summary or ``--json``."""
+    """Load ``--model`` (or draw ``--design`` at about ``--params``), analyse its inputs (and
+    ``--jacobians K``: the step-Jacobian spectra), print the summary or ``--json``; a design's
+    sizes first (its JSON under ``"design"``)."""
     from rnnviz.config import ConfigError
     from rnnviz.studies.model_jacobians import model_jacobians
     from rnnviz.studies.models import analyze_model, load_model
 
-    model = load_model(args.model, dtype=args.dtype or "float32")
-    inputs, tokens = _inputs(args, model)
+    if args.model is not None and args.design is not None:
+        raise ConfigError(
+            "design", args.design, "not with --model (one model: a checkpoint or a fresh design)"
+        )
+    line = record = None
+    if args.model is not None:
+        for name in ("layers", "params"):
+            if getattr(args, name) is not None:
+                raise ConfigError(name, getattr(args, name), "only with --design TYPE")
+        model = load_model(args.model, dtype=args.dtype or "float32")
+        inputs, tokens = _inputs(args, model)
+    else:
+        model, inputs, tokens, line, record = _design(args)
     try:
         a = analyze_model(model, inputs, position=args.position, tokens=tokens)
         j = None if not args.jacobians else model_jacobians(model, inputs, k=args.jacobians)
     except ValueError as err:
-        raise ConfigError("inputs", args.model, str(err)) from None
+        raise ConfigError("inputs", args.model or args.design, str(err)) from None
     if args.json:
-        print(json.dumps(a.to_json() | ({} if j is None else {"jacobians": j.to_json()})))
+        extra = ({} if j is None else {"jacobians": j.to_json()}) | (
+            {} if record is None else {"design": record}
+        )
+        print(json.dumps(a.to_json() | extra))
     else:
-        print(summary_text(a, model.n_layers) + ("" if j is None else "\n" + _jacobians_text(j)))
+        head = "" if line is None else f"design {line}\nconfig: {json.dumps(record['config'])}\n"
+        print(head + summary_text(a, model.n_layers) + ("" if j is None else "\n" + _jacobians_text(j)))
     return 0

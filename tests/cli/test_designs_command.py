@@ -1,0 +1,95 @@
+"""``rnnviz analyze --design`` and ``rnnviz compare --design``: a design drawn fresh at about N
+parameters, its JSON that of :func:`~rnnviz.studies.models.analyze_model` on the same fresh
+model and inputs, matched designs side by side, and the flags that do not go with them."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from rnnviz.cli.main import main
+from rnnviz.studies.models import analyze_model, fresh_model
+from rnnviz.studies.sizing import design_config, param_count
+
+TINY = ["--params", "30k", "--layers", "2", "--seq-len", "12"]
+
+
+def test_analyze_design_json_is_the_librarys_analysis_of_the_same_model(capsys):
+    assert main(["analyze", "--design", "mamba", *TINY, "--seed", "3", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    config = design_config("mamba", params=30_000, layers=2)
+    assert out["design"] == {"model_type": "mamba", "config": config, "params": 29_667, "target": 30_000}
+    assert param_count("mamba", config) == 29_667
+    model = fresh_model("mamba", config, seed=3)
+    ids = np.random.default_rng(3).integers(0, 256, size=(1, 12))
+    a = analyze_model(model, ids).to_json()
+    assert out["source"] == a["source"] == "fresh mamba (seed 3)"
+    assert out["loss"] == pytest.approx(a["loss"], rel=1e-6)
+    np.testing.assert_allclose(out["grad_norms"], a["grad_norms"], rtol=1e-5)
+    np.testing.assert_allclose(out["connectivity"], a["connectivity"], rtol=1e-5)
+    assert out["state_grad_norms"].keys() == a["state_grad_norms"].keys()
+
+
+def test_analyze_design_prints_its_sizes_first(capsys):
+    assert main(["analyze", "--design", "torch_gru", *TINY]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0] == "design torch_gru: hidden_size 54, 2 layers, 29,484 parameters (-1.7% from 30,000)"
+    assert json.loads(lines[1].removeprefix("config: "))["input_size"] == 16
+    assert lines[2] == "model: torch_gru (fresh torch_gru (seed 0)), 2 layers, T = 12"
+
+
+def test_compare_designs_at_matched_sizes(capsys):
+    assert main(["compare", "--design", "mamba,xlstm", *TINY, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    counts = [d["params"] for d in out["designs"].values()]
+    assert list(out["designs"]) == ["mamba", "xlstm"] and counts == [29_667, 30_242]
+    assert [r["n_params"] for r in out["models"]] == counts
+    assert all(len(r["token_ids"][0]) == 12 for r in out["models"])
+
+
+@pytest.mark.parametrize(
+    "argv, message",
+    [
+        (["analyze", "--layers", "2"], "layers=2 is not allowed: only with --design TYPE"),
+        (
+            ["analyze", "--design", "mamba", "--params", "30k"],
+            "layers=None is not allowed: given with --design",
+        ),
+        (
+            ["analyze", "--design", "mamba", *TINY, "--cell", "gru"],
+            "cell='gru' is not allowed: not with --design",
+        ),
+        (
+            ["analyze", "--design", "mamba", *TINY, "--model", "x"],
+            "design='mamba' is not allowed: not with --model",
+        ),
+        (["analyze", "--design", "lstm", *TINY], "design='lstm' is not allowed: one of mamba, falcon_mamba"),
+        (
+            ["analyze", "--design", "mamba", "--layers", "4", "--params", "1k"],
+            "the nearest are 741 (hidden_size 1)",
+        ),
+        (
+            ["compare", "--design", "mamba,torch_lstm", *TINY],
+            "(torch_lstm reads vectors: rnnviz analyze --design",
+        ),
+        (
+            ["compare", "--design", "mamba,xlstm", *TINY, "--text", "hi"],
+            "text='hi' is not allowed: not with --design",
+        ),
+        (
+            ["compare", "--design", "mamba", "--params", "30k"],
+            "layers=None is not allowed: given with --design",
+        ),
+    ],
+)
+def test_flags_that_do_not_go_with_a_design_are_named(argv, message, capsys):
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_a_bad_count_is_an_argparse_error(capsys):
+    with pytest.raises(SystemExit):
+        main(["analyze", "--design", "mamba", "--layers", "2", "--params", "3x"])
+    assert "argument --params: '3x' is not a count ≥ 1 (100k, 1.5M or an integer)" in capsys.readouterr().err
