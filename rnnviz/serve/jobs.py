@@ -66,14 +66,19 @@ from rnnviz.tables.strategies import strategy_names
 log = logging.getLogger("rnnviz.jobs")
 
 
-def setup() -> None:
-    """Run once in each new worker: the compilation cache, buffers kept in the heap, and the
-    default analysis compiled (every page opens at it, and may call any worker)."""
+def setup_idle() -> None:
+    """Run once in the idle worker: the compilation cache and buffers kept in the heap."""
     limits = settings()
     if limits.jax_cache != "off":
         enable_compilation_cache(limits.jax_cache, max_bytes=limits.jax_cache_mb * 2**20)
         jax.monitoring.register_event_listener(_count_cache_event)
     keep_freed_buffers()
+
+
+def setup() -> None:
+    """Run once in each visitors' worker: :func:`setup_idle`, and the default analysis compiled
+    (every page opens at it, and may call any worker)."""
+    setup_idle()
     try:
         compile_analysis(RunConfig())
     except Exception:  # a worker that cannot compile it still serves (its first call will say why)

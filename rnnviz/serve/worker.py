@@ -196,6 +196,9 @@ class WorkerPool:
       size: workers for visitors (each holds its own executables); one more, ``idle_worker``,
         runs idle-time work at a lower OS priority (:data:`IDLE_NICE`).
       setup: ``"module:function"`` run once in each new worker (compilation cache, allocator settings).
+      idle_setup: what the idle worker runs instead (default: ``setup``): it serves no visitor,
+        so what a visitor's first call needs ready need not be (and should not compete with the
+        first pages for the cores).
       time_limit_s: default limit of one call, in seconds.
       max_jobs: jobs after which a worker retires, its successor started first (None: never).
       max_rss_bytes: resident bytes (read after each job) past which a worker retires (None: never).
@@ -212,6 +215,7 @@ class WorkerPool:
         self,
         size: int = 2,
         setup: str | None = None,
+        idle_setup: str | None = None,
         time_limit_s: float = 90.0,
         max_jobs: int | None = None,
         max_rss_bytes: int | None = None,
@@ -221,7 +225,7 @@ class WorkerPool:
             raise ValueError(f"WorkerPool needs at least one worker, got size={size}")
         self.clock, self.time_limit_s = clock, time_limit_s
         self.workers = [_Worker(i, setup, clock) for i in range(size)]
-        self.idle_worker = _Worker(size, setup, clock, nice=IDLE_NICE)
+        self.idle_worker = _Worker(size, setup if idle_setup is None else idle_setup, clock, nice=IDLE_NICE)
         self.max_jobs, self.max_rss_bytes = max_jobs, max_rss_bytes
         self.restarts = self.retirements = 0
         # the visitors, as idle time sees them (under _counting; the times read self.clock)
@@ -541,9 +545,12 @@ class InlinePool:
     start = shutdown = visit = drawn = doing = _nothing
 
 
-def make_pool(setup: str | None = None, limits: ServerSettings | None = None) -> WorkerPool | InlinePool:
+def make_pool(
+    setup: str | None = None, limits: ServerSettings | None = None, idle_setup: str | None = None
+) -> WorkerPool | InlinePool:
     """The pool the settings ask for (default: this process's environment's): ``workers``
-    workers (0: an :class:`InlinePool`), ``time_limit_s``, ``worker_max_jobs``, ``worker_max_rss_mb``."""
+    workers (0: an :class:`InlinePool`), ``time_limit_s``, ``worker_max_jobs``, ``worker_max_rss_mb``;
+    ``setup`` and ``idle_setup`` as :class:`WorkerPool` takes them."""
     limits = limits or settings()
     if limits.workers <= 0:
         _run_setup(setup)
@@ -551,6 +558,7 @@ def make_pool(setup: str | None = None, limits: ServerSettings | None = None) ->
     return WorkerPool(
         size=limits.workers,
         setup=setup,
+        idle_setup=idle_setup,
         time_limit_s=limits.time_limit_s,
         max_jobs=limits.worker_max_jobs,
         max_rss_bytes=limits.worker_max_rss_mb * 2**20,

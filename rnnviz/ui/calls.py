@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 @st.cache_resource(show_spinner=False)
 def pool() -> WorkerPool | InlinePool:
     """The worker processes (``RNNVIZ_WORKERS``), shared by every session."""
-    made = make_pool(setup="rnnviz.serve.jobs:setup")
+    made = make_pool(setup="rnnviz.serve.jobs:setup", idle_setup="rnnviz.serve.jobs:setup_idle")
     made.start()  # every worker sets up (and compiles the default analysis) from the start
     return made
 

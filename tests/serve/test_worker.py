@@ -796,3 +796,19 @@ def test_the_devices_tab_reuses_the_strategies_rows_this_worker_just_timed(monke
     kept.update(run_halfwidth_s=0.5 * kept["run_s"])
     jobs.devices_live(key, 5, ("per_step",))
     assert timed == [("per_step",)]
+
+
+def test_the_idle_worker_runs_its_own_setup_and_the_visitors_workers_theirs(tmp_path, monkeypatch):
+    """``idle_setup`` runs in the idle worker instead of ``setup`` (the dashboard's compiles
+    nothing there: no visitor's first call waits on it)."""
+    monkeypatch.setenv("RNNVIZ_TEST_SETUP_DIR", str(tmp_path))
+    pool = WorkerPool(size=2, setup="setups:visitors", idle_setup="setups:idle")
+    try:
+        pool.start()
+        pids = {pool.call(os.getpid, route=r, what="pid") for r in _routes(pool)}
+        idle = _idle_pid(pool)
+        assert _until(lambda: len(list(tmp_path.iterdir())) == 3)
+        assert {p.name for p in tmp_path.iterdir()} == {f"visitors-{p}" for p in pids} | {f"idle-{idle}"}
+    finally:
+        pool.shutdown()
+    assert WorkerPool(size=1, setup="a:b").idle_worker.setup == "a:b"  # by default the same setup
