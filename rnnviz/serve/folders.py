@@ -54,7 +54,7 @@ def entries(folder: Path) -> list[Entry]:
     found = []
     for p in folder.iterdir():
         try:
-            found.append(Entry(p, _size(p), p.stat().st_mtime_ns))
+            found.append(Entry(p, _size(p), _last_used_ns(p)))
         except FileNotFoundError:  # removed meanwhile by another session's eviction
             continue
     return sorted(found, key=lambda e: e.last_used_ns)
@@ -113,12 +113,20 @@ def stamp(path: str | Path) -> tuple[tuple[str, int, int], ...]:
         return ()
 
 
+def _last_used_ns(path: Path) -> int:
+    """When an entry was last used: a folder's modification time; a file's access or
+    modification time, whichever is later (a file's modification time is its version)."""
+    st = path.stat()
+    return st.st_mtime_ns if path.is_dir() else max(st.st_atime_ns, st.st_mtime_ns)
+
+
 def touch(path: str | Path) -> None:
-    """Mark ``path`` (and the entry folder holding it) as just used."""
-    p = Path(path)
+    """Mark ``path`` (and the entry folder holding it) as just used: a folder's times, a file's
+    access time only, so that its version (:func:`stamp`, read from its modification time) stays."""
+    p, now = Path(path), time.time_ns()
     for q in (p, p.parent):
         with contextlib.suppress(OSError):
-            os.utime(q)
+            os.utime(q, ns=(now, now if q.is_dir() else q.stat().st_mtime_ns))
 
 
 class InUse:

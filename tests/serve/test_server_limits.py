@@ -281,3 +281,24 @@ def test_a_worker_refuses_a_data_file_it_could_hold_only_over_its_memory_cap(tmp
     assert jobs.load_source(json.dumps({"name": str(big)})).inputs.shape == (20, 256, 1024)
     # the built-ins bound themselves
     assert jobs.load_source(json.dumps({"name": "digits", "order": "rows"})).inputs.shape[1:] == (8, 8)
+
+
+def test_touching_marks_an_entry_used_and_keeps_its_files_version(tmp_path):
+    """A session using a file touches it on every page run: its entry becomes the most recently
+    used, and its version (the workers' cache key, :func:`folders.stamp`) stays, so that the
+    answers computed on it are found again."""
+    old, new = tmp_path / "a" / "x.csv", tmp_path / "b" / "y.csv"
+    for i, p in enumerate((old, new)):
+        p.parent.mkdir()
+        p.write_text("a,b\n1,2\n")
+        os.utime(p.parent, (100 + i, 100 + i))
+    version = folders.stamp(old)
+    folders.touch(old)
+    assert folders.stamp(old) == version
+    assert [e.path.name for e in folders.entries(tmp_path)] == ["b", "a"]  # a: just used
+    loose = tmp_path / "z.rnnviz"  # an entry that is a file: its access time says it was used
+    loose.write_text("run")
+    os.utime(loose, (50, 50))
+    version = folders.stamp(loose)
+    folders.touch(loose)
+    assert folders.stamp(loose) == version and folders.entries(tmp_path)[-1].path == loose
