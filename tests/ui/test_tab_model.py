@@ -22,7 +22,7 @@ from rnnviz import RunConfig
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.frames.models import row_names
 from rnnviz.serve import budget, folders, model_files
-from rnnviz.serve.requests import ModelSummary
+from rnnviz.serve.requests import Missing, ModelSummary
 from rnnviz.studies.models import ModelAnalysis
 from rnnviz.ui.tabs import model as tab
 
@@ -133,6 +133,42 @@ def test_the_tab_draws_the_record_its_call_returns_on_the_demo(folders_here):
     assert "2 layers · 3,584 parameters" in line and f"loss **{a.loss:.4g}**" in line
     assert {b.key for b in at.get("download_button")} >= {"model_csv", "model_json"}
     assert at.session_state["model_source"] == path  # marked in use: the upload is not evicted
+
+
+def test_idle_time_declares_the_demos_gradients_and_the_opened_tab_asks_for_nothing_else(folders_here):
+    """A session that has not opened the tab: idle time plans the demo's summary, then (with
+    the summary answered) its gradients at the widgets' defaults; opened, the tab's calls are
+    exactly those requests."""
+    cfg = RunConfig(seq_len=9, hidden_size=4, batch_size=3, seed=5)
+    answers = {"model_summary": _demo_summary, "model_analysis": lambda *args: _lm_record()}
+
+    def look_up(request):  # idle time's look-up: only what idle time has computed
+        if request.job.__name__ not in done:
+            raise Missing(request)
+        return answers[request.job.__name__](*request.args)
+
+    base = fake_context(types.SimpleNamespace(config=cfg))
+    done: set[str] = set()
+    idle = base._replace(get=look_up, state={}, idle=True)
+    with pytest.raises(Missing) as missing:  # the summary first: the inputs depend on it
+        tab.requests(idle)
+    assert missing.value.request.job.__name__ == "model_summary"
+    done.add("model_summary")
+    declared = tab.requests(idle)
+    assert [r.job.__name__ for r in declared] == ["model_summary", "model_analysis"]
+    assert Path(declared[1].args[0]).name == model_files.DEMO_NAME  # the demo, written once by its hash
+    assert json.loads(declared[1].args[2]) == {"normal": [3, tab.DEFAULT_STEPS], "seed": 5}
+
+    asked = []
+
+    def answer(request):
+        asked.append(request.key)
+        return answers[request.job.__name__](*request.args)
+
+    at = _tab(base._replace(get=answer)).run()
+    _clean(at)
+    assert set(asked) == {r.key for r in declared}  # the tab drew from what idle time computed
+    assert tab.requests(base._replace(get=answer, state=dict(at.session_state))) == declared
 
 
 def test_text_is_tokenised_in_a_worker_and_the_tokens_label_the_axes(folders_here):

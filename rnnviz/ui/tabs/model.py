@@ -67,10 +67,27 @@ def _summary(path: str) -> Request:
     return _request(jobs.model_summary, path, what="loading")
 
 
+def _analysis(path: str, asked: Asked, position: int | None) -> Request:
+    return _request(
+        jobs.model_analysis, path, asked.inputs_json, position, what="the gradient through every layer of"
+    )
+
+
 def requests(ctx: TabContext) -> list[Request]:
-    """The chosen checkpoint's summary (its gradients wait for the inputs the widgets give)."""
-    path = ctx.state.get("model_source")
-    return [] if path is None else [_summary(path)]
+    """The chosen checkpoint's summary and, at the widgets' values (their defaults until the
+    tab is opened: the demo), its gradients."""
+    path = ctx.state.get("model_source") or _default_path(ctx.state.get("model_choice"))
+    if path is None:
+        return []
+    summary = ctx.get(_summary(path))
+    values = {k: ctx.state[k] for k in ("model_steps", "model_text", "model_ids") if k in ctx.state}
+    asked = _asked(ctx, summary, path, **values)
+    if asked.steps < 2 or budget.model_refusal(summary.n_params, asked.batch, asked.steps) is not None:
+        return [_summary(path)]
+    return [
+        _summary(path),
+        _analysis(path, asked, _read_position(ctx.state.get("model_position"), asked.positions)),
+    ]
 
 
 def render(ctx: TabContext) -> None:
@@ -94,8 +111,7 @@ def render(ctx: TabContext) -> None:
         if refusal is not None:
             st.info(refusal)
             return
-        what = "the gradient through every layer of"
-        a = ctx.get(_request(jobs.model_analysis, str(path), asked.inputs_json, position, what=what))
+        a = ctx.get(_analysis(str(path), asked, position))
     except (ConfigError, FolderFull) as err:  # CheckpointError: the file, what is wrong, what is allowed
         st.error(str(err))
         return
@@ -103,11 +119,30 @@ def render(ctx: TabContext) -> None:
     st.markdown(prose(__name__, "intro"))
 
 
+def _choice(chosen: str | None) -> tuple[list[str], str]:
+    """The model choices (the data folder's models, the demo, an upload) and the one in effect."""
+    options = [*model_files.data_models(), DEMO, UPLOAD]
+    return options, chosen if chosen in options else options[0]
+
+
+def _default_path(chosen: str | None) -> str | None:
+    """The checkpoint a session that has not opened the tab would see: a data folder's model or
+    the demo (written once, by the hash of its bytes, as the tab writes it); None for an upload."""
+    choice = _choice(chosen)[1]
+    if choice == UPLOAD:
+        return None
+    return str(
+        save_upload(model_files.DEMO_NAME, model_files.demo_bytes())
+        if choice == DEMO
+        else data_dir() / choice
+    )
+
+
 def _chosen_model() -> Path | None:
     """The model chosen: one in the data folder, the demo, or an upload (None: no file yet)."""
-    options = [*model_files.data_models(), DEMO, UPLOAD]
-    if st.session_state.get("model_choice") not in options:
-        st.session_state["model_choice"] = options[0]
+    options, choice = _choice(st.session_state.get("model_choice"))
+    if st.session_state.get("model_choice") != choice:
+        st.session_state["model_choice"] = choice
     labels = {DEMO: "a tiny demo LSTM (made here)", UPLOAD: "upload a folder archive or state dict…"}
     choice = st.selectbox(
         "Model",
@@ -149,30 +184,57 @@ def _upload() -> Path | None:
     raise CheckpointError(f.name, f"is neither a folder archive nor a state dict; allowed: {allowed}")
 
 
+def _asked(
+    ctx: TabContext,
+    summary: ModelSummary,
+    path: str,
+    model_steps: int = DEFAULT_STEPS,
+    model_text: str = DEFAULT_TEXT,
+    model_ids: str = "",
+) -> Asked:
+    """What the model reads at the inputs' widget values (named by their keys): a stack's random
+    inputs of T steps, the text's tokens (with a tokenizer) or the typed ids (too few when
+    ``steps`` < 2)."""
+    if not summary.vocab_size:
+        batch, seed = ctx.config.batch_size or 1, ctx.config.seed
+        return Asked(
+            json.dumps({"normal": [batch, model_steps], "seed": seed}), batch, model_steps, model_steps
+        )
+    if summary.tokenizer:
+        ids, tokens = ctx.get(_request(jobs.model_tokens, path, model_text, what="tokenising for"))
+    else:
+        ids = _ids(model_ids, summary.vocab_size, ctx.config.seed)
+        tokens = tuple(str(i) for i in ids)
+    return Asked(json.dumps({"ids": list(ids), "tokens": list(tokens)}), 1, len(ids), len(ids) - 1)
+
+
 def _inputs(ctx: TabContext, summary: ModelSummary, path: str) -> Asked | None:
-    """The inputs' widgets for this kind of model: text (with a tokenizer), token ids (a
-    vocabulary without one), or a stack's random inputs of T steps."""
+    """The inputs' widgets for this kind of model, and what the model reads at their values."""
     if not summary.vocab_size:
         steps = st.slider("Steps T", MIN_STEPS, MAX_STEPS, DEFAULT_STEPS, key="model_steps")
         batch, seed = ctx.config.batch_size or 1, ctx.config.seed
         st.caption(
             f"Inputs [B={batch}, T, I={summary.input_size}] ~ N(0, 1), drawn by the sidebar's seed {seed}."
         )
-        return Asked(json.dumps({"normal": [batch, steps], "seed": seed}), batch, steps, steps)
+        return _asked(ctx, summary, path, model_steps=steps)
     if summary.tokenizer:
-        text = st.text_input("Text", DEFAULT_TEXT, max_chars=MAX_TEXT_CHARS, key="model_text")
-        ids, tokens = ctx.get(_request(jobs.model_tokens, path, text, what="tokenising for"))
+        asked = _asked(
+            ctx,
+            summary,
+            path,
+            model_text=st.text_input("Text", DEFAULT_TEXT, max_chars=MAX_TEXT_CHARS, key="model_text"),
+        )
     else:
-        typed = st.text_input("Token ids, comma-separated", key="model_ids")
-        ids = _ids(typed, summary.vocab_size, ctx.config.seed)
-        tokens = tuple(str(i) for i in ids)
+        asked = _asked(
+            ctx, summary, path, model_ids=st.text_input("Token ids, comma-separated", key="model_ids")
+        )
         st.caption(f"No tokenizer.json beside the model: ids from 0 to {summary.vocab_size - 1}.")
-    if len(ids) < 2:
+    if asked.steps < 2:
         st.info(
-            f"These inputs give {len(ids)} token: the loss predicts each next one, so it needs 2 or more."
+            f"These inputs give {asked.steps} token: the loss predicts each next one, so it needs 2 or more."
         )
         return None
-    return Asked(json.dumps({"ids": list(ids), "tokens": list(tokens)}), 1, len(ids), len(ids) - 1)
+    return asked
 
 
 def _ids(text: str, vocab_size: int, seed: int) -> tuple[int, ...]:
@@ -206,8 +268,12 @@ def _position(positions: int) -> int | None:
     )
     if p is not None and p >= positions:
         st.caption(f"The last is p = {positions - 1}: drawn instead.")
-        return None
-    return None if p is None else int(p)
+    return _read_position(p, positions)
+
+
+def _read_position(p: int | None, positions: int) -> int | None:
+    """The prediction read: p, or None (the last) when empty or past the last."""
+    return None if p is None or p >= positions else int(p)
 
 
 def _draw(a: ModelAnalysis, summary: ModelSummary) -> None:
