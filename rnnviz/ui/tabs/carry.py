@@ -17,7 +17,8 @@ TITLE = "Carry"
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    return []  # the page's analysis and the pins only
+    """Nothing: the tab draws the page's analysis and the pins."""
+    return []
 
 
 def render(ctx: TabContext) -> None:

@@ -35,6 +35,7 @@ def _measured(ctx: TabContext) -> tuple[budget.Plan, dict[str, Request]]:
 
 
 def requests(ctx: TabContext) -> list[Request]:
+    """A live row per offered strategy on every device, within the budget."""
     plan, rows = _measured(ctx)
     return list(rows.values()) if asked(ctx, plan, "devices") else []
 

@@ -26,7 +26,8 @@ TITLE = "Gradients"
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    return []  # the page's analysis and the pins only
+    """Nothing: the tab draws the page's analysis and the pins."""
+    return []
 
 
 def render(ctx: TabContext) -> None:

@@ -57,7 +57,7 @@ def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
 
 
 def requests(ctx: TabContext) -> list[Request]:
-    # nothing ahead: a run starts when the user presses Train, and lives in its worker
+    """Nothing ahead: a run starts when the user presses Train, and lives in its worker."""
     return []
 
 
