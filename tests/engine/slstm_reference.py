@@ -27,6 +27,24 @@ def to_heads(a: np.ndarray, heads: int) -> dict[str, np.ndarray]:
     return dict(zip(STATES, a))
 
 
+def package_configs(spec):
+    """The package's ``sLSTMLayerConfig`` (vanilla backend) and ``FeedForwardConfig`` (None without
+    a feed-forward branch) of a block spec: what both tests build their reference module from."""
+    from xlstm.blocks.slstm.layer import sLSTMLayerConfig
+    from xlstm.components.feedforward import FeedForwardConfig
+
+    layer = sLSTMLayerConfig(
+        embedding_dim=spec.embedding_dim,
+        num_heads=spec.num_heads,
+        conv1d_kernel_size=spec.conv1d_kernel_size,
+        backend="vanilla",
+        bias_init=spec.bias_init,
+        recurrent_weight_init=spec.recurrent_weight_init,
+    )
+    ffn = None if spec.proj_factor is None else FeedForwardConfig(proj_factor=spec.proj_factor, act_fn="gelu")
+    return layer, ffn
+
+
 def assert_same_init(ours: dict, theirs: list[dict]) -> None:
     """Per tensor, ``ours`` (leaves ``[seeds, ...]``, JAX's draws) against the reference's draws
     ``theirs`` (one dict per seed), each pooled over its seeds (n numbers): a tensor the reference

@@ -13,15 +13,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from slstm_reference import STATES, assert_same_init, rel, stepwise_forward, to_heads
+from slstm_reference import STATES, assert_same_init, package_configs, rel, stepwise_forward, to_heads
 
 from rnnviz.engine.blocks import slstm
 
 torch = pytest.importorskip("torch")
 block_module = pytest.importorskip("xlstm.blocks.slstm.block")
 cell_module = pytest.importorskip("xlstm.blocks.slstm.cell")
-from xlstm.blocks.slstm.layer import sLSTMLayerConfig  # noqa: E402
-from xlstm.components.feedforward import FeedForwardConfig  # noqa: E402
 
 B, D = 2, 16
 CASES = {  # name: (spec, T); T prime, not a multiple of the heads, the taps or the batch
@@ -35,15 +33,7 @@ CASES = {  # name: (spec, T); T prime, not a multiple of the heads, the taps or 
 
 def _module(spec: slstm.SLSTMSpec):
     """The package's block with the vanilla backend at its own initialisation (float32)."""
-    layer = sLSTMLayerConfig(
-        embedding_dim=spec.embedding_dim,
-        num_heads=spec.num_heads,
-        conv1d_kernel_size=spec.conv1d_kernel_size,
-        backend="vanilla",
-        bias_init=spec.bias_init,
-        recurrent_weight_init=spec.recurrent_weight_init,
-    )
-    ffn = None if spec.proj_factor is None else FeedForwardConfig(proj_factor=spec.proj_factor, act_fn="gelu")
+    layer, ffn = package_configs(spec)
     config = block_module.sLSTMBlockConfig(
         slstm=layer, feedforward=ffn, _num_blocks=spec.num_blocks, _block_idx=spec.block_idx
     )

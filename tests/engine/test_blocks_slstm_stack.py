@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from slstm_reference import STATES, assert_same_init, rel, stepwise_forward, to_heads
+from slstm_reference import STATES, assert_same_init, package_configs, rel, stepwise_forward, to_heads
 
 from rnnviz.engine.blocks import Probes, slstm_stack
 from rnnviz.engine.blocks.registry import BLOCKS
@@ -24,8 +24,6 @@ from rnnviz.engine.blocks.slstm_stack import SLSTMStackSpec
 torch = pytest.importorskip("torch")
 cell_module = pytest.importorskip("xlstm.blocks.slstm.cell")
 from xlstm.blocks.slstm.block import sLSTMBlockConfig  # noqa: E402
-from xlstm.blocks.slstm.layer import sLSTMLayerConfig  # noqa: E402
-from xlstm.components.feedforward import FeedForwardConfig  # noqa: E402
 from xlstm.xlstm_block_stack import xLSTMBlockStack, xLSTMBlockStackConfig  # noqa: E402
 
 B, D = 2, 16
@@ -48,15 +46,7 @@ CASES = {  # name: (spec, T), every number of blocks with one and four heads, wi
 
 def _module(spec: SLSTMStackSpec, steps: int = 16) -> xLSTMBlockStack:
     """The package's stack with the vanilla backend at its own initialisation (float32)."""
-    layer = sLSTMLayerConfig(
-        embedding_dim=spec.embedding_dim,
-        num_heads=spec.num_heads,
-        conv1d_kernel_size=spec.conv1d_kernel_size,
-        backend="vanilla",
-        bias_init=spec.bias_init,
-        recurrent_weight_init=spec.recurrent_weight_init,
-    )
-    ffn = None if spec.proj_factor is None else FeedForwardConfig(proj_factor=spec.proj_factor, act_fn="gelu")
+    layer, ffn = package_configs(spec)
     config = xLSTMBlockStackConfig(
         slstm_block=sLSTMBlockConfig(slstm=layer, feedforward=ffn),
         slstm_at="all",
