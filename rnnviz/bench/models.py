@@ -51,8 +51,8 @@ from rnnviz.base.measurements import SCHEMA
 from rnnviz.bench.references import gemm_flops_per_s
 from rnnviz.checkpoints import FAMILIES
 from rnnviz.config import ConfigError
+from rnnviz.engine.blocks.dispatch import module_of
 from rnnviz.engine.blocks.gradients import model_gradients
-from rnnviz.engine.blocks.registry import BLOCKS
 from rnnviz.engine.compile import compile_for
 from rnnviz.engine.environment import run_stamp
 from rnnviz.studies.models import analyze_model, load_model
@@ -285,7 +285,7 @@ def estimate_bytes(model_type: str, config: dict[str, Any], batch: int, seq_len:
     spec = family.parse(config, "config.json")
     params = {k: jax.ShapeDtypeStruct(s, jnp.dtype(dtype)) for k, s in family.tensors(spec).items()}
     widths = (getattr(spec, "input_size", spec.d_model),) + (spec.d_model,) * spec.n_layers
-    fn = functools.partial(model_gradients, BLOCKS[model_type], spec, widths, jnp.float32)
+    fn = functools.partial(model_gradients, module_of(model_type, spec), spec, widths, jnp.float32)
     tokens = jax.ShapeDtypeStruct((batch, seq_len), jnp.int32)
     return compile_for(fn, (params, tokens, jax.ShapeDtypeStruct((), jnp.int32)), jax.devices()[0]).peak_bytes
 

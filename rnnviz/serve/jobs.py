@@ -377,7 +377,7 @@ def model_summary(path: str, version: tuple) -> ModelSummary:
     """What the checkpoint at ``path`` is; one that cannot be used raises its
     :class:`~rnnviz.checkpoints.CheckpointError`."""
     m = _model(path, version)
-    width, has_tokenizer = m.stream_widths[0], m.tokenizer is not None
+    width, has_tokenizer = m.input_size, m.tokenizer is not None
     return ModelSummary(m.model_type, m.source, m.n_layers, m.n_params, m.vocab_size, width, has_tokenizer)
 
 
@@ -404,7 +404,7 @@ def model_inputs(model: Model, inputs_json: str) -> tuple[np.ndarray, list[str] 
         return np.asarray([asked["ids"]], np.int64), asked.get("tokens")
     batch, steps = asked["normal"]
     rng = np.random.default_rng(asked["seed"])
-    return rng.normal(size=(batch, steps, model.stream_widths[0])).astype(np.float32), None
+    return rng.normal(size=(batch, steps, model.input_size)).astype(np.float32), None
 
 
 def model_analysis(path: str, version: tuple, inputs_json: str, position: int | None) -> ModelAnalysis:

@@ -66,7 +66,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from rnnviz.base.formatting import finite_json
-from rnnviz.engine.blocks.registry import BLOCKS
+from rnnviz.engine.blocks.dispatch import family_of, module_of
 from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.linalg import householder_q
 from rnnviz.studies.jacobians import EXACT_MAX_DIM, pack, unpacker
@@ -293,7 +293,7 @@ def _shape_key(model: Model, inputs: np.ndarray, method: str, k: int, iterations
 @compile_cache(maxsize=8, key=_shape_key)
 def _executable(model_type, spec, params, shape, method, k, iterations, n_steps, device) -> Compiled:
     """:func:`step_spectra` compiled for one model shape and choice (:func:`_shape_key`)."""
-    fn = functools.partial(step_spectra, BLOCKS[model_type], spec, method, k, iterations)
+    fn = functools.partial(step_spectra, module_of(model_type, spec), spec, method, k, iterations)
     stand_ins = {name: jax.ShapeDtypeStruct(s, jnp.dtype(d)) for name, s, d in params}
     args = (
         stand_ins,
@@ -312,11 +312,11 @@ def _checked(model: Model, inputs: Any, k: int, example: int, method: str, itera
         raise ValueError(f"method {method!r}; allowed: {', '.join(METHODS)}")
     if iterations < 1:
         raise ValueError(f"iterations = {iterations}: at least 1")
-    _, units = recurrent_layers(BLOCKS[model.model_type], model.spec)
+    _, units = recurrent_layers(module_of(model.model_type, model.spec), model.spec)
     dim = sum(int(np.prod(u)) for u in units)
     if units and not 1 <= k <= dim:
         raise ValueError(f"k = {k}; allowed: 1 … {dim} (a layer's state has D = {dim} numbers)")
-    module = BLOCKS[model.model_type]
+    module = family_of(model.model_type, model.spec)
     if method == "diagonal" and not module.STATE_IS_DIAGONAL:
         raise ValueError(f"method 'diagonal': a {model.model_type} layer's step Jacobian is not diagonal")
     return batch[example : example + 1], dim, choose_method(dim, method, module.STATE_IS_DIAGONAL)
@@ -372,7 +372,7 @@ def model_jacobians(
     """
     one, dim, method = _checked(model, inputs, k, example, method, iterations)
     chosen = chosen_steps(one.shape[1], steps)
-    layers, _ = recurrent_layers(BLOCKS[model.model_type], model.spec)
+    layers, _ = recurrent_layers(module_of(model.model_type, model.spec), model.spec)
     if not layers:  # a model of attention layers only: nothing to take
         empty = np.zeros((0, chosen.size, k))
         return ModelJacobians(

@@ -42,6 +42,7 @@ from rnnviz.checkpoints.record import Family
 from rnnviz.checkpoints.registry import FAMILIES
 from rnnviz.checkpoints.tensors import DTYPES
 from rnnviz.dataset.budget import size_text
+from rnnviz.engine.blocks.dispatch import module_of
 from rnnviz.engine.blocks.gradients import ModelGrads, model_gradients
 from rnnviz.engine.blocks.placement import input_sharding, place
 from rnnviz.engine.blocks.registry import BLOCKS
@@ -84,10 +85,16 @@ class Model:
         return sum(seen.values())
 
     @property
+    def input_size(self) -> int:
+        """The features each step reads, for a model without vocabulary (a torch stack's I, an
+        sLSTM stack's D, a vector model's I)."""
+        return getattr(self.spec, "input_size", self.spec.d_model)
+
+    @property
     def stream_widths(self) -> tuple[int, ...]:
         """The L + 1 widths of the residual stream's rows (a stack's row 0: its input size)."""
-        first = getattr(self.spec, "input_size", self.spec.d_model)
-        return (first,) + (self.spec.d_model,) * self.spec.n_layers
+        own = getattr(self.spec, "stream_widths", None)
+        return own or (self.input_size,) + (self.spec.d_model,) * self.spec.n_layers
 
     def __call__(self, inputs: Any) -> jax.Array:
         """Logits ``[B, T, V]`` (float32) of tokens ``[B, T]``; for a stack, its top output
@@ -97,7 +104,7 @@ class Model:
 
 @functools.partial(jax.jit, static_argnums=(0, 1))
 def _forward(model_type: str, spec: Any, params: Any, inputs: jax.Array) -> jax.Array:
-    return BLOCKS[model_type].forward(spec, params, inputs)
+    return module_of(model_type, spec).forward(spec, params, inputs)
 
 
 #: The share of one device's memory a model's weights may take before they are split over
@@ -283,7 +290,7 @@ def _executable(model_type, spec, widths, wide, params, shape, dtype, placed) ->
     """The analysis compiled for one model shape and placement (:func:`_shape_key`): new
     weights or inputs of the same shapes reuse it."""
     start = time.perf_counter()
-    fn = functools.partial(model_gradients, BLOCKS[model_type], spec, widths, jnp.dtype(wide))
+    fn = functools.partial(model_gradients, module_of(model_type, spec), spec, widths, jnp.dtype(wide))
     stand_ins = {k: jax.ShapeDtypeStruct(s, jnp.dtype(d), sharding=where) for k, s, d, where in params}
     args = (
         stand_ins,
@@ -306,7 +313,7 @@ def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
                 f"token ids must lie in 0 … {model.vocab_size - 1}; got {inputs.min()} … {inputs.max()}"
             )
         return inputs.astype(np.int32)
-    width = model.stream_widths[0]
+    width = model.input_size
     if inputs.ndim != 3 or inputs.shape[2] != width:
         raise ValueError(f"inputs must be [B, T, {width}]; got {list(inputs.shape)}")
     return inputs.astype(np.float32)

@@ -96,6 +96,20 @@ def promoted(a: Any, b: Any) -> jnp.dtype:
     return a if a.itemsize > b.itemsize else b
 
 
+def embedded(params: dict[str, jax.Array], table: str, inputs: jax.Array) -> jax.Array:
+    """What a model's first block reads before any scaling: the rows of the embeddings
+    ``params[table]`` ``[V, D]`` for token ids ``<int>[B, T]``, or float inputs ``[B, T, D]``
+    as they are (transformers' ``inputs_embeds``; the table may then be absent).
+
+    >>> table = {"E": jnp.eye(3)}
+    >>> embedded(table, "E", jnp.array([[2, 0]])).tolist(), embedded({}, "E", jnp.ones((1, 1, 3))).shape
+    ([[[0.0, 0.0, 1.0], [1.0, 0.0, 0.0]]], (1, 1, 3))
+    """
+    if jnp.issubdtype(inputs.dtype, jnp.integer):
+        return jnp.take(params[table], inputs, axis=0)
+    return inputs
+
+
 def chunked_scan(step: Callable, init: Any, xs: Any, chunk: int | None = None) -> tuple[Any, Any]:
     r"""``jax.lax.scan(step, init, xs)``, the same numbers, whose reverse pass keeps the carry
     only every ``chunk`` steps and recomputes the steps between as it reaches them.

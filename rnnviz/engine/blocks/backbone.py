@@ -11,7 +11,7 @@ from typing import Any
 import jax
 import jax.numpy as jnp
 
-from rnnviz.engine.blocks import Probes, Trajectory, promoted, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, embedded, promoted, wide_dtype
 
 Params = dict[str, jax.Array]
 #: ``(spec, layer's params, normed stream, state probe or None) -> (out, trajectory)``.
@@ -58,12 +58,21 @@ def residual_block(
 
 
 def language_model(
-    spec: Any, params: Params, inputs: jax.Array, probes: Probes | None, mixer: Mixer, norm: Norm
+    spec: Any,
+    params: Params,
+    inputs: jax.Array,
+    probes: Probes | None,
+    mixer: Mixer,
+    norm: Norm,
+    *,
+    head: bool = True,
 ) -> tuple[jax.Array, tuple[Trajectory, ...]]:
     """Logits ``[B, T, V]`` (float32, float64 for float64 weights) of token ids ``[B, T]``, and
     every layer's trajectory: embeddings, the blocks, ``norm_f`` and ``lm_head``, with the
-    stream probes added where :class:`~rnnviz.engine.blocks.Probes` says."""
-    x = add_probe(jnp.take(params["backbone.embeddings.weight"], inputs, axis=0), probes, 0)
+    stream probes added where :class:`~rnnviz.engine.blocks.Probes` says. Float inputs
+    ``[B, T, H]`` are the embeddings themselves (:func:`~rnnviz.engine.blocks.embedded`); without
+    ``head``, the final norm's output ``[B, T, H]`` instead of the logits."""
+    x = add_probe(embedded(params, "backbone.embeddings.weight", inputs), probes, 0)
     trajectories = []
     for layer in range(spec.num_hidden_layers):
         state_probe = None if probes is None else probes.states[layer]["h"]
@@ -71,6 +80,8 @@ def language_model(
         x = add_probe(x, probes, layer + 1)
         trajectories.append(trajectory)
     normed = norm(x, params["backbone.norm_f.weight"], spec.layer_norm_epsilon)
-    head = params["lm_head.weight"]
-    logits = linear(normed.astype(head.dtype), head).astype(wide_dtype(head.dtype))
+    if not head:
+        return normed, tuple(trajectories)
+    weight = params["lm_head.weight"]
+    logits = linear(normed.astype(weight.dtype), weight).astype(wide_dtype(weight.dtype))
     return logits, tuple(trajectories)

@@ -254,6 +254,7 @@ def forward(
     probes: Probes | None = None,
     *,
     with_states: bool = False,
+    head: bool = True,
 ) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
     """The logits of ``Mamba2ForCausalLM``.
 
@@ -261,11 +262,13 @@ def forward(
         spec: the model's sizes (:func:`rnnviz.checkpoints.families.mamba2.parse`).
         params: every tensor of :func:`~rnnviz.checkpoints.families.mamba2.tensors`, tied ones
             included as their own entries (the gradient of a tied pair is the sum of the two).
-        inputs: token ids ``<int>[B, T]``.
+        inputs: token ids ``<int>[B, T]``, or the embeddings ``<float>[B, T, D]`` (``inputs_embeds``).
         probes: zeros to differentiate (:class:`~rnnviz.engine.blocks.Probes`): ``stream`` rows
             ``[B, T, H]`` (row l enters block l, row L the final norm) and ``states`` as
             :func:`state_shapes`; or None.
         with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
+        head: False: the final norm's output ``[B, T, D]`` in place of the logits (what
+            :mod:`~rnnviz.engine.blocks.vectors` reads out).
 
     Returns:
         Logits ``[B, T, V]``, float32 (float64 for float64 weights); with ``with_states``,
@@ -281,7 +284,7 @@ def forward(
         >>> forward(spec, params, jnp.zeros((2, 5), jnp.int32)).shape
         (2, 5, 11)
     """
-    logits, trajectories = language_model(spec, params, inputs, probes, mixer, rms_norm)
+    logits, trajectories = language_model(spec, params, inputs, probes, mixer, rms_norm, head=head)
     return (logits, trajectories) if with_states else logits
 
 

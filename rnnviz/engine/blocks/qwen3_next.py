@@ -42,7 +42,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz.checkpoints.families.qwen3_next import Qwen3NextInit, tensors, tied
-from rnnviz.engine.blocks import Probes, Trajectory, gated_deltanet, init, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, embedded, gated_deltanet, init, wide_dtype
 from rnnviz.engine.blocks.backbone import linear, row
 
 if TYPE_CHECKING:
@@ -215,6 +215,7 @@ def forward(
     probes: Probes | None = None,
     *,
     with_states: bool = False,
+    head: bool = True,
 ) -> jax.Array | tuple[jax.Array, tuple[Trajectory | None, ...]]:
     """The logits of ``Qwen3NextForCausalLM`` ``[B, T, V]`` float32 of token ids ``[B, T]``, from position 0.
 
@@ -222,10 +223,12 @@ def forward(
         spec: the model's sizes (:class:`~rnnviz.checkpoints.families.qwen3_next.Qwen3NextSpec`).
         params: ``{name: array}`` as :func:`~rnnviz.checkpoints.families.qwen3_next.tensors`
             names them, tied ones filled in; their dtype is the compute dtype.
-        inputs: ``[B, T]`` int token ids.
+        inputs: ``[B, T]`` int token ids, or the embeddings ``<float>[B, T, D]`` (``inputs_embeds``).
         probes: optional :class:`~rnnviz.engine.blocks.Probes`: ``stream`` L + 1 arrays
             ``[B, T, D]``, ``states`` as :func:`state_shapes`.
         with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
+        head: False: the final norm's output ``[B, T, D]`` in place of the logits (what
+            :mod:`~rnnviz.engine.blocks.vectors` reads out).
 
     Returns:
         ``[B, T, V]`` float32 (float64 for float64 weights); with ``with_states``,
@@ -244,7 +247,7 @@ def forward(
     >>> forward(spec, params, jnp.zeros((2, 5), jnp.int32)).shape
     (2, 5, 11)
     """
-    x = jnp.take(params["model.embed_tokens.weight"], inputs, axis=0)
+    x = embedded(params, "model.embed_tokens.weight", inputs)
     trajectories = []
     for i in range(spec.n_layers):
         if probes is not None:
@@ -254,8 +257,10 @@ def forward(
     if probes is not None:
         x = x + probes.stream[spec.n_layers].astype(x.dtype)
     x = rms_norm(x, params["model.norm.weight"], spec.rms_norm_eps)
-    head = params["lm_head.weight"]
-    logits = linear(x.astype(head.dtype), head).astype(wide_dtype(head.dtype))
+    if not head:
+        return (x, tuple(trajectories)) if with_states else x
+    weight = params["lm_head.weight"]
+    logits = linear(x.astype(weight.dtype), weight).astype(wide_dtype(weight.dtype))
     return (logits, tuple(trajectories)) if with_states else logits
 
 

@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz.checkpoints.families.recurrent_gemma import RecurrentGemmaInit, tensors, tied
-from rnnviz.engine.blocks import Probes, Trajectory, init, probed, wide_dtype
+from rnnviz.engine.blocks import Probes, Trajectory, embedded, init, probed, wide_dtype
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.recurrent_gemma import RecurrentGemmaSpec
@@ -101,10 +101,11 @@ def activation(spec: RecurrentGemmaSpec, x: jax.Array) -> jax.Array:
 
 
 def embed(params: Params, ids: jax.Array) -> jax.Array:
-    """``E[ids] · bf16(√D)`` ``[B, T, D]`` in the embeddings' dtype, from ids ``[B, T]``."""
-    table = params["model.embed_tokens.weight"]
-    scale = jnp.asarray(math.sqrt(table.shape[1]), jnp.bfloat16).astype(table.dtype)
-    return jnp.take(table, ids, axis=0) * scale
+    """``E[ids] · bf16(√D)`` ``[B, T, D]`` in the embeddings' dtype, from ids ``[B, T]``; float
+    inputs ``[B, T, D]`` are ``E[ids]`` themselves, scaled alike (``inputs_embeds``)."""
+    x = embedded(params, "model.embed_tokens.weight", ids)
+    scale = jnp.asarray(math.sqrt(x.shape[-1]), jnp.bfloat16).astype(x.dtype)
+    return x * scale
 
 
 def causal_conv(x: jax.Array, weight: jax.Array, bias: jax.Array) -> jax.Array:
@@ -320,6 +321,7 @@ def forward(
     probes: Probes | None = None,
     *,
     with_states: bool = False,
+    head: bool = True,
 ) -> jax.Array | tuple[jax.Array, tuple[Trajectory | None, ...]]:
     """The soft-capped logits ``[B, T, V]`` float32 of token ids ``[B, T]``, from position 0.
 
@@ -327,10 +329,12 @@ def forward(
         spec: the model's sizes (:class:`~rnnviz.checkpoints.families.recurrent_gemma.RecurrentGemmaSpec`).
         params: ``{name: array}`` as :func:`~rnnviz.checkpoints.families.recurrent_gemma.tensors`
             names them, tied ones filled in; their dtype (float32 or bfloat16) is the compute dtype.
-        inputs: ``[B, T]`` int token ids.
+        inputs: ``[B, T]`` int token ids, or the embeddings ``<float>[B, T, D]`` (``inputs_embeds``).
         probes: optional :class:`~rnnviz.engine.blocks.Probes`: ``stream`` L + 1 arrays
             ``[B, T, D]``, ``states`` as :func:`state_shapes`.
         with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
+        head: False: the final norm's output ``[B, T, D]`` in place of the logits (what
+            :mod:`~rnnviz.engine.blocks.vectors` reads out).
 
     Returns:
         ``c · tanh(norm(x^{(L)}) W_head^⊤ / c)`` ``[B, T, V]`` float32; with ``with_states``,
@@ -355,6 +359,8 @@ def forward(
     if probes is not None:
         x = x + probes.stream[spec.n_layers].astype(x.dtype)
     x = rms_norm(x, params["model.final_norm.weight"], spec.rms_norm_eps)
+    if not head:
+        return (x, tuple(trajectories)) if with_states else x
     cap = spec.logits_soft_cap
     logits = jnp.einsum("btd,vd->btv", x, params["lm_head.weight"])
     logits = (jnp.tanh(logits / cap) * cap).astype(wide_dtype(logits.dtype))

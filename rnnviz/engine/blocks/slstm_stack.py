@@ -143,6 +143,7 @@ def forward(
     probes: Probes | None = None,
     *,
     with_states: bool = False,
+    head: bool = True,
 ) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
     """``xLSTMBlockStack.forward``: the L blocks, then the post-blocks norm.
 
@@ -154,6 +155,7 @@ def forward(
             ``[B, T, D]`` (row ℓ added to block ℓ's input, row L to the final norm's),
             ``states`` L dicts as :func:`state_shapes` (or norm probes ``[B, T]`` per leaf).
         with_states: also return each block's :class:`~rnnviz.engine.blocks.Trajectory`.
+        head: accepted for a uniform call (a stack has no head: its output either way).
 
     Returns:
         y ``[B, T, D]`` float32 (float64 for float64 weights); with ``with_states``,
@@ -201,7 +203,9 @@ def layer_step(spec: SLSTMStackSpec, params: Params, layer: int, state: dict, in
     return slstm.layer_step(cell, state, inputs)
 
 
-def init_params(spec: SLSTMStackSpec, key: jax.Array) -> Params:
+def init_params(
+    spec: SLSTMStackSpec, key: jax.Array, *, dtype: str = "float32", settings: None = None
+) -> Params:
     """A fresh stack's parameters, as ``xLSTMBlockStack``'s blocks draw theirs: block ℓ by
     :func:`~rnnviz.engine.blocks.slstm.init` at ``block_idx = ℓ`` of L (the power-law forget bias
     :math:`−(−5 + 12 (j/(d−1))^{0.3 + 1.3 ℓ/(L−1)})`, the down projection N(0, (2 / (L √D))²)),
@@ -210,21 +214,24 @@ def init_params(spec: SLSTMStackSpec, key: jax.Array) -> Params:
     Args:
         spec: the sizes.
         key: a PRNG key, split into one per block.
+        dtype: ``"float32"`` or ``"bfloat16"`` (drawn in float32, then cast).
+        settings: None (the sizes and the spec's init choices decide the draw).
 
     Returns:
-        ``{name: float32 array}`` named as the reference's ``state_dict`` (the cell's as its proxies).
+        ``{name: array}`` named as the reference's ``state_dict`` (the cell's as its proxies).
 
     Example:
         >>> params = init_params(SLSTMStackSpec(8, num_blocks=3, num_heads=2), jax.random.key(0))
         >>> params["blocks.2.xlstm.slstm_cell.bias"].shape, params["post_blocks_norm.weight"].shape
         ((2, 4, 4), (8,))
     """
+    del settings
     params: Params = {}
     for index, block_key in enumerate(jax.random.split(key, spec.num_blocks)):
         params |= _prefixed(slstm.init(block_spec(spec, index), key=block_key), f"blocks.{index}.")
     if spec.add_post_blocks_norm:
         params["post_blocks_norm.weight"] = jnp.zeros(spec.embedding_dim)
-    return params
+    return {k: v.astype(jnp.dtype(dtype)) for k, v in params.items()}
 
 
 def params_from_state_dict(spec: SLSTMStackSpec, state: dict[str, Any]) -> Params:

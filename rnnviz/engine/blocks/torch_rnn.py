@@ -133,6 +133,7 @@ def forward(
     probes: Probes | None = None,
     *,
     with_states: bool = False,
+    head: bool = True,
 ) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
     """The stack's top-layer outputs ``[B, T, H]`` float32 for inputs ``[B, T, I]``.
 
@@ -144,6 +145,7 @@ def forward(
             ``[B, T, I_k]`` added to layer k's input, row L ``[B, T, H]`` to the output),
             ``states`` L dicts as :func:`state_shapes`.
         with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
+        head: accepted for a uniform call (a stack has no head: its output either way).
 
     Returns:
         h^{(L−1)} ``[B, T, H]`` float32, plus ``probes.stream[L]``; with ``with_states``,

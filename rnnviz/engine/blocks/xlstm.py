@@ -56,7 +56,7 @@ import jax
 import jax.numpy as jnp
 
 from rnnviz.checkpoints.families.xlstm import XLSTMInit, tensors
-from rnnviz.engine.blocks import Trajectory, init, probed
+from rnnviz.engine.blocks import Trajectory, embedded, init, probed
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.xlstm import XLSTMSpec
@@ -343,6 +343,7 @@ def forward(
     probes: Probes | None = None,
     *,
     with_states: bool = False,
+    head: bool = True,
 ) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
     """The logits of ``xLSTMForCausalLM`` (``use_cache=False``: every sequence from zero state).
 
@@ -350,10 +351,12 @@ def forward(
         spec: the model.
         params: ``{state-dict name: array}`` (:func:`~rnnviz.checkpoints.families.xlstm.tensors`,
             tied ones filled in), float32 or bfloat16.
-        inputs: token ids ``<int>[B, T]``.
+        inputs: token ids ``<int>[B, T]``, or the embeddings ``<float>[B, T, D]`` (``inputs_embeds``).
         probes: zeros to differentiate: ``stream`` L + 1 arrays ``[B, T, D]`` (row l enters block l,
             row L the final norm), ``states`` L dicts as :func:`state_shapes`; or None.
         with_states: also return each block's :class:`~rnnviz.engine.blocks.Trajectory`.
+        head: False: the final norm's output ``[B, T, D]`` in place of the logits (what
+            :mod:`~rnnviz.engine.blocks.vectors` reads out).
 
     Returns:
         ``<float32>[B, T, V]``, soft-capped by ``output_logit_soft_cap``; with ``with_states``,
@@ -367,7 +370,7 @@ def forward(
     >>> forward(spec, params, jnp.zeros((2, 5), jnp.int32)).shape
     (2, 5, 8)
     """
-    x = jnp.take(params["backbone.embeddings.weight"], inputs, axis=0)
+    x = embedded(params, "backbone.embeddings.weight", inputs)
     trajectories = []
     for layer in range(spec.num_blocks):
         if probes is not None:
@@ -378,6 +381,8 @@ def forward(
         x = x + probes.stream[spec.num_blocks].astype(x.dtype)
     # out_norm is built with xLSTMRMSNorm's defaults: it reduces in float32 whatever the config says
     x = rms_norm(spec, params, "backbone.out_norm", x, force_float32=True)
+    if not head:
+        return (x, tuple(trajectories)) if with_states else x
     logits = soft_cap(_linear(params, "lm_head", x).astype(jnp.float32), spec.output_logit_soft_cap)
     return (logits, tuple(trajectories)) if with_states else logits
 
