@@ -25,6 +25,7 @@ The public API, all importable from here::
 | ``load_model``, ``Model``, ``CheckpointError`` | your own model: Hugging Face and PyTorch checkpoints |
 | ``fresh_model`` | a model of one design drawn fresh from its sizes, as its reference draws it |
 | ``analyze_model``, ``ModelAnalysis`` | the gradient through every layer and step of your model |
+| ``analyze_block``, ``block_model`` | a design as its reference block, stacked (``block="reference"``) |
 | ``model_jacobians``, ``ModelJacobians`` | the step-Jacobian spectra of your model's recurrent layers |
 | ``explorable_grid``, ``ExplorableGrid`` | every point of a grid, for a teaching page |
 | ``datasets``, ``load_dataset``, ``Dataset``, ``DataError``, ``fit_to_data`` | real sequences |
@@ -85,6 +86,8 @@ _EXPORTS = {
     "fresh_model": "rnnviz.studies.models",
     "Model": "rnnviz.studies.models",
     "analyze_model": "rnnviz.studies.models",
+    "analyze_block": "rnnviz.studies.block_models",
+    "block_model": "rnnviz.studies.block_models",
     "ModelAnalysis": "rnnviz.base.models",
     "CheckpointError": "rnnviz.checkpoints",
     "model_jacobians": "rnnviz.studies.model_jacobians",
@@ -109,6 +112,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
     from rnnviz.dataset import DataError, Dataset, datasets, fit_to_data, load_dataset
     from rnnviz.engine.allocator import keep_freed_buffers
+    from rnnviz.studies.block_models import analyze_block, block_model
     from rnnviz.studies.comparisons import compare_strategies, run_on_devices, scaling
     from rnnviz.studies.connectivity import connectivity
     from rnnviz.studies.explorable import ExplorableGrid, explorable_grid

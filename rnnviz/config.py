@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnviz.tables.blocks import BLOCK_DESIGNS, BLOCK_KINDS, MAX_LAYERS
 from rnnviz.tables.cells import cell_names, cell_spec
 from rnnviz.tables.strategies import strategy_names, strategy_rules
 
@@ -134,6 +135,11 @@ class RunConfig:
         seed: the root PRNG seed of params, carry and inputs.
         strategy: how ∂L/∂W is gathered through time (:mod:`rnnviz.engine.strategies.registry`).
         device: ``auto`` (a GPU when present), ``cpu`` or ``gpu``.
+        block: ``cell`` (the bare recurrence) or ``reference``: the cell's design as its
+            reference block (:data:`~rnnviz.tables.blocks.BLOCK_DESIGNS`), D = H wide, read as
+            a model of vectors (an input projection, the blocks, a readout to H outputs whose
+            ``½‖ŷ_T‖²`` is the loss), drawn as the reference draws it.
+        layers: L, the blocks stacked (1 for a bare cell).
 
     Raises:
         ConfigError: on construction, naming the field, the value and what is allowed
@@ -168,6 +174,8 @@ class RunConfig:
     seed: int = 0
     strategy: str = "accumulate"
     device: str = "auto"
+    block: str = "cell"
+    layers: int = 1
 
     def __post_init__(self) -> None:
         _validate(self)
@@ -337,6 +345,14 @@ def _spec_table() -> dict[str, FieldSpec]:
             label="Strategy",
         ),
         FieldSpec("device", str, "where to run: auto picks a GPU when present", DEVICES, label="Device"),
+        FieldSpec(
+            "block",
+            str,
+            "cell: the bare recurrence; reference: its design's reference block, stacked",
+            BLOCK_KINDS,
+            label="Block",
+        ),
+        FieldSpec("layers", int, "blocks stacked, L", lo=1, hi=MAX_LAYERS, label="Layers L", step=1),
     ]
     return {s.name: s for s in specs}
 
@@ -440,6 +456,7 @@ def check_number(
 def _validate(cfg: RunConfig) -> None:
     for spec in FIELD_SPECS.values():
         check_field(spec, getattr(cfg, spec.name))
+    _check_block(cfg)
     spec = cell_spec(cfg.cell)
     if cfg.activation not in spec.display.activations:
         if spec.display.activations == ("tanh",):
@@ -484,6 +501,40 @@ def _validate(cfg: RunConfig) -> None:
         )
 
 
+#: What a reference block fixes, as the reference does: field → (its value, why).
+BLOCK_FIXES: dict[str, tuple[Any, str]] = {
+    "carry_init": ("zeros", "a reference block starts from its zero state"),
+    "recurrent_init": ("orthogonal", "a reference block is drawn as its reference draws it"),
+    "recurrent_gain": (1.0, "a reference block is drawn as its reference draws it"),
+    "forget_bias": (0.0, "a reference block is drawn as its reference draws it"),
+    "strategy": ("accumulate", "a block's per-step gradients come from one reverse pass through probes"),
+    "loss": ("last", "a block's loss reads its readout at the last step"),
+}
+
+
+def _check_block(cfg: RunConfig) -> None:
+    """The block and depth against the cell and the fields a reference block fixes."""
+    if cfg.block == "cell":
+        if cfg.layers != 1:
+            raise ConfigError(
+                "layers", cfg.layers, "a bare cell is one layer; layers > 1 needs block='reference'"
+            )
+        return
+    if cfg.cell not in BLOCK_DESIGNS:
+        raise ConfigError(
+            "block",
+            cfg.block,
+            f"the {cfg.cell} cell has no reference block; cells that have one: {', '.join(BLOCK_DESIGNS)}",
+        )
+    for name, (value, why) in BLOCK_FIXES.items():
+        if getattr(cfg, name) != value:
+            raise ConfigError(name, getattr(cfg, name), f"{value!r} with block='reference' ({why})")
+    if cfg.dtype == "float16":
+        raise ConfigError(
+            "dtype", cfg.dtype, "float32 or bfloat16 with block='reference' (the references' dtypes)"
+        )
+
+
 def _checkpoint_hint(cfg: RunConfig) -> str:
     """The memory message's pointer to ``strategy='checkpoint'`` when that would fit."""
     if cfg.strategy == "checkpoint":
@@ -519,8 +570,13 @@ def carry_size(cfg: RunConfig) -> int:
 
 def param_count(cfg: RunConfig) -> int:
     """Number of scalars in the cell's parameters from its spec: ``G·(H² + I·H) + V·H``
-    (G matmuls, V vectors; exact for Flax's cells, an upper bound for the others)."""
+    (G matmuls, V vectors; exact for Flax's cells, an upper bound for the others); for a
+    reference block, about ``L·(a·H² + b·H)`` (:class:`~rnnviz.tables.blocks.BlockDesign`) and
+    the input projection and readout, ``(I + H + 2)·H``."""
     h, i = cfg.hidden_size, cfg.input_size
+    if cfg.block == "reference":
+        per_layer = BLOCK_DESIGNS[cfg.cell].params_per_layer(h)
+        return int(cfg.layers * per_layer + (i + h + 2) * h)
     cost = cell_spec(cfg.cell).cost
     return cost.matmuls * (h * h + i * h) + cost.vectors * h
 
@@ -532,8 +588,10 @@ def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
     matmuls once and the reverse pass about twice. XLA's own ``cost_analysis`` counts a
     ``scan`` body once, not T times, so it is not used for this.
     """
-    gates = cell_spec(cfg.cell).cost.matmuls
     b, t = cfg.batch_size or 1, seq_len or cfg.seq_len
+    if cfg.block == "reference":  # 2 FLOPs per parameter and token forward, twice that back
+        return 3.0 * 2.0 * b * t * param_count(cfg)
+    gates = cell_spec(cfg.cell).cost.matmuls
     return 3.0 * 2.0 * b * t * (cfg.input_size + cfg.hidden_size) * gates * cfg.hidden_size
 
 
@@ -551,8 +609,11 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: 
     """
     b = cfg.batch_size or 1
     t, h = seq_len or cfg.seq_len, cfg.hidden_size
-    strat = strategy_rules(strategy or cfg.strategy)
     p = param_count(cfg)
+    if cfg.block == "reference":
+        kept = BLOCK_DESIGNS[cfg.cell].activations * h * cfg.layers
+        return int(4 * (t * b * (cfg.input_size + 2 * kept) + 3 * p))  # two cotangents' worth
+    strat = strategy_rules(strategy or cfg.strategy)
     cost = cell_spec(cfg.cell).cost
     carry = carry_size(cfg)
     residual = strat.residual_steps(t) * b * (cost.residuals * h + cost.residual_carries * carry)

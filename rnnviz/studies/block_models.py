@@ -1,0 +1,119 @@
+r"""A config's design as its reference block (``RunConfig(block="reference")``): the model
+:func:`block_model` draws, the inputs :func:`block_inputs` gives it (the bare cell's own), and
+the per-layer, per-step gradient :func:`analyze_block` reads through it.
+
+The model is the cell's reference block (:data:`~rnnviz.tables.blocks.BLOCK_DESIGNS`) at width
+D = H, ``layers`` deep, at its reference's proportions (:data:`~rnnviz.studies.sizing.TEMPLATES`;
+Gated DeltaNet without Qwen3-Next's attention layers, the sLSTM with as many of 4, 2 or 1
+heads as divide H), read as a model of vectors (:mod:`rnnviz.engine.blocks.vectors`): inputs
+``[B, T, I]`` projected to D (a torch stack reads I itself), the blocks, a readout to H outputs.
+Its loss is the bare cell's ``last`` loss on the readout, :math:`L = ½ \sum_b ‖ŷ_{b,T}‖²`.
+
+Example:
+    >>> import rnnviz
+    >>> cfg = rnnviz.RunConfig(cell="mamba", block="reference", layers=2, hidden_size=16, seq_len=12)
+    >>> a = rnnviz.analyze_block(cfg)
+    >>> a.model_type, a.grad_norms.shape          # [L + 1, T]
+    ('mamba', (3, 12))
+    >>> sorted(a.state_grad_norms)                 # the layers with a recurrent state
+    [0, 1]
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import jax
+import numpy as np
+
+from rnnviz.base.models import ModelAnalysis
+from rnnviz.checkpoints.registry import FAMILIES
+from rnnviz.config import ConfigError
+from rnnviz.engine.blocks import vectors
+from rnnviz.engine.blocks.placement import place
+from rnnviz.engine.blocks.slstm_stack import SLSTMStackSpec
+from rnnviz.engine.prepare import Values, prepare_inputs, seed_key
+from rnnviz.studies.models import Model, analyze_model, devices_for
+from rnnviz.studies.sizing import TEMPLATES
+from rnnviz.tables.blocks import BLOCK_DESIGNS
+
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
+
+
+def _slstm_spec(cfg: RunConfig) -> SLSTMStackSpec:
+    heads = next(n for n in (4, 2, 1) if cfg.hidden_size % n == 0)
+    return SLSTMStackSpec(embedding_dim=cfg.hidden_size, num_blocks=cfg.layers, num_heads=heads)
+
+
+def _knobs(design: str, cfg: RunConfig) -> dict[str, Any]:
+    """The template's fixed knobs, as a model of vectors needs them."""
+    knobs = dict(TEMPLATES[design].knobs)
+    if "vocab_size" in knobs:
+        knobs["vocab_size"] = 1  # the embeddings and head are left out (vectors.ENDS)
+    if "input_size" in knobs:
+        knobs["input_size"] = cfg.input_size  # a torch stack reads the features itself
+    if design == "qwen3_next":
+        knobs["full_attention_interval"] = cfg.layers + 1  # Gated DeltaNet layers only
+    return knobs
+
+
+def _inner(design: str, cfg: RunConfig) -> tuple[Any, Any]:
+    """The design's own spec at D = H and L = ``layers``, and its initialisation settings."""
+    if design == "slstm_stack":
+        return _slstm_spec(cfg), None
+    template, family = TEMPLATES[design], FAMILIES[design]
+    if not template.allows(cfg.hidden_size, template.knobs):
+        raise ConfigError("hidden_size", cfg.hidden_size, f"the {design} block takes {template.legal}")
+    config = {"model_type": design, **template.build(cfg.hidden_size, cfg.layers, _knobs(design, cfg))}
+    source = f"{design} at H={cfg.hidden_size}"
+    settings = family.init(config, source) if family.init is not None else None
+    return family.parse(config, source), settings
+
+
+def block_model(cfg: RunConfig) -> Model:
+    """The config's reference block, drawn from the seed's parameter key.
+
+    Args:
+        cfg: a config with ``block="reference"``.
+
+    Returns:
+        A :class:`~rnnviz.studies.models.Model` whose ``model_type`` is the design's and
+        whose spec is a :class:`~rnnviz.engine.blocks.vectors.VectorSpec`.
+
+    Raises:
+        ConfigError: ``cfg`` is a bare cell's, or H is not a width the design's template takes.
+    """
+    if cfg.block != "reference":
+        raise ConfigError("block", cfg.block, "'reference' for a block model")
+    design = BLOCK_DESIGNS[cfg.cell].design
+    inner, settings = _inner(design, cfg)
+    spec = vectors.VectorSpec(design, inner, input_size=cfg.input_size, output_size=cfg.hidden_size)
+    key = jax.random.split(jax.random.key(cfg.seed), 3)[0]  # the bare cell's parameter key
+    params = vectors.init_params(spec, key, dtype=cfg.dtype, settings=settings)
+    nbytes = sum(v.nbytes for v in params.values())
+    source = f"{design} × {cfg.layers} (H={cfg.hidden_size}, seed {cfg.seed})"
+    return Model(design, spec, place(params, devices_for(nbytes)), source)
+
+
+def block_inputs(cfg: RunConfig) -> np.ndarray:
+    """The bare cell's inputs for ``cfg`` (its distribution, scale and seed), as ``[B, T, I]``
+    float32 (an unbatched config's ``[T, I]`` as one example)."""
+    x = prepare_inputs(cfg, seed_key(cfg.seed), Values.of(cfg))
+    return np.asarray(x, np.float32).reshape((cfg.batch_size or 1, cfg.seq_len, cfg.input_size))
+
+
+def analyze_block(cfg: RunConfig, *, exact: bool = True) -> ModelAnalysis:
+    """Per-layer, per-step gradient norms of the config's reference block on the bare cell's
+    inputs, in one compiled forward and reverse pass (:func:`~rnnviz.studies.models.analyze_model`).
+
+    Args:
+        cfg: a config with ``block="reference"``.
+        exact: take log₁₀ from a float64 pass where float32 underflows (as ``analyze_model``).
+
+    Returns:
+        :class:`~rnnviz.base.models.ModelAnalysis`: ``grad_norms`` ``[L + 1, T]`` (row 0 the
+        projected inputs entering block 0, row L the input of the readout's norm), each
+        recurrent layer's state gradients, connectivity of step T − 1 over the inputs.
+    """
+    return analyze_model(block_model(cfg), block_inputs(cfg), exact=exact)
