@@ -25,7 +25,7 @@ import numpy as np
 from rnnviz.base.analysis import Analysis
 from rnnviz.base.timing import Timing
 from rnnviz.base.weights import Weights
-from rnnviz.config import RunConfig, estimate_flops
+from rnnviz.config import RunConfig, estimate_flops, require_cell
 from rnnviz.dataset import Dataset
 from rnnviz.engine.cells import PARAM_GROUPS, carry_to_dict, make_cell
 from rnnviz.engine.compile import Compiled, compile_cache, compile_for, quick_compile
@@ -277,6 +277,7 @@ def analyze(
         >>> bool(0.5 < a.loss < 5.0)  # cross-entropy of 10 classes, near ln 10 untrained
         True
     """
+    require_cell(cfg)
     device = device or resolve_device(cfg)
     static = static_config(cfg)
     weights = params

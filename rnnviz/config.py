@@ -535,6 +535,28 @@ def _check_block(cfg: RunConfig) -> None:
         )
 
 
+def require_cell(cfg: RunConfig) -> None:
+    """Refuse a reference block where only a bare cell's computation exists.
+
+    Raises:
+        ConfigError: ``cfg.block`` is not ``"cell"``, naming what reads a block.
+
+    Example:
+        >>> try:
+        ...     require_cell(RunConfig(cell="lstm", block="reference"))
+        ... except ConfigError as err:
+        ...     print(err.field, err.allowed[:34])
+        block 'cell' here (this computes a
+    """
+    if cfg.block != "cell":
+        raise ConfigError(
+            "block",
+            cfg.block,
+            "'cell' here (this computes a bare cell's run); a reference block is read by "
+            "rnnviz.analyze_block(cfg) and rnnviz analyze --block reference",
+        )
+
+
 def _checkpoint_hint(cfg: RunConfig) -> str:
     """The memory message's pointer to ``strategy='checkpoint'`` when that would fit."""
     if cfg.strategy == "checkpoint":

@@ -22,6 +22,7 @@ from rnnviz.cli.inputs import (
     add_design_flags,
     config_and_data,
     design_inputs,
+    design_layers,
     design_line,
     design_settings,
 )
@@ -206,7 +207,7 @@ def cmd_compare_designs(args: argparse.Namespace) -> int:
         if getattr(args, name) is not None:
             raise ConfigError(name, getattr(args, name), "not with --design (random tokens drawn by --seed)")
     cfg = design_settings(args)
-    configs = matched_configs(types, params=args.params, layers=args.layers)
+    configs = matched_configs(types, params=args.params, layers=design_layers(args))
     models = [fresh_model(t, c, seed=cfg.seed, dtype=cfg.dtype) for t, c in configs.items()]
     counts = {t: param_count(t, c) for t, c in configs.items()}
     inputs = _model_inputs(args) if args.tokens is not None else design_inputs(models[0], cfg)
@@ -238,7 +239,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ``--model``, an unknown cell, a bad ``--report`` path or a config a design cannot
             take; plotly missing with ``--report``.
     """
-    if any(getattr(args, n) is not None for n in ("design", "layers", "params")):
+    if any(getattr(args, n) is not None for n in ("design", "params")):
         return cmd_compare_designs(args)
     if args.models:
         return cmd_compare_models(args)

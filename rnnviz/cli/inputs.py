@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from rnnviz.cli.argtypes import bounded_int, parameter_count
-from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
+from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, coerce
 
 DATA_OPTIONS = ("order", "permutation_seed", "corpus", "seq_len", "max_sequences")
 
@@ -150,7 +150,7 @@ def parse_over(items: Sequence[str]) -> dict[str, list[str]]:
 
 
 #: The run configuration flags a design reads: the random inputs' length and seed, the weights' dtype.
-DESIGN_FIELDS = ("seq_len", "seed", "dtype")
+DESIGN_FIELDS = ("seq_len", "seed", "dtype", "layers")
 
 
 def add_design_flags(group, *, several: bool) -> None:
@@ -168,7 +168,6 @@ def add_design_flags(group, *, several: bool) -> None:
             else f"a design drawn fresh ({kinds}) at the width whose parameter count is nearest --params"
         ),
     )
-    group.add_argument("--layers", type=bounded_int(1, 256), help="with --design: the depth L")
     group.add_argument(
         "--params",
         type=parameter_count,
@@ -186,9 +185,8 @@ def design_settings(args: argparse.Namespace) -> RunConfig:
         ConfigError: naming the first flag that does not apply.
     """
     if args.design is None:
-        given = next((n for n in ("layers", "params") if getattr(args, n, None) is not None), None)
-        if given is not None:
-            raise ConfigError(given, getattr(args, given), "only with --design TYPE")
+        if args.params is not None:
+            raise ConfigError("params", args.params, "only with --design TYPE")
         raise ConfigError("design", None, "a design to draw (--design)")
     for name in ("layers", "params"):
         if getattr(args, name) is None:
@@ -203,9 +201,18 @@ def design_settings(args: argparse.Namespace) -> RunConfig:
             others[0],
             getattr(args, others[0]),
             f"not with --design ({flag} sets up a cell design's run; a fresh design reads "
-            "only --seq-len, --seed and --dtype of the run configuration)",
+            "only --seq-len, --seed, --dtype and --layers of the run configuration)",
         )
-    return config_from_args(args)
+    return config_from_args(argparse.Namespace(**{**vars(args), "layers": None}))  # the depth is the design's
+
+
+def design_layers(args: argparse.Namespace) -> int:
+    """``--layers`` (a config flag, given as text) as the design's depth L.
+
+    Raises:
+        ConfigError: not an integer in the field's range.
+    """
+    return coerce("layers", args.layers)
 
 
 def design_inputs(model, cfg: RunConfig) -> Any:

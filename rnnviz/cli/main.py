@@ -74,12 +74,17 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     Returns:
         0.
     """
-    if any(getattr(args, n) is not None for n in ("model", "design", "layers", "params")):
+    if any(getattr(args, n) is not None for n in ("model", "design", "params")):
         return cmd_analyze_model(args)
+    cfg, ds, weights = config_and_data(args)
+    return ANALYZE[cfg.block](cfg, ds, weights, args)
+
+
+def _analyze_cell(cfg: RunConfig, ds, weights, args: argparse.Namespace) -> int:
+    """A bare cell's analysis: the summary or ``--json``, and ``--csv`` per-timestep rows."""
     from rnnviz.analysis import analyze  # jax is imported only once a command needs it
     from rnnviz.frames.gradients import timestep_frame
 
-    cfg, ds, weights = config_and_data(args)
     a = analyze(cfg, repeats=args.repeats, data=ds, params=weights)
     if args.csv:
         timestep_frame(a).to_csv(args.csv, index=False)
@@ -88,6 +93,26 @@ def cmd_analyze(args: argparse.Namespace) -> int:
     else:
         print(_summary_text(a))
     return 0
+
+
+def _analyze_block(cfg: RunConfig, ds, weights, args: argparse.Namespace) -> int:
+    """A reference block's analysis (:func:`~rnnviz.studies.block_models.analyze_block`): the
+    per-layer summary or ``--json``; data, weights and ``--csv`` are a bare cell's for now."""
+    from rnnviz.cli.model import summary_text
+    from rnnviz.studies.block_models import analyze_block
+
+    for name, given in (("data", ds), ("weights", weights), ("csv", args.csv)):
+        if given is not None:
+            raise ConfigError(
+                name, getattr(args, name), "not with --block reference (a bare cell's run reads it)"
+            )
+    a = analyze_block(cfg)
+    print(json.dumps(a.to_json()) if args.json else summary_text(a, cfg.layers))
+    return 0
+
+
+#: ``RunConfig.block`` → what ``rnnviz analyze`` runs: one line per kind of block.
+ANALYZE = {"cell": _analyze_cell, "reference": _analyze_block}
 
 
 def _add_analyze(sub) -> None:

@@ -11,7 +11,7 @@ import json
 import numpy as np
 
 from rnnviz.base.formatting import pow10_text
-from rnnviz.cli.inputs import add_design_flags, design_inputs, design_line, design_settings
+from rnnviz.cli.inputs import add_design_flags, design_inputs, design_layers, design_line, design_settings
 
 
 def add_model_flags(p: argparse.ArgumentParser) -> None:
@@ -102,7 +102,7 @@ def _design(args: argparse.Namespace):
     from rnnviz.studies.sizing import design_config, param_count
 
     cfg = design_settings(args)
-    config = design_config(args.design, params=args.params, layers=args.layers)
+    config = design_config(args.design, params=args.params, layers=design_layers(args))
     model = fresh_model(args.design, config, seed=cfg.seed, dtype=cfg.dtype)
     given = any(getattr(args, n) is not None for n in ("text", "tokens", "model_inputs"))
     inputs, tokens = _inputs(args, model) if given else (design_inputs(model, cfg), None)

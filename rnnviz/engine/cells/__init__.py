@@ -34,6 +34,7 @@ import flax.linen as nn
 import jax
 import jax.numpy as jnp
 
+from rnnviz.config import require_cell
 from rnnviz.engine.cells.init import carry_initializer, in_float32, recurrent_init
 from rnnviz.tables.cells import CellSpec, FusedForm, cell_names, cell_spec, hidden_kernels, register_cell
 
@@ -48,7 +49,12 @@ ACTIVATIONS: dict[str, Callable] = {"tanh": jnp.tanh, "relu": jax.nn.relu, "iden
 
 def make_cell(cfg: RunConfig, carry_scale: jax.Array | float = 1.0) -> nn.RNNCellBase:
     """Build the cell for ``cfg`` through its :class:`CellSpec`; dtype is both param and
-    compute dtype, the carry initialiser comes from ``cfg.carry_init``."""
+    compute dtype, the carry initialiser comes from ``cfg.carry_init``.
+
+    Raises:
+        ConfigError: ``cfg`` asks for a reference block (:func:`~rnnviz.config.require_cell`).
+    """
+    require_cell(cfg)
     dtype = jnp.dtype(cfg.dtype)
     options: dict[str, Any] = dict(
         features=cfg.hidden_size,

@@ -1,0 +1,137 @@
+"""A config's design as its reference block (rnnviz.studies.block_models): what the config
+refuses and why, the block table's sizes against the models drawn, the bare cell's inputs, and
+the analysis against jax.grad of the same loss."""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import rnnviz
+from rnnviz.config import BudgetError, ConfigError, RunConfig, param_count
+from rnnviz.engine.blocks.dispatch import module_of
+from rnnviz.studies.block_models import analyze_block, block_inputs, block_model
+from rnnviz.tables.blocks import BLOCK_DESIGNS
+
+
+def _block(cell: str, **fields) -> RunConfig:
+    return RunConfig(
+        cell=cell, block="reference", **({"layers": 2, "hidden_size": 16, "seq_len": 10} | fields)
+    )
+
+
+@pytest.mark.parametrize(
+    "fields, field, words",
+    [
+        (dict(cell="lstm", layers=3), "layers", "block='reference'"),
+        (dict(cell="deltanet", block="reference"), "block", "gated_deltanet"),
+        (dict(cell="simple", block="reference"), "block", "no reference block"),
+        (dict(cell="lstm", block="reference", carry_init="normal"), "carry_init", "zero state"),
+        (
+            dict(cell="lstm", block="reference", recurrent_gain=2.0),
+            "recurrent_gain",
+            "as its reference draws",
+        ),
+        (dict(cell="mamba", block="reference", strategy="fused"), "strategy", "probes"),
+        (dict(cell="mamba", block="reference", dtype="float16"), "dtype", "bfloat16"),
+        (dict(cell="mamba", block="reference", loss="all"), "loss", "last step"),
+        (dict(cell="mamba", block="reference", layers=0), "layers", "[1, 32]"),
+        (dict(cell="mamba", block="stacked"), "block", "cell, reference"),
+    ],
+)
+def test_the_config_names_what_a_block_refuses(fields, field, words):
+    with pytest.raises(ConfigError) as err:
+        RunConfig(**fields)
+    assert err.value.field == field and words in str(err.value)
+
+
+def test_a_block_too_big_for_the_budget_is_refused():
+    with pytest.raises(BudgetError, match="over the"):
+        RunConfig(
+            cell="mamba", block="reference", layers=32, hidden_size=2048, seq_len=100_000, batch_size=64
+        )
+
+
+@pytest.mark.parametrize("cell", list(BLOCK_DESIGNS))
+def test_the_table_counts_the_parameters_drawn(cell):
+    """config.param_count (the budgets' estimate, from tables/blocks.py) within 20 % below and
+    60 % above the model drawn, at two widths and depths (a torch stack's first layer reads
+    I < H features, which the estimate counts as H: budgets err on the safe side)."""
+    for width, layers in ((32, 1), (96, 3)):
+        cfg = _block(cell, hidden_size=width, layers=layers)
+        drawn = block_model(cfg).n_params
+        assert 0.8 * drawn <= param_count(cfg) <= 1.6 * drawn, (width, layers, param_count(cfg), drawn)
+
+
+@pytest.mark.parametrize("cell", list(BLOCK_DESIGNS))
+def test_every_design_analyses_with_its_layers_and_states(cell):
+    cfg = _block(cell)
+    model = block_model(cfg)
+    a = analyze_block(cfg)
+    assert (a.model_type, model.n_layers) == (BLOCK_DESIGNS[cell].design, 2)
+    assert a.grad_norms.shape == (3, 10) and sorted(a.state_grad_norms) == [0, 1]
+    y = np.asarray(model(block_inputs(cfg)), np.float64)
+    assert a.loss == pytest.approx(0.5 * np.sum(y[:, -1] ** 2), rel=1e-5)
+
+
+def test_the_block_reads_the_bare_cells_inputs():
+    """The same inputs as the bare cell's analysis draws (an unbatched config's as one example),
+    and the seed draws both the inputs and the weights."""
+    bare = RunConfig(cell="lstm", seq_len=12, batch_size=None)
+    a = rnnviz.analyze(bare)
+    block = bare.replace(block="reference")
+    x = block_inputs(block)
+    assert x.shape == (1, 12, bare.input_size)
+    np.testing.assert_allclose(x[0], np.asarray(a.inputs), rtol=0, atol=0)
+    other = block.replace(seed=1)
+    assert not np.allclose(block_inputs(other), x)
+    w0, w1 = (block_model(c).params["weight_hh_l0"] for c in (block, other))
+    assert not np.allclose(w0, w1)
+
+
+@pytest.mark.parametrize("cell", ["lstm", "gru"])
+def test_the_first_row_is_the_input_gradient_of_jax_grad(cell):
+    """A torch stack reads x itself: row 0 is ‖∂L/∂x_t‖, here against jax.grad of the model's
+    loss with respect to the inputs, and the loss is its value."""
+    cfg = _block(cell, layers=3, batch_size=3)
+    model, x = block_model(cfg), block_inputs(cfg)
+    module = module_of(model.model_type, model.spec)
+
+    def loss(inputs):
+        y = module.forward(model.spec, model.params, inputs)
+        return 0.5 * jnp.sum(y[:, -1] ** 2)
+
+    value, g = jax.value_and_grad(loss)(jnp.asarray(x))
+    a = analyze_block(cfg)
+    assert a.loss == pytest.approx(float(value), rel=1e-5)
+    expected = np.sqrt(np.sum(np.asarray(g, np.float64) ** 2, axis=(0, 2)))
+    np.testing.assert_allclose(a.grad_norms[0], expected, rtol=1e-4)
+
+
+def test_a_deeper_stack_sees_the_gradient_fall_through_its_layers():
+    """Rows ordered by depth: row L (the top's output) reads step T − 1 only, and each row below
+    reaches further back than the row above, as a stack of causal layers must."""
+    a = analyze_block(_block("lstm", layers=4, seq_len=20))
+    reach = [int(np.count_nonzero(row)) for row in a.grad_norms]
+    assert reach[-1] == 1 and reach[0] == 20
+    assert all(lower >= upper for lower, upper in zip(reach, reach[1:]))
+    assert math.isfinite(a.loss)
+
+
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda cfg: rnnviz.analyze(cfg, repeats=1),
+        lambda cfg: rnnviz.lyapunov(cfg),
+        lambda cfg: rnnviz.jacobians(cfg),
+    ],
+    ids=["analyze", "lyapunov", "jacobians"],
+)
+def test_a_bare_cells_computation_names_where_a_block_is_read(call):
+    with pytest.raises(ConfigError) as err:
+        call(_block("lstm"))
+    assert err.value.field == "block" and "analyze_block" in str(err.value)
