@@ -545,8 +545,8 @@ def require_cell(cfg: RunConfig) -> None:
         >>> try:
         ...     require_cell(RunConfig(cell="lstm", block="reference"))
         ... except ConfigError as err:
-        ...     print(err.field, err.allowed[:34])
-        block 'cell' here (this computes a
+        ...     print(err.field, err.allowed.split(";")[0])
+        block 'cell' here (this computes a bare cell's run)
     """
     if cfg.block != "cell":
         raise ConfigError(

@@ -52,7 +52,8 @@ def test_compare_designs_at_matched_sizes(capsys):
 @pytest.mark.parametrize(
     "argv, message",
     [
-        (["analyze", "--layers", "2"], "layers=2 is not allowed: only with --design TYPE"),
+        (["analyze", "--layers", "2"], "layers=2 is not allowed: a bare cell is one layer"),
+        (["analyze", "--params", "30k"], "params=30000 is not allowed: only with --design TYPE"),
         (
             ["analyze", "--design", "mamba", "--params", "30k"],
             "layers=None is not allowed: given with --design",
@@ -93,3 +94,17 @@ def test_a_bad_count_is_an_argparse_error(capsys):
     with pytest.raises(SystemExit):
         main(["analyze", "--design", "mamba", "--layers", "2", "--params", "3x"])
     assert "argument --params: '3x' is not a count ≥ 1 (100k, 1.5M or an integer)" in capsys.readouterr().err
+
+
+def test_analyze_a_reference_block_prints_the_librarys_analysis(capsys):
+    """``rnnviz analyze --cell gru --block reference --layers 2 --json`` is analyze_block of the
+    same config, and the data a bare cell's run reads is refused with the block."""
+    import rnnviz
+
+    argv = ["analyze", "--cell", "gru", "--block", "reference", "--layers", "2", "--hidden-size", "8"]
+    assert main([*argv, "--seq-len", "12", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    cfg = rnnviz.RunConfig(cell="gru", block="reference", layers=2, hidden_size=8, seq_len=12)
+    np.testing.assert_allclose(got["grad_norms"], rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6)
+    assert main([*argv, "--csv", "x.csv"]) == 2
+    assert "csv='x.csv' is not allowed: not with --block reference" in capsys.readouterr().err

@@ -18,7 +18,7 @@ from rnnviz.studies.models import Model
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-B, T, I, O = 2, 9, 3, 4
+B, T, I, O = 2, 9, 3, 4  # noqa: E741 (the docs' names for the sizes)
 TOL = 1e-4  # relative, normwise, float32 against torch's float32
 #: model_type → (transformers class name, config fields): small, two layers, every state kind.
 DESIGNS = {

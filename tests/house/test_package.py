@@ -62,6 +62,8 @@ PUBLIC = [
     "fresh_model",
     "Model",
     "analyze_model",
+    "analyze_block",
+    "block_model",
     "ModelAnalysis",
     "CheckpointError",
     "model_jacobians",
