@@ -42,6 +42,7 @@ from rnnviz.serve.folders import stamp
 from rnnviz.serve.model_files import model_max_bytes
 from rnnviz.serve.requests import ModelSummary, RunSummary, TrainProgress, config_of, route
 from rnnviz.serve.settings import QUIET_REPEATS, QUIET_TIMING_S, TIMING_BUDGET_S, TIMING_PRECISION, settings
+from rnnviz.studies.block_models import block_inputs, block_model
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -57,7 +58,7 @@ from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
-from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, load_model, tokenize
+from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, is_compiled_for, load_model, tokenize
 from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import critical_gain, sweep_reusing
 from rnnviz.studies.training import DATA_TASK, Trainer, Training, TrainSettings, load_run
@@ -200,6 +201,33 @@ def compile_shape(key: str, run: bool = False) -> bool:
 def analysis(key: str) -> Analysis:
     """The analysis of a job's key, timed again while under ``TIMING_BUDGET_S`` (at most 5 runs)."""
     return analyze(config_of(key), repeats=5, budget_s=TIMING_BUDGET_S, **_given(key))
+
+
+@functools.lru_cache(maxsize=2)
+def _block_model(cfg: RunConfig) -> Model:
+    return block_model(cfg)
+
+
+def block_is_compiled(key: str) -> bool:
+    """Whether the key's block analysis would reuse this worker's executable (no compile)."""
+    cfg = config_of(key)
+    return is_compiled_for(_block_model(cfg), block_inputs(cfg))
+
+
+def block_analysis(key: str) -> tuple[ModelSummary, ModelAnalysis]:
+    """A reference block's per-layer analysis (:func:`~rnnviz.studies.block_models.analyze_block`)
+    and what the page says of its model; a bare cell's key or a run on data or trained weights
+    raises the :class:`ConfigError` that names it."""
+    given = json.loads(key)
+    for name in ("data", "weights"):
+        if given.get(name) is not None:
+            raise ConfigError(
+                name, given[name]["name" if name == "data" else "path"], "a bare cell's (Block 'cell')"
+            )
+    cfg = config_of(key)
+    m = _block_model(cfg)
+    summary = ModelSummary(m.model_type, m.source, m.n_layers, m.n_params, 0, m.input_size, False)
+    return summary, analyze_model(m, block_inputs(cfg))
 
 
 def quiet_run_s(key: str) -> float:

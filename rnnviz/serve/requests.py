@@ -109,7 +109,8 @@ def describe(cfg: RunConfig) -> str:
     >>> describe(RunConfig(cell="simple", seq_len=50, hidden_size=32, batch_size=4))
     'simple T=50 H=32 B=4 float32'
     """
-    return f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
+    what = cfg.cell if cfg.block == "cell" else f"{cfg.cell} block ×{cfg.layers}"
+    return f"{what} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
 
 
 # ---- the dashboard's own answers (the library's records are the others) -------------------

@@ -301,6 +301,11 @@ def _executable(model_type, spec, widths, wide, params, shape, dtype, placed) ->
     return Compiled(compiled, time.perf_counter() - start, peak_bytes(compiled))
 
 
+def is_compiled_for(model: Model, inputs: np.ndarray) -> bool:
+    """Whether :func:`analyze_model` of ``model`` on inputs of this shape would reuse an executable."""
+    return (model, check_inputs(model, np.asarray(inputs))) in _executable
+
+
 def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
     """Tokens ``[B, T]`` within the vocabulary, or a stack's ``[B, T, I]`` floats."""
     if model.vocab_size:

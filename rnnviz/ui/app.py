@@ -22,7 +22,7 @@ from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames.costs import records_frame
 from rnnviz.serve import folders, heap
-from rnnviz.serve.requests import Request, jobs
+from rnnviz.serve.requests import Request, describe, jobs
 from rnnviz.serve.settings import SettingsError, settings
 from rnnviz.serve.trained_runs import FOLLOWS_RUN, run_config
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
@@ -111,13 +111,12 @@ def analysis_for(cfg: RunConfig) -> tuple[Analysis, bool]:
     compiled it: while it compiles, a collapsed status box says so, then goes (the header's
     compile figure then says "just now", hiding nothing)."""
     request = calls.analysis_request(calls.session_key(cfg))
-    compiled = Request(jobs.is_compiled, request.args, request.route, "a cache look-up", cached=False)
+    compiled = calls.compiled_request(request)
     if calls.has(request) or calls.get(compiled, quiet=True):
         return calls.get(request), False
     box = st.empty()
     with box.status(
-        f"Compiling the {cfg.cell} cell for T={cfg.seq_len}, H={cfg.hidden_size}, "
-        f"B={cfg.batch_size or 'unbatched'}, {cfg.dtype}…",
+        f"Compiling {describe(cfg)}…",
         expanded=False,
     ):
         a = calls.get(request)
@@ -200,6 +199,12 @@ def _page() -> None:
         log.exception("analysis failed for %s", cfg or values)
         st.error(f"The analysis failed ({type(err).__name__}: {err}). Try a smaller size or another dtype.")
         return
+    PAGES[cfg.block](cfg, a, compiled_now, env)
+
+
+def _cell_page(cfg: RunConfig, a: Analysis, compiled_now: bool, env) -> None:
+    """A bare cell's header and tabs, then what the closed tabs and the neighbouring cells
+    declare, prepared in the workers' idle time."""
     page.header(a, compiled_now)
     ctx = TabContext(
         config=cfg,
@@ -230,6 +235,28 @@ def _page() -> None:
     closed = tuple(t for t, panel in zip(tabs.TABS, panels) if not panel.open)
     calls.prepare_tabs(ctx, closed)  # what the other tabs declare, in the workers' idle time
     calls.prepare_neighbours(cfg)  # then the other cells at this shape
+
+
+def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
+    """A reference block's page: what the model is, then each tab's view across its layers
+    (``render_block``) or, for a tab with none, one line saying so."""
+    summary, a = answer
+    page.block_header(cfg, summary)
+    panels = st.tabs([t.TITLE for t in tabs.TABS], key="tab", on_change="rerun", bind="query-params")
+    for tab, panel in zip(tabs.TABS, panels):
+        if panel.open:
+            with panel:
+                draw = getattr(tab, "render_block", None)
+                if draw is None:
+                    st.info(
+                        f"The {tab.TITLE} view reads a bare cell: choose Block 'cell' in the sidebar for it."
+                    )
+                else:
+                    _guarded(tab.TITLE, lambda draw=draw: draw(summary, a), cfg)
+
+
+#: ``RunConfig.block`` → the page drawn from its analysis: one line per kind of block.
+PAGES = {"cell": _cell_page, "reference": _block_page}
 
 
 def _mark_in_use(source: dict | None = None) -> None:

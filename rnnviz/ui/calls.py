@@ -175,11 +175,25 @@ def session_route(cfg: RunConfig) -> str:
     return route(cfg, st.session_state.get("data_source"))
 
 
+#: ``RunConfig.block`` → the job analysing a key and the one saying whether it is compiled.
+ANALYSIS_JOBS = {
+    "cell": (jobs.analysis, jobs.is_compiled),
+    "reference": (jobs.block_analysis, jobs.block_is_compiled),
+}
+
+
 def analysis_request(key: str) -> Request:
-    """The analysis of a job's key, on its data and weights (:func:`rnnviz.serve.jobs.analysis`)."""
+    """The analysis of a job's key, on its data and weights (:func:`rnnviz.serve.jobs.analysis`;
+    a reference block's, :func:`rnnviz.serve.jobs.block_analysis`)."""
     cfg = config_of(key)
     what = f"the analysis of {describe(cfg)}"
-    return Request(jobs.analysis, (key,), route(cfg, json.loads(key).get("data")), what, True)
+    return Request(ANALYSIS_JOBS[cfg.block][0], (key,), route(cfg, json.loads(key).get("data")), what, True)
+
+
+def compiled_request(request: Request) -> Request:
+    """Whether the analysis ``request`` asks for is compiled in its worker (never cached)."""
+    job = ANALYSIS_JOBS[config_of(request.args[0]).block][1]
+    return Request(job, request.args, request.route, "a cache look-up", cached=False)
 
 
 def this_machine() -> Environment:

@@ -3,13 +3,20 @@ and the analysis's numbers."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import plotly.graph_objects as go
 import streamlit as st
 
 from rnnviz.base.analysis import Analysis
 from rnnviz.base.formatting import pow10_text
 from rnnviz.frames.verdicts import verdict
+from rnnviz.tables.blocks import BLOCK_DESIGNS
 from rnnviz.tables.strategies import strategy_rules
+
+if TYPE_CHECKING:
+    from rnnviz.config import RunConfig
+    from rnnviz.serve.requests import ModelSummary
 
 #: Streamlit leaves 6rem above a wide page's content: on a 1366×768 projector every row above
 #: a tab's chart counts, so 2rem.
@@ -53,6 +60,17 @@ def header(a: Analysis, compiled_now: bool = False) -> None:
     for col, (key, label, value, meaning) in zip(cols, metrics(a, compiled_now)):
         with col.container(key=f"metric_{key}"):  # .st-key-metric_<key> for the browser tests
             st.markdown(f"{label} **{value}**", help=meaning)
+
+
+def block_header(cfg: RunConfig, summary: ModelSummary) -> None:
+    """What a reference block's page analyses, in one paragraph."""
+    design = BLOCK_DESIGNS[cfg.cell]
+    st.markdown(
+        f"**Block:** the {cfg.cell} cell's design as {design.reference}, **{cfg.layers}** deep at D = H = "
+        f"{cfg.hidden_size} ({summary.n_params:,} parameters), drawn as its reference draws it from seed "
+        f"{cfg.seed}. It reads the bare cell's inputs [B, T, I] through an input projection and ends in a "
+        f"readout to H outputs; L = ½‖ŷ_T‖², the bare cell's loss on its readout."
+    )
 
 
 def metrics(a: Analysis, compiled_now: bool = False) -> list[tuple[str, str, str, str]]:

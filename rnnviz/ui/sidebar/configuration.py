@@ -9,7 +9,7 @@ from typing import Any
 import streamlit as st
 
 from rnnviz.base.presets import PRESETS, config_from_params, config_to_params
-from rnnviz.config import FIELD_SPECS, RunConfig
+from rnnviz.config import BLOCK_FIXES, FIELD_SPECS, RunConfig
 from rnnviz.tables.cells import cell_names, cell_spec
 from rnnviz.tables.strategies import cell_unavailable
 
@@ -83,20 +83,25 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     about = "\n\n".join(f"{n} ({cell_spec(n).group}): {cell_spec(n).description}" for n in names)
     about = "Registered cells (plugins register through the rnnviz.engine.cells entry point):\n\n" + about
     v = {"cell": _field("cell", names, format_func=lambda n: f"{n} · {cell_spec(n).group}", help=about)}
+    v["block"] = _field("block")
+    fixed = v["block"] == "reference"  # the fields the reference block fixes are shown, not asked
+    layers = _field("layers", disabled=not fixed)
+    v["layers"] = layers if fixed else 1
     spec = cell_spec(v["cell"])
     takes = len(spec.activations) > 1
     takes_text = f"; the {v['cell']} cell takes " + ", ".join(spec.activations) if takes else ""
     v["activation"] = _field("activation", disabled=not takes, help=_help("activation") + takes_text)
     if v["activation"] not in spec.activations:
         v["activation"] = spec.activations[0]
-    v |= _fields("hidden_size", "recurrent_init")
-    v["recurrent_gain"] = _field("recurrent_gain", format="%.3f")
+    v["hidden_size"] = _field("hidden_size")
+    v["recurrent_init"] = _field("recurrent_init", disabled=fixed)
+    v["recurrent_gain"] = _field("recurrent_gain", format="%.3f", disabled=fixed)
     has_bias = spec.forget_bias is not None
-    bias = _field("forget_bias", disabled=not has_bias)
+    bias = _field("forget_bias", disabled=fixed or not has_bias)
     v["forget_bias"] = bias if has_bias else 0.0
     sb.subheader("Carry")
-    v["carry_init"] = _field("carry_init")
-    v["carry_scale"] = _field("carry_scale", disabled=v["carry_init"] == "zeros")
+    v["carry_init"] = _field("carry_init", disabled=fixed)
+    v["carry_scale"] = _field("carry_scale", disabled=fixed or v["carry_init"] == "zeros")
     sb.subheader("Input")
     v |= _fields("seq_len", "input_size")
     batched = sb.toggle(
@@ -106,7 +111,7 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     v["batch_size"] = b if batched else None
     v |= _fields("inputs", "input_scale", "dtype")
     sb.subheader("Gradient")
-    v["loss"] = _field("loss")
+    v["loss"] = _field("loss", disabled=fixed)
     offered = []
     for name in strategies:  # the worker has left out those JAX cannot run here
         if why := cell_unavailable(name, spec):
@@ -114,7 +119,7 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
         else:
             offered.append(name)
     offer(KEY("strategy"), offered, "accumulate")
-    v["strategy"] = _field("strategy", tuple(offered))
+    v["strategy"] = _field("strategy", tuple(offered), disabled=fixed)
     wrong = st.session_state.get(KEY("device"))
     if offer(KEY("device"), devices, "auto"):
         sb.warning(f"device={wrong!r} is not available: no GPU is visible to JAX here; using 'auto'.")
@@ -122,6 +127,13 @@ def sidebar(strategies: tuple[str, ...], devices: tuple[str, ...], gpu_reason: s
     if gpu_reason:
         sb.caption(f"GPU unavailable: {gpu_reason}")
     v["seed"] = _field("seed")
+    if fixed:
+        v |= {name: value for name, (value, _) in BLOCK_FIXES.items()}
+        sb.caption(
+            "The reference block fixes, as its reference does: "
+            + "; ".join(f"{name} {value!r}" for name, (value, _) in BLOCK_FIXES.items())
+            + "."
+        )
     return v
 
 

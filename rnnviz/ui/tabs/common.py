@@ -4,21 +4,29 @@ arrive, CSV buttons, and the tabs' prose (a markdown file beside each tab's modu
 from __future__ import annotations
 
 import functools
+import json
 import time
 from collections.abc import Callable
 from importlib import resources
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 import streamlit as st
 
 from rnnviz.base.timing import MIN_PRECISE_REPEATS
+from rnnviz.charts.models import layer_heatmap, layer_lines, state_lines, token_connectivity
 from rnnviz.config import ConfigError
+from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, describe, jobs, route
 from rnnviz.serve.settings import PART_GAP_S, TIMING_PRECISION
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.ui.tabs.context import TabContext
+
+if TYPE_CHECKING:
+    from rnnviz.base.models import ModelAnalysis
+    from rnnviz.serve.requests import ModelSummary
 
 
 def cost(ctx: TabContext) -> budget.Cost:
@@ -200,3 +208,41 @@ def prose(module: str, section: str, **values: object) -> str:
     with ``{name}`` fields filled from ``values`` (used as written when none are given)."""
     text = _sections(module)[section]
     return text.format(**values) if values else text
+
+
+#: The layer × step heatmap's height: with the controls above it, it stays above a projector's fold.
+HEATMAP_HEIGHT = 360
+
+
+def model_charts(a: ModelAnalysis, summary: ModelSummary) -> None:
+    """A model's analysis (the Your model tab's, a reference block's): the layer × step heatmap
+    and the summary line, the lines per layer and per state, the connectivity, and the record
+    to download."""
+    layers = layer_frame(a)
+    heatmap = layer_heatmap(layers)
+    heatmap.update_layout(height=HEATMAP_HEIGHT)
+    st.plotly_chart(heatmap, key="chart_model_heatmap")
+    compiled = f"compiled in {a.compile_s:.2f} s" if a.compile_s else "compiled already"
+    exact = "" if a.log10_source == "float32" else f" · exact log₁₀: {a.log10_source}"
+    st.markdown(
+        f"**{summary.model_type}** · {summary.n_layers} layers · {summary.n_params:,} parameters · "
+        f"loss **{a.loss:.4g}** · {compiled}, run in {a.run_s * 1e3:.1f} ms{exact} · "
+        f"{Path(summary.source).name}"
+    )
+    st.plotly_chart(layer_lines(layers), key="chart_model_layers")
+    labels = layers.drop_duplicates("t").set_index("t")["token"]
+    states = state_frame(a)
+    st.plotly_chart(state_lines(states.assign(token=states["t"].map(labels))), key="chart_model_states")
+    last = a.position == len(a.connectivity) - (2 if summary.vocab_size else 1)
+    reads = "the last prediction" if last else f"the prediction at p = {a.position}"
+    connectivity = token_connectivity(token_connectivity_frame(a), f"How much {reads} reads each token")
+    st.plotly_chart(connectivity, key="chart_model_connectivity")
+    c_csv, c_json = st.columns(2)
+    with c_csv:
+        label = "Download the layer × step gradients (CSV)"
+        csv_button(layers, "rnnviz_model_layers.csv", "model_csv", label)
+    with c_json:
+        record = json.dumps(a.to_json()).encode()
+        download(
+            "Download the whole record (JSON)", record, "rnnviz_model.json", "model_json", "application/json"
+        )

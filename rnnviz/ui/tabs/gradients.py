@@ -3,6 +3,8 @@ it, and how much each input affects the loss."""
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import numpy as np
 import pandas as pd
 import streamlit as st
@@ -19,8 +21,12 @@ from rnnviz.frames.gradients import (
 )
 from rnnviz.serve.requests import Request
 from rnnviz.tables.cells import cell_spec
-from rnnviz.ui.tabs.common import csv_button
+from rnnviz.ui.tabs.common import csv_button, model_charts
 from rnnviz.ui.tabs.context import TabContext
+
+if TYPE_CHECKING:
+    from rnnviz.base.models import ModelAnalysis
+    from rnnviz.serve.requests import ModelSummary
 
 TITLE = "Gradients"
 
@@ -94,3 +100,9 @@ def _notes(a: Analysis, bound: bool) -> None:
             f"{int(true_zero.sum())} steps have a gradient of exactly 0 (no dependence of the loss on that "
             "carry): gaps in the curve."
         )
+
+
+def render_block(summary: ModelSummary, a: ModelAnalysis) -> None:
+    """A reference block's view across its layers: the layer × step heatmap with a line per
+    layer, each recurrent layer's state gradients, and the connectivity over the inputs."""
+    model_charts(a, summary)

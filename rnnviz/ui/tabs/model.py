@@ -15,20 +15,17 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 import numpy as np
 import streamlit as st
 
-from rnnviz.charts.models import layer_heatmap, layer_lines, state_lines, token_connectivity
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.config import ConfigError
 from rnnviz.dataset import data_dir
-from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
 from rnnviz.serve import budget, model_files
 from rnnviz.serve.folders import FolderFull, stamp
 from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.sidebar.data import save_upload, upload_limit_bytes
-from rnnviz.ui.tabs.common import csv_button, download, prose
+from rnnviz.ui.tabs.common import model_charts, prose
 from rnnviz.ui.tabs.context import TabContext
 
 if TYPE_CHECKING:
-    from rnnviz.base.models import ModelAnalysis
     from rnnviz.serve.requests import ModelSummary
 
 TITLE = "Your model"
@@ -42,8 +39,6 @@ MAX_TEXT_CHARS = 4000
 DRAWN_IDS = 32
 #: A stack's sequence length T: the slider's range and where it starts.
 MIN_STEPS, MAX_STEPS, DEFAULT_STEPS = 2, 2000, 100
-#: The heatmap's height: with the controls above it, it stays above a projector's fold.
-HEATMAP_HEIGHT = 360
 
 
 class Asked(NamedTuple):
@@ -115,7 +110,7 @@ def render(ctx: TabContext) -> None:
     except (ConfigError, FolderFull) as err:  # CheckpointError: the file, what is wrong, what is allowed
         st.error(str(err))
         return
-    _draw(a, summary)
+    model_charts(a, summary)
     st.markdown(prose(__name__, "intro"))
 
 
@@ -274,36 +269,3 @@ def _position(positions: int) -> int | None:
 def _read_position(p: int | None, positions: int) -> int | None:
     """The prediction read: p, or None (the last) when empty or past the last."""
     return None if p is None or p >= positions else int(p)
-
-
-def _draw(a: ModelAnalysis, summary: ModelSummary) -> None:
-    """The heatmap and the summary line, the lines per layer and state, the connectivity, and
-    the record to download."""
-    layers = layer_frame(a)
-    heatmap = layer_heatmap(layers)
-    heatmap.update_layout(height=HEATMAP_HEIGHT)
-    st.plotly_chart(heatmap, key="chart_model_heatmap")
-    compiled = f"compiled in {a.compile_s:.2f} s" if a.compile_s else "compiled already"
-    exact = "" if a.log10_source == "float32" else f" · exact log₁₀: {a.log10_source}"
-    st.markdown(
-        f"**{summary.model_type}** · {summary.n_layers} layers · {summary.n_params:,} parameters · "
-        f"loss **{a.loss:.4g}** · {compiled}, run in {a.run_s * 1e3:.1f} ms{exact} · "
-        f"{Path(summary.source).name}"
-    )
-    st.plotly_chart(layer_lines(layers), key="chart_model_layers")
-    labels = layers.drop_duplicates("t").set_index("t")["token"]
-    states = state_frame(a)
-    st.plotly_chart(state_lines(states.assign(token=states["t"].map(labels))), key="chart_model_states")
-    last = a.position == len(a.connectivity) - (2 if summary.vocab_size else 1)
-    reads = "the last prediction" if last else f"the prediction at p = {a.position}"
-    connectivity = token_connectivity(token_connectivity_frame(a), f"How much {reads} reads each token")
-    st.plotly_chart(connectivity, key="chart_model_connectivity")
-    c_csv, c_json = st.columns(2)
-    with c_csv:
-        label = "Download the layer × step gradients (CSV)"
-        csv_button(layers, "rnnviz_model_layers.csv", "model_csv", label)
-    with c_json:
-        record = json.dumps(a.to_json()).encode()
-        download(
-            "Download the whole record (JSON)", record, "rnnviz_model.json", "model_json", "application/json"
-        )
