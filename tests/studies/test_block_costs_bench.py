@@ -5,6 +5,7 @@ two timed functions computing the same loss, which is the model's own. No time i
 from __future__ import annotations
 
 import io
+import json
 
 import jax
 import numpy as np
@@ -48,7 +49,7 @@ def test_one_valid_pair_per_design_named_by_its_config(measured, tmp_path):
         assert analysis["ratio_to_plain_grad"] == pytest.approx(analysis["run_s"] / plain["run_s"])
         assert f"{analysis['ratio_to_plain_grad']:.2f}" in table
     path = tmp_path / "designs.jsonl"
-    path.write_text("".join(__import__("json").dumps(r) + "\n" for r in records))
+    path.write_text("".join(json.dumps(r) + "\n" for r in records))
     assert load_records([path]).records == records
 
 
