@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from typing import NamedTuple
 
 import jax
 import numpy as np
 
 from rnnviz.analysis import analyze, executables
 from rnnviz.base.measurements import append_records
+from rnnviz.bench.block_costs import block_costs
 from rnnviz.bench.data_cost import data_cost_bench
 from rnnviz.bench.designs import (
     LONG_BASE,
@@ -327,33 +329,8 @@ def run_bench(
     if suite == "lyapunov":
         lyapunov_bench(configs[0], repeats=min(repeats, 5))
         return 0
-    if suite == "data-cost":
-        records = data_cost_bench(repeats)
-    elif suite == "designs":
-        records = designs_bench(repeats, budget_s)
-    elif suite == "designs-learning":
-        records = learning_table(steps=steps)
-    elif suite == "train":
-        records = train_bench(configs[0], steps=steps)
-    elif suite == "data":
-        records = data_bench(configs[0], steps=steps)
-    elif suite == "perf":
-        records = perf_bench(configs, repeats, budget_s)
-    elif suite == "parallel":
-        print(
-            f"suite parallel: {len(configs)} configs; ratio = parallel (associative scan) / "
-            "accumulate (sequential scan) run time"
-        )
-        records = parallel_bench(configs, repeats, budget_s=budget_s)
-    else:
-        devices = None
-        if all_devices:
-            devices = [d for platform in ("cpu", "gpu") for d in _devices(platform)[:1]]
-        print(
-            f"suite {suite}: {len(configs)} configs, {repeats} timed runs each; ratios are run time / "
-            "plain jax.grad run time"
-        )
-        records = run_suite(configs, suite, repeats, devices, budget_s=budget_s)
+    run = SuiteRun(suite, configs, repeats, budget_s, steps, all_devices)
+    records = RUNNERS.get(suite, _timed_suite)(run)
     if record:
         print(f"appended {append_records(record, records)} records to {record}")
     return 0
@@ -362,8 +339,9 @@ def run_bench(
 def designs_bench(repeats: int, budget_s: float | None, out=sys.stdout) -> list[dict]:
     """The designs suite (:mod:`rnnviz.bench.designs`): each new design's cost against plain
     ``jax.grad``, parallel against sequential for RG-LRU and Mamba at T = 1 000 and 10 000,
-    each design's analysis at T = 100 000 under ``checkpoint`` (suite ``designs-long``), and the
-    gradient table at initialisation."""
+    each design's analysis at T = 100 000 under ``checkpoint`` (suite ``designs-long``), the
+    gradient table at initialisation, and whole models of each design at two depths
+    (:func:`~rnnviz.bench.block_costs.block_costs`, suite ``designs-blocks``)."""
     configs = cost_suite()
     print(f"suite designs: {len(configs)} configs; ratios are run time / plain jax.grad run time", file=out)
     records = run_suite(configs, "designs", repeats, out=out, budget_s=budget_s)
@@ -386,7 +364,65 @@ def designs_bench(repeats: int, budget_s: float | None, out=sys.stdout) -> list[
             flush=True,
         )
     print(file=out)
-    return records + gradient_table(out=out)
+    records += gradient_table(out=out)
+    print(file=out)
+    return records + block_costs(repeats=repeats, budget_s=budget_s, out=out)
+
+
+class SuiteRun(NamedTuple):
+    """What a suite's runner reads of the command line.
+
+    Attributes:
+        suite: its name (a key of :data:`~rnnviz.bench.suites.SUITES`).
+        configs: the suite's configurations.
+        repeats: timed runs per measurement.
+        budget_s: seconds of timed runs per measurement (None: no limit).
+        steps: training steps per run of a learning table.
+        all_devices: measure on the first CPU and the first GPU.
+    """
+
+    suite: str
+    configs: list[RunConfig]
+    repeats: int
+    budget_s: float | None
+    steps: int
+    all_devices: bool
+
+
+def _timed_suite(run: SuiteRun) -> list[dict]:
+    """The strategies table (:func:`run_suite`) of the suite's configs: the default runner."""
+    devices = None
+    if run.all_devices:
+        devices = [d for platform in ("cpu", "gpu") for d in _devices(platform)[:1]]
+    print(
+        f"suite {run.suite}: {len(run.configs)} configs, {run.repeats} timed runs each; ratios are run "
+        "time / plain jax.grad run time"
+    )
+    return run_suite(run.configs, run.suite, run.repeats, devices, budget_s=run.budget_s)
+
+
+def _parallel_suite(run: SuiteRun) -> list[dict]:
+    """:func:`parallel_bench` of the parallel suite's configs."""
+    print(
+        f"suite parallel: {len(run.configs)} configs; ratio = parallel (associative scan) / "
+        "accumulate (sequential scan) run time"
+    )
+    return parallel_bench(run.configs, run.repeats, budget_s=run.budget_s)
+
+
+#: Each suite's runner, by name (the others: :func:`_timed_suite`); ``gpu``, ``models``,
+#: ``sweep`` and ``lyapunov``, which record nothing here or answer an exit status of their own,
+#: are run by :func:`run_bench` itself.
+RUNNERS: dict[str, Callable[[SuiteRun], list[dict]]] = {
+    "data-cost": lambda run: data_cost_bench(run.repeats),
+    "designs": lambda run: designs_bench(run.repeats, run.budget_s),
+    "designs-blocks": lambda run: block_costs(repeats=run.repeats, budget_s=run.budget_s),
+    "designs-learning": lambda run: learning_table(steps=run.steps),
+    "train": lambda run: train_bench(run.configs[0], steps=run.steps),
+    "data": lambda run: data_bench(run.configs[0], steps=run.steps),
+    "perf": lambda run: perf_bench(run.configs, run.repeats, run.budget_s),
+    "parallel": _parallel_suite,
+}
 
 
 def _devices(platform: str) -> list:

@@ -62,6 +62,9 @@ SUITES = {
     "data-cost": lambda: [],
     # today's designs: cost, parallel, the gradient at initialisation (rnnviz.bench.designs)
     "designs": lambda: [],
+    # whole models of each design at two depths: the analysis against plain jax.grad
+    # (rnnviz.bench.block_costs; part of "designs" too)
+    "designs-blocks": lambda: [],
     # their learning table on the digits and the text (rnnviz.bench.designs.learning_table)
     "designs-learning": lambda: [],
     # what a lent GPU measures in one command: devices, cuDNN, parallel, memory (rnnviz.bench.gpu)

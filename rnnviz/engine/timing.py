@@ -1,5 +1,6 @@
-"""Run timing of compiled functions: the median of repeated runs (:func:`time_runs`), runs
-bounded by time (:func:`time_within`) and runs until their mean is known to a stated precision
+"""Run timing of compiled functions: the median of repeated runs (:func:`time_runs`), of
+several functions' runs taken in turn (:func:`time_interleaved`), runs bounded by time
+(:func:`time_within`) and runs until their mean is known to a stated precision
 (:func:`time_until_precise`). What they return, and the :class:`Timing` record of one
 analysis, are plain records of :mod:`rnnviz.base.timing` (re-exported here).
 """
@@ -8,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import jax
@@ -42,6 +43,35 @@ def time_runs(
         out = jax.block_until_ready(fn(*args))
         times.append(time.perf_counter() - start)
     return out, RunTiming.of(times)
+
+
+def time_interleaved(
+    calls: Sequence[tuple[Callable, tuple]], repeats: int, budget_s: float | None = None
+) -> list[RunTiming]:
+    """Time several compiled functions in turn, one run of each per round, so that a ratio of
+    two of them compares runs made under the same load (on a shared machine the speed drifts
+    over minutes, which timing each function's runs in one block turns into the ratios).
+
+    Each ``fn(*args)`` of ``calls`` runs once untimed first (its result dropped at once, as
+    every timed run's is); with ``budget_s``, a slow one gets fewer rounds (at least 3), as
+    :func:`~rnnviz.base.timing.budgeted_repeats` gives.
+
+    Returns:
+        The statistics of each function's timed runs, in the order of ``calls``.
+    """
+    counts = []
+    for fn, args in calls:  # the warm-up, which also sizes the runs against the budget
+        start = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        counts.append(budgeted_repeats(max(repeats, 1), time.perf_counter() - start, budget_s))
+    times: list[list[float]] = [[] for _ in calls]
+    for round_ in range(max(counts, default=0)):
+        for i, (fn, args) in enumerate(calls):
+            if round_ < counts[i]:
+                start = time.perf_counter()
+                jax.block_until_ready(fn(*args))
+                times[i].append(time.perf_counter() - start)
+    return [RunTiming.of(t) for t in times]
 
 
 def time_within(fn: Callable, args: tuple, budget_s: float, max_repeats: int) -> tuple[Any, RunTiming]:
@@ -95,6 +125,7 @@ __all__ = [
     "Timing",
     "budgeted_repeats",
     "mean_halfwidth",
+    "time_interleaved",
     "time_runs",
     "time_until_precise",
     "time_within",

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
 
@@ -29,7 +28,7 @@ from rnnviz.engine.gradients import strategy_grad
 from rnnviz.engine.losses import DataSpec
 from rnnviz.engine.prepare import data_on, prepared_batch, prepared_shapes, resolve_device, static_config
 from rnnviz.engine.strategies.registry import unavailable
-from rnnviz.engine.timing import RunTiming, budgeted_repeats, time_runs
+from rnnviz.engine.timing import RunTiming, time_interleaved, time_runs
 from rnnviz.tables.strategies import strategy_names
 
 
@@ -181,8 +180,8 @@ def measure_interleaved(
     taken in turn (one run of each, then the next round), so that a ratio of two of them
     compares runs made under the same load: on a shared 2-core machine the speed drifts over
     minutes (docs/dev/benchmarks.md), which timing each function's runs in one block turned
-    into the ratios. Each is compiled and run once untimed first; with ``budget_s``, a slow one gets
-    fewer rounds (at least 3), as :func:`~rnnviz.engine.timing.time_runs` gives.
+    into the ratios (:func:`~rnnviz.engine.timing.time_interleaved`). Each is compiled and run
+    once untimed first; with ``budget_s``, a slow one gets fewer rounds (at least 3).
 
     Returns:
         One record per pair, in order, or the :class:`~rnnviz.config.ConfigError` that
@@ -195,19 +194,8 @@ def measure_interleaved(
         except ConfigError as err:
             ready.append(err)
     runs = [m for m in ready if isinstance(m, _Timed)]
-    counts = []
-    for m in runs:  # the warm-up, which also sizes the runs against the budget
-        start = time.perf_counter()
-        jax.block_until_ready(m.exe.fn(*m.args))
-        counts.append(budgeted_repeats(max(repeats, 1), time.perf_counter() - start, budget_s))
-    times: list[list[float]] = [[] for _ in runs]
-    for round_ in range(max(counts, default=0)):
-        for i, m in enumerate(runs):
-            if round_ < counts[i]:
-                start = time.perf_counter()
-                jax.block_until_ready(m.exe.fn(*m.args))
-                times[i].append(time.perf_counter() - start)
-    timed = iter(_record(m, RunTiming.of(t)) for m, t in zip(runs, times))
+    timings = time_interleaved([(m.exe.fn, m.args) for m in runs], repeats, budget_s)
+    timed = iter(_record(m, t) for m, t in zip(runs, timings))
     return [next(timed) if isinstance(m, _Timed) else m for m in ready]
 
 

@@ -1,0 +1,282 @@
+"""Whole models of today's designs (``python -m rnnviz bench --suite designs``, and alone as
+``--suite designs-blocks``): the analysis :func:`~rnnviz.analyze_model` runs against plain
+``jax.grad`` of the same loss, per design and depth.
+
+Each design of :data:`DESIGNS` is drawn fresh (:func:`~rnnviz.fresh_model`) at about
+:data:`PARAMS` parameters (:func:`~rnnviz.studies.sizing.design_config`) for each depth of
+:data:`DEPTHS`, and fed B × T inputs from a seeded NumPy generator: token ids for a language
+model, floats ``[B, T, I]`` for a torch stack. Two executables, each compiled once beforehand
+(compile seconds recorded apart), are then timed in turn, one run of each per round
+(:func:`~rnnviz.engine.timing.time_interleaved`), and their medians compared:
+
+* **plain** — ``jax.jit(jax.value_and_grad(loss))`` with respect to the whole parameter dict,
+  the loss computed by ``module.forward`` without probes (:func:`plain_loss`);
+* **the analysis** — the executable :func:`~rnnviz.analyze_model` compiles and runs (the float32
+  pass; the float64 pass runs only where a float32 norm underflows, and is not timed): every
+  layer's and state's per-step gradient norms and one position's connectivity, in one forward
+  and one reverse pass (:func:`~rnnviz.engine.blocks.gradients.model_gradients`).
+
+Both compute the same loss; each record holds the value its function returned, so the two rows
+of a pair can be checked against each other. The records are schema-1 ``kind: "bench"``
+records of suite ``designs-blocks``: ``strategy`` ``plain_grad`` with ``measure`` ``grad``, and
+``accumulate`` (one reverse pass accumulating over the steps, as the bare cells' analysis) with
+``measure`` ``analyze``; ``config`` is the design's ``config.json`` with ``batch_size`` and
+``seq_len``; ``flops`` is the GEMM floor's count, 6 · parameters · B · T, for both.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import time
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from rnnviz.base.measurements import SCHEMA
+from rnnviz.engine.blocks.placement import input_sharding
+from rnnviz.engine.blocks.registry import BLOCKS
+from rnnviz.engine.compile import Compiled, compile_lowered, peak_bytes
+from rnnviz.engine.environment import run_stamp
+from rnnviz.engine.timing import RunTiming, time_interleaved
+from rnnviz.studies.models import Model, check_inputs, fresh_model
+from rnnviz.studies.models import _executable as analysis_executable
+from rnnviz.studies.sizing import design_config
+
+#: The designs measured: every family of blocks the analysis reads.
+DESIGNS = ("mamba", "mamba2", "recurrent_gemma", "xlstm", "qwen3_next", "torch_lstm", "torch_gru")
+#: The depths L each is measured at.
+DEPTHS = (2, 4)
+#: The parameters each model has (about: :func:`~rnnviz.studies.sizing.design_config`).
+PARAMS = "100k"
+#: B and T of the inputs.
+BATCH_SIZE = 8
+SEQ_LEN = 256
+
+
+def block_inputs(model: Model, batch: int, seq_len: int, seed: int = 0) -> np.ndarray:
+    """What ``model`` reads: ``<int32>[B, T]`` token ids uniform over its vocabulary, or for a
+    stack without one ``<float32>[B, T, I]`` standard normal, from a NumPy generator of ``seed``."""
+    rng = np.random.default_rng(seed)
+    if model.vocab_size:
+        return rng.integers(0, model.vocab_size, size=(batch, seq_len), dtype=np.int32)
+    return rng.standard_normal((batch, seq_len, model.stream_widths[0]), dtype=np.float32)
+
+
+def plain_loss(module: Any, spec: Any, params: dict[str, jax.Array], inputs: jax.Array) -> jax.Array:
+    """The model's own loss ``[]`` from its forward pass without probes.
+
+    A language model: the mean next-token cross entropy over the B · (T − 1) predictions
+    (transformers' loss with ``labels=input_ids``); a stack without a head: ½ Σ_b ‖y_{b,T−1}‖²
+    (the bare cells' ``last`` loss). The loss that
+    :func:`~rnnviz.engine.blocks.gradients.position_losses` weights by its weights, written
+    without them.
+
+    Args:
+        module: the block family (:data:`~rnnviz.engine.blocks.registry.BLOCKS`).
+        spec: its sizes.
+        params: ``{name: array}``.
+        inputs: ``<int32>[B, T]`` tokens, or ``<float32>[B, T, I]`` for a stack.
+    """
+    out = module.forward(spec, params, inputs).astype(jnp.float32)
+    if spec.vocab_size:
+        logp = jax.nn.log_softmax(out[:, :-1], axis=-1)
+        return -jnp.mean(jnp.take_along_axis(logp, inputs[:, 1:, None], axis=-1))
+    return 0.5 * jnp.sum(out[:, -1] ** 2)
+
+
+def plain_grad_executable(model: Model, inputs: jax.Array) -> Compiled:
+    """``jax.jit(jax.value_and_grad(plain_loss))`` with respect to every tensor of
+    ``model.params``, compiled for these arrays' shapes and places."""
+    start = time.perf_counter()
+    fn = jax.value_and_grad(functools.partial(plain_loss, BLOCKS[model.model_type], model.spec))
+    compiled = compile_lowered(jax.jit(fn).lower(model.params, inputs), "plain jax.grad of a model")
+    return Compiled(compiled, time.perf_counter() - start, peak_bytes(compiled))
+
+
+class Pair(NamedTuple):
+    """One row's two measurements: the plain gradient's and the analysis's.
+
+    Attributes:
+        plain: the compiled ``value_and_grad``.
+        analysis: the compiled analysis, as :func:`~rnnviz.analyze_model` runs it.
+        plain_args: ``(params, inputs)``.
+        analysis_args: ``(params, inputs, position)``.
+        device: where they run (the first of the weights' devices).
+    """
+
+    plain: Compiled
+    analysis: Compiled
+    plain_args: tuple
+    analysis_args: tuple
+    device: jax.Device
+
+
+def prepared_pair(model: Model, inputs: np.ndarray) -> Pair:
+    """Both executables for ``model`` on ``inputs`` (compiled here, or the analysis's reused
+    from :func:`~rnnviz.analyze_model`'s cache) and their arguments on the weights' device; the
+    analysis's position is its default, the last one with a loss."""
+    inputs = check_inputs(model, inputs)
+    placed = jax.device_put(inputs, input_sharding(model.params))
+    position = jax.device_put(np.int32(inputs.shape[1] - (2 if model.vocab_size else 1)), placed.sharding)
+    return Pair(
+        plain_grad_executable(model, placed),
+        analysis_executable(model, inputs),
+        (model.params, placed),
+        (model.params, placed, position),
+        min(placed.devices(), key=lambda d: d.id),
+    )
+
+
+def _record(
+    model: Model,
+    inputs: np.ndarray,
+    config: dict[str, Any],
+    device: jax.Device,
+    exe: Compiled,
+    timing: RunTiming,
+    loss: float,
+    how: tuple[str, str],
+) -> dict[str, Any]:
+    """One schema-1 ``bench`` record; ``how`` is ``(strategy, measure)``."""
+    batch, steps = inputs.shape[:2]
+    flops = 6.0 * model.n_params * batch * steps
+    return {
+        "schema": SCHEMA,
+        "kind": "bench",
+        "suite": "designs-blocks",
+        "label": f"{model.model_type} L={model.n_layers} B={batch} T={steps} ({model.n_params:,} params)",
+        "config": {**config, "batch_size": batch, "seq_len": steps},
+        "strategy": how[0],
+        "measure": how[1],
+        **run_stamp(device),
+        "compile_s": exe.compile_s,
+        "run_s": timing.median_s,
+        "run_min_s": timing.min_s,
+        "run_max_s": timing.max_s,
+        "repeats": timing.repeats,
+        "peak_bytes": int(exe.peak_bytes),
+        "flops": flops,
+        "flops_per_s": flops / timing.median_s if timing.median_s > 0 else 0.0,
+        "ratio_to_plain_grad": None,
+        "n_params": model.n_params,
+        "loss": loss,
+    }
+
+
+def block_cost_pair(
+    config: dict[str, Any],
+    *,
+    batch: int = BATCH_SIZE,
+    seq_len: int = SEQ_LEN,
+    repeats: int = 10,
+    budget_s: float | None = None,
+    seed: int = 0,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The plain gradient's record and the analysis's (its ``ratio_to_plain_grad`` filled in)
+    for the model of ``config`` (drawn with ``seed``) on ``batch`` × ``seq_len`` inputs.
+
+    Args:
+        config: a design's config (:func:`~rnnviz.studies.sizing.design_config`).
+        batch: B.
+        seq_len: T.
+        repeats: rounds of timed runs after one untimed run of each.
+        budget_s: seconds of timed runs per function; a slow one gets fewer rounds (at least 3).
+        seed: the weights' and the inputs' seed.
+
+    Returns:
+        ``(plain, analysis)`` records; each holds ``loss``, the value its function returned.
+    """
+    model = fresh_model(config["model_type"], config, seed=seed)
+    inputs = block_inputs(model, batch, seq_len, seed)
+    pair = prepared_pair(model, inputs)
+    # one untimed run each, for the loss it returns; time_interleaved runs its own warm-up
+    losses = (float(pair.plain.fn(*pair.plain_args)[0]), float(pair.analysis.fn(*pair.analysis_args).loss))
+    timings = time_interleaved(
+        [(pair.plain.fn, pair.plain_args), (pair.analysis.fn, pair.analysis_args)], repeats, budget_s
+    )
+    row = functools.partial(_record, model, inputs, config, pair.device)
+    plain = row(pair.plain, timings[0], losses[0], ("plain_grad", "grad"))
+    plain["ratio_to_plain_grad"] = 1.0
+    analysis = row(pair.analysis, timings[1], losses[1], ("accumulate", "analyze"))
+    analysis["ratio_to_plain_grad"] = analysis["run_s"] / plain["run_s"]
+    return plain, analysis
+
+
+HEADER = f"{'design':<16} {'L':>2} {'params':>8} {'plain ms':>9} {'analysis ×':>11} {'compile s':>11}"
+
+
+def table_row(plain: dict[str, Any], analysis: dict[str, Any]) -> str:
+    """One printed row: design, L, parameters, the plain gradient's median ms, the analysis's
+    ratio to it, and both compile seconds (plain / analysis)."""
+    cfg = plain["config"]
+    layers = cfg.get("num_hidden_layers", cfg.get("num_layers"))
+    return (
+        f"{cfg['model_type']:<16} {layers:>2} {plain['n_params']:>8,} {plain['run_s'] * 1e3:>9.2f} "
+        f"{analysis['ratio_to_plain_grad']:>11.2f} {plain['compile_s']:>5.1f}/{analysis['compile_s']:<5.1f}"
+    )
+
+
+def block_costs(
+    designs: Sequence[str] = DESIGNS,
+    depths: Sequence[int] = DEPTHS,
+    *,
+    params: int | str = PARAMS,
+    batch: int = BATCH_SIZE,
+    seq_len: int = SEQ_LEN,
+    repeats: int = 10,
+    budget_s: float | None = None,
+    seed: int = 0,
+    out=sys.stdout,
+) -> list[dict[str, Any]]:
+    """:func:`block_cost_pair` for every design at every depth, printed as a table.
+
+    Args:
+        designs: model types (keys of :data:`~rnnviz.studies.sizing.TEMPLATES`).
+        depths: the depths L.
+        params: the parameter count each model is sized to.
+        batch: B.
+        seq_len: T.
+        repeats: rounds of timed runs per row.
+        budget_s: seconds of timed runs per function (None: no limit).
+        seed: the weights' and the inputs' seed.
+        out: where the table is printed.
+
+    Returns:
+        Two records per row, plain then analysis.
+    """
+    print(
+        f"whole models at about {params} parameters, B={batch} T={seq_len}: the analysis "
+        "(analyze_model's float32 pass) / plain jax.grad of the same loss",
+        file=out,
+    )
+    print(HEADER, file=out)
+    records: list[dict[str, Any]] = []
+    for model_type in designs:
+        for layers in depths:
+            config = design_config(model_type, params=params, layers=layers)
+            pair = block_cost_pair(
+                config, batch=batch, seq_len=seq_len, repeats=repeats, budget_s=budget_s, seed=seed
+            )
+            records.extend(pair)
+            print(table_row(*pair), file=out, flush=True)
+    return records
+
+
+__all__ = [
+    "BATCH_SIZE",
+    "DEPTHS",
+    "DESIGNS",
+    "PARAMS",
+    "SEQ_LEN",
+    "block_cost_pair",
+    "block_costs",
+    "block_inputs",
+    "plain_grad_executable",
+    "plain_loss",
+    "prepared_pair",
+    "table_row",
+]
