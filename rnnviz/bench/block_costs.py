@@ -37,14 +37,17 @@ import jax.numpy as jnp
 import numpy as np
 
 from rnnviz.base.measurements import SCHEMA
+from rnnviz.config import RunConfig
+from rnnviz.engine.blocks.dispatch import module_of
 from rnnviz.engine.blocks.placement import input_sharding
-from rnnviz.engine.blocks.registry import BLOCKS
 from rnnviz.engine.compile import Compiled, compile_lowered, peak_bytes
 from rnnviz.engine.environment import run_stamp
 from rnnviz.engine.timing import RunTiming, time_interleaved
-from rnnviz.studies.models import Model, check_inputs, fresh_model
+from rnnviz.studies import block_models
+from rnnviz.studies.models import Model, check_inputs, fresh_model, shares_pass
 from rnnviz.studies.models import _executable as analysis_executable
-from rnnviz.studies.sizing import design_config
+from rnnviz.studies.sizing import design_config, target_count
+from rnnviz.tables.blocks import BLOCK_DESIGNS
 
 #: The designs measured: every family of blocks the analysis reads.
 DESIGNS = ("mamba", "mamba2", "recurrent_gemma", "xlstm", "qwen3_next", "torch_lstm", "torch_gru")
@@ -92,7 +95,9 @@ def plain_grad_executable(model: Model, inputs: jax.Array) -> Compiled:
     """``jax.jit(jax.value_and_grad(plain_loss))`` with respect to every tensor of
     ``model.params``, compiled for these arrays' shapes and places."""
     start = time.perf_counter()
-    fn = jax.value_and_grad(functools.partial(plain_loss, BLOCKS[model.model_type], model.spec))
+    fn = jax.value_and_grad(
+        functools.partial(plain_loss, module_of(model.model_type, model.spec), model.spec)
+    )
     compiled = compile_lowered(jax.jit(fn).lower(model.params, inputs), "plain jax.grad of a model")
     return Compiled(compiled, time.perf_counter() - start, peak_bytes(compiled))
 
@@ -121,10 +126,11 @@ def prepared_pair(model: Model, inputs: np.ndarray) -> Pair:
     analysis's position is its default, the last one with a loss."""
     inputs = check_inputs(model, inputs)
     placed = jax.device_put(inputs, input_sharding(model.params))
-    position = jax.device_put(np.int32(inputs.shape[1] - (2 if model.vocab_size else 1)), placed.sharding)
+    steps = inputs.shape[1] - (1 if model.vocab_size else 0)
+    position = jax.device_put(np.int32(steps - 1), placed.sharding)
     return Pair(
         plain_grad_executable(model, placed),
-        analysis_executable(model, inputs),
+        analysis_executable(model, inputs, shares_pass(model, steps, steps - 1)),
         (model.params, placed),
         (model.params, placed, position),
         min(placed.devices(), key=lambda d: d.id),
@@ -191,7 +197,14 @@ def block_cost_pair(
         ``(plain, analysis)`` records; each holds ``loss``, the value its function returned.
     """
     model = fresh_model(config["model_type"], config, seed=seed)
-    inputs = block_inputs(model, batch, seq_len, seed)
+    return model_cost_pair(model, block_inputs(model, batch, seq_len, seed), config, repeats, budget_s)
+
+
+def model_cost_pair(
+    model: Model, inputs: np.ndarray, config: dict[str, Any], repeats: int = 10, budget_s: float | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """:func:`block_cost_pair`'s two records for a model already drawn, on ``inputs``
+    (``config`` is what the records say it is)."""
     pair = prepared_pair(model, inputs)
     # one untimed run each, for the loss it returns; time_interleaved runs its own warm-up
     losses = (float(pair.plain.fn(*pair.plain_args)[0]), float(pair.analysis.fn(*pair.analysis_args).loss))
@@ -213,7 +226,7 @@ def table_row(plain: dict[str, Any], analysis: dict[str, Any]) -> str:
     """One printed row: design, L, parameters, the plain gradient's median ms, the analysis's
     ratio to it, and both compile seconds (plain / analysis)."""
     cfg = plain["config"]
-    layers = cfg.get("num_hidden_layers", cfg.get("num_layers"))
+    layers = cfg.get("num_hidden_layers", cfg.get("num_layers", cfg.get("layers")))
     return (
         f"{cfg['model_type']:<16} {layers:>2} {plain['n_params']:>8,} {plain['run_s'] * 1e3:>9.2f} "
         f"{analysis['ratio_to_plain_grad']:>11.2f} {plain['compile_s']:>5.1f}/{analysis['compile_s']:<5.1f}"
@@ -266,7 +279,64 @@ def block_costs(
     return records
 
 
+#: The cells whose reference blocks :func:`config_block_costs` measures (every one that has one).
+BLOCK_CELLS = tuple(BLOCK_DESIGNS)
+
+
+def sized_block(cell: str, layers: int, params: int | str, **fields: Any) -> RunConfig:
+    """``RunConfig(block="reference")`` of ``cell`` at ``layers``, its width H the one whose
+    drawn model's parameter count is nearest ``params`` (the count grows with H: bisection)."""
+    target, base = target_count(params), RunConfig(cell=cell, block="reference", layers=layers, **fields)
+
+    def count(h: int) -> int:
+        return block_models.block_model(base.replace(hidden_size=h)).n_params
+
+    lo, hi = 4, 1024
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if count(mid) <= target else (lo, mid)
+    best = min((lo, hi), key=lambda h: abs(count(h) - target))
+    return base.replace(hidden_size=best)
+
+
+def config_block_costs(
+    cells: Sequence[str] = BLOCK_CELLS,
+    depths: Sequence[int] = DEPTHS,
+    *,
+    params: int | str = PARAMS,
+    batch: int = BATCH_SIZE,
+    seq_len: int = SEQ_LEN,
+    repeats: int = 10,
+    budget_s: float | None = None,
+    out=sys.stdout,
+) -> list[dict[str, Any]]:
+    """The designs as ``RunConfig(block="reference")`` builds them (models of vectors, I = 8,
+    the bare cells' ``last`` loss on the readout: one reverse pass serves the loss and the
+    connectivity), each at every depth and about ``params`` parameters, on the bare cells'
+    inputs: :func:`model_cost_pair`'s records, printed as a table."""
+    print(
+        f"reference blocks (RunConfig block='reference', I=8) at about {params} parameters, B={batch} "
+        f"T={seq_len}: the analysis / plain jax.grad of the same loss",
+        file=out,
+    )
+    print(HEADER, file=out)
+    records: list[dict[str, Any]] = []
+    for cell in cells:
+        for layers in depths:
+            cfg = sized_block(cell, layers, params, batch_size=batch, seq_len=seq_len)
+            model = block_models.block_model(cfg)
+            config = {"model_type": model.model_type, **cfg.to_dict()}
+            pair = model_cost_pair(model, block_models.block_inputs(cfg), config, repeats, budget_s)
+            records.extend(pair)
+            print(table_row(*pair), file=out, flush=True)
+    return records
+
+
 __all__ = [
+    "BLOCK_CELLS",
+    "config_block_costs",
+    "model_cost_pair",
+    "sized_block",
     "BATCH_SIZE",
     "DEPTHS",
     "DESIGNS",

@@ -14,7 +14,7 @@ import numpy as np
 
 from rnnviz.analysis import analyze, executables
 from rnnviz.base.measurements import append_records
-from rnnviz.bench.block_costs import block_costs
+from rnnviz.bench.block_costs import block_costs, config_block_costs
 from rnnviz.bench.data_cost import data_cost_bench
 from rnnviz.bench.designs import (
     LONG_BASE,
@@ -366,6 +366,7 @@ def designs_bench(repeats: int, budget_s: float | None, out=sys.stdout) -> list[
     print(file=out)
     records += gradient_table(out=out)
     print(file=out)
+    records += config_block_costs(repeats=repeats, budget_s=budget_s, out=out)
     return records + block_costs(repeats=repeats, budget_s=budget_s, out=out)
 
 
@@ -416,7 +417,10 @@ def _parallel_suite(run: SuiteRun) -> list[dict]:
 RUNNERS: dict[str, Callable[[SuiteRun], list[dict]]] = {
     "data-cost": lambda run: data_cost_bench(run.repeats),
     "designs": lambda run: designs_bench(run.repeats, run.budget_s),
-    "designs-blocks": lambda run: block_costs(repeats=run.repeats, budget_s=run.budget_s),
+    "designs-blocks": lambda run: (
+        config_block_costs(repeats=run.repeats, budget_s=run.budget_s)
+        + block_costs(repeats=run.repeats, budget_s=run.budget_s)
+    ),
     "designs-learning": lambda run: learning_table(steps=run.steps),
     "train": lambda run: train_bench(run.configs[0], steps=run.steps),
     "data": lambda run: data_bench(run.configs[0], steps=run.steps),

@@ -267,9 +267,10 @@ def tokenize(model: Model, text: str) -> tuple[np.ndarray, list[str]]:
     return np.asarray([encoding.ids], np.int32), list(encoding.tokens)
 
 
-def _shape_key(model: Model, inputs: np.ndarray) -> tuple:
+def _shape_key(model: Model, inputs: np.ndarray, shared: bool = False) -> tuple:
     """What the analysis's executable depends on: the family, sizes, the arrays' shapes,
-    dtypes and shardings, never their values."""
+    dtypes and shardings, never their values; and whether one reverse pass serves both rows
+    (:func:`shares_pass`)."""
     params = tuple(sorted((k, v.shape, str(v.dtype), v.sharding) for k, v in model.params.items()))
     wide = "float64" if any(v.dtype == jnp.float64 for v in model.params.values()) else "float32"
     placed = input_sharding(model.params)
@@ -282,15 +283,17 @@ def _shape_key(model: Model, inputs: np.ndarray) -> tuple:
         inputs.shape,
         str(inputs.dtype),
         placed,
+        shared,
     )
 
 
 @compile_cache(maxsize=16, key=_shape_key)
-def _executable(model_type, spec, widths, wide, params, shape, dtype, placed) -> Compiled:
+def _executable(model_type, spec, widths, wide, params, shape, dtype, placed, shared) -> Compiled:
     """The analysis compiled for one model shape and placement (:func:`_shape_key`): new
     weights or inputs of the same shapes reuse it."""
     start = time.perf_counter()
-    fn = functools.partial(model_gradients, module_of(model_type, spec), spec, widths, jnp.dtype(wide))
+    module = module_of(model_type, spec)
+    fn = functools.partial(model_gradients, module, spec, widths, jnp.dtype(wide), shared=shared)
     stand_ins = {k: jax.ShapeDtypeStruct(s, jnp.dtype(d), sharding=where) for k, s, d, where in params}
     args = (
         stand_ins,
@@ -301,9 +304,17 @@ def _executable(model_type, spec, widths, wide, params, shape, dtype, placed) ->
     return Compiled(compiled, time.perf_counter() - start, peak_bytes(compiled))
 
 
+def shares_pass(model: Model, steps: int, position: int) -> bool:
+    """Whether one reverse pass gives both the loss's gradients and position p's: a stack's loss
+    is its last position's own, ℓ_{T−1} (a language model's is the mean over positions)."""
+    return not model.vocab_size and position == steps - 1
+
+
 def is_compiled_for(model: Model, inputs: np.ndarray) -> bool:
-    """Whether :func:`analyze_model` of ``model`` on inputs of this shape would reuse an executable."""
-    return (model, check_inputs(model, np.asarray(inputs))) in _executable
+    """Whether :func:`analyze_model` of ``model`` on inputs of this shape (at its default
+    position) would reuse an executable."""
+    inputs = check_inputs(model, np.asarray(inputs))
+    return (model, inputs, not model.vocab_size) in _executable
 
 
 def check_inputs(model: Model, inputs: np.ndarray) -> np.ndarray:
@@ -336,8 +347,9 @@ def _log10(values: np.ndarray) -> np.ndarray:
 
 def _run(model: Model, inputs: np.ndarray, position: int) -> tuple[ModelGrads, float, float]:
     """One compiled pass: its outputs as NumPy, the seconds compiling (0 when reused) and running."""
-    fresh = (model, inputs) not in _executable
-    compiled = _executable(model, inputs)
+    shared = shares_pass(model, inputs.shape[1], position)
+    fresh = (model, inputs, shared) not in _executable
+    compiled = _executable(model, inputs, shared)
     placed = input_sharding(model.params)
     args = jax.device_put((inputs, np.int32(position)), placed)
     start = time.perf_counter()

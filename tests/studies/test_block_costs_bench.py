@@ -86,16 +86,34 @@ def test_the_rows_run_alone_and_in_the_designs_suite(monkeypatch):
     ``--suite designs`` appends them to its other parts' records (stubbed here: minutes each)."""
     calls = []
 
-    def rows(**kwargs):
-        calls.append(kwargs)
-        return [{"row": len(calls)}]
+    def rows(kind):
+        def made(**kwargs):
+            calls.append(kwargs)
+            return [{kind: len(calls)}]
 
-    monkeypatch.setattr(measure, "block_costs", rows)
+        return made
+
+    monkeypatch.setattr(measure, "config_block_costs", rows("block"))
+    monkeypatch.setattr(measure, "block_costs", rows("model"))
     for part in ("run_suite", "parallel_bench"):
         monkeypatch.setattr(measure, part, lambda *args, **kwargs: [{"part": True}])
     monkeypatch.setattr(measure, "long_suite", lambda: [])
     monkeypatch.setattr(measure, "gradient_table", lambda out: [])
     run = measure.SuiteRun("designs-blocks", SUITES["designs-blocks"](), 7, 2.0, 10, False)
-    assert measure.RUNNERS["designs-blocks"](run) == [{"row": 1}]
-    assert measure.designs_bench(5, None, out=io.StringIO()) == [{"part": True}] * 2 + [{"row": 2}]
-    assert [(c["repeats"], c["budget_s"]) for c in calls] == [(7, 2.0), (5, None)]
+    assert measure.RUNNERS["designs-blocks"](run) == [{"block": 1}, {"model": 2}]
+    got = measure.designs_bench(5, None, out=io.StringIO())
+    assert got == [{"part": True}] * 2 + [{"block": 3}, {"model": 4}]
+    assert [(c["repeats"], c["budget_s"]) for c in calls] == [(7, 2.0)] * 2 + [(5, None)] * 2
+
+
+def test_reference_blocks_of_a_config_are_timed_at_about_their_count():
+    """The RunConfig blocks' rows: the width bisected to the count, both functions' loss the
+    same, and the analysis one shared reverse pass (a stack's loss is its last position's)."""
+    from rnnviz.bench.block_costs import config_block_costs
+
+    plain, analysis = config_block_costs(
+        cells=("gru",), depths=(1,), params=3000, batch=2, seq_len=8, repeats=1, out=io.StringIO()
+    )
+    assert abs(plain["n_params"] - 3000) <= 300 and plain["config"]["block"] == "reference"
+    assert analysis["loss"] == pytest.approx(plain["loss"], rel=1e-5)
+    assert analysis["ratio_to_plain_grad"] == analysis["run_s"] / plain["run_s"]

@@ -135,3 +135,27 @@ def test_a_bare_cells_computation_names_where_a_block_is_read(call):
     with pytest.raises(ConfigError) as err:
         call(_block("lstm"))
     assert err.value.field == "block" and "analyze_block" in str(err.value)
+
+
+@pytest.mark.parametrize("cell", ["mamba", "lstm"])
+def test_one_reverse_pass_serves_the_loss_and_the_last_positions_connectivity(cell):
+    """A stack's loss is its last position's own: the shared pass (one cotangent) gives what two
+    vmapped cotangents give, and analyze_model takes it at its default position."""
+    from rnnviz.engine.blocks.gradients import model_gradients
+    from rnnviz.studies.models import shares_pass
+
+    cfg = _block(cell, layers=2, seq_len=9)
+    model, x = block_model(cfg), jnp.asarray(block_inputs(cfg))
+    module = module_of(model.model_type, model.spec)
+    args = (module, model.spec, model.stream_widths, jnp.float32)
+    one, two = (
+        jax.jit(lambda p, x, s=shared: model_gradients(*args, p, x, jnp.int32(8), shared=s))(model.params, x)
+        for shared in (True, False)
+    )
+    np.testing.assert_allclose(one.loss, two.loss, rtol=1e-6)
+    np.testing.assert_allclose(one.stream, two.stream, rtol=1e-5)
+    for a, b in zip(jax.tree.leaves(one.states), jax.tree.leaves(two.states)):
+        np.testing.assert_allclose(a, b, rtol=1e-5)
+    assert shares_pass(model, 9, 8) and not shares_pass(model, 9, 7)
+    a = rnnviz.analyze_model(model, np.asarray(x))
+    np.testing.assert_allclose(a.connectivity, a.grad_norms[0], rtol=1e-6)

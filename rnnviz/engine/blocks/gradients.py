@@ -86,6 +86,8 @@ def model_gradients(
     params: Any,
     inputs: jax.Array,
     position: jax.Array,
+    *,
+    shared: bool = False,
 ) -> ModelGrads:
     """The loss and the per-step gradient norms of every layer and recurrent state.
 
@@ -98,6 +100,9 @@ def model_gradients(
         params: ``{name: array}`` as the checkpoint names them.
         inputs: ``<int32>[B, T]`` tokens, or ``<float32>[B, T, I]`` for a stack.
         position: ``[]`` int, the position p whose own loss ℓ_p is differentiated too.
+        shared: (static) the caller knows that ℓ_p's weights are the model's own (a stack's
+            loss reads its last position, and p is that one): one reverse pass serves both
+            rows, where two would repeat the same work.
 
     Returns:
         :class:`ModelGrads`.
@@ -105,6 +110,12 @@ def model_gradients(
     probes = zero_probes(module, spec, inputs, widths, dtype)
     losses_of = lambda p: position_losses(module, spec, params, inputs, p)  # noqa: E731
     losses, vjp, weights = jax.vjp(losses_of, probes, has_aux=True)
+    if shared:
+        (grads,) = vjp(weights)
+        grads = jax.tree.map(lambda g: g[None], grads)  # the rows' axis, of one
+        twice = lambda tree: jax.tree.map(lambda n: jnp.concatenate([n, n]), tree)  # noqa: E731
+        stream, states = twice(jnp.stack(_norms(grads.stream), axis=1)), twice(_norms(grads.states))
+        return ModelGrads(jnp.dot(weights, losses), stream, states)
     cotangents = jnp.stack([weights, jax.nn.one_hot(position, losses.shape[0], dtype=weights.dtype)])
     (grads,) = jax.vmap(vjp)(cotangents)
     return ModelGrads(jnp.dot(weights, losses), jnp.stack(_norms(grads.stream), axis=1), _norms(grads.states))
