@@ -91,7 +91,7 @@ _EXPORTS = {
     "ModelAnalysis": "rnnviz.base.models",
     "CheckpointError": "rnnviz.checkpoints",
     "model_jacobians": "rnnviz.studies.model_jacobians",
-    "ModelJacobians": "rnnviz.studies.model_jacobians",
+    "ModelJacobians": "rnnviz.base.models",
     "explorable_grid": "rnnviz.studies.explorable",
     "ExplorableGrid": "rnnviz.studies.explorable",
 }

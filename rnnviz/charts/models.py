@@ -96,6 +96,14 @@ def state_lines(df: pd.DataFrame, title: str = "‖∂L/∂state_t‖ of each re
     return _log_lines(df, "series", title, "step t", "‖∂L/∂state_t‖ (log scale)")
 
 
+def layer_sigma_lines(
+    df: pd.DataFrame, title: str = "σ₁ of each recurrent layer's step Jacobian"
+) -> go.Figure:
+    """One line per recurrent layer: log₁₀ σ₁(J_t) against t
+    (:func:`~rnnviz.frames.models.layer_sigma_frame`); above 10⁰ a step stretches its state."""
+    return _log_lines(df, "series", title, "step t", "σ₁(J_t) (log scale)")
+
+
 def token_connectivity(
     df: pd.DataFrame, title: str = "How much the last prediction reads each token"
 ) -> go.Figure:

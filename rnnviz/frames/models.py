@@ -1,5 +1,6 @@
-"""Your own model's analysis (:class:`~rnnviz.studies.models.ModelAnalysis`) as tidy frames:
-the gradient per layer and step, each recurrent state's, and the connectivity over the tokens."""
+"""Your own model's analysis (:class:`~rnnviz.base.models.ModelAnalysis`) as tidy frames:
+the gradient per layer and step, each recurrent state's, the connectivity over the tokens, and
+its recurrent layers' step-Jacobian spectra (:class:`~rnnviz.base.models.ModelJacobians`)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from rnnviz.base.models import ModelAnalysis
+    from rnnviz.base.models import ModelAnalysis, ModelJacobians
 
 
 def row_names(n_rows: int) -> list[str]:
@@ -70,4 +71,29 @@ def token_connectivity_frame(a: ModelAnalysis) -> pd.DataFrame:
     logs = np.asarray(a.log10_connectivity[:steps], np.float64)
     return pd.DataFrame(
         {"t": np.arange(steps), "token": _labels(a, len(a.connectivity))[:steps], "log10": logs}
+    )
+
+
+def layer_sigma_frame(j: ModelJacobians) -> pd.DataFrame:
+    """``series, layer, t, log10``: log₁₀ σ₁(J_t^{(l)}), the most step t of recurrent layer l
+    can stretch its state, at each step the spectra were taken (``series`` ``layer l``, 1-based).
+
+    Example:
+        >>> import types
+        >>> j = types.SimpleNamespace(layers=(0, 2), steps=np.array([1, 5]),
+        ...                           singular_values=np.array([[[1.0], [10.0]], [[0.1], [0.01]]]))
+        >>> layer_sigma_frame(j).to_dict("list")["log10"]
+        [0.0, 1.0, -1.0, -2.0]
+    """
+    sigma1 = np.asarray(j.singular_values, np.float64)[:, :, 0]
+    with np.errstate(divide="ignore"):
+        logs = np.log10(sigma1)
+    steps = np.asarray(j.steps)
+    return pd.DataFrame(
+        {
+            "series": np.repeat([f"layer {layer + 1}" for layer in j.layers], len(steps)),
+            "layer": np.repeat(np.asarray(j.layers) + 1, len(steps)),
+            "t": np.tile(steps, len(j.layers)),
+            "log10": logs.reshape(-1),
+        }
     )

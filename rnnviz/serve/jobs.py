@@ -58,6 +58,7 @@ from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
+from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
 from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, is_compiled_for, load_model, tokenize
 from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import critical_gain, sweep_reusing
@@ -228,6 +229,13 @@ def block_analysis(key: str) -> tuple[ModelSummary, ModelAnalysis]:
     m = _block_model(cfg)
     summary = ModelSummary(m.model_type, m.source, m.n_layers, m.n_params, 0, m.input_size, False)
     return summary, analyze_model(m, block_inputs(cfg))
+
+
+def block_jacobians(key: str, k: int) -> ModelJacobians:
+    """The top-k singular values of each recurrent layer's step Jacobian of a reference block
+    (:func:`~rnnviz.studies.model_jacobians.model_jacobians`), on its first example."""
+    cfg = config_of(key)
+    return model_jacobians(_block_model(cfg), block_inputs(cfg), k=k)
 
 
 def quiet_run_s(key: str) -> float:

@@ -57,7 +57,6 @@ from __future__ import annotations
 
 import functools
 import time
-from dataclasses import dataclass
 from types import ModuleType
 from typing import Any
 
@@ -65,7 +64,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.base.formatting import finite_json
+from rnnviz.base.models import ModelJacobians
 from rnnviz.engine.blocks.dispatch import family_of, module_of
 from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.linalg import householder_q
@@ -84,54 +83,6 @@ _START_SEED = 0x1A9
 #: what its first left: it is then orthogonal to the basis to about 2ε (the DGKS test's
 #: η = 1/√2 made a little laxer: a lost direction only slows the convergence).
 _KEPT = 0.5
-
-
-@dataclass(frozen=True, eq=False)
-class ModelJacobians:
-    """Top-k singular values of each recurrent layer's step Jacobian J_t^{(l)}, for one example.
-
-    Attributes:
-        model_type: the model's family.
-        source: the checkpoint it was read from.
-        example: which sequence of the batch.
-        method: ``"diagonal"`` (|J_t 1| of a diagonal J_t), ``"exact"`` (jacfwd and the
-            singular values) or ``"krylov"`` (matrix-free Ritz values, lower bounds).
-        state_dim: D, one recurrent layer's state flattened (every layer's is the same size).
-        layers: ``(l, …)`` the recurrent layers (R of them), 0-based: an attention layer has none.
-        steps: ``[S]`` the positions t (1 ≤ t ≤ T − 1) at which J_t = ∂s_t/∂s_{t−1} was taken.
-        singular_values: ``[R, S, k]`` σ_1 ≥ … ≥ σ_k of J_t^{(l)}.
-        mean_log_sigma1: ``[R]`` the mean over the S steps of ln σ₁(J_t^{(l)}): the log of the
-            most one step of layer l can stretch its state, on average (< 0: every step
-            shrinks every direction). Taken over all steps it bounds the layer's top Lyapunov
-            exponent from above, since ‖J_T ⋯ J_1‖ ≤ ∏ σ₁(J_t), with equality when the J_t
-            share their leading singular vectors; it is not λ₁ itself.
-        compile_s: seconds compiling (0 when the executable was reused).
-        run_s: seconds running it.
-    """
-
-    model_type: str
-    source: str
-    example: int
-    method: str
-    state_dim: int
-    layers: tuple[int, ...]
-    steps: np.ndarray
-    singular_values: np.ndarray
-    mean_log_sigma1: np.ndarray
-    compile_s: float
-    run_s: float
-
-    def to_json(self) -> dict[str, Any]:
-        """A JSON-ready dict of every field (arrays as lists, non-finite numbers as null)."""
-        return finite_json(
-            {
-                **{k: v for k, v in vars(self).items() if not isinstance(v, (np.ndarray, tuple))},
-                "layers": list(self.layers),
-                "steps": self.steps.tolist(),
-                "singular_values": self.singular_values.tolist(),
-                "mean_log_sigma1": self.mean_log_sigma1.tolist(),
-            }
-        )
 
 
 def recurrent_layers(module: ModuleType, spec: Any) -> tuple[tuple[int, ...], tuple[tuple[int, ...], ...]]:

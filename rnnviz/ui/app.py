@@ -28,7 +28,7 @@ from rnnviz.serve.trained_runs import FOLLOWS_RUN, run_config
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.ui import calls, page, tabs
 from rnnviz.ui.sidebar import configuration, data, weights
-from rnnviz.ui.tabs.context import Pins, TabContext, TrainingCalls
+from rnnviz.ui.tabs.context import BlockContext, Pins, TabContext, TrainingCalls
 
 SHIPPED_RUNS = Path(__file__).resolve().parent.parent / "data" / "runs"
 log = logging.getLogger("rnnviz.app")
@@ -242,6 +242,7 @@ def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
     (``render_block``) or, for a tab with none, one line saying so."""
     summary, a = answer
     page.block_header(cfg, summary)
+    ctx = BlockContext(cfg, calls.session_key(cfg), summary, a, calls.get)
     panels = st.tabs([t.TITLE for t in tabs.TABS], key="tab", on_change="rerun", bind="query-params")
     for tab, panel in zip(tabs.TABS, panels):
         if panel.open:
@@ -252,7 +253,7 @@ def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
                         f"The {tab.TITLE} view reads a bare cell: choose Block 'cell' in the sidebar for it."
                     )
                 else:
-                    _guarded(tab.TITLE, lambda draw=draw: draw(summary, a), cfg)
+                    _guarded(tab.TITLE, lambda draw=draw: draw(ctx), cfg)
 
 
 #: ``RunConfig.block`` → the page drawn from its analysis: one line per kind of block.

@@ -316,3 +316,26 @@ def test_a_data_preview_draws_a_digit_as_an_image_and_a_series_as_lines():
     assert "first 8 of 10 features" in lines.layout.title.text
     text = drawn("chars", text="abc")
     assert text.data == () and "a text" in text.layout.annotations[0].text
+
+
+def test_each_recurrent_layers_sigma1_is_one_line_on_a_power_of_ten_axis():
+    """layer_sigma_lines of layer_sigma_frame: a line per recurrent layer (1-based names, an
+    attention layer left out), y = log₁₀ σ₁ at the steps taken, ticks 10ⁿ spanning them."""
+    import types
+
+    from rnnviz.charts.models import layer_sigma_lines
+    from rnnviz.frames.models import layer_sigma_frame
+
+    j = types.SimpleNamespace(
+        layers=(0, 2),
+        steps=np.array([1, 4, 7]),
+        singular_values=np.array(
+            [[[2.0, 1.0], [1.0, 0.5], [0.5, 0.1]], [[1e-3, 1e-4], [1e-2, 0.0], [0.1, 0.0]]]
+        ),
+    )
+    fig = layer_sigma_lines(layer_sigma_frame(j))
+    assert [t.name for t in fig.data] == ["layer 1", "layer 3"]
+    np.testing.assert_allclose(fig.data[0].y, np.log10([2.0, 1.0, 0.5]))
+    np.testing.assert_allclose(fig.data[1].y, [-3.0, -2.0, -1.0])
+    assert list(fig.data[0].x) == [1, 4, 7]
+    assert fig.layout.yaxis.ticktext[0] == "10⁻³" and fig.layout.yaxis.tickvals[-1] >= np.log10(2.0)

@@ -9,7 +9,9 @@ import numpy as np
 import pytest
 from apptest_helpers import decode, figures, run_app
 
+import rnnviz
 from rnnviz import RunConfig, analyze_block
+from rnnviz.studies.block_models import block_inputs
 from rnnviz.ui.tabs import TABS
 
 URL = {"cell": "mamba", "block": "reference", "layers": "3", "hidden_size": "16", "seq_len": "12"}
@@ -42,7 +44,7 @@ def test_the_gradients_tab_draws_every_layer_of_the_librarys_analysis():
 @pytest.mark.slow
 def test_every_other_tab_says_it_reads_a_bare_cell():
     for tab in TABS:
-        if tab.TITLE == "Gradients":
+        if hasattr(tab, "render_block"):
             continue
         at = run_app({**URL, "tab": tab.TITLE})
         assert not at.exception and not at.error, (tab.TITLE, [e.value for e in (*at.exception, *at.error)])
@@ -65,3 +67,17 @@ def test_a_cell_without_a_reference_block_is_one_message():
         "This combination cannot run: block='reference' is not allowed: the simple cell has no reference "
         "block; cells that have one: lstm, gru, mamba, rglru, mlstm, slstm, gated_deltanet."
     ]
+
+
+@pytest.mark.slow
+def test_the_jacobians_tab_draws_each_layers_sigma1_as_the_library_takes_it():
+    at = run_app({**URL, "tab": "Jacobians"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    (fig,) = [f for f in figures(at) if "step Jacobian" in str(f["layout"].get("title"))]
+    names = [t["name"] for t in fig["data"]]
+    assert names == ["layer 1", "layer 2", "layer 3"]
+    cfg = RunConfig(cell="mamba", block="reference", layers=3, hidden_size=16, seq_len=12)
+    j = rnnviz.model_jacobians(rnnviz.block_model(cfg), block_inputs(cfg), k=4)
+    got = np.asarray(decode(fig["data"][1]["y"]), np.float64)
+    np.testing.assert_allclose(got, np.log10(j.singular_values[1, :, 0]), atol=1e-5)
+    assert any("Mean ln σ₁(J_t)" in m.value for m in at.markdown)

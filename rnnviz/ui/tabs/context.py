@@ -14,9 +14,10 @@ if TYPE_CHECKING:
 
     from rnnviz.base.analysis import Analysis
     from rnnviz.base.environment import Environment
+    from rnnviz.base.models import ModelAnalysis
     from rnnviz.base.training import OverTraining, Training
     from rnnviz.config import RunConfig
-    from rnnviz.serve.requests import TrainProgress
+    from rnnviz.serve.requests import ModelSummary, TrainProgress
 
 
 class TrainingCalls(NamedTuple):
@@ -44,6 +45,21 @@ class Pins(NamedTuple):
     add: Callable[[], None]
     remove: Callable[[int], None]
     clear: Callable[[], None]
+
+
+class BlockContext(NamedTuple):
+    """What a tab's ``render_block`` is given on a reference block's page: the config, what its
+    model is, its analysis, and a request's answer (computed in a worker and cached).
+
+    Attributes:
+        key: the config's job key (:func:`~rnnviz.serve.requests.job_key`).
+    """
+
+    config: RunConfig
+    key: str
+    summary: ModelSummary
+    analysis: ModelAnalysis
+    get: Callable[[Request], Any]
 
 
 class TabContext(NamedTuple):

@@ -25,8 +25,7 @@ from rnnviz.ui.tabs.common import csv_button, model_charts
 from rnnviz.ui.tabs.context import TabContext
 
 if TYPE_CHECKING:
-    from rnnviz.base.models import ModelAnalysis
-    from rnnviz.serve.requests import ModelSummary
+    from rnnviz.ui.tabs.context import BlockContext
 
 TITLE = "Gradients"
 
@@ -102,7 +101,7 @@ def _notes(a: Analysis, bound: bool) -> None:
         )
 
 
-def render_block(summary: ModelSummary, a: ModelAnalysis) -> None:
+def render_block(ctx: BlockContext) -> None:
     """A reference block's view across its layers: the layer × step heatmap with a line per
     layer, each recurrent layer's state gradients, and the connectivity over the inputs."""
-    model_charts(a, summary)
+    model_charts(ctx.analysis, ctx.summary)

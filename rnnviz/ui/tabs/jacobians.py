@@ -11,12 +11,14 @@ from rnnviz import charts
 from rnnviz.base.analysis import Analysis
 from rnnviz.base.dynamics import Jacobians, Lyapunov
 from rnnviz.base.readings import decay_fit, regime
+from rnnviz.charts.models import layer_sigma_lines
 from rnnviz.config import carry_size
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
+from rnnviz.frames.models import layer_sigma_frame
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, jobs
+from rnnviz.serve.requests import Request, describe, jobs, route
 from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget
-from rnnviz.ui.tabs.context import TabContext
+from rnnviz.ui.tabs.context import BlockContext, TabContext
 
 TITLE = "Jacobians"
 #: k (exponents and singular values) and the example, as the tab opens.
@@ -121,3 +123,24 @@ def _exponents(a: Analysis, ly: Lyapunov, n_examples: int) -> None:
     st.caption(prose(__name__, "qr method", k=ly.k, warmup=ly.warmup))
     st.plotly_chart(charts.decay_figure(decay_frame(a, ly)), key="chart_decay")
     st.caption(prose(__name__, "measured and predicted"))
+
+
+#: k of a block's step-Jacobian spectra: σ₁ is drawn, the rest are in the record.
+BLOCK_K = 4
+
+
+def render_block(ctx: BlockContext) -> None:
+    """A reference block's recurrent layers: σ₁ of each one's step Jacobian over t, and the
+    mean of ln σ₁ per layer (an upper bound on its top Lyapunov exponent)."""
+    what = f"the step Jacobians of each layer of {describe(ctx.config)}"
+    j = ctx.get(Request(jobs.block_jacobians, (ctx.key, BLOCK_K), route(ctx.config), what))
+    if not j.layers:
+        st.info("This block has no recurrent layer: no step Jacobian to take.")
+        return
+    st.plotly_chart(layer_sigma_lines(layer_sigma_frame(j)), key="chart_block_sigma")
+    means = ", ".join(f"layer {layer + 1}: {m:+.4f}" for layer, m in zip(j.layers, j.mean_log_sigma1))
+    st.markdown(
+        f"Mean ln σ₁(J_t) per step ({j.method}, D = {j.state_dim} per layer, {len(j.steps)} steps of example "
+        f"{j.example}): {means}. Below 0, every step of that layer shrinks every direction of its state; "
+        "the mean bounds the layer's top Lyapunov exponent from above."
+    )
