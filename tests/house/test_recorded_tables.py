@@ -122,3 +122,27 @@ def test_the_cost_table_is_the_recorded_runs():
             (r for r in grads if r["strategy"] != "plain_grad"), key=lambda r: r["ratio_to_plain_grad"]
         )
         assert row[2] == f"`{best['strategy']}` {best['ratio_to_plain_grad']:.2f}×", name
+
+
+def test_the_reference_blocks_cost_table_is_the_recorded_run():
+    """docs/dev/benchmarks.md's reference-block rows: each recorded pair's parameters and
+    ratio, in the recording's order; and every ratio within the 1.5× the analysis is held to."""
+    loaded = load_records([RUNS / "cpu-designs-blocks.jsonl"])
+    assert not loaded.skipped, loaded.skipped
+    pairs = [
+        (p, a)
+        for p, a in zip(loaded.records[0::2], loaded.records[1::2])
+        if p["config"].get("block") == "reference"
+    ]
+    doc = (ROOT / "docs" / "dev" / "benchmarks.md").read_text()
+    rows = re.findall(
+        r"^\| (\w+) \| `(\w+)` \| (\d) \| (\d+) \| ([\d,]+) \| [\d.]+ \| ([\d.]+) \|", doc, re.M
+    )
+    assert len(rows) == len(pairs) == 14
+    for (cell, _, layers, width, params, ratio), (plain, analysis) in zip(rows, pairs):
+        assert (cell, int(layers), int(width)) == tuple(
+            plain["config"][k] for k in ("cell", "layers", "hidden_size")
+        )
+        assert int(params.replace(",", "")) == plain["n_params"]
+        assert float(ratio) == pytest.approx(analysis["ratio_to_plain_grad"], abs=0.005)
+        assert analysis["ratio_to_plain_grad"] <= 1.5
