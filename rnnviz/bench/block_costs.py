@@ -46,7 +46,7 @@ from rnnviz.engine.timing import RunTiming, time_interleaved
 from rnnviz.studies import block_models
 from rnnviz.studies.models import Model, check_inputs, fresh_model, shares_pass
 from rnnviz.studies.models import _executable as analysis_executable
-from rnnviz.studies.sizing import design_config, target_count
+from rnnviz.studies.sizing import design_config
 from rnnviz.tables.blocks import BLOCK_DESIGNS
 
 #: The designs measured: every family of blocks the analysis reads.
@@ -286,17 +286,8 @@ BLOCK_CELLS = tuple(BLOCK_DESIGNS)
 def sized_block(cell: str, layers: int, params: int | str, **fields: Any) -> RunConfig:
     """``RunConfig(block="reference")`` of ``cell`` at ``layers``, its width H the one whose
     drawn model's parameter count is nearest ``params`` (the count grows with H: bisection)."""
-    target, base = target_count(params), RunConfig(cell=cell, block="reference", layers=layers, **fields)
-
-    def count(h: int) -> int:
-        return block_models.block_model(base.replace(hidden_size=h)).n_params
-
-    lo, hi = 4, 1024
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if count(mid) <= target else (lo, mid)
-    best = min((lo, hi), key=lambda h: abs(count(h) - target))
-    return base.replace(hidden_size=best)
+    base = RunConfig(cell=cell, block="reference", layers=layers, **fields)
+    return block_models.sized_config(base, params)
 
 
 def config_block_costs(

@@ -21,6 +21,7 @@ from rnnviz.cli.inputs import (
     add_data_flag,
     add_design_flags,
     config_and_data,
+    config_from_args,
     design_inputs,
     design_layers,
     design_line,
@@ -226,6 +227,82 @@ def cmd_compare_designs(args: argparse.Namespace) -> int:
     return 0
 
 
+#: How far a block's parameter count may lie from ``--params`` (and so two blocks from each other).
+BLOCK_SPREAD = 0.05
+
+
+def _block_configs(args: argparse.Namespace) -> list:
+    """Each ``--cells`` cell's reference block at the config flags (the first cell's config
+    validates them), at the width nearest ``--params`` where it is given.
+
+    Raises:
+        ConfigError: a flag that does not apply, a cell without a reference block, or a count
+            more than :data:`BLOCK_SPREAD` from ``--params``.
+    """
+    from rnnviz.studies.block_models import block_param_count, sized_config
+
+    for name in ("design", "models", "data", "weights", "train", "text", "tokens", "report"):
+        if getattr(args, name, None) not in (None, []):
+            raise ConfigError(
+                name,
+                getattr(args, name),
+                "not with --block reference (the cells' blocks on their inputs; --json)",
+            )
+    if args.cell is not None or args.cells is None:
+        raise ConfigError("cells", args.cells, "the cells whose reference blocks to compare (--cells a,b,c)")
+    cells = [c.strip() for c in args.cells.split(",") if c.strip()]
+    base = config_from_args(argparse.Namespace(**{**vars(args), "cell": cells[0]}))
+    configs = [base.replace(cell=c) for c in cells]
+    if args.params is None:
+        return configs
+    configs = [sized_config(cfg, args.params) for cfg in configs]
+    for cfg in configs:
+        count = block_param_count(cfg)
+        if abs(count - args.params) > BLOCK_SPREAD * args.params:
+            raise ConfigError(
+                "params",
+                args.params,
+                f"a count the {cfg.cell} block reaches within {BLOCK_SPREAD:.0%}: its nearest, at H = "
+                f"{cfg.hidden_size}, has {count:,}",
+            )
+    return configs
+
+
+def cmd_compare_blocks(args: argparse.Namespace) -> int:
+    """``rnnviz compare --cells A,B --block reference --layers L [--params N]``: each cell's
+    design as its reference block (at the width nearest N parameters, every count within
+    :data:`BLOCK_SPREAD`), all on the bare cells' inputs of the config flags; a line each (its
+    size, loss, the gradient's reach back from the last step and its size there), or ``--json``.
+
+    Returns:
+        0.
+    """
+    from rnnviz.report.models import REACH_FRACTION, reach, reach_text
+    from rnnviz.studies.block_models import analyze_block, block_param_count
+
+    configs = _block_configs(args)
+    rows = []
+    for cfg in configs:
+        print(f"computing {cfg.cell}: the analysis", file=sys.stderr, flush=True)
+        rows.append((cfg, block_param_count(cfg), analyze_block(cfg)))
+    if args.json:
+        print(json.dumps([{"config": c.to_dict(), "params": n, "analysis": a.to_json()} for c, n, a in rows]))
+        return 0
+    cut = f"{REACH_FRACTION:.0%}"
+    print(
+        f"{'cell':<15} {'block':<16} {'L':>2} {'H':>5} {'params':>9} {'loss':>10} "
+        f"{f'‖∂L/∂x_t‖ < {cut} from':>22} ‖∂L/∂x_0‖"
+    )
+    for cfg, count, a in rows:
+        end = cfg.seq_len - 1
+        print(
+            f"{cfg.cell:<15} {a.model_type:<16} {cfg.layers:>2} {cfg.hidden_size:>5} {count:>9,} "
+            f"{a.loss:>10.5g} {reach_text(reach(a.grad_norms[0], end), end):>22} "
+            f"{pow10_text(float(a.log10_grad_norms[0, 0]))}"
+        )
+    return 0
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     """``rnnviz compare``: compute every design of ``--cells`` (:func:`rnnviz.report.comparison`),
     print the table (or ``--json``), and write ``--report`` as one HTML file; with ``--model``,
@@ -239,6 +316,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
             ``--model``, an unknown cell, a bad ``--report`` path or a config a design cannot
             take; plotly missing with ``--report``.
     """
+    if args.block == "reference":  # a config flag, still text: the designs' blocks side by side
+        return cmd_compare_blocks(args)
     if any(getattr(args, n) is not None for n in ("design", "params")):
         return cmd_compare_designs(args)
     if args.models:

@@ -21,6 +21,7 @@ Example:
 
 from __future__ import annotations
 
+import math
 from typing import TYPE_CHECKING, Any
 
 import jax
@@ -28,13 +29,13 @@ import numpy as np
 
 from rnnviz.base.models import ModelAnalysis
 from rnnviz.checkpoints.registry import FAMILIES
-from rnnviz.config import ConfigError
+from rnnviz.config import FIELD_SPECS, ConfigError, param_count
 from rnnviz.engine.blocks import vectors
 from rnnviz.engine.blocks.placement import place
 from rnnviz.engine.blocks.slstm_stack import SLSTMStackSpec
 from rnnviz.engine.prepare import Values, prepare_inputs, seed_key
 from rnnviz.studies.models import Model, analyze_model, devices_for
-from rnnviz.studies.sizing import TEMPLATES
+from rnnviz.studies.sizing import TEMPLATES, target_count
 from rnnviz.tables.blocks import BLOCK_DESIGNS
 
 if TYPE_CHECKING:
@@ -86,14 +87,32 @@ def block_model(cfg: RunConfig) -> Model:
     """
     if cfg.block != "reference":
         raise ConfigError("block", cfg.block, "'reference' for a block model")
-    design = BLOCK_DESIGNS[cfg.cell].design
-    inner, settings = _inner(design, cfg)
-    spec = vectors.VectorSpec(design, inner, input_size=cfg.input_size, output_size=cfg.hidden_size)
+    spec, settings = _spec_and_settings(cfg)
     key = jax.random.split(jax.random.key(cfg.seed), 3)[0]  # the bare cell's parameter key
     params = vectors.init_params(spec, key, dtype=cfg.dtype, settings=settings)
     nbytes = sum(v.nbytes for v in params.values())
-    source = f"{design} × {cfg.layers} (H={cfg.hidden_size}, seed {cfg.seed})"
-    return Model(design, spec, place(params, devices_for(nbytes)), source)
+    source = f"{spec.design} × {cfg.layers} (H={cfg.hidden_size}, seed {cfg.seed})"
+    return Model(spec.design, spec, place(params, devices_for(nbytes)), source)
+
+
+def _spec_and_settings(cfg: RunConfig) -> tuple[vectors.VectorSpec, Any]:
+    design = BLOCK_DESIGNS[cfg.cell].design
+    inner, settings = _inner(design, cfg)
+    return vectors.VectorSpec(design, inner, input_size=cfg.input_size, output_size=cfg.hidden_size), settings
+
+
+def block_param_count(cfg: RunConfig) -> int:
+    """The parameters :func:`block_model` draws for ``cfg``, from their shapes alone (no draw).
+
+    Example:
+        >>> import rnnviz
+        >>> cfg = rnnviz.RunConfig(cell="mamba", block="reference", layers=2, hidden_size=16)
+        >>> block_param_count(cfg) == block_model(cfg).n_params
+        True
+    """
+    spec, settings = _spec_and_settings(cfg)
+    shapes = jax.eval_shape(lambda key: vectors.init_params(spec, key, settings=settings), jax.random.key(0))
+    return sum(math.prod(s.shape) for s in shapes.values())
 
 
 def block_inputs(cfg: RunConfig) -> np.ndarray:
@@ -113,7 +132,41 @@ def analyze_block(cfg: RunConfig, *, exact: bool = True) -> ModelAnalysis:
 
     Returns:
         :class:`~rnnviz.base.models.ModelAnalysis`: ``grad_norms`` ``[L + 1, T]`` (row 0 the
-        projected inputs entering block 0, row L the input of the readout's norm), each
+        inputs x_t themselves, row l the stream leaving block l: row L what the final norm
+        and the readout read), each
         recurrent layer's state gradients, connectivity of step T − 1 over the inputs.
     """
     return analyze_model(block_model(cfg), block_inputs(cfg), exact=exact)
+
+
+def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
+    """``cfg`` (a reference block) at the width H whose drawn model's parameter count is nearest
+    ``params``: the count grows with H, so a bisection between half and twice the width the
+    block table's estimate (:func:`~rnnviz.config.param_count`) gives.
+
+    Args:
+        cfg: a config with ``block="reference"``; every field but ``hidden_size`` is kept.
+        params: the count, as a number or ``"100k"``, ``"1.5M"``
+            (:func:`~rnnviz.studies.sizing.target_count`).
+
+    Returns:
+        The config at that width.
+
+    Example:
+        >>> import rnnviz
+        >>> cfg = sized_config(rnnviz.RunConfig(cell="gru", block="reference", layers=2), "10k")
+        >>> cfg.hidden_size, block_model(cfg).n_params
+        (30, 10110)
+    """
+    target = target_count(params)
+
+    def count(width: int) -> int:
+        return block_param_count(cfg.replace(hidden_size=width))
+
+    bound = int(FIELD_SPECS["hidden_size"].hi)
+    guess = min(range(1, bound + 1), key=lambda w: abs(param_count(cfg.replace(hidden_size=w)) - target))
+    lo, hi = max(1, guess // 2), min(bound, 2 * guess + 8)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if count(mid) <= target else (lo, mid)
+    return cfg.replace(hidden_size=min((lo, hi), key=lambda width: abs(count(width) - target)))

@@ -108,3 +108,23 @@ def test_analyze_a_reference_block_prints_the_librarys_analysis(capsys):
     np.testing.assert_allclose(got["grad_norms"], rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6)
     assert main([*argv, "--csv", "x.csv"]) == 2
     assert "csv='x.csv' is not allowed: not with --block reference" in capsys.readouterr().err
+
+
+def test_compare_reference_blocks_at_matched_counts(capsys):
+    """``compare --cells gru,mamba --block reference --layers 2 --params 20k --json``: each
+    block within 5 % of the count, its record the library's analysis of the same config."""
+    import rnnviz
+
+    argv = ["compare", "--cells", "gru,mamba", "--block", "reference", "--layers", "2", "--params", "20k"]
+    assert main([*argv, "--seq-len", "16", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert [g["config"]["cell"] for g in got] == ["gru", "mamba"]
+    for g in got:
+        assert abs(g["params"] - 20_000) <= 1_000
+        cfg = rnnviz.RunConfig.from_mapping(g["config"])
+        assert rnnviz.block_model(cfg).n_params == g["params"]
+        np.testing.assert_allclose(
+            g["analysis"]["grad_norms"], rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6
+        )
+    assert main([*argv, "--report", "x.html"]) == 2
+    assert "report='x.html' is not allowed: not with --block reference" in capsys.readouterr().err

@@ -93,10 +93,11 @@ def test_the_block_reads_the_bare_cells_inputs():
     assert not np.allclose(w0, w1)
 
 
-@pytest.mark.parametrize("cell", ["lstm", "gru"])
+@pytest.mark.parametrize("cell", ["lstm", "gru", "mamba", "gated_deltanet"])
 def test_the_first_row_is_the_input_gradient_of_jax_grad(cell):
-    """A torch stack reads x itself: row 0 is ‖∂L/∂x_t‖, here against jax.grad of the model's
-    loss with respect to the inputs, and the loss is its value."""
+    """Row 0 is ‖∂L/∂x_t‖ of the inputs themselves (before a design's projection, as a torch
+    stack reads them), here against jax.grad of the model's loss with respect to the inputs,
+    and the loss is its value."""
     cfg = _block(cell, layers=3, batch_size=3)
     model, x = block_model(cfg), block_inputs(cfg)
     module = module_of(model.model_type, model.spec)

@@ -24,7 +24,7 @@ Example:
     >>> "backbone.embeddings.weight" in params, params["input_proj.weight"].shape
     (False, (8, 3))
     >>> forward(spec, params, jnp.ones((2, 7, 3))).shape, spec.stream_widths
-    ((2, 7, 5), (8, 8, 8))
+    ((2, 7, 5), (3, 8, 8))
 """
 
 from __future__ import annotations
@@ -96,10 +96,9 @@ class VectorSpec(NamedTuple):
 
     @property
     def stream_widths(self) -> tuple[int, ...]:
-        """The L + 1 widths of the stream's probed rows: row 0 is e (D), or x itself (I) for a
-        stack without projection."""
-        first = self.d_model if self.projects else self.input_size
-        return (first,) + (self.d_model,) * self.n_layers
+        """The L + 1 widths of the stream's probed rows: row 0 is the inputs x themselves (I),
+        before any projection, so that every design's row 0 is ‖∂L/∂x_t‖ of the same inputs."""
+        return (self.input_size,) + (self.d_model,) * self.n_layers
 
 
 def forward(
@@ -119,7 +118,8 @@ def forward(
             ``input_proj.bias`` ``[D]`` (when it :attr:`~VectorSpec.projects`),
             ``readout.weight`` ``[O, D]``, ``readout.bias`` ``[O]``.
         inputs: ``<float>[B, T, I]``.
-        probes: the design's probes (its stream rows as :attr:`VectorSpec.stream_widths`), or None.
+        probes: the design's probes, or None: row 0 ``[B, T, I]`` is added to x before the
+            projection, the other rows and the states where the design adds them.
         with_states: also return the design's trajectories.
         head: False: the design's output ``[B, T, D]`` before the readout.
 
@@ -130,6 +130,10 @@ def forward(
     weight = params["readout.weight"]
     x = inputs.astype(weight.dtype)
     if spec.projects:
+        if probes is not None:  # row 0 on x itself; the design's own row 0 (after e) stays zero
+            x = x + probes.stream[0].astype(x.dtype)
+            e_zero = jnp.zeros(x.shape[:2] + (spec.d_model,), probes.stream[0].dtype)
+            probes = probes._replace(stream=(e_zero, *probes.stream[1:]))
         x = linear(x, params["input_proj.weight"], params["input_proj.bias"])
     out = design.forward(spec.inner, params, x, probes, with_states=True, head=False)
     h, trajectories = out
