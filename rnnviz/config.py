@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -595,12 +595,18 @@ def param_count(cfg: RunConfig) -> int:
     (G matmuls, V vectors; exact for Flax's cells, an upper bound for the others); for a
     reference block, about ``L·(a·H² + b·H)`` (:class:`~rnnviz.tables.blocks.BlockDesign`) and
     the input projection and readout, ``(I + H + 2)·H``."""
+    return ESTIMATES[cfg.block].params(cfg)
+
+
+def _cell_params(cfg: RunConfig) -> int:
     h, i = cfg.hidden_size, cfg.input_size
-    if cfg.block == "reference":
-        per_layer = BLOCK_DESIGNS[cfg.cell].params_per_layer(h)
-        return int(cfg.layers * per_layer + (i + h + 2) * h)
     cost = cell_spec(cfg.cell).cost
     return cost.matmuls * (h * h + i * h) + cost.vectors * h
+
+
+def _block_params(cfg: RunConfig) -> int:
+    h = cfg.hidden_size
+    return int(cfg.layers * BLOCK_DESIGNS[cfg.cell].params_per_layer(h) + (cfg.input_size + h + 2) * h)
 
 
 def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
@@ -608,13 +614,19 @@ def estimate_flops(cfg: RunConfig, seq_len: int | None = None) -> float:
 
     G is the spec's ``matmuls`` (simple 1, mgu 2, gru 3, lstm 4); the forward pass does the
     matmuls once and the reverse pass about twice. XLA's own ``cost_analysis`` counts a
-    ``scan`` body once, not T times, so it is not used for this.
+    ``scan`` body once, not T times, so it is not used for this. A reference block: ``3 · 2·B·T·P``
+    (2 FLOPs per parameter and step forward, about twice that back).
     """
-    b, t = cfg.batch_size or 1, seq_len or cfg.seq_len
-    if cfg.block == "reference":  # 2 FLOPs per parameter and token forward, twice that back
-        return 3.0 * 2.0 * b * t * param_count(cfg)
+    return ESTIMATES[cfg.block].flops(cfg, cfg.batch_size or 1, seq_len or cfg.seq_len)
+
+
+def _cell_flops(cfg: RunConfig, b: int, t: int) -> float:
     gates = cell_spec(cfg.cell).cost.matmuls
     return 3.0 * 2.0 * b * t * (cfg.input_size + cfg.hidden_size) * gates * cfg.hidden_size
+
+
+def _block_flops(cfg: RunConfig, b: int, t: int) -> float:
+    return 3.0 * 2.0 * b * t * _block_params(cfg)
 
 
 def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: str | None = None) -> int:
@@ -627,14 +639,20 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: 
     ``checkpoint``), K the trajectory-sized buffers at the peak (``trajectories``, measured
     per cell), P the parameter count and k the strategy's parameter-sized buffers (3 for the
     accumulator, 2·T + 3 for per-step tangents: the O(T·P) cost of that strategy).
-    ``seq_len`` and ``strategy`` override the config's.
+    ``seq_len`` and ``strategy`` override the config's. A reference block:
+    ``4 · [T·B·(I + 2·A·H·L) + 3·P]``, A the floats it keeps per unit of width, step and layer
+    (:class:`~rnnviz.tables.blocks.BlockDesign`), twice for two cotangents' worth.
     """
-    b = cfg.batch_size or 1
-    t, h = seq_len or cfg.seq_len, cfg.hidden_size
-    p = param_count(cfg)
-    if cfg.block == "reference":
-        kept = BLOCK_DESIGNS[cfg.cell].activations * h * cfg.layers
-        return int(4 * (t * b * (cfg.input_size + 2 * kept) + 3 * p))  # two cotangents' worth
+    return ESTIMATES[cfg.block].memory(cfg, cfg.batch_size or 1, seq_len or cfg.seq_len, strategy)
+
+
+def _block_memory(cfg: RunConfig, b: int, t: int, strategy: str | None) -> int:
+    kept = BLOCK_DESIGNS[cfg.cell].activations * cfg.hidden_size * cfg.layers
+    return int(4 * (t * b * (cfg.input_size + 2 * kept) + 3 * _block_params(cfg)))
+
+
+def _cell_memory(cfg: RunConfig, b: int, t: int, strategy: str | None) -> int:
+    h, p = cfg.hidden_size, _cell_params(cfg)
     strat = strategy_rules(strategy or cfg.strategy)
     cost = cell_spec(cfg.cell).cost
     carry = carry_size(cfg)
@@ -642,6 +660,22 @@ def estimate_memory_bytes(cfg: RunConfig, seq_len: int | None = None, strategy: 
     trajectories = cost.trajectories * (t + 1) * b * carry
     scalars = t * b * cfg.input_size + residual + trajectories + p * strat.param_copies(t)
     return int(scalars * max(_ITEMSIZE[cfg.dtype], 4))
+
+
+class Estimates(NamedTuple):
+    """What one kind of block costs, estimated from its config: parameters, FLOPs of an
+    analysis, working-set bytes (the public functions above, per ``RunConfig.block``)."""
+
+    params: Callable[[RunConfig], int]
+    flops: Callable[[RunConfig, int, int], float]
+    memory: Callable[[RunConfig, int, int, str | None], int]
+
+
+#: ``RunConfig.block`` → its estimates: one line per kind of block.
+ESTIMATES: dict[str, Estimates] = {
+    "cell": Estimates(_cell_params, _cell_flops, _cell_memory),
+    "reference": Estimates(_block_params, _block_flops, _block_memory),
+}
 
 
 def max_seq_len_within_budget(cfg: RunConfig, strategy: str | None = None) -> int:
