@@ -1,7 +1,8 @@
 """The records of a model's analysis (NumPy, no JAX): :class:`ModelAnalysis`, what
-:func:`rnnviz.analyze_model` returns, and :class:`ModelJacobians`, what
-:func:`rnnviz.model_jacobians` returns; a process that only draws them (the dashboard's server)
-never imports JAX."""
+:func:`rnnviz.analyze_model` returns, :class:`ModelJacobians`, what
+:func:`rnnviz.model_jacobians` returns, and :class:`ModelStates`, what
+:func:`rnnviz.studies.model_states.model_states` returns; a process that only draws them (the
+dashboard's server) never imports JAX."""
 
 from __future__ import annotations
 
@@ -123,4 +124,51 @@ class ModelJacobians:
         )
 
 
-__all__ = ["ModelAnalysis", "ModelJacobians"]
+@dataclass(frozen=True, eq=False)
+class ModelStates:
+    """Each recurrent layer's state (its carry) after every step of one example.
+
+    Attributes:
+        model_type: the model's family.
+        source: the checkpoint it was read from (or the block it was drawn as).
+        example: which sequence of the batch.
+        layers: ``(l, …)`` the recurrent layers (R of them), 0-based: an attention layer has
+            no state and is absent.
+        leaves: ``(name, …)`` the P leaves of a recurrent layer's state in the family's order
+            (Mamba's ``h``; the mLSTM's ``C``, ``n``, ``m``; an LSTM's ``c``, ``h``; …), the same
+            for every recurrent layer.
+        leaf_sizes: ``(n_p, …)`` the numbers in each leaf for one example (its units).
+        norms: ``[R, P, T]`` ‖state_t‖ of leaf p of layer ``layers[r]`` after step t, over the
+            leaf's n_p units, of this one example (float32, as the forward pass ran).
+        units: P arrays ``[R, k_p, T]``: the first k_p = min(k, n_p) numbers of leaf p,
+            flattened in C order, after every step t.
+        compile_s: seconds compiling (0 when the executable was reused).
+        run_s: seconds running it.
+    """
+
+    model_type: str
+    source: str
+    example: int
+    layers: tuple[int, ...]
+    leaves: tuple[str, ...]
+    leaf_sizes: tuple[int, ...]
+    norms: np.ndarray
+    units: tuple[np.ndarray, ...]
+    compile_s: float
+    run_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (arrays as lists, non-finite numbers as null)."""
+        return finite_json(
+            {
+                **{k: v for k, v in vars(self).items() if not isinstance(v, (np.ndarray, tuple))},
+                "layers": list(self.layers),
+                "leaves": list(self.leaves),
+                "leaf_sizes": list(self.leaf_sizes),
+                "norms": self.norms.tolist(),
+                "units": {leaf: v.tolist() for leaf, v in zip(self.leaves, self.units)},
+            }
+        )
+
+
+__all__ = ["ModelAnalysis", "ModelJacobians", "ModelStates"]

@@ -27,13 +27,14 @@ from typing import TYPE_CHECKING, Any
 import jax
 import numpy as np
 
-from rnnviz.base.models import ModelAnalysis
+from rnnviz.base.models import ModelAnalysis, ModelStates
 from rnnviz.checkpoints.registry import FAMILIES
 from rnnviz.config import FIELD_SPECS, ConfigError, param_count
 from rnnviz.engine.blocks import vectors
 from rnnviz.engine.blocks.placement import place
 from rnnviz.engine.blocks.slstm_stack import SLSTMStackSpec
 from rnnviz.engine.prepare import Values, prepare_inputs, seed_key
+from rnnviz.studies.model_states import model_states
 from rnnviz.studies.models import Model, analyze_model, devices_for
 from rnnviz.studies.sizing import TEMPLATES, target_count
 from rnnviz.tables.blocks import BLOCK_DESIGNS
@@ -137,6 +138,29 @@ def analyze_block(cfg: RunConfig, *, exact: bool = True) -> ModelAnalysis:
         recurrent layer's state gradients, connectivity of step T − 1 over the inputs.
     """
     return analyze_model(block_model(cfg), block_inputs(cfg), exact=exact)
+
+
+def block_states(cfg: RunConfig, *, example: int = 0) -> ModelStates:
+    """Each recurrent layer's state over the steps of one of the config's own examples, in its
+    reference block (:func:`~rnnviz.studies.model_states.model_states` of :func:`block_model`
+    on :func:`block_inputs`).
+
+    Args:
+        cfg: a config with ``block="reference"``.
+        example: which sequence of the batch.
+
+    Returns:
+        :class:`~rnnviz.base.models.ModelStates`: ``norms`` ``[R, P, T]`` ‖state_t‖ of each
+        recurrent layer's P state leaves, ``units`` their first 8 numbers ``[R, k_p, T]``.
+
+    Example:
+        >>> import rnnviz
+        >>> cfg = rnnviz.RunConfig(cell="lstm", block="reference", layers=2, hidden_size=8, seq_len=10)
+        >>> s = block_states(cfg)
+        >>> s.layers, s.leaves, s.norms.shape, s.units[0].shape
+        ((0, 1), ('c', 'h'), (2, 2, 10), (2, 8, 10))
+    """
+    return model_states(block_model(cfg), block_inputs(cfg), example=example)
 
 
 def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
