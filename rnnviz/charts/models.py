@@ -1,5 +1,6 @@
 """Your own model, drawn: the gradient over layers × steps (a heatmap and one line per
-layer), each recurrent layer's state gradient, and the connectivity over the tokens.
+layer), each recurrent layer's state gradient, its step Jacobians' σ₁ and its state over the
+steps (a panel per layer), and the connectivity over the tokens.
 
 Every magnitude is drawn as its exact log₁₀ with 10ⁿ ticks; a true zero is a gap.
 """
@@ -9,9 +10,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
+from plotly.subplots import make_subplots
 
 from rnnviz.charts.base import (
     HEATMAP_SCALE,
+    LAYOUT,
     OKABE_ITO,
     POW10_HOVER,
     drawable,
@@ -19,6 +22,8 @@ from rnnviz.charts.base import (
     new_figure,
     pow10_parts,
     pow10_ticks,
+    thin,
+    thinned_title,
 )
 
 
@@ -102,6 +107,77 @@ def layer_sigma_lines(
     """One line per recurrent layer: log₁₀ σ₁(J_t) against t
     (:func:`~rnnviz.frames.models.layer_sigma_frame`); above 10⁰ a step stretches its state."""
     return _log_lines(df, "series", title, "step t", "σ₁(J_t) (log scale)")
+
+
+#: Height of one layer's panel, in pixels: the theme's height holds two.
+_PANEL_HEIGHT = 170
+
+
+def _layer_panels(df: pd.DataFrame, line: str, title: str, y_title: str) -> go.Figure:
+    """One panel per ``layer`` (top: the first), stacked on one x axis, one line of ``y`` per
+    value of ``line`` in each: the same value has the same colour and one legend entry in every
+    panel. Where ``log10`` is a column, ``y`` is drawn from it and the hover reads it as 10ⁿ."""
+    layers = sorted(df["layer"].unique())
+    fig = make_subplots(
+        rows=len(layers),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=min(0.08, 0.3 / len(layers)),
+        subplot_titles=[f"layer {layer}" for layer in layers],
+    )
+    height = max(LAYOUT["height"], 110 + _PANEL_HEIGHT * len(layers))
+    fig.update_layout(**{**LAYOUT, "title": {**LAYOUT["title"], "text": title}, "height": height})
+    colours = {name: OKABE_ITO[i % len(OKABE_ITO)] for i, name in enumerate(dict.fromkeys(df[line]))}
+    logged = "log10" in df.columns
+    for row, layer in enumerate(layers, start=1):
+        for name, s in df[df["layer"] == layer].groupby(line, sort=False):
+            fig.add_trace(
+                go.Scatter(
+                    x=s["t"].to_numpy(),
+                    y=s["y"].to_numpy(np.float64),
+                    mode="lines",
+                    name=str(name),
+                    legendgroup=str(name),
+                    showlegend=row == 1,
+                    line=dict(color=colours[name]),
+                    # a magnitude's hover reads its exact log₁₀, a value's the value
+                    **({"customdata": pow10_parts(s["log10"].to_numpy(np.float64))} if logged else {}),
+                    hovertemplate=f"layer {layer} · {name}, t=%{{x}}: "
+                    + (POW10_HOVER if logged else "%{y:.4g}")
+                    + "<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+        fig.update_yaxes(title_text=y_title, row=row, col=1)
+    fig.update_xaxes(title_text="step t", row=len(layers), col=1)
+    return fig
+
+
+def layer_state_norms(df: pd.DataFrame, title: str = "‖state_t‖ of each recurrent layer") -> go.Figure:
+    """One panel per recurrent layer, one line per state leaf: log₁₀ ‖state_t‖ against t on
+    10ⁿ ticks, the same in every panel so that the layers compare
+    (:func:`~rnnviz.frames.models.layer_state_frame`; a zero state is a gap)."""
+    if df.empty:
+        return empty_figure(title, "no recurrent layer")
+    df, k = thin(df, value="log10")
+    logs = df["log10"].to_numpy(np.float64)
+    fig = _layer_panels(df.assign(y=drawable(logs)), "leaf", thinned_title(title, k), "‖state_t‖")
+    finite = logs[np.isfinite(logs)]
+    if finite.size:
+        ticks, labels = pow10_ticks(float(finite.min()), float(finite.max()))
+        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels, range=[ticks[0], ticks[-1]])
+    return fig
+
+
+def layer_state_units(df: pd.DataFrame, title: str = "The first numbers of each layer's state") -> go.Figure:
+    """One panel per recurrent layer, one line per number of a state leaf, its value against t
+    (:func:`~rnnviz.frames.models.layer_units_frame`)."""
+    if df.empty:
+        return empty_figure(title, "no recurrent layer")
+    df, k = thin(df)
+    names = df["leaf"].astype(str) + "[" + df["unit"].astype(str) + "]"  # "h[3]": alike in every layer
+    return _layer_panels(df.assign(y=df["value"], name=names), "name", thinned_title(title, k), "value")
 
 
 def token_connectivity(

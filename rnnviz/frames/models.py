@@ -1,6 +1,7 @@
 """Your own model's analysis (:class:`~rnnviz.base.models.ModelAnalysis`) as tidy frames:
 the gradient per layer and step, each recurrent state's, the connectivity over the tokens, and
-its recurrent layers' step-Jacobian spectra (:class:`~rnnviz.base.models.ModelJacobians`)."""
+its recurrent layers' step-Jacobian spectra (:class:`~rnnviz.base.models.ModelJacobians`) and
+states over the steps (:class:`~rnnviz.base.models.ModelStates`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from rnnviz.base.models import ModelAnalysis, ModelJacobians
+    from rnnviz.base.models import ModelAnalysis, ModelJacobians, ModelStates
 
 
 def row_names(n_rows: int) -> list[str]:
@@ -96,4 +97,62 @@ def layer_sigma_frame(j: ModelJacobians) -> pd.DataFrame:
             "t": np.tile(steps, len(j.layers)),
             "log10": logs.reshape(-1),
         }
+    )
+
+
+def layer_state_frame(s: ModelStates) -> pd.DataFrame:
+    """``layer, leaf, series, t, log10``: log₁₀ ‖state_t‖ of each recurrent layer's state
+    leaves after every step (``layer`` 1-based, ``series`` ``layer l · leaf``; −inf: a zero state).
+
+    Example:
+        >>> import types
+        >>> s = types.SimpleNamespace(layers=(0, 2), leaves=("c", "h"),
+        ...                           norms=np.array([[[1.0, 10.0], [0.1, 0.1]], [[0.0, 1.0], [1.0, 1.0]]]))
+        >>> f = layer_state_frame(s)
+        >>> f["series"].unique().tolist(), f["log10"].tolist()[:4]
+        (['layer 1 · c', 'layer 1 · h', 'layer 3 · c', 'layer 3 · h'], [0.0, 1.0, -1.0, -1.0])
+    """
+    norms = np.asarray(s.norms, np.float64)  # [R, P, T]
+    n_layers, n_leaves, steps = norms.shape
+    layers = np.asarray(s.layers, np.int64) + 1
+    with np.errstate(divide="ignore"):
+        logs = np.log10(norms)
+    return pd.DataFrame(
+        {
+            "layer": np.repeat(layers, n_leaves * steps),
+            "leaf": np.tile(np.repeat(np.asarray(s.leaves, dtype=object), steps), n_layers),
+            "series": np.repeat([f"layer {layer} · {leaf}" for layer in layers for leaf in s.leaves], steps),
+            "t": np.tile(np.arange(steps), n_layers * n_leaves),
+            "log10": logs.reshape(-1),
+        },
+        columns=["layer", "leaf", "series", "t", "log10"],
+    )
+
+
+def layer_units_frame(s: ModelStates, leaf: str) -> pd.DataFrame:
+    """``layer, leaf, unit, series, t, value``: the first numbers of one state leaf (``unit``:
+    the index into the flattened leaf) of each recurrent layer after every step.
+
+    Example:
+        >>> import types
+        >>> units = (np.array([[[1.0, 2.0], [3.0, 4.0]]]),)  # one leaf: [R = 1, k = 2, T = 2]
+        >>> s = types.SimpleNamespace(layers=(1,), leaves=("h",), units=units)
+        >>> layer_units_frame(s, "h").to_dict("list")["series"]
+        ['layer 2 · h[0]', 'layer 2 · h[0]', 'layer 2 · h[1]', 'layer 2 · h[1]']
+    """
+    values = np.asarray(s.units[s.leaves.index(leaf)], np.float64)  # [R, k, T]
+    n_layers, k, steps = values.shape
+    layers = np.asarray(s.layers, np.int64) + 1
+    return pd.DataFrame(
+        {
+            "layer": np.repeat(layers, k * steps),
+            "leaf": leaf,
+            "unit": np.tile(np.repeat(np.arange(k), steps), n_layers),
+            "series": np.repeat(
+                [f"layer {layer} · {leaf}[{i}]" for layer in layers for i in range(k)], steps
+            ),
+            "t": np.tile(np.arange(steps), n_layers * k),
+            "value": values.reshape(-1),
+        },
+        columns=["layer", "leaf", "unit", "series", "t", "value"],
     )

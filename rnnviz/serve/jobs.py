@@ -59,6 +59,7 @@ from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
 from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
+from rnnviz.studies.model_states import ModelStates, model_states
 from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, is_compiled_for, load_model, tokenize
 from rnnviz.studies.over_training import OverTraining, over_training
 from rnnviz.studies.sweep import critical_gain, sweep_reusing
@@ -236,6 +237,13 @@ def block_jacobians(key: str, k: int) -> ModelJacobians:
     (:func:`~rnnviz.studies.model_jacobians.model_jacobians`), on its first example."""
     cfg = config_of(key)
     return model_jacobians(_block_model(cfg), block_inputs(cfg), k=k)
+
+
+def block_states(key: str) -> ModelStates:
+    """Each recurrent layer's state over the steps of a reference block's first example: every
+    leaf's norm and first numbers (:func:`~rnnviz.studies.model_states.model_states`)."""
+    cfg = config_of(key)
+    return model_states(_block_model(cfg), block_inputs(cfg))
 
 
 def quiet_run_s(key: str) -> float:

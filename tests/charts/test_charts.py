@@ -339,3 +339,51 @@ def test_each_recurrent_layers_sigma1_is_one_line_on_a_power_of_ten_axis():
     np.testing.assert_allclose(fig.data[1].y, [-3.0, -2.0, -1.0])
     assert list(fig.data[0].x) == [1, 4, 7]
     assert fig.layout.yaxis.ticktext[0] == "10⁻³" and fig.layout.yaxis.tickvals[-1] >= np.log10(2.0)
+
+
+def _states(norms: np.ndarray, units: tuple, layers=(0, 2), leaves=("C", "m")):
+    from rnnviz.base.models import ModelStates
+
+    sizes = tuple(u.shape[1] for u in units)
+    return ModelStates("xlstm", "test", 0, layers, leaves, sizes, norms, units, 0.0, 0.0)
+
+
+def test_each_recurrent_layers_state_norms_are_one_panel_of_lines_per_leaf():
+    """layer_state_norms of layer_state_frame: a panel per recurrent layer (1-based titles, an
+    attention layer left out), a line per leaf in each on one 10ⁿ axis range, a zero a gap."""
+    from rnnviz.charts.models import layer_state_norms
+    from rnnviz.frames.models import layer_state_frame
+
+    norms = np.array([[[1.0, 10.0, 100.0], [0.0, 1.0, 2.0]], [[1e-3, 1e-2, 1e-1], [1.0, 1.0, 1.0]]])
+    fig = layer_state_norms(layer_state_frame(_states(norms, (np.zeros((2, 4, 3)), np.zeros((2, 1, 3))))))
+    assert [(t.name, t.yaxis, t.showlegend) for t in fig.data] == [
+        ("C", "y", True),
+        ("m", "y", True),
+        ("C", "y2", False),
+        ("m", "y2", False),
+    ]
+    assert [a.text for a in fig.layout.annotations] == ["layer 1", "layer 3"]
+    np.testing.assert_allclose(fig.data[0].y, [0.0, 1.0, 2.0])
+    np.testing.assert_allclose(fig.data[2].y, [-3.0, -2.0, -1.0])
+    assert np.isnan(fig.data[1].y[0]) and fig.data[1].y[2] == pytest.approx(np.log10(2.0))
+    assert fig.data[0].line.color == fig.data[2].line.color != fig.data[1].line.color
+    for axis in (fig.layout.yaxis, fig.layout.yaxis2):  # the same range: the layers compare
+        assert axis.ticktext[0] == "10⁻³" and axis.ticktext[-1] == "10²" and tuple(axis.range) == (-3.0, 2.0)
+    assert fig.layout.xaxis2.title.text == "step t" and list(fig.data[3].x) == [0, 1, 2]
+
+
+def test_a_state_leafs_first_numbers_are_one_line_each_per_layer_panel():
+    from rnnviz.charts.models import layer_state_norms, layer_state_units
+    from rnnviz.frames.models import layer_state_frame, layer_units_frame
+
+    units = (np.arange(24.0).reshape(2, 4, 3), -np.ones((2, 1, 3)))
+    s = _states(np.ones((2, 2, 3)), units)
+    fig = layer_state_units(layer_units_frame(s, "C"))
+    assert [t.name for t in fig.data] == [f"C[{i}]" for i in range(4)] * 2
+    assert [t.yaxis for t in fig.data] == ["y"] * 4 + ["y2"] * 4
+    for i, trace in enumerate(fig.data):
+        np.testing.assert_array_equal(trace.y, units[0][i // 4, i % 4])
+    (m,) = layer_state_units(layer_units_frame(s, "m")).data[:1]
+    assert m.name == "m[0]" and list(m.y) == [-1.0, -1.0, -1.0]
+    none = _states(np.zeros((0, 0, 3)), (), layers=(), leaves=())
+    assert "no recurrent layer" in str(layer_state_norms(layer_state_frame(none)).layout.annotations[0].text)
