@@ -11,7 +11,7 @@ from apptest_helpers import decode, figures, run_app
 
 import rnnviz
 from rnnviz import RunConfig, analyze_block
-from rnnviz.studies.block_models import block_inputs
+from rnnviz.studies.block_models import block_inputs, block_states
 from rnnviz.ui.tabs import TABS
 
 URL = {"cell": "mamba", "block": "reference", "layers": "3", "hidden_size": "16", "seq_len": "12"}
@@ -81,3 +81,23 @@ def test_the_jacobians_tab_draws_each_layers_sigma1_as_the_library_takes_it():
     got = np.asarray(decode(fig["data"][1]["y"]), np.float64)
     np.testing.assert_allclose(got, np.log10(j.singular_values[1, :, 0]), atol=1e-5)
     assert any("Mean ln σ₁(J_t)" in m.value for m in at.markdown)
+
+
+@pytest.mark.slow
+def test_the_carry_tab_draws_each_layers_state_as_the_library_follows_it():
+    at = run_app({**URL, "tab": "Carry"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    cfg = RunConfig(cell="mamba", block="reference", layers=3, hidden_size=16, seq_len=12)
+    s = block_states(cfg)
+    (norms,) = [f for f in figures(at) if "‖state_t‖" in str(f["layout"].get("title"))]
+    assert [(t["name"], t["yaxis"]) for t in norms["data"]] == [("h", "y"), ("h", "y2"), ("h", "y3")]
+    assert [a["text"] for a in norms["layout"]["annotations"]] == ["layer 1", "layer 2", "layer 3"]
+    got = np.asarray(decode(norms["data"][2]["y"]), np.float64)
+    np.testing.assert_allclose(got, np.log10(s.norms[2, 0]), atol=1e-5)
+    (units,) = [f for f in figures(at) if "numbers of h_t" in str(f["layout"].get("title"))]
+    assert [t["name"] for t in units["data"]] == [f"h[{i}]" for i in range(8)] * 3
+    np.testing.assert_allclose(
+        np.asarray(decode(units["data"][9]["y"]), np.float64), s.units[0][1, 1], atol=1e-6
+    )
+    assert any("‖state_t‖ of each leaf" in c.value for c in at.caption)
+    assert at.radio(key="block_carry_leaf").options == ["h"]

@@ -1,5 +1,6 @@
 """The Carry tab: the carry's norm over time (pinned runs overlaid), one component as a
-units × time heatmap, its path in two principal components, and the gates."""
+units × time heatmap, its path in two principal components, and the gates; for a reference
+block, each recurrent layer's state over the steps."""
 
 from __future__ import annotations
 
@@ -7,11 +8,13 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
+from rnnviz.charts.models import layer_state_norms, layer_state_units
 from rnnviz.frames.gradients import carry_heatmap_frame, carry_norm_frame, gates_frame, projection_frame
-from rnnviz.serve.requests import Request
+from rnnviz.frames.models import layer_state_frame, layer_units_frame
+from rnnviz.serve.requests import Request, describe, jobs, route
 from rnnviz.tables.cells import cell_spec
 from rnnviz.ui.tabs.common import csv_button
-from rnnviz.ui.tabs.context import TabContext
+from rnnviz.ui.tabs.context import BlockContext, TabContext
 
 TITLE = "Carry"
 
@@ -58,3 +61,28 @@ def render(ctx: TabContext) -> None:
                 "∂L/∂c pass almost unchanged."
             )
     csv_button(norms, "rnnviz_carry_norms.csv", "csv_carry")
+
+
+def render_block(ctx: BlockContext) -> None:
+    """A reference block's recurrent layers: the norm of each state leaf over t, a panel per
+    layer, then the first numbers of the leaf chosen."""
+    what = f"the states of each layer of {describe(ctx.config)}"
+    s = ctx.get(Request(jobs.block_states, (ctx.key,), route(ctx.config), what))
+    if not s.layers:
+        st.info("This block has no recurrent layer: no state to follow.")
+        return
+    norms = layer_state_frame(s)
+    st.plotly_chart(layer_state_norms(norms), key="chart_block_state_norms")
+    sizes = ", ".join(f"{leaf} {n}" for leaf, n in zip(s.leaves, s.leaf_sizes))
+    st.caption(
+        f"‖state_t‖ of each leaf of each recurrent layer's state after step t, example {s.example} of the "
+        f"config's inputs, over all the leaf's numbers ({sizes} per layer); the state before step 0 is zero."
+    )
+    if st.session_state.get("block_carry_leaf") not in s.leaves:  # another design's leaf: its first
+        st.session_state["block_carry_leaf"] = s.leaves[0]
+    leaf = st.radio("State leaf", s.leaves, horizontal=True, key="block_carry_leaf")
+    units = layer_units_frame(s, leaf)
+    count = units["unit"].nunique()
+    title = f"The first {count} numbers of {leaf}_t in each layer (flattened, example {s.example})"
+    st.plotly_chart(layer_state_units(units, title), key="chart_block_state_units")
+    csv_button(norms, "rnnviz_block_state_norms.csv", "csv_block_states")
