@@ -47,8 +47,10 @@ class Training:
         clipped: ``[steps_run]`` bool, whether the step was clipped.
         profile_steps: ``[n_logs]`` the steps whose start each probe profile was taken at.
         profiles: ``[n_logs, T+1]`` log₁₀ ‖∂L/∂carry_t‖ of the task loss on a fixed probe
-            batch (exact, −inf for a true zero).
-        recurrent_grad: ``[n_logs]`` log₁₀ ‖∂L/∂W_h‖ on the probe batch.
+            batch (exact, −inf for a true zero); a reference block's ``[n_logs, T]``
+            log₁₀ ‖∂L/∂x_t‖ over its inputs (:mod:`rnnviz.studies.training.blocks`).
+        recurrent_grad: ``[n_logs]`` log₁₀ ‖∂L/∂W_h‖ on the probe batch (a block's: over every
+            tensor of its blocks).
         baseline: the trivial predictor's loss.
         solved_step: the first step whose running mean loss (over :data:`SOLVE_WINDOW`
             steps) is below 10 % of the baseline, or None.
@@ -64,7 +66,8 @@ class Training:
             k-th when all of them would pass ``MAX_KEPT_BYTES``, 256 MiB a training call) and
             the last step taken (the state a non-finite step froze).
         weight_tree: ``{"cell", "readout", ("carry")}`` with a leading ``[n_kept]`` axis on
-            every leaf (NumPy); :meth:`weights` picks one step.
+            every leaf (NumPy); :meth:`weights` picks one step. A reference block's is
+            ``{name: [n_kept, …]}``, its tensors by name (:meth:`tensors`).
         data_source: ``(name, options)`` of the data set trained on (``load_dataset(name,
             **dict(options))`` reloads it), or None for the synthetic tasks.
     """
@@ -153,7 +156,12 @@ class Training:
     def label(self) -> str:
         """``lstm on digits pixels`` / ``gru on adding T=50``: the cell and what it learned."""
         task = self.task.split(" #")[0]  # a data task's name ends in its fingerprint
-        return f"{self.config.cell} on {task}" + ("" if self.data_source else f" T={self.config.seq_len}")
+        model = (
+            self.config.cell
+            if self.config.block == "cell"
+            else f"{self.config.cell} block ×{self.config.layers}"
+        )
+        return f"{model} on {task}" + ("" if self.data_source else f" T={self.config.seq_len}")
 
     def weights(self, step: int | None = None) -> Weights:
         """The weights at a kept step (None: the last), for every view's ``params=``.
@@ -162,13 +170,14 @@ class Training:
             ConfigError: ``step``, naming the kept steps, when it is not one of them (or the
                 run kept no weights).
         """
+        if self.config.block != "cell":
+            raise ConfigError(
+                "block",
+                self.config.block,
+                "a bare cell's run for its cell weights; a block's are run.tensors(step)",
+            )
+        i = self._kept_index(step)
         steps = self.weight_steps
-        if steps is None or self.weight_tree is None or not steps.size:
-            raise ConfigError("step", step, "this run kept no weights")
-        i = steps.size - 1 if step is None else np.flatnonzero(steps == step)
-        if step is not None and not i.size:
-            raise ConfigError("step", step, "a step whose weights were kept: " + _listed(steps))
-        i = int(i if step is None else i[0])
         tree = {k: _at(v, i) for k, v in self.weight_tree.items()}
         carry = tree.get("carry")
         return Weights(
@@ -179,6 +188,31 @@ class Training:
             step=int(steps[i]),
             label=f"{self.label}, step {int(steps[i])}",
         )
+
+    def tensors(self, step: int | None = None) -> dict[str, np.ndarray]:
+        """A reference block's tensors by name (``input_proj.*``, the design's, ``readout.*``)
+        at a kept step (None: the last).
+
+        Raises:
+            ConfigError: ``step`` is not a kept step (naming them), or the run is a bare cell's
+                (:meth:`weights` reads those).
+        """
+        if self.config.block == "cell":
+            raise ConfigError(
+                "block", "cell", "a reference block's run; a bare cell's weights are run.weights(step)"
+            )
+        i = self._kept_index(step)
+        return {name: np.asarray(v[i]) for name, v in self.weight_tree.items()}
+
+    def _kept_index(self, step: int | None) -> int:
+        """The index of a kept step (None: the last) in the kept weights."""
+        steps = self.weight_steps
+        if steps is None or self.weight_tree is None or not steps.size:
+            raise ConfigError("step", step, "this run kept no weights")
+        i = steps.size - 1 if step is None else np.flatnonzero(steps == step)
+        if step is not None and not i.size:
+            raise ConfigError("step", step, "a step whose weights were kept: " + _listed(steps))
+        return int(i if step is None else i[0])
 
     def save(self, path: str | Path) -> Path:
         """Write the run (curves, kept weights, config, task or data source, package

@@ -20,7 +20,7 @@ import numpy as np
 from rnnviz.base.formatting import finite_json, pow10_text
 from rnnviz.base.readings import regime
 from rnnviz.bench.suites import SUITES
-from rnnviz.cli.argtypes import bounded_int, finite_nonnegative
+from rnnviz.cli.argtypes import bounded_int, finite_nonnegative, parameter_count
 from rnnviz.cli.compare import add_parser as add_compare
 from rnnviz.cli.explorable import add_parser as add_explorable
 from rnnviz.cli.inputs import (
@@ -464,6 +464,8 @@ def cmd_train(args: argparse.Namespace) -> int:
         given.setdefault("input_size", get_task(args.task or "adding").input_size)  # the task fixes I
     given.setdefault("batch_size", 64)
     cfg = RunConfig.from_mapping(given)
+    if args.params is not None:
+        cfg = _sized(cfg, args.params)
     settings = TrainSettings(
         DATA_TASK if data is not None else args.task or "adding",
         steps=args.steps,
@@ -505,7 +507,7 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(r.to_json()))
         return 0
     print(
-        f"{r.task} (T={cfg.seq_len}) with the {cfg.cell} cell, {r.optimizer} lr={r.learning_rate:g}, "
+        f"{r.label}, {r.optimizer} lr={r.learning_rate:g}, "
         f"clip={r.clip}: "
         f"final loss {r.final_loss():.4g} (baseline {r.baseline:.4g}, ratio "
         f"{r.final_loss() / r.baseline:.3f})"
@@ -528,6 +530,25 @@ def cmd_train(args: argparse.Namespace) -> int:
         f"compile {r.timing.compile_s:.2f} s"
     )
     return 0
+
+
+def _sized(cfg: RunConfig, params: int) -> RunConfig:
+    """``--params``: a reference block at the width whose drawn model is nearest ``params``
+    parameters (:func:`~rnnviz.studies.block_models.sized_config`), said on stderr."""
+    if cfg.block != "reference":
+        raise ConfigError(
+            "params", params, "with --block reference (a bare cell's size is its --hidden-size)"
+        )
+    from rnnviz.studies.block_models import block_param_count, sized_config
+
+    cfg = sized_config(cfg, params)
+    count = block_param_count(cfg)
+    print(
+        f"the {cfg.cell} block ×{cfg.layers} at H = {cfg.hidden_size}: {count:,} parameters "
+        f"({(count - params) / params:+.1%} of {params:,})",
+        file=sys.stderr,
+    )
+    return cfg
 
 
 def _add_train(sub) -> None:
@@ -586,6 +607,12 @@ def _add_train(sub) -> None:
         type=bounded_int(0, 100_000),
         default=default.lag,
         help="the recall task's lag k (target x_(T−k))",
+    )
+    p.add_argument(
+        "--params",
+        type=parameter_count,
+        metavar="N",
+        help="with --block reference: the width whose block has about N parameters (100k, 1.5M)",
     )
     p.add_argument("--json", action="store_true", help="print the whole record as JSON")
     p.add_argument("--csv", metavar="PATH", help="write loss, metric, grad norm and clipped per step as CSV")

@@ -88,7 +88,7 @@ def block_model(cfg: RunConfig) -> Model:
     """
     if cfg.block != "reference":
         raise ConfigError("block", cfg.block, "'reference' for a block model")
-    spec, settings = _spec_and_settings(cfg)
+    spec, settings = block_spec(cfg)
     key = jax.random.split(jax.random.key(cfg.seed), 3)[0]  # the bare cell's parameter key
     params = vectors.init_params(spec, key, dtype=cfg.dtype, settings=settings)
     nbytes = sum(v.nbytes for v in params.values())
@@ -96,10 +96,21 @@ def block_model(cfg: RunConfig) -> Model:
     return Model(spec.design, spec, place(params, devices_for(nbytes)), source)
 
 
-def _spec_and_settings(cfg: RunConfig) -> tuple[vectors.VectorSpec, Any]:
+def block_spec(cfg: RunConfig, output_size: int | None = None) -> tuple[vectors.VectorSpec, Any]:
+    """The config's design read as a model of vectors, and its initialisation settings.
+
+    Args:
+        cfg: a config with ``block="reference"``.
+        output_size: O, the readout's outputs; None: H (the analysis's readout). Training
+            reads the task's outputs here instead (:mod:`rnnviz.studies.training.blocks`).
+
+    Returns:
+        ``(spec, settings)`` for :func:`~rnnviz.engine.blocks.vectors.init_params`.
+    """
     design = BLOCK_DESIGNS[cfg.cell].design
     inner, settings = _inner(design, cfg)
-    return vectors.VectorSpec(design, inner, input_size=cfg.input_size, output_size=cfg.hidden_size), settings
+    out = cfg.hidden_size if output_size is None else output_size
+    return vectors.VectorSpec(design, inner, input_size=cfg.input_size, output_size=out), settings
 
 
 def block_param_count(cfg: RunConfig) -> int:
@@ -111,7 +122,7 @@ def block_param_count(cfg: RunConfig) -> int:
         >>> block_param_count(cfg) == block_model(cfg).n_params
         True
     """
-    spec, settings = _spec_and_settings(cfg)
+    spec, settings = block_spec(cfg)
     shapes = jax.eval_shape(lambda key: vectors.init_params(spec, key, settings=settings), jax.random.key(0))
     return sum(math.prod(s.shape) for s in shapes.values())
 

@@ -32,7 +32,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import jax
 import jax.numpy as jnp
@@ -55,7 +55,8 @@ from rnnviz.engine.norms import Scaled, log10
 from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_config
 from rnnviz.studies.tasks.data import data_task
 from rnnviz.studies.tasks.synthetic import Task, check_task, get_task
-from rnnviz.studies.training.model import ChunkOut, Hyper, TrainSpec, init_state, run_chunk
+from rnnviz.studies.training import blocks, model
+from rnnviz.studies.training.model import ChunkOut, Hyper, TrainSpec
 
 #: Training's FLOP budget: about 200 s at the ~50 GFLOP/s of this project's 2-core CPU.
 TRAIN_FLOP_BUDGET = 1e13
@@ -72,6 +73,23 @@ MAX_KEPT_BYTES = 256 * 2**20
 #: The training settings that are arguments of the compiled chunk (:class:`Hyper`): ``over`` may vary them.
 _HYPER_FIELDS = ("learning_rate", "clip")
 TRAIN_VALUE_FIELDS = RunConfig.VALUE_FIELDS + _HYPER_FIELDS
+
+
+class TrainedModel(NamedTuple):
+    """What a kind of model trains with: ``init_state(static, spec, key_data, values) -> TrainState``
+    and ``run_chunk(static, spec, state, key_data, values, hyper, start) -> (TrainState, ChunkOut)``."""
+
+    init_state: Callable[..., Any]
+    run_chunk: Callable[..., Any]
+
+
+#: ``RunConfig.block`` → the model trained: the bare cell with its Dense readout
+#: (:mod:`~rnnviz.studies.training.model`), or the design as its reference block
+#: (:mod:`~rnnviz.studies.training.blocks`).
+MODELS: dict[str, TrainedModel] = {
+    "cell": TrainedModel(model.init_state, model.run_chunk),
+    "reference": TrainedModel(blocks.init_state, blocks.run_chunk),
+}
 
 
 #: The initial states of recent training calls kept for the next call, in bytes.
@@ -134,11 +152,12 @@ def train_executables(static: RunConfig, spec: TrainSpec, n_runs: int, device: j
     vals = Values(*(jax.ShapeDtypeStruct((n_runs,), jnp.float32) for _ in Values._fields))
     hyper = Hyper(*(jax.ShapeDtypeStruct((n_runs,), jnp.float32) for _ in Hyper._fields))
     start_s = time.perf_counter()
-    init_fn = jax.vmap(functools.partial(init_state, static, spec))
-    chunk_fn = jax.vmap(functools.partial(run_chunk, static, spec), in_axes=(0, 0, 0, 0, None))
+    trained = MODELS[static.block]
+    init_fn = jax.vmap(functools.partial(trained.init_state, static, spec))
+    chunk_fn = jax.vmap(functools.partial(trained.run_chunk, static, spec), in_axes=(0, 0, 0, 0, None))
     if n_runs == 1:  # one run: the same function without vmap's batched ops (≈ 15 % faster on CPU)
-        init_fn = _with_run_axis(functools.partial(init_state, static, spec), n_in=2)
-        chunk_fn = _with_run_axis(functools.partial(run_chunk, static, spec), n_in=4)
+        init_fn = _with_run_axis(functools.partial(trained.init_state, static, spec), n_in=2)
+        chunk_fn = _with_run_axis(functools.partial(trained.run_chunk, static, spec), n_in=4)
     with jax.default_device(device):
         # drawn as analyze draws the same seed's params (run once, compiled alike)
         init = compile_lowered(

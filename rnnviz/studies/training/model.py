@@ -12,6 +12,7 @@ profile ‖∂L/∂carry_t‖ (:func:`probe_profile`).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import flax.linen as nn
@@ -213,28 +214,41 @@ def step_fn(
                 static, task, p, batch_carry0(static, p, carry0, batch), data.inputs, data.targets
             )
 
-        (loss, pred), grads = jax.value_and_grad(loss_fn, has_aux=True)(st.params)
-        gnorm = optax.tree.norm(grads)
-        clipped = gnorm > hyper.clip
-        scale = jnp.where(clipped, hyper.clip / gnorm, jnp.float32(1.0))
-        grads = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
-        with jax.numpy_dtype_promotion("standard"):  # optax mixes Python floats with its int32 step count
-            updates, opt_state = opt.update(grads, st.opt_state, st.params)
-            params = optax.apply_updates(st.params, updates)
-        ok = st.alive & jnp.isfinite(loss) & jnp.isfinite(gnorm)
-        keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
-        new = TrainState(keep(params, st.params), keep(opt_state, st.opt_state), ok)
-        metric = metric_fn(pred, data.targets)
-        nan = jnp.float32(jnp.nan)
-        rec = (
-            jnp.where(st.alive, loss, nan),
-            jnp.where(st.alive, metric, nan),
-            jnp.where(st.alive, gnorm, nan),
-            clipped & st.alive,
-        )
-        return new, rec
+        return optimise(st, loss_fn, opt, hyper, lambda pred: metric_fn(pred, data.targets))
 
     return step
+
+
+def optimise(
+    st: TrainState,
+    loss_fn: Callable[[Any], tuple[jax.Array, jax.Array]],
+    opt: optax.GradientTransformation,
+    hyper: Hyper,
+    metric_of: Callable[[jax.Array], jax.Array],
+) -> tuple[TrainState, tuple[jax.Array, jax.Array, jax.Array, jax.Array]]:
+    """One optimisation step of any trained model: ``loss_fn(params) -> (L, predictions)``
+    differentiated, clipped by global norm, applied by ``opt``; the state frozen at a
+    non-finite loss or gradient. Returns the new state and ``(loss, metric, grad_norm,
+    clipped)`` (NaN, and False, once the run is frozen)."""
+    (loss, pred), grads = jax.value_and_grad(loss_fn, has_aux=True)(st.params)
+    gnorm = optax.tree.norm(grads)
+    clipped = gnorm > hyper.clip
+    scale = jnp.where(clipped, hyper.clip / gnorm, jnp.float32(1.0))
+    grads = jax.tree.map(lambda g: (g * scale).astype(g.dtype), grads)
+    with jax.numpy_dtype_promotion("standard"):  # optax mixes Python floats with its int32 step count
+        updates, opt_state = opt.update(grads, st.opt_state, st.params)
+        params = optax.apply_updates(st.params, updates)
+    ok = st.alive & jnp.isfinite(loss) & jnp.isfinite(gnorm)
+    keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, old)  # noqa: E731
+    new = TrainState(keep(params, st.params), keep(opt_state, st.opt_state), ok)
+    nan = jnp.float32(jnp.nan)
+    rec = (
+        jnp.where(st.alive, loss, nan),
+        jnp.where(st.alive, metric_of(pred), nan),
+        jnp.where(st.alive, gnorm, nan),
+        clipped & st.alive,
+    )
+    return new, rec
 
 
 def run_chunk(
@@ -291,6 +305,7 @@ __all__ = [
     "fixed_carry0",
     "held_out",
     "init_state",
+    "optimise",
     "optimizer_for",
     "predictions",
     "probe_profile",

@@ -6,12 +6,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+import jax
 import numpy as np
 
 from rnnviz.base.runfile import RunFileError, read
 from rnnviz.base.training import Training
 from rnnviz.config import ConfigError
+from rnnviz.engine.blocks import vectors
 from rnnviz.engine.prepare import check_weights, with_missing_biases
+from rnnviz.studies.block_models import block_spec
 
 
 def load_run(path: str | Path) -> Training:
@@ -58,7 +61,7 @@ def load_run(path: str | Path) -> Training:
             if lengths != {n}:
                 raise ConfigError("weights", sorted(lengths), f"{n} kept steps per leaf")
             for step in (int(run.weight_steps[0]), int(run.weight_steps[-1])):
-                check_weights(run.config, run.weights(step))
+                FITS[run.config.block](run, step)
     except ConfigError as err:
         raise RunFileError(name, f"its weights do not fit its config ({err})") from None
     except Exception as err:  # weights that are not arrays of the kept steps
@@ -66,6 +69,32 @@ def load_run(path: str | Path) -> Training:
             name, f"its weights cannot be read ({type(err).__name__}: {_first_line(err)})"
         ) from None
     return run
+
+
+def _cell_fits(run: Training, step: int) -> None:
+    check_weights(run.config, run.weights(step))
+
+
+def _block_fits(run: Training, step: int) -> None:
+    """The tensors are the block's by name and shape (the readout's outputs read from the file:
+    the task's, which a data set's run does not name in the header)."""
+    tensors = run.tensors(step)
+    out = np.shape(tensors.get("readout.bias", ()))
+    spec, settings = block_spec(run.config, output_size=int(out[0]) if len(out) == 1 else 1)
+    shapes = jax.eval_shape(lambda key: vectors.init_params(spec, key, settings=settings), jax.random.key(0))
+    want = {name: tuple(s.shape) for name, s in shapes.items()}
+    have = {name: tuple(np.shape(t)) for name, t in tensors.items()}
+    if have != want:
+        wrong = sorted(set(want) ^ set(have)) or sorted(n for n in want if want[n] != have[n])
+        raise ConfigError(
+            "weights",
+            ", ".join(wrong[:3]),
+            f"the {len(want)} tensors of {run.config.cell} block ×{run.config.layers}",
+        )
+
+
+#: ``RunConfig.block`` → the check that a run's kept weights fit its config.
+FITS = {"cell": _cell_fits, "reference": _block_fits}
 
 
 def _first_line(err: Exception) -> str:
