@@ -56,14 +56,29 @@ class Connectivity:
 
     def relative(self) -> np.ndarray:
         """``[T]`` c_t / max c (0 … 1; 0 for a true zero), for shading."""
-        top = np.max(self.log10[np.isfinite(self.log10)], initial=-np.inf)
-        return np.where(np.isfinite(self.log10), 10.0 ** (self.log10 - top), 0.0)
+        return relative(self.log10)
 
     def reach(self, fraction: float = 0.01) -> int:
         """How far back (τ − t, in steps) the furthest input whose connectivity is at least
-        ``fraction`` of the strongest lies; 0 when only x_τ is."""
-        above = np.flatnonzero(self.relative()[: self.step] >= fraction)
-        return int(self.step - 1 - above[0]) if above.size else 0
+        ``fraction`` of the strongest lies; 0 when only x_τ is (:func:`reach`)."""
+        return reach(self.log10, self.step, fraction)
 
 
-__all__ = ["MEASURES", "Connectivity"]
+def relative(log10: np.ndarray) -> np.ndarray:
+    """``[T]`` c_t / max c of log₁₀ c ``[T]`` (0 … 1; 0 for a true zero)."""
+    top = np.max(log10[np.isfinite(log10)], initial=-np.inf)
+    return np.where(np.isfinite(log10), 10.0 ** (log10 - top), 0.0)
+
+
+def reach(log10: np.ndarray, step: int, fraction: float = 0.01) -> int:
+    """How far back (τ − t, in steps) from output step τ = ``step`` (1 … T) the furthest input
+    whose connectivity c_t (log₁₀ ``[T]``) is at least ``fraction`` of the strongest lies.
+
+    >>> reach(np.log10([0.001, 0.02, 0.5, 1.0, 1e-30]), step=4)
+    2
+    """
+    above = np.flatnonzero(relative(log10)[:step] >= fraction)
+    return int(step - 1 - above[0]) if above.size else 0
+
+
+__all__ = ["MEASURES", "Connectivity", "reach", "relative"]

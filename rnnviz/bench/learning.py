@@ -10,6 +10,7 @@ import sys
 import jax
 import numpy as np
 
+from rnnviz.base.connectivity import reach
 from rnnviz.base.measurements import SCHEMA
 from rnnviz.bench.references import (
     loop_steps_per_s,
@@ -26,7 +27,10 @@ from rnnviz.dataset import fit_to_data, load_dataset
 from rnnviz.engine.environment import run_stamp
 from rnnviz.studies.comparisons import label
 from rnnviz.studies.connectivity import connectivity
+from rnnviz.studies.block_models import block_param_count, sized_config
 from rnnviz.studies.training import DATA_TASK, TrainSettings, train, train_many
+from rnnviz.studies.training.blocks import block_connectivity
+from rnnviz.tables.blocks import BLOCK_DESIGNS
 
 
 def train_record(r, mode: str, suite: str = "train") -> dict:
@@ -230,6 +234,97 @@ def text_table(
             for r, (one, ten) in zip(runs, reach)
         ]
     return records
+
+
+#: The block learning table's grid: every design at these depths and about these counts.
+BLOCK_DEPTHS = (2, 4)
+BLOCK_PARAMS = ("100k", "400k")
+#: What one row's training may take: its seeds over the whole run (about 3 × 2000 steps of a
+#: 400k-parameter block on the digits, 8e13 FLOPs); the dashboard keeps its own, smaller budget.
+BLOCK_FLOP_BUDGET = 2e14
+
+
+def block_learning_table(
+    steps: int = 2000,
+    seeds: int = 3,
+    cells: tuple[str, ...] = tuple(BLOCK_DESIGNS),
+    depths: tuple[int, ...] = BLOCK_DEPTHS,
+    params: tuple[str, ...] = BLOCK_PARAMS,
+    out=sys.stdout,
+) -> list[dict]:
+    """The learning table of every design as its reference block (:mod:`rnnviz.studies.training.blocks`):
+    for each cell, depth and parameter count (the width :func:`~rnnviz.studies.block_models.sized_config`
+    picks for each data set's input size), the digits by pixel and permuted (T=64, I=1, B=64,
+    ``steps`` steps) and the prose text (T=100, one-hot, B=32, at most :data:`TEXT_STEPS`
+    steps; bits per character and reach), ``seeds`` seeds in one vmapped call, Adam 1e-3,
+    clip 1, as the bare cells' table (:func:`data_bench`) trains them."""
+    digits = {order: load_dataset("digits", order=order) for order in DIGIT_ORDERS}
+    text = load_dataset("text", corpus="prose", seq_len=100)
+    print(
+        f"block learning table: {seeds} seeds in one vmapped call, Adam 1e-3, clip 1; digits B=64, {steps} "
+        f"steps (held-out accuracy, 90 % at step); text B=32, {min(steps, TEXT_STEPS)} steps (bits/char, "
+        "reach > 1 % / > 10 %)",
+        file=out,
+        flush=True,
+    )
+    records: list[dict] = []
+    for cell in cells:
+        for depth in depths:
+            for target in params:
+                for name, ds, batch, n in [
+                    *((f"digits {o}", d, 64, steps) for o, d in digits.items()),
+                    ("text prose", text, 32, min(steps, TEXT_STEPS)),
+                ]:
+                    base = RunConfig(
+                        cell=cell, block="reference", layers=depth, input_size=ds.input_size,
+                        seq_len=ds.seq_len, batch_size=batch,
+                    )  # fmt: skip
+                    records += _block_row(sized_config(base, target), ds, name, n, seeds, target, out)
+    return records
+
+
+def _block_row(cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: str, out) -> list[dict]:
+    """One row of :func:`block_learning_table`: ``seeds`` runs of ``cfg`` on ``ds``, printed and recorded."""
+    runs = train_many(
+        cfg,
+        {"seed": list(range(seeds))},
+        settings=TrainSettings(DATA_TASK, steps, learning_rate=1e-3, log_every=min(100, steps)),
+        data=ds,
+        flop_budget=BLOCK_FLOP_BUDGET,
+    )
+    count = block_param_count(cfg)
+    metric = [float(r.held_out_metric[-1]) for r in runs]
+    extra: list[dict] = [{} for _ in runs]
+    if ds.kind == "next-step":
+        got = [block_reach(r, ds) for r in runs]
+        extra = [{"reach_1pct": one, "reach_10pct": ten} for one, ten in got]
+        what = "reach {:.1f} / {:.1f}".format(*(np.mean([g[i] for g in got]) for i in (0, 1)))
+    else:
+        reach = [s for s in (steps_to_fraction(r.held_out_steps, r.held_out_metric) for r in runs) if s is not None]
+        what = f"90 % at {np.mean(reach):.0f}" if reach else "90 % at —"
+    print(
+        f"{label(cfg):<44} {count:>8,} params  {name:<15} {runs[0].metric_name} {np.mean(metric):.3f} "
+        f"({min(metric):.3f}–{max(metric):.3f}), {what}, {runs[0].timing.run_s / len(runs):.1f} s per run",
+        file=out,
+        flush=True,
+    )
+    return [
+        {**data_record(r, name), "suite": "designs-learning", "params": count, "target_params": target, **e}
+        for r, e in zip(runs, extra)
+    ]
+
+
+def block_reach(run, text, sequences: int = REACH_SEQUENCES) -> tuple[float, float]:
+    """:func:`text_reach` of a trained reference block: its prediction of each held-out sequence's
+    last next character (:func:`~rnnviz.studies.training.blocks.block_connectivity`), at the
+    final weights."""
+    tensors = run.tensors()
+    reaches = []
+    for i in text.test[:sequences]:
+        tau = int(text.lengths[i])
+        c = block_connectivity(run.config, tensors, text.inputs[i], int(text.targets[i][tau - 1]), tau)
+        reaches.append((reach(c, tau, 0.01), reach(c, tau, 0.1)))
+    return float(np.mean([r[0] for r in reaches])), float(np.mean([r[1] for r in reaches]))
 
 
 def text_reach(run, text, sequences: int = REACH_SEQUENCES) -> tuple[float, float]:

@@ -177,7 +177,8 @@ def block_states(cfg: RunConfig, *, example: int = 0) -> ModelStates:
 def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
     """``cfg`` (a reference block) at the width H whose drawn model's parameter count is nearest
     ``params``: the count grows with H, so a bisection between half and twice the width the
-    block table's estimate (:func:`~rnnviz.config.param_count`) gives.
+    block table's estimate (:func:`~rnnviz.config.param_count`) gives, among the widths whose
+    config is valid at ``cfg``'s batch and T (the analysis's budget bounds them).
 
     Args:
         cfg: a config with ``block="reference"``; every field but ``hidden_size`` is kept.
@@ -185,7 +186,10 @@ def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
             (:func:`~rnnviz.studies.sizing.target_count`).
 
     Returns:
-        The config at that width.
+        The config at that width (the widest valid one when ``params`` lies past it).
+
+    Raises:
+        ConfigError: no width is valid at ``cfg``'s other fields.
 
     Example:
         >>> import rnnviz
@@ -198,9 +202,16 @@ def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
     def count(width: int) -> int:
         return block_param_count(cfg.replace(hidden_size=width))
 
-    bound = int(FIELD_SPECS["hidden_size"].hi)
-    guess = min(range(1, bound + 1), key=lambda w: abs(param_count(cfg.replace(hidden_size=w)) - target))
-    lo, hi = max(1, guess // 2), min(bound, 2 * guess + 8)
+    estimates = {}
+    for width in range(1, int(FIELD_SPECS["hidden_size"].hi) + 1):
+        try:
+            estimates[width] = param_count(cfg.replace(hidden_size=width))
+        except ConfigError:  # past the analysis's budget at this batch and T: not a width to pick
+            continue
+    if not estimates:
+        raise ConfigError("hidden_size", cfg.hidden_size, f"a width at which the {cfg.cell} block fits the budget")
+    guess = min(estimates, key=lambda w: abs(estimates[w] - target))
+    lo, hi = max(1, guess // 2), min(max(estimates), 2 * guess + 8)
     while hi - lo > 1:
         mid = (lo + hi) // 2
         lo, hi = (mid, hi) if count(mid) <= target else (lo, mid)

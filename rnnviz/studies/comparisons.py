@@ -200,9 +200,11 @@ def measure_interleaved(
 
 
 def label(cfg: RunConfig) -> str:
-    """A row's label of the shape it ran: ``"lstm B=4 T=100 I=8 H=32 float32"`` (or ``unbatched``)."""
+    """A row's label of the shape it ran: ``"lstm B=4 T=100 I=8 H=32 float32"`` (or ``unbatched``;
+    a reference block's ``"lstm block ×2 B=4 …"``)."""
     b = "unbatched" if cfg.batch_size is None else f"B={cfg.batch_size}"
-    return f"{cfg.cell} {b} T={cfg.seq_len} I={cfg.input_size} H={cfg.hidden_size} {cfg.dtype}"
+    model = cfg.cell if cfg.block == "cell" else f"{cfg.cell} block ×{cfg.layers}"
+    return f"{model} {b} T={cfg.seq_len} I={cfg.input_size} H={cfg.hidden_size} {cfg.dtype}"
 
 
 def _grad_difference(ref: dict, other: dict) -> tuple[float, float]:

@@ -151,3 +151,23 @@ def test_cli_trains_a_block_at_about_n_parameters_and_refuses_params_for_a_bare_
     assert f"H = {cfg.hidden_size}" in out.err and len(record["losses"]) == 4
     assert main(["train", "--cell", "gru", "--params", "5k", "--steps", "4"]) == 2
     assert "with --block reference" in capsys.readouterr().err
+
+
+def test_block_connectivity_is_torchs_gradient_of_the_log_probability_at_step_tau():
+    from rnnviz.base.connectivity import reach
+    from rnnviz.studies.block_models import block_spec
+    from rnnviz.studies.training.blocks import block_connectivity
+
+    cfg = RunConfig(cell="lstm", block="reference", layers=2, hidden_size=6, input_size=3, seq_len=9)
+    spec, init = block_spec(cfg, output_size=5)
+    tensors = {k: np.asarray(v) for k, v in vectors.init_params(spec, jax.random.key(7), settings=init).items()}
+    x = np.random.default_rng(0).normal(size=(9, 3)).astype(np.float32)
+    got = block_connectivity(cfg, tensors, x, target=2, step=7)
+
+    lstm, head = _torch_stack(tensors, 2, 3, 6, 5)
+    xt = torch.tensor(x[None].astype(np.float64), requires_grad=True)
+    torch.log_softmax(head(lstm(xt)[0][0, 6]), -1)[2].backward()
+    want = np.linalg.norm(xt.grad.numpy()[0], axis=1)
+    np.testing.assert_allclose(10.0 ** got[:7], want[:7], rtol=1e-4)
+    assert np.all(np.isneginf(got[7:]))  # nothing after τ is read
+    assert reach(got, 7, 0.0) == 6

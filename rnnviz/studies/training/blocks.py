@@ -23,10 +23,12 @@ cell's profile is over its T + 1 carries instead); and the ``recurrent_grad`` is
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from rnnviz.engine.blocks import vectors
 from rnnviz.engine.norms import Scaled, robust_norm
@@ -98,6 +100,51 @@ def held_out(static: RunConfig, task: Task, params, key_data: jax.Array):
     return loss, task.metric_fn()(pred, data.targets)
 
 
+def block_connectivity(
+    cfg: RunConfig, tensors: dict[str, Any], inputs: np.ndarray, target: int, step: int
+) -> np.ndarray:
+    r"""How much a trained block's prediction at step τ reads each input of one sequence:
+
+    .. math::
+        c_t = \big\|∂ \log p_τ(\mathrm{target}) / ∂x_t\big\|, \quad t = 1 … T
+
+    (0 after τ), a bare cell's ``target`` measure (:func:`rnnviz.studies.connectivity.connectivity`).
+
+    Args:
+        cfg: the trained run's config (a reference block).
+        tensors: its tensors by name (:meth:`~rnnviz.base.training.Training.tensors`); the
+            readout's outputs are the classes or the vocabulary.
+        inputs: ``[T, I]`` the sequence.
+        target: the class (or next token) whose log-probability is read.
+        step: τ, 1 … T.
+
+    Returns:
+        ``[T]`` log₁₀ c_t (−inf for a true zero), float64.
+    """
+    out = int(np.shape(tensors["readout.bias"])[0])
+    grads = _connectivity_grads(cfg, out)(
+        tensors, jnp.asarray(inputs, jnp.float32)[None], jnp.int32(target), jnp.int32(step - 1)
+    )
+    with np.errstate(divide="ignore"):
+        return np.log10(np.asarray(grads, np.float64))
+
+
+@functools.lru_cache(maxsize=8)
+def _connectivity_grads(cfg: RunConfig, output_size: int):
+    """The jitted ``(tensors, x [1, T, I], target, τ − 1) -> c [T]`` of one config and readout size."""
+    spec, _ = block_spec(cfg, output_size=output_size)
+
+    def log_p(x, tensors, target, position):
+        logits = vectors.forward(spec, tensors, x.astype(jnp.dtype(cfg.dtype)))[0, position]
+        return jax.nn.log_softmax(logits.astype(jnp.float32))[target]
+
+    def per_step(tensors, x, target, position):
+        g = jax.grad(log_p)(x, tensors, target, position)[0]  # [T, I]
+        return robust_norm(g, axis=1)
+
+    return jax.jit(per_step)
+
+
 def run_chunk(
     static: RunConfig,
     spec: TrainSpec,
@@ -133,4 +180,4 @@ def run_chunk(
     return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad, *held, params=kept)
 
 
-__all__ = ["ENDS", "held_out", "init_state", "model_spec", "probe_profile", "run_chunk", "task_loss"]
+__all__ = ["ENDS", "block_connectivity", "held_out", "init_state", "model_spec", "probe_profile", "run_chunk", "task_loss"]

@@ -200,7 +200,11 @@ def resolve_task(task: str, data: Dataset | None = None) -> Task:
 
 
 def check_training(
-    cfg: RunConfig, settings: TrainSettings, n_runs: int = 1, data: Dataset | None = None
+    cfg: RunConfig,
+    settings: TrainSettings,
+    n_runs: int = 1,
+    data: Dataset | None = None,
+    flop_budget: float = TRAIN_FLOP_BUDGET,
 ) -> tuple[Task, TrainSpec]:
     """The settings checked against the config they train (each setting is checked on its own by
     :class:`TrainSettings`).
@@ -210,6 +214,8 @@ def check_training(
         settings: the training settings.
         n_runs: runs trained at once (the budgets count them all).
         data: the data set trained on when ``settings.task`` is :data:`DATA_TASK`.
+        flop_budget: the most FLOPs all the runs may take (a benchmark's long tables
+            raise it; the dashboard keeps :data:`TRAIN_FLOP_BUDGET`).
 
     Returns:
         ``(task, spec)``: the task and the compiled step's static settings.
@@ -225,13 +231,13 @@ def check_training(
     steps = settings.steps
     per_step = estimate_flops(cfg) * n_runs
     flops = per_step * steps
-    if flops > TRAIN_FLOP_BUDGET:
+    if flops > flop_budget:
         raise BudgetError(
             "steps",
             steps,
             f"{n_runs} run(s) × {int(steps)} steps need about {flops / 1e12:.1f} TFLOP (≈ "
-            f"{flops / REFERENCE_FLOPS_PER_S:.0f} s on a 2-core CPU), over the {TRAIN_FLOP_BUDGET / 1e12:g} "
-            f"TFLOP training budget; the most steps that fit is {int(TRAIN_FLOP_BUDGET // per_step)}",
+            f"{flops / REFERENCE_FLOPS_PER_S:.0f} s on a 2-core CPU), over the {flop_budget / 1e12:g} "
+            f"TFLOP training budget; the most steps that fit is {int(flop_budget // per_step)}",
         )
     memory = (
         estimate_memory_bytes(cfg) * n_runs * 2
@@ -272,6 +278,7 @@ class Trainer:
         settings: the training settings (``over`` may vary their learning rate and clip).
         data: the data set trained on when ``settings.task`` is :data:`DATA_TASK`.
         device: a concrete JAX device, overriding ``cfg.device``.
+        flop_budget: as :func:`check_training`.
 
     Raises:
         ConfigError: as :func:`train_many`.
@@ -285,6 +292,7 @@ class Trainer:
         settings: TrainSettings,
         data: Dataset | None = None,
         device: jax.Device | None = None,
+        flop_budget: float = TRAIN_FLOP_BUDGET,
     ):
         points = _points_of(over or {})
         self.data_source = None if data is None else (data.name, data.options)
@@ -294,9 +302,9 @@ class Trainer:
             self.runs.append(
                 dataclasses.replace(settings, **{k: v for k, v in p.items() if k in _HYPER_FIELDS})
             )
-        self.task, self.spec = check_training(cfg, settings, n_runs=len(points), data=data)
+        self.task, self.spec = check_training(cfg, settings, len(points), data, flop_budget)
         for c in self.cfgs:  # the values may take a config out of the task's reach (one message per field)
-            check_training(c, settings, data=data)
+            check_training(c, settings, data=data, flop_budget=flop_budget)
         self.cfg, self.settings, self.steps = cfg, settings, settings.steps
         device = device or resolve_device(cfg)
         static = static_config(cfg)
@@ -498,6 +506,7 @@ def train_many(
     data: Dataset | None = None,
     progress: ProgressFn | None = None,
     device: jax.Device | None = None,
+    flop_budget: float = TRAIN_FLOP_BUDGET,
 ) -> list[Training]:
     """Train every combination of ``over`` in one vmapped, compiled call per chunk.
 
@@ -512,6 +521,7 @@ def train_many(
             :func:`train`.
         progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk;
             returning True stops training there (the records then hold the steps taken).
+        flop_budget: the most FLOPs all the runs may take (:func:`check_training`).
 
     Returns:
         One :class:`~rnnviz.base.training.Training` per combination, in
@@ -522,7 +532,7 @@ def train_many(
             more than ``MAX_RUNS`` runs.
     """
     settings, data = _asked(task, steps, learning_rate, optimizer, clip, log_every, lag, settings, data)
-    trainer = Trainer(cfg, over, settings=settings, data=data, device=device)
+    trainer = Trainer(cfg, over, settings=settings, data=data, device=device, flop_budget=flop_budget)
     while not trainer.done:
         done = trainer.advance()
         if progress is not None and progress(done, settings.steps, trainer.run_s) and not trainer.done:
