@@ -224,8 +224,8 @@ def block_comparison(
     Example:
         >>> import rnnviz
         >>> from rnnviz.report.models import block_comparison
-        >>> base = rnnviz.RunConfig(block="reference", layers=2, hidden_size=8, seq_len=6)
-        >>> c = block_comparison([base.replace(cell="gru"), base.replace(cell="mamba")])
+        >>> base = rnnviz.RunConfig(cell="gru", block="reference", layers=2, hidden_size=8, seq_len=6)
+        >>> c = block_comparison([base, base.replace(cell="mamba")])
         >>> c.labels, c.blocks, c.rows[1].model_type, c.rows[1].analysis.grad_norms.shape
         (('gru', 'mamba'), True, 'mamba', (3, 6))
     """
