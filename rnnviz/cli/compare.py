@@ -71,7 +71,7 @@ def model_summary_lines(c) -> list[str]:
         p_reach = reach_text(r.connectivity_reach, r.analysis.position)
         lines.append(
             f"{r.label:<{width}}  {r.model_type:<15}  {r.n_layers:>6}  {r.n_params:>10,}  "
-            f"{r.token_ids.shape[1]:>5}  {r.analysis.loss:>9.5g}  {loss_reach:>22}  {p_reach}"
+            f"{r.steps:>5}  {r.analysis.loss:>9.5g}  {loss_reach:>22}  {p_reach}"
         )
     if not c.same_tokens:
         lines.append("the models tokenise the text differently: position t is not the same text in each")
