@@ -71,7 +71,7 @@ def model_summary_lines(c) -> list[str]:
         p_reach = reach_text(r.connectivity_reach, r.analysis.position)
         lines.append(
             f"{r.label:<{width}}  {r.model_type:<15}  {r.n_layers:>6}  {r.n_params:>10,}  "
-            f"{r.token_ids.shape[1]:>5}  {r.analysis.loss:>9.5g}  {loss_reach:>22}  {p_reach}"
+            f"{r.steps:>5}  {r.analysis.loss:>9.5g}  {loss_reach:>22}  {p_reach}"
         )
     if not c.same_tokens:
         lines.append("the models tokenise the text differently: position t is not the same text in each")
@@ -241,12 +241,12 @@ def _block_configs(args: argparse.Namespace) -> list:
     """
     from rnnviz.studies.block_models import block_param_count, sized_config
 
-    for name in ("design", "models", "data", "weights", "train", "text", "tokens", "report"):
+    for name in ("design", "models", "data", "weights", "train", "text", "tokens"):
         if getattr(args, name, None) not in (None, []):
             raise ConfigError(
                 name,
                 getattr(args, name),
-                "not with --block reference (the cells' blocks on their inputs; --json)",
+                "not with --block reference (the cells' blocks on their inputs; --report, --json)",
             )
     if args.cell is not None or args.cells is None:
         raise ConfigError("cells", args.cells, "the cells whose reference blocks to compare (--cells a,b,c)")
@@ -271,35 +271,46 @@ def _block_configs(args: argparse.Namespace) -> list:
 def cmd_compare_blocks(args: argparse.Namespace) -> int:
     """``rnnviz compare --cells A,B --block reference --layers L [--params N]``: each cell's
     design as its reference block (at the width nearest N parameters, every count within
-    :data:`BLOCK_SPREAD`), all on the bare cells' inputs of the config flags; a line each (its
-    size, loss, the gradient's reach back from the last step and its size there), or ``--json``.
+    :data:`BLOCK_SPREAD`), all on the bare cells' inputs of the config flags
+    (:func:`rnnviz.report.models.block_comparison`); a line each (its size, loss, the
+    gradient's reach back from the last step and its size there), or ``--json``; ``--report``
+    as one HTML file.
 
     Returns:
         0.
+
+    Raises:
+        ConfigError: a flag that does not apply, sizes that cannot match, or a bad
+            ``--report`` path; plotly missing with ``--report``.
     """
-    from rnnviz.report.models import REACH_FRACTION, reach, reach_text
-    from rnnviz.studies.block_models import analyze_block, block_param_count
+    from rnnviz.report.models import BLOCK_INPUTS, REACH_FRACTION, block_comparison, reach_text
 
     configs = _block_configs(args)
-    rows = []
-    for cfg in configs:
-        print(f"computing {cfg.cell}: the analysis", file=sys.stderr, flush=True)
-        rows.append((cfg, block_param_count(cfg), analyze_block(cfg)))
-    if args.json:
-        print(json.dumps([{"config": c.to_dict(), "params": n, "analysis": a.to_json()} for c, n, a in rows]))
-        return 0
-    cut = f"{REACH_FRACTION:.0%}"
-    print(
-        f"{'cell':<15} {'block':<16} {'L':>2} {'H':>5} {'params':>9} {'loss':>10} "
-        f"{f'‖∂L/∂x_t‖ < {cut} from':>22} ‖∂L/∂x_0‖"
+    report, write = _report_path(args)
+    c = block_comparison(
+        configs, progress=lambda line: print(f"computing {line}", file=sys.stderr, flush=True)
     )
-    for cfg, count, a in rows:
-        end = cfg.seq_len - 1
+    if args.json:
+        records = [
+            {"config": r.config.to_dict(), "params": r.n_params, "analysis": r.analysis.to_json()}
+            for r in c.rows
+        ]
+        print(json.dumps(records))
+    else:
+        cut = f"{REACH_FRACTION:.0%}"
         print(
-            f"{cfg.cell:<15} {a.model_type:<16} {cfg.layers:>2} {cfg.hidden_size:>5} {count:>9,} "
-            f"{a.loss:>10.5g} {reach_text(reach(a.grad_norms[0], end), end):>22} "
-            f"{pow10_text(float(a.log10_grad_norms[0, 0]))}"
+            f"{'cell':<15} {'block':<16} {'L':>2} {'H':>5} {'params':>9} {'loss':>10} "
+            f"{f'‖∂L/∂x_t‖ < {cut} from':>22} ‖∂L/∂x_0‖"
         )
+        for r in c.rows:
+            a = r.analysis
+            print(
+                f"{r.label:<15} {a.model_type:<16} {r.n_layers:>2} {r.config.hidden_size:>5} "
+                f"{r.n_params:>9,} {a.loss:>10.5g} {reach_text(r.input_reach, r.loss_end, BLOCK_INPUTS):>22} "
+                f"{pow10_text(float(a.log10_grad_norms[0, 0]))}"
+            )
+    if report is not None:
+        _write(args, write, report, c)
     return 0
 
 

@@ -9,6 +9,7 @@ the same text, as one self-contained HTML file (opens offline in any browser) or
   (analysis, decay and λ₁, optionally training, per design), :func:`comparison_of` (from
   analyses in hand);
 * :mod:`~rnnviz.report.models` — your own models' numbers computed: :func:`model_comparison`;
+  designs as their reference blocks: :func:`block_comparison`;
 * :mod:`~rnnviz.report.html` — the page: :func:`report_html`, :func:`model_report_html`,
   :func:`write_report` (either), :func:`report_figures`, :func:`model_report_figures` (drawn
   by :mod:`rnnviz.charts`).
@@ -31,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "Comparison": "rnnviz.report.numbers",
     "Design": "rnnviz.report.numbers",
+    "block_comparison": "rnnviz.report.models",
     "comparison": "rnnviz.report.compare",
     "comparison_json": "rnnviz.report.numbers",
     "comparison_of": "rnnviz.report.compare",
@@ -52,6 +54,7 @@ __all__ = [
     "Design",
     "ModelComparison",
     "ModelRow",
+    "block_comparison",
     "comparison",
     "comparison_json",
     "comparison_of",
@@ -75,7 +78,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
         report_html,
         write_report,
     )
-    from rnnviz.report.models import model_comparison
+    from rnnviz.report.models import block_comparison, model_comparison
     from rnnviz.report.numbers import (
         Comparison,
         Design,

@@ -1,8 +1,8 @@
 """A :class:`~rnnviz.report.compare.Comparison` (cell designs) or a
-:class:`~rnnviz.report.models.ModelComparison` (your own models) as one self-contained HTML
-file: the figures (drawn by :mod:`rnnviz.charts` from :mod:`rnnviz.frames`' frames), the
-numbers as a table and as JSON, every design's config or model's sizes, and the versions and
-machine that computed them.
+:class:`~rnnviz.report.models.ModelComparison` (your own models, or designs as their reference
+blocks) as one self-contained HTML file: the figures (drawn by :mod:`rnnviz.charts` from
+:mod:`rnnviz.frames`' frames), the numbers as a table and as JSON, every design's config or
+model's sizes, and the versions and machine that computed them.
 
 Self-contained: plotly.js is inlined once, there is no CDN, no external style sheet, font or
 image, so the file opens offline in any browser. Every text put into the page is escaped.
@@ -31,6 +31,7 @@ from rnnviz.config import FIELD_SPECS, ConfigError
 from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
 from rnnviz.frames.training import training_frame
 from rnnviz.report.numbers import (
+    BLOCK_INPUTS,
     REACH_FRACTION,
     Comparison,
     ModelComparison,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:  # types only: the figures are drawn, and embedded, by rnnviz.
     from rnnviz.base.environment import Environment
     from rnnviz.base.models import ModelAnalysis
     from rnnviz.charts.embed import PlotlyFigure
+    from rnnviz.config import RunConfig
 
 #: The ``id`` of the ``<script type="application/json">`` holding :func:`comparison_json`.
 NUMBERS_ID = "rnnviz-numbers"
@@ -270,13 +272,14 @@ def _numbers_table(c: Comparison) -> str:
     return _table(header, rows, numeric=set(range(1, len(header) - 1)))
 
 
-def _config_table(c: Comparison) -> str:
+def _config_table(labels: Sequence[str], configs: Sequence[RunConfig]) -> str:
+    """Every :class:`~rnnviz.config.RunConfig` field, a column per design; rows that differ marked."""
     rows, classes = [], []
     for name in FIELD_SPECS:
-        values = [getattr(d.config, name) for d in c.designs]
+        values = [getattr(cfg, name) for cfg in configs]
         rows.append([name, *("None" if v is None else str(v) for v in values)])
         classes.append("differs" if len({repr(v) for v in values}) > 1 else "")
-    return _table(["field", *c.labels], rows, classes=classes)
+    return _table(["field", *labels], rows, classes=classes)
 
 
 def _environment_table(c: Comparison | ModelComparison, devices: Sequence[str]) -> str:
@@ -367,7 +370,7 @@ def report_html(c: Comparison) -> str:
             "<h2>Configurations</h2>",
             '<p class="note">Every RunConfig field of every design; the rows where they differ are '
             "marked.</p>",
-            _config_table(c),
+            _config_table(c.labels, [d.config for d in c.designs]),
             "<h2>Versions and machine</h2>",
             _environment_table(c, [d.device for d in c.designs]),
             _numbers_script(comparison_json(c)),
@@ -425,8 +428,17 @@ def _tokens_text(r: ModelRow) -> str:
     return shown if r.token_ids.shape[0] == 1 else f"{shown} (the first of {r.token_ids.shape[0]} sequences)"
 
 
+def _reach_note(back_from: str, whole: str) -> str:
+    """What the table's reach means, counted back from ``back_from`` over ``whole``."""
+    return (
+        f"Reach: the number of positions back (from {back_from}) at which the norm has fallen below "
+        f"{REACH_FRACTION:.0%} of its largest value and stays below to the first position "
+        f"(rnnviz.report.models.reach). “> k (all of {whole})”: it is still above that at the first one."
+    )
+
+
 def _model_summary(c: ModelComparison) -> str:
-    steps = sorted({r.token_ids.shape[1] for r in c.rows})
+    steps = sorted({r.steps for r in c.rows})
     read = "through its own tokenizer.json" if c.text is not None else "as the same token ids"
     parts = [f"{len(c.rows)} models on the same text, each {read} (T = {', '.join(map(str, steps))})."]
     if not c.same_tokens:
@@ -438,47 +450,64 @@ def _model_summary(c: ModelComparison) -> str:
         "L: the mean next-token cross-entropy over the positions that have a next token, as transformers "
         "computes it with labels=input_ids. x_t^(0): the embeddings entering the first block. ℓ_p: the "
         "loss of the prediction at p alone, the last position with a next token.",
-        f"Reach: the number of positions back (from the last position with a loss for ‖∂L/∂x_t^(0)‖, "
-        f"from p for ‖∂ℓ_p/∂x_t^(0)‖) at which the norm has fallen below {REACH_FRACTION:.0%} of its "
-        "largest value and stays below to the start of the text (rnnviz.report.models.reach). "
-        "“> k (all of the text)”: it is still above that at the first token.",
+        _reach_note(
+            "the last position with a loss for ‖∂L/∂x_t^(0)‖, from p for ‖∂ℓ_p/∂x_t^(0)‖", "the text"
+        ),
     ]
     return _notes(parts)
 
 
-def _model_numbers_table(c: ModelComparison) -> str:
-    header = [
-        "model",
-        "type",
-        "layers",
-        "parameters",
-        "vocabulary",
-        "tokens T",
-        "loss",
-        f"‖∂L/∂x_t^(0)‖ below {REACH_FRACTION:.0%} from (positions back)",
-        "p",
-        f"‖∂ℓ_p/∂x_t^(0)‖ below {REACH_FRACTION:.0%} from (positions back)",
-    ]
-    rows = [
+def _block_summary(c: ModelComparison) -> str:
+    shapes = dict.fromkeys(
+        f"T={cfg.seq_len}, B={cfg.batch_size or 'unbatched'}, I={cfg.input_size}, {cfg.inputs} inputs, "
+        f"seed {cfg.seed}, {cfg.dtype}"
+        for cfg in (r.config for r in c.rows)
+    )
+    return _notes(
         [
-            r.label,
-            r.model_type,
-            str(r.n_layers),
-            f"{r.n_params:,}",
-            f"{r.vocab_size:,}",
-            str(r.token_ids.shape[1]),
-            f"{r.analysis.loss:.6g}",
-            reach_text(r.input_reach, r.loss_end),
-            str(r.analysis.position),
-            reach_text(r.connectivity_reach, r.analysis.position),
+            f"{len(c.rows)} designs, each as its reference block, on the bare cells' inputs "
+            f"({'; '.join(shapes)}): x_t passes through a linear projection to the block's width H, "
+            "the blocks, the design's final norm and a linear readout ŷ.",
+            "L = ½ Σ_b ‖ŷ_(b,T)‖², the bare cell's loss of the last step, on the readout. x_t^(0): the "
+            "inputs themselves, before the projection, so row 0 reads the same x in every design. L "
+            "reads the last step alone, so the connectivity of step T − 1 is ‖∂L/∂x_t^(0)‖ itself.",
+            "vs the mean: each design's parameters against the mean over the designs.",
+            _reach_note("the last step, T − 1", BLOCK_INPUTS),
         ]
-        for r in c.rows
+    )
+
+
+def _model_numbers_table(c: ModelComparison) -> str:
+    """A row per model: its facts, loss and reaches; for reference blocks their width and one
+    reach (their connectivity is the loss's gradient), for language models their vocabulary,
+    p and the connectivity's reach."""
+    blocks = c.blocks
+    whole = BLOCK_INPUTS if blocks else "the text"
+    mean = sum(r.n_params for r in c.rows) / len(c.rows)
+    reads = f"below {REACH_FRACTION:.0%} from (positions back)"
+    columns = [
+        ("design" if blocks else "model", lambda r: r.label),
+        ("type", lambda r: r.model_type),
+        ("layers", lambda r: str(r.n_layers)),
+        *([("width H", lambda r: str(r.config.hidden_size))] if blocks else []),
+        ("parameters", lambda r: f"{r.n_params:,}"),
+        ("vs the mean", lambda r: f"{r.n_params / mean - 1:+.1%}"),
+        *([] if blocks else [("vocabulary", lambda r: f"{r.vocab_size:,}")]),
+        ("steps T" if blocks else "tokens T", lambda r: str(r.steps)),
+        ("loss", lambda r: f"{r.analysis.loss:.6g}"),
+        (f"‖∂L/∂x_t^(0)‖ {reads}", lambda r: reach_text(r.input_reach, r.loss_end, whole)),
     ]
-    return _table(header, rows, numeric=range(2, len(header)))
+    if not blocks:
+        columns += [
+            ("p", lambda r: str(r.analysis.position)),
+            (f"‖∂ℓ_p/∂x_t^(0)‖ {reads}", lambda r: reach_text(r.connectivity_reach, r.analysis.position)),
+        ]
+    rows = [[cell(r) for _, cell in columns] for r in c.rows]
+    return _table([name for name, _ in columns], rows, numeric=range(2, len(columns)))
 
 
 def _inputs_table(c: ModelComparison) -> str:
-    rows = [[r.label, str(r.token_ids.shape[1]), _tokens_text(r)] for r in c.rows]
+    rows = [[r.label, str(r.steps), _tokens_text(r)] for r in c.rows]
     return _table(["model", "T", "tokens"], rows, numeric={1})
 
 
@@ -493,19 +522,23 @@ def _sizes_table(c: ModelComparison) -> str:
 
 
 def model_report_html(c: ModelComparison) -> str:
-    """The report of your own models side by side: one self-contained HTML document
-    (plotly.js inlined once, no external resource), opening offline in any browser.
+    """The report of your own models, or of designs as their reference blocks, side by side:
+    one self-contained HTML document (plotly.js inlined once, no external resource), opening
+    offline in any browser.
 
     It holds, in order: a summary (the inputs, what L, ℓ_p and the reach mean); the numbers as
-    a table (type, layers, parameters, vocabulary, T, loss, and how far back ‖∂L/∂x_t^{(0)}‖ and
-    ‖∂ℓ_p/∂x_t^{(0)}‖ reach: :func:`~rnnviz.report.models.reach`); the figures of
-    :func:`model_report_figures`, the models side by side; the tokens each model read; every
-    model's sizes (rows that differ marked); the package versions and the machine; and
+    a table (type, layers, parameters and their difference from the mean, vocabulary, T, loss,
+    and how far back ‖∂L/∂x_t^{(0)}‖ and ‖∂ℓ_p/∂x_t^{(0)}‖ reach:
+    :func:`~rnnviz.report.models.reach`; for blocks their width H, and the one reach: L reads
+    the last step, so the two are the same); the figures of :func:`model_report_figures`, the
+    models side by side; the tokens each model read and every model's sizes (rows that differ
+    marked), or for blocks every design's config; the package versions and the machine; and
     :func:`~rnnviz.report.models.model_comparison_json` in ``<script type="application/json"
     id="rnnviz-numbers">`` for reading the numbers back exactly.
 
     Args:
-        c: the comparison (:func:`~rnnviz.report.models.model_comparison`).
+        c: the comparison (:func:`~rnnviz.report.models.model_comparison` or
+            :func:`~rnnviz.report.models.block_comparison`).
 
     Returns:
         The document's text (about 5 MB, nearly all of it plotly.js).
@@ -523,15 +556,17 @@ def model_report_html(c: ModelComparison) -> str:
         >>> first["grad_norms"] == c.rows[0].analysis.grad_norms.tolist()
         True
     """
-    title = "rnnviz comparison of models: " + ", ".join(c.labels)
-    return _page(
-        title,
-        dict(c.packages).get("rnnviz"),
-        [
-            _model_summary(c),
-            "<h2>Numbers</h2>",
-            _model_numbers_table(c),
-            *_sections(model_report_figures(c)),
+    if c.blocks:
+        title, summary = "rnnviz comparison of reference blocks: ", _block_summary(c)
+        facts = [
+            "<h2>Configurations</h2>",
+            '<p class="note">Every RunConfig field of every design; the rows where they differ are '
+            "marked.</p>",
+            _config_table(c.labels, [r.config for r in c.rows]),
+        ]
+    else:
+        title, summary = "rnnviz comparison of models: ", _model_summary(c)
+        facts = [
             "<h2>Inputs</h2>",
             _notes(["The text: “" + c.text + "”."] if c.text is not None else []),
             _inputs_table(c),
@@ -539,6 +574,16 @@ def model_report_html(c: ModelComparison) -> str:
             '<p class="note">Where each model was read from, and its sizes; the rows where they differ '
             "are marked.</p>",
             _sizes_table(c),
+        ]
+    return _page(
+        title + ", ".join(c.labels),
+        dict(c.packages).get("rnnviz"),
+        [
+            summary,
+            "<h2>Numbers</h2>",
+            _model_numbers_table(c),
+            *_sections(model_report_figures(c)),
+            *facts,
             "<h2>Versions and machine</h2>",
             _environment_table(c, [r.device for r in c.rows]),
             _numbers_script(model_comparison_json(c)),
@@ -561,8 +606,8 @@ def report_path(path: str | Path) -> Path:
 
 
 def write_report(c: Comparison | ModelComparison, path: str | Path) -> Path:
-    """Write :func:`report_html` (cell designs) or :func:`model_report_html` (your own models)
-    to ``path`` (UTF-8; its folder must exist).
+    """Write :func:`report_html` (cell designs) or :func:`model_report_html` (your own models,
+    or designs as their reference blocks) to ``path`` (UTF-8; its folder must exist).
 
     Args:
         c: the comparison of designs or of models.

@@ -1,5 +1,6 @@
 """The numbers of your own models side by side: each checkpoint analysed on the same text
-(:func:`model_comparison`), how far back its gradient reaches (:func:`reach`), and all of it as
+(:func:`model_comparison`), or designs as their reference blocks on the same inputs
+(:func:`block_comparison`), how far back its gradient reaches (:func:`reach`), and all of it as
 plain JSON values (:func:`model_comparison_json`). No plotly here: :mod:`rnnviz.report.html`
 draws them (:func:`~rnnviz.report.html.model_report_html`).
 
@@ -15,9 +16,10 @@ from typing import Any
 import numpy as np
 
 from rnnviz.checkpoints import CheckpointError
-from rnnviz.config import ConfigError
+from rnnviz.config import ConfigError, RunConfig
 from rnnviz.engine.environment import environment
 from rnnviz.report.numbers import (
+    BLOCK_INPUTS,
     MODEL_SCHEMA,
     REACH_FRACTION,
     ModelComparison,
@@ -31,6 +33,7 @@ from rnnviz.report.numbers import (
     reach_text,
     unique_labels,
 )
+from rnnviz.studies.block_models import block_inputs, block_model
 from rnnviz.studies.models import Model, analyze_model, load_model, tokenize
 
 
@@ -94,12 +97,26 @@ def _device(model: Model) -> str:
 
 
 def model_row(
-    model: Model, token_ids: np.ndarray, *, label: str, tokens: list[str] | None = None
+    model: Model,
+    inputs: np.ndarray,
+    *,
+    label: str,
+    tokens: list[str] | None = None,
+    config: RunConfig | None = None,
 ) -> ModelRow:
-    """The :class:`ModelRow` of ``model`` on ``token_ids`` ``[B, T]``: one
+    """The :class:`ModelRow` of ``model`` on ``inputs``: one
     :func:`~rnnviz.studies.models.analyze_model`, the connectivity read at the last position
-    with a loss."""
-    a = analyze_model(model, token_ids, tokens=tokens)
+    with a loss.
+
+    Args:
+        model: a language model, or a model of vectors (a reference block).
+        inputs: token ids ``<int>[B, T]``, or a model of vectors' ``<float>[B, T, I]`` (not
+            kept in the row: ``config`` says how they were drawn).
+        label: its name in headings and tables.
+        tokens: each position's text, where a tokenizer gave it.
+        config: the reference block's config, for a design drawn as one.
+    """
+    a = analyze_model(model, inputs, tokens=tokens)
     return ModelRow(
         label=label,
         model_type=model.model_type,
@@ -108,9 +125,22 @@ def model_row(
         n_params=model.n_params,
         vocab_size=model.vocab_size,
         spec=model.spec,
-        token_ids=np.asarray(token_ids, np.int32),
+        token_ids=np.asarray(inputs, np.int32) if model.vocab_size else None,
         analysis=a,
         device=_device(model),
+        config=config,
+    )
+
+
+def _compared(rows: Sequence[ModelRow], text: str | None) -> ModelComparison:
+    """The rows, and this process's JAX, packages, host and time."""
+    return ModelComparison(
+        rows=tuple(rows),
+        text=text,
+        environment=environment(),
+        packages=package_versions(),
+        machine=machine_text(),
+        created=created_now(),
     )
 
 
@@ -165,21 +195,58 @@ def model_comparison(
     for m, label, (ids, tokens) in zip(loaded, labels, read):
         say(f"{label}: the analysis")
         rows.append(model_row(m, ids, tokens=tokens, label=label))
-    return ModelComparison(
-        rows=tuple(rows),
-        text=inputs if isinstance(inputs, str) else None,
-        environment=environment(),
-        packages=package_versions(),
-        machine=machine_text(),
-        created=created_now(),
-    )
+    return _compared(rows, inputs if isinstance(inputs, str) else None)
+
+
+def block_comparison(
+    configs: Sequence[RunConfig], *, progress: Callable[[str], None] | None = None
+) -> ModelComparison:
+    """Designs as their reference blocks side by side: each config's
+    :func:`~rnnviz.studies.block_models.block_model` on its
+    :func:`~rnnviz.studies.block_models.block_inputs` (the bare cell's: the same x ``[B, T, I]``
+    for configs that differ only in the cell and the width), read as
+    :func:`model_comparison` reads checkpoints. Every row keeps its config; its label is the
+    cell's (made distinct where one repeats).
+
+    Args:
+        configs: configs with ``block="reference"`` (e.g.
+            :func:`~rnnviz.studies.block_models.sized_config` at matched counts).
+        progress: called with a line (``"mamba: the analysis"``) before each analysis.
+
+    Returns:
+        A :class:`ModelComparison` whose :attr:`~ModelComparison.blocks` is True; each row's
+        analysis is :func:`~rnnviz.studies.block_models.analyze_block` of its config.
+
+    Raises:
+        ConfigError: no configs, a config that is not a reference block's, or a width its
+            design's template does not take.
+
+    Example:
+        >>> import rnnviz
+        >>> from rnnviz.report.models import block_comparison
+        >>> base = rnnviz.RunConfig(cell="gru", block="reference", layers=2, hidden_size=8, seq_len=6)
+        >>> c = block_comparison([base, base.replace(cell="mamba")])
+        >>> c.labels, c.blocks, c.rows[1].model_type, c.rows[1].analysis.grad_norms.shape
+        (('gru', 'mamba'), True, 'mamba', (3, 6))
+    """
+    if not configs:
+        raise ConfigError("cells", (), "at least one design")
+    models = [block_model(cfg) for cfg in configs]  # a width a design cannot take: before any analysis
+    say = progress or (lambda line: None)
+    rows = []
+    for cfg, model, label in zip(configs, models, unique_labels([cfg.cell for cfg in configs])):
+        say(f"{label}: the analysis")
+        rows.append(model_row(model, block_inputs(cfg), label=label, config=cfg))
+    return _compared(rows, None)
 
 
 __all__ = [
+    "BLOCK_INPUTS",
     "MODEL_SCHEMA",
     "REACH_FRACTION",
     "ModelComparison",
     "ModelRow",
+    "block_comparison",
     "model_comparison",
     "model_comparison_json",
     "model_inputs",

@@ -46,6 +46,8 @@ PACKAGES = ("rnnviz", "jax", "jaxlib", "flax", "optax", "numpy", "pandas", "plot
 MODEL_SCHEMA = "rnnviz-model-comparison-1"
 #: The share of its maximum below which a gradient counts as no longer reaching (:func:`reach`).
 REACH_FRACTION = 0.01
+#: What a reference block reads, as :func:`reach_text` names a reach over all of it.
+BLOCK_INPUTS = "the inputs"
 #: What the analysis's record holds that the report leaves out: the seconds depend on the day
 #: and the machine, not on the model.
 _NOT_NUMBERS = ("compile_s", "run_s")
@@ -375,10 +377,10 @@ def reach(norms: np.ndarray, end: int, fraction: float = REACH_FRACTION) -> int 
     return None if first == 0 else end - first + 1
 
 
-def reach_text(k: int | None, end: int) -> str:
+def reach_text(k: int | None, end: int, whole: str = "the text") -> str:
     """A reach for a table: ``3``, or ``> 6 (all of the text)`` where it does not fall below
-    within the text (``end`` the position it counts back from)."""
-    return f"> {end} (all of the text)" if k is None else str(k)
+    within ``whole`` (``end`` the position it counts back from)."""
+    return f"> {end} (all of {whole})" if k is None else str(k)
 
 
 @dataclass(frozen=True, eq=False)
@@ -393,9 +395,13 @@ class ModelRow:
         n_params: its parameters, each tied tensor counted once.
         vocab_size: V, its vocabulary.
         spec: the family's frozen record of sizes (``config.json`` read).
-        token_ids: ``<int32>[B, T]`` the tokens it read.
+        token_ids: ``<int32>[B, T]`` the tokens it read; None for a model that reads vectors
+            (a reference block reads its config's inputs,
+            :func:`~rnnviz.studies.block_models.block_inputs`).
         analysis: :func:`~rnnviz.studies.models.analyze_model` of them.
         device: where the analysis ran (``cpu:0 cpu``).
+        config: the :class:`~rnnviz.config.RunConfig` of a design drawn as its reference
+            block (``block="reference"``), or None for a checkpoint or a fresh language model.
     """
 
     label: str
@@ -405,14 +411,21 @@ class ModelRow:
     n_params: int
     vocab_size: int
     spec: Any
-    token_ids: np.ndarray
+    token_ids: np.ndarray | None
     analysis: ModelAnalysis
     device: str
+    config: RunConfig | None = None
+
+    @property
+    def steps(self) -> int:
+        """T, the positions it read."""
+        return self.analysis.grad_norms.shape[1]
 
     @property
     def loss_end(self) -> int:
-        """The last position with a loss, T − 2: the last token has no next one to predict."""
-        return self.token_ids.shape[1] - 2
+        """The last position with a loss: T − 2 for a language model (the last token has no
+        next one to predict), T − 1 for a model of vectors (its loss reads the last step)."""
+        return self.steps - (2 if self.vocab_size else 1)
 
     @property
     def input_reach(self) -> int | None:
@@ -427,12 +440,13 @@ class ModelRow:
 
 @dataclass(frozen=True, eq=False)
 class ModelComparison:
-    """Several models on the same text, and where they were computed.
+    """Several models on the same inputs (a text, token ids, or for reference blocks their
+    configs' vectors), and where they were computed.
 
     Attributes:
         rows: one :class:`ModelRow` per model, in the order given.
         text: the text every model read through its own ``tokenizer.json``, or None where
-            the same token ids were given to all.
+            the same token ids (or vectors) were given to all.
         environment: the versions and host facts of the JAX that computed.
         packages: ``(name, version or None)`` for :data:`PACKAGES`.
         machine: ``platform.platform()`` and the processor of this process's host.
@@ -454,9 +468,15 @@ class ModelComparison:
     @property
     def same_tokens(self) -> bool:
         """Whether every model read the same token ids (False where the text was tokenised
-        differently: then position t is not the same piece of text in each)."""
-        first = self.rows[0].token_ids
-        return all(np.array_equal(r.token_ids, first) for r in self.rows[1:])
+        differently: then position t is not the same piece of text in each; True for
+        models of vectors, which read no tokens)."""
+        ids = [r.token_ids for r in self.rows if r.token_ids is not None]
+        return all(np.array_equal(i, ids[0]) for i in ids[1:])
+
+    @property
+    def blocks(self) -> bool:
+        """Whether every row is a design drawn as its reference block (each has a config)."""
+        return all(r.config is not None for r in self.rows)
 
 
 def _spec_json(spec: Any) -> dict[str, Any]:
@@ -476,7 +496,8 @@ def model_row_json(r: ModelRow) -> dict[str, Any]:
             "n_params": r.n_params,
             "vocab_size": r.vocab_size,
             "spec": _spec_json(r.spec),
-            "token_ids": r.token_ids.tolist(),
+            "token_ids": None if r.token_ids is None else r.token_ids.tolist(),
+            "config": None if r.config is None else r.config.to_dict(),
             "device": r.device,
             "reach": {
                 "fraction": REACH_FRACTION,
@@ -518,6 +539,7 @@ def model_comparison_json(c: ModelComparison) -> dict[str, Any]:
 
 
 __all__ = [
+    "BLOCK_INPUTS",
     "MODEL_SCHEMA",
     "PACKAGES",
     "REACH_FRACTION",

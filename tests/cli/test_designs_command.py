@@ -126,5 +126,5 @@ def test_compare_reference_blocks_at_matched_counts(capsys):
         np.testing.assert_allclose(
             g["analysis"]["grad_norms"], rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6
         )
-    assert main([*argv, "--report", "x.html"]) == 2
-    assert "report='x.html' is not allowed: not with --block reference" in capsys.readouterr().err
+    assert main([*argv, "--text", "hi"]) == 2
+    assert "text='hi' is not allowed: not with --block reference" in capsys.readouterr().err
