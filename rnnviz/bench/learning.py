@@ -17,6 +17,8 @@ from rnnviz.bench.references import (
     xla_lstm_floor,
 )
 from rnnviz.bench.suites import (
+    BLOCK_DEPTHS,
+    BLOCK_PARAMS,
     DATA_LEARNING_CELLS,
     DIGIT_ORDERS,
     LEARNING_CELLS,
@@ -25,9 +27,9 @@ from rnnviz.bench.suites import (
 from rnnviz.config import RunConfig
 from rnnviz.dataset import fit_to_data, load_dataset
 from rnnviz.engine.environment import run_stamp
+from rnnviz.studies.block_models import block_param_count, sized_config
 from rnnviz.studies.comparisons import label
 from rnnviz.studies.connectivity import connectivity
-from rnnviz.studies.block_models import block_param_count, sized_config
 from rnnviz.studies.training import DATA_TASK, TrainSettings, train, train_many
 from rnnviz.studies.training.blocks import block_connectivity
 from rnnviz.tables.blocks import BLOCK_DESIGNS
@@ -236,9 +238,6 @@ def text_table(
     return records
 
 
-#: The block learning table's grid: every design at these depths and about these counts.
-BLOCK_DEPTHS = (2, 4)
-BLOCK_PARAMS = ("100k", "400k")
 #: What one row's training may take: its seeds over the whole run (about 3 × 2000 steps of a
 #: 400k-parameter block on the digits, 8e13 FLOPs); the dashboard keeps its own, smaller budget.
 BLOCK_FLOP_BUDGET = 2e14
@@ -300,7 +299,9 @@ def _block_row(cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: st
         extra = [{"reach_1pct": one, "reach_10pct": ten} for one, ten in got]
         what = "reach {:.1f} / {:.1f}".format(*(np.mean([g[i] for g in got]) for i in (0, 1)))
     else:
-        reach = [s for s in (steps_to_fraction(r.held_out_steps, r.held_out_metric) for r in runs) if s is not None]
+        reach = [
+            s for s in (steps_to_fraction(r.held_out_steps, r.held_out_metric) for r in runs) if s is not None
+        ]
         what = f"90 % at {np.mean(reach):.0f}" if reach else "90 % at —"
     print(
         f"{label(cfg):<44} {count:>8,} params  {name:<15} {runs[0].metric_name} {np.mean(metric):.3f} "

@@ -26,7 +26,7 @@ from rnnviz.bench.designs import (
 )
 from rnnviz.bench.designs import parallel_suite as designs_parallel_suite
 from rnnviz.bench.gpu import gpu_suite
-from rnnviz.bench.learning import data_bench, train_bench
+from rnnviz.bench.learning import block_learning_table, data_bench, train_bench
 from rnnviz.bench.models import models_suite, parse_types
 from rnnviz.bench.references import (
     gemm_flops_per_s,
@@ -35,6 +35,8 @@ from rnnviz.bench.references import (
     xla_lstm_floor,
 )
 from rnnviz.bench.suites import (
+    BLOCK_DEPTHS,
+    BLOCK_PARAMS,
     LONG,
     LONG_LENGTHS,
     SUITES,
@@ -44,6 +46,7 @@ from rnnviz.engine.prepare import Values, resolve_device, seed_key, static_confi
 from rnnviz.studies.comparisons import available_strategies, label, measure, measure_interleaved
 from rnnviz.studies.lyapunov import lyapunov
 from rnnviz.studies.sweep import run_points, sweep_devices
+from rnnviz.tables.blocks import BLOCK_DESIGNS
 
 
 def lyapunov_bench(cfg: RunConfig, k: int = 16, repeats: int = 5, out=sys.stdout) -> dict[str, float]:
@@ -287,6 +290,9 @@ def run_bench(
     sizes: str = "auto",
     types: str | None = None,
     skip_reference: bool = False,
+    block: str = "cell",
+    depths: tuple[int, ...] = BLOCK_DEPTHS,
+    params: tuple[str, ...] = BLOCK_PARAMS,
 ) -> int:
     """Run one suite, print its table and append its records to ``record`` when given.
 
@@ -302,6 +308,10 @@ def run_bench(
             ``real`` (``auto`` too) or ``tiny``.
         types: the models suite's model types, comma-separated (None: every one).
         skip_reference: the models suite without transformers' forward + backward.
+        block: ``designs-learning``'s mode: ``cell`` (the bare cells) or ``reference`` (each
+            design as its reference block, :func:`~rnnviz.bench.learning.block_learning_table`,
+            over the cells ``types``, default all of them).
+        depths, params: the block table's depths and parameter counts.
 
     Returns:
         The process exit status: 0, or 1 when a measurement of the gpu or models suite raised
@@ -329,7 +339,10 @@ def run_bench(
     if suite == "lyapunov":
         lyapunov_bench(configs[0], repeats=min(repeats, 5))
         return 0
-    run = SuiteRun(suite, configs, repeats, budget_s, steps, all_devices)
+    if block != "cell" and suite != "designs-learning":
+        raise ConfigError("block", block, "'cell' except with --suite designs-learning")
+    cells = tuple(BLOCK_DESIGNS) if types is None else parse_cells(types)
+    run = SuiteRun(suite, configs, repeats, budget_s, steps, all_devices, block, cells, depths, params)
     records = RUNNERS.get(suite, _timed_suite)(run)
     if record:
         print(f"appended {append_records(record, records)} records to {record}")
@@ -380,6 +393,8 @@ class SuiteRun(NamedTuple):
         budget_s: seconds of timed runs per measurement (None: no limit).
         steps: training steps per run of a learning table.
         all_devices: measure on the first CPU and the first GPU.
+        block: ``cell``, or ``reference``: the block learning table.
+        cells, depths, params: that table's designs, depths and parameter counts.
     """
 
     suite: str
@@ -388,6 +403,10 @@ class SuiteRun(NamedTuple):
     budget_s: float | None
     steps: int
     all_devices: bool
+    block: str = "cell"
+    cells: tuple[str, ...] = ()
+    depths: tuple[int, ...] = BLOCK_DEPTHS
+    params: tuple[str, ...] = BLOCK_PARAMS
 
 
 def _timed_suite(run: SuiteRun) -> list[dict]:
@@ -421,12 +440,36 @@ RUNNERS: dict[str, Callable[[SuiteRun], list[dict]]] = {
         config_block_costs(repeats=run.repeats, budget_s=run.budget_s)
         + block_costs(repeats=run.repeats, budget_s=run.budget_s)
     ),
-    "designs-learning": lambda run: learning_table(steps=run.steps),
+    "designs-learning": lambda run: LEARNING_TABLES[run.block](run),
     "train": lambda run: train_bench(run.configs[0], steps=run.steps),
     "data": lambda run: data_bench(run.configs[0], steps=run.steps),
     "perf": lambda run: perf_bench(run.configs, run.repeats, run.budget_s),
     "parallel": _parallel_suite,
 }
+
+
+#: ``--block`` → the designs' learning table: the bare cells', or their reference blocks'.
+LEARNING_TABLES: dict[str, Callable[[SuiteRun], list[dict]]] = {
+    "cell": lambda run: learning_table(steps=run.steps),
+    "reference": lambda run: block_learning_table(
+        run.steps, cells=run.cells, depths=run.depths, params=run.params
+    ),
+}
+
+
+def parse_cells(text: str) -> tuple[str, ...]:
+    """``--types`` of the block table: cells with a reference block, comma-separated.
+
+    Raises:
+        ConfigError: a cell without one (naming those that have one).
+    """
+    cells = tuple(c.strip() for c in text.split(",") if c.strip())
+    for cell in cells:
+        if cell not in BLOCK_DESIGNS:
+            raise ConfigError("types", cell, "cells with a reference block: " + ", ".join(BLOCK_DESIGNS))
+    if not cells:
+        raise ConfigError("types", text, "cells with a reference block: " + ", ".join(BLOCK_DESIGNS))
+    return cells
 
 
 def _devices(platform: str) -> list:

@@ -92,5 +92,9 @@ DATA_LEARNING_CELLS = {
 }
 #: The digits' orders of the table (pixel by pixel, and a fixed permutation of the pixels).
 DIGIT_ORDERS = ("pixels", "permuted")
+#: The block learning table's grid (``--suite designs-learning --block reference``): every
+#: design at these depths and about these parameter counts.
+BLOCK_DEPTHS = (2, 4)
+BLOCK_PARAMS = ("100k", "400k")
 #: The designs trained on the text for bits per character.
 TEXT_CELLS = ("tanh RNN", "LSTM fb=1", "GRU")

@@ -52,3 +52,23 @@ def parameter_count(text: str) -> int:
         return target_count(text)
     except ConfigError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a count ≥ 1 (100k, 1.5M or an integer)") from None
+
+
+def int_list(text: str) -> tuple[int, ...]:
+    """An argparse ``type``: depths, comma-separated integers from 1 to 32 (``2,4``)."""
+    parse = bounded_int(1, 32, "a depth")
+    items = tuple(parse(t.strip()) for t in text.split(",") if t.strip())
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} names no depth (e.g. 2,4)")
+    return items
+
+
+def count_list(text: str) -> tuple[str, ...]:
+    """An argparse ``type``: parameter counts, comma-separated (``100k,400k``), each as
+    :func:`parameter_count` reads it."""
+    items = tuple(t.strip() for t in text.split(",") if t.strip())
+    for item in items:
+        parameter_count(item)
+    if not items:
+        raise argparse.ArgumentTypeError(f"{text!r} names no count (e.g. 100k,400k)")
+    return items

@@ -19,8 +19,8 @@ import numpy as np
 
 from rnnviz.base.formatting import finite_json, pow10_text
 from rnnviz.base.readings import regime
-from rnnviz.bench.suites import SUITES
-from rnnviz.cli.argtypes import bounded_int, finite_nonnegative, parameter_count
+from rnnviz.bench.suites import BLOCK_DEPTHS, BLOCK_PARAMS, SUITES
+from rnnviz.cli.argtypes import bounded_int, count_list, finite_nonnegative, int_list, parameter_count
 from rnnviz.cli.compare import add_parser as add_compare
 from rnnviz.cli.explorable import add_parser as add_explorable
 from rnnviz.cli.inputs import (
@@ -195,8 +195,30 @@ def _add_bench(sub) -> None:
     p.add_argument(
         "--types",
         metavar="T1,T2",
-        help="--suite models only: the model types, comma-separated (default: mamba, falcon_mamba, "
-        "mamba2, recurrent_gemma, xlstm)",
+        help="--suite models: the model types, comma-separated (default: mamba, falcon_mamba, "
+        "mamba2, recurrent_gemma, xlstm); --suite designs-learning --block reference: the cells (default: "
+        "every cell with a reference block)",
+    )
+    p.add_argument(
+        "--block",
+        choices=("cell", "reference"),
+        default="cell",
+        help="--suite designs-learning: the bare cells (default) or each design as its reference block, "
+        "over --depths and --params",
+    )
+    p.add_argument(
+        "--depths",
+        type=int_list,
+        default=BLOCK_DEPTHS,
+        metavar="L1,L2",
+        help="--block reference: the depths (default 2,4)",
+    )
+    p.add_argument(
+        "--params",
+        type=count_list,
+        default=BLOCK_PARAMS,
+        metavar="N1,N2",
+        help="--block reference: about how many parameters (default 100k,400k)",
     )
     p.add_argument(
         "--skip-reference",
@@ -274,6 +296,9 @@ def cmd_bench(args: argparse.Namespace) -> int:
         args.sizes,
         args.types,
         args.skip_reference,
+        args.block,
+        args.depths,
+        args.params,
     )
 
 

@@ -209,7 +209,9 @@ def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
         except ConfigError:  # past the analysis's budget at this batch and T: not a width to pick
             continue
     if not estimates:
-        raise ConfigError("hidden_size", cfg.hidden_size, f"a width at which the {cfg.cell} block fits the budget")
+        raise ConfigError(
+            "hidden_size", cfg.hidden_size, f"a width at which the {cfg.cell} block fits the budget"
+        )
     guess = min(estimates, key=lambda w: abs(estimates[w] - target))
     lo, hi = max(1, guess // 2), min(max(estimates), 2 * guess + 8)
     while hi - lo > 1:

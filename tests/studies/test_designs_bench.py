@@ -4,6 +4,7 @@ valid schema-1 record whose numbers are the library's, and the suites hold every
 from __future__ import annotations
 
 import io
+import json
 import math
 
 import numpy as np
@@ -72,3 +73,27 @@ def test_the_text_rows_reach_is_the_connectivity_of_the_trained_run():
         assert rec["reach_10pct"] == pytest.approx(np.mean([c.reach(0.1) for c in got]))
         assert 0 <= rec["reach_10pct"] <= rec["reach_1pct"] <= 99
     assert "characters above 1 %" in out.getvalue()
+
+
+def test_the_block_learning_table_records_each_design_at_its_sized_width(tmp_path, capsys):
+    """``bench --suite designs-learning --block reference``: one row per data set of each cell,
+    depth and count, at the width whose drawn block is within 5 % of the count; schema-valid
+    records of the block's config, the text rows with their reach; a cell without a block refused."""
+    from rnnviz.cli.main import main
+    from rnnviz.studies.block_models import block_param_count
+
+    path = tmp_path / "blocks.jsonl"
+    flags = ["bench", "--suite", "designs-learning", "--block", "reference", "--depths", "2", "--params", "10k"]
+    assert main([*flags, "--types", "gru", "--steps", "2", "--record", str(path)]) == 0
+    records = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [r["data"] for r in records] == ["digits pixels"] * 3 + ["digits permuted"] * 3 + ["text prose"] * 3
+    for rec in records:
+        assert validate(rec) is None, validate(rec)
+        cfg = RunConfig.from_mapping(rec["config"])
+        assert (cfg.cell, cfg.block, cfg.layers) == ("gru", "reference", 2)
+        assert rec["params"] == block_param_count(cfg) and abs(rec["params"] - 10_000) <= 500
+        assert rec["label"].startswith("gru block ×2")
+    assert all(0 <= r["reach_10pct"] <= r["reach_1pct"] <= 99 for r in records[6:])
+    capsys.readouterr()
+    assert main([*flags, "--types", "lru"]) == 2
+    assert "cells with a reference block" in capsys.readouterr().err

@@ -160,7 +160,9 @@ def test_block_connectivity_is_torchs_gradient_of_the_log_probability_at_step_ta
 
     cfg = RunConfig(cell="lstm", block="reference", layers=2, hidden_size=6, input_size=3, seq_len=9)
     spec, init = block_spec(cfg, output_size=5)
-    tensors = {k: np.asarray(v) for k, v in vectors.init_params(spec, jax.random.key(7), settings=init).items()}
+    tensors = {
+        k: np.asarray(v) for k, v in vectors.init_params(spec, jax.random.key(7), settings=init).items()
+    }
     x = np.random.default_rng(0).normal(size=(9, 3)).astype(np.float32)
     got = block_connectivity(cfg, tensors, x, target=2, step=7)
 

@@ -180,4 +180,13 @@ def run_chunk(
     return state, ChunkOut(loss, metric, gnorm, clipped, profile, w_grad, *held, params=kept)
 
 
-__all__ = ["ENDS", "block_connectivity", "held_out", "init_state", "model_spec", "probe_profile", "run_chunk", "task_loss"]
+__all__ = [
+    "ENDS",
+    "block_connectivity",
+    "held_out",
+    "init_state",
+    "model_spec",
+    "probe_profile",
+    "run_chunk",
+    "task_loss",
+]
