@@ -21,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -139,10 +141,17 @@ def analyze_block(cfg: RunConfig, *, exact: bool = True) -> ModelAnalysis:
     return analyze_model(block_model(cfg), block_inputs(cfg), exact=exact)
 
 
+#: The designs whose count grows with H only across the widths of one residue modulo a period,
+#: by design: the sLSTM's heads (as many of 4, 2 or 1 as divide H) follow H mod 4, and a width of
+#: fewer heads holds more recurrent weights (H = 69, one head: 136,344 at L = 2; H = 70: 100,310).
+COUNT_PERIODS = {"slstm_stack": 4}
+
+
 def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
     """``cfg`` (a reference block) at the width H whose drawn model's parameter count is nearest
-    ``params``: the count grows with H, so a bisection between half and twice the width the
-    block table's estimate (:func:`~rnnviz.config.param_count`) gives.
+    ``params``: the count grows with H (within each residue of :data:`COUNT_PERIODS`), so a
+    bisection (one per residue) between half and twice the width the block table's estimate
+    (:func:`~rnnviz.config.param_count`) gives.
 
     Args:
         cfg: a config with ``block="reference"``; every field but ``hidden_size`` is kept.
@@ -160,13 +169,17 @@ def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
     """
     target = target_count(params)
 
+    @functools.cache
     def count(width: int) -> int:
         return block_param_count(cfg.replace(hidden_size=width))
 
     bound = int(FIELD_SPECS["hidden_size"].hi)
     guess = min(range(1, bound + 1), key=lambda w: abs(param_count(cfg.replace(hidden_size=w)) - target))
     lo, hi = max(1, guess // 2), min(bound, 2 * guess + 8)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if count(mid) <= target else (lo, mid)
-    return cfg.replace(hidden_size=min((lo, hi), key=lambda width: abs(count(width) - target)))
+    period = COUNT_PERIODS.get(BLOCK_DESIGNS[cfg.cell].design, 1)
+    near = []
+    for first in range(lo, min(lo + period, hi + 1)):
+        widths = range(first, hi + 1, period)
+        i = bisect.bisect_right(widths, target, key=count)  # the first width over the target
+        near += [widths[j] for j in (i - 1, i) if 0 <= j < len(widths)]
+    return cfg.replace(hidden_size=min(near, key=lambda width: abs(count(width) - target)))
