@@ -37,7 +37,7 @@ from rnnviz.engine.blocks.placement import place
 from rnnviz.engine.blocks.slstm_stack import SLSTMStackSpec
 from rnnviz.engine.prepare import Values, prepare_inputs, seed_key
 from rnnviz.studies.models import Model, analyze_model, devices_for
-from rnnviz.studies.sizing import TEMPLATES, target_count
+from rnnviz.studies.sizing import TEMPLATES, TOLERANCE, target_count
 from rnnviz.tables.blocks import BLOCK_DESIGNS
 
 if TYPE_CHECKING:
@@ -183,3 +183,42 @@ def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
         i = bisect.bisect_right(widths, target, key=count)  # the first width over the target
         near += [widths[j] for j in (i - 1, i) if 0 <= j < len(widths)]
     return cfg.replace(hidden_size=min(near, key=lambda width: abs(count(width) - target)))
+
+
+def sized_block(cfg: RunConfig, params: int | str) -> tuple[RunConfig, int]:
+    """:func:`sized_config` and its drawn model's parameter count, refused where even the nearest
+    width's count lies more than :data:`~rnnviz.studies.sizing.TOLERANCE` from ``params``:
+    designs sized to one target then differ by at most that.
+
+    Args:
+        cfg: a config with ``block="reference"``; every field but ``hidden_size`` is kept.
+        params: the count (:func:`~rnnviz.studies.sizing.target_count`).
+
+    Returns:
+        ``(config, count)``.
+
+    Raises:
+        ConfigError: a bad count, or none within the tolerance (naming the nearest width and count).
+
+    Example:
+        >>> import rnnviz
+        >>> cfg, count = sized_block(rnnviz.RunConfig(cell="gru", block="reference", layers=2), "10k")
+        >>> cfg.hidden_size, count
+        (30, 10110)
+        >>> sized_block(rnnviz.RunConfig(cell="lstm", block="reference", layers=8), "1k")
+        Traceback (most recent call last):
+            ...
+        rnnviz.config.ConfigError: params=1000 is not allowed: a count the lstm block of 8 layers reaches \
+within 5%: its nearest, at H = 3, has 840; another count, or another depth.
+    """
+    target = target_count(params)
+    sized = sized_config(cfg, target)
+    count = block_param_count(sized)
+    if abs(count - target) > TOLERANCE * target:
+        raise ConfigError(
+            "params",
+            target,
+            f"a count the {cfg.cell} block of {cfg.layers} layers reaches within {TOLERANCE:.0%}: its "
+            f"nearest, at H = {sized.hidden_size}, has {count:,}; another count, or another depth",
+        )
+    return sized, count
