@@ -227,19 +227,16 @@ def cmd_compare_designs(args: argparse.Namespace) -> int:
     return 0
 
 
-#: How far a block's parameter count may lie from ``--params`` (and so two blocks from each other).
-BLOCK_SPREAD = 0.05
-
-
 def _block_configs(args: argparse.Namespace) -> list:
     """Each ``--cells`` cell's reference block at the config flags (the first cell's config
     validates them), at the width nearest ``--params`` where it is given.
 
     Raises:
         ConfigError: a flag that does not apply, a cell without a reference block, or a count
-            more than :data:`BLOCK_SPREAD` from ``--params``.
+            more than :data:`~rnnviz.studies.sizing.TOLERANCE` from ``--params``
+            (:func:`~rnnviz.studies.block_models.sized_block`).
     """
-    from rnnviz.studies.block_models import block_param_count, sized_config
+    from rnnviz.studies.block_models import sized_block
 
     for name in ("design", "models", "data", "weights", "train", "text", "tokens"):
         if getattr(args, name, None) not in (None, []):
@@ -255,23 +252,13 @@ def _block_configs(args: argparse.Namespace) -> list:
     configs = [base.replace(cell=c) for c in cells]
     if args.params is None:
         return configs
-    configs = [sized_config(cfg, args.params) for cfg in configs]
-    for cfg in configs:
-        count = block_param_count(cfg)
-        if abs(count - args.params) > BLOCK_SPREAD * args.params:
-            raise ConfigError(
-                "params",
-                args.params,
-                f"a count the {cfg.cell} block reaches within {BLOCK_SPREAD:.0%}: its nearest, at H = "
-                f"{cfg.hidden_size}, has {count:,}",
-            )
-    return configs
+    return [sized_block(cfg, args.params)[0] for cfg in configs]
 
 
 def cmd_compare_blocks(args: argparse.Namespace) -> int:
     """``rnnviz compare --cells A,B --block reference --layers L [--params N]``: each cell's
     design as its reference block (at the width nearest N parameters, every count within
-    :data:`BLOCK_SPREAD`), all on the bare cells' inputs of the config flags
+    :data:`~rnnviz.studies.sizing.TOLERANCE`), all on the bare cells' inputs of the config flags
     (:func:`rnnviz.report.models.block_comparison`); a line each (its size, loss, the
     gradient's reach back from the last step and its size there), or ``--json``; ``--report``
     as one HTML file.

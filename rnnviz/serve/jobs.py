@@ -26,7 +26,7 @@ from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
 from rnnviz.base.presets import PAGES
 from rnnviz.checkpoints import CheckpointError
-from rnnviz.config import ConfigError, RunConfig
+from rnnviz.config import BLOCK_FIXES, ConfigError, RunConfig
 from rnnviz.dataset import Dataset, load_dataset, resolve
 from rnnviz.dataset.budget import Budget
 from rnnviz.dataset.builtin import BUILTINS
@@ -42,7 +42,7 @@ from rnnviz.serve.folders import stamp
 from rnnviz.serve.model_files import model_max_bytes
 from rnnviz.serve.requests import ModelSummary, RunSummary, TrainProgress, config_of, route
 from rnnviz.serve.settings import QUIET_REPEATS, QUIET_TIMING_S, TIMING_BUDGET_S, TIMING_PRECISION, settings
-from rnnviz.studies.block_models import block_inputs, block_model
+from rnnviz.studies.block_models import block_inputs, block_model, sized_block
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -214,6 +214,18 @@ def block_is_compiled(key: str) -> bool:
     """Whether the key's block analysis would reuse this worker's executable (no compile)."""
     cfg = config_of(key)
     return is_compiled_for(_block_model(cfg), block_inputs(cfg))
+
+
+def block_width(cell: str, layers: int, input_size: int, params: int) -> tuple[int, int]:
+    """The width H at which ``cell``'s reference block of ``layers`` layers, reading
+    ``input_size`` features, comes nearest ``params`` parameters, and its drawn count
+    (:func:`~rnnviz.studies.block_models.sized_block`). Only these fields set the count, so one
+    answer serves every seed, length and batch; none within 5 % raises the :class:`ConfigError`
+    that names the nearest."""
+    fixed = {name: value for name, (value, _) in BLOCK_FIXES.items()}
+    base = RunConfig(cell=cell, block="reference", layers=layers, input_size=input_size, **fixed)
+    cfg, count = sized_block(base, params)
+    return cfg.hidden_size, count
 
 
 def block_analysis(key: str) -> tuple[ModelSummary, ModelAnalysis]:

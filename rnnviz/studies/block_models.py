@@ -21,6 +21,8 @@ Example:
 
 from __future__ import annotations
 
+import bisect
+import functools
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -36,7 +38,7 @@ from rnnviz.engine.blocks.slstm_stack import SLSTMStackSpec
 from rnnviz.engine.prepare import Values, prepare_inputs, seed_key
 from rnnviz.studies.model_states import model_states
 from rnnviz.studies.models import Model, analyze_model, devices_for
-from rnnviz.studies.sizing import TEMPLATES, target_count
+from rnnviz.studies.sizing import TEMPLATES, TOLERANCE, target_count
 from rnnviz.tables.blocks import BLOCK_DESIGNS
 
 if TYPE_CHECKING:
@@ -174,11 +176,18 @@ def block_states(cfg: RunConfig, *, example: int = 0) -> ModelStates:
     return model_states(block_model(cfg), block_inputs(cfg), example=example)
 
 
+#: The designs whose count grows with H only across the widths of one residue modulo a period,
+#: by design: the sLSTM's heads (as many of 4, 2 or 1 as divide H) follow H mod 4, and a width of
+#: fewer heads holds more recurrent weights (H = 69, one head: 136,344 at L = 2; H = 70: 100,310).
+COUNT_PERIODS = {"slstm_stack": 4}
+
+
 def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
     """``cfg`` (a reference block) at the width H whose drawn model's parameter count is nearest
-    ``params``: the count grows with H, so a bisection between half and twice the width the
-    block table's estimate (:func:`~rnnviz.config.param_count`) gives, among the widths whose
-    config is valid at ``cfg``'s batch and T (the analysis's budget bounds them).
+    ``params``: the count grows with H (within each residue of :data:`COUNT_PERIODS`), so a
+    bisection (one per residue) between half and twice the width the block table's estimate
+    (:func:`~rnnviz.config.param_count`) gives, among the widths whose config is valid at ``cfg``'s batch and T (the analysis's budget
+    bounds them).
 
     Args:
         cfg: a config with ``block="reference"``; every field but ``hidden_size`` is kept.
@@ -199,6 +208,7 @@ def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
     """
     target = target_count(params)
 
+    @functools.cache
     def count(width: int) -> int:
         return block_param_count(cfg.replace(hidden_size=width))
 
@@ -214,7 +224,49 @@ def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
         )
     guess = min(estimates, key=lambda w: abs(estimates[w] - target))
     lo, hi = max(1, guess // 2), min(max(estimates), 2 * guess + 8)
-    while hi - lo > 1:
-        mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if count(mid) <= target else (lo, mid)
-    return cfg.replace(hidden_size=min((lo, hi), key=lambda width: abs(count(width) - target)))
+    period = COUNT_PERIODS.get(BLOCK_DESIGNS[cfg.cell].design, 1)
+    near = []
+    for first in range(lo, min(lo + period, hi + 1)):
+        widths = range(first, hi + 1, period)
+        i = bisect.bisect_right(widths, target, key=count)  # the first width over the target
+        near += [widths[j] for j in (i - 1, i) if 0 <= j < len(widths)]
+    return cfg.replace(hidden_size=min(near, key=lambda width: abs(count(width) - target)))
+
+
+def sized_block(cfg: RunConfig, params: int | str) -> tuple[RunConfig, int]:
+    """:func:`sized_config` and its drawn model's parameter count, refused where even the nearest
+    width's count lies more than :data:`~rnnviz.studies.sizing.TOLERANCE` from ``params``:
+    designs sized to one target then differ by at most that.
+
+    Args:
+        cfg: a config with ``block="reference"``; every field but ``hidden_size`` is kept.
+        params: the count (:func:`~rnnviz.studies.sizing.target_count`).
+
+    Returns:
+        ``(config, count)``.
+
+    Raises:
+        ConfigError: a bad count, or none within the tolerance (naming the nearest width and count).
+
+    Example:
+        >>> import rnnviz
+        >>> cfg, count = sized_block(rnnviz.RunConfig(cell="gru", block="reference", layers=2), "10k")
+        >>> cfg.hidden_size, count
+        (30, 10110)
+        >>> sized_block(rnnviz.RunConfig(cell="lstm", block="reference", layers=8), "1k")
+        Traceback (most recent call last):
+            ...
+        rnnviz.config.ConfigError: params=1000 is not allowed: a count the lstm block of 8 layers reaches \
+within 5%: its nearest, at H = 3, has 840; another count, or another depth.
+    """
+    target = target_count(params)
+    sized = sized_config(cfg, target)
+    count = block_param_count(sized)
+    if abs(count - target) > TOLERANCE * target:
+        raise ConfigError(
+            "params",
+            target,
+            f"a count the {cfg.cell} block of {cfg.layers} layers reaches within {TOLERANCE:.0%}: its "
+            f"nearest, at H = {sized.hidden_size}, has {count:,}; another count, or another depth",
+        )
+    return sized, count

@@ -176,7 +176,7 @@ def _page() -> None:
         st.error(f"The computing process could not start: {err}. Reload the page to try again.")
         return
     devices = ("auto", "cpu", "gpu") if env.gpus else ("auto", "cpu")
-    values = configuration.sidebar(env.strategies, devices, env.gpu_reason)
+    values, size = configuration.sidebar(env.strategies, devices, env.gpu_reason)
     source = data.source_sidebar(values.get("seq_len"))
     _mark_in_use(source)
     chosen_weights = weights.weights_sidebar(calls.check_run)
@@ -185,8 +185,9 @@ def _page() -> None:
         st.warning(warning)
     cfg = None
     try:
-        cfg = with_weights(with_data(RunConfig.from_mapping(values), source), chosen_weights)
-        configuration.sync_url(cfg)
+        cfg = configuration.sized(RunConfig.from_mapping(values), size, calls.block_width)
+        cfg = with_weights(with_data(cfg, source), chosen_weights)
+        configuration.sync_url(cfg, size)
         _mark_in_use(source)
         a, compiled_now = analysis_for(cfg)
     except ConfigError as err:

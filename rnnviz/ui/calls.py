@@ -196,6 +196,15 @@ def compiled_request(request: Request) -> Request:
     return Request(job, request.args, request.route, "a cache look-up", cached=False)
 
 
+def block_width(cfg: RunConfig, params: int) -> tuple[int, int]:
+    """The width H at which ``cfg``'s reference block comes nearest ``params`` parameters, and
+    its count (:func:`rnnviz.serve.jobs.block_width`; its :class:`ConfigError` where none comes
+    within 5 %), kept for every session: asked by the fields the count depends on alone."""
+    args = (cfg.cell, cfg.layers, cfg.input_size, params)
+    what = f"choosing the {cfg.cell} block's width for {params:,} parameters"
+    return get(Request(jobs.block_width, args, "sizing", what))
+
+
 def this_machine() -> Environment:
     """The workers' :class:`~rnnviz.base.environment.Environment` (GPUs, strategies), once."""
     return get(Request(jobs.environment, (), "environment", "looking at this machine's devices"))

@@ -160,3 +160,18 @@ def test_one_reverse_pass_serves_the_loss_and_the_last_positions_connectivity(ce
     assert shares_pass(model, 9, 8) and not shares_pass(model, 9, 7)
     a = rnnviz.analyze_model(model, np.asarray(x))
     np.testing.assert_allclose(a.connectivity, a.grad_norms[0], rtol=1e-6)
+
+
+@pytest.mark.parametrize("cell", list(BLOCK_DESIGNS))
+def test_sized_config_takes_the_width_nearest_the_count(cell):
+    """At 100k parameters and L = 2 every design's drawn count lies within 2 % of the target, and
+    no width within ±6 of the chosen one comes nearer: the sLSTM's, whose count jumps with its
+    heads (4, 2 or 1 as divide H), included."""
+    from rnnviz.studies.block_models import block_param_count, sized_config
+
+    cfg = sized_config(_block(cell, layers=2), "100k")
+    drawn = block_param_count(cfg)
+    assert abs(drawn - 100_000) <= 0.02 * 100_000, (cfg.hidden_size, drawn)
+    for width in range(max(1, cfg.hidden_size - 6), cfg.hidden_size + 7):
+        other = block_param_count(cfg.replace(hidden_size=width))
+        assert abs(drawn - 100_000) <= abs(other - 100_000), (width, other, cfg.hidden_size, drawn)

@@ -83,10 +83,22 @@ def test_the_block_learning_table_records_each_design_at_its_sized_width(tmp_pat
     from rnnviz.studies.block_models import block_param_count
 
     path = tmp_path / "blocks.jsonl"
-    flags = ["bench", "--suite", "designs-learning", "--block", "reference", "--depths", "2", "--params", "10k"]
+    flags = [
+        "bench",
+        "--suite",
+        "designs-learning",
+        "--block",
+        "reference",
+        "--depths",
+        "2",
+        "--params",
+        "10k",
+    ]
     assert main([*flags, "--types", "gru", "--steps", "2", "--record", str(path)]) == 0
     records = [json.loads(line) for line in path.read_text().splitlines()]
-    assert [r["data"] for r in records] == ["digits pixels"] * 3 + ["digits permuted"] * 3 + ["text prose"] * 3
+    assert [r["data"] for r in records] == ["digits pixels"] * 3 + ["digits permuted"] * 3 + [
+        "text prose"
+    ] * 3
     for rec in records:
         assert validate(rec) is None, validate(rec)
         cfg = RunConfig.from_mapping(rec["config"])

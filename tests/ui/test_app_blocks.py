@@ -5,6 +5,8 @@ cell, and a cell without a reference block is refused, naming the cells that hav
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 from apptest_helpers import decode, figures, run_app
@@ -101,3 +103,75 @@ def test_the_carry_tab_draws_each_layers_state_as_the_library_follows_it():
     )
     assert any("‖state_t‖ of each leaf" in c.value for c in at.caption)
     assert at.radio(key="block_carry_leaf").options == ["h"]
+
+
+SIZED = {"block": "reference", "layers": "2", "seq_len": "6", "batch_size": "2"}
+
+
+def _drawn_params(at) -> int:
+    """The parameter count the block header states (the drawn model's, ``ModelSummary.n_params``)."""
+    (line,) = [m.value for m in at.markdown if m.value.startswith("**Block:**")]
+    return int(re.search(r"\(([\d,]+) parameters\)", line)[1].replace(",", ""))
+
+
+@pytest.mark.slow
+def test_two_designs_asked_for_about_n_parameters_are_drawn_within_5_percent():
+    """The Size control's "about N parameters": each design's drawn model (the header's count)
+    lies within 5 % of N, the sidebar says the width picked and its count, the URL keeps N
+    beside that width, and back to "width H" the width stays the one picked."""
+    at = run_app({**SIZED, "cell": "gru"})
+    at.sidebar.radio(key="size_by").set_value("about N parameters").run()
+    at.sidebar.text_input(key="size_params").set_value("10k").run()
+    counts = {}
+    for cell in ("gru", "slstm"):  # the sLSTM's count jumps with its heads: the nearest width still found
+        at.sidebar.selectbox(key="cfg_cell").set_value(cell).run()
+        assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+        counts[cell] = _drawn_params(at)
+        width = int(at.query_params["hidden_size"])
+        assert abs(counts[cell] - 10_000) <= 0.05 * 10_000, (cell, width, counts[cell])
+        off = 100 * (counts[cell] - 10_000) / 10_000
+        notes = [c.value for c in at.sidebar.caption if "→" in c.value]
+        assert notes == [f"H = {width} → {counts[cell]:,} parameters (target 10,000, {off:+.1f} %)"]
+        assert at.query_params["params"] == "10k"
+        cfg = RunConfig(cell=cell, block="reference", layers=2, hidden_size=width, seq_len=6, batch_size=2)
+        assert rnnviz.block_model(cfg).n_params == counts[cell]
+    assert abs(counts["gru"] - counts["slstm"]) <= 0.05 * 10_000
+    at.sidebar.radio(key="size_by").set_value("width H").run()
+    assert at.sidebar.number_input(key="cfg_hidden_size").value == width
+    assert "params" not in at.query_params and not at.error
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        (
+            {"cell": "gru", "params": "lots"},
+            "params='lots' is not allowed: a count ≥ 1: an integer, or a number with k or M (100k, 1.5M).",
+        ),
+        (
+            {"cell": "lstm", "layers": "8", "params": "1k"},
+            "params=1000 is not allowed: a count the lstm block of 8 layers reaches within 5%: its nearest, "
+            "at H = 3, has 840; another count, or another depth.",
+        ),
+    ],
+)
+def test_a_count_that_cannot_be_drawn_is_one_message(fields, message):
+    """From the URL (a copied link, as a typed count): what is wrong and what is allowed, once."""
+    at = run_app({**SIZED, **fields})
+    assert not at.exception and not at.warning
+    assert at.sidebar.radio(key="size_by").value == "about N parameters"
+    assert [e.value for e in at.error] == [f"This combination cannot run: {message}"]
+
+
+def test_the_width_job_picks_the_count_the_block_draws():
+    """jobs.block_width: the width sized_block picks and the drawn model's count, the same for any
+    seed or length (only the cell, depth and inputs set it); none within 5 % is its ConfigError."""
+    from rnnviz.serve import jobs
+
+    for cell in ("mamba", "slstm"):
+        width, count = jobs.block_width(cell, 2, 8, 30_000)
+        assert abs(count - 30_000) <= 0.05 * 30_000, (cell, width, count)
+        cfg = RunConfig(cell=cell, block="reference", layers=2, hidden_size=width, seq_len=5, seed=3)
+        assert rnnviz.block_model(cfg).n_params == count
+    with pytest.raises(rnnviz.ConfigError, match=r"params=1000 .* at H = 3, has 840"):
+        jobs.block_width("lstm", 8, 8, 1000)
