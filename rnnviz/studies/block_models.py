@@ -186,8 +186,8 @@ def sized_config(cfg: RunConfig, params: int | str) -> RunConfig:
     """``cfg`` (a reference block) at the width H whose drawn model's parameter count is nearest
     ``params``: the count grows with H (within each residue of :data:`COUNT_PERIODS`), so a
     bisection (one per residue) between half and twice the width the block table's estimate
-    (:func:`~rnnviz.config.param_count`) gives, among the widths whose config is valid at ``cfg``'s batch and T (the analysis's budget
-    bounds them).
+    (:func:`~rnnviz.config.param_count`) gives, among the widths whose config is valid at
+    ``cfg``'s batch and T (the analysis's budget bounds them).
 
     Args:
         cfg: a config with ``block="reference"``; every field but ``hidden_size`` is kept.
