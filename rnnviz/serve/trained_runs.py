@@ -81,10 +81,16 @@ def header(path: str) -> dict[str, Any] | None:
 
 
 def saved_runs() -> dict[str, dict[str, Any]]:
-    """``{path: header}`` of the runs in the folder, newest first (unreadable files left out)."""
+    """``{path: header}`` of the bare cells' runs in the folder, newest first: the weights the
+    tabs open (unreadable files, and the reference blocks' runs, whose tensors no tab reads as
+    weights, left out)."""
     files = sorted(runs_folder().glob("*.rnnviz"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     headers = {str(p): header(str(p)) for p in files}
-    return {p: h for p, h in headers.items() if h is not None and h.get("kept_steps")}
+    return {
+        p: h
+        for p, h in headers.items()
+        if h is not None and h.get("kept_steps") and h["config"].get("block", "cell") == "cell"
+    }
 
 
 def run_label(header: dict[str, Any]) -> str:

@@ -203,6 +203,18 @@ def _page() -> None:
     PAGES[cfg.block](cfg, a, compiled_now, env)
 
 
+#: The Training tab's calls, on a bare cell's page and a block's alike.
+TRAINING = TrainingCalls(
+    key=calls.train_key,
+    start=calls.train_start,
+    advance=calls.train_advance,
+    stop=calls.train_stop,
+    keep=calls.keep_trained,
+    finished=calls.trained,
+    over_training=calls.over_training,
+)
+
+
 def _cell_page(cfg: RunConfig, a: Analysis, compiled_now: bool, env) -> None:
     """A bare cell's header and tabs, then what the closed tabs and the neighbouring cells
     declare, prepared in the workers' idle time."""
@@ -217,15 +229,7 @@ def _cell_page(cfg: RunConfig, a: Analysis, compiled_now: bool, env) -> None:
         state=st.session_state,
         get=calls.get,
         has=calls.has,
-        training=TrainingCalls(
-            key=calls.train_key,
-            start=calls.train_start,
-            advance=calls.train_advance,
-            stop=calls.train_stop,
-            keep=calls.keep_trained,
-            finished=calls.trained,
-            over_training=calls.over_training,
-        ),
+        training=TRAINING,
         recorded=lambda: _recorded(runs_folders()),
     )
     panels = st.tabs([t.TITLE for t in tabs.TABS], key="tab", on_change="rerun", bind="query-params")
@@ -243,7 +247,7 @@ def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
     (``render_block``) or, for a tab with none, one line saying so."""
     summary, a = answer
     page.block_header(cfg, summary)
-    ctx = BlockContext(cfg, calls.session_key(cfg), summary, a, calls.get)
+    ctx = BlockContext(cfg, calls.session_key(cfg), summary, a, calls.get, TRAINING)
     panels = st.tabs([t.TITLE for t in tabs.TABS], key="tab", on_change="rerun", bind="query-params")
     for tab, panel in zip(tabs.TABS, panels):
         if panel.open:

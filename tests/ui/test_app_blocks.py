@@ -175,3 +175,31 @@ def test_the_width_job_picks_the_count_the_block_draws():
         assert rnnviz.block_model(cfg).n_params == count
     with pytest.raises(rnnviz.ConfigError, match=r"params=1000 .* at H = 3, has 840"):
         jobs.block_width("lstm", 8, 8, 1000)
+
+
+@pytest.mark.slow
+def test_the_training_tab_trains_the_block_as_the_library_does():
+    """Train on a block's page: the profile heatmap is the library's run of the same settings
+    (‖∂L/∂x_t‖ over the T inputs), its files are kept but the weights open in no tab."""
+    from rnnviz.serve.trained_runs import saved_runs
+    from rnnviz.studies.training import TrainSettings, train
+
+    at = run_app({**URL, "layers": "2", "hidden_size": "8", "seq_len": "10", "tab": "Training"})
+    assert not at.exception and any("Press Train" in i.value for i in at.info)
+    for name, value in dict(task="recall", steps=40, batch=8, log_every=20).items():
+        (at.selectbox if name == "task" else at.number_input)(key=f"train_{name}").set_value(value)
+    at.run()
+    at.button(key="train_start").click().run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert any(m.value.startswith("**Training:**") for m in at.markdown)
+    (heat,) = [f for f in figures(at) if "‖∂L/∂x_t‖ on a fixed probe batch" in str(f["layout"].get("title"))]
+    cfg = RunConfig(
+        cell="mamba", block="reference", layers=2, hidden_size=8, seq_len=10, input_size=1, batch_size=8
+    )
+    run = train(cfg, settings=TrainSettings("recall", 40, log_every=20))
+    z = np.asarray(decode(heat["data"][0]["z"]), np.float64)
+    np.testing.assert_allclose(z, run.profiles, atol=1e-4)
+    assert z.shape == (2, 10)
+    assert not [b for b in at.button if b.key and b.key.startswith("train_use_")]
+    assert any("tensors(step)" in c.value for c in at.caption)
+    assert all(h["config"].get("block", "cell") == "cell" for h in saved_runs().values())

@@ -49,7 +49,8 @@ class Pins(NamedTuple):
 
 class BlockContext(NamedTuple):
     """What a tab's ``render_block`` is given on a reference block's page: the config, what its
-    model is, its analysis, and a request's answer (computed in a worker and cached).
+    model is, its analysis, a request's answer (computed in a worker and cached), and the
+    Training tab's calls.
 
     Attributes:
         key: the config's job key (:func:`~rnnviz.serve.requests.job_key`).
@@ -60,6 +61,7 @@ class BlockContext(NamedTuple):
     summary: ModelSummary
     analysis: ModelAnalysis
     get: Callable[[Request], Any]
+    training: TrainingCalls
 
 
 class TabContext(NamedTuple):

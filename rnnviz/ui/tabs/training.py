@@ -23,7 +23,7 @@ from rnnviz.serve.worker import ComputationTimeout, WorkerDied
 from rnnviz.tables.tasks import TASK_RULES
 from rnnviz.ui.sidebar.weights import use_run
 from rnnviz.ui.tabs.common import csv_button, download, prose
-from rnnviz.ui.tabs.context import TabContext, TrainingCalls
+from rnnviz.ui.tabs.context import BlockContext, TabContext, TrainingCalls
 
 TITLE = "Training"
 TRAIN_DEFAULTS = dict(
@@ -39,6 +39,10 @@ TRAIN_DEFAULTS = dict(
     lag=0,
 )
 NOT_KEPT = "These runs are not kept as files, so other tabs cannot open them: {}."
+#: ``RunConfig.block`` → what a run's gradient profile is of (:class:`~rnnviz.base.training.Training`).
+PROFILES = {"cell": "‖∂L/∂carry_t‖", "reference": "‖∂L/∂x_t‖"}
+#: ``RunConfig.block`` → whether its trained weights open in every tab (the sidebar's *Weights*).
+OPENS = {"cell": True, "reference": False}
 
 
 def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
@@ -64,10 +68,19 @@ def requests(ctx: TabContext) -> list[Request]:
 def render(ctx: TabContext) -> None:
     """The controls, Train / Stop / Pin, the run in progress, and the finished runs'
     results and weights."""
-    cfg, calls = ctx.config, ctx.training
-    st.markdown(prose(__name__, "intro"))
+    _render(ctx.config, ctx.training, ctx.data_source)
+
+
+def render_block(ctx: BlockContext) -> None:
+    """A reference block trained as a bare cell is (:mod:`rnnviz.studies.training.blocks`): the
+    same controls, curves and verdict; its profile is over the inputs."""
+    _render(ctx.config, ctx.training, None)
+
+
+def _render(cfg: RunConfig, calls: TrainingCalls, data_source: dict | None) -> None:
+    st.markdown(prose(__name__, f"intro {cfg.block}"))
     tasks = {name: rule.description for name, rule in TASK_RULES.items()}
-    if ctx.data_source is not None:
+    if data_source is not None:
         batch = cfg.batch_size or "unbatched"
         shape = f"{cfg.cell} T={cfg.seq_len} H={cfg.hidden_size} B={batch} {cfg.dtype}"
         tasks = {DATA_TASK: f"the data set chosen in the sidebar ({shape})", **tasks}
@@ -258,15 +271,16 @@ def results(records: list, pinned: list[tuple[str, list]], running: bool) -> Non
         which = st.selectbox(
             "Profile of run", range(len(seeds)), format_func=seeds.__getitem__, key="train_profile_run"
         )
+    of = PROFILES[r0.config.block]
     profile = charts.heatmap_figure(
         profile_matrix(records[which]),
-        "log₁₀ ‖∂L/∂carry_t‖ on a fixed probe batch, as training goes on",
+        f"log₁₀ {of} on a fixed probe batch, as training goes on",
         x_title="timestep t",
         y_title="training step",
-        colorbar="log₁₀ ‖∂L/∂carry_t‖",
+        colorbar=f"log₁₀ {of}",
     )
     st.plotly_chart(profile, key="chart_train_profile")
-    st.caption(prose(__name__, "profile"))
+    st.caption(prose(__name__, f"profile {r0.config.block}"))
     csv_button(df, "rnnviz_training.csv", "csv_training", "Download the training curves (CSV)")
 
 
@@ -287,13 +301,22 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
         "sidebar's *Weights* opens them in every tab, also after a reload."
     )
     cols = st.columns(min(len(records), 4))
+    opens = OPENS[cfg.block]
     for i, (r, path) in enumerate(zip(records, paths)):
         col, seed = cols[i % len(cols)], r.config.seed
-        opens = f"Open seed {seed} in every tab"
-        col.button(opens, key=f"train_use_{i}", on_click=use_run, args=(str(path),))
+        if opens:
+            col.button(
+                f"Open seed {seed} in every tab", key=f"train_use_{i}", on_click=use_run, args=(str(path),)
+            )
         with col:  # the file read when clicked, not on every rerun
             name = f"{r.label.replace(' ', '_')}_seed{seed}.rnnviz"
             download(f"Download seed {seed} (.rnnviz)", path.read_bytes, name, f"train_download_{i}")
+    if not opens:
+        st.caption(
+            "A reference block's tensors are in its file by name (`rnnviz.load_run(path).tensors(step)`); "
+            "the other tabs read a bare cell's trained weights, not a block's."
+        )
+        return
     label = "λ₁ and the step-Jacobian spectrum at every kept step"
     why = "does training move the network toward λ₁ = 0?"
     how = "One vmapped call over the kept weights, on the run's probe sequences"
