@@ -171,4 +171,50 @@ class ModelStates:
         )
 
 
-__all__ = ["ModelAnalysis", "ModelJacobians", "ModelStates"]
+@dataclass(frozen=True, eq=False)
+class ModelLyapunov:
+    """The top Lyapunov exponent of each recurrent layer along one example's run
+    (:func:`~rnnviz.studies.model_lyapunov.model_lyapunov`).
+
+    Attributes:
+        model_type: the model's family.
+        source: the checkpoint it was read from (or the block it was drawn as).
+        example: which sequence of the batch.
+        layers: ``(l, …)`` the recurrent layers (R of them), 0-based.
+        warmup: the steps left out of λ₁'s mean.
+        log_growth: ``[R, T − 1]`` ln r_t = ln ‖J_t v_{t−1}‖ for t = 1 … T − 1: how much step t
+            stretches the direction carried so far (their sum to n is ln ‖J_n ⋯ J_1 v_0‖).
+        lambda1: ``[R]`` the mean of ln r_t after the warm-up: λ₁ per step.
+        compile_s: seconds compiling (0 when the executable was reused).
+        run_s: seconds running it.
+    """
+
+    model_type: str
+    source: str
+    example: int
+    layers: tuple[int, ...]
+    warmup: int
+    log_growth: np.ndarray
+    lambda1: np.ndarray
+    compile_s: float
+    run_s: float
+
+    def running(self) -> np.ndarray:
+        """``[R, T − 1 − warmup]`` the running mean of ln r_t after the warm-up: λ₁'s estimate
+        as the run goes on (its last column is :attr:`lambda1`)."""
+        after = self.log_growth[:, self.warmup :]
+        return np.cumsum(after, axis=1) / np.arange(1, after.shape[1] + 1)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (arrays as lists, non-finite numbers as null)."""
+        return finite_json(
+            {
+                **{k: v for k, v in vars(self).items() if not isinstance(v, (np.ndarray, tuple))},
+                "layers": list(self.layers),
+                "log_growth": self.log_growth.tolist(),
+                "lambda1": self.lambda1.tolist(),
+            }
+        )
+
+
+__all__ = ["ModelAnalysis", "ModelJacobians", "ModelLyapunov", "ModelStates"]

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 if TYPE_CHECKING:
-    from rnnviz.base.models import ModelAnalysis, ModelJacobians, ModelStates
+    from rnnviz.base.models import ModelAnalysis, ModelJacobians, ModelLyapunov, ModelStates
 
 
 def row_names(n_rows: int) -> list[str]:
@@ -96,6 +96,28 @@ def layer_sigma_frame(j: ModelJacobians) -> pd.DataFrame:
             "layer": np.repeat(np.asarray(j.layers) + 1, len(steps)),
             "t": np.tile(steps, len(j.layers)),
             "log10": logs.reshape(-1),
+        }
+    )
+
+
+def layer_lyapunov_frame(ly: ModelLyapunov) -> pd.DataFrame:
+    """``series, layer, t, value``: each recurrent layer's running estimate of λ₁ (the mean of
+    ln r_t from the warm-up to step t), for t after the warm-up.
+
+    Example:
+        >>> import types
+        >>> ly = types.SimpleNamespace(layers=(1,), warmup=1, running=lambda: np.array([[-0.5, -0.25]]))
+        >>> layer_lyapunov_frame(ly).to_dict("list")
+        {'series': ['layer 2', 'layer 2'], 'layer': [2, 2], 't': [2, 3], 'value': [-0.5, -0.25]}
+    """
+    running = np.asarray(ly.running(), np.float64)
+    steps = np.arange(ly.warmup + 1, ly.warmup + 1 + running.shape[1])
+    return pd.DataFrame(
+        {
+            "series": np.repeat([f"layer {layer + 1}" for layer in ly.layers], len(steps)),
+            "layer": np.repeat(np.asarray(ly.layers, int) + 1, len(steps)).tolist(),
+            "t": np.tile(steps, len(ly.layers)).tolist(),
+            "value": running.reshape(-1).tolist(),
         }
     )
 

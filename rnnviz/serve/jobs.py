@@ -59,6 +59,7 @@ from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
 from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
+from rnnviz.studies.model_lyapunov import ModelLyapunov, model_lyapunov
 from rnnviz.studies.model_states import ModelStates, model_states
 from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, is_compiled_for, load_model, tokenize
 from rnnviz.studies.over_training import OverTraining, over_training
@@ -249,6 +250,13 @@ def block_jacobians(key: str, k: int) -> ModelJacobians:
     (:func:`~rnnviz.studies.model_jacobians.model_jacobians`), on its first example."""
     cfg = config_of(key)
     return model_jacobians(_block_model(cfg), block_inputs(cfg), k=k)
+
+
+def block_lyapunov(key: str) -> ModelLyapunov:
+    """λ₁ of each recurrent layer of a reference block along its first example
+    (:func:`~rnnviz.studies.model_lyapunov.model_lyapunov`)."""
+    cfg = config_of(key)
+    return model_lyapunov(_block_model(cfg), block_inputs(cfg))
 
 
 def block_states(key: str) -> ModelStates:

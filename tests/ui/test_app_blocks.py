@@ -14,6 +14,7 @@ from apptest_helpers import decode, figures, run_app
 import rnnviz
 from rnnviz import RunConfig, analyze_block
 from rnnviz.studies.block_models import block_inputs, block_states
+from rnnviz.studies.model_lyapunov import model_lyapunov
 from rnnviz.ui.tabs import TABS
 
 URL = {"cell": "mamba", "block": "reference", "layers": "3", "hidden_size": "16", "seq_len": "12"}
@@ -83,6 +84,13 @@ def test_the_jacobians_tab_draws_each_layers_sigma1_as_the_library_takes_it():
     got = np.asarray(decode(fig["data"][1]["y"]), np.float64)
     np.testing.assert_allclose(got, np.log10(j.singular_values[1, :, 0]), atol=1e-5)
     assert any("Mean ln σ₁(J_t)" in m.value for m in at.markdown)
+    (lam,) = [f for f in figures(at) if "λ₁ of each recurrent layer" in str(f["layout"].get("title"))]
+    ly = model_lyapunov(rnnviz.block_model(cfg), block_inputs(cfg))
+    assert [t["name"] for t in lam["data"]] == ["layer 1", "layer 2", "layer 3"]
+    np.testing.assert_allclose(
+        np.asarray(decode(lam["data"][2]["y"]), np.float64), ly.running()[2], atol=1e-6
+    )
+    assert any(f"layer 3: {ly.lambda1[2]:+.4f}" in m.value for m in at.markdown)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ from rnnviz.base.readings import decay_fit, regime
 from rnnviz.charts.models import layer_sigma_lines
 from rnnviz.config import carry_size
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
-from rnnviz.frames.models import layer_sigma_frame
+from rnnviz.frames.models import layer_lyapunov_frame, layer_sigma_frame
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, describe, jobs, route
 from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget
@@ -144,3 +144,16 @@ def render_block(ctx: BlockContext) -> None:
         f"{j.example}): {means}. Below 0, every step of that layer shrinks every direction of its state; "
         "the mean bounds the layer's top Lyapunov exponent from above."
     )
+    what = f"λ₁ of each layer of {describe(ctx.config)}"
+    ly = ctx.get(Request(jobs.block_lyapunov, (ctx.key,), route(ctx.config), what))
+    running = layer_lyapunov_frame(ly)
+    title = "λ₁ of each recurrent layer: the running mean of ln ‖J_t v_{t−1}‖ after the warm-up"
+    st.plotly_chart(charts.line_figure(running, title, "λ₁ per step (estimate)"), key="chart_block_lyapunov")
+    lams = ", ".join(f"layer {layer + 1}: {lam:+.4f}" for layer, lam in zip(ly.layers, ly.lambda1))
+    st.markdown(
+        f"Top Lyapunov exponent λ₁ per step over the run of example {ly.example} (a unit vector carried "
+        f"through every step's Jacobian, its log-growth averaged after a warm-up of {ly.warmup} steps): "
+        f"{lams}. Below 0, any perturbation of that layer's state, and the gradient through the state "
+        "alone, dies out at that rate per step. No step grows the vector by more than its own σ₁."
+    )
+    csv_button(running, "rnnviz_block_lyapunov.csv", "csv_block_lyapunov")
