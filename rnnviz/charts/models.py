@@ -180,6 +180,28 @@ def layer_state_units(df: pd.DataFrame, title: str = "The first numbers of each 
     return _layer_panels(df.assign(y=df["value"], name=names), "name", thinned_title(title, k), "value")
 
 
+def layer_reach_bars(
+    df: pd.DataFrame, title: str = "How far back the gradient reaches, layer by layer"
+) -> go.Figure:
+    """Grouped bars of each stream row's reach (:func:`~rnnviz.frames.models.layer_reach_frame`):
+    a group per row, a bar per fraction."""
+    if df.empty:
+        return empty_figure(title, "no rows")
+    fig = new_figure(title, "the gradient with respect to", "steps back from the last")
+    for i, (fraction, part) in enumerate(df.groupby("fraction", sort=False)):
+        fig.add_trace(
+            go.Bar(
+                x=part["row"].to_numpy(),
+                y=part["reach"].to_numpy(),
+                name=f"≥ {fraction:.0%} of its largest",
+                marker_color=OKABE_ITO[i % len(OKABE_ITO)],
+                hovertemplate="%{x}: %{y} steps back<extra></extra>",
+            )
+        )
+    fig.update_layout(barmode="group")
+    return fig
+
+
 def token_connectivity(
     df: pd.DataFrame, title: str = "How much the last prediction reads each token"
 ) -> go.Figure:

@@ -10,6 +10,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pandas as pd
 
+from rnnviz.base.connectivity import reach
+
 if TYPE_CHECKING:
     from rnnviz.base.models import ModelAnalysis, ModelJacobians, ModelLyapunov, ModelStates
 
@@ -97,6 +99,32 @@ def layer_sigma_frame(j: ModelJacobians) -> pd.DataFrame:
             "t": np.tile(steps, len(j.layers)),
             "log10": logs.reshape(-1),
         }
+    )
+
+
+#: The fractions of the strongest step a reach is counted at (:func:`layer_reach_frame`).
+REACH_FRACTIONS = (0.1, 0.01)
+
+
+def layer_reach_frame(a: ModelAnalysis, fractions: tuple[float, ...] = REACH_FRACTIONS) -> pd.DataFrame:
+    """``row, fraction, reach``: for each row of the stream (the inputs, then after each block),
+    how many steps back from the last the gradient ‖∂L/∂x_t^{(l)}‖ stays at least ``fraction`` of
+    its largest over t (:func:`~rnnviz.base.connectivity.reach`, τ = T).
+
+    Example:
+        >>> import types
+        >>> a = types.SimpleNamespace(log10_grad_norms=np.log10([[1e-3, 0.05, 1.0], [0.5, 0.2, 1.0]]))
+        >>> layer_reach_frame(a).to_dict("list")["reach"]
+        [0, 1, 2, 2]
+    """
+    logs = np.asarray(a.log10_grad_norms, np.float64)
+    rows = row_names(logs.shape[0])
+    return pd.DataFrame(
+        [
+            {"row": name, "fraction": f, "reach": reach(row, logs.shape[1], f)}
+            for name, row in zip(rows, logs)
+            for f in fractions
+        ]
     )
 
 

@@ -211,3 +211,17 @@ def test_the_training_tab_trains_the_block_as_the_library_does():
     assert not [b for b in at.button if b.key and b.key.startswith("train_use_")]
     assert any("tensors(step)" in c.value for c in at.caption)
     assert all(h["config"].get("block", "cell") == "cell" for h in saved_runs().values())
+
+
+@pytest.mark.slow
+def test_the_memory_tab_draws_how_far_back_each_layers_gradient_reaches():
+    from rnnviz.base.connectivity import reach
+
+    at = run_app({**URL, "tab": "Memory"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    (bars,) = [f for f in figures(at) if "How far back the gradient reaches" in str(f["layout"].get("title"))]
+    cfg = RunConfig(cell="mamba", block="reference", layers=3, hidden_size=16, seq_len=12)
+    logs = analyze_block(cfg).log10_grad_norms
+    assert [t["name"] for t in bars["data"]] == ["≥ 10% of its largest", "≥ 1% of its largest"]
+    assert list(bars["data"][1]["x"]) == ["input", "after block 1", "after block 2", "after block 3"]
+    assert [int(v) for v in decode(bars["data"][1]["y"])] == [reach(row, 12, 0.01) for row in logs]

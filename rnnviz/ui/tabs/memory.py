@@ -12,11 +12,13 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.base.connectivity import Connectivity
 from rnnviz.config import ConfigError
+from rnnviz.charts.models import layer_reach_bars
 from rnnviz.frames.connectivity import connectivity_frame, sequence_gates_frame
+from rnnviz.frames.models import layer_reach_frame
 from rnnviz.serve import trained_runs
 from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.tabs.common import csv_button, prose
-from rnnviz.ui.tabs.context import TabContext
+from rnnviz.ui.tabs.context import BlockContext, TabContext
 
 TITLE = "Memory"
 MEASURES = {"auto": None, "log p(target)": "target", "‖∂y_τ/∂x_t‖": "output"}
@@ -85,6 +87,23 @@ def render(ctx: TabContext) -> None:
             _draw_on_input(shown[-1][1], label, str(i))
     st.markdown(prose(__name__, "intro"))  # under the pictures: above, it pushed them off the screen
     _along_the_sequence(shown, current)
+
+
+def render_block(ctx: BlockContext) -> None:
+    """A reference block's memory across its layers: how far back the gradient entering each
+    block still reaches, from its own analysis (the connectivity over the inputs is on the
+    Gradients tab)."""
+    reaches = layer_reach_frame(ctx.analysis)
+    st.plotly_chart(layer_reach_bars(reaches), key="chart_block_reach")
+    top = reaches[reaches["fraction"] == reaches["fraction"].min()]
+    first, last = top["reach"].iloc[0], top["reach"].iloc[-1]
+    st.markdown(
+        f"Steps back from the last step over which ‖∂L/∂x_t^(l)‖ stays at least 10 % and 1 % of its "
+        f"largest, for the inputs (row 0) and the stream after each block; T = {ctx.config.seq_len}. At 1 %, "
+        f"the top of the stack reaches {last} steps back and the inputs {first}: what the stack's blocks "
+        "add to (or take from) the memory of the last step."
+    )
+    csv_button(reaches, "rnnviz_block_reach.csv", "csv_block_reach")
 
 
 def controls(n_compare: dict[str, str]) -> None:
