@@ -11,8 +11,8 @@ import streamlit as st
 
 from rnnviz import charts
 from rnnviz.base.connectivity import Connectivity
-from rnnviz.config import ConfigError
 from rnnviz.charts.models import layer_reach_bars
+from rnnviz.config import ConfigError
 from rnnviz.frames.connectivity import connectivity_frame, sequence_gates_frame
 from rnnviz.frames.models import layer_reach_frame
 from rnnviz.serve import trained_runs
