@@ -220,8 +220,8 @@ def block_strategies(
         >>> from rnnviz.studies.block_models import block_inputs, block_model
         >>> cfg = RunConfig(cell="gru", block="reference", layers=1, hidden_size=8, seq_len=6)
         >>> s = block_strategies(block_model(cfg), block_inputs(cfg), repeats=1)
-        >>> [w.name for w in s.ways]
-        ['plain jax.grad', 'analysis, one reverse pass', 'analysis, two cotangents']
+        >>> print(" | ".join(w.name for w in s.ways))
+        plain jax.grad | analysis, one reverse pass | analysis, two cotangents
         >>> s.ways[0].ratio, s.ways[1].max_rel_diff, s.ways[2].max_rel_diff < 1e-5
         (1.0, 0.0, True)
     """
@@ -253,6 +253,8 @@ def block_strategies(
 
 __all__ = [
     "WAYS",
+    "ModelStrategies",
+    "WayCost",
     "Placed",
     "Prepared",
     "Way",
