@@ -167,7 +167,7 @@ WAYS: tuple[Way, ...] = (
     Way(
         "analysis, one reverse pass",
         "every layer's and state's per-step gradient norms from one forward and one reverse pass "
-        "(a stack's loss is its last position's own, so that pass serves the connectivity too)",
+        "(for a stack, whose loss is its last position's own, that pass serves the connectivity too)",
         functools.partial(analysis_prepared, shared=True),
         _analysis_loss,
         _loss_norms,
