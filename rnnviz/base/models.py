@@ -217,4 +217,66 @@ class ModelLyapunov:
         )
 
 
-__all__ = ["ModelAnalysis", "ModelJacobians", "ModelLyapunov", "ModelStates"]
+@dataclass(frozen=True)
+class WayCost:
+    """One way of computing a model's gradients, timed and checked.
+
+    Attributes:
+        name: the way's name (:data:`~rnnviz.studies.model_costs.WAYS`).
+        description: what it computes, in a sentence.
+        compile_s: seconds compiling its executable (when it was compiled; not in ``run_s``).
+        run_s: the median of its timed runs.
+        run_min_s: the fastest of them.
+        run_max_s: the slowest.
+        repeats: how many runs were timed.
+        ratio: ``run_s`` over plain ``jax.grad``'s median, timed in the same rounds.
+        loss: the loss it returned.
+        max_rel_diff: the largest relative difference of its per-step norms (the model loss's
+            row of every stream row and state leaf) from the one-reverse-pass analysis's; None
+            for a way without per-step norms (plain ``jax.grad``).
+    """
+
+    name: str
+    description: str
+    compile_s: float
+    run_s: float
+    run_min_s: float
+    run_max_s: float
+    repeats: int
+    ratio: float
+    loss: float
+    max_rel_diff: float | None
+
+
+@dataclass(frozen=True, eq=False)
+class ModelStrategies:
+    """The ways of computing a model's per-step gradients on one batch, timed in the same
+    rounds and compared with plain ``jax.grad`` of the same loss.
+
+    Attributes:
+        model_type: the model's family.
+        source: the checkpoint it was read from (or the block it was drawn as).
+        batch: B.
+        steps: T.
+        n_params: the model's parameter count.
+        ways: one :class:`WayCost` per way, plain ``jax.grad`` first.
+    """
+
+    model_type: str
+    source: str
+    batch: int
+    steps: int
+    n_params: int
+    ways: tuple[WayCost, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (non-finite numbers as null)."""
+        return finite_json(
+            {
+                **{k: v for k, v in vars(self).items() if k != "ways"},
+                "ways": [vars(w) for w in self.ways],
+            }
+        )
+
+
+__all__ = ["ModelAnalysis", "ModelJacobians", "ModelLyapunov", "ModelStates", "ModelStrategies", "WayCost"]

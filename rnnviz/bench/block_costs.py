@@ -10,7 +10,8 @@ model, floats ``[B, T, I]`` for a torch stack. Two executables, each compiled on
 (:func:`~rnnviz.engine.timing.time_interleaved`), and their medians compared:
 
 * **plain** — ``jax.jit(jax.value_and_grad(loss))`` with respect to the whole parameter dict,
-  the loss computed by ``module.forward`` without probes (:func:`plain_loss`);
+  the loss computed by ``module.forward`` without probes
+  (:func:`~rnnviz.studies.model_costs.plain_loss`);
 * **the analysis** — the executable :func:`~rnnviz.analyze_model` compiles and runs (the float32
   pass; the float64 pass runs only where a float32 norm underflows, and is not timed): every
   layer's and state's per-step gradient norms and one position's connectivity, in one forward
@@ -28,24 +29,26 @@ from __future__ import annotations
 
 import functools
 import sys
-import time
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import jax
-import jax.numpy as jnp
 import numpy as np
 
 from rnnviz.base.measurements import SCHEMA
 from rnnviz.config import RunConfig
-from rnnviz.engine.blocks.dispatch import module_of
-from rnnviz.engine.blocks.placement import input_sharding
-from rnnviz.engine.compile import Compiled, compile_lowered, peak_bytes
+from rnnviz.engine.compile import Compiled
 from rnnviz.engine.environment import run_stamp
 from rnnviz.engine.timing import RunTiming, time_interleaved
 from rnnviz.studies import block_models
-from rnnviz.studies.models import Model, check_inputs, fresh_model, shares_pass
-from rnnviz.studies.models import _executable as analysis_executable
+from rnnviz.studies.model_costs import (
+    analysis_prepared,
+    placed_inputs,
+    plain_grad_executable,
+    plain_loss,
+    plain_prepared,
+)
+from rnnviz.studies.models import Model, fresh_model, shares_pass
 from rnnviz.studies.sizing import design_config
 from rnnviz.tables.blocks import BLOCK_DESIGNS
 
@@ -69,39 +72,6 @@ def block_inputs(model: Model, batch: int, seq_len: int, seed: int = 0) -> np.nd
     return rng.standard_normal((batch, seq_len, model.stream_widths[0]), dtype=np.float32)
 
 
-def plain_loss(module: Any, spec: Any, params: dict[str, jax.Array], inputs: jax.Array) -> jax.Array:
-    """The model's own loss ``[]`` from its forward pass without probes.
-
-    A language model: the mean next-token cross entropy over the B · (T − 1) predictions
-    (transformers' loss with ``labels=input_ids``); a stack without a head: ½ Σ_b ‖y_{b,T−1}‖²
-    (the bare cells' ``last`` loss). The loss that
-    :func:`~rnnviz.engine.blocks.gradients.position_losses` weights by its weights, written
-    without them.
-
-    Args:
-        module: the block family (:data:`~rnnviz.engine.blocks.registry.BLOCKS`).
-        spec: its sizes.
-        params: ``{name: array}``.
-        inputs: ``<int32>[B, T]`` tokens, or ``<float32>[B, T, I]`` for a stack.
-    """
-    out = module.forward(spec, params, inputs).astype(jnp.float32)
-    if spec.vocab_size:
-        logp = jax.nn.log_softmax(out[:, :-1], axis=-1)
-        return -jnp.mean(jnp.take_along_axis(logp, inputs[:, 1:, None], axis=-1))
-    return 0.5 * jnp.sum(out[:, -1] ** 2)
-
-
-def plain_grad_executable(model: Model, inputs: jax.Array) -> Compiled:
-    """``jax.jit(jax.value_and_grad(plain_loss))`` with respect to every tensor of
-    ``model.params``, compiled for these arrays' shapes and places."""
-    start = time.perf_counter()
-    fn = jax.value_and_grad(
-        functools.partial(plain_loss, module_of(model.model_type, model.spec), model.spec)
-    )
-    compiled = compile_lowered(jax.jit(fn).lower(model.params, inputs), "plain jax.grad of a model")
-    return Compiled(compiled, time.perf_counter() - start, peak_bytes(compiled))
-
-
 class Pair(NamedTuple):
     """One row's two measurements: the plain gradient's and the analysis's.
 
@@ -123,18 +93,13 @@ class Pair(NamedTuple):
 def prepared_pair(model: Model, inputs: np.ndarray) -> Pair:
     """Both executables for ``model`` on ``inputs`` (compiled here, or the analysis's reused
     from :func:`~rnnviz.analyze_model`'s cache) and their arguments on the weights' device; the
-    analysis's position is its default, the last one with a loss."""
-    inputs = check_inputs(model, inputs)
-    placed = jax.device_put(inputs, input_sharding(model.params))
-    steps = inputs.shape[1] - (1 if model.vocab_size else 0)
-    position = jax.device_put(np.int32(steps - 1), placed.sharding)
-    return Pair(
-        plain_grad_executable(model, placed),
-        analysis_executable(model, inputs, shares_pass(model, steps, steps - 1)),
-        (model.params, placed),
-        (model.params, placed, position),
-        min(placed.devices(), key=lambda d: d.id),
-    )
+    analysis's position is its default, the last one with a loss, and its reverse passes those
+    :func:`~rnnviz.analyze_model` runs there (:func:`~rnnviz.studies.models.shares_pass`)."""
+    at = placed_inputs(model, inputs)
+    steps = at.inputs.shape[1] - (1 if model.vocab_size else 0)
+    plain = plain_prepared(model, at)
+    analysis = analysis_prepared(model, at, shares_pass(model, steps, steps - 1))
+    return Pair(plain.compiled, analysis.compiled, plain.args, analysis.args, at.device)
 
 
 def _record(

@@ -19,9 +19,10 @@ def bar_panels(
     *,
     color: str | None = None,
     log_y: bool = False,
+    text: str | None = None,
 ) -> go.Figure:
     """Side-by-side bar panels: one per ``(column, panel title)``; bars along ``x``,
-    grouped by ``color`` when given."""
+    grouped by ``color`` when given, each labelled with its row's ``text`` column when given."""
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels])
     legend = dict(
         orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0
@@ -45,6 +46,8 @@ def bar_panels(
                     showlegend=col_i == 1 and g is not None,
                     legendgroup=str(g),
                     hovertemplate="%{x}<br>%{y:.4g}<extra>" + str(g or "") + "</extra>",
+                    text=None if text is None else s[text].astype(str),
+                    textposition="outside" if text is not None else None,
                 ),
                 row=1,
                 col=col_i,

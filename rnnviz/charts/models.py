@@ -1,6 +1,7 @@
 """Your own model, drawn: the gradient over layers × steps (a heatmap and one line per
 layer), each recurrent layer's state gradient, its step Jacobians' σ₁ and its state over the
-steps (a panel per layer), and the connectivity over the tokens.
+steps (a panel per layer), the connectivity over the tokens, and what each way of computing its
+gradients costs.
 
 Every magnitude is drawn as its exact log₁₀ with 10ⁿ ticks; a true zero is a gap.
 """
@@ -25,6 +26,7 @@ from rnnviz.charts.base import (
     thin,
     thinned_title,
 )
+from rnnviz.charts.costs import bar_panels
 
 
 def _tick_labels(df: pd.DataFrame) -> dict:
@@ -229,3 +231,10 @@ def token_connectivity(
         fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels)
     fig.update_xaxes(**_tick_labels(df))
     return fig
+
+
+def way_bars(df: pd.DataFrame, title: str = "Each way of computing the gradients: median run") -> go.Figure:
+    """``way, run_ms, ratio`` (:func:`~rnnviz.frames.models.way_frame`) → a bar per way, its
+    median run in ms, labelled with its ratio to plain ``jax.grad`` (``×1.00`` for plain)."""
+    shown = df.assign(ratio_text=[f"×{r:.2f}" for r in df["ratio"]])
+    return bar_panels(shown, "way", [("run_ms", "run, median (ms)")], title, color="way", text="ratio_text")

@@ -1,7 +1,8 @@
 """Your own model's analysis (:class:`~rnnviz.base.models.ModelAnalysis`) as tidy frames:
 the gradient per layer and step, each recurrent state's, the connectivity over the tokens, and
-its recurrent layers' step-Jacobian spectra (:class:`~rnnviz.base.models.ModelJacobians`) and
-states over the steps (:class:`~rnnviz.base.models.ModelStates`)."""
+its recurrent layers' step-Jacobian spectra (:class:`~rnnviz.base.models.ModelJacobians`),
+states over the steps (:class:`~rnnviz.base.models.ModelStates`), and what each way of computing
+its gradients costs (:class:`~rnnviz.base.models.ModelStrategies`)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ import pandas as pd
 from rnnviz.base.connectivity import reach
 
 if TYPE_CHECKING:
-    from rnnviz.base.models import ModelAnalysis, ModelJacobians, ModelLyapunov, ModelStates
+    from rnnviz.base.models import ModelAnalysis, ModelJacobians, ModelLyapunov, ModelStates, ModelStrategies
 
 
 def row_names(n_rows: int) -> list[str]:
@@ -206,3 +207,47 @@ def layer_units_frame(s: ModelStates, leaf: str) -> pd.DataFrame:
         },
         columns=["layer", "leaf", "unit", "series", "t", "value"],
     )
+
+
+#: Below this relative difference two float32 results are equal up to rounding.
+ROUNDING = 1e-4
+
+
+def way_frame(s: ModelStrategies) -> pd.DataFrame:
+    """``way, description, compile_s, run_ms, run_min_ms, run_max_ms, repeats, ratio, loss,
+    loss_rel_diff, max_rel_diff, agrees``: a row per way of computing the gradients, in the
+    record's order. ``loss_rel_diff`` is its loss's relative difference from plain ``jax.grad``'s,
+    ``max_rel_diff`` its per-step norms' from the one-reverse-pass analysis's (NaN for plain),
+    ``agrees`` whether both are within float32 rounding (:data:`ROUNDING`).
+
+    Example:
+        >>> import types
+        >>> way = lambda name, run_s, loss, diff: types.SimpleNamespace(
+        ...     name=name, description="", compile_s=1.0, run_s=run_s, run_min_s=run_s,
+        ...     run_max_s=run_s, repeats=3, ratio=run_s / 0.002, loss=loss, max_rel_diff=diff)
+        >>> s = types.SimpleNamespace(ways=(way("plain", 0.002, 2.0, None), way("shared", 0.003, 2.0, 0.0),
+        ...                                 way("two", 0.004, 2.0, 0.01)))
+        >>> f = way_frame(s)
+        >>> f["run_ms"].tolist(), f["ratio"].tolist(), f["agrees"].tolist()
+        ([2.0, 3.0, 4.0], [1.0, 1.5, 2.0], [True, True, False])
+    """
+    rows = [
+        {
+            "way": w.name,
+            "description": w.description,
+            "compile_s": w.compile_s,
+            "run_ms": w.run_s * 1e3,
+            "run_min_ms": w.run_min_s * 1e3,
+            "run_max_ms": w.run_max_s * 1e3,
+            "repeats": w.repeats,
+            "ratio": w.ratio,
+            "loss": w.loss,
+            "max_rel_diff": np.nan if w.max_rel_diff is None else w.max_rel_diff,
+        }
+        for w in s.ways
+    ]
+    df = pd.DataFrame(rows)
+    base = df["loss"].iloc[0]  # plain jax.grad's, the first way
+    df["loss_rel_diff"] = (df["loss"] - base).abs() / max(abs(base), np.finfo(np.float64).tiny)
+    df["agrees"] = (df["loss_rel_diff"] <= ROUNDING) & ~(df["max_rel_diff"] > ROUNDING)
+    return df

@@ -24,6 +24,7 @@ import pandas as pd
 
 from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
+from rnnviz.base.models import ModelStrategies
 from rnnviz.base.presets import PAGES
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.config import BLOCK_FIXES, ConfigError, RunConfig
@@ -41,7 +42,14 @@ from rnnviz.serve import trained_runs
 from rnnviz.serve.folders import stamp
 from rnnviz.serve.model_files import model_max_bytes
 from rnnviz.serve.requests import ModelSummary, RunSummary, TrainProgress, config_of, route
-from rnnviz.serve.settings import QUIET_REPEATS, QUIET_TIMING_S, TIMING_BUDGET_S, TIMING_PRECISION, settings
+from rnnviz.serve.settings import (
+    BLOCK_STRATEGY_S,
+    QUIET_REPEATS,
+    QUIET_TIMING_S,
+    TIMING_BUDGET_S,
+    TIMING_PRECISION,
+    settings,
+)
 from rnnviz.studies.block_models import block_inputs, block_model, sized_block
 from rnnviz.studies.comparisons import (
     accumulator_grads,
@@ -58,6 +66,7 @@ from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
+from rnnviz.studies.model_costs import block_strategies as model_strategies
 from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
 from rnnviz.studies.model_lyapunov import ModelLyapunov, model_lyapunov
 from rnnviz.studies.model_states import ModelStates, model_states
@@ -264,6 +273,15 @@ def block_states(key: str) -> ModelStates:
     leaf's norm and first numbers (:func:`~rnnviz.studies.model_states.model_states`)."""
     cfg = config_of(key)
     return model_states(_block_model(cfg), block_inputs(cfg))
+
+
+def block_strategies(key: str, repeats: int) -> ModelStrategies:
+    """Each way of computing a reference block's per-step gradients, compiled, checked against
+    each other and timed in the same rounds as plain ``jax.grad`` of its loss (at most
+    ``repeats`` rounds, fewer once a way's runs pass ``BLOCK_STRATEGY_S``;
+    :func:`~rnnviz.studies.model_costs.block_strategies`)."""
+    cfg = config_of(key)
+    return model_strategies(_block_model(cfg), block_inputs(cfg), repeats, BLOCK_STRATEGY_S)
 
 
 def quiet_run_s(key: str) -> float:

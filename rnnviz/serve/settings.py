@@ -250,6 +250,9 @@ QUIET_REPEATS, QUIET_TIMING_S = 3, 0.25
 #: The Strategies and Devices tabs time each run until the 90 % interval of its mean is within
 #: this fraction of it (at least 3 runs): a steady executable stops at 3.
 TIMING_PRECISION = 0.10
+#: A reference block's Strategies view times each way of computing its gradients at most this
+#: many rounds, fewer (at least 3) once a way's runs would pass this many seconds.
+BLOCK_STRATEGY_REPEATS, BLOCK_STRATEGY_S = 10, 1.0
 
 
 __all__ = [

@@ -1,7 +1,8 @@
 """A design as its reference block in the dashboard (AppTest): the URL's ``block=reference``
 and ``layers`` reach the sidebar, the Gradients tab draws the layer × step heatmap of the
-library's analysis of the same config, every other tab says in one line that it reads a bare
-cell, and a cell without a reference block is refused, naming the cells that have one."""
+library's analysis of the same config, the Strategies tab times each way of computing it, every
+other tab says in one line that it reads a bare cell, and a cell without a reference block is
+refused, naming the cells that have one."""
 
 from __future__ import annotations
 
@@ -111,6 +112,25 @@ def test_the_carry_tab_draws_each_layers_state_as_the_library_follows_it():
     )
     assert any("‖state_t‖ of each leaf" in c.value for c in at.caption)
     assert at.radio(key="block_carry_leaf").options == ["h"]
+
+
+@pytest.mark.slow
+def test_the_strategies_tab_times_each_way_against_plain_grad():
+    """A bar per way (its ratio to plain jax.grad written on it) and the table of times, ratios
+    and agreement: the two analyses' norms and every loss within float rounding."""
+    at = run_app({**URL, "tab": "Strategies"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    ways = ["plain jax.grad", "analysis, one reverse pass", "analysis, two cotangents"]
+    (fig,) = [f for f in figures(at) if "Each way" in str(f["layout"].get("title"))]
+    bars = [t for t in fig["data"] if t.get("type") == "bar"]
+    assert [x for t in bars for x in t["x"]] == ways
+    assert bars[0]["text"] == ["×1.00"] and all(t["text"][0].startswith("×") for t in bars)
+    (table,) = [d.value for d in at.dataframe]
+    assert table["way"].tolist() == ways
+    assert table["× plain jax.grad"].iloc[0] == 1.0 and (table["× plain jax.grad"] > 0).all()
+    assert table["agrees"].all() and table["per-step norms vs one pass (rel.)"].iloc[2] <= 1e-5
+    assert any("equal to float rounding" in c.value for c in at.caption)
+    assert any("**analysis, two cotangents**" in m.value for m in at.markdown)
 
 
 SIZED = {"block": "reference", "layers": "2", "seq_len": "6", "batch_size": "2"}

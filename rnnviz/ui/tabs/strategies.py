@@ -1,5 +1,6 @@
 """The Strategies tab: what each gradient strategy costs here (compile, run, memory), how far
-its ∂L/∂W is from the accumulator's, each step's contribution, and the scaling with T."""
+its ∂L/∂W is from the accumulator's, each step's contribution, and the scaling with T; for a
+reference block, each way of computing its per-step gradients against plain ``jax.grad``."""
 
 from __future__ import annotations
 
@@ -10,10 +11,13 @@ import streamlit as st
 
 from rnnviz import charts
 from rnnviz.base.analysis import Analysis
+from rnnviz.charts.models import way_bars
 from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
 from rnnviz.frames.gradients import contributions_frame
+from rnnviz.frames.models import ROUNDING, way_frame
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, jobs
+from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.serve.settings import BLOCK_STRATEGY_REPEATS, BLOCK_STRATEGY_S
 from rnnviz.tables.strategies import contributions_source, strategy_rules
 from rnnviz.ui.tabs.common import (
     asked,
@@ -24,7 +28,7 @@ from rnnviz.ui.tabs.common import (
     timing_note,
     within_budget,
 )
-from rnnviz.ui.tabs.context import TabContext
+from rnnviz.ui.tabs.context import BlockContext, TabContext
 
 TITLE = "Strategies"
 #: The table's columns.
@@ -149,3 +153,43 @@ def _about(names: tuple[str, ...], hidden: dict[str, str]) -> None:
     st.markdown(f"Every strategy gives the same ∂L/∂W; they differ in memory and speed. {summaries}")
     for name, why in hidden.items():
         st.caption(f"{name} is not offered: {why}.")
+
+
+#: The block view's table: its columns and their headers.
+BLOCK_COLUMNS = {
+    "way": "way",
+    "compile_s": "compile (s)",
+    "run_ms": "run, median (ms)",
+    "repeats": "runs",
+    "ratio": "× plain jax.grad",
+    "loss_rel_diff": "loss vs plain (rel.)",
+    "max_rel_diff": "per-step norms vs one pass (rel.)",
+    "agrees": "agrees",
+}
+
+
+def render_block(ctx: BlockContext) -> None:
+    """A reference block's ways of computing its per-step gradients: the median run of each
+    as a bar (its ratio to plain ``jax.grad`` on it), a table of the times, ratios and whether
+    the results agree, and what each way computes."""
+    what = f"each way of computing the gradients of {describe(ctx.config)}, timed"
+    args = (ctx.key, BLOCK_STRATEGY_REPEATS)
+    s = ctx.get(Request(jobs.block_strategies, args, route(ctx.config), what, timed=True))
+    df = way_frame(s)
+    st.plotly_chart(way_bars(df), key="chart_block_strategies")
+    table = df[list(BLOCK_COLUMNS)].rename(columns=BLOCK_COLUMNS)
+    st.dataframe(table, hide_index=True, key="table_block_strategies")
+    st.markdown(" ".join(f"**{w.name}**: {w.description}." for w in s.ways))
+    st.caption(
+        f"B = {s.batch}, T = {s.steps}, {s.n_params:,} parameters. Each way was compiled once beforehand "
+        "(compile seconds apart), run once for the values compared, then timed in the same rounds, one run "
+        f"of each per round (at most {BLOCK_STRATEGY_REPEATS} rounds, fewer, at least 3, once a way's runs "
+        f"pass {BLOCK_STRATEGY_S:g} s): the ratio compares runs made under the same load."
+    )
+    worst = float(df["max_rel_diff"].max())
+    verdict = "equal to float rounding" if df["agrees"].all() else f"NOT within float rounding ({ROUNDING:g})"
+    st.caption(
+        f"Every way's loss against plain jax.grad's, and the model loss's per-step norms of the two analyses "
+        f"(every layer and state, every step): largest relative difference {worst:.2e} — {verdict}."
+    )
+    csv_button(df, "rnnviz_block_strategies.csv", "csv_block_strategies")
