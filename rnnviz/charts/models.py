@@ -25,6 +25,7 @@ from rnnviz.charts.base import (
     thin,
     thinned_title,
 )
+from rnnviz.charts.dynamics import phase_figure
 
 
 def _tick_labels(df: pd.DataFrame) -> dict:
@@ -206,4 +207,20 @@ def token_connectivity(
         ticks, labels = pow10_ticks(floor, float(finite.max()))
         fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels)
     fig.update_xaxes(**_tick_labels(df))
+    return fig
+
+
+def block_phase_figure(matrix: pd.DataFrame, axis: str, log_x: bool = False) -> go.Figure:
+    """The bare cell's phase heatmap (:func:`~rnnviz.charts.dynamics.phase_figure`) over a
+    reference block's memory knob × lag (:func:`~rnnviz.frames.models.block_phase_matrix`):
+    log₁₀ of how much of the gradient reaching the last input reaches the input ``lag`` before it.
+
+    Args:
+        matrix: index ``lag``, columns the knob's values.
+        axis: the knob's name and letter, the x axis's title.
+        log_x: a scale's values on a log axis.
+    """
+    title = "Phase diagram of the block: log₁₀ ‖∂L/∂x_{T−1−lag}‖ / ‖∂L/∂x_{T−1}‖"
+    fig = phase_figure(matrix, title=title)
+    fig.update_xaxes(title_text=axis, type="log" if log_x else "linear")
     return fig
