@@ -96,6 +96,36 @@ def test_the_mamba_scale_draws_dt_bias_as_transformers_time_step_range_does(scal
     assert abs(floored.mean() - (log_lo + log_hi) / 2) < 4 * se
 
 
+def test_transformers_draws_delta_in_the_range_the_mamba_scale_says():
+    """transformers' own MambaForCausalLM, given time_step_min/max × s, starts Δ where the knob's
+    draw does: in the scaled range, with log Δ spread over it alike (torch draws other numbers)."""
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    scale = 20.0
+    torch.manual_seed(0)
+    config = transformers.MambaConfig(
+        vocab_size=8, hidden_size=16, state_size=4, num_hidden_layers=4,
+        time_step_min=scale * 1e-3, time_step_max=scale * 0.1,
+    )  # fmt: skip
+    model = transformers.MambaForCausalLM(config)
+    theirs = np.concatenate(
+        [
+            torch.nn.functional.softplus(layer.mixer.dt_proj.bias).detach().numpy()
+            for layer in model.backbone.layers
+        ]
+    )
+    cfg = _block("mamba", hidden_size=16, layers=4)
+    bias = np.concatenate(
+        [np.asarray(v) for k, v in knob_model(cfg, scale).params.items() if k.endswith("dt_proj.bias")]
+    )
+    ours = np.log1p(np.exp(bias.astype(np.float64)))
+    assert theirs.shape == ours.shape
+    for dt in (theirs, ours):
+        assert scale * 1e-3 * (1 - 1e-5) <= dt.min() and dt.max() <= scale * 0.1 * (1 + 1e-5)
+    se = np.log(100) / np.sqrt(12 * ours.size)  # log Δ uniform over a range of width log 100
+    assert abs(np.log(theirs).mean() - np.log(ours).mean()) < 6 * se
+
+
 def test_the_rglru_scale_draws_a_in_the_scaled_radius_range():
     cfg = _block("rglru")
     for s in (0.1, 10.0):
