@@ -279,4 +279,54 @@ class ModelStrategies:
         )
 
 
-__all__ = ["ModelAnalysis", "ModelJacobians", "ModelLyapunov", "ModelStates", "ModelStrategies", "WayCost"]
+@dataclass(frozen=True, eq=False)
+class BlockPhase:
+    """A reference block's phase diagram: the gradient reaching each input x_t, at every value
+    of the design's memory knob (:data:`~rnnviz.tables.block_knobs.BLOCK_KNOBS`) and seed.
+
+    Attributes:
+        model_type: the design.
+        knob: the knob's name, in words.
+        symbol: its letter.
+        default: the value that draws the reference's own initialisation.
+        values: ``[V]`` the knob's values swept.
+        seeds: ``(seed, …)`` the S seeds (each draws its own weights and inputs).
+        log10_grad_norms: ``[V, S, L + 1, T]`` log₁₀ ‖∂L/∂x_t^{(l)}‖ over the batch (row 0 the
+            inputs, row l the stream leaving block l), as
+            :class:`ModelAnalysis`' ``log10_grad_norms``: lag T − 1 − t.
+        compile_s: ``[V, S]`` seconds compiling each point's analysis (0 when reused).
+        run_s: seconds running the whole sweep.
+    """
+
+    model_type: str
+    knob: str
+    symbol: str
+    default: float
+    values: np.ndarray
+    seeds: tuple[int, ...]
+    log10_grad_norms: np.ndarray
+    compile_s: np.ndarray
+    run_s: float
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (arrays as lists, non-finite numbers as null)."""
+        return finite_json(
+            {
+                **{k: v for k, v in vars(self).items() if not isinstance(v, (np.ndarray, tuple))},
+                "values": self.values.tolist(),
+                "seeds": list(self.seeds),
+                "log10_grad_norms": self.log10_grad_norms.tolist(),
+                "compile_s": self.compile_s.tolist(),
+            }
+        )
+
+
+__all__ = [
+    "BlockPhase",
+    "ModelAnalysis",
+    "ModelJacobians",
+    "ModelLyapunov",
+    "ModelStates",
+    "ModelStrategies",
+    "WayCost",
+]

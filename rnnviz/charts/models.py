@@ -27,6 +27,7 @@ from rnnviz.charts.base import (
     thinned_title,
 )
 from rnnviz.charts.costs import bar_panels
+from rnnviz.charts.dynamics import phase_figure
 
 
 def _tick_labels(df: pd.DataFrame) -> dict:
@@ -238,3 +239,19 @@ def way_bars(df: pd.DataFrame, title: str = "Each way of computing the gradients
     median run in ms, labelled with its ratio to plain ``jax.grad`` (``×1.00`` for plain)."""
     shown = df.assign(ratio_text=[f"×{r:.2f}" for r in df["ratio"]])
     return bar_panels(shown, "way", [("run_ms", "run, median (ms)")], title, color="way", text="ratio_text")
+
+
+def block_phase_figure(matrix: pd.DataFrame, axis: str, log_x: bool = False) -> go.Figure:
+    """The bare cell's phase heatmap (:func:`~rnnviz.charts.dynamics.phase_figure`) over a
+    reference block's memory knob × lag (:func:`~rnnviz.frames.models.block_phase_matrix`):
+    log₁₀ of how much of the gradient reaching the last input reaches the input ``lag`` before it.
+
+    Args:
+        matrix: index ``lag``, columns the knob's values.
+        axis: the knob's name and letter, the x axis's title.
+        log_x: a scale's values on a log axis.
+    """
+    title = "Phase diagram of the block: log₁₀ ‖∂L/∂x_{T−1−lag}‖ / ‖∂L/∂x_{T−1}‖"
+    fig = phase_figure(matrix, title=title)
+    fig.update_xaxes(title_text=axis, type="log" if log_x else "linear")
+    return fig

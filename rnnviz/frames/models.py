@@ -1,8 +1,9 @@
 """Your own model's analysis (:class:`~rnnviz.base.models.ModelAnalysis`) as tidy frames:
 the gradient per layer and step, each recurrent state's, the connectivity over the tokens, and
 its recurrent layers' step-Jacobian spectra (:class:`~rnnviz.base.models.ModelJacobians`),
-states over the steps (:class:`~rnnviz.base.models.ModelStates`), and what each way of computing
-its gradients costs (:class:`~rnnviz.base.models.ModelStrategies`)."""
+states over the steps (:class:`~rnnviz.base.models.ModelStates`), what each way of computing
+its gradients costs (:class:`~rnnviz.base.models.ModelStrategies`), and a reference block's
+phase diagram over its memory knob (:class:`~rnnviz.base.models.BlockPhase`)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,14 @@ import pandas as pd
 from rnnviz.base.connectivity import reach
 
 if TYPE_CHECKING:
-    from rnnviz.base.models import ModelAnalysis, ModelJacobians, ModelLyapunov, ModelStates, ModelStrategies
+    from rnnviz.base.models import (
+        BlockPhase,
+        ModelAnalysis,
+        ModelJacobians,
+        ModelLyapunov,
+        ModelStates,
+        ModelStrategies,
+    )
 
 
 def row_names(n_rows: int) -> list[str]:
@@ -251,3 +259,47 @@ def way_frame(s: ModelStrategies) -> pd.DataFrame:
     df["loss_rel_diff"] = (df["loss"] - base).abs() / max(abs(base), np.finfo(np.float64).tiny)
     df["agrees"] = (df["loss_rel_diff"] <= ROUNDING) & ~(df["max_rel_diff"] > ROUNDING)
     return df
+
+
+def block_phase_frame(p: BlockPhase) -> pd.DataFrame:
+    """``value, seed, row, t, lag, log10_grad_norm``: log₁₀ ‖∂L/∂x_t^{(l)}‖ at every knob value,
+    seed, row of the stream (:func:`row_names`: ``input`` the inputs) and step t, lag T − 1 − t.
+
+    Example:
+        >>> import types
+        >>> p = types.SimpleNamespace(values=np.array([0.5, 1.0]), seeds=(0,),
+        ...                           log10_grad_norms=np.zeros((2, 1, 2, 3)))
+        >>> f = block_phase_frame(p)
+        >>> len(f), f["row"].unique().tolist(), f["lag"].tolist()[:3]
+        (12, ['input', 'after block 1'], [2, 1, 0])
+    """
+    logs = np.asarray(p.log10_grad_norms, np.float64)  # [V, S, L + 1, T]
+    n_values, n_seeds, n_rows, steps = logs.shape
+    index = pd.MultiIndex.from_product(
+        [np.asarray(p.values, np.float64), list(p.seeds), row_names(n_rows), range(steps)],
+        names=["value", "seed", "row", "t"],
+    )
+    df = pd.DataFrame({"log10_grad_norm": logs.reshape(-1)}, index=index).reset_index()
+    df.insert(4, "lag", steps - 1 - df["t"])
+    return df
+
+
+def block_phase_matrix(df: pd.DataFrame) -> pd.DataFrame:
+    """The phase diagram of the inputs' row of :func:`block_phase_frame`: index ``lag``, columns
+    the knob's values, values the seed-mean of log₁₀(‖∂L/∂x_{T−1−lag}‖ / ‖∂L/∂x_{T−1}‖), as the
+    bare cell's phase diagram reads its carry (:func:`~rnnviz.frames.dynamics.phase_frames`;
+    NaN where a norm is 0).
+
+    Example:
+        >>> import types
+        >>> logs = np.array([[[[-3.0, -1.0]]], [[[-1.0, -1.0]]]])  # [V = 2, S = 1, 1, T = 2]
+        >>> p = types.SimpleNamespace(values=np.array([0.5, 1.0]), seeds=(0,), log10_grad_norms=logs)
+        >>> block_phase_matrix(block_phase_frame(p)).to_dict()
+        {0.5: {0: 0.0, 1: -2.0}, 1.0: {0: 0.0, 1: 0.0}}
+    """
+    rows = df[df["row"] == "input"]
+    logs = rows.pivot_table(index="lag", columns=["value", "seed"], values="log10_grad_norm", dropna=False)
+    with np.errstate(invalid="ignore"):
+        ratio = logs - logs.loc[0]  # each (value, seed)'s own last step
+    ratio = ratio.where(np.isfinite(ratio))
+    return ratio.T.groupby(level="value").mean().T.sort_index()

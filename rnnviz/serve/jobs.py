@@ -24,7 +24,7 @@ import pandas as pd
 
 from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
-from rnnviz.base.models import ModelStrategies
+from rnnviz.base.models import BlockPhase, ModelStrategies
 from rnnviz.base.presets import PAGES
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.config import BLOCK_FIXES, ConfigError, RunConfig
@@ -51,6 +51,8 @@ from rnnviz.serve.settings import (
     settings,
 )
 from rnnviz.studies.block_models import block_inputs, block_model, sized_block
+from rnnviz.studies.block_phase import block_phase as _block_phase
+from rnnviz.studies.block_phase import knob_grid
 from rnnviz.studies.comparisons import (
     accumulator_grads,
     available_strategies,
@@ -282,6 +284,14 @@ def block_strategies(key: str, repeats: int) -> ModelStrategies:
     :func:`~rnnviz.studies.model_costs.block_strategies`)."""
     cfg = config_of(key)
     return model_strategies(_block_model(cfg), block_inputs(cfg), repeats, BLOCK_STRATEGY_S)
+
+
+def block_phase(key: str, lo: float, hi: float, n: int, seeds: int) -> BlockPhase:
+    """A reference block's phase diagram: its design's memory knob at ``n`` values from ``lo``
+    to ``hi`` (:func:`~rnnviz.studies.block_phase.knob_grid`) × ``seeds`` seeds from the key's,
+    one executable for the sweep (:func:`~rnnviz.studies.block_phase.block_phase`)."""
+    cfg = config_of(key)
+    return _block_phase(cfg, knob_grid(cfg, lo, hi, n), range(cfg.seed, cfg.seed + seeds))
 
 
 def quiet_run_s(key: str) -> float:

@@ -91,11 +91,15 @@ def block_model(cfg: RunConfig) -> Model:
     if cfg.block != "reference":
         raise ConfigError("block", cfg.block, "'reference' for a block model")
     spec, settings = block_spec(cfg)
-    key = jax.random.split(jax.random.key(cfg.seed), 3)[0]  # the bare cell's parameter key
-    params = vectors.init_params(spec, key, dtype=cfg.dtype, settings=settings)
+    params = vectors.init_params(spec, block_key(cfg), dtype=cfg.dtype, settings=settings)
     nbytes = sum(v.nbytes for v in params.values())
     source = f"{spec.design} × {cfg.layers} (H={cfg.hidden_size}, seed {cfg.seed})"
     return Model(spec.design, spec, place(params, devices_for(nbytes)), source)
+
+
+def block_key(cfg: RunConfig) -> jax.Array:
+    """The key :func:`block_model` draws from: the bare cell's parameter key of the seed."""
+    return jax.random.split(jax.random.key(cfg.seed), 3)[0]
 
 
 def block_spec(cfg: RunConfig, output_size: int | None = None) -> tuple[vectors.VectorSpec, Any]:

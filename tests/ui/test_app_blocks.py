@@ -15,6 +15,7 @@ from apptest_helpers import decode, figures, run_app
 import rnnviz
 from rnnviz import RunConfig, analyze_block
 from rnnviz.studies.block_models import block_inputs, block_states
+from rnnviz.studies.block_phase import block_phase
 from rnnviz.studies.model_lyapunov import model_lyapunov
 from rnnviz.ui.tabs import TABS
 
@@ -131,6 +132,30 @@ def test_the_strategies_tab_times_each_way_against_plain_grad():
     assert table["agrees"].all() and table["per-step norms vs one pass (rel.)"].iloc[2] <= 1e-5
     assert any("equal to float rounding" in c.value for c in at.caption)
     assert any("**analysis, two cotangents**" in m.value for m in at.markdown)
+
+
+def test_the_phase_tab_draws_the_blocks_knob_by_lag_heatmap_of_the_librarys_sweep():
+    url = {"cell": "gru", "block": "reference", "layers": "2", "hidden_size": "8", "seq_len": "8"}
+    at = run_app({**url, "tab": "Phase diagram"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert (at.number_input(key="block_phase_lo").value, at.number_input(key="block_phase_hi").value) == (
+        0.5,
+        2.0,
+    )
+    at.number_input(key="block_phase_n").set_value(3)
+    at.number_input(key="block_phase_seeds").set_value(2).run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    (fig,) = [f for f in figures(at) if "Phase diagram of the block" in str(f["layout"].get("title"))]
+    heat = next(t for t in fig["data"] if t.get("type") == "heatmap")
+    z = np.asarray(decode(heat["z"]), np.float64)
+    assert z.shape == (8, 3)  # lag 0 … T − 1 × the 3 gains
+    assert list(heat["x"]) == [0.5, 1.25, 2.0] and list(heat["y"]) == list(range(8))
+    cfg = RunConfig(cell="gru", block="reference", layers=2, hidden_size=8, seq_len=8)
+    inputs = block_phase(cfg, [0.5, 1.25, 2.0], seeds=[0, 1]).log10_grad_norms[:, :, 0]  # [V, S, T]
+    expected = (inputs[:, :, ::-1] - inputs[:, :, -1:]).mean(axis=1).T  # [lag, V]
+    np.testing.assert_allclose(z, expected, atol=1e-6)
+    assert fig["layout"]["xaxis"]["title"]["text"] == "gain on the recurrent weights g"
+    assert any("weight_hh_l* × g" in c.value and "g = 1: torch's U(±1/√H)" in c.value for c in at.caption)
 
 
 SIZED = {"block": "reference", "layers": "2", "seq_len": "6", "batch_size": "2"}

@@ -306,10 +306,21 @@ def state_shapes(
     return tuple({"S": leaf} if kind == "linear_attention" else None for kind in spec.layer_types)
 
 
+def a_log_range(low: float, high: float) -> init.Initialiser:
+    """A Gated DeltaNet layer's ``A_log`` drawn as log of U(low, high) (A, the rate its decay
+    multiplies, in that range).
+
+    >>> a = jnp.exp(a_log_range(1.0, 2.0)(jax.random.key(0), (4,)))
+    >>> bool(((a >= 1.0) & (a <= 2.0)).all())
+    True
+    """
+    return lambda key, shape: jnp.log(jax.random.uniform(key, shape, jnp.float32, low, high))
+
+
 def a_log_init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
     """A Gated DeltaNet layer's ``A_log`` as transformers draws it: log of U(0.01, 16) (the lower
-    bound kept from 0 so that the log stays finite)."""
-    return jnp.log(jax.random.uniform(key, shape, jnp.float32, 0.01, 16.0))
+    bound kept from 0 so that the log stays finite; :func:`a_log_range`)."""
+    return a_log_range(0.01, 16.0)(key, shape)
 
 
 def _initialiser(spec: Qwen3NextSpec, settings: Qwen3NextInit, name: str) -> init.Initialiser:

@@ -400,12 +400,27 @@ def state_shapes(
     return tuple({"h": leaf} if kind == "recurrent" else None for kind in spec.layer_kinds)
 
 
+def recurrent_param_range(min_rad: float, max_rad: float) -> init.Initialiser:
+    r"""The RG-LRU's Λ drawn so that a = :math:`e^{−\mathrm{softplus}(Λ)}` starts between ``min_rad``
+    and ``max_rad`` (the reference's ``rnn_param_init``): :math:`Λ = \log(u^{-1/2} − 1)`,
+    u ~ U(min_rad² + 10⁻⁸, max_rad² + 10⁻⁸), a = √u.
+
+    >>> lam = recurrent_param_range(0.5, 0.6)(jax.random.key(0), (4,))
+    >>> bool(((jnp.exp(-jax.nn.softplus(lam)) > 0.49) & (jnp.exp(-jax.nn.softplus(lam)) < 0.61)).all())
+    True
+    """
+
+    def draw(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
+        u = jax.random.uniform(key, shape, jnp.float32, min_rad**2 + 1e-8, max_rad**2 + 1e-8)
+        return jnp.log(jnp.exp(-0.5 * jnp.log(u)) - 1.0)
+
+    return draw
+
+
 def recurrent_param_init(key: jax.Array, shape: tuple[int, ...]) -> jax.Array:
-    r"""The RG-LRU's Λ as transformers draws it (``RecurrentGemmaRglru``): :math:`Λ = \log(u^{-1/2} − 1)`,
-    u ~ U(0.9² + 10⁻⁸, 0.999² + 10⁻⁸), so that :math:`e^{−\mathrm{softplus}(Λ)} = \sqrt u` starts
-    between 0.9 and 0.999."""
-    u = jax.random.uniform(key, shape, jnp.float32, 0.9**2 + 1e-8, 0.999**2 + 1e-8)
-    return jnp.log(jnp.exp(-0.5 * jnp.log(u)) - 1.0)
+    """The RG-LRU's Λ as transformers draws it (``RecurrentGemmaRglru``): a between 0.9 and 0.999
+    (:func:`recurrent_param_range`)."""
+    return recurrent_param_range(0.9, 0.999)(key, shape)
 
 
 def _initialiser(spec: RecurrentGemmaSpec, settings: RecurrentGemmaInit, name: str) -> init.Initialiser:

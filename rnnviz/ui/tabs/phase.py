@@ -1,5 +1,6 @@
 """The Phase diagram tab: how much of the gradient survives each lag at every recurrent gain
-(one vmapped call over the grid), and λ₁ against the gain."""
+(one vmapped call over the grid), and λ₁ against the gain; for a reference block, the same over
+its design's memory knob (:data:`~rnnviz.tables.block_knobs.BLOCK_KNOBS`), at model level."""
 
 from __future__ import annotations
 
@@ -7,17 +8,23 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
+from rnnviz.charts.models import block_phase_figure
 from rnnviz.config import FIELD_SPECS
 from rnnviz.frames.dynamics import phase_frames
+from rnnviz.frames.models import block_phase_frame, block_phase_matrix
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, jobs
+from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.tables.block_knobs import BLOCK_KNOBS
+from rnnviz.tables.blocks import BLOCK_DESIGNS
 from rnnviz.tables.cells import cell_spec
 from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget
-from rnnviz.ui.tabs.context import TabContext
+from rnnviz.ui.tabs.context import BlockContext, TabContext
 
 TITLE = "Phase diagram"
 #: The grid as the tab opens: gains from, to, how many, and seeds.
 LO, HI, GAINS, SEEDS = 0.5, 1.5, 41, 3
+#: A block's sweep as the tab opens (each point one analysis of the whole block): values, seeds.
+BLOCK_VALUES, BLOCK_SEEDS = 9, 1
 
 
 def _sweeps(ctx: TabContext) -> tuple[budget.Plan, list[Request], Request] | None:
@@ -94,3 +101,37 @@ def render(ctx: TabContext) -> None:
     )
     st.caption(prose(__name__, "lyapunov", where=where))
     csv_button(lam, "rnnviz_lyapunov_phase.csv", "csv_lyapunov_phase", "Download λ₁ vs gain (CSV)")
+
+
+def render_block(ctx: BlockContext) -> None:
+    """A reference block's phase diagram: its design's memory knob × lag, how much of the
+    gradient reaching the last input reaches each earlier one (the knob's range inputs, the
+    heatmap, what the knob is and its reference default, the CSV)."""
+    cfg = ctx.config
+    knob = BLOCK_KNOBS[BLOCK_DESIGNS[cfg.cell].design]
+    # the range is the design's own: set it (never a value= beside it) when the design changes
+    if st.session_state.get("block_phase_knob") != knob.name or "block_phase_lo" not in st.session_state:
+        st.session_state["block_phase_knob"] = knob.name
+        st.session_state["block_phase_lo"], st.session_state["block_phase_hi"] = knob.view
+    c1, c2, c3, c4 = st.columns(4)
+    lo = c1.number_input(f"{knob.symbol} from", knob.lo, knob.hi, format="%g", key="block_phase_lo")
+    hi = c2.number_input(f"{knob.symbol} to", knob.lo, knob.hi, format="%g", key="block_phase_hi")
+    n = c3.number_input("values", 2, 64, BLOCK_VALUES, 1, key="block_phase_n")
+    seeds = c4.number_input("seeds", 1, 8, BLOCK_SEEDS, 1, key="block_phase_seeds")
+    if hi <= lo:
+        st.error(f"'{knob.symbol} to' ({hi:g}) must be larger than '{knob.symbol} from' ({lo:g}).")
+        return
+    what = f"the phase diagram of {describe(cfg)}, {n} values of its {knob.name} × {seeds} seeds"
+    args = (ctx.key, float(lo), float(hi), int(n), int(seeds))
+    p = ctx.get(Request(jobs.block_phase, args, route(cfg), what))
+    df = block_phase_frame(p)
+    axis = f"{knob.name} {knob.symbol}"
+    figure = block_phase_figure(block_phase_matrix(df), axis, log_x=knob.spacing == "log")
+    st.plotly_chart(figure, key="chart_block_phase")
+    st.caption(
+        f"The {cfg.cell} block's memory knob: the {knob.name} {knob.symbol}, {knob.setting}; the reference's "
+        f"default {knob.reference}. Each value draws the block anew with the knob changed (every other "
+        "tensor as the reference draws it) and reads how much of the gradient reaching the last input "
+        "x_{T−1} reaches the input lag steps before it, mean over the seeds."
+    )
+    csv_button(df, "rnnviz_block_phase.csv", "csv_block_phase")
