@@ -16,7 +16,7 @@ The public API, all importable from here::
 | ``register_cell``, ``CellSpec``, ``cell_names`` | the cell registry (plugins: entry points) |
 | ``lyapunov``, ``Lyapunov``, ``lyapunov_sweep`` | Lyapunov exponents of the trajectory (QR method) |
 | ``jacobians``, ``Jacobians`` | singular values of each step Jacobian |
-| ``train``, ``train_many``, ``Training`` | training on adding / copy / recall with gradient profiles |
+| ``train``, ``train_many``, ``Training`` | trains cells or blocks on tasks or data, with gradient profiles |
 | ``TrainSettings`` | a training call's settings in one validated record (task, steps, optimiser, …) |
 | ``load_run``, ``RunFileError``, ``Weights`` | saved runs (``Training.save``), their weights (``params=``) |
 | ``connectivity``, ``Connectivity`` | how strongly an output depends on each earlier input |
