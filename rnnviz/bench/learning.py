@@ -238,6 +238,16 @@ def text_table(
     return records
 
 
+#: The block learning table's name of each cell's reference block (its rows in docs/guide/cells.md).
+BLOCK_NAMES = {
+    "lstm": "LSTM",
+    "gru": "GRU",
+    "rglru": "RG-LRU",
+    "slstm": "sLSTM",
+    "mlstm": "mLSTM",
+    "mamba": "Mamba (S6)",
+    "gated_deltanet": "Gated DeltaNet",
+}
 #: What one row's training may take: its seeds over the whole run (about 3 × 2000 steps of a
 #: 400k-parameter block on the digits, 8e13 FLOPs); the dashboard keeps its own, smaller budget.
 BLOCK_FLOP_BUDGET = 2e14

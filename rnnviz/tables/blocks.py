@@ -31,6 +31,8 @@ class BlockDesign(NamedTuple):
             (:mod:`rnnviz.studies.sizing`; a test holds them to its counts).
         activations: floats the analysis keeps per example, step and layer, per unit of D
             (the wide inner projections and a state of N per channel for the SSMs).
+        projects: whether the inputs reach the blocks through a linear projection to D (a
+            torch stack reads the I features itself).
     """
 
     design: str
@@ -38,6 +40,7 @@ class BlockDesign(NamedTuple):
     square: float
     linear: float
     activations: float
+    projects: bool = True
 
     def params_per_layer(self, width: int) -> float:
         """About how many parameters one layer of width D has."""
@@ -46,8 +49,8 @@ class BlockDesign(NamedTuple):
 
 #: cell → its reference block: one line per design.
 BLOCK_DESIGNS: dict[str, BlockDesign] = {
-    "lstm": BlockDesign("torch_lstm", "torch.nn.LSTM", 8.0, 8.0, 8.0),
-    "gru": BlockDesign("torch_gru", "torch.nn.GRU", 6.0, 6.0, 6.0),
+    "lstm": BlockDesign("torch_lstm", "torch.nn.LSTM", 8.0, 8.0, 8.0, projects=False),
+    "gru": BlockDesign("torch_gru", "torch.nn.GRU", 6.0, 6.0, 6.0, projects=False),
     "mamba": BlockDesign("mamba", "transformers' MambaBlock", 6.25, 113.0, 48.0),
     "rglru": BlockDesign("recurrent_gemma", "transformers' RecurrentGemma recurrent block", 8.5, 19.0, 24.0),
     "mlstm": BlockDesign("xlstm", "transformers' xLSTM (mLSTM) block", 11.94, 32.0, 24.0),

@@ -68,8 +68,13 @@ def block_header(cfg: RunConfig, summary: ModelSummary) -> None:
     st.markdown(
         f"**Block:** the {cfg.cell} cell's design as {design.reference}, **{cfg.layers}** deep at D = H = "
         f"{cfg.hidden_size} ({summary.n_params:,} parameters), drawn as its reference draws it from seed "
-        f"{cfg.seed}. It reads the bare cell's inputs [B, T, I] through an input projection and ends in a "
-        f"readout to H outputs; L = ½‖ŷ_T‖², the bare cell's loss on its readout."
+        f"{cfg.seed}. It reads the bare cell's inputs [B, T, I] "
+        + (
+            "through an input projection"
+            if design.projects
+            else "itself (a torch stack reads the I features)"
+        )
+        + " and ends in a readout to H outputs; L = ½‖ŷ_T‖², the bare cell's loss on its readout."
     )
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from rnnviz.base.measurements import load_records
 from rnnviz.bench.designs import DESIGNS, NEW_DESIGNS
-from rnnviz.bench.learning import steps_to_fraction
+from rnnviz.bench.learning import BLOCK_NAMES, steps_to_fraction
 
 ROOT = Path(__file__).resolve().parents[2]
 RUNS = ROOT / "rnnviz" / "data" / "runs"
@@ -146,3 +146,42 @@ def test_the_reference_blocks_cost_table_is_the_recorded_run():
         assert int(params.replace(",", "")) == plain["n_params"]
         assert float(ratio) == pytest.approx(analysis["ratio_to_plain_grad"], abs=0.005)
         assert analysis["ratio_to_plain_grad"] <= 1.5
+
+
+def _block_learning() -> dict[tuple[str, int, str], dict[str, list[dict]]]:
+    """The block learning table's runs by (cell, depth, target count), then by data set."""
+    loaded = load_records([RUNS / "cpu-designs-learning-blocks.jsonl"])
+    assert not loaded.skipped, loaded.skipped
+    groups: dict[tuple[str, int, str], dict[str, list[dict]]] = {}
+    for r in loaded.records:
+        key = (r["config"]["cell"], r["config"]["layers"], r["target_params"])
+        groups.setdefault(key, {}).setdefault(r["data"], []).append(r)
+    return groups
+
+
+def test_the_block_learning_table_is_the_recorded_runs():
+    """docs/guide/cells.md's reference-block rows, one per recorded design, depth and count: each
+    data set's three seeds as the bare cells' table states them, "—" where none was recorded."""
+    after = "### The same designs as their reference blocks"
+    groups = _block_learning()
+    lines = CELLS_DOC.splitlines()[CELLS_DOC.splitlines().index(after) :]
+    header = next(i for i, line in enumerate(lines) if line.startswith("| design |"))
+    rows = [line for line in lines[header + 2 :] if line.startswith("|")]
+    rows = rows[: next((i for i, line in enumerate(rows) if not line.startswith("| ")), len(rows))]
+    assert len(rows) == len(groups) > 0
+    for (cell, layers, target), by_data in groups.items():
+        row = _row(CELLS_DOC, f"{BLOCK_NAMES[cell]} ×{layers}, {target}", after)
+        counts = [by_data[d][0]["params"] for d in ("digits pixels", "text prose") if d in by_data]
+        assert row[0] == " / ".join(f"{n:,}" for n in counts), (cell, layers, target)
+        for column, data in enumerate(("digits pixels", "digits permuted"), start=1):
+            runs = by_data.get(data)
+            assert row[column] == (_digits_cell(runs) if runs else "—"), (cell, data)
+            assert runs is None or len(runs) == 3
+        text = by_data.get("text prose")
+        if text is None:
+            assert row[3:] == ["—", "—"], cell
+            continue
+        bits = [r["held_out_metric"][-1] for r in text]
+        assert row[3] == f"{np.mean(bits):.3f} ({min(bits):.3f}–{max(bits):.3f})", cell
+        reach = [np.mean([r[k] for r in text]) for k in ("reach_1pct", "reach_10pct")]
+        assert row[4] == f"{reach[0]:.1f} / {reach[1]:.1f}", cell

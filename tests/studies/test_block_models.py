@@ -175,3 +175,12 @@ def test_sized_config_takes_the_width_nearest_the_count(cell):
     for width in range(max(1, cfg.hidden_size - 6), cfg.hidden_size + 7):
         other = block_param_count(cfg.replace(hidden_size=width))
         assert abs(drawn - 100_000) <= abs(other - 100_000), (width, other, cfg.hidden_size, drawn)
+
+
+def test_the_block_table_says_which_designs_project_their_inputs():
+    """BLOCK_DESIGNS' ``projects`` (what the page says, without JAX) is what the drawn spec does."""
+    from rnnviz.studies.block_models import block_spec
+
+    for cell, design in BLOCK_DESIGNS.items():
+        spec, _ = block_spec(RunConfig(cell=cell, block="reference", layers=1, hidden_size=16))
+        assert spec.projects == design.projects, cell
