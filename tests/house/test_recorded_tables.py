@@ -166,8 +166,8 @@ def test_the_block_learning_table_is_the_recorded_runs():
     groups = _block_learning()
     lines = CELLS_DOC.splitlines()[CELLS_DOC.splitlines().index(after) :]
     header = next(i for i, line in enumerate(lines) if line.startswith("| design |"))
-    rows = [line for line in lines[header + 2 :] if line.startswith("|")]
-    rows = rows[: next((i for i, line in enumerate(rows) if not line.startswith("| ")), len(rows))]
+    body = lines[header + 2 :]
+    rows = body[: next((i for i, line in enumerate(body) if not line.startswith("| ")), len(body))]
     assert len(rows) == len(groups) > 0
     for (cell, layers, target), by_data in groups.items():
         row = _row(CELLS_DOC, f"{BLOCK_NAMES[cell]} ×{layers}, {target}", after)
