@@ -14,13 +14,11 @@ LOSS_PLACEMENT = {"classification": "last", "next-step": "all", "regression": "a
 def check_data(cfg: RunConfig, ds: Dataset) -> None:
     """Raise :class:`~rnnviz.config.ConfigError` unless ``cfg`` has the data's shape and loss
     placement (:func:`fit_to_data` makes one that has). Cheap: no config is built."""
+    placed = placement(cfg, ds.kind)
     wanted = {
         "seq_len": (ds.seq_len, f"the data's {ds.seq_len} steps"),
         "input_size": (ds.input_size, f"the data's {ds.input_size} features"),
-        "loss": (
-            LOSS_PLACEMENT.get(ds.kind, cfg.loss),
-            f"{LOSS_PLACEMENT.get(ds.kind, cfg.loss)!r}, where a {ds.kind} loss reads its outputs",
-        ),
+        "loss": (placed, f"{placed!r}, where a {ds.kind} loss reads its outputs"),
     }
     for name, (value, what) in wanted.items():
         if getattr(cfg, name) != value:
@@ -31,7 +29,7 @@ def check_data(cfg: RunConfig, ds: Dataset) -> None:
 
 def fit_to_data(cfg: RunConfig, ds: Dataset) -> RunConfig:
     """``cfg`` with the data's sequence length, input size and loss placement
-    (:data:`LOSS_PLACEMENT`; an unlabelled data set keeps ``cfg.loss``).
+    (:func:`placement`; an unlabelled data set, or a reference block, keeps ``cfg.loss``).
 
     Example:
         >>> from rnnviz import RunConfig, load_dataset
@@ -45,4 +43,16 @@ def fit_to_data(cfg: RunConfig, ds: Dataset) -> RunConfig:
 
 def fitted_config(cfg: RunConfig, seq_len: int, input_size: int, kind: str) -> RunConfig:
     """:func:`fit_to_data` from a data set's facts alone (T, I and kind)."""
-    return cfg.replace(seq_len=seq_len, input_size=input_size, loss=LOSS_PLACEMENT.get(kind, cfg.loss))
+    return cfg.replace(seq_len=seq_len, input_size=input_size, loss=placement(cfg, kind))
+
+
+def placement(cfg: RunConfig, kind: str) -> str:
+    """Where ``cfg``'s loss reads the outputs on data of ``kind``: :data:`LOSS_PLACEMENT`'s for a
+    bare cell; a reference block keeps its own (its analysis reads its readout's last step, and
+    training reads the task's outputs whatever the field says).
+
+    >>> block = RunConfig(cell="mamba", block="reference")
+    >>> placement(RunConfig(), "next-step"), placement(block, "next-step")
+    ('all', 'last')
+    """
+    return LOSS_PLACEMENT.get(kind, cfg.loss) if cfg.block == "cell" else cfg.loss

@@ -222,10 +222,16 @@ def _block_model(cfg: RunConfig) -> Model:
     return block_model(cfg)
 
 
+def _block_inputs(key: str, cfg: RunConfig) -> np.ndarray:
+    """What a block's views read: the first B sequences of the key's data set, else the bare
+    cell's inputs (:func:`~rnnviz.studies.block_models.block_inputs`)."""
+    return block_inputs(cfg, _data(key))
+
+
 def block_is_compiled(key: str) -> bool:
     """Whether the key's block analysis would reuse this worker's executable (no compile)."""
     cfg = config_of(key)
-    return is_compiled_for(_block_model(cfg), block_inputs(cfg))
+    return is_compiled_for(_block_model(cfg), _block_inputs(key, cfg))
 
 
 def block_width(cell: str, layers: int, input_size: int, params: int) -> tuple[int, int]:
@@ -242,39 +248,36 @@ def block_width(cell: str, layers: int, input_size: int, params: int) -> tuple[i
 
 def block_analysis(key: str) -> tuple[ModelSummary, ModelAnalysis]:
     """A reference block's per-layer analysis (:func:`~rnnviz.studies.block_models.analyze_block`)
-    and what the page says of its model; a bare cell's key or a run on data or trained weights
-    raises the :class:`ConfigError` that names it."""
-    given = json.loads(key)
-    for name in ("data", "weights"):
-        if given.get(name) is not None:
-            raise ConfigError(
-                name, given[name]["name" if name == "data" else "path"], "a bare cell's (Block 'cell')"
-            )
+    on the key's data set or the bare cell's inputs, and what the page says of its model; a bare
+    cell's key or trained weights raise the :class:`ConfigError` that names them."""
+    weights = json.loads(key).get("weights")
+    if weights is not None:
+        raise ConfigError("weights", weights["path"], "a bare cell's (Block 'cell'): no tab reads a block's")
     cfg = config_of(key)
     m = _block_model(cfg)
     summary = ModelSummary(m.model_type, m.source, m.n_layers, m.n_params, 0, m.input_size, False)
-    return summary, analyze_model(m, block_inputs(cfg))
+    return summary, analyze_model(m, _block_inputs(key, cfg))
 
 
 def block_jacobians(key: str, k: int) -> ModelJacobians:
     """The top-k singular values of each recurrent layer's step Jacobian of a reference block
     (:func:`~rnnviz.studies.model_jacobians.model_jacobians`), on its first example."""
     cfg = config_of(key)
-    return model_jacobians(_block_model(cfg), block_inputs(cfg), k=k)
+    return model_jacobians(_block_model(cfg), _block_inputs(key, cfg), k=k)
 
 
 def block_lyapunov(key: str) -> ModelLyapunov:
     """λ₁ of each recurrent layer of a reference block along its first example
     (:func:`~rnnviz.studies.model_lyapunov.model_lyapunov`)."""
     cfg = config_of(key)
-    return model_lyapunov(_block_model(cfg), block_inputs(cfg))
+    return model_lyapunov(_block_model(cfg), _block_inputs(key, cfg))
 
 
 def block_states(key: str) -> ModelStates:
     """Each recurrent layer's state over the steps of a reference block's first example: every
     leaf's norm and first numbers (:func:`~rnnviz.studies.model_states.model_states`)."""
     cfg = config_of(key)
-    return model_states(_block_model(cfg), block_inputs(cfg))
+    return model_states(_block_model(cfg), _block_inputs(key, cfg))
 
 
 def block_strategies(key: str, repeats: int) -> ModelStrategies:
@@ -283,7 +286,7 @@ def block_strategies(key: str, repeats: int) -> ModelStrategies:
     ``repeats`` rounds, fewer once a way's runs pass ``BLOCK_STRATEGY_S``;
     :func:`~rnnviz.studies.model_costs.block_strategies`)."""
     cfg = config_of(key)
-    return model_strategies(_block_model(cfg), block_inputs(cfg), repeats, BLOCK_STRATEGY_S)
+    return model_strategies(_block_model(cfg), _block_inputs(key, cfg), repeats, BLOCK_STRATEGY_S)
 
 
 def block_phase(key: str, lo: float, hi: float, n: int, seeds: int) -> BlockPhase:

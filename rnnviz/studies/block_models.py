@@ -43,6 +43,7 @@ from rnnviz.tables.blocks import BLOCK_DESIGNS
 
 if TYPE_CHECKING:
     from rnnviz.config import RunConfig
+    from rnnviz.dataset import Dataset
 
 
 def _slstm_spec(cfg: RunConfig) -> SLSTMStackSpec:
@@ -133,20 +134,35 @@ def block_param_count(cfg: RunConfig) -> int:
     return sum(math.prod(s.shape) for s in shapes.values())
 
 
-def block_inputs(cfg: RunConfig) -> np.ndarray:
-    """The bare cell's inputs for ``cfg`` (its distribution, scale and seed), as ``[B, T, I]``
-    float32 (an unbatched config's ``[T, I]`` as one example)."""
-    x = prepare_inputs(cfg, seed_key(cfg.seed), Values.of(cfg))
-    return np.asarray(x, np.float32).reshape((cfg.batch_size or 1, cfg.seq_len, cfg.input_size))
+def block_inputs(cfg: RunConfig, data: Dataset | None = None) -> np.ndarray:
+    """The inputs a block's views read, ``[B, T, I]`` float32: the bare cell's for ``cfg`` (its
+    distribution, scale and seed; an unbatched config's ``[T, I]`` as one example), or with
+    ``data`` its first B training sequences (cycled when it has fewer), as a data set's
+    probe batch is.
+
+    Raises:
+        ConfigError: ``cfg`` does not have the data's T and I (:func:`~rnnviz.dataset.fit_to_data`).
+    """
+    batch = cfg.batch_size or 1
+    if data is None:
+        x = prepare_inputs(cfg, seed_key(cfg.seed), Values.of(cfg))
+        return np.asarray(x, np.float32).reshape((batch, cfg.seq_len, cfg.input_size))
+    for name, want in (("seq_len", data.seq_len), ("input_size", data.input_size)):
+        if getattr(cfg, name) != want:
+            raise ConfigError(name, getattr(cfg, name), f"{want}, the data's ({data.name})")
+    index = data.train[np.arange(batch) % data.train.size]
+    return np.asarray(data.inputs[index], np.float32)
 
 
-def analyze_block(cfg: RunConfig, *, exact: bool = True) -> ModelAnalysis:
+def analyze_block(cfg: RunConfig, *, exact: bool = True, data: Dataset | None = None) -> ModelAnalysis:
     """Per-layer, per-step gradient norms of the config's reference block on the bare cell's
     inputs, in one compiled forward and reverse pass (:func:`~rnnviz.studies.models.analyze_model`).
 
     Args:
         cfg: a config with ``block="reference"``.
         exact: take log₁₀ from a float64 pass where float32 underflows (as ``analyze_model``).
+        data: a data set whose first B training sequences it reads (:func:`block_inputs`);
+            None: the bare cell's inputs.
 
     Returns:
         :class:`~rnnviz.base.models.ModelAnalysis`: ``grad_norms`` ``[L + 1, T]`` (row 0 the
@@ -154,7 +170,7 @@ def analyze_block(cfg: RunConfig, *, exact: bool = True) -> ModelAnalysis:
         and the readout read), each
         recurrent layer's state gradients, connectivity of step T − 1 over the inputs.
     """
-    return analyze_model(block_model(cfg), block_inputs(cfg), exact=exact)
+    return analyze_model(block_model(cfg), block_inputs(cfg, data), exact=exact)
 
 
 def block_states(cfg: RunConfig, *, example: int = 0) -> ModelStates:

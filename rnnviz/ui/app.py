@@ -246,8 +246,9 @@ def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
     """A reference block's page: what the model is, then each tab's view across its layers
     (``render_block``) or, for a tab with none, one line saying so."""
     summary, a = answer
-    page.block_header(cfg, summary)
-    ctx = BlockContext(cfg, calls.session_key(cfg), summary, a, calls.get, TRAINING)
+    data = st.session_state.get("data_source")
+    page.block_header(cfg, summary, data)
+    ctx = BlockContext(cfg, calls.session_key(cfg), summary, a, calls.get, TRAINING, data)
     panels = st.tabs([t.TITLE for t in tabs.TABS], key="tab", on_change="rerun", bind="query-params")
     for tab, panel in zip(tabs.TABS, panels):
         if panel.open:

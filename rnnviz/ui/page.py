@@ -3,6 +3,7 @@ and the analysis's numbers."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import plotly.graph_objects as go
@@ -62,13 +63,19 @@ def header(a: Analysis, compiled_now: bool = False) -> None:
             st.markdown(f"{label} **{value}**", help=meaning)
 
 
-def block_header(cfg: RunConfig, summary: ModelSummary) -> None:
-    """What a reference block's page analyses, in one paragraph."""
+def block_header(cfg: RunConfig, summary: ModelSummary, data: dict | None = None) -> None:
+    """What a reference block's page analyses, in one paragraph (``data``: the sidebar's data
+    source, whose first B training sequences it reads, or None for the bare cell's inputs)."""
     design = BLOCK_DESIGNS[cfg.cell]
+    inputs = (
+        "the bare cell's inputs"
+        if data is None
+        else f"the first {cfg.batch_size or 1} sequences of {Path(data['name']).name}"
+    )
     st.markdown(
         f"**Block:** the {cfg.cell} cell's design as {design.reference}, **{cfg.layers}** deep at D = H = "
         f"{cfg.hidden_size} ({summary.n_params:,} parameters), drawn as its reference draws it from seed "
-        f"{cfg.seed}. It reads the bare cell's inputs [B, T, I] "
+        f"{cfg.seed}. It reads {inputs} [B, T, I] "
         + (
             "through an input projection"
             if design.projects

@@ -98,7 +98,7 @@ def test_a_bad_count_is_an_argparse_error(capsys):
 
 def test_analyze_a_reference_block_prints_the_librarys_analysis(capsys):
     """``rnnviz analyze --cell gru --block reference --layers 2 --json`` is analyze_block of the
-    same config, and the data a bare cell's run reads is refused with the block."""
+    same config, on ``--data``'s first sequences too; the CSV of a bare cell's run is refused."""
     import rnnviz
 
     argv = ["analyze", "--cell", "gru", "--block", "reference", "--layers", "2", "--hidden-size", "8"]
@@ -106,6 +106,13 @@ def test_analyze_a_reference_block_prints_the_librarys_analysis(capsys):
     got = json.loads(capsys.readouterr().out)
     cfg = rnnviz.RunConfig(cell="gru", block="reference", layers=2, hidden_size=8, seq_len=12)
     np.testing.assert_allclose(got["grad_norms"], rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6)
+    assert main([*argv, "--data", "digits", "--order", "rows", "--batch-size", "4", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    digits = rnnviz.load_dataset("digits", order="rows")
+    fitted = rnnviz.fit_to_data(cfg.replace(batch_size=4), digits)
+    want = rnnviz.analyze_block(fitted, data=digits).grad_norms
+    np.testing.assert_allclose(got["grad_norms"], want, rtol=1e-6)
+    assert fitted.loss == "last" and np.shape(want) == (3, 8)
     assert main([*argv, "--csv", "x.csv"]) == 2
     assert "csv='x.csv' is not allowed: not with --block reference" in capsys.readouterr().err
 

@@ -270,3 +270,30 @@ def test_the_memory_tab_draws_how_far_back_each_layers_gradient_reaches():
     assert [t["name"] for t in bars["data"]] == ["≥ 10% of its largest", "≥ 1% of its largest"]
     assert list(bars["data"][1]["x"]) == ["input", "after block 1", "after block 2", "after block 3"]
     assert [int(v) for v in decode(bars["data"][1]["y"])] == [reach(row, 12, 0.01) for row in logs]
+
+
+@pytest.mark.slow
+def test_a_block_reads_the_sidebars_data_set_and_trains_on_it():
+    """With digits chosen, the block's views read its first B training sequences (the heatmap is
+    the library's analysis of them), and the Training tab offers the data set; the prose text
+    (whose bare-cell loss reads every step) opens too, the block keeping its own loss."""
+    from rnnviz.dataset import load_dataset
+    from rnnviz.studies.models import analyze_model
+
+    at = run_app({**URL, "layers": "2", "data": "digits:rows", "batch_size": "4"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert any("the first 4 sequences of digits" in m.value for m in at.markdown)
+    ds = load_dataset("digits", order="rows")
+    cfg = RunConfig(
+        cell="mamba", block="reference", layers=2, hidden_size=16, seq_len=8, input_size=8, batch_size=4
+    )
+    expected = analyze_model(rnnviz.block_model(cfg), block_inputs(cfg, ds)).log10_grad_norms
+    (layers,) = [f for f in figures(at) if "through every layer" in str(f["layout"].get("title"))]
+    heat = next(t for t in layers["data"] if t.get("type") == "heatmap")
+    z = np.asarray(decode(heat["z"]), np.float64)
+    reached = np.isfinite(expected)
+    np.testing.assert_allclose(z[reached], expected[reached], atol=1e-4)
+    at = run_app({**URL, "layers": "2", "data": "digits:rows", "batch_size": "4", "tab": "Training"})
+    assert "the chosen data" in at.selectbox(key="train_task").options
+    at = run_app({**URL, "layers": "2", "data": "text:prose", "seq_len": "20", "batch_size": "4"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]

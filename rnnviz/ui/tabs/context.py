@@ -54,6 +54,8 @@ class BlockContext(NamedTuple):
 
     Attributes:
         key: the config's job key (:func:`~rnnviz.serve.requests.job_key`).
+        data_source: the sidebar's data set (its first B training sequences are what the views
+            read, and the Training tab may train on it), or None.
     """
 
     config: RunConfig
@@ -62,6 +64,7 @@ class BlockContext(NamedTuple):
     analysis: ModelAnalysis
     get: Callable[[Request], Any]
     training: TrainingCalls
+    data_source: dict[str, Any] | None = None
 
 
 class TabContext(NamedTuple):

@@ -73,8 +73,9 @@ def render(ctx: TabContext) -> None:
 
 def render_block(ctx: BlockContext) -> None:
     """A reference block trained as a bare cell is (:mod:`rnnviz.studies.training.blocks`): the
-    same controls, curves and verdict; its profile is over the inputs."""
-    _render(ctx.config, ctx.training, None)
+    same controls, curves and verdict (on the sidebar's data set too); its profile is over the
+    inputs."""
+    _render(ctx.config, ctx.training, ctx.data_source)
 
 
 def _render(cfg: RunConfig, calls: TrainingCalls, data_source: dict | None) -> None:
