@@ -6,12 +6,13 @@ real data (the digits in two orders, the prose text) — printed and returned as
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import jax
 import numpy as np
 
 from rnnviz.base.connectivity import reach
-from rnnviz.base.measurements import SCHEMA
+from rnnviz.base.measurements import SCHEMA, append_records, load_records
 from rnnviz.bench.references import (
     loop_steps_per_s,
     xla_lstm_floor,
@@ -260,13 +261,19 @@ def block_learning_table(
     depths: tuple[int, ...] = BLOCK_DEPTHS,
     params: tuple[str, ...] = BLOCK_PARAMS,
     out=sys.stdout,
+    record: str | None = None,
 ) -> list[dict]:
     """The learning table of every design as its reference block (:mod:`rnnviz.studies.training.blocks`):
     for each cell, depth and parameter count (the width :func:`~rnnviz.studies.block_models.sized_config`
     picks for each data set's input size), the digits by pixel and permuted (T=64, I=1, B=64,
     ``steps`` steps) and the prose text (T=100, one-hot, B=32, at most :data:`TEXT_STEPS`
     steps; bits per character and reach), ``seeds`` seeds in one vmapped call, Adam 1e-3,
-    clip 1, as the bare cells' table (:func:`data_bench`) trains them."""
+    clip 1, as the bare cells' table (:func:`data_bench`) trains them.
+
+    With ``record``, each row's records are appended to that file as soon as the row is done,
+    and a row the file already holds (:func:`recorded_rows`) is skipped: a table of many hours
+    resumes where it stopped. Returns the records of the rows run."""
+    done = recorded_rows(record) if record else set()
     digits = {order: load_dataset("digits", order=order) for order in DIGIT_ORDERS}
     text = load_dataset("text", corpus="prose", seq_len=100)
     print(
@@ -284,12 +291,30 @@ def block_learning_table(
                     *((f"digits {o}", d, 64, steps) for o, d in digits.items()),
                     ("text prose", text, 32, min(steps, TEXT_STEPS)),
                 ]:
+                    if (cell, depth, target, name) in done:
+                        print(f"{cell} block ×{depth} at {target}, {name}: recorded already", file=out)
+                        continue
                     base = RunConfig(
                         cell=cell, block="reference", layers=depth, input_size=ds.input_size,
                         seq_len=ds.seq_len, batch_size=batch,
                     )  # fmt: skip
-                    records += _block_row(sized_config(base, target), ds, name, n, seeds, target, out)
+                    row = _block_row(sized_config(base, target), ds, name, n, seeds, target, out)
+                    if record:
+                        append_records(record, row)
+                    records += row
     return records
+
+
+def recorded_rows(path: str) -> set[tuple[str, int, str, str]]:
+    """``(cell, depth, target count, data set)`` of the block table's rows ``path`` holds (none
+    when it does not exist)."""
+    if not Path(path).exists():
+        return set()
+    return {
+        (r["config"]["cell"], r["config"]["layers"], r["target_params"], r["data"])
+        for r in load_records([path]).records
+        if r.get("target_params") is not None
+    }
 
 
 def _block_row(cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: str, out) -> list[dict]:

@@ -342,9 +342,11 @@ def run_bench(
     if block != "cell" and suite != "designs-learning":
         raise ConfigError("block", block, "'cell' except with --suite designs-learning")
     cells = tuple(BLOCK_DESIGNS) if types is None else parse_cells(types)
-    run = SuiteRun(suite, configs, repeats, budget_s, steps, all_devices, block, cells, depths, params)
+    run = SuiteRun(
+        suite, configs, repeats, budget_s, steps, all_devices, block, cells, depths, params, record
+    )
     records = RUNNERS.get(suite, _timed_suite)(run)
-    if record:
+    if record and records:
         print(f"appended {append_records(record, records)} records to {record}")
     return 0
 
@@ -395,6 +397,7 @@ class SuiteRun(NamedTuple):
         all_devices: measure on the first CPU and the first GPU.
         block: ``cell``, or ``reference``: the block learning table.
         cells, depths, params: that table's designs, depths and parameter counts.
+        record: the file the records go to.
     """
 
     suite: str
@@ -407,6 +410,7 @@ class SuiteRun(NamedTuple):
     cells: tuple[str, ...] = ()
     depths: tuple[int, ...] = BLOCK_DEPTHS
     params: tuple[str, ...] = BLOCK_PARAMS
+    record: str | None = None
 
 
 def _timed_suite(run: SuiteRun) -> list[dict]:
@@ -451,10 +455,17 @@ RUNNERS: dict[str, Callable[[SuiteRun], list[dict]]] = {
 #: ``--block`` → the designs' learning table: the bare cells', or their reference blocks'.
 LEARNING_TABLES: dict[str, Callable[[SuiteRun], list[dict]]] = {
     "cell": lambda run: learning_table(steps=run.steps),
-    "reference": lambda run: block_learning_table(
-        run.steps, cells=run.cells, depths=run.depths, params=run.params
-    ),
+    "reference": lambda run: _block_learning(run),
 }
+
+
+def _block_learning(run: SuiteRun) -> list[dict]:
+    """The block learning table; with ``--record`` it appends each row itself as the row is done
+    (a table of hours resumes where it stopped), leaving nothing for :func:`run_bench` to append."""
+    rows = block_learning_table(
+        run.steps, cells=run.cells, depths=run.depths, params=run.params, record=run.record
+    )
+    return [] if run.record else rows
 
 
 def parse_cells(text: str) -> tuple[str, ...]:

@@ -107,5 +107,8 @@ def test_the_block_learning_table_records_each_design_at_its_sized_width(tmp_pat
         assert rec["label"].startswith("gru block ×2")
     assert all(0 <= r["reach_10pct"] <= r["reach_1pct"] <= 99 for r in records[6:])
     capsys.readouterr()
+    # run again: every row is in the file already, so none is trained or written twice
+    assert main([*flags, "--types", "gru", "--steps", "2", "--record", str(path)]) == 0
+    assert path.read_text().count("\n") == 9
     assert main([*flags, "--types", "lru"]) == 2
     assert "cells with a reference block" in capsys.readouterr().err
