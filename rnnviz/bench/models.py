@@ -245,7 +245,10 @@ def rss_peak(run: Callable[[], Any]) -> tuple[Any, int, int, str]:
     before = _status_bytes("VmRSS") or 0
     out = run()
     if reset:
-        return out, before, _status_bytes("VmHWM") or 0, "VmHWM during the phase (reset through clear_refs)"
+        # at least what was resident when the phase began: the kernel raises VmHWM lazily (on
+        # unmapping), so pages touched after the reset and released by madvise may not count
+        hwm = max(before, _status_bytes("VmHWM") or 0)
+        return out, before, hwm, "VmHWM during the phase (reset through clear_refs)"
     scale = 1 if sys.platform == "darwin" else 1024
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * scale
     return out, before, peak, "ru_maxrss: the process's peak since it started (VmHWM could not be reset)"
