@@ -124,6 +124,7 @@ def fake_context(
     import streamlit as st
 
     from rnnviz.engine.environment import environment
+    from rnnviz.serve.requests import job_key
     from rnnviz.ui.tabs.context import Pins, TabContext, TrainingCalls
 
     def get(request):
@@ -131,7 +132,8 @@ def fake_context(
 
     config = analysis.config if config is None else config
     overlays = tuple(p for p in pins if p.config != config)
-    pinned = Pins(tuple(pins), overlays, add=lambda: None, remove=lambda i: None, clear=lambda: None)
+    keys = tuple(job_key(p.config) for p in pins)
+    pinned = Pins(keys, tuple(pins), overlays, add=lambda: None, remove=lambda i: None, clear=lambda: None)
     env = environment()._replace(gpus=tuple(gpus), strategies=("accumulate",), hidden={})
     training = TrainingCalls(**{f: _unexpected(f) for f in TrainingCalls._fields})
     return TabContext(

@@ -7,6 +7,7 @@ phase diagram over its memory knob (:class:`~rnnviz.base.models.BlockPhase`)."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -50,6 +51,30 @@ def layer_frame(a: ModelAnalysis) -> pd.DataFrame:
             "t": np.tile(np.arange(steps), n_rows),
             "token": np.tile(labels, n_rows),
             "log10": a.log10_grad_norms.reshape(-1),
+        }
+    )
+
+
+def designs_stream_frame(analyses: Sequence[ModelAnalysis], labels: Sequence[str]) -> pd.DataFrame:
+    """:func:`layer_frame`'s input row of each analysis (‖∂L/∂x_t^{(0)}‖, what reaches the
+    inputs), its ``row`` the design's label: one line per design on
+    :func:`~rnnviz.charts.models.layer_lines`."""
+    frames = [layer_frame(a).query("layer == 0").assign(row=label) for a, label in zip(analyses, labels)]
+    return pd.concat(frames, ignore_index=True)
+
+
+def designs_frame(
+    analyses: Sequence[ModelAnalysis], labels: Sequence[str], n_params: Sequence[int]
+) -> pd.DataFrame:
+    """``design, parameters, loss, decades``: each design's parameter count, loss L, and by how
+    many decades ‖∂L/∂x_t^{(0)}‖ falls from the last step to the first (log₁₀ at T − 1 minus
+    log₁₀ at 0; inf where the first step's is a true zero)."""
+    return pd.DataFrame(
+        {
+            "design": list(labels),
+            "parameters": list(n_params),
+            "loss": [a.loss for a in analyses],
+            "decades": [float(a.log10_grad_norms[0, -1] - a.log10_grad_norms[0, 0]) for a in analyses],
         }
     )
 

@@ -199,7 +199,10 @@ def model_comparison(
 
 
 def block_comparison(
-    configs: Sequence[RunConfig], *, progress: Callable[[str], None] | None = None
+    configs: Sequence[RunConfig],
+    *,
+    inputs: Sequence[np.ndarray] | None = None,
+    progress: Callable[[str], None] | None = None,
 ) -> ModelComparison:
     """Designs as their reference blocks side by side: each config's
     :func:`~rnnviz.studies.block_models.block_model` on its
@@ -211,6 +214,8 @@ def block_comparison(
     Args:
         configs: configs with ``block="reference"`` (e.g.
             :func:`~rnnviz.studies.block_models.sized_config` at matched counts).
+        inputs: each config's ``<float32>[B, T, I]`` (e.g. ``block_inputs(cfg, data)``, the first
+            B sequences of a data set); default: each config's drawn inputs.
         progress: called with a line (``"mamba: the analysis"``) before each analysis.
 
     Returns:
@@ -231,12 +236,15 @@ def block_comparison(
     """
     if not configs:
         raise ConfigError("cells", (), "at least one design")
+    if inputs is not None and len(inputs) != len(configs):
+        raise ConfigError("inputs", f"{len(inputs)} arrays", f"one per config ({len(configs)})")
     models = [block_model(cfg) for cfg in configs]  # a width a design cannot take: before any analysis
     say = progress or (lambda line: None)
     rows = []
-    for cfg, model, label in zip(configs, models, unique_labels([cfg.cell for cfg in configs])):
+    read = inputs if inputs is not None else [block_inputs(cfg) for cfg in configs]
+    for cfg, model, x, label in zip(configs, models, read, unique_labels([cfg.cell for cfg in configs])):
         say(f"{label}: the analysis")
-        rows.append(model_row(model, block_inputs(cfg), label=label, config=cfg))
+        rows.append(model_row(model, x, label=label, config=cfg))
     return _compared(rows, None)
 
 

@@ -38,6 +38,7 @@ from rnnviz.engine.compile import enable_compilation_cache
 from rnnviz.engine.environment import environment as environment  # a job: the machine's devices
 from rnnviz.engine.timing import MIN_PRECISE_REPEATS
 from rnnviz.report.explorable_data import preset_data
+from rnnviz.report.models import ModelComparison, block_comparison
 from rnnviz.serve import trained_runs
 from rnnviz.serve.folders import stamp
 from rnnviz.serve.model_files import model_max_bytes
@@ -295,6 +296,13 @@ def block_phase(key: str, lo: float, hi: float, n: int, seeds: int) -> BlockPhas
     one executable for the sweep (:func:`~rnnviz.studies.block_phase.block_phase`)."""
     cfg = config_of(key)
     return _block_phase(cfg, knob_grid(cfg, lo, hi, n), range(cfg.seed, cfg.seed + seeds))
+
+
+def block_report(keys: tuple[str, ...]) -> ModelComparison:
+    """Reference blocks side by side, each on its key's inputs, as the HTML report reads them
+    (:func:`~rnnviz.report.models.block_comparison`)."""
+    configs = [config_of(key) for key in keys]
+    return block_comparison(configs, inputs=[_block_inputs(k, c) for k, c in zip(keys, configs)])
 
 
 def quiet_run_s(key: str) -> float:

@@ -22,7 +22,7 @@ from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames.costs import records_frame
 from rnnviz.serve import folders, heap
-from rnnviz.serve.requests import Request, describe, jobs
+from rnnviz.serve.requests import Request, config_of, describe, jobs
 from rnnviz.serve.settings import SettingsError, settings
 from rnnviz.serve.trained_runs import FOLLOWS_RUN, run_config
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
@@ -125,9 +125,11 @@ def analysis_for(cfg: RunConfig) -> tuple[Analysis, bool]:
 
 
 def pins_for(cfg: RunConfig) -> Pins:
-    """The session's pins (config JSON, in session state) as analyses, and the buttons' callbacks."""
+    """The session's pins of ``cfg``'s kind (bare cells, or reference blocks: their keys, in
+    session state, in one list) with their analyses, and the buttons' callbacks."""
     pins = st.session_state.setdefault("pins", [])
-    analyses = tuple(calls.get(calls.analysis_request(k)) for k in pins)
+    mine = tuple(k for k in pins if config_of(k).block == cfg.block)
+    analyses = tuple(calls.get(calls.analysis_request(k)) for k in mine)
     current = calls.session_key(cfg)
 
     def add() -> None:
@@ -135,15 +137,19 @@ def pins_for(cfg: RunConfig) -> Pins:
             pins.append(current)
 
     def remove(i: int) -> None:
-        if 0 <= i < len(pins):
-            pins.pop(i)
+        if 0 <= i < len(mine):
+            pins.remove(mine[i])
+
+    def clear() -> None:
+        pins[:] = [k for k in pins if k not in mine]
 
     return Pins(
+        keys=mine,
         analyses=analyses,
-        overlays=tuple(a for a, k in zip(analyses, pins) if k != current),  # the current run is drawn anyway
+        overlays=tuple(a for a, k in zip(analyses, mine) if k != current),  # the current run is drawn anyway
         add=add,
         remove=remove,
-        clear=pins.clear,
+        clear=clear,
     )
 
 
@@ -248,7 +254,8 @@ def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
     summary, a = answer
     data = st.session_state.get("data_source")
     page.block_header(cfg, summary, data)
-    ctx = BlockContext(cfg, calls.session_key(cfg), summary, a, calls.get, TRAINING, data)
+    key = calls.session_key(cfg)
+    ctx = BlockContext(cfg, key, summary, a, calls.get, TRAINING, pins_for(cfg), data, st.session_state)
     panels = st.tabs([t.TITLE for t in tabs.TABS], key="tab", on_change="rerun", bind="query-params")
     for tab, panel in zip(tabs.TABS, panels):
         if panel.open:

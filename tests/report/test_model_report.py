@@ -258,3 +258,25 @@ def test_chromium_offline_draws_every_figure_side_by_side(compared, browser, tmp
         assert first["top"] == second["top"] and first["right"] <= second["left"], (first, second)
     assert not aborted, aborted
     assert not errors, errors
+
+
+def test_block_comparison_reads_the_inputs_it_is_given():
+    """Each design reads its own array (the dashboard's: a data set's first B sequences); a
+    count of arrays other than one per config is one message."""
+    import rnnviz
+    from rnnviz.report.models import block_comparison
+    from rnnviz.studies.block_models import block_inputs
+    from rnnviz.studies.models import analyze_model
+
+    cfg = rnnviz.RunConfig(cell="gru", block="reference", layers=1, hidden_size=8, seq_len=6)
+    drawn = block_inputs(cfg)
+    x = np.random.default_rng(7).normal(size=drawn.shape).astype(np.float32)
+    c = block_comparison([cfg, cfg.replace(cell="mamba")], inputs=[x, 2 * x])
+    for row, read in zip(c.rows, (x, 2 * x)):
+        want = analyze_model(rnnviz.block_model(row.config), read).grad_norms
+        np.testing.assert_allclose(row.analysis.grad_norms, want, rtol=1e-6)
+    default = block_comparison([cfg]).rows[0].analysis.grad_norms
+    np.testing.assert_allclose(default, rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6)
+    assert not np.allclose(default, c.rows[0].analysis.grad_norms)
+    with pytest.raises(rnnviz.ConfigError, match=r"inputs='2 arrays' is not allowed: one per config \(1\)"):
+        block_comparison([cfg], inputs=[x, x])

@@ -1,8 +1,9 @@
 """A design as its reference block in the dashboard (AppTest): the URL's ``block=reference``
 and ``layers`` reach the sidebar, the Gradients tab draws the layer × step heatmap of the
-library's analysis of the same config, the Strategies tab times each way of computing it, every
-other tab says in one line that it reads a bare cell, and a cell without a reference block is
-refused, naming the cells that have one."""
+library's analysis of the same config, the Strategies tab times each way of computing it, the
+Compare tab puts pinned designs side by side, the tabs that do not read the model draw as on a
+bare cell's page, and a cell without a reference block is refused, naming the cells that have
+one."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from rnnviz import RunConfig, analyze_block
 from rnnviz.studies.block_models import block_inputs, block_states
 from rnnviz.studies.block_phase import block_phase
 from rnnviz.studies.model_lyapunov import model_lyapunov
-from rnnviz.ui.tabs import TABS
 
 URL = {"cell": "mamba", "block": "reference", "layers": "3", "hidden_size": "16", "seq_len": "12"}
 
@@ -47,16 +47,60 @@ def test_the_gradients_tab_draws_every_layer_of_the_librarys_analysis():
 
 
 @pytest.mark.slow
-def test_every_other_tab_says_it_reads_a_bare_cell():
-    for tab in TABS:
-        if hasattr(tab, "render_block"):
-            continue
-        at = run_app({**URL, "tab": tab.TITLE})
-        assert not at.exception and not at.error, (tab.TITLE, [e.value for e in (*at.exception, *at.error)])
-        lines = [i.value for i in at.info if "reads a bare cell" in i.value]
-        assert lines == [
-            f"The {tab.TITLE} view reads a bare cell: choose Block 'cell' in the sidebar for it."
-        ], tab.TITLE
+def test_the_compare_tab_draws_the_pinned_designs_side_by_side_and_reports_them(monkeypatch):
+    """Pin a Mamba and a GRU stack: one line per design of what reaches its inputs (the library's
+    analysis), their counts and losses, the HTML report of both; a bare cell's page keeps its own
+    pins."""
+    import streamlit as st
+
+    from rnnviz.serve.requests import describe
+
+    offered, real = {}, st.download_button
+
+    def spy(label, data, **kw):
+        offered[kw.get("key")] = data
+        return real(label, data, **kw)
+
+    monkeypatch.setattr(st, "download_button", spy)
+    at = run_app({**URL, "layers": "2", "tab": "Compare"})
+    assert not at.exception and not at.error and [i.value for i in at.info] == ["No pinned runs yet."]
+    at.button(key="pin").click().run()
+    at.sidebar.selectbox(key="cfg_cell").set_value("gru").run()
+    at.button(key="pin").click().run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    mamba = RunConfig(cell="mamba", block="reference", layers=2, hidden_size=16, seq_len=12)
+    designs = [mamba.replace(cell="gru"), mamba]  # the current first
+    (fig,) = [f for f in figures(at) if "at the inputs" in str(f["layout"].get("title"))]
+    assert [t["name"] for t in fig["data"]] == [describe(c) for c in designs]
+    (table,) = [d.value for d in at.dataframe]
+    for trace, cfg, row in zip(fig["data"], designs, table.itertuples()):
+        logs = analyze_block(cfg).log10_grad_norms[0]
+        np.testing.assert_allclose(np.asarray(decode(trace["y"]), np.float64), logs, atol=1e-4)
+        assert row.parameters == rnnviz.block_model(cfg).n_params
+        assert row.decades == pytest.approx(logs[-1] - logs[0], abs=1e-4)
+    assert sum("(current)" in m.value for m in at.markdown) == 1
+    at.button(key="compare_make_report").click().run()
+    html = offered["html_compare_blocks"].decode()
+    for cfg in designs:
+        assert f"{rnnviz.block_model(cfg).n_params:,}" in html
+    at.button(key="unpin_0").click().run()  # the Mamba
+    (fig,) = [f for f in figures(at) if "at the inputs" in str(f["layout"].get("title"))]
+    assert [t["name"] for t in fig["data"]] == [describe(designs[0])]
+    at.sidebar.selectbox(key="cfg_block").set_value("cell").run()
+    assert [i.value for i in at.info] == ["No pinned runs yet."]  # the block's pin is not a bare cell's
+
+
+@pytest.mark.slow
+def test_the_tabs_that_do_not_read_the_model_draw_as_on_a_bare_cells_page():
+    """Learn: the lessons, and a preset loads its bare cell; Your model: the demo's layers."""
+    at = run_app({**URL, "tab": "Learn"})
+    assert not at.exception and not at.error and len(at.subheader) >= 6
+    next(b for b in at.button if b.label.startswith("Show me")).click().run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert at.sidebar.selectbox(key="cfg_block").value == "cell"
+    at = run_app({**URL, "tab": "Your model"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert [f for f in figures(at) if "through every layer" in str(f["layout"].get("title"))]
 
 
 def test_a_cell_without_a_reference_block_is_one_message():

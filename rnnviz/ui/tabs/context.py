@@ -37,11 +37,14 @@ class TrainingCalls(NamedTuple):
 
 
 class Pins(NamedTuple):
-    """The session's pinned runs: every one's analysis in pinning order, those other than the
-    current run (drawn over it), and pin the current run, unpin the i-th, unpin all."""
+    """The session's pinned runs of the page's kind (bare cells, or reference blocks): each
+    one's job key and analysis (a block's: its summary and analysis) in pinning order, those
+    other than the current run (drawn over it), and pin the current run, unpin the i-th, unpin
+    all of this kind."""
 
-    analyses: tuple[Analysis, ...]
-    overlays: tuple[Analysis, ...]
+    keys: tuple[str, ...]
+    analyses: tuple[Any, ...]
+    overlays: tuple[Any, ...]
     add: Callable[[], None]
     remove: Callable[[int], None]
     clear: Callable[[], None]
@@ -49,13 +52,15 @@ class Pins(NamedTuple):
 
 class BlockContext(NamedTuple):
     """What a tab's ``render_block`` is given on a reference block's page: the config, what its
-    model is, its analysis, a request's answer (computed in a worker and cached), and the
-    Training tab's calls.
+    model is, its analysis, a request's answer (computed in a worker and cached), the Training
+    tab's calls, the pinned blocks and the widget values.
 
     Attributes:
         key: the config's job key (:func:`~rnnviz.serve.requests.job_key`).
         data_source: the sidebar's data set (its first B training sequences are what the views
             read, and the Training tab may train on it), or None.
+        state: the widget values by key (``st.session_state``): what the tabs that do not read
+            the page's model (Learn, Your model) read as they do on a bare cell's page.
     """
 
     config: RunConfig
@@ -64,7 +69,9 @@ class BlockContext(NamedTuple):
     analysis: ModelAnalysis
     get: Callable[[Request], Any]
     training: TrainingCalls
+    pins: Pins
     data_source: dict[str, Any] | None = None
+    state: Mapping[str, Any] = {}
 
 
 class TabContext(NamedTuple):

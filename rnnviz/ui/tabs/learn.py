@@ -118,3 +118,8 @@ def render(ctx: TabContext) -> None:
             st.button(f"Show me: {name}", key=key, on_click=apply_preset, args=(name,), help=tip)
         for page in pages(lesson):
             page_offer(page, ctx)
+
+
+#: On a reference block's page the same lessons: they read the widgets, not the page's model (a
+#: preset loads a bare cell).
+render_block = render

@@ -269,3 +269,8 @@ def _position(positions: int) -> int | None:
 def _read_position(p: int | None, positions: int) -> int | None:
     """The prediction read: p, or None (the last) when empty or past the last."""
     return None if p is None or p >= positions else int(p)
+
+
+#: On a reference block's page the same tab: it reads a checkpoint, the widgets and the sidebar's
+#: seed and batch, not the page's model.
+render_block = render
