@@ -180,6 +180,15 @@ def phase_plan(cfg: RunConfig, c: Cost, gains: int, seeds: int, budget: float | 
     return _plan(asked, 2 * PHASE_COMPILE * c.compile, work, budget, shrink)
 
 
+def block_phase_plan(c: Cost, values: int, seeds: int, budget: float | None = None) -> Plan:
+    """A reference block's Phase diagram: values × seeds analyses of the block drawn anew at each
+    knob value (each about one analysis, ``c`` the block's), one compile for them all. Seeds go
+    first, then values (at least 2)."""
+    work = lambda s: s["values"] * s["seeds"] * c.run_s * PHASE_RUN  # noqa: E731
+    asked, shrink = {"values": values, "seeds": seeds}, {"seeds": (1, "seeds"), "values": (2, "values")}
+    return _plan(asked, c.compile, work, budget, shrink)
+
+
 #: The Phase diagram's gradient sweep comes in this many interleaved parts of one size (every
 #: 8th gain, then the next, …) when its work is over :data:`PHASE_PARTS_OVER_S`: the whole
 #: gain range is on the screen after an eighth of the work.

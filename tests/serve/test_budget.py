@@ -6,6 +6,7 @@ from rnnviz import RunConfig
 from rnnviz.serve import budget
 from rnnviz.serve.budget import (
     Cost,
+    block_phase_plan,
     devices_plan,
     jacobians_plan,
     lyapunov_plan,
@@ -120,6 +121,19 @@ def test_the_phase_diagram_drops_seeds_before_gains_and_keeps_two_gains():
         and not tiny.fits
         and tiny.note.startswith("Even the smallest version")
     )
+
+
+def test_a_blocks_phase_diagram_drops_seeds_before_values_and_keeps_two_values():
+    """values × seeds analyses of the block (1.6 × its run each) after one compile."""
+    cost = Cost(run_s=0.2, compile_s=3.0)  # 0.32 s a point, 12 s of room: 37 points
+    plan = block_phase_plan(cost, values=64, seeds=8, budget=15)
+    assert plan.settings == {"values": 37, "seeds": 1} and plan.fits
+    assert plan.estimate_s == pytest.approx(3.0 + 37 * 0.32) and plan.estimate_s <= 15
+    assert "seeds 8 → 1" in plan.note and f"values 64 → {plan.settings['values']}" in plan.note
+    small = block_phase_plan(cost, values=8, seeds=4, budget=15)
+    assert small.settings == {"values": 8, "seeds": 4} and small.note is None and small.fits
+    slow = block_phase_plan(Cost(run_s=30.0, compile_s=1.0), values=8, seeds=4, budget=15)
+    assert slow.settings == {"values": 2, "seeds": 1} and not slow.fits
 
 
 def test_lyapunov_devices_and_training_shrink_within_the_budget():

@@ -202,6 +202,23 @@ def test_the_phase_tab_draws_the_blocks_knob_by_lag_heatmap_of_the_librarys_swee
     assert any("weight_hh_l* × g" in c.value and "g = 1: torch's U(±1/√H)" in c.value for c in at.caption)
 
 
+def test_a_blocks_phase_diagram_over_the_budget_waits_for_run_anyway(monkeypatch):
+    """Over a view's budget the sweep is not started: the plan's note and its button; pressed,
+    the smallest sweep (2 values, 1 seed) is drawn."""
+    from rnnviz.serve import budget
+
+    monkeypatch.setattr(budget, "VIEW_BUDGET_S", 1e-6)
+    url = {"cell": "gru", "block": "reference", "layers": "2", "hidden_size": "8", "seq_len": "8"}
+    at = run_app({**url, "tab": "Phase diagram"})
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert any(i.value.startswith("Even the smallest version") for i in at.info)
+    assert not [f for f in figures(at) if "Phase diagram of the block" in str(f["layout"].get("title"))]
+    at.button(key="anyway_block_phase").click().run()
+    (fig,) = [f for f in figures(at) if "Phase diagram of the block" in str(f["layout"].get("title"))]
+    heat = next(t for t in fig["data"] if t.get("type") == "heatmap")
+    assert list(heat["x"]) == [0.5, 2.0] and np.asarray(decode(heat["z"])).shape == (8, 2)
+
+
 SIZED = {"block": "reference", "layers": "2", "seq_len": "6", "batch_size": "2"}
 
 

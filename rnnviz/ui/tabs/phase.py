@@ -121,6 +121,11 @@ def render_block(ctx: BlockContext) -> None:
     if hi <= lo:
         st.error(f"'{knob.symbol} to' ({hi:g}) must be larger than '{knob.symbol} from' ({lo:g}).")
         return
+    unit = budget.Cost(ctx.analysis.run_s, ctx.analysis.compile_s)
+    plan = budget.block_phase_plan(unit, int(n), int(seeds))
+    if not within_budget(plan, "block_phase"):
+        return
+    n, seeds = plan.settings["values"], plan.settings["seeds"]
     what = f"the phase diagram of {describe(cfg)}, {n} values of its {knob.name} × {seeds} seeds"
     args = (ctx.key, float(lo), float(hi), int(n), int(seeds))
     p = ctx.get(Request(jobs.block_phase, args, route(cfg), what))
