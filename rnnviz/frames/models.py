@@ -281,8 +281,8 @@ def device_way_frame(d: ModelDevices) -> pd.DataFrame:
         >>> f[["device_kind", "device_name", "way"]].values.tolist()  # doctest: +NORMALIZE_WHITESPACE
         [['cpu', 'cpu', 'plain'], ['cpu', 'cpu', 'shared'],
          ['gpu', 'H100', 'plain'], ['gpu', 'H100', 'shared']]
-        >>> f["speedup"].tolist(), f["agrees"].all()
-        ([1.0, 1.0, 4.0, 4.0], True)
+        >>> f["speedup"].tolist(), f["agrees"].tolist()
+        ([1.0, 1.0, 4.0, 4.0], [True, True, True, True])
     """
     frames = [way_frame(r).assign(device=r.device) for r in d.runs]
     df = pd.concat(frames, ignore_index=True)
