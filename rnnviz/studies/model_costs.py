@@ -306,7 +306,7 @@ def block_on_devices(
         >>> cfg = RunConfig(cell="gru", block="reference", layers=1, hidden_size=8, seq_len=6)
         >>> cpu = jax.devices("cpu")[0]
         >>> d = block_on_devices(block_model(cfg), block_inputs(cfg), devices=[cpu], repeats=1)
-        >>> [r.device for r in d.runs], [w.name for w in d.runs[0].ways][0]
+        >>> [r.device for r in d.runs], d.runs[0].ways[0].name
         (['cpu:0 cpu'], 'plain jax.grad')
     """
     inputs = np.asarray(inputs)
