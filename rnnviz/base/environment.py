@@ -42,7 +42,16 @@ class Environment(NamedTuple):
     @property
     def gpu_reason(self) -> str | None:
         """Why there is no GPU to choose, or None when there is one."""
-        return None if self.gpus else "JAX sees no GPU on this machine"
+        return no_gpu_reason(self.gpus)
 
 
-__all__ = ["STAMPED", "Environment"]
+def no_gpu_reason(gpus: tuple[str, ...]) -> str | None:
+    """Why there is no GPU, given the GPUs JAX sees, or None when it sees one.
+
+    >>> no_gpu_reason(()), no_gpu_reason(("gpu:0 NVIDIA H100",))
+    ('JAX sees no GPU on this machine', None)
+    """
+    return None if gpus else "JAX sees no GPU on this machine"
+
+
+__all__ = ["STAMPED", "Environment", "no_gpu_reason"]

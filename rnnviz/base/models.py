@@ -11,6 +11,7 @@ from typing import Any
 
 import numpy as np
 
+from rnnviz.base.environment import no_gpu_reason
 from rnnviz.base.formatting import finite_json
 
 
@@ -260,6 +261,8 @@ class ModelStrategies:
         steps: T.
         n_params: the model's parameter count.
         ways: one :class:`WayCost` per way, plain ``jax.grad`` first.
+        device: where they ran, the inputs' device (the first of the weights'), as
+            ``"cpu:0 cpu"`` or ``"gpu:0 NVIDIA H100 80GB HBM3"``.
     """
 
     model_type: str
@@ -268,6 +271,7 @@ class ModelStrategies:
     steps: int
     n_params: int
     ways: tuple[WayCost, ...]
+    device: str = ""
 
     def to_json(self) -> dict[str, Any]:
         """A JSON-ready dict of every field (non-finite numbers as null)."""
@@ -277,6 +281,31 @@ class ModelStrategies:
                 "ways": [vars(w) for w in self.ways],
             }
         )
+
+
+@dataclass(frozen=True, eq=False)
+class ModelDevices:
+    """The ways of computing a model's per-step gradients on each device: on every one, its
+    own :class:`ModelStrategies` (its weights and inputs put there, its ways timed in their own
+    rounds, their ratios to plain ``jax.grad`` on that device).
+
+    Attributes:
+        runs: one :class:`ModelStrategies` per device, in the order asked (each names its
+            ``device``).
+        gpus: the GPUs JAX sees, as ``"gpu:0 NVIDIA H100 80GB HBM3"`` (whether or not they ran).
+    """
+
+    runs: tuple[ModelStrategies, ...]
+    gpus: tuple[str, ...]
+
+    @property
+    def gpu_reason(self) -> str | None:
+        """Why no GPU ran, or None when JAX sees one."""
+        return no_gpu_reason(self.gpus)
+
+    def to_json(self) -> dict[str, Any]:
+        """A JSON-ready dict of every field (non-finite numbers as null)."""
+        return {"runs": [r.to_json() for r in self.runs], "gpus": list(self.gpus)}
 
 
 @dataclass(frozen=True, eq=False)
@@ -324,6 +353,7 @@ class BlockPhase:
 __all__ = [
     "BlockPhase",
     "ModelAnalysis",
+    "ModelDevices",
     "ModelJacobians",
     "ModelLyapunov",
     "ModelStates",

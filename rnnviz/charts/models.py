@@ -1,7 +1,7 @@
 """Your own model, drawn: the gradient over layers × steps (a heatmap and one line per
 layer), each recurrent layer's state gradient, its step Jacobians' σ₁ and its state over the
 steps (a panel per layer), the connectivity over the tokens, and what each way of computing its
-gradients costs.
+gradients costs (on each device too).
 
 Every magnitude is drawn as its exact log₁₀ with 10ⁿ ticks; a true zero is a gap.
 """
@@ -239,6 +239,16 @@ def way_bars(df: pd.DataFrame, title: str = "Each way of computing the gradients
     median run in ms, labelled with its ratio to plain ``jax.grad`` (``×1.00`` for plain)."""
     shown = df.assign(ratio_text=[f"×{r:.2f}" for r in df["ratio"]])
     return bar_panels(shown, "way", [("run_ms", "run, median (ms)")], title, color="way", text="ratio_text")
+
+
+def device_way_bars(
+    df: pd.DataFrame, title: str = "Each way of computing the gradients, on each device"
+) -> go.Figure:
+    """``device, way, compile_s, run_ms, ratio`` (:func:`~rnnviz.frames.models.device_way_frame`)
+    → three panels, compile seconds, median run in ms and the ratio to plain ``jax.grad`` on the
+    same device: a group of bars per device, a bar (and legend entry) per way."""
+    panels = [("compile_s", "compile (s)"), ("run_ms", "run, median (ms)"), ("ratio", "× plain jax.grad")]
+    return bar_panels(df, "device", panels, title, color="way")
 
 
 def block_phase_figure(matrix: pd.DataFrame, axis: str, log_x: bool = False) -> go.Figure:

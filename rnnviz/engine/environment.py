@@ -24,12 +24,21 @@ from rnnviz.engine.strategies.registry import unavailable
 from rnnviz.tables.strategies import strategy_names
 
 
+def device_label(device: jax.Device) -> str:
+    """A device in words, as every record names it: ``"cpu:0 cpu"``, ``"gpu:0 NVIDIA H200"``.
+
+    >>> device_label(jax.devices("cpu")[0])
+    'cpu:0 cpu'
+    """
+    return f"{device.platform}:{device.id} {device.device_kind}"
+
+
 def _gpus() -> tuple[str, ...]:
     try:
         devices = jax.devices("gpu")
     except RuntimeError:  # no GPU backend in this jaxlib
         return ()
-    return tuple(f"{d.platform}:{d.id} {d.device_kind}" for d in devices)
+    return tuple(device_label(d) for d in devices)
 
 
 def environment() -> Environment:
@@ -69,4 +78,4 @@ def run_stamp(device: jax.Device) -> dict[str, Any]:
     }
 
 
-__all__ = ["STAMPED", "Environment", "environment", "run_stamp"]
+__all__ = ["STAMPED", "Environment", "device_label", "environment", "run_stamp"]

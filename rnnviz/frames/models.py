@@ -2,7 +2,8 @@
 the gradient per layer and step, each recurrent state's, the connectivity over the tokens, and
 its recurrent layers' step-Jacobian spectra (:class:`~rnnviz.base.models.ModelJacobians`),
 states over the steps (:class:`~rnnviz.base.models.ModelStates`), what each way of computing
-its gradients costs (:class:`~rnnviz.base.models.ModelStrategies`), and a reference block's
+its gradients costs (:class:`~rnnviz.base.models.ModelStrategies`; on each device,
+:class:`~rnnviz.base.models.ModelDevices`), and a reference block's
 phase diagram over its memory knob (:class:`~rnnviz.base.models.BlockPhase`)."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ if TYPE_CHECKING:
     from rnnviz.base.models import (
         BlockPhase,
         ModelAnalysis,
+        ModelDevices,
         ModelJacobians,
         ModelLyapunov,
         ModelStates,
@@ -283,6 +285,41 @@ def way_frame(s: ModelStrategies) -> pd.DataFrame:
     base = df["loss"].iloc[0]  # plain jax.grad's, the first way
     df["loss_rel_diff"] = (df["loss"] - base).abs() / max(abs(base), np.finfo(np.float64).tiny)
     df["agrees"] = (df["loss_rel_diff"] <= ROUNDING) & ~(df["max_rel_diff"] > ROUNDING)
+    return df
+
+
+def device_way_frame(d: ModelDevices) -> pd.DataFrame:
+    """``device, device_kind, device_name,`` then :func:`way_frame`'s columns, then
+    ``speedup, loss_vs_first``: a row per device × way, in the record's order. ``ratio`` is
+    to plain ``jax.grad`` on the same device; ``speedup`` is the first device's median run of
+    the same way over this one's (above 1: faster here); ``loss_vs_first`` the loss's relative
+    difference from the first device's plain ``jax.grad``, which ``agrees`` also bounds.
+
+    Example:
+        >>> import types
+        >>> way = lambda name, run_s: types.SimpleNamespace(
+        ...     name=name, description="", compile_s=1.0, run_s=run_s, run_min_s=run_s,
+        ...     run_max_s=run_s, repeats=3, ratio=run_s / 0.002, loss=2.0, max_rel_diff=None)
+        >>> run = lambda device, scale: types.SimpleNamespace(
+        ...     device=device, ways=(way("plain", 0.002 * scale), way("shared", 0.004 * scale)))
+        >>> f = device_way_frame(types.SimpleNamespace(runs=(run("cpu:0 cpu", 1), run("gpu:0 H100", 0.25))))
+        >>> f[["device_kind", "device_name", "way"]].values.tolist()  # doctest: +NORMALIZE_WHITESPACE
+        [['cpu', 'cpu', 'plain'], ['cpu', 'cpu', 'shared'],
+         ['gpu', 'H100', 'plain'], ['gpu', 'H100', 'shared']]
+        >>> f["speedup"].tolist(), f["agrees"].tolist()
+        ([1.0, 1.0, 4.0, 4.0], [True, True, True, True])
+    """
+    frames = [way_frame(r).assign(device=r.device) for r in d.runs]
+    df = pd.concat(frames, ignore_index=True)
+    kind, _, rest = (df["device"].str.partition(":")[i] for i in range(3))  # "gpu", ":", "0 NVIDIA H100"
+    df.insert(0, "device_name", rest.str.partition(" ")[2])
+    df.insert(0, "device_kind", kind)
+    df.insert(0, "device", df.pop("device"))
+    first = frames[0].set_index("way")
+    df["speedup"] = df["way"].map(first["run_ms"]) / df["run_ms"]
+    base = first["loss"].iloc[0]
+    df["loss_vs_first"] = (df["loss"] - base).abs() / max(abs(base), np.finfo(np.float64).tiny)
+    df["agrees"] &= df["loss_vs_first"] <= ROUNDING
     return df
 
 

@@ -24,7 +24,7 @@ import pandas as pd
 
 from rnnviz.analysis import Analysis, analyze, compile_analysis
 from rnnviz.analysis import is_compiled as _is_compiled
-from rnnviz.base.models import BlockPhase, ModelStrategies
+from rnnviz.base.models import BlockPhase, ModelDevices, ModelStrategies
 from rnnviz.base.presets import PAGES
 from rnnviz.checkpoints import CheckpointError
 from rnnviz.config import BLOCK_FIXES, ConfigError, RunConfig
@@ -69,6 +69,7 @@ from rnnviz.studies.jacobians import Jacobians
 from rnnviz.studies.jacobians import jacobians as _jacobians
 from rnnviz.studies.lyapunov import Lyapunov, lyapunov_phase
 from rnnviz.studies.lyapunov import lyapunov as _lyapunov
+from rnnviz.studies.model_costs import block_on_devices
 from rnnviz.studies.model_costs import block_strategies as model_strategies
 from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
 from rnnviz.studies.model_lyapunov import ModelLyapunov, model_lyapunov
@@ -288,6 +289,13 @@ def block_strategies(key: str, repeats: int) -> ModelStrategies:
     :func:`~rnnviz.studies.model_costs.block_strategies`)."""
     cfg = config_of(key)
     return model_strategies(_block_model(cfg), _block_inputs(key, cfg), repeats, BLOCK_STRATEGY_S)
+
+
+def block_devices(key: str, repeats: int) -> ModelDevices:
+    """:func:`block_strategies` on every device this worker's JAX sees, and the GPUs it sees
+    (:func:`~rnnviz.studies.model_costs.block_on_devices`): the server learns them here."""
+    cfg = config_of(key)
+    return block_on_devices(_block_model(cfg), _block_inputs(key, cfg), None, repeats, BLOCK_STRATEGY_S)
 
 
 def block_phase(key: str, lo: float, hi: float, n: int, seeds: int) -> BlockPhase:

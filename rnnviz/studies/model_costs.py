@@ -20,10 +20,14 @@ values it returns, then timed in rounds, one run of each per round
 (:func:`~rnnviz.engine.timing.time_interleaved`), so that their ratios compare runs made under
 the same load. Every way returns the model loss, and the two analyses return its per-step
 norms (row 0 of ``stream`` and of each state leaf), which must agree.
+
+:func:`block_on_devices` does all this on every device JAX sees (CPU against GPU), the model's
+weights and inputs put on each in turn.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import time
 from collections.abc import Callable, Sequence
@@ -33,11 +37,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.base.models import ModelStrategies, WayCost
+from rnnviz.base.models import ModelDevices, ModelStrategies, WayCost
 from rnnviz.engine.blocks.dispatch import module_of
-from rnnviz.engine.blocks.placement import input_sharding
+from rnnviz.engine.blocks.placement import input_sharding, place
 from rnnviz.engine.compile import Compiled, compile_lowered, peak_bytes
+from rnnviz.engine.environment import device_label
 from rnnviz.engine.timing import time_interleaved
+from rnnviz.studies.comparisons import present_devices
 from rnnviz.studies.models import Model, check_inputs
 from rnnviz.studies.models import _executable as analysis_executable
 
@@ -248,19 +254,83 @@ def block_strategies(
         for way, p, out, t in zip(WAYS, prepared, outs, timings)
     )
     batch, steps = at.inputs.shape[:2]
-    return ModelStrategies(model.model_type, model.source, batch, steps, model.n_params, ways)
+    return ModelStrategies(
+        model.model_type, model.source, batch, steps, model.n_params, ways, device_label(at.device)
+    )
+
+
+def on_device(model: Model, device: jax.Device) -> Model:
+    """``model`` with its weights on ``device`` alone (tied weights stay one array).
+
+    Example:
+        >>> from rnnviz import RunConfig
+        >>> from rnnviz.studies.block_models import block_model
+        >>> cfg = RunConfig(cell="gru", block="reference", layers=1, hidden_size=8, seq_len=6)
+        >>> cpu = jax.devices("cpu")[0]
+        >>> m = on_device(block_model(cfg), cpu)
+        >>> {d for w in m.params.values() for d in w.devices()} == {cpu}
+        True
+    """
+    return dataclasses.replace(model, params=place(model.params, [device]))
+
+
+def block_on_devices(
+    model: Model,
+    inputs: np.ndarray,
+    devices: Sequence[jax.Device] | None = None,
+    repeats: int = 10,
+    budget_s: float | None = None,
+) -> ModelDevices:
+    """:func:`block_strategies` on each device: the model's weights put there
+    (:func:`on_device`), its inputs beside them, every way compiled, checked and timed there.
+
+    Each device's ways are timed in their own rounds, so a ratio compares runs on one device
+    under the same load; across devices, compare the median runs of one way.
+
+    Args:
+        model: any model (:func:`~rnnviz.block_model`, :func:`~rnnviz.fresh_model`, a checkpoint).
+        inputs: ``<int32>[B, T]`` tokens, or ``<float32>[B, T, I]`` for a stack.
+        devices: where to run (default: every device of each platform JAX sees,
+            :func:`~rnnviz.studies.comparisons.present_devices`; CPU-only: one).
+        repeats: rounds of timed runs per device, as :func:`block_strategies`.
+        budget_s: seconds of timed runs per way and device, as :func:`block_strategies`.
+
+    Returns:
+        :class:`~rnnviz.base.models.ModelDevices`: a
+        :class:`~rnnviz.base.models.ModelStrategies` per device in ``devices``' order (each
+        naming the device it ran on), and the GPUs JAX sees.
+
+    Example:
+        >>> from rnnviz import RunConfig
+        >>> from rnnviz.studies.block_models import block_inputs, block_model
+        >>> cfg = RunConfig(cell="gru", block="reference", layers=1, hidden_size=8, seq_len=6)
+        >>> cpu = jax.devices("cpu")[0]
+        >>> d = block_on_devices(block_model(cfg), block_inputs(cfg), devices=[cpu], repeats=1)
+        >>> [r.device for r in d.runs], d.runs[0].ways[0].name
+        (['cpu:0 cpu'], 'plain jax.grad')
+    """
+    inputs = np.asarray(inputs)
+    runs = tuple(
+        block_strategies(on_device(model, device), inputs, repeats, budget_s)
+        for device in (present_devices() if devices is None else devices)
+    )
+    gpus = tuple(device_label(d) for d in present_devices() if d.platform == "gpu")
+    return ModelDevices(runs, gpus)
 
 
 __all__ = [
     "WAYS",
+    "ModelDevices",
     "ModelStrategies",
     "WayCost",
     "Placed",
     "Prepared",
     "Way",
     "analysis_prepared",
+    "block_on_devices",
     "block_strategies",
     "max_rel_diff",
+    "on_device",
     "placed_inputs",
     "plain_grad_executable",
     "plain_loss",

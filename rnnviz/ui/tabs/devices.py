@@ -1,6 +1,7 @@
 """The Devices tab: the current configuration run live on every device JAX sees, next to the
 recorded runs (shipped in ``rnnviz/data/runs/``, the data folder's ``runs/``, and
-``RNNVIZ_RUNS_DIR`` when set). The worked example of ``docs/dev/adding-a-tab.md``."""
+``RNNVIZ_RUNS_DIR`` when set); for a reference block, each way of computing its gradients on
+every device. The worked example of ``docs/dev/adding-a-tab.md``."""
 
 from __future__ import annotations
 
@@ -10,9 +11,12 @@ import pandas as pd
 import streamlit as st
 
 from rnnviz import charts
+from rnnviz.charts.models import device_way_bars
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
+from rnnviz.frames.models import device_way_frame
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, jobs
+from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.serve.settings import BLOCK_STRATEGY_REPEATS
 from rnnviz.ui.tabs.common import (
     asked,
     csv_button,
@@ -21,7 +25,7 @@ from rnnviz.ui.tabs.common import (
     timing_note,
     within_budget,
 )
-from rnnviz.ui.tabs.context import TabContext
+from rnnviz.ui.tabs.context import BlockContext, TabContext
 
 TITLE = "Devices"
 
@@ -112,3 +116,37 @@ def _recorded_runs(recorded: pd.DataFrame, skipped: list[tuple[str, str]]) -> No
     )
     st.plotly_chart(figure, key="chart_devices_recorded")
     csv_button(recorded, "rnnviz_recorded_runs.csv", "csv_recorded")
+
+
+#: The block view's table: its columns and their headers.
+BLOCK_COLUMNS = {
+    "device": "device",
+    "way": "way",
+    "compile_s": "compile (s)",
+    "run_ms": "run, median (ms)",
+    "ratio": "× plain jax.grad",
+    "speedup": "× faster than the first device",
+    "agrees": "agrees",
+}
+
+
+def render_block(ctx: BlockContext) -> None:
+    """A reference block's ways of computing its per-step gradients on every device the
+    workers' JAX sees: bars per device × way, a table, and which devices those were."""
+    what = f"each way of computing the gradients of {describe(ctx.config)} on every device, timed"
+    args = (ctx.key, BLOCK_STRATEGY_REPEATS)
+    d = ctx.get(Request(jobs.block_devices, args, route(ctx.config), what, timed=True))
+    df = device_way_frame(d)
+    st.plotly_chart(device_way_bars(df), key="chart_block_devices")
+    table = df[list(BLOCK_COLUMNS)].rename(columns=BLOCK_COLUMNS)
+    st.dataframe(table, hide_index=True, key="table_block_devices")
+    why = (
+        d.gpu_reason and f" No GPU here ({d.gpu_reason}): a GPU's rows need this page on a machine with one."
+    )
+    st.caption(
+        f"Devices JAX sees: {', '.join(r.device for r in d.runs)}. On each, the block's weights and inputs "
+        "were put there and its ways timed in their own rounds, as on the Strategies tab. Agrees: the loss "
+        "within float rounding of plain jax.grad's there and on the first device, the per-step norms of "
+        f"the one-pass analysis's there.{why or ''}"
+    )
+    csv_button(df, "rnnviz_block_devices.csv", "csv_block_devices")
