@@ -249,8 +249,8 @@ def _cell_page(cfg: RunConfig, a: Analysis, compiled_now: bool, env) -> None:
 
 
 def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
-    """A reference block's page: what the model is, then each tab's view across its layers
-    (``render_block``) or, for a tab with none, one line saying so."""
+    """A reference block's page: what the model is, then the open tab's view across its layers
+    (``render_block``)."""
     summary, a = answer
     data = st.session_state.get("data_source")
     page.block_header(cfg, summary, data)
@@ -260,13 +260,7 @@ def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
     for tab, panel in zip(tabs.TABS, panels):
         if panel.open:
             with panel:
-                draw = getattr(tab, "render_block", None)
-                if draw is None:
-                    st.info(
-                        f"The {tab.TITLE} view reads a bare cell: choose Block 'cell' in the sidebar for it."
-                    )
-                else:
-                    _guarded(tab.TITLE, lambda draw=draw: draw(ctx), cfg)
+                _guarded(tab.TITLE, lambda tab=tab: tab.render_block(ctx), cfg)
 
 
 #: ``RunConfig.block`` → the page drawn from its analysis: one line per kind of block.

@@ -1,6 +1,7 @@
 """A tab is one module: the page shows exactly ``rnnviz.ui.tabs.TABS``, each tab exposes
-``TITLE`` and ``render(ctx)``, a tab renders from a fake context with no worker process,
-and a module added to the tuple appears on the page (its errors stay inside it)."""
+``TITLE``, ``requests(ctx)``, ``render(ctx)`` and ``render_block(ctx)``, a tab renders from a
+fake context with no worker process, and a module added to the tuple appears on the page (its
+errors stay inside it)."""
 
 from __future__ import annotations
 
@@ -72,6 +73,10 @@ def test_each_tab_module_exposes_a_title_and_render_and_requests_of_one_context(
         assert params[0].annotation in ("TabContext", tabs.context.TabContext)
     assert inspect.signature(tab.requests).return_annotation == "list[Request]"
     assert tab.__name__.startswith("rnnviz.ui.tabs.") and tab.__doc__
+    # a reference block's page calls it: its own view, or the same render where the tab does not
+    # read the page's model
+    (param,) = inspect.signature(tab.render_block).parameters.values()
+    assert param.name == "ctx" and (tab.render_block is tab.render or param.annotation == "BlockContext")
 
 
 def test_titles_are_unique_and_every_tab_module_is_in_the_tuple():
