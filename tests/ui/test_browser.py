@@ -125,6 +125,37 @@ def test_page_renders_charts_reacts_to_the_cell_and_opens_every_tab(server, brow
     page.close()
 
 
+#: The trace names of the Compare chart of a block's page (one line per design; what Plotly
+#: drew, as a single trace has no legend).
+COMPARE_LINES = f"""() => {{ const p = [...document.querySelectorAll('{CHART}')]
+  .find(e => (e.querySelector('.gtitle') || {{}}).textContent?.startsWith('‖∂L/∂x_t‖ at the inputs'));
+  return p && p._fullData ? p._fullData.map(d => d.name) : []; }}"""
+
+
+def test_a_block_page_puts_two_designs_side_by_side_and_times_them_on_each_device(server, browser, tmp_path):
+    """A 2-layer Mamba's page: the layer × step heatmap; Mamba, then a GRU stack pinned in
+    Compare and drawn on one chart; the Devices tab's ways of computing the block's gradients."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    page.add_init_script(RUN_COUNTER)
+    page.goto(f"{server}/?cell=mamba&block=reference&layers=2&hidden_size=16&seq_len=12")
+    page.wait_for_selector(CHART, timeout=TAB_MS)
+    _open_tab(page, "Gradients", "‖∂L/∂x_t‖ through every layer", tmp_path)
+    _open_tab(page, "Compare", ".st-key-pin button", tmp_path)
+    page.locator(".st-key-pin button").click()
+    page.wait_for_function(f"() => ({COMPARE_LINES})().length === 1", timeout=TAB_MS, polling=POLL_MS)
+    _idle(page)
+    _choose(page, "cfg_cell", "gru · classic")
+    page.wait_for_function("() => location.search.includes('cell=gru')", timeout=TAB_MS, polling=POLL_MS)
+    _idle(page)
+    page.locator(".st-key-pin button").click()
+    page.wait_for_function(f"() => ({COMPARE_LINES})().length === 2", timeout=TAB_MS, polling=POLL_MS)
+    legend = page.evaluate(COMPARE_LINES)
+    assert legend[0].startswith("gru block ×2") and legend[1].startswith("mamba block ×2"), legend
+    page.screenshot(path=str(tmp_path / "compare_blocks.png"), full_page=True)
+    _open_tab(page, "Devices", "Each way of computing the gradients, on each device", tmp_path)
+    page.close()
+
+
 def test_chromium_is_the_debian_build():
     if not shutil.which("chromium") and not Path(CHROMIUM).exists():
         _unavailable("chromium not installed")
