@@ -25,7 +25,7 @@ from rnnviz.bench.suites import (
     LEARNING_CELLS,
     TEXT_CELLS,
 )
-from rnnviz.config import RunConfig
+from rnnviz.config import ConfigError, RunConfig
 from rnnviz.dataset import fit_to_data, load_dataset
 from rnnviz.engine.environment import run_stamp
 from rnnviz.studies.block_models import block_param_count, sized_config
@@ -272,8 +272,13 @@ def block_learning_table(
 
     With ``record``, each row's records are appended to that file as soon as the row is done,
     and a row the file already holds (:func:`recorded_rows`) is skipped: a table of many hours
-    resumes where it stopped. Returns the records of the rows run."""
-    done = recorded_rows(record) if record else set()
+    resumes where it stopped. Returns the records of the rows run.
+
+    Raises:
+        ConfigError: ``record`` holds rows trained for another number of steps (one table, one
+            setting: its rows would not compare).
+    """
+    done = recorded_rows(record, steps) if record else set()
     digits = {order: load_dataset("digits", order=order) for order in DIGIT_ORDERS}
     text = load_dataset("text", corpus="prose", seq_len=100)
     print(
@@ -305,16 +310,23 @@ def block_learning_table(
     return records
 
 
-def recorded_rows(path: str) -> set[tuple[str, int, str, str]]:
+def recorded_rows(path: str, steps: int) -> set[tuple[str, int, str, str]]:
     """``(cell, depth, target count, data set)`` of the block table's rows ``path`` holds (none
-    when it does not exist)."""
+    when it does not exist), each digits row checked to be trained for ``steps`` steps (the
+    text's follow from them).
+
+    Raises:
+        ConfigError: a row trained for another number of steps.
+    """
     if not Path(path).exists():
         return set()
-    return {
-        (r["config"]["cell"], r["config"]["layers"], r["target_params"], r["data"])
-        for r in load_records([path]).records
-        if r.get("target_params") is not None
-    }
+    rows = [r for r in load_records([path]).records if r.get("target_params") is not None]
+    for r in rows:
+        if r["data"].startswith("digits") and r["steps"] != steps:  # the text's follow the digits'
+            held = f"{r['steps']}, as the rows {path} holds were trained (one table, one setting)"
+            held += ", or another file"
+            raise ConfigError("steps", steps, held)
+    return {(r["config"]["cell"], r["config"]["layers"], r["target_params"], r["data"]) for r in rows}
 
 
 def _block_row(cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: str, out) -> list[dict]:

@@ -250,7 +250,7 @@ def _cell_page(cfg: RunConfig, a: Analysis, compiled_now: bool, env) -> None:
 
 def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
     """A reference block's page: what the model is, then the open tab's view across its layers
-    (``render_block``)."""
+    (``render_block``), and what the other tabs declare (``block_requests``) in idle time."""
     summary, a = answer
     data = st.session_state.get("data_source")
     page.block_header(cfg, summary, data)
@@ -261,6 +261,8 @@ def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
         if panel.open:
             with panel:
                 _guarded(tab.TITLE, lambda tab=tab: tab.render_block(ctx), cfg)
+    closed = tuple(t for t, panel in zip(tabs.TABS, panels) if not panel.open)
+    calls.prepare_tabs(ctx, closed, "block_requests")  # what the other tabs declare, in idle time
 
 
 #: ``RunConfig.block`` → the page drawn from its analysis: one line per kind of block.

@@ -94,8 +94,9 @@ def neighbour_preparer() -> Preparer:
     )
 
 
-def prepare_tabs(ctx: Any, tabs: tuple) -> None:
-    """Have idle time compute what ``tabs`` (those not open) declare, in their order, at the
+def prepare_tabs(ctx: Any, tabs: tuple, declared: str = "requests") -> None:
+    """Have idle time compute what ``tabs`` (those not open) declare (``declared``: the name of
+    their function of a context, ``block_requests`` on a block's page), in their order, at the
     page's context and the session's widget values as they are now."""
     if isinstance(pool(), InlinePool):
         return
@@ -107,7 +108,7 @@ def prepare_tabs(ctx: Any, tabs: tuple) -> None:
 
     def plan(look_up) -> list[Request]:  # look_up: a kept answer, or Missing
         idle = ctx._replace(state=state, get=look_up, has=kept, idle=True)
-        return [r for tab in tabs for r in tab.requests(idle)]
+        return [r for tab in tabs for r in getattr(tab, declared)(idle)]
 
     preparer().want(route(ctx.config, ctx.data_source), plan)
 

@@ -311,6 +311,64 @@ def test_idle_time_computes_what_the_closed_tabs_declare_and_then_the_tabs_compu
         assert at.get("plotly_chart"), tab.TITLE
 
 
+def _render_block(tab, ctx):
+    tab.render_block(ctx)
+
+
+@pytest.mark.slow
+def test_idle_time_computes_what_a_blocks_closed_tabs_declare_and_then_they_compute_nothing():
+    """On a reference block's page: each closed tab's ``block_requests`` in the tabs' order,
+    each job once; opened afterwards, each ``render_block`` draws from those answers alone."""
+    from rnnviz.serve.requests import job_key
+    from rnnviz.ui.tabs.context import BlockContext, Pins
+
+    cfg = RunConfig(cell="gru", block="reference", layers=2, hidden_size=4, seq_len=6, batch_size=2)
+    key = job_key(cfg)
+    summary, a = jobs.block_analysis(key)
+    cache = ResultCache(max_bytes=2**26)
+    pins = Pins((), (), (), lambda: None, lambda i: None, lambda: None)
+    state = {"block_phase_n": 3, "block_phase_seeds": 2}
+    ctx = BlockContext(cfg, key, summary, a, None, None, pins, None, state)
+    closed = tuple(
+        _tab(t) for t in ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Devices")
+    )
+    pool = _Pool()
+    prep = Preparer(pool, cache, "preparing the other tabs")
+
+    def has(request: Request) -> bool:
+        return request.cached and cache.peek(request.key)
+
+    def plan(look_up) -> list[Request]:
+        idle_ctx = ctx._replace(get=look_up, has=has, idle=True)
+        return [r for tab in closed for r in tab.block_requests(idle_ctx)]
+
+    try:
+        prep.want("page", plan)
+        _drained(prep)
+    finally:
+        prep.stop()
+    assert [r[0] for r in pool.ran] == [
+        "block_states",
+        "block_strategies",
+        "block_phase",
+        "block_jacobians",
+        "block_lyapunov",
+        "block_devices",
+    ]
+    assert ("block_phase", key, 0.5, 2.0, 3, 2) in pool.ran  # torch's GRU: a gain from 0.5 to 2
+
+    def cached_only(request: Request):
+        return cache.get(request.key, lambda: pytest.fail(f"{request.what} was not computed ahead"))
+
+    opened = ctx._replace(get=cached_only, has=has)
+    for tab in closed:
+        at = AppTest.from_function(_render_block, args=(tab, opened), default_timeout=120)
+        at.session_state["block_phase_n"], at.session_state["block_phase_seeds"] = 3, 2
+        at.run()
+        assert not at.exception, (tab.TITLE, [e.value for e in at.exception])
+        assert at.get("plotly_chart"), tab.TITLE
+
+
 def test_the_jacobians_tab_declares_the_parts_it_draws_at_a_long_pass():
     """At LSTM H=128 T=1000 B=32 (the budget's unit as measured there) the tab declares its
     σ_i(J_t) in interleaved parts, the same for idle time as for its own drawing."""

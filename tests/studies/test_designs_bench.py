@@ -110,5 +110,9 @@ def test_the_block_learning_table_records_each_design_at_its_sized_width(tmp_pat
     # run again: every row is in the file already, so none is trained or written twice
     assert main([*flags, "--types", "gru", "--steps", "2", "--record", str(path)]) == 0
     assert path.read_text().count("\n") == 9
+    # the same file at another number of steps: refused, nothing trained or written
+    assert main([*flags, "--types", "gru", "--steps", "3", "--record", str(path)]) == 2
+    assert "steps=3 is not allowed: 2, as the rows" in capsys.readouterr().err
+    assert path.read_text().count("\n") == 9
     assert main([*flags, "--types", "lru"]) == 2
     assert "cells with a reference block" in capsys.readouterr().err

@@ -1,7 +1,7 @@
 """A tab is one module: the page shows exactly ``rnnviz.ui.tabs.TABS``, each tab exposes
-``TITLE``, ``requests(ctx)``, ``render(ctx)`` and ``render_block(ctx)``, a tab renders from a
-fake context with no worker process, and a module added to the tuple appears on the page (its
-errors stay inside it)."""
+``TITLE``, ``requests(ctx)``, ``render(ctx)``, ``block_requests(ctx)`` and
+``render_block(ctx)``, a tab renders from a fake context with no worker process, and a module
+added to the tuple appears on the page (its errors stay inside it)."""
 
 from __future__ import annotations
 
@@ -75,8 +75,9 @@ def test_each_tab_module_exposes_a_title_and_render_and_requests_of_one_context(
     assert tab.__name__.startswith("rnnviz.ui.tabs.") and tab.__doc__
     # a reference block's page calls it: its own view, or the same render where the tab does not
     # read the page's model
-    (param,) = inspect.signature(tab.render_block).parameters.values()
-    assert param.name == "ctx" and (tab.render_block is tab.render or param.annotation == "BlockContext")
+    for fn, same in ((tab.render_block, tab.render), (tab.block_requests, tab.requests)):
+        (param,) = inspect.signature(fn).parameters.values()
+        assert param.name == "ctx" and (fn is same or param.annotation == "BlockContext")
 
 
 def test_titles_are_unique_and_every_tab_module_is_in_the_tuple():

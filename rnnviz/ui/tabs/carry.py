@@ -11,7 +11,7 @@ from rnnviz import charts
 from rnnviz.charts.models import layer_state_norms, layer_state_units
 from rnnviz.frames.gradients import carry_heatmap_frame, carry_norm_frame, gates_frame, projection_frame
 from rnnviz.frames.models import layer_state_frame, layer_units_frame
-from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.tables.cells import cell_spec
 from rnnviz.ui.tabs.common import csv_button
 from rnnviz.ui.tabs.context import BlockContext, TabContext
@@ -63,11 +63,15 @@ def render(ctx: TabContext) -> None:
     csv_button(norms, "rnnviz_carry_norms.csv", "csv_carry")
 
 
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """Each recurrent layer's states over the steps."""
+    return [ctx.request(jobs.block_states, what="the states of each layer")]
+
+
 def render_block(ctx: BlockContext) -> None:
     """A reference block's recurrent layers: the norm of each state leaf over t, a panel per
     layer, then the first numbers of the leaf chosen."""
-    what = f"the states of each layer of {describe(ctx.config)}"
-    s = ctx.get(Request(jobs.block_states, (ctx.key,), route(ctx.config), what))
+    s = ctx.get(*block_requests(ctx))
     if not s.layers:
         st.info("This block has no recurrent layer: no state to follow.")
         return

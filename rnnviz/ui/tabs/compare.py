@@ -72,6 +72,11 @@ def render(ctx: TabContext) -> None:
     )
 
 
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """Nothing ahead: the pins' analyses are the page's; the report is made when asked."""
+    return []
+
+
 def render_block(ctx: BlockContext) -> None:
     """Designs as their reference blocks side by side: the pinned ones (and the current) listed
     with their sizes, what reaches each one's inputs drawn together, their numbers, and the

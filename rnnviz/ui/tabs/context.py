@@ -59,8 +59,9 @@ class BlockContext(NamedTuple):
         key: the config's job key (:func:`~rnnviz.serve.requests.job_key`).
         data_source: the sidebar's data set (its first B training sequences are what the views
             read, and the Training tab may train on it), or None.
-        state: the widget values by key (``st.session_state``): what the tabs that do not read
-            the page's model (Learn, Your model) read as they do on a bare cell's page.
+        state: the widget values by key (``st.session_state``; in idle time, a copy).
+        has: whether a request's answer is there; idle: True in idle time (as in
+            :class:`TabContext`).
     """
 
     config: RunConfig
@@ -72,6 +73,15 @@ class BlockContext(NamedTuple):
     pins: Pins
     data_source: dict[str, Any] | None = None
     state: Mapping[str, Any] = {}
+    has: Callable[[Request], bool] = lambda request: False
+    idle: bool = False
+
+    def request(self, job: Callable[..., Any], *args: Any, what: str, timed: bool = False) -> Request:
+        """A request for ``job(key, *args)`` of the page's block on the session's data, routed
+        as its analysis: the one way a block view names a computation. ``what`` says it in
+        words (the config is added); ``timed``: its answer holds run times."""
+        where = route(self.config, self.data_source)
+        return Request(job, (self.key, *args), where, f"{what} ({describe(self.config)})", timed)
 
 
 class TabContext(NamedTuple):

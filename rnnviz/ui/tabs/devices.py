@@ -15,7 +15,7 @@ from rnnviz.charts.models import device_way_bars
 from rnnviz.frames.costs import recorded_selection, recorded_times_frame, speedup_frame
 from rnnviz.frames.models import device_way_frame
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.serve.settings import BLOCK_STRATEGY_REPEATS
 from rnnviz.ui.tabs.common import (
     asked,
@@ -130,12 +130,16 @@ BLOCK_COLUMNS = {
 }
 
 
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """Each way of computing the block's per-step gradients on every device, timed."""
+    what = "each way of computing the gradients on every device, timed"
+    return [ctx.request(jobs.block_devices, BLOCK_STRATEGY_REPEATS, what=what, timed=True)]
+
+
 def render_block(ctx: BlockContext) -> None:
     """A reference block's ways of computing its per-step gradients on every device the
     workers' JAX sees: bars per device × way, a table, and which devices those were."""
-    what = f"each way of computing the gradients of {describe(ctx.config)} on every device, timed"
-    args = (ctx.key, BLOCK_STRATEGY_REPEATS)
-    d = ctx.get(Request(jobs.block_devices, args, route(ctx.config), what, timed=True))
+    d = ctx.get(*block_requests(ctx))
     df = device_way_frame(d)
     st.plotly_chart(device_way_bars(df), key="chart_block_devices")
     table = df[list(BLOCK_COLUMNS)].rename(columns=BLOCK_COLUMNS)

@@ -101,6 +101,11 @@ def _notes(a: Analysis, bound: bool) -> None:
         )
 
 
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """Nothing: the views draw the page's analysis."""
+    return []
+
+
 def render_block(ctx: BlockContext) -> None:
     """A reference block's view across its layers: the layer × step heatmap with a line per
     layer, each recurrent layer's state gradients, and the connectivity over the inputs."""

@@ -16,7 +16,7 @@ from rnnviz.config import carry_size
 from rnnviz.frames.dynamics import decay_frame, running_frame, singular_values_frame, spectrum_frame
 from rnnviz.frames.models import layer_lyapunov_frame, layer_sigma_frame
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.tabs.common import asked, cost, csv_button, interleaved_parts, prose, within_budget
 from rnnviz.ui.tabs.context import BlockContext, TabContext
 
@@ -129,11 +129,19 @@ def _exponents(a: Analysis, ly: Lyapunov, n_examples: int) -> None:
 BLOCK_K = 4
 
 
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """The top singular values of each recurrent layer's step Jacobians, and its λ₁."""
+    return [
+        ctx.request(jobs.block_jacobians, BLOCK_K, what="the step Jacobians of each layer"),
+        ctx.request(jobs.block_lyapunov, what="λ₁ of each layer"),
+    ]
+
+
 def render_block(ctx: BlockContext) -> None:
     """A reference block's recurrent layers: σ₁ of each one's step Jacobian over t, and the
     mean of ln σ₁ per layer (an upper bound on its top Lyapunov exponent)."""
-    what = f"the step Jacobians of each layer of {describe(ctx.config)}"
-    j = ctx.get(Request(jobs.block_jacobians, (ctx.key, BLOCK_K), route(ctx.config), what))
+    jacobians, lyapunov = block_requests(ctx)
+    j = ctx.get(jacobians)
     if not j.layers:
         st.info("This block has no recurrent layer: no step Jacobian to take.")
         return
@@ -144,8 +152,7 @@ def render_block(ctx: BlockContext) -> None:
         f"{j.example}): {means}. Below 0, every step of that layer shrinks every direction of its state; "
         "the mean bounds the layer's top Lyapunov exponent from above."
     )
-    what = f"λ₁ of each layer of {describe(ctx.config)}"
-    ly = ctx.get(Request(jobs.block_lyapunov, (ctx.key,), route(ctx.config), what))
+    ly = ctx.get(lyapunov)
     running = layer_lyapunov_frame(ly)
     title = "λ₁ of each recurrent layer: the running mean of ln ‖J_t v_{t−1}‖ after the warm-up"
     st.plotly_chart(charts.line_figure(running, title, "λ₁ per step (estimate)"), key="chart_block_lyapunov")

@@ -122,4 +122,4 @@ def render(ctx: TabContext) -> None:
 
 #: On a reference block's page the same lessons: they read the widgets, not the page's model (a
 #: preset loads a bare cell).
-render_block = render
+render_block, block_requests = render, requests

@@ -89,6 +89,11 @@ def render(ctx: TabContext) -> None:
     _along_the_sequence(shown, current)
 
 
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """Nothing: the reach is read from the page's analysis."""
+    return []
+
+
 def render_block(ctx: BlockContext) -> None:
     """A reference block's memory across its layers: how far back the gradient entering each
     block still reaches, from its own analysis (the connectivity over the inputs is on the

@@ -273,4 +273,4 @@ def _read_position(p: int | None, positions: int) -> int | None:
 
 #: On a reference block's page the same tab: it reads a checkpoint, the widgets and the sidebar's
 #: seed and batch, not the page's model.
-render_block = render
+render_block, block_requests = render, requests

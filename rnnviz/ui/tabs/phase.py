@@ -13,7 +13,7 @@ from rnnviz.config import FIELD_SPECS
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.frames.models import block_phase_frame, block_phase_matrix
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.tables.block_knobs import BLOCK_KNOBS
 from rnnviz.tables.blocks import BLOCK_DESIGNS
 from rnnviz.tables.cells import cell_spec
@@ -103,6 +103,31 @@ def render(ctx: TabContext) -> None:
     csv_button(lam, "rnnviz_lyapunov_phase.csv", "csv_lyapunov_phase", "Download λ₁ vs gain (CSV)")
 
 
+def _block_sweep(ctx: BlockContext) -> tuple[budget.Plan, Request] | None:
+    """The block's sweep at the widgets' values (its design's own range until they are set for
+    it), sized to a view's budget; None for an empty range."""
+    knob, state = BLOCK_KNOBS[BLOCK_DESIGNS[ctx.config.cell].design], ctx.state
+    own = state.get("block_phase_knob") == knob.name and "block_phase_lo" in state
+    lo, hi = (float(state["block_phase_lo"]), float(state["block_phase_hi"])) if own else knob.view
+    if hi <= lo:
+        return None
+    unit = budget.Cost(ctx.analysis.run_s, ctx.analysis.compile_s)
+    asked_n, asked_seeds = (
+        state.get("block_phase_n", BLOCK_VALUES),
+        state.get("block_phase_seeds", BLOCK_SEEDS),
+    )
+    plan = budget.block_phase_plan(unit, int(asked_n), int(asked_seeds))
+    n, seeds = plan.settings["values"], plan.settings["seeds"]
+    what = f"the phase diagram, {n} values of its {knob.name} × {seeds} seeds"
+    return plan, ctx.request(jobs.block_phase, lo, hi, n, seeds, what=what)
+
+
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """The knob × lag sweep, within the budget (or once asked anyway)."""
+    sweep = _block_sweep(ctx)
+    return [sweep[1]] if sweep is not None and asked(ctx, sweep[0], "block_phase") else []
+
+
 def render_block(ctx: BlockContext) -> None:
     """A reference block's phase diagram: its design's memory knob × lag, how much of the
     gradient reaching the last input reaches each earlier one (the knob's range inputs, the
@@ -116,19 +141,16 @@ def render_block(ctx: BlockContext) -> None:
     c1, c2, c3, c4 = st.columns(4)
     lo = c1.number_input(f"{knob.symbol} from", knob.lo, knob.hi, format="%g", key="block_phase_lo")
     hi = c2.number_input(f"{knob.symbol} to", knob.lo, knob.hi, format="%g", key="block_phase_hi")
-    n = c3.number_input("values", 2, 64, BLOCK_VALUES, 1, key="block_phase_n")
-    seeds = c4.number_input("seeds", 1, 8, BLOCK_SEEDS, 1, key="block_phase_seeds")
-    if hi <= lo:
+    c3.number_input("values", 2, 64, BLOCK_VALUES, 1, key="block_phase_n")
+    c4.number_input("seeds", 1, 8, BLOCK_SEEDS, 1, key="block_phase_seeds")
+    sweep = _block_sweep(ctx)
+    if sweep is None:
         st.error(f"'{knob.symbol} to' ({hi:g}) must be larger than '{knob.symbol} from' ({lo:g}).")
         return
-    unit = budget.Cost(ctx.analysis.run_s, ctx.analysis.compile_s)
-    plan = budget.block_phase_plan(unit, int(n), int(seeds))
+    plan, request = sweep
     if not within_budget(plan, "block_phase"):
         return
-    n, seeds = plan.settings["values"], plan.settings["seeds"]
-    what = f"the phase diagram of {describe(cfg)}, {n} values of its {knob.name} × {seeds} seeds"
-    args = (ctx.key, float(lo), float(hi), int(n), int(seeds))
-    p = ctx.get(Request(jobs.block_phase, args, route(cfg), what))
+    p = ctx.get(request)
     df = block_phase_frame(p)
     axis = f"{knob.name} {knob.symbol}"
     figure = block_phase_figure(block_phase_matrix(df), axis, log_x=knob.spacing == "log")

@@ -16,7 +16,7 @@ from rnnviz.config import MAX_SEQ_LEN, max_seq_len_within_budget
 from rnnviz.frames.gradients import contributions_frame
 from rnnviz.frames.models import ROUNDING, way_frame
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, describe, jobs, route
+from rnnviz.serve.requests import Request, jobs
 from rnnviz.serve.settings import BLOCK_STRATEGY_REPEATS, BLOCK_STRATEGY_S
 from rnnviz.tables.strategies import contributions_source, strategy_rules
 from rnnviz.ui.tabs.common import (
@@ -168,13 +168,17 @@ BLOCK_COLUMNS = {
 }
 
 
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """Each way of computing the block's per-step gradients, timed."""
+    what = "each way of computing the gradients, timed"
+    return [ctx.request(jobs.block_strategies, BLOCK_STRATEGY_REPEATS, what=what, timed=True)]
+
+
 def render_block(ctx: BlockContext) -> None:
     """A reference block's ways of computing its per-step gradients: the median run of each
     as a bar (its ratio to plain ``jax.grad`` on it), a table of the times, ratios and whether
     the results agree, and what each way computes."""
-    what = f"each way of computing the gradients of {describe(ctx.config)}, timed"
-    args = (ctx.key, BLOCK_STRATEGY_REPEATS)
-    s = ctx.get(Request(jobs.block_strategies, args, route(ctx.config), what, timed=True))
+    s = ctx.get(*block_requests(ctx))
     df = way_frame(s)
     st.plotly_chart(way_bars(df), key="chart_block_strategies")
     table = df[list(BLOCK_COLUMNS)].rename(columns=BLOCK_COLUMNS)

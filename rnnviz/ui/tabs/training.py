@@ -71,6 +71,11 @@ def render(ctx: TabContext) -> None:
     _render(ctx.config, ctx.training, ctx.data_source)
 
 
+def block_requests(ctx: BlockContext) -> list[Request]:
+    """Nothing ahead: a run starts when the user presses Train."""
+    return []
+
+
 def render_block(ctx: BlockContext) -> None:
     """A reference block trained as a bare cell is (:mod:`rnnviz.studies.training.blocks`): the
     same controls, curves and verdict (on the sidebar's data set too); its profile is over the
