@@ -253,6 +253,28 @@ def _render(tab, ctx):
     tab.render(ctx)
 
 
+def _prepared(ctx, closed: tuple, declared: str, cache: ResultCache):
+    """Idle time's plan of what the ``closed`` tabs declare (their ``declared`` function of an
+    idle copy of ``ctx``, as :func:`rnnviz.ui.calls.prepare_tabs` makes it), run to the end on
+    a fake pool: the pool (what ran) and whether ``cache`` holds a request's answer."""
+    pool = _Pool()
+    prep = Preparer(pool, cache, "preparing the other tabs")
+
+    def has(request: Request) -> bool:
+        return request.cached and cache.peek(request.key)
+
+    def plan(look_up) -> list[Request]:
+        idle_ctx = ctx._replace(get=look_up, has=has, idle=True)
+        return [r for tab in closed for r in getattr(tab, declared)(idle_ctx)]
+
+    try:
+        prep.want("page", plan)
+        _drained(prep)
+    finally:
+        prep.stop()
+    return pool, has
+
+
 @pytest.mark.slow
 def test_idle_time_computes_what_the_closed_tabs_declare_and_then_the_tabs_compute_nothing():
     """What the budgets need first (the quiet timing: every budget counts in it), then each tab's requests
@@ -266,21 +288,7 @@ def test_idle_time_computes_what_the_closed_tabs_declare_and_then_the_tabs_compu
     cache = ResultCache(max_bytes=2**26)
     ctx = fake_context(a, state={"phase_n": 3, "phase_seeds": 2, "jac_k": 2, "jac_example": 1})
     closed = tuple(_tab(t) for t in ("Strategies", "Phase diagram", "Jacobians", "Devices"))
-    pool = _Pool()
-    prep = Preparer(pool, cache, "preparing the other tabs")
-
-    def has(request: Request) -> bool:
-        return request.cached and cache.peek(request.key)
-
-    def plan(look_up) -> list[Request]:
-        idle_ctx = ctx._replace(get=look_up, has=has, idle=True)
-        return [r for tab in closed for r in tab.requests(idle_ctx)]
-
-    try:
-        prep.want("page", plan)
-        _drained(prep)
-    finally:
-        prep.stop()
+    pool, has = _prepared(ctx, closed, "requests", cache)
     names = [r[0] for r in pool.ran]
     # what the Strategies tab's budget needs first: the strategies that apply, the quiet timing
     assert names[:2] == ["strategy_availability", "quiet_run_s"] and names.count("quiet_run_s") == 1
@@ -332,21 +340,7 @@ def test_idle_time_computes_what_a_blocks_closed_tabs_declare_and_then_they_comp
     closed = tuple(
         _tab(t) for t in ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Devices")
     )
-    pool = _Pool()
-    prep = Preparer(pool, cache, "preparing the other tabs")
-
-    def has(request: Request) -> bool:
-        return request.cached and cache.peek(request.key)
-
-    def plan(look_up) -> list[Request]:
-        idle_ctx = ctx._replace(get=look_up, has=has, idle=True)
-        return [r for tab in closed for r in tab.block_requests(idle_ctx)]
-
-    try:
-        prep.want("page", plan)
-        _drained(prep)
-    finally:
-        prep.stop()
+    pool, has = _prepared(ctx, closed, "block_requests", cache)
     assert [r[0] for r in pool.ran] == [
         "block_states",
         "block_strategies",
