@@ -1,22 +1,17 @@
 """Device selection, runs on every device, and the Devices view with recorded data."""
 
-import json
-import os
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
 import numpy as np
 import pytest
 from apptest_helpers import decode, figure_by_title, run_app
+from device_helpers import on_two_cpus
 
 from rnnviz import RunConfig
 from rnnviz.base.measurements import append_records
 from rnnviz.frames.costs import records_frame, speedup_frame
 from rnnviz.studies.comparisons import measure, present_devices, run_on_devices
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_two_forced_cpu_devices_give_one_row_each_with_identical_gradients():
@@ -34,13 +29,7 @@ def test_two_forced_cpu_devices_give_one_row_each_with_identical_gradients():
                           "same_norms": bool((a0.grad_norms == a1.grad_norms).all()),
                           "devices": [a0.timing.device, a1.timing.device]}))
     """)
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
-    env = {**os.environ, "XLA_FLAGS": flags, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = on_two_cpus(script)
     assert [(r["device_id"], r["strategy"]) for r in got["rows"]] == [
         (0, "accumulate"),
         (0, "per_step"),

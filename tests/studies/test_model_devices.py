@@ -7,14 +7,11 @@ asserted."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
-from pathlib import Path
 
 import jax
 import pytest
+from device_helpers import on_two_cpus
 
 from rnnviz.charts.models import device_way_bars
 from rnnviz.config import RunConfig
@@ -24,7 +21,6 @@ from rnnviz.studies.block_models import block_inputs, block_model
 from rnnviz.studies.comparisons import present_devices
 from rnnviz.studies.model_costs import WAYS, block_on_devices, block_strategies, on_device, placed_inputs
 
-ROOT = Path(__file__).resolve().parents[2]
 MAMBA = RunConfig(cell="mamba", block="reference", layers=2, hidden_size=8, seq_len=6, batch_size=2)
 NAMES = [w.name for w in WAYS]
 
@@ -91,13 +87,7 @@ def test_two_forced_cpu_devices_each_run_their_own_group_with_the_same_losses():
         print(json.dumps({"both": [[r.device, [w.loss for w in r.ways]] for r in both.runs],
                           "second": [r.device for r in second.runs]}))
     """)
-    flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count=2"
-    env = {**os.environ, "XLA_FLAGS": flags, "PYTHONPATH": str(ROOT)}
-    out = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, env=env, timeout=300, cwd=ROOT
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    got = json.loads(out.stdout.strip().splitlines()[-1])
+    got = on_two_cpus(script)
     assert [device for device, _ in got["both"]] == ["cpu:0 cpu", "cpu:1 cpu"]
     assert got["second"] == ["cpu:1 cpu"]
     (_, first), (_, other) = got["both"]
