@@ -66,7 +66,8 @@ def config_from_args(args: argparse.Namespace) -> RunConfig:
 
 
 def config_and_data(args: argparse.Namespace):
-    """``(RunConfig, Dataset or None, Weights or None)``.
+    """``(RunConfig, Dataset or None, weights or None)``: the weights a bare cell's tree, a
+    reference block's tensors (:data:`TRAINED`).
 
     With ``--weights`` the saved run's config is the base (flags override it), its weights
     at ``--step`` (default the last kept) are returned, and its data set is reloaded unless
@@ -82,7 +83,10 @@ def config_and_data(args: argparse.Namespace):
     weights = source = None
     if getattr(args, "weights", None) is not None:
         run = load_run(args.weights)
-        weights = run.weights(args.step)
+        if given.get("block", run.config.block) != run.config.block:
+            why = f"{run.config.block!r}, the run's: its weights fit only that kind of model"
+            raise ConfigError("block", given["block"], why)
+        weights = TRAINED[run.config.block](run, args.step)
         base = {k: v for k, v in run.config.to_dict().items() if v is not None}
         source = run.data_source
     if getattr(args, "data", None) is None and source is None:
@@ -98,6 +102,11 @@ def config_and_data(args: argparse.Namespace):
     cfg = RunConfig.from_mapping({**base, **given, **keep})
     check_data(cfg, ds)
     return cfg, ds, weights
+
+
+#: ``RunConfig.block`` → what ``--weights`` hands a command: a bare cell's weights tree, or a
+#: reference block's tensors by name.
+TRAINED = {"cell": lambda run, step: run.weights(step), "reference": lambda run, step: run.tensors(step)}
 
 
 def add_weights_flag(p: argparse.ArgumentParser, what: str) -> None:

@@ -97,17 +97,14 @@ def _analyze_cell(cfg: RunConfig, ds, weights, args: argparse.Namespace) -> int:
 
 def _analyze_block(cfg: RunConfig, ds, weights, args: argparse.Namespace) -> int:
     """A reference block's analysis (:func:`~rnnviz.studies.block_models.analyze_block`) on
-    ``--data``'s first B sequences or the bare cell's inputs: the per-layer summary or
-    ``--json``; trained weights and ``--csv`` are a bare cell's."""
+    ``--data``'s first B sequences or the bare cell's inputs, at ``--weights``' tensors when a
+    block's run is given: the per-layer summary or ``--json``; ``--csv`` is a bare cell's."""
     from rnnviz.cli.model import summary_text
     from rnnviz.studies.block_models import analyze_block
 
-    for name, given in (("weights", weights), ("csv", args.csv)):
-        if given is not None:
-            raise ConfigError(
-                name, getattr(args, name), "not with --block reference (a bare cell's run reads it)"
-            )
-    a = analyze_block(cfg, data=ds)
+    if args.csv is not None:
+        raise ConfigError("csv", args.csv, "not with --block reference (a bare cell's per-step rows)")
+    a = analyze_block(cfg, data=ds, tensors=weights)
     print(json.dumps(a.to_json()) if args.json else summary_text(a, cfg.layers))
     return 0
 

@@ -9,7 +9,7 @@ The records, :func:`reach` and the JSON are :mod:`rnnviz.report.numbers`' (no JA
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -202,6 +202,7 @@ def block_comparison(
     configs: Sequence[RunConfig],
     *,
     inputs: Sequence[np.ndarray] | None = None,
+    tensors: Sequence[Mapping[str, Any] | None] | None = None,
     progress: Callable[[str], None] | None = None,
 ) -> ModelComparison:
     """Designs as their reference blocks side by side: each config's
@@ -216,6 +217,8 @@ def block_comparison(
             :func:`~rnnviz.studies.block_models.sized_config` at matched counts).
         inputs: each config's ``<float32>[B, T, I]`` (e.g. ``block_inputs(cfg, data)``, the first
             B sequences of a data set); default: each config's drawn inputs.
+        tensors: each config's trained tensors or None (:func:`~rnnviz.studies.block_models.block_model`);
+            default: every block as its seed draws it.
         progress: called with a line (``"mamba: the analysis"``) before each analysis.
 
     Returns:
@@ -236,9 +239,12 @@ def block_comparison(
     """
     if not configs:
         raise ConfigError("cells", (), "at least one design")
-    if inputs is not None and len(inputs) != len(configs):
-        raise ConfigError("inputs", f"{len(inputs)} arrays", f"one per config ({len(configs)})")
-    models = [block_model(cfg) for cfg in configs]  # a width a design cannot take: before any analysis
+    for name, given in (("inputs", inputs), ("tensors", tensors)):
+        if given is not None and len(given) != len(configs):
+            raise ConfigError(name, f"{len(given)} entries", f"one per config ({len(configs)})")
+    trained = tensors if tensors is not None else [None] * len(configs)
+    # a width a design cannot take, or tensors that do not fit: before any analysis
+    models = [block_model(cfg, t) for cfg, t in zip(configs, trained)]
     say = progress or (lambda line: None)
     rows = []
     read = inputs if inputs is not None else [block_inputs(cfg) for cfg in configs]

@@ -219,21 +219,30 @@ def analysis(key: str) -> Analysis:
     return analyze(config_of(key), repeats=5, budget_s=TIMING_BUDGET_S, **_given(key))
 
 
+def _tensors(key: str) -> dict[str, np.ndarray] | None:
+    """The trained tensors a block's key names (``"weights": {"path": …, "step": …}``), or None."""
+    weights = json.loads(key).get("weights")
+    return None if weights is None else saved_run(weights["path"]).tensors(weights["step"])
+
+
 @functools.lru_cache(maxsize=2)
-def _block_model(cfg: RunConfig) -> Model:
-    return block_model(cfg)
+def _block_model(cfg: RunConfig, weights_key: str, version: tuple) -> Model:
+    return block_model(cfg, _tensors(weights_key))
 
 
-def _block_inputs(key: str, cfg: RunConfig) -> np.ndarray:
-    """What a block's views read: the first B sequences of the key's data set, else the bare
-    cell's inputs (:func:`~rnnviz.studies.block_models.block_inputs`)."""
-    return block_inputs(cfg, _data(key))
+def _block(key: str) -> tuple[Model, np.ndarray]:
+    """What a block's views read: the key's reference block (drawn from its seed, or a trained
+    run's tensors at a kept step) and its inputs, the first B sequences of the key's data set,
+    else the bare cell's (:func:`~rnnviz.studies.block_models.block_inputs`)."""
+    cfg, weights = config_of(key), json.loads(key).get("weights")
+    named = json.dumps({"weights": weights and {"path": weights["path"], "step": weights["step"]}})
+    model = _block_model(cfg, named, stamp(weights["path"]) if weights else ())
+    return model, block_inputs(cfg, _data(key))
 
 
 def block_is_compiled(key: str) -> bool:
     """Whether the key's block analysis would reuse this worker's executable (no compile)."""
-    cfg = config_of(key)
-    return is_compiled_for(_block_model(cfg), _block_inputs(key, cfg))
+    return is_compiled_for(*_block(key))
 
 
 def block_width(cell: str, layers: int, input_size: int, params: int) -> tuple[int, int]:
@@ -250,36 +259,29 @@ def block_width(cell: str, layers: int, input_size: int, params: int) -> tuple[i
 
 def block_analysis(key: str) -> tuple[ModelSummary, ModelAnalysis]:
     """A reference block's per-layer analysis (:func:`~rnnviz.studies.block_models.analyze_block`)
-    on the key's data set or the bare cell's inputs, and what the page says of its model; a bare
-    cell's key or trained weights raise the :class:`ConfigError` that names them."""
-    weights = json.loads(key).get("weights")
-    if weights is not None:
-        raise ConfigError("weights", weights["path"], "a bare cell's (Block 'cell'): no tab reads a block's")
-    cfg = config_of(key)
-    m = _block_model(cfg)
+    on the key's data set or the bare cell's inputs, at its seed's draw or a trained run's
+    tensors, and what the page says of its model."""
+    m, x = _block(key)
     summary = ModelSummary(m.model_type, m.source, m.n_layers, m.n_params, 0, m.input_size, False)
-    return summary, analyze_model(m, _block_inputs(key, cfg))
+    return summary, analyze_model(m, x)
 
 
 def block_jacobians(key: str, k: int) -> ModelJacobians:
     """The top-k singular values of each recurrent layer's step Jacobian of a reference block
     (:func:`~rnnviz.studies.model_jacobians.model_jacobians`), on its first example."""
-    cfg = config_of(key)
-    return model_jacobians(_block_model(cfg), _block_inputs(key, cfg), k=k)
+    return model_jacobians(*_block(key), k=k)
 
 
 def block_lyapunov(key: str) -> ModelLyapunov:
     """λ₁ of each recurrent layer of a reference block along its first example
     (:func:`~rnnviz.studies.model_lyapunov.model_lyapunov`)."""
-    cfg = config_of(key)
-    return model_lyapunov(_block_model(cfg), _block_inputs(key, cfg))
+    return model_lyapunov(*_block(key))
 
 
 def block_states(key: str) -> ModelStates:
     """Each recurrent layer's state over the steps of a reference block's first example: every
     leaf's norm and first numbers (:func:`~rnnviz.studies.model_states.model_states`)."""
-    cfg = config_of(key)
-    return model_states(_block_model(cfg), _block_inputs(key, cfg))
+    return model_states(*_block(key))
 
 
 def block_strategies(key: str, repeats: int) -> ModelStrategies:
@@ -287,15 +289,13 @@ def block_strategies(key: str, repeats: int) -> ModelStrategies:
     each other and timed in the same rounds as plain ``jax.grad`` of its loss (at most
     ``repeats`` rounds, fewer once a way's runs pass ``BLOCK_STRATEGY_S``;
     :func:`~rnnviz.studies.model_costs.block_strategies`)."""
-    cfg = config_of(key)
-    return model_strategies(_block_model(cfg), _block_inputs(key, cfg), repeats, BLOCK_STRATEGY_S)
+    return model_strategies(*_block(key), repeats, BLOCK_STRATEGY_S)
 
 
 def block_devices(key: str, repeats: int) -> ModelDevices:
     """:func:`block_strategies` on every device this worker's JAX sees, and the GPUs it sees
     (:func:`~rnnviz.studies.model_costs.block_on_devices`): the server learns them here."""
-    cfg = config_of(key)
-    return block_on_devices(_block_model(cfg), _block_inputs(key, cfg), None, repeats, BLOCK_STRATEGY_S)
+    return block_on_devices(*_block(key), None, repeats, BLOCK_STRATEGY_S)
 
 
 def block_phase(key: str, lo: float, hi: float, n: int, seeds: int) -> BlockPhase:
@@ -307,10 +307,11 @@ def block_phase(key: str, lo: float, hi: float, n: int, seeds: int) -> BlockPhas
 
 
 def block_report(keys: tuple[str, ...]) -> ModelComparison:
-    """Reference blocks side by side, each on its key's inputs, as the HTML report reads them
-    (:func:`~rnnviz.report.models.block_comparison`)."""
+    """Reference blocks side by side, each on its key's inputs and weights, as the HTML report
+    reads them (:func:`~rnnviz.report.models.block_comparison`)."""
     configs = [config_of(key) for key in keys]
-    return block_comparison(configs, inputs=[_block_inputs(k, c) for k, c in zip(keys, configs)])
+    inputs = [block_inputs(cfg, _data(key)) for key, cfg in zip(keys, configs)]
+    return block_comparison(configs, inputs=inputs, tensors=[_tensors(key) for key in keys])
 
 
 def quiet_run_s(key: str) -> float:

@@ -103,14 +103,19 @@ def route(cfg: RunConfig, data: dict | None = None) -> str:
     return job_key(RunConfig(**dict(cfg.shape_key())), data)
 
 
+def model_words(cfg: RunConfig) -> str:
+    """The cell, or its reference block and depth: ``'lstm'``, ``'mamba block ×2'``."""
+    return cfg.cell if cfg.block == "cell" else f"{cfg.cell} block ×{cfg.layers}"
+
+
 def describe(cfg: RunConfig) -> str:
     """A config in a few words, for the waiting line.
 
     >>> describe(RunConfig(cell="simple", seq_len=50, hidden_size=32, batch_size=4))
     'simple T=50 H=32 B=4 float32'
     """
-    what = cfg.cell if cfg.block == "cell" else f"{cfg.cell} block ×{cfg.layers}"
-    return f"{what} T={cfg.seq_len} H={cfg.hidden_size} B={cfg.batch_size or 'unbatched'} {cfg.dtype}"
+    batch = cfg.batch_size or "unbatched"
+    return f"{model_words(cfg)} T={cfg.seq_len} H={cfg.hidden_size} B={batch} {cfg.dtype}"
 
 
 # ---- the dashboard's own answers (the library's records are the others) -------------------

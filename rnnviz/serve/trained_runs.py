@@ -19,7 +19,17 @@ from rnnviz.serve.folders import admit, touch
 from rnnviz.serve.settings import settings
 
 #: The fields a trained run fixes (its weights only fit these); the rest stay the sidebar's.
-FOLLOWS_RUN = ("cell", "activation", "hidden_size", "input_size", "dtype", "carry_init", "recurrent_init")
+FOLLOWS_RUN = (
+    "cell",
+    "block",
+    "layers",
+    "activation",
+    "hidden_size",
+    "input_size",
+    "dtype",
+    "carry_init",
+    "recurrent_init",
+)
 
 
 def runs_folder() -> Path:
@@ -81,16 +91,11 @@ def header(path: str) -> dict[str, Any] | None:
 
 
 def saved_runs() -> dict[str, dict[str, Any]]:
-    """``{path: header}`` of the bare cells' runs in the folder, newest first: the weights the
-    tabs open (unreadable files, and the reference blocks' runs, whose tensors no tab reads as
-    weights, left out)."""
+    """``{path: header}`` of the runs in the folder, bare cells' and reference blocks', newest
+    first: the weights the tabs open (unreadable files left out)."""
     files = sorted(runs_folder().glob("*.rnnviz"), key=lambda p: p.stat().st_mtime_ns, reverse=True)
     headers = {str(p): header(str(p)) for p in files}
-    return {
-        p: h
-        for p, h in headers.items()
-        if h is not None and h.get("kept_steps") and h["config"].get("block", "cell") == "cell"
-    }
+    return {p: h for p, h in headers.items() if h is not None and h.get("kept_steps")}
 
 
 def run_label(header: dict[str, Any]) -> str:

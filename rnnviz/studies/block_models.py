@@ -24,9 +24,11 @@ from __future__ import annotations
 import bisect
 import functools
 import math
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 
 from rnnviz.base.models import ModelAnalysis, ModelStates
@@ -76,26 +78,70 @@ def _inner(design: str, cfg: RunConfig) -> tuple[Any, Any]:
     return family.parse(config, source), settings
 
 
-def block_model(cfg: RunConfig) -> Model:
-    """The config's reference block, drawn from the seed's parameter key.
+def block_model(cfg: RunConfig, tensors: Mapping[str, Any] | None = None) -> Model:
+    r"""The config's reference block, drawn from the seed's parameter key, or holding a trained
+    run's ``tensors``.
 
     Args:
         cfg: a config with ``block="reference"``.
+        tensors: a trained run's tensors by name (:meth:`~rnnviz.base.training.Training.tensors`,
+            what :func:`~rnnviz.studies.training.train` kept at one step); its readout has the
+            task's O outputs, which the loss then reads, :math:`L = ½ \sum_b ‖ŷ_{b,T}‖²`. None:
+            the seed's draw, its readout to H outputs.
 
     Returns:
         A :class:`~rnnviz.studies.models.Model` whose ``model_type`` is the design's and
         whose spec is a :class:`~rnnviz.engine.blocks.vectors.VectorSpec`.
 
     Raises:
-        ConfigError: ``cfg`` is a bare cell's, or H is not a width the design's template takes.
+        ConfigError: ``cfg`` is a bare cell's, H is not a width the design's template takes, or
+            ``tensors`` are not this block's by name and shape (:func:`check_tensors`).
+
+    Example:
+        >>> import rnnviz
+        >>> cfg = rnnviz.RunConfig(
+        ...     cell="gru", block="reference", layers=2, hidden_size=8, seq_len=6, input_size=2, batch_size=4
+        ... )
+        >>> run = rnnviz.train(cfg, "adding", steps=2, log_every=1)
+        >>> m = block_model(run.config, run.tensors())
+        >>> m.spec.output_size, "trained" in m.source
+        (1, True)
     """
     if cfg.block != "reference":
         raise ConfigError("block", cfg.block, "'reference' for a block model")
-    spec, settings = block_spec(cfg)
-    params = vectors.init_params(spec, block_key(cfg), dtype=cfg.dtype, settings=settings)
+    if tensors is None:
+        spec, settings = block_spec(cfg)
+        params = vectors.init_params(spec, block_key(cfg), dtype=cfg.dtype, settings=settings)
+        how = f"seed {cfg.seed}"
+    else:
+        spec = block_spec(cfg, output_size=check_tensors(cfg, tensors))[0]
+        params = {name: jnp.asarray(t, cfg.dtype) for name, t in tensors.items()}
+        how = "trained"
     nbytes = sum(v.nbytes for v in params.values())
-    source = f"{spec.design} × {cfg.layers} (H={cfg.hidden_size}, seed {cfg.seed})"
+    source = f"{spec.design} × {cfg.layers} (H={cfg.hidden_size}, {how})"
     return Model(spec.design, spec, place(params, devices_for(nbytes)), source)
+
+
+def check_tensors(cfg: RunConfig, tensors: Mapping[str, Any]) -> int:
+    """The readout's outputs O of a trained run's ``tensors``, once they are shown to be
+    ``cfg``'s block by name and shape (O read from ``readout.bias``: a data set's run does
+    not name its task's outputs).
+
+    Raises:
+        ConfigError: a tensor missing, foreign or of another shape (naming up to three).
+    """
+    out = np.shape(tensors.get("readout.bias", ()))
+    output_size = int(out[0]) if len(out) == 1 else 1
+    spec, settings = block_spec(cfg, output_size=output_size)
+    shapes = jax.eval_shape(lambda key: vectors.init_params(spec, key, settings=settings), jax.random.key(0))
+    want = {name: tuple(s.shape) for name, s in shapes.items()}
+    have = {name: tuple(np.shape(t)) for name, t in tensors.items()}
+    if have != want:
+        wrong = sorted(set(want) ^ set(have)) or sorted(n for n in want if want[n] != have[n])
+        raise ConfigError(
+            "weights", ", ".join(wrong[:3]), f"the {len(want)} tensors of {cfg.cell} block ×{cfg.layers}"
+        )
+    return output_size
 
 
 def block_key(cfg: RunConfig) -> jax.Array:
@@ -154,7 +200,13 @@ def block_inputs(cfg: RunConfig, data: Dataset | None = None) -> np.ndarray:
     return np.asarray(data.inputs[index], np.float32)
 
 
-def analyze_block(cfg: RunConfig, *, exact: bool = True, data: Dataset | None = None) -> ModelAnalysis:
+def analyze_block(
+    cfg: RunConfig,
+    *,
+    exact: bool = True,
+    data: Dataset | None = None,
+    tensors: Mapping[str, Any] | None = None,
+) -> ModelAnalysis:
     """Per-layer, per-step gradient norms of the config's reference block on the bare cell's
     inputs, in one compiled forward and reverse pass (:func:`~rnnviz.studies.models.analyze_model`).
 
@@ -163,6 +215,7 @@ def analyze_block(cfg: RunConfig, *, exact: bool = True, data: Dataset | None = 
         exact: take log₁₀ from a float64 pass where float32 underflows (as ``analyze_model``).
         data: a data set whose first B training sequences it reads (:func:`block_inputs`);
             None: the bare cell's inputs.
+        tensors: a trained run's (:func:`block_model`); None: the seed's draw.
 
     Returns:
         :class:`~rnnviz.base.models.ModelAnalysis`: ``grad_norms`` ``[L + 1, T]`` (row 0 the
@@ -170,7 +223,7 @@ def analyze_block(cfg: RunConfig, *, exact: bool = True, data: Dataset | None = 
         and the readout read), each
         recurrent layer's state gradients, connectivity of step T − 1 over the inputs.
     """
-    return analyze_model(block_model(cfg), block_inputs(cfg, data), exact=exact)
+    return analyze_model(block_model(cfg, tensors), block_inputs(cfg, data), exact=exact)
 
 
 def block_states(cfg: RunConfig, *, example: int = 0) -> ModelStates:

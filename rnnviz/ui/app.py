@@ -22,7 +22,7 @@ from rnnviz.dataset import runs_dir
 from rnnviz.dataset.fit import fitted_config
 from rnnviz.frames.costs import records_frame
 from rnnviz.serve import folders, heap
-from rnnviz.serve.requests import Request, config_of, describe, jobs
+from rnnviz.serve.requests import Request, config_of, describe, jobs, model_words
 from rnnviz.serve.settings import SettingsError, settings
 from rnnviz.serve.trained_runs import FOLLOWS_RUN, run_config
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
@@ -52,9 +52,8 @@ def with_weights(cfg: RunConfig, source: dict | None) -> RunConfig:
         return cfg
     out = cfg.replace(**{f: getattr(run_cfg, f) for f in FOLLOWS_RUN})  # may raise: nothing set yet
     st.session_state["weights_source"] = source
-    notes = [
-        f"the cell, its sizes and dtype follow the trained run ({run_cfg.cell}, H={run_cfg.hidden_size})"
-    ]
+    what = f"{model_words(run_cfg)}, H={run_cfg.hidden_size}"
+    notes = [f"the cell, its sizes and dtype follow the trained run ({what})"]
     if cfg.recurrent_gain != run_cfg.recurrent_gain:
         notes.append(
             f"the gain {cfg.recurrent_gain:g} scales its trained recurrence by "
@@ -252,10 +251,11 @@ def _block_page(cfg: RunConfig, answer: tuple, compiled_now: bool, env) -> None:
     """A reference block's page: what the model is, then the open tab's view across its layers
     (``render_block``), and what the other tabs declare (``block_requests``) in idle time."""
     summary, a = answer
-    data = st.session_state.get("data_source")
-    page.block_header(cfg, summary, data)
+    data, weights = st.session_state.get("data_source"), st.session_state.get("weights_source")
+    page.block_header(cfg, summary, data, weights)
     key = calls.session_key(cfg)
-    ctx = BlockContext(cfg, key, summary, a, calls.get, TRAINING, pins_for(cfg), data, st.session_state)
+    pins = pins_for(cfg)
+    ctx = BlockContext(cfg, key, summary, a, calls.get, TRAINING, pins, data, weights, st.session_state)
     panels = st.tabs([t.TITLE for t in tabs.TABS], key="tab", on_change="rerun", bind="query-params")
     for tab, panel in zip(tabs.TABS, panels):
         if panel.open:

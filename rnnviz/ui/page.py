@@ -63,25 +63,33 @@ def header(a: Analysis, compiled_now: bool = False) -> None:
             st.markdown(f"{label} **{value}**", help=meaning)
 
 
-def block_header(cfg: RunConfig, summary: ModelSummary, data: dict | None = None) -> None:
+def block_header(
+    cfg: RunConfig, summary: ModelSummary, data: dict | None = None, weights: dict | None = None
+) -> None:
     """What a reference block's page analyses, in one paragraph (``data``: the sidebar's data
-    source, whose first B training sequences it reads, or None for the bare cell's inputs)."""
+    source, whose first B training sequences it reads, or None for the bare cell's inputs;
+    ``weights``: the trained run whose tensors it holds, or None for the seed's draw)."""
     design = BLOCK_DESIGNS[cfg.cell]
     inputs = (
         "the bare cell's inputs"
         if data is None
         else f"the first {cfg.batch_size or 1} sequences of {Path(data['name']).name}"
     )
+    drawn = (
+        f"drawn as its reference draws it from seed {cfg.seed}"
+        if weights is None
+        else f"at the trained weights of {Path(weights['path']).name}, step {weights['step']}"
+    )
+    readout = "a readout to H outputs" if weights is None else "its trained readout to the task's outputs"
     st.markdown(
         f"**Block:** the {cfg.cell} cell's design as {design.reference}, **{cfg.layers}** deep at D = H = "
-        f"{cfg.hidden_size} ({summary.n_params:,} parameters), drawn as its reference draws it from seed "
-        f"{cfg.seed}. It reads {inputs} [B, T, I] "
+        f"{cfg.hidden_size} ({summary.n_params:,} parameters), {drawn}. It reads {inputs} [B, T, I] "
         + (
             "through an input projection"
             if design.projects
             else "itself (a torch stack reads the I features)"
         )
-        + " and ends in a readout to H outputs; L = ½‖ŷ_T‖², the bare cell's loss on its readout."
+        + f" and ends in {readout}; L = ½‖ŷ_T‖², the bare cell's loss on its readout."
     )
 
 

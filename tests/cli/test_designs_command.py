@@ -117,6 +117,25 @@ def test_analyze_a_reference_block_prints_the_librarys_analysis(capsys):
     assert "csv='x.csv' is not allowed: not with --block reference" in capsys.readouterr().err
 
 
+def test_analyze_reads_a_trained_blocks_run_at_a_kept_step(tmp_path, capsys):
+    """``rnnviz analyze --weights RUN --step S --json`` of a block's run is analyze_block of the
+    run's config at its tensors of step S; asking for a bare cell with a block's run is refused."""
+    import rnnviz
+
+    cfg = rnnviz.RunConfig(
+        cell="gru", block="reference", layers=2, hidden_size=8, seq_len=6, input_size=2, batch_size=4
+    )
+    run = rnnviz.train(cfg, "adding", steps=4, log_every=2)
+    path = str(run.save(tmp_path / "gru.rnnviz"))
+    assert main(["analyze", "--weights", path, "--step", "2", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    want = rnnviz.analyze_block(cfg, tensors=run.tensors(2))
+    np.testing.assert_allclose(got["grad_norms"], want.grad_norms, rtol=1e-6)
+    assert got["loss"] == pytest.approx(want.loss, rel=1e-6)
+    assert main(["analyze", "--weights", path, "--block", "cell"]) == 2
+    assert "block='cell' is not allowed: 'reference', the run's" in capsys.readouterr().err
+
+
 def test_compare_reference_blocks_at_matched_counts(capsys):
     """``compare --cells gru,mamba --block reference --layers 2 --params 20k --json``: each
     block within 5 % of the count, its record the library's analysis of the same config."""

@@ -278,5 +278,21 @@ def test_block_comparison_reads_the_inputs_it_is_given():
     default = block_comparison([cfg]).rows[0].analysis.grad_norms
     np.testing.assert_allclose(default, rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6)
     assert not np.allclose(default, c.rows[0].analysis.grad_norms)
-    with pytest.raises(rnnviz.ConfigError, match=r"inputs='2 arrays' is not allowed: one per config \(1\)"):
+    with pytest.raises(rnnviz.ConfigError, match=r"inputs='2 entries' is not allowed: one per config \(1\)"):
         block_comparison([cfg], inputs=[x, x])
+
+
+def test_block_comparison_reads_a_trained_runs_tensors_beside_a_fresh_draw():
+    import rnnviz
+    from rnnviz.report.models import block_comparison
+
+    cfg = rnnviz.RunConfig(
+        cell="gru", block="reference", layers=1, hidden_size=8, seq_len=6, input_size=2, batch_size=4
+    )
+    run = rnnviz.train(cfg, "adding", steps=4, log_every=2)
+    c = block_comparison([cfg, cfg], tensors=[run.tensors(), None])
+    trained, fresh = (row.analysis.grad_norms for row in c.rows)
+    want = rnnviz.analyze_block(cfg, tensors=run.tensors()).grad_norms
+    np.testing.assert_allclose(trained, want, rtol=1e-6)
+    np.testing.assert_allclose(fresh, rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6)
+    assert c.rows[1].n_params - c.rows[0].n_params == 8 * 8 + 8 - (8 + 1)  # a readout to 1 output, not H

@@ -336,7 +336,7 @@ def test_idle_time_computes_what_a_blocks_closed_tabs_declare_and_then_they_comp
     cache = ResultCache(max_bytes=2**26)
     pins = Pins((), (), (), lambda: None, lambda i: None, lambda: None)
     state = {"block_phase_n": 3, "block_phase_seeds": 2}
-    ctx = BlockContext(cfg, key, summary, a, None, None, pins, None, state)
+    ctx = BlockContext(cfg, key, summary, a, None, None, pins, None, state=state)
     closed = tuple(
         _tab(t) for t in ("Gradients", "Carry", "Strategies", "Phase diagram", "Jacobians", "Devices")
     )

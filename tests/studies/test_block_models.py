@@ -113,6 +113,39 @@ def test_the_first_row_is_the_input_gradient_of_jax_grad(cell):
     np.testing.assert_allclose(a.grad_norms[0], expected, rtol=1e-4)
 
 
+def test_a_trained_runs_tensors_are_the_model_the_analysis_reads():
+    """A block trained on the recall task, read at its last kept step: the model holds the
+    run's tensors; the loss and row 0 are those of the training's own forward
+    (its readout at T) under jax.grad; the analysis differs from the seed's
+    draw; tensors of another block are refused by name."""
+    from rnnviz.engine.blocks import vectors
+    from rnnviz.studies.tasks.synthetic import get_task
+    from rnnviz.studies.training import train
+    from rnnviz.studies.training.blocks import model_spec
+
+    task = get_task("recall")
+    cfg = _block("mamba", hidden_size=8, seq_len=10, input_size=task.input_size, batch_size=4)
+    run = train(cfg, "recall", steps=6, log_every=3)
+    tensors = run.tensors()
+    model, x = block_model(cfg, tensors), jnp.asarray(block_inputs(cfg))
+    assert model.spec.output_size == task.out_features and "trained" in model.source
+    for name, t in tensors.items():
+        np.testing.assert_array_equal(np.asarray(model.params[name]), t)
+
+    def loss(inputs):
+        y = vectors.forward(model_spec(cfg, task)[0], tensors, inputs)  # as the training reads it
+        return 0.5 * jnp.sum(y[:, -1] ** 2)
+
+    value, g = jax.value_and_grad(loss)(x)
+    a = analyze_block(cfg, tensors=tensors)
+    assert a.loss == pytest.approx(float(value), rel=1e-5)
+    expected = np.sqrt(np.sum(np.asarray(g, np.float64) ** 2, axis=(0, 2)))
+    np.testing.assert_allclose(a.grad_norms[0], expected, rtol=1e-4)
+    assert not np.allclose(a.grad_norms, analyze_block(cfg).grad_norms, rtol=1e-2)
+    with pytest.raises(ConfigError, match="weights=.*not allowed: the .* tensors of gru block"):
+        block_model(cfg.replace(cell="gru"), tensors)
+
+
 def test_a_deeper_stack_sees_the_gradient_fall_through_its_layers():
     """Rows ordered by depth: row L (the top's output) reads step T − 1 only, and each row below
     reaches further back than the row above, as a stack of causal layers must."""

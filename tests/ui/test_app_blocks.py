@@ -18,6 +18,7 @@ from rnnviz import RunConfig, analyze_block
 from rnnviz.studies.block_models import block_inputs, block_states
 from rnnviz.studies.block_phase import block_phase
 from rnnviz.studies.model_lyapunov import model_lyapunov
+from rnnviz.ui.tabs import TABS
 
 URL = {"cell": "mamba", "block": "reference", "layers": "3", "hidden_size": "16", "seq_len": "12"}
 
@@ -292,9 +293,10 @@ def test_the_width_job_picks_the_count_the_block_draws():
 
 
 @pytest.mark.slow
-def test_the_training_tab_trains_the_block_as_the_library_does():
+def test_the_training_tab_trains_the_block_as_the_library_does_and_its_weights_open_in_every_tab():
     """Train on a block's page: the profile heatmap is the library's run of the same settings
-    (‖∂L/∂x_t‖ over the T inputs), its files are kept but the weights open in no tab."""
+    (‖∂L/∂x_t‖ over the T inputs). *Open seed 0 in every tab* then sets the page to the run: the
+    header names its weights and the sidebar's Weights holds it."""
     from rnnviz.serve.trained_runs import saved_runs
     from rnnviz.studies.training import TrainSettings, train
 
@@ -314,9 +316,68 @@ def test_the_training_tab_trains_the_block_as_the_library_does():
     z = np.asarray(decode(heat["data"][0]["z"]), np.float64)
     np.testing.assert_allclose(z, run.profiles, atol=1e-4)
     assert z.shape == (2, 10)
-    assert not [b for b in at.button if b.key and b.key.startswith("train_use_")]
-    assert any("tensors(step)" in c.value for c in at.caption)
-    assert all(h["config"].get("block", "cell") == "cell" for h in saved_runs().values())
+    assert [h["config"]["block"] for h in saved_runs().values()] == ["reference"]
+
+    at.button(key="train_use_0").click().run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert at.sidebar.selectbox(key="weights_choice").value in saved_runs()
+    assert any("at the trained weights of" in m.value and "step 40" in m.value for m in at.markdown)
+    assert any("follow the trained run (mamba block ×2, H=8)" in c.value for c in at.sidebar.caption)
+
+
+#: The trained block the next test opens: a Mamba stack on the recall task.
+TRAINED = RunConfig(
+    cell="mamba", block="reference", layers=2, hidden_size=8, seq_len=10, input_size=1, batch_size=8
+)
+
+
+@pytest.fixture(scope="module")
+def block_run():
+    from rnnviz.studies.training import TrainSettings, train
+
+    return train(TRAINED, settings=TrainSettings("recall", 40, log_every=20))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("tab", [t.TITLE for t in TABS])
+def test_every_tab_runs_at_a_trained_blocks_weights(block_run, tmp_path, monkeypatch, tab):
+    """A block's run chosen under *Weights* on a bare cell's page turns it into the block's page
+    at the run's last tensors, and every tab runs there: the layer × step heatmap and the σ₁
+    lines are the library's at those tensors; the Phase diagram says it sweeps fresh draws."""
+    from rnnviz.studies.model_jacobians import model_jacobians
+
+    monkeypatch.setenv("RNNVIZ_TRAINED_DIR", str(tmp_path))
+    path = str(block_run.save(tmp_path / "mamba.rnnviz"))
+    at = run_app({"cell": "gru", "tab": tab})
+    at.sidebar.selectbox(key="weights_choice").set_value(path).run()
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    assert at.sidebar.selectbox(key="cfg_block").value == "reference"
+    assert any("at the trained weights of mamba.rnnviz, step 40" in m.value for m in at.markdown)
+    tensors = block_run.tensors()
+    page = TRAINED.replace(batch_size=at.sidebar.number_input(key="cfg_batch_size").value)  # B is the page's
+    if tab == "Gradients":
+        want = analyze_block(page, tensors=tensors).log10_grad_norms
+        got = np.asarray(decode(next(t for t in _heatmap(at)["data"] if t.get("type") == "heatmap")["z"]))
+        reached = np.isfinite(want)
+        np.testing.assert_allclose(got[reached], want[reached], atol=1e-4)
+        assert not np.allclose(got[reached], analyze_block(page).log10_grad_norms[reached], atol=1e-2)
+    if tab == "Jacobians":
+        (sigma,) = [f for f in figures(at) if "step Jacobian" in str(f["layout"].get("title"))]
+        j = model_jacobians(rnnviz.block_model(page, tensors), block_inputs(page), k=4)
+        assert len(sigma["data"]) == len(j.layers)
+        for trace, row in zip(sigma["data"], np.log10(j.singular_values[:, :, 0])):
+            np.testing.assert_allclose(np.asarray(decode(trace["y"])), row, atol=1e-4)
+    if tab == "Phase diagram":
+        assert any("a trained run's weights are not swept" in c.value for c in at.caption)
+    if tab == "Compare":  # the report's job: a trained pin beside a fresh one
+        from rnnviz.serve import jobs
+        from rnnviz.serve.requests import job_key
+
+        keys = (job_key(page, None, {"path": path, "step": 40}), job_key(page))
+        rows = jobs.block_report(keys).rows
+        for row, read in zip(rows, (tensors, None)):
+            want = analyze_block(page, tensors=read).grad_norms
+            np.testing.assert_allclose(row.analysis.grad_norms, want, rtol=1e-5)
 
 
 @pytest.mark.slow

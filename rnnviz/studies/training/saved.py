@@ -6,15 +6,13 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-import jax
 import numpy as np
 
 from rnnviz.base.runfile import RunFileError, read
 from rnnviz.base.training import Training
 from rnnviz.config import ConfigError
-from rnnviz.engine.blocks import vectors
 from rnnviz.engine.prepare import check_weights, with_missing_biases
-from rnnviz.studies.block_models import block_spec
+from rnnviz.studies.block_models import check_tensors
 
 
 def load_run(path: str | Path) -> Training:
@@ -76,21 +74,7 @@ def _cell_fits(run: Training, step: int) -> None:
 
 
 def _block_fits(run: Training, step: int) -> None:
-    """The tensors are the block's by name and shape (the readout's outputs read from the file:
-    the task's, which a data set's run does not name in the header)."""
-    tensors = run.tensors(step)
-    out = np.shape(tensors.get("readout.bias", ()))
-    spec, settings = block_spec(run.config, output_size=int(out[0]) if len(out) == 1 else 1)
-    shapes = jax.eval_shape(lambda key: vectors.init_params(spec, key, settings=settings), jax.random.key(0))
-    want = {name: tuple(s.shape) for name, s in shapes.items()}
-    have = {name: tuple(np.shape(t)) for name, t in tensors.items()}
-    if have != want:
-        wrong = sorted(set(want) ^ set(have)) or sorted(n for n in want if want[n] != have[n])
-        raise ConfigError(
-            "weights",
-            ", ".join(wrong[:3]),
-            f"the {len(want)} tensors of {run.config.cell} block ×{run.config.layers}",
-        )
+    check_tensors(run.config, run.tensors(step))
 
 
 #: ``RunConfig.block`` → the check that a run's kept weights fit its config.

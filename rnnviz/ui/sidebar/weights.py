@@ -15,7 +15,7 @@ from rnnviz.config import ConfigError, RunConfig
 from rnnviz.serve.folders import FolderFull
 from rnnviz.serve.trained_runs import FOLLOWS_RUN, header, keep_run, run_label, runs_folder, saved_runs
 from rnnviz.serve.worker import ComputationTimeout, WorkerDied
-from rnnviz.ui.sidebar.configuration import KEY, offer
+from rnnviz.ui.sidebar.configuration import BY_WIDTH, KEY, SIZE_KEY, offer
 
 INITIAL = "initial"
 
@@ -31,6 +31,7 @@ def follow_run(path: str | None) -> None:
         return
     for name in (*FOLLOWS_RUN, "recurrent_gain", "forget_bias", "seq_len"):
         st.session_state[KEY(name)] = getattr(cfg, name)
+    st.session_state[SIZE_KEY] = BY_WIDTH  # the run's width, not one a count would pick
     source = found.get("data_source")
     if source is not None and source["name"] in ("digits", "text"):
         st.session_state["data_choice"] = source["name"]

@@ -59,6 +59,8 @@ class BlockContext(NamedTuple):
         key: the config's job key (:func:`~rnnviz.serve.requests.job_key`).
         data_source: the sidebar's data set (its first B training sequences are what the views
             read, and the Training tab may train on it), or None.
+        weights_source: the sidebar's trained run at a kept step, whose tensors the key names
+            (every view but the Phase diagram's fresh draws reads them), or None.
         state: the widget values by key (``st.session_state``; in idle time, a copy).
         has: whether a request's answer is there; idle: True in idle time (as in
             :class:`TabContext`).
@@ -72,6 +74,7 @@ class BlockContext(NamedTuple):
     training: TrainingCalls
     pins: Pins
     data_source: dict[str, Any] | None = None
+    weights_source: dict[str, Any] | None = None
     state: Mapping[str, Any] = {}
     has: Callable[[Request], bool] = lambda request: False
     idle: bool = False

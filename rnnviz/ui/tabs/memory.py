@@ -27,13 +27,19 @@ MAX_SIDE_BY_SIDE = 3
 
 
 def comparable_runs(ctx: TabContext) -> dict[str, str]:
-    """Saved runs trained on the session's data (same source and input size), other than
-    the one whose weights are chosen: the side-by-side choices, ``{path: label}``."""
+    """Bare cells' saved runs trained on the session's data (same source and input size), other
+    than the one whose weights are chosen: the side-by-side choices, ``{path: label}``."""
     source, chosen = ctx.data_source or {}, (ctx.weights_source or {}).get("path")
     out = {}
     for path, header in trained_runs.saved_runs().items():
         same_data = (header.get("data_source") or {}).get("name") == source.get("name")
-        if path != chosen and same_data and header["config"].get("input_size") == ctx.config.input_size:
+        same_kind = header["config"].get("block", "cell") == "cell"
+        if (
+            path != chosen
+            and same_data
+            and same_kind
+            and header["config"].get("input_size") == ctx.config.input_size
+        ):
             out[path] = trained_runs.run_label(header)
     return out
 

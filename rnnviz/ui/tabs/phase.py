@@ -160,5 +160,10 @@ def render_block(ctx: BlockContext) -> None:
         f"default {knob.reference}. Each value draws the block anew with the knob changed (every other "
         "tensor as the reference draws it) and reads how much of the gradient reaching the last input "
         "x_{T−1} reaches the input lag steps before it, mean over the seeds."
+        + (
+            " The knob is the initialisation's: a trained run's weights are not swept."
+            if ctx.weights_source
+            else ""
+        )
     )
     csv_button(df, "rnnviz_block_phase.csv", "csv_block_phase")

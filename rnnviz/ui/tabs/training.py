@@ -41,8 +41,9 @@ TRAIN_DEFAULTS = dict(
 NOT_KEPT = "These runs are not kept as files, so other tabs cannot open them: {}."
 #: ``RunConfig.block`` → what a run's gradient profile is of (:class:`~rnnviz.base.training.Training`).
 PROFILES = {"cell": "‖∂L/∂carry_t‖", "reference": "‖∂L/∂x_t‖"}
-#: ``RunConfig.block`` → whether its trained weights open in every tab (the sidebar's *Weights*).
-OPENS = {"cell": True, "reference": False}
+#: ``RunConfig.block`` → whether λ over training reads its runs (a block's λ₁ per layer: its run
+#: opened at a kept step, in the Jacobians tab).
+OVER_TRAINING = {"cell": True, "reference": False}
 
 
 def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
@@ -307,20 +308,18 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
         "sidebar's *Weights* opens them in every tab, also after a reload."
     )
     cols = st.columns(min(len(records), 4))
-    opens = OPENS[cfg.block]
     for i, (r, path) in enumerate(zip(records, paths)):
         col, seed = cols[i % len(cols)], r.config.seed
-        if opens:
-            col.button(
-                f"Open seed {seed} in every tab", key=f"train_use_{i}", on_click=use_run, args=(str(path),)
-            )
+        col.button(
+            f"Open seed {seed} in every tab", key=f"train_use_{i}", on_click=use_run, args=(str(path),)
+        )
         with col:  # the file read when clicked, not on every rerun
             name = f"{r.label.replace(' ', '_')}_seed{seed}.rnnviz"
             download(f"Download seed {seed} (.rnnviz)", path.read_bytes, name, f"train_download_{i}")
-    if not opens:
+    if not OVER_TRAINING[cfg.block]:
         st.caption(
-            "A reference block's tensors are in its file by name (`rnnviz.load_run(path).tensors(step)`); "
-            "the other tabs read a bare cell's trained weights, not a block's."
+            "Each layer's λ₁ at a kept step: open the run, choose the step under *Weights*, and read the "
+            "Jacobians tab."
         )
         return
     label = "λ₁ and the step-Jacobian spectrum at every kept step"
