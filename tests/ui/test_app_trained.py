@@ -113,10 +113,16 @@ def test_the_memory_tab_shades_text_and_compares_cells_side_by_side(trained_dir)
     for cell, forget_bias in (("lstm", 1.0), ("simple", 0.0)):  # each at its own forget bias
         cfg = fit_to_data(RunConfig(cell=cell, hidden_size=8, batch_size=8, forget_bias=forget_bias), text)
         paths.append(str(train(cfg, text, steps=10, log_every=10).save(trained_dir / f"{cell}.rnnviz")))
+    block = fit_to_data(RunConfig(cell="gru", block="reference", hidden_size=8, batch_size=8), text)
+    train(block, text, steps=2, log_every=1).save(trained_dir / "block.rnnviz")
     at = run_app({"tab": "Memory", "seq_len": "16"})
     at.sidebar.selectbox(key="weights_choice").set_value(paths[0]).run()
     _clean(at)
     assert at.sidebar.selectbox(key="data_choice").value == "text"
+    weights = at.sidebar.selectbox(key="weights_choice").options
+    assert any(o.startswith("gru block ×1 on text") for o in weights)  # it opens as its own page
+    compared = at.multiselect(key="memory_compare").options
+    assert len(compared) == 1 and compared[0].startswith("simple on text")  # no block beside a bare cell
     at.multiselect(key="memory_compare").set_value([paths[1]]).run()
     _clean(at)
     shaded = [m.value for m in at.markdown if "rnnviz-char" in m.value]
