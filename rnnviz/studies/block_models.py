@@ -132,9 +132,7 @@ def check_tensors(cfg: RunConfig, tensors: Mapping[str, Any]) -> int:
     """
     out = np.shape(tensors.get("readout.bias", ()))
     output_size = int(out[0]) if len(out) == 1 else 1
-    spec, settings = block_spec(cfg, output_size=output_size)
-    shapes = jax.eval_shape(lambda key: vectors.init_params(spec, key, settings=settings), jax.random.key(0))
-    want = {name: tuple(s.shape) for name, s in shapes.items()}
+    want = _drawn_shapes(*block_spec(cfg, output_size=output_size))
     have = {name: tuple(np.shape(t)) for name, t in tensors.items()}
     if have != want:
         wrong = sorted(set(want) ^ set(have)) or sorted(n for n in want if want[n] != have[n])
@@ -175,9 +173,13 @@ def block_param_count(cfg: RunConfig) -> int:
         >>> block_param_count(cfg) == block_model(cfg).n_params
         True
     """
-    spec, settings = block_spec(cfg)
+    return sum(math.prod(shape) for shape in _drawn_shapes(*block_spec(cfg)).values())
+
+
+def _drawn_shapes(spec: vectors.VectorSpec, settings: Any) -> dict[str, tuple[int, ...]]:
+    """Each tensor's shape as :func:`block_model` would draw it, from the shapes alone (no draw)."""
     shapes = jax.eval_shape(lambda key: vectors.init_params(spec, key, settings=settings), jax.random.key(0))
-    return sum(math.prod(s.shape) for s in shapes.values())
+    return {name: tuple(s.shape) for name, s in shapes.items()}
 
 
 def block_inputs(cfg: RunConfig, data: Dataset | None = None) -> np.ndarray:
