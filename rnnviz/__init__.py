@@ -21,6 +21,7 @@ The public API, all importable from here::
 | ``load_run``, ``RunFileError``, ``Weights`` | saved runs (``Training.save``), their weights (``params=``) |
 | ``connectivity``, ``Connectivity`` | how strongly an output depends on each earlier input |
 | ``over_training``, ``OverTraining`` | λ and the step-Jacobian spectrum at every kept step of a run |
+| ``layers_over_training``, ``LayersOverTraining`` | λ₁ of each layer at every kept step of a block's run |
 | ``keep_freed_buffers`` | keep XLA:CPU's per-call buffers in the heap (no page faults per call) |
 | ``load_model``, ``Model``, ``CheckpointError`` | your own model: Hugging Face and PyTorch checkpoints |
 | ``fresh_model`` | a model of one design drawn fresh from its sizes, as its reference draws it |
@@ -76,6 +77,8 @@ _EXPORTS = {
     "Connectivity": "rnnviz.base.connectivity",
     "over_training": "rnnviz.studies.over_training",
     "OverTraining": "rnnviz.base.training",
+    "layers_over_training": "rnnviz.studies.over_training",
+    "LayersOverTraining": "rnnviz.base.training",
     "keep_freed_buffers": "rnnviz.engine.allocator",
     "datasets": "rnnviz.dataset",
     "load_dataset": "rnnviz.dataset",
@@ -106,7 +109,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.base.models import ModelAnalysis
     from rnnviz.base.runfile import RunFileError
     from rnnviz.base.train_settings import TrainSettings
-    from rnnviz.base.training import OverTraining, Training
+    from rnnviz.base.training import LayersOverTraining, OverTraining, Training
     from rnnviz.base.weights import Weights
     from rnnviz.checkpoints import CheckpointError
     from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig
@@ -120,7 +123,7 @@ if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
     from rnnviz.studies.lyapunov import lyapunov, lyapunov_sweep
     from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
     from rnnviz.studies.models import Model, analyze_model, fresh_model, load_model
-    from rnnviz.studies.over_training import over_training
+    from rnnviz.studies.over_training import layers_over_training, over_training
     from rnnviz.studies.sweep import sweep
     from rnnviz.studies.training import load_run, train, train_many
     from rnnviz.tables.cells import CellSpec, cell_names, register_cell

@@ -310,6 +310,29 @@ class OverTraining:
         return self.exponents[:, 0]
 
 
+@dataclass(frozen=True, eq=False)
+class LayersOverTraining:
+    """λ₁ of each recurrent layer of a reference block at each kept step of its run. S = kept
+    steps analysed, R = recurrent layers.
+
+    Attributes:
+        run: the run.
+        steps: ``[S]`` the optimisation steps.
+        loss: ``[S]`` the training loss there (as :attr:`OverTraining.loss`).
+        layers: ``(l, …)`` the recurrent layers, 0-based.
+        lambda1: ``[S, R]`` λ₁ per step of each layer along the probe's first sequence
+            (:func:`~rnnviz.studies.model_lyapunov.model_lyapunov`).
+        warmup: the steps left out of each λ₁'s mean.
+    """
+
+    run: Training
+    steps: np.ndarray
+    loss: np.ndarray
+    layers: tuple[int, ...]
+    lambda1: np.ndarray
+    warmup: int
+
+
 def _version(package: str) -> str | None:
     try:
         return metadata.version(package)
@@ -416,4 +439,12 @@ def _floats(x: np.ndarray) -> list[float]:
     return np.asarray(x, np.float64).tolist()
 
 
-__all__ = ["SOLVE_WINDOW", "OverTraining", "TrainTiming", "Training", "solved_step", "training_verdict"]
+__all__ = [
+    "SOLVE_WINDOW",
+    "LayersOverTraining",
+    "OverTraining",
+    "TrainTiming",
+    "Training",
+    "solved_step",
+    "training_verdict",
+]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from rnnviz.base.training import OverTraining
+from rnnviz.base.training import LayersOverTraining, OverTraining
 
 SMOOTH_STEPS = 20
 
@@ -46,6 +46,17 @@ def profile_matrix(r) -> pd.DataFrame:
         index=pd.Index(r.profile_steps, name="training step"),
         columns=pd.Index(np.arange(r.profiles.shape[1]), name="t"),
     )
+
+
+def layers_over_training_frame(ot: LayersOverTraining) -> pd.DataFrame:
+    """``step, series, value``: λ₁ of each recurrent layer (series ``λ₁ layer l``, 1-based) and
+    the loss at every analysed kept step, as :func:`over_training_frame` writes them."""
+    parts = [
+        pd.DataFrame({"step": ot.steps, "series": f"λ₁ layer {layer + 1}", "value": ot.lambda1[:, i]})
+        for i, layer in enumerate(ot.layers)
+    ]
+    parts.append(pd.DataFrame({"step": ot.steps, "series": "loss", "value": ot.loss}))
+    return pd.concat(parts, ignore_index=True)
 
 
 def over_training_frame(ot: OverTraining) -> pd.DataFrame:

@@ -75,7 +75,7 @@ from rnnviz.studies.model_jacobians import ModelJacobians, model_jacobians
 from rnnviz.studies.model_lyapunov import ModelLyapunov, model_lyapunov
 from rnnviz.studies.model_states import ModelStates, model_states
 from rnnviz.studies.models import Model, ModelAnalysis, analyze_model, is_compiled_for, load_model, tokenize
-from rnnviz.studies.over_training import OverTraining, over_training
+from rnnviz.studies.over_training import LayersOverTraining, OverTraining, layers_over_training, over_training
 from rnnviz.studies.sweep import critical_gain, sweep_reusing
 from rnnviz.studies.training import DATA_TASK, Trainer, Training, TrainSettings, load_run
 from rnnviz.tables.strategies import strategy_names
@@ -182,9 +182,18 @@ def data_preview(source_json: str, index: int = 0) -> Preview:
 # ---- the tabs' computations ----------------------------------------------------------------
 
 
-def over_training_job(path: str, k: int) -> OverTraining:
-    """λ and the step-Jacobian spectrum at every kept step of a saved run (data reloaded)."""
-    return over_training(saved_run(path), k=k, max_points=32)
+#: ``RunConfig.block`` → how λ over training reads a saved run of it: a bare cell's λ₁ … λ_k and
+#: step-Jacobian spectrum, or a reference block's λ₁ per recurrent layer.
+OVER_TRAINING = {
+    "cell": lambda run, k: over_training(run, k=k, max_points=32),
+    "reference": lambda run, k: layers_over_training(run, max_points=32),
+}
+
+
+def over_training_job(path: str, k: int) -> OverTraining | LayersOverTraining:
+    """λ over training at every kept step of a saved run, its data reloaded (:data:`OVER_TRAINING`)."""
+    run = saved_run(path)
+    return OVER_TRAINING[run.config.block](run, k)
 
 
 def connectivity_job(key: str, index: int, step: int | None, measure: str | None) -> Connectivity:

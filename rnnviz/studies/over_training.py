@@ -24,14 +24,16 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from rnnviz.base.training import OverTraining, Training
+from rnnviz.base.training import LayersOverTraining, OverTraining, Training
 from rnnviz.config import FLOP_BUDGET, BudgetError, ConfigError, RunConfig, check_number
 from rnnviz.dataset import DataError, Dataset, load_dataset
 from rnnviz.engine.compile import Compiled, compile_cache, compile_for
 from rnnviz.engine.losses import DataSpec, data_spec
 from rnnviz.engine.prepare import Values, prepare_params, resolve_device, seed_key, static_config
+from rnnviz.studies.block_models import block_model
 from rnnviz.studies.jacobians import EXACT_MAX_DIM, carry_dim, jacobian_flops, jacobian_pass
 from rnnviz.studies.lyapunov import LyapunovOptions, check_options, lyapunov_flops, qr_pass
+from rnnviz.studies.model_lyapunov import model_lyapunov
 from rnnviz.studies.tasks.data import data_task
 from rnnviz.studies.tasks.synthetic import get_task
 from rnnviz.studies.training.model import PROBE_BATCH, PROBE_SALT
@@ -223,4 +225,51 @@ def over_training(
         singular_values=sv,
         jacobian_steps=np.arange(stride, cfg.seq_len + 1, stride),
         probe=PROBE_BATCH,
+    )
+
+
+def layers_over_training(
+    run: Training, *, data: Dataset | None = None, max_points: int = 64
+) -> LayersOverTraining:
+    r"""λ₁ of each recurrent layer of a reference block's run at each kept step, on the first
+    sequence of its probe batch: :func:`~rnnviz.studies.model_lyapunov.model_lyapunov` of
+    :func:`~rnnviz.studies.block_models.block_model` at the step's tensors, one executable for
+    every step.
+
+    Args:
+        run: a reference block's run (``RunConfig(block="reference")``).
+        data: the data set the run trained on (None: reloaded from ``run.data_source``).
+        max_points: analyse at most this many kept steps, evenly spread (first and last always).
+
+    Returns:
+        A :class:`~rnnviz.base.training.LayersOverTraining`.
+
+    Raises:
+        ConfigError: a bare cell's run (:func:`over_training` reads those), one that kept no
+            weights, or a bad ``max_points``.
+        DataError: the run's data cannot be reloaded.
+
+    Example:
+        >>> from rnnviz import RunConfig, train
+        >>> cfg = RunConfig(cell="mamba", block="reference", layers=2, hidden_size=8, input_size=2,
+        ...                 seq_len=12, batch_size=4)
+        >>> ot = layers_over_training(train(cfg, "adding", steps=20, log_every=10))
+        >>> [int(s) for s in ot.steps], ot.layers, ot.lambda1.shape  # [S, R]
+        ([0, 10, 20], (0, 1), (3, 2))
+    """
+    if run.config.block != "reference":
+        raise ConfigError("run", run.label, "a reference block's run (over_training reads a bare cell's)")
+    if run.weight_steps is None or run.weight_tree is None or not run.weight_steps.size:
+        raise ConfigError("run", run.label, "a run that kept its weights (trained with this rnnviz)")
+    max_points = check_number("max_points", max_points, 1, 1000, integer=True)
+    steps = run.weight_steps[_pick(run.weight_steps, int(max_points))]
+    xs = np.asarray(probe_inputs(run, data), np.float32)
+    found = [model_lyapunov(block_model(run.config, run.tensors(int(s))), xs) for s in steps]
+    return LayersOverTraining(
+        run=run,
+        steps=steps,
+        loss=_loss_before(run, steps),
+        layers=found[0].layers,
+        lambda1=np.stack([f.lambda1 for f in found]),
+        warmup=found[0].warmup,
     )

@@ -32,6 +32,8 @@ PUBLIC = [
     "connectivity",
     "load_run",
     "over_training",
+    "layers_over_training",
+    "LayersOverTraining",
     "CellSpec",
     "ConfigError",
     "FIELD_SPECS",

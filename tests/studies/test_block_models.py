@@ -146,6 +146,31 @@ def test_a_trained_runs_tensors_are_the_model_the_analysis_reads():
         block_model(cfg.replace(cell="gru"), tensors)
 
 
+def test_layers_over_training_is_each_kept_steps_lambda1_on_the_runs_probe_batch():
+    """λ₁ per layer at the kept steps it picks (first and last always), each equal to
+    model_lyapunov of the block at that step's tensors on the run's probe batch; the loss is
+    over_training's; a bare cell's run is refused, naming over_training."""
+    import dataclasses
+
+    from rnnviz.studies.model_lyapunov import model_lyapunov
+    from rnnviz.studies.over_training import layers_over_training, probe_inputs
+    from rnnviz.studies.training import train
+
+    cfg = _block("mamba", hidden_size=8, seq_len=10, input_size=1, batch_size=4)
+    run = train(cfg, "recall", steps=6, log_every=2)
+    ot = layers_over_training(run, max_points=3)
+    assert run.weight_steps.tolist() == [0, 2, 4, 6] and ot.steps.tolist() == [0, 4, 6]
+    assert ot.layers == (0, 1) and ot.lambda1.shape == (3, 2) and ot.loss.shape == (3,)
+    xs = np.asarray(probe_inputs(run))
+    for step, lam in zip(ot.steps, ot.lambda1):
+        want = model_lyapunov(block_model(cfg, run.tensors(int(step))), xs).lambda1
+        np.testing.assert_allclose(lam, want, rtol=1e-6)
+    assert ot.loss[0] == pytest.approx(float(run.losses[0]))  # step 0: the first step's own loss
+    bare = dataclasses.replace(run, config=cfg.replace(block="cell", layers=1))
+    with pytest.raises(ConfigError, match="over_training reads a bare cell's"):
+        layers_over_training(bare)
+
+
 def test_a_deeper_stack_sees_the_gradient_fall_through_its_layers():
     """Rows ordered by depth: row L (the top's output) reads step T − 1 only, and each row below
     reaches further back than the row above, as a stack of causal layers must."""

@@ -296,8 +296,10 @@ def test_the_width_job_picks_the_count_the_block_draws():
 def test_the_training_tab_trains_the_block_as_the_library_does_and_its_weights_open_in_every_tab():
     """Train on a block's page: the profile heatmap is the library's run of the same settings
     (‖∂L/∂x_t‖ over the T inputs). *Open seed 0 in every tab* then sets the page to the run: the
-    header names its weights and the sidebar's Weights holds it."""
+    header names its weights and the sidebar's Weights holds it. λ over training draws each
+    layer's λ₁ at every kept step, as the library computes it."""
     from rnnviz.serve.trained_runs import saved_runs
+    from rnnviz.studies.over_training import layers_over_training
     from rnnviz.studies.training import TrainSettings, train
 
     at = run_app({**URL, "layers": "2", "hidden_size": "8", "seq_len": "10", "tab": "Training"})
@@ -317,6 +319,17 @@ def test_the_training_tab_trains_the_block_as_the_library_does_and_its_weights_o
     np.testing.assert_allclose(z, run.profiles, atol=1e-4)
     assert z.shape == (2, 10)
     assert [h["config"]["block"] for h in saved_runs().values()] == ["reference"]
+
+    at.toggle(key="train_dynamics").set_value(True).run()  # λ₁ of each layer at every kept step
+    assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]
+    (lam,) = [
+        f for f in figures(at) if "λ₁ of each recurrent layer over training" in str(f["layout"].get("title"))
+    ]
+    want = layers_over_training(run, max_points=32)
+    assert [t["name"] for t in lam["data"]] == ["λ₁ layer 1", "λ₁ layer 2", "loss"]
+    for trace, column in zip(lam["data"], want.lambda1.T):
+        np.testing.assert_allclose(np.asarray(decode(trace["x"])), want.steps)
+        np.testing.assert_allclose(np.asarray(decode(trace["y"])), column, atol=1e-3)
 
     at.button(key="train_use_0").click().run()
     assert not at.exception and not at.error, [e.value for e in (*at.exception, *at.error)]

@@ -13,7 +13,13 @@ from rnnviz.base.runfile import RunFileError
 from rnnviz.base.train_settings import DATA_TASK, OPTIMIZERS, TrainSettings
 from rnnviz.base.training import training_verdict
 from rnnviz.config import BudgetError, ConfigError, RunConfig, carry_size
-from rnnviz.frames.training import SMOOTH_STEPS, over_training_frame, profile_matrix, training_frame
+from rnnviz.frames.training import (
+    SMOOTH_STEPS,
+    layers_over_training_frame,
+    over_training_frame,
+    profile_matrix,
+    training_frame,
+)
 from rnnviz.serve import budget
 from rnnviz.serve.folders import FolderFull
 from rnnviz.serve.requests import Request, TrainProgress
@@ -41,9 +47,19 @@ TRAIN_DEFAULTS = dict(
 NOT_KEPT = "These runs are not kept as files, so other tabs cannot open them: {}."
 #: ``RunConfig.block`` → what a run's gradient profile is of (:class:`~rnnviz.base.training.Training`).
 PROFILES = {"cell": "‖∂L/∂carry_t‖", "reference": "‖∂L/∂x_t‖"}
-#: ``RunConfig.block`` → whether λ over training reads its runs (a block's λ₁ per layer: its run
-#: opened at a kept step, in the Jacobians tab).
-OVER_TRAINING = {"cell": True, "reference": False}
+#: ``RunConfig.block`` → λ over training: the toggle's label, how it is computed, and what draws it.
+OVER_TRAINING = {
+    "cell": (
+        "λ₁ and the step-Jacobian spectrum at every kept step",
+        "One vmapped call over the kept weights, on the run's probe sequences",
+        lambda ot: over_training(ot),
+    ),
+    "reference": (
+        "λ₁ of each layer at every kept step",
+        "One executable for every kept step, on the first of the run's probe sequences",
+        lambda ot: layers_over_training(ot),
+    ),
+}
 
 
 def training_config(cfg: RunConfig, settings: dict) -> RunConfig:
@@ -316,17 +332,27 @@ def trained_weights(records: list, key: str, cfg: RunConfig, calls: TrainingCall
         with col:  # the file read when clicked, not on every rerun
             name = f"{r.label.replace(' ', '_')}_seed{seed}.rnnviz"
             download(f"Download seed {seed} (.rnnviz)", path.read_bytes, name, f"train_download_{i}")
-    if not OVER_TRAINING[cfg.block]:
-        st.caption(
-            "Each layer's λ₁ at a kept step: open the run, choose the step under *Weights*, and read the "
-            "Jacobians tab."
-        )
-        return
-    label = "λ₁ and the step-Jacobian spectrum at every kept step"
+    label, how, draw = OVER_TRAINING[cfg.block]
     why = "does training move the network toward λ₁ = 0?"
-    how = "One vmapped call over the kept weights, on the run's probe sequences"
     if st.toggle(label, key="train_dynamics", help=f"{why} {how}"):
-        over_training(calls.over_training(str(paths[0]), min(4, carry_size(cfg))))
+        draw(calls.over_training(str(paths[0]), min(4, carry_size(cfg))))
+
+
+def layers_over_training(ot) -> None:
+    """λ₁ of each recurrent layer and the loss against the training step."""
+    df = layers_over_training_frame(ot)
+    title = f"λ₁ of each recurrent layer over training ({ot.run.label}, seed {ot.run.config.seed})"
+    st.plotly_chart(charts.over_training_figure(df, title), key="chart_train_lyapunov")
+    moved = ", ".join(
+        f"layer {layer + 1} {first:+.4f} → {last:+.4f}"
+        for layer, first, last in zip(ot.layers, ot.lambda1[0], ot.lambda1[-1])
+    )
+    st.caption(
+        f"λ₁ per step from step {int(ot.steps[0])} to {int(ot.steps[-1])}, along the first of the run's "
+        f"probe sequences (after a warm-up of {ot.warmup} steps): {moved}. Toward 0, the edge of chaos, "
+        "a layer's gradient through its state neither vanishes nor explodes."
+    )
+    csv_button(df, "rnnviz_layers_over_training.csv", "csv_over_training", "Download λ₁ over training (CSV)")
 
 
 def over_training(ot) -> None:
