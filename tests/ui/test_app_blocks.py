@@ -380,8 +380,12 @@ def test_every_tab_runs_at_a_trained_blocks_weights(block_run, tmp_path, monkeyp
         assert len(sigma["data"]) == len(j.layers)
         for trace, row in zip(sigma["data"], np.log10(j.singular_values[:, :, 0])):
             np.testing.assert_allclose(np.asarray(decode(trace["y"])), row, atol=1e-4)
-    if tab == "Phase diagram":
+    if tab == "Phase diagram":  # the sweep draws fresh blocks: keyed without the weights, shared
+        from rnnviz.ui import calls
+
         assert any("a trained run's weights are not swept" in c.value for c in at.caption)
+        sweeps = [key for key, _ in calls.results().items() if "block_phase" in str(key)]
+        assert sweeps and not any("weights" in str(key) for key in sweeps)
     if tab == "Compare":  # the report's job: a trained pin beside a fresh one
         from rnnviz.serve import jobs
         from rnnviz.serve.requests import job_key

@@ -13,7 +13,7 @@ from rnnviz.config import FIELD_SPECS
 from rnnviz.frames.dynamics import phase_frames
 from rnnviz.frames.models import block_phase_frame, block_phase_matrix
 from rnnviz.serve import budget
-from rnnviz.serve.requests import Request, jobs
+from rnnviz.serve.requests import Request, job_key, jobs
 from rnnviz.tables.block_knobs import BLOCK_KNOBS
 from rnnviz.tables.blocks import BLOCK_DESIGNS
 from rnnviz.tables.cells import cell_spec
@@ -119,7 +119,8 @@ def _block_sweep(ctx: BlockContext) -> tuple[budget.Plan, Request] | None:
     plan = budget.block_phase_plan(unit, int(asked_n), int(asked_seeds))
     n, seeds = plan.settings["values"], plan.settings["seeds"]
     what = f"the phase diagram, {n} values of its {knob.name} × {seeds} seeds"
-    return plan, ctx.request(jobs.block_phase, lo, hi, n, seeds, what=what)
+    fresh = ctx._replace(key=job_key(ctx.config, ctx.data_source))  # it draws fresh blocks: no weights
+    return plan, fresh.request(jobs.block_phase, lo, hi, n, seeds, what=what)
 
 
 def block_requests(ctx: BlockContext) -> list[Request]:
