@@ -102,6 +102,15 @@ def case(request):
     grads, (out_jax, trajectory) = jax.jit(jax.grad(loss, (0, 1, 2), has_aux=True))(
         params, jnp.asarray(x), probe
     )
+
+    def loss_unprobed(params, x):  # what training runs: no probe, no states, the chunked form
+        out, trajectory = gated_deltanet.layer(spec, params, x, None, chunked=True)
+        assert trajectory is None
+        return jnp.sum(out * jnp.asarray(weights)), out
+
+    unprobed_grads, unprobed_out = jax.jit(jax.grad(loss_unprobed, (0, 1), has_aux=True))(
+        params, jnp.asarray(x)
+    )
     return SimpleNamespace(
         name=request.param,
         spec=spec,
@@ -116,6 +125,8 @@ def case(request):
         out=out_jax,
         trajectory=trajectory,
         grads=grads,
+        unprobed_out=unprobed_out,
+        unprobed_grads=unprobed_grads,
     )
 
 
@@ -126,6 +137,51 @@ def test_output_matches_transformers_chunked_layer(case):
     )
     assert err < 1e-4
     assert _rel(case.stepwise, case.chunked) < 1e-4  # the stand-in computes the same layer
+
+
+def test_the_chunked_form_matches_transformers_layer_and_its_gradients(case):
+    """Without a probe or states the layer runs :func:`chunked_delta_rule`: the same output and
+    gradients as transformers' module and torch's autograd."""
+    errs = {name: _rel(case.unprobed_grads[0][name], case.param_grads[name]) for name in case.param_grads}
+    errs["x"] = _rel(case.unprobed_grads[1], case.x_grad)
+    errs["out"] = _rel(case.unprobed_out, case.chunked)
+    worst = max(errs, key=errs.get)
+    print(f"{case.name}: chunked form, worst {worst} rel {errs[worst]:.2e}")
+    assert errs[worst] < 1e-4, worst
+
+
+@pytest.mark.parametrize("steps, chunk", [(1, 4), (7, 4), (16, 16), (33, 16), (70, 64)])
+def test_the_chunked_rule_is_the_step_by_step_rule_in_float64(steps, chunk):
+    """Outputs and every input's gradient equal :func:`delta_rule`'s to rounding, T a
+    multiple of the chunk or not, one chunk or several, α near 0 (long memory cut) and near 1."""
+    with jax.enable_x64():
+        keys = jax.random.split(jax.random.key(steps), 6)
+        shape = (2, steps, 3)
+        inputs = {
+            "alpha": jax.nn.sigmoid(4 * jax.random.normal(keys[0], shape, jnp.float64)),
+            "beta": jax.nn.sigmoid(jax.random.normal(keys[1], shape, jnp.float64)),
+            "k": gated_deltanet.l2_normalised(jax.random.normal(keys[2], shape + (5,), jnp.float64)),
+            "v": jax.random.normal(keys[3], shape + (4,), jnp.float64),
+        }
+        q = gated_deltanet.l2_normalised(jax.random.normal(keys[4], shape + (5,), jnp.float64)) / 5**0.5
+        w = jax.random.normal(keys[5], shape + (4,), jnp.float64)
+        stepwise = lambda i, q: jnp.sum(gated_deltanet.delta_rule(i, q, None)[0] * w)  # noqa: E731
+        chunked = lambda i, q: jnp.sum(gated_deltanet.chunked_delta_rule(i, q, chunk) * w)  # noqa: E731
+        want = gated_deltanet.delta_rule(inputs, q, None)[0]
+        got = gated_deltanet.chunked_delta_rule(inputs, q, chunk)
+        assert got.dtype == jnp.float64
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        grads_want = jax.grad(stepwise, (0, 1))(inputs, q)
+        grads_got = jax.grad(chunked, (0, 1))(inputs, q)
+        for a, b in zip(jax.tree.leaves(grads_got), jax.tree.leaves(grads_want)):
+            np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)  # 1/α of near-0 α: rounding grows
+
+
+def test_unit_lower_inverse_inverts():
+    m = jnp.tril(jax.random.normal(jax.random.key(0), (3, 16, 16)), -1) + jnp.eye(16)[None]
+    np.testing.assert_allclose(
+        gated_deltanet.unit_lower_inverse(m) @ m, np.broadcast_to(np.eye(16), m.shape), atol=1e-4
+    )
 
 
 def test_state_after_every_step_matches_the_reference_recurrence(case):

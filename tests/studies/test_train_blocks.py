@@ -173,3 +173,33 @@ def test_block_connectivity_is_torchs_gradient_of_the_log_probability_at_step_ta
     np.testing.assert_allclose(10.0 ** got[:7], want[:7], rtol=1e-4)
     assert np.all(np.isneginf(got[7:]))  # nothing after τ is read
     assert reach(got, 7, 0.0) == 6
+
+
+def test_a_gated_deltanet_block_trains_in_the_chunked_form_with_the_step_by_step_numbers():
+    """Training asks for the chunked form (``vectors.forward(chunked=True)``): the task's loss
+    and its gradient with respect to every tensor equal the step-by-step form's (the analysis's),
+    over T = 70 steps (one chunk of 64 and 6 more)."""
+    cfg = RunConfig(
+        cell="gated_deltanet",
+        block="reference",
+        layers=2,
+        hidden_size=16,
+        input_size=2,
+        batch_size=4,
+        seq_len=70,
+    )
+    task = get_task("adding")
+    vspec, init = model_spec(cfg, task)
+    params = vectors.init_params(vspec, jax.random.key(0), settings=init)
+    batch = task.batch(jax.random.key(1), cfg.batch_size, cfg.seq_len, 0)
+
+    def stepwise(p):
+        pred = vectors.forward(vspec, p, batch.inputs)[:, -1]
+        return task.loss_fn(cfg.seq_len)(pred, batch.targets)
+
+    chunked = jax.value_and_grad(lambda p: task_loss(cfg, task, p, batch.inputs, batch.targets)[0])
+    (loss, grads), (want_loss, want_grads) = chunked(params), jax.value_and_grad(stepwise)(params)
+    assert float(loss) == pytest.approx(float(want_loss), rel=1e-6)
+    for name in want_grads:
+        np.testing.assert_allclose(grads[name], want_grads[name], rtol=1e-4, atol=1e-7, err_msg=name)
+    assert max(float(np.abs(g).max()) for name, g in grads.items() if "linear_attn" in name) > 0

@@ -32,7 +32,10 @@ Subtleties kept from the reference:
 * transformers runs the chunked form (``torch_chunk_gated_delta_rule``, chunks of 64, the
   sequence padded behind) for a whole sequence; here the rule runs step by step, as
   ``torch_recurrent_gated_delta_rule`` writes it (the same sums in another order), so that
-  every step's state can be probed. The q scaling multiplies by d_k^{−1/2}, as the chunked form.
+  every step's state can be probed; the analysis and its plain ``jax.grad`` baseline run it so.
+  Training asks for the chunked form (``chunked=True``, :func:`chunked_delta_rule`, chunks of
+  :data:`CHUNK`): its reverse pass is a few matrix products a chunk instead of a sweep over T
+  states. The q scaling multiplies by d_k^{−1/2}, as the chunked form.
 * dtypes: the projections, the convolution with its SiLU and β give the weights' dtype; the
   decay is computed in float32 (``A_log.float()``), and the rule runs in float32 whatever the
   weights (its output cast back); the gated norm normalises in float32, casts back before the
@@ -55,6 +58,10 @@ from rnnviz.engine.blocks import Trajectory, chunked_scan, probed, promoted, wid
 from rnnviz.engine.blocks.backbone import linear, row
 
 Params = dict[str, jax.Array]
+
+#: The chunked form's chunk length, the reference's: near the fastest of 8, 16, 32 and 64 for the
+#: reverse pass at the learning table's sizes (scripts/chunked_training.py; docs/dev/benchmarks.md).
+CHUNK = 64
 
 #: Inside the L2 norm's square root, x / √(Σx² + ε), as transformers' (and fla's) ``l2norm``.
 L2_EPS = 1e-6
@@ -186,6 +193,115 @@ def delta_rule(
     return o.swapaxes(0, 1), states.swapaxes(0, 1)
 
 
+def unit_lower_inverse(m: jax.Array) -> jax.Array:
+    r"""The inverse of unit lower-triangular matrices ``[..., n, n]``, n a power of 2, by
+    halves: :math:`\begin{pmatrix}A&0\\C&D\end{pmatrix}^{-1} =
+    \begin{pmatrix}A^{-1}&0\\-D^{-1}CA^{-1}&D^{-1}\end{pmatrix}`, all diagonal blocks of a
+    size at once: matrix products only (a triangular solve is a LAPACK call on the CPU, and
+    two at once in one executable deadlock jaxlib 0.10.2), as stable as substitution.
+
+    Args:
+        m: ``[..., n, n]``, ones on the diagonal, zeros above it (neither is read).
+
+    Returns:
+        ``[..., n, n]``, m⁻¹.
+
+    >>> m = jnp.array([[1.0, 0.0], [3.0, 1.0]])
+    >>> unit_lower_inverse(m).tolist()
+    [[1.0, 0.0], [-3.0, 1.0]]
+    """
+    n = m.shape[-1]
+    lead = m.shape[:-2]
+    inv = jnp.ones(lead + (n, 1, 1), m.dtype)  # the n diagonal blocks of size 1
+    size = 1
+    while size < n:
+        pairs = n // (2 * size)
+        blocks = inv.reshape(lead + (pairs, 2, size, size))
+        a_inv, d_inv = blocks[..., 0, :, :], blocks[..., 1, :, :]
+        rows = m.reshape(lead + (pairs, 2 * size, pairs, 2 * size))
+        c = jnp.diagonal(rows, axis1=-4, axis2=-2)  # [..., 2s, 2s, pairs]: each pair's own block
+        c = jnp.moveaxis(c, -1, -3)[..., size:, :size]
+        lower = -d_inv @ c @ a_inv
+        zero = jnp.zeros_like(lower)
+        inv = jnp.concatenate(
+            [jnp.concatenate([a_inv, zero], axis=-1), jnp.concatenate([lower, d_inv], axis=-1)], axis=-2
+        )
+        size *= 2
+    return inv[..., 0, :, :]
+
+
+def chunked_delta_rule(inputs: dict[str, jax.Array], q: jax.Array, chunk: int = CHUNK) -> jax.Array:
+    r""":func:`delta_rule`'s outputs o, the states unread: the chunked form, as transformers'
+    ``torch_chunk_gated_delta_rule`` (and fla's ``chunk_gated_delta_rule``) computes it.
+
+    In a chunk of c steps from the state S it starts from, with γ_i = Π_{s≤i} α_s (from the
+    chunk's start), Γ_ij = γ_i / γ_j for i ≥ j (0 above) and the WY form of the c rank-one
+    updates,
+
+    .. math::
+        M = I + \mathrm{strict\_lower}\big((β ⊙ K) K^\top ⊙ Γ\big),\quad
+        U = M^{-1} (β ⊙ V),\quad W = M^{-1} (β γ ⊙ K),
+
+        V' = U − W S,\quad O = (γ ⊙ Q) S + \big(Q K^\top ⊙ Γ\big) V',\quad
+        S ← γ_c S + \big((γ_c / γ) ⊙ K\big)^\top V'
+
+    (rows i of K, V, Q are k_i, v_i, q_i): the same sums as the steps in another order.
+    :func:`unit_lower_inverse` inverts M. T is padded behind to a multiple of c (α = 1,
+    β = k = v = q = 0 there: the real steps never read the padding).
+
+    Args:
+        inputs, q: as :func:`delta_rule` reads them.
+        chunk: c, a power of 2.
+
+    Returns:
+        o ``[B, T, n_v, d_v]``.
+
+    >>> key = jax.random.split(jax.random.key(0), 5)
+    >>> shape = (2, 7, 3)
+    >>> inputs = {"alpha": jax.nn.sigmoid(jax.random.normal(key[0], shape)),
+    ...           "beta": jax.nn.sigmoid(jax.random.normal(key[1], shape)),
+    ...           "k": l2_normalised(jax.random.normal(key[2], shape + (4,))),
+    ...           "v": jax.random.normal(key[3], shape + (5,))}
+    >>> q = l2_normalised(jax.random.normal(key[4], shape + (4,))) / 2
+    >>> bool(jnp.allclose(chunked_delta_rule(inputs, q, chunk=4), delta_rule(inputs, q, None)[0], atol=1e-6))
+    True
+    """
+    batch, steps, heads, _ = inputs["k"].shape
+    pad = -steps % chunk
+    n = (steps + pad) // chunk
+
+    def chunks(a: jax.Array, fill: float = 0.0) -> jax.Array:  # [B, T, h, ...] -> [n, B, h, c, ...]
+        a = jnp.pad(a, ((0, 0), (0, pad)) + ((0, 0),) * (a.ndim - 2), constant_values=fill)
+        a = a.reshape((batch, n, chunk) + a.shape[2:])
+        return jnp.moveaxis(jnp.moveaxis(a, 3, 2), 1, 0)
+
+    log_gamma = jnp.cumsum(jnp.log(chunks(inputs["alpha"], 1.0)), axis=-1)  # [n, B, h, c]
+    beta, k, v, q = chunks(inputs["beta"]), chunks(inputs["k"]), chunks(inputs["v"]), chunks(q)
+    square = (1,) * (log_gamma.ndim - 1) + (chunk, chunk)  # a [c, c] mask at the blocks' rank
+    causal = jnp.tril(jnp.ones((chunk, chunk), bool)).reshape(square)
+    decay = jnp.exp(jnp.where(causal, log_gamma[..., :, None] - log_gamma[..., None, :], -jnp.inf))
+    k_beta = k * beta[..., None]
+    below = jnp.where(jnp.tril(causal, -1), k_beta @ jnp.swapaxes(k, -1, -2) * decay, 0.0)
+    m = below + jnp.eye(chunk, dtype=k.dtype).reshape(square)
+    m_inv = unit_lower_inverse(m)
+    gamma = jnp.exp(log_gamma)[..., None]
+    u, w = m_inv @ (v * beta[..., None]), m_inv @ (k_beta * gamma)
+    attention = q @ jnp.swapaxes(k, -1, -2) * decay
+    q_read = q * gamma
+    k_write = jnp.swapaxes(k * jnp.exp(log_gamma[..., -1:] - log_gamma)[..., None], -1, -2)
+    last = jnp.exp(log_gamma[..., -1])[..., None, None]
+
+    def step(state: jax.Array, xs: tuple) -> tuple[jax.Array, jax.Array]:
+        u_i, w_i, q_i, att_i, k_i, last_i = xs
+        new = u_i - w_i @ state
+        return state * last_i + k_i @ new, q_i @ state + att_i @ new
+
+    s0 = jnp.zeros((batch, heads) + (inputs["k"].shape[-1], inputs["v"].shape[-1]), inputs["v"].dtype)
+    _, o = jax.lax.scan(step, s0, (u, w, q_read, attention, k_write, last))  # [n, B, h, c, d_v]
+    o = jnp.moveaxis(o, 0, 1).swapaxes(2, 3).reshape((batch, n * chunk, heads, o.shape[-1]))
+    return o[:, :steps]
+
+
 def gated_rms_norm(o: jax.Array, z: jax.Array, weight: jax.Array, eps: float) -> jax.Array:
     r"""``Qwen3NextRMSNormGated``: :math:`w ⊙ o / \sqrt{\mathrm{mean}(o^2) + ε} ⊙ \mathrm{SiLU}(z)`
     over each head's last axis, normed before it is gated.
@@ -207,7 +323,9 @@ def gated_rms_norm(o: jax.Array, z: jax.Array, weight: jax.Array, eps: float) ->
     return (scaled.astype(promoted(dtype, wide)) * jax.nn.silu(z.astype(wide))).astype(o.dtype)
 
 
-def layer(spec: Any, p: Params, x: jax.Array, probe: jax.Array | None) -> tuple[jax.Array, Trajectory]:
+def layer(
+    spec: Any, p: Params, x: jax.Array, probe: jax.Array | None, chunked: bool = False
+) -> tuple[jax.Array, Trajectory | None]:
     """``Qwen3NextGatedDeltaNet`` over a whole sequence from an empty state.
 
     Args:
@@ -217,10 +335,13 @@ def layer(spec: Any, p: Params, x: jax.Array, probe: jax.Array | None) -> tuple[
         x: ``[B, T, D]``, the normed stream.
         probe: ``[B, T, n_v, d_k, d_v]`` added to S_t after step t, a norm probe ``[B, T]``,
             or None.
+        chunked: the chunked form (:func:`chunked_delta_rule`), with no probe and no
+            trajectory: what training runs.
 
     Returns:
         ``[B, T, D]`` in x's dtype, and the rule's :class:`~rnnviz.engine.blocks.Trajectory`:
-        states ``{"S": [B, T, n_v, d_k, d_v]}``, inputs as :func:`layer_step` reads them.
+        states ``{"S": [B, T, n_v, d_k, d_v]}``, inputs as :func:`layer_step` reads them
+        (None without states).
 
     Example:
         >>> from types import SimpleNamespace
@@ -249,10 +370,16 @@ def layer(spec: Any, p: Params, x: jax.Array, probe: jax.Array | None) -> tuple[
         "v": v.reshape(batch, steps, n_v, d_v).astype(wide),
     }
     q = l2_normalised(heads(q)) * d_k**-0.5
-    o, states = delta_rule(inputs, q, None if probe is None else probe.astype(wide))
+    if chunked:
+        if probe is not None:
+            raise ValueError("the chunked form has no step's state to probe: chunked=False with a probe")
+        o, trajectory = chunked_delta_rule(inputs, q), None
+    else:
+        o, states = delta_rule(inputs, q, None if probe is None else probe.astype(wide))
+        trajectory = Trajectory({"S": states}, inputs)
     normed = gated_rms_norm(o.astype(x.dtype), parts["z"], p["norm.weight"], spec.rms_norm_eps)
     out = linear(normed.reshape(batch, steps, n_v * d_v).astype(x.dtype), p["out_proj.weight"])
-    return out, Trajectory({"S": states}, inputs)
+    return out, trajectory
 
 
 def layer_step(state: dict, inputs: dict) -> dict:

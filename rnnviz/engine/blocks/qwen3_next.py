@@ -188,16 +188,17 @@ def sparse_moe(spec: Qwen3NextSpec, p: Params, x: jax.Array) -> jax.Array:
 
 
 def decoder_layer(
-    spec: Qwen3NextSpec, params: Params, i: int, x: jax.Array, probe: dict | None
+    spec: Qwen3NextSpec, params: Params, i: int, x: jax.Array, probe: dict | None, chunked: bool = False
 ) -> tuple[jax.Array, Trajectory | None]:
     """``Qwen3NextDecoderLayer``: ``r = x + mixer(norm(x))``, then ``r + mlp(norm(r))``
-    ``[B, T, D]``; and the Gated DeltaNet's trajectory (None for attention)."""
+    ``[B, T, D]``; and the Gated DeltaNet's trajectory (None for attention, and in the
+    ``chunked`` form: :func:`~rnnviz.engine.blocks.gated_deltanet.layer`)."""
     normed = rms_norm(x, params[spec.name(i, "input_layernorm.weight")], spec.rms_norm_eps)
     trajectory = None
     if spec.layer_types[i] == "linear_attention":
         state_probe = None if probe is None else probe["S"]
         mixed, trajectory = gated_deltanet.layer(
-            spec, _layer(params, spec, i, "linear_attn."), normed, state_probe
+            spec, _layer(params, spec, i, "linear_attn."), normed, state_probe, chunked
         )
     else:
         mixed = attention(spec, _layer(params, spec, i, "self_attn."), normed)
@@ -216,6 +217,7 @@ def forward(
     *,
     with_states: bool = False,
     head: bool = True,
+    chunked: bool = False,
 ) -> jax.Array | tuple[jax.Array, tuple[Trajectory | None, ...]]:
     """The logits of ``Qwen3NextForCausalLM`` ``[B, T, V]`` float32 of token ids ``[B, T]``, from position 0.
 
@@ -229,6 +231,7 @@ def forward(
         with_states: also return each layer's :class:`~rnnviz.engine.blocks.Trajectory`.
         head: False: the final norm's output ``[B, T, D]`` in place of the logits (what
             :mod:`~rnnviz.engine.blocks.vectors` reads out).
+        chunked: the Gated DeltaNet layers in their chunked form (no probes, no trajectories).
 
     Returns:
         ``[B, T, V]`` float32 (float64 for float64 weights); with ``with_states``,
@@ -252,7 +255,9 @@ def forward(
     for i in range(spec.n_layers):
         if probes is not None:
             x = x + probes.stream[i].astype(x.dtype)
-        x, trajectory = decoder_layer(spec, params, i, x, None if probes is None else probes.states[i])
+        x, trajectory = decoder_layer(
+            spec, params, i, x, None if probes is None else probes.states[i], chunked
+        )
         trajectories.append(trajectory)
     if probes is not None:
         x = x + probes.stream[spec.n_layers].astype(x.dtype)

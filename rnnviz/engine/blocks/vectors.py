@@ -101,6 +101,11 @@ class VectorSpec(NamedTuple):
         return (self.input_size,) + (self.d_model,) * self.n_layers
 
 
+#: The designs whose ``forward`` has a chunked form (``chunked=True``): Gated DeltaNet's
+#: (:func:`~rnnviz.engine.blocks.gated_deltanet.chunked_delta_rule`).
+CHUNKED_FORMS = frozenset({"qwen3_next"})
+
+
 def forward(
     spec: VectorSpec,
     params: Params,
@@ -109,6 +114,7 @@ def forward(
     *,
     with_states: bool = False,
     head: bool = True,
+    chunked: bool = False,
 ) -> jax.Array | tuple[jax.Array, tuple[Trajectory | None, ...]]:
     """ŷ ``[B, T, O]`` float32 (float64 for float64 weights) of inputs x ``[B, T, I]``.
 
@@ -122,6 +128,9 @@ def forward(
             projection, the other rows and the states where the design adds them.
         with_states: also return the design's trajectories.
         head: False: the design's output ``[B, T, D]`` before the readout.
+        chunked: the layers of a design in :data:`CHUNKED_FORMS` in their chunked form (what
+            training asks for: the same numbers to rounding, faster; no probes, no states);
+            other designs run as they always do.
 
     Returns:
         ŷ, or ``(ŷ, trajectories)`` with ``with_states``.
@@ -135,8 +144,9 @@ def forward(
             e_zero = jnp.zeros(x.shape[:2] + (spec.d_model,), probes.stream[0].dtype)
             probes = probes._replace(stream=(e_zero, *probes.stream[1:]))
         x = linear(x, params["input_proj.weight"], params["input_proj.bias"])
-    out = design.forward(spec.inner, params, x, probes, with_states=True, head=False)
-    h, trajectories = out
+    form = {"chunked": True} if chunked and spec.design in CHUNKED_FORMS else {}
+    out = design.forward(spec.inner, params, x, probes, with_states=with_states, head=False, **form)
+    h, trajectories = out if with_states else (out, None)
     if head:
         h = linear(h.astype(weight.dtype), weight, params["readout.bias"]).astype(wide_dtype(weight.dtype))
     return (h, trajectories) if with_states else h

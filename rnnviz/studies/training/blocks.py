@@ -73,7 +73,8 @@ def task_loss(static: RunConfig, task: Task, params, inputs: jax.Array, targets:
     """``(L, predictions)`` of the task on one batch: the readout's last ``outputs_read``
     positions (``[B, F]`` for one, ``[B, n, F]`` for n) of inputs ``[B, T, I]``."""
     vspec, _ = model_spec(static, task)
-    out = vectors.forward(vspec, params, inputs.astype(jnp.dtype(static.dtype))).astype(jnp.float32)
+    x = inputs.astype(jnp.dtype(static.dtype))
+    out = vectors.forward(vspec, params, x, chunked=True).astype(jnp.float32)
     pred = out[:, -task.outputs_read :]
     pred = pred[:, 0] if task.outputs_read == 1 else pred
     return task.loss_fn(static.seq_len)(pred, targets), pred
