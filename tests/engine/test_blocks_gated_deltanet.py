@@ -177,6 +177,24 @@ def test_the_chunked_rule_is_the_step_by_step_rule_in_float64(steps, chunk):
             np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)  # 1/α of near-0 α: rounding grows
 
 
+def test_the_chunked_rule_is_finite_where_a_decay_underflows_to_zero():
+    """α = 0 (exp of a large negative exponent in float32) wipes the state at once, in both forms."""
+    keys = jax.random.split(jax.random.key(3), 5)
+    shape = (2, 20, 2)
+    alpha = jax.nn.sigmoid(jax.random.normal(keys[0], shape)).at[:, 5].set(0.0).at[0, 12].set(0.0)
+    inputs = {
+        "alpha": alpha,
+        "beta": jax.nn.sigmoid(jax.random.normal(keys[1], shape)),
+        "k": gated_deltanet.l2_normalised(jax.random.normal(keys[2], shape + (4,))),
+        "v": jax.random.normal(keys[3], shape + (3,)),
+    }
+    q = gated_deltanet.l2_normalised(jax.random.normal(keys[4], shape + (4,))) / 2
+    got = gated_deltanet.chunked_delta_rule(inputs, q, 16)
+    grads = jax.grad(lambda i: jnp.sum(gated_deltanet.chunked_delta_rule(i, q, 16) ** 2))(inputs)
+    assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
+    np.testing.assert_allclose(got, gated_deltanet.delta_rule(inputs, q, None)[0], atol=1e-5)
+
+
 def test_unit_lower_inverse_inverts():
     m = jnp.tril(jax.random.normal(jax.random.key(0), (3, 16, 16)), -1) + jnp.eye(16)[None]
     np.testing.assert_allclose(

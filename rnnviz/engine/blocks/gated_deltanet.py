@@ -275,7 +275,10 @@ def chunked_delta_rule(inputs: dict[str, jax.Array], q: jax.Array, chunk: int = 
         a = a.reshape((batch, n, chunk) + a.shape[2:])
         return jnp.moveaxis(jnp.moveaxis(a, 3, 2), 1, 0)
 
-    log_gamma = jnp.cumsum(jnp.log(chunks(inputs["alpha"], 1.0)), axis=-1)  # [n, B, h, c]
+    alpha = chunks(inputs["alpha"], 1.0)
+    # α may underflow to 0 (a state wiped at once): log 0 would make γ_i / γ_j 0 / 0; the
+    # smallest normal number wipes it as well (γ ≤ 1e-38) and keeps the ratios finite.
+    log_gamma = jnp.cumsum(jnp.log(jnp.maximum(alpha, jnp.finfo(alpha.dtype).tiny)), axis=-1)  # [n, B, h, c]
     beta, k, v, q = chunks(inputs["beta"]), chunks(inputs["k"]), chunks(inputs["v"]), chunks(q)
     square = (1,) * (log_gamma.ndim - 1) + (chunk, chunk)  # a [c, c] mask at the blocks' rank
     causal = jnp.tril(jnp.ones((chunk, chunk), bool)).reshape(square)
