@@ -344,7 +344,7 @@ def layer(
     Returns:
         ``[B, T, D]`` in x's dtype, and the rule's :class:`~rnnviz.engine.blocks.Trajectory`:
         states ``{"S": [B, T, n_v, d_k, d_v]}``, inputs as :func:`layer_step` reads them
-        (None without states).
+        (None in the chunked form).
 
     Example:
         >>> from types import SimpleNamespace
