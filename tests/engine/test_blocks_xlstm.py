@@ -21,7 +21,7 @@ from transformers.models.xlstm import modeling_xlstm
 
 from rnnviz.checkpoints.families.xlstm import FAMILY, XLSTMSpec, parse, tensors, tied
 from rnnviz.checkpoints.record import CheckpointError
-from rnnviz.engine.blocks import Probes
+from rnnviz.engine.blocks import Probes, xlstm
 from rnnviz.engine.blocks.xlstm import forward, state_shapes
 
 TOL = 1e-4  # relative, normwise, float32 against torch's float32
@@ -190,15 +190,19 @@ def _torch_run(case: Case) -> TorchRun:
     )
 
 
-def _loss(spec: XLSTMSpec, params, ids, probes) -> tuple[jax.Array, jax.Array]:
+def _loss(spec: XLSTMSpec, params, ids, probes, chunked: bool = False) -> tuple[jax.Array, jax.Array]:
     """Mean next-token cross-entropy over B·(T − 1), as transformers' ``ForCausalLMLoss``; and the logits."""
-    logits = forward(spec, params, ids, probes)
+    logits = forward(spec, params, ids, probes, chunked=chunked)
     logp = jax.nn.log_softmax(logits[:, :-1], axis=-1)
     return -jnp.mean(jnp.take_along_axis(logp, ids[:, 1:, None], axis=-1)), logits
 
 
 _forward = jax.jit(forward, static_argnums=0)
 _grads = jax.jit(jax.value_and_grad(_loss, argnums=(1, 3), has_aux=True), static_argnums=0)
+_chunked_grads = jax.jit(
+    jax.value_and_grad(lambda spec, p, ids: _loss(spec, p, ids, None, chunked=True), argnums=1, has_aux=True),
+    static_argnums=0,
+)
 
 
 def _zero_probes(spec: XLSTMSpec, seq_len: int) -> Probes:
@@ -238,7 +242,22 @@ def test_logits_match_transformers(runs):
 def test_loss_and_every_gradient_match_torch(runs):
     case, want, got = runs
     assert abs(float(got.loss) - want.loss) < TOL * want.loss
-    grads = dict(got.grads)
+    _assert_grads_match(case, got.grads, want)
+
+
+def test_the_chunkwise_form_matches_transformers(runs):
+    """What training runs (``forward(chunked=True)``: no probes, :func:`xlstm.chunked_mlstm` in
+    chunks of 64) gives transformers' logits, loss and every parameter's gradient, whatever
+    transformers ran (its chunkwise kernel in chunks of 4 or 8, its step loop, or both)."""
+    case, want, _ = runs
+    (loss, logits), grads = _chunked_grads(case.spec, case.params, jnp.asarray(case.ids))
+    assert _rel(logits, want.logits) < TOL
+    assert abs(float(loss) - want.loss) < TOL * want.loss
+    _assert_grads_match(case, grads, want)
+
+
+def _assert_grads_match(case: Case, got: dict, want: TorchRun) -> None:
+    grads = dict(got)
     for name, source in tied(case.spec).items():  # torch holds one tensor, its gradient the sum
         grads[source] = grads[source] + grads.pop(name)
     assert set(grads) == set(want.grads)
@@ -306,6 +325,43 @@ def test_float64_matches_transformers_float64(tmp_path):
     assert _rel(logits, out.logits.detach().numpy()) < 1e-6
     for name, p in model.named_parameters():
         assert _rel(grads[name], p.grad.numpy()) < 1e-5, name
+
+
+@pytest.mark.parametrize("steps, chunk", [(1, 4), (7, 4), (16, 16), (33, 16), (70, 64)])
+def test_the_chunkwise_rule_is_the_step_by_step_rule_in_float64(steps, chunk):
+    """:func:`xlstm.chunked_mlstm` = :func:`xlstm.mlstm` in float64, outputs and the gradient of
+    every input: T a multiple of the chunk or not, one chunk or several, gates spread wide
+    enough that the stabiliser m switches between its two arms and the denominator between
+    |q̂ᵀn| and e^{−m}."""
+    with jax.enable_x64():
+        key = jax.random.split(jax.random.key(steps), 6)
+        q, k = (jax.random.normal(a, (2, steps, 3, 4), jnp.float64) for a in key[:2])
+        v = jax.random.normal(key[2], (2, steps, 3, 5), jnp.float64)
+        i_pre = 6 * jax.random.normal(key[3], (2, steps, 3), jnp.float64)
+        f_pre = 4 * jax.random.normal(key[4], (2, steps, 3), jnp.float64) + 2
+        w = jax.random.normal(key[5], (2, steps, 3, 5), jnp.float64)
+        args = (q, k, v, i_pre, f_pre)
+        stepwise = lambda *a: jnp.sum(xlstm.mlstm(*a, 1e-6)[0] * w)  # noqa: E731
+        chunked = lambda *a: jnp.sum(xlstm.chunked_mlstm(*a, 1e-6, chunk) * w)  # noqa: E731
+        np.testing.assert_allclose(
+            xlstm.chunked_mlstm(*args, 1e-6, chunk), xlstm.mlstm(*args, 1e-6)[0], atol=1e-11
+        )
+        argnums = tuple(range(len(args)))
+        for name, got, expected in zip(
+            "qkvif", jax.grad(chunked, argnums)(*args), jax.grad(stepwise, argnums)(*args)
+        ):
+            np.testing.assert_allclose(got, expected, rtol=1e-8, atol=1e-12, err_msg=name)
+
+
+def test_the_chunkwise_form_refuses_a_probe():
+    spec = parse({"vocab_size": VOCAB, "hidden_size": 32, "num_blocks": 1, "num_heads": 2}, "c")
+    params = {n: jnp.full(s, 0.01, jnp.float32) for n, s in tensors(spec).items()}
+    probes = Probes(
+        tuple(jnp.zeros((BATCH, 5, spec.d_model)) for _ in range(2)),
+        jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), state_shapes(spec, BATCH, 5)),
+    )
+    with pytest.raises(ValueError, match="chunked=False with a probe"):
+        forward(spec, params, jnp.zeros((BATCH, 5), jnp.int32), probes, chunked=True)
 
 
 def test_input_gate_bias_is_nearly_a_symmetry():

@@ -175,12 +175,14 @@ def test_block_connectivity_is_torchs_gradient_of_the_log_probability_at_step_ta
     assert reach(got, 7, 0.0) == 6
 
 
-def test_a_gated_deltanet_block_trains_in_the_chunked_form_with_the_step_by_step_numbers():
-    """Training asks for the chunked form (``vectors.forward(chunked=True)``): the task's loss
-    and its gradient with respect to every tensor equal the step-by-step form's (the analysis's),
-    over T = 70 steps (one chunk of 64 and 6 more)."""
+@pytest.mark.parametrize("cell, layer", [("gated_deltanet", "linear_attn"), ("mlstm", "mlstm_layer")])
+def test_a_block_trains_in_its_chunked_form_with_the_step_by_step_numbers(cell, layer):
+    """Training asks for the chunked form (``vectors.forward(chunked=True)``) of the designs
+    that have one (Gated DeltaNet, the mLSTM): the task's loss and its gradient with respect to
+    every tensor equal the step-by-step form's (the analysis's), over T = 70 steps (one chunk of
+    64 and 6 more)."""
     cfg = RunConfig(
-        cell="gated_deltanet",
+        cell=cell,
         block="reference",
         layers=2,
         hidden_size=16,
@@ -202,4 +204,4 @@ def test_a_gated_deltanet_block_trains_in_the_chunked_form_with_the_step_by_step
     assert float(loss) == pytest.approx(float(want_loss), rel=1e-6)
     for name in want_grads:
         np.testing.assert_allclose(grads[name], want_grads[name], rtol=1e-4, atol=1e-7, err_msg=name)
-    assert max(float(np.abs(g).max()) for name, g in grads.items() if "linear_attn" in name) > 0
+    assert max(float(np.abs(g).max()) for name, g in grads.items() if layer in name) > 0

@@ -102,8 +102,9 @@ class VectorSpec(NamedTuple):
 
 
 #: The designs whose ``forward`` has a chunked form (``chunked=True``): Gated DeltaNet's
-#: (:func:`~rnnviz.engine.blocks.gated_deltanet.chunked_delta_rule`).
-CHUNKED_FORMS = frozenset({"qwen3_next"})
+#: (:func:`~rnnviz.engine.blocks.gated_deltanet.chunked_delta_rule`) and the mLSTM's
+#: (:func:`~rnnviz.engine.blocks.xlstm.chunked_mlstm`).
+CHUNKED_FORMS = frozenset({"qwen3_next", "xlstm"})
 
 
 def forward(

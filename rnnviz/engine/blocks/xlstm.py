@@ -25,7 +25,8 @@ weight and bias over all v_dim). Per head, from m₀ = 0, C₀ = 0, n₀ = 0 (``
 with the raw key (the 1/√d_qk scales the query). transformers computes this with a chunkwise
 kernel where T allows (mode ``"train"``, or the whole chunks of mode ``"inference"``) and with
 this step loop for the rest; both give this recurrence, which here is one ``lax.scan`` so every
-step's state can be probed.
+step's state can be probed. Training asks for the chunkwise form (``chunked=True``,
+:func:`chunked_mlstm`): the same sums in another order, which builds no step's state.
 
 The recurrent state of a layer, as :func:`state_shapes` names it: ``C [B, T, heads, d_qk, d_v]``
 (key index first, transformers' ``matC``), ``n [B, T, heads, d_qk]`` and ``m [B, T, heads]``, the
@@ -65,6 +66,9 @@ if TYPE_CHECKING:
 #: Whether a step's Jacobian in the state is diagonal: the stabiliser m_t = max(log f_t + m_{t−1}, ĩ_t)
 #: rescales C and n by the state's own m.
 STATE_IS_DIAGONAL = False
+
+#: The chunkwise form's chunk length (:func:`chunked_mlstm`), transformers' default ``chunk_size``.
+CHUNK = 64
 
 
 Params = dict[str, jax.Array]
@@ -268,6 +272,96 @@ def mlstm(
     return jnp.swapaxes(h, 0, 1), Trajectory(batch_major(states), inputs)
 
 
+def chunked_mlstm(
+    q: jax.Array,
+    k: jax.Array,
+    v: jax.Array,
+    i_pre: jax.Array,
+    f_pre: jax.Array,
+    eps: float,
+    chunk: int = CHUNK,
+) -> jax.Array:
+    r""":func:`mlstm`'s h, the states unread: the chunkwise form, as transformers'
+    ``mlstm_chunkwise_native_autograd`` (mode ``"train"``) computes it.
+
+    In a chunk of c steps, with b_t = Σ_{s≤t} log σ(f̃_s) from the chunk's start, the state
+    (C, n, m) it starts from and the stabiliser the steps would reach,
+
+    .. math::
+        M_t = \max\big(b_t + m,\ \max_{j≤t} (b_t − b_j + ĩ_j)\big),\quad
+        D_{tj} = e^{b_t − b_j + ĩ_j − M_t}\ (j ≤ t),
+
+        h_t = \frac{e^{b_t + m − M_t}\, C^⊤ q̂_t + Σ_{j≤t} D_{tj} (q̂_t^⊤ k_j)\, v_j}
+                   {\max\big(|e^{b_t + m − M_t}\, q̂_t^⊤ n + Σ_{j≤t} D_{tj}\, q̂_t^⊤ k_j|,\ e^{−M_t}\big) + ε}
+
+    and then the state at the chunk's end, m ← max(b_c + m, max_j (b_c − b_j + ĩ_j)),
+    C ← e^{b_c + m_{old} − m} C + Σ_j e^{b_c − b_j + ĩ_j − m} k_j v_j^⊤ (n likewise with k_j):
+    the same sums as the steps in another order, with the same stabiliser M_t = m_t, so that the
+    denominator's e^{−m_t} is the step-by-step one. T is padded behind to a multiple of c (the
+    real steps never read the padding).
+
+    Args:
+        q, k, v, i_pre, f_pre, eps: as :func:`mlstm` reads them.
+        chunk: c.
+
+    Returns:
+        h ``[B, T, heads, d_v]``, as :func:`mlstm`'s.
+
+    >>> key = jax.random.split(jax.random.key(0), 5)
+    >>> q, k = (jax.random.normal(a, (2, 7, 3, 4)) for a in key[:2])
+    >>> v = jax.random.normal(key[2], (2, 7, 3, 5))
+    >>> i_pre, f_pre = (3 * jax.random.normal(a, (2, 7, 3)) for a in key[3:])
+    >>> h, _ = mlstm(q, k, v, i_pre, f_pre, 1e-6)
+    >>> bool(jnp.allclose(chunked_mlstm(q, k, v, i_pre, f_pre, 1e-6, chunk=4), h, atol=1e-5))
+    True
+    """
+    batch, steps, heads, d_qk = q.shape
+    dtype = q.dtype if jnp.finfo(q.dtype).bits >= 32 else jnp.dtype(jnp.float32)  # as mlstm
+    pad = -steps % chunk
+    n = (steps + pad) // chunk
+
+    def chunks(a: jax.Array) -> jax.Array:  # [B, T, h, ...] -> [n, B, h, c, ...]
+        a = jnp.pad(a.astype(dtype), ((0, 0), (0, pad)) + ((0, 0),) * (a.ndim - 2))
+        a = a.reshape((batch, n, chunk) + a.shape[2:])
+        return jnp.moveaxis(jnp.moveaxis(a, 3, 2), 1, 0)
+
+    q, k, v, i_pre, f_pre = (chunks(a) for a in (q, k, v, i_pre, f_pre))
+    q = q * d_qk**-0.5
+    b = jnp.cumsum(jax.nn.log_sigmoid(f_pre), axis=-1)  # [n, B, h, c]
+    square = (1,) * (b.ndim - 1) + (chunk, chunk)
+    causal = jnp.tril(jnp.ones((chunk, chunk), bool)).reshape(square)
+    log_d = jnp.where(causal, b[..., :, None] - b[..., None, :] + i_pre[..., None, :], -jnp.inf)
+    within = jnp.max(log_d, axis=-1)  # [n, B, h, c]: the stabiliser the chunk's own writes need
+    score = q @ jnp.swapaxes(k, -1, -2)  # [n, B, h, c, c]
+    write = b[..., -1:] - b + i_pre  # log weight of write j in the chunk's end state
+
+    def step(state: State, xs: tuple) -> tuple[State, jax.Array]:
+        q_i, k_i, v_i, b_i, log_d_i, within_i, score_i, write_i = xs
+        m_t = jnp.maximum(b_i + state["m"][..., None], within_i)  # [B, h, c]
+        carried = jnp.exp(b_i + state["m"][..., None] - m_t)[..., None]
+        mixed = score_i * jnp.exp(log_d_i - m_t[..., None])
+        numerator = (q_i * carried) @ state["C"] + mixed @ v_i
+        qn = jnp.sum(q_i * carried * state["n"][..., None, :], axis=-1) + jnp.sum(mixed, axis=-1)
+        h = numerator / (jnp.maximum(jnp.abs(qn), jnp.exp(-m_t)) + eps)[..., None]
+        m = jnp.maximum(b_i[..., -1] + state["m"], jnp.max(write_i, axis=-1))
+        k_w = k_i * jnp.exp(write_i - m[..., None])[..., None]
+        decay = jnp.exp(b_i[..., -1] + state["m"] - m)
+        new = {
+            "C": decay[..., None, None] * state["C"] + jnp.swapaxes(k_w, -1, -2) @ v_i,
+            "n": decay[..., None] * state["n"] + jnp.sum(k_w, axis=-2),
+            "m": m,
+        }
+        return new, h
+
+    state = {
+        "C": jnp.zeros((batch, heads, d_qk, v.shape[-1]), dtype),
+        "n": jnp.zeros((batch, heads, d_qk), dtype),
+        "m": jnp.zeros((batch, heads), dtype),
+    }
+    _, h = jax.lax.scan(step, state, (q, k, v, b, log_d, within, score, write))  # [n, B, h, c, d_v]
+    return jnp.moveaxis(h, 0, 1).swapaxes(2, 3).reshape((batch, n * chunk, heads, h.shape[-1]))[:, :steps]
+
+
 def _projections(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> tuple[jax.Array, ...]:
     """``(q, k, v, o, ĩ, f̃)`` of ``xLSTMLayer`` from its normed input ``[B, T, D]``: the first four
     ``[B, T, width]``, the gates ``[B, T, heads]`` soft-capped."""
@@ -284,8 +378,13 @@ def _projections(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> 
 
 
 def mlstm_layer(
-    spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array, probe: State | None = None
-) -> tuple[jax.Array, Trajectory]:
+    spec: XLSTMSpec,
+    params: Params,
+    prefix: str,
+    x: jax.Array,
+    probe: State | None = None,
+    chunked: bool = False,
+) -> tuple[jax.Array, Trajectory | None]:
     """``xLSTMLayer``: projections, the mLSTM recurrence, per-head layer norm, output gate, out_proj.
 
     Args:
@@ -294,22 +393,21 @@ def mlstm_layer(
         prefix: ``backbone.blocks.{l}.mlstm_layer.``.
         x: the normed stream ``[B, T, D]``.
         probe: the layer's state probe, or None.
+        chunked: the chunkwise form (:func:`chunked_mlstm`), with no probe and no trajectory.
 
     Returns:
-        ``[B, T, D]``, the block's first residual update, and the mLSTM's trajectory.
+        ``[B, T, D]``, the block's first residual update, and the mLSTM's trajectory (None in
+        the chunkwise form).
     """
     b, t, _ = x.shape
     q, k, v, o, i_pre, f_pre = _projections(spec, params, prefix, x)
-    heads = spec.num_heads
-    h, trajectory = mlstm(
-        q.reshape(b, t, heads, -1),
-        k.reshape(b, t, heads, -1),
-        v.reshape(b, t, heads, -1),
-        i_pre,
-        f_pre,
-        spec.eps,
-        probe,
-    )
+    q, k, v = (a.reshape(b, t, spec.num_heads, -1) for a in (q, k, v))
+    if chunked:
+        if probe is not None:
+            raise ValueError("the chunkwise form has no step's state to probe: chunked=False with a probe")
+        h, trajectory = chunked_mlstm(q, k, v, i_pre, f_pre, spec.eps), None
+    else:
+        h, trajectory = mlstm(q, k, v, i_pre, f_pre, spec.eps, probe)
     h = head_layer_norm(spec, params, prefix + "multihead_norm", h.astype(x.dtype))
     return _linear(params, prefix + "out_proj", jax.nn.sigmoid(o) * h), trajectory
 
@@ -324,13 +422,18 @@ def feed_forward(spec: XLSTMSpec, params: Params, prefix: str, x: jax.Array) -> 
 
 
 def block(
-    spec: XLSTMSpec, params: Params, layer: int, x: jax.Array, probe: State | None = None
-) -> tuple[jax.Array, Trajectory]:
+    spec: XLSTMSpec,
+    params: Params,
+    layer: int,
+    x: jax.Array,
+    probe: State | None = None,
+    chunked: bool = False,
+) -> tuple[jax.Array, Trajectory | None]:
     """``xLSTMBlock`` ``layer``: x + mLSTM(RMSNorm x), then + FFN(RMSNorm ·); ``[B, T, D]``, and
-    the mLSTM's trajectory."""
+    the mLSTM's trajectory (:func:`mlstm_layer`)."""
     prefix, force = f"backbone.blocks.{layer}.", spec.norm_reduction_force_float32
     x_mlstm = rms_norm(spec, params, prefix + "norm_mlstm", x, force)
-    update, trajectory = mlstm_layer(spec, params, prefix + "mlstm_layer.", x_mlstm, probe)
+    update, trajectory = mlstm_layer(spec, params, prefix + "mlstm_layer.", x_mlstm, probe, chunked)
     x = x + update
     x_ffn = rms_norm(spec, params, prefix + "norm_ffn", x, force)
     return x + feed_forward(spec, params, prefix + "ffn.", x_ffn), trajectory
@@ -344,7 +447,8 @@ def forward(
     *,
     with_states: bool = False,
     head: bool = True,
-) -> jax.Array | tuple[jax.Array, tuple[Trajectory, ...]]:
+    chunked: bool = False,
+) -> jax.Array | tuple[jax.Array, tuple[Trajectory | None, ...]]:
     """The logits of ``xLSTMForCausalLM`` (``use_cache=False``: every sequence from zero state).
 
     Args:
@@ -357,6 +461,8 @@ def forward(
         with_states: also return each block's :class:`~rnnviz.engine.blocks.Trajectory`.
         head: False: the final norm's output ``[B, T, D]`` in place of the logits (what
             :mod:`~rnnviz.engine.blocks.vectors` reads out).
+        chunked: the mLSTM layers in their chunkwise form (:func:`chunked_mlstm`; no probes, no
+            trajectories).
 
     Returns:
         ``<float32>[B, T, V]``, soft-capped by ``output_logit_soft_cap``; with ``with_states``,
@@ -375,7 +481,9 @@ def forward(
     for layer in range(spec.num_blocks):
         if probes is not None:
             x = x + probes.stream[layer].astype(x.dtype)
-        x, trajectory = block(spec, params, layer, x, None if probes is None else probes.states[layer])
+        x, trajectory = block(
+            spec, params, layer, x, None if probes is None else probes.states[layer], chunked
+        )
         trajectories.append(trajectory)
     if probes is not None:
         x = x + probes.stream[spec.num_blocks].astype(x.dtype)
