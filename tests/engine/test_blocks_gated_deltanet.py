@@ -167,12 +167,12 @@ def test_the_chunked_rule_is_the_step_by_step_rule_in_float64(steps, chunk):
         w = jax.random.normal(keys[5], shape + (4,), jnp.float64)
         stepwise = lambda i, q: jnp.sum(gated_deltanet.delta_rule(i, q, None)[0] * w)  # noqa: E731
         chunked = lambda i, q: jnp.sum(gated_deltanet.chunked_delta_rule(i, q, chunk) * w)  # noqa: E731
-        want = gated_deltanet.delta_rule(inputs, q, None)[0]
-        got = gated_deltanet.chunked_delta_rule(inputs, q, chunk)
+        want = jax.jit(lambda i, q: gated_deltanet.delta_rule(i, q, None)[0])(inputs, q)
+        got = jax.jit(gated_deltanet.chunked_delta_rule, static_argnums=2)(inputs, q, chunk)
         assert got.dtype == jnp.float64
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
-        grads_want = jax.grad(stepwise, (0, 1))(inputs, q)
-        grads_got = jax.grad(chunked, (0, 1))(inputs, q)
+        grads_want = jax.jit(jax.grad(stepwise, (0, 1)))(inputs, q)
+        grads_got = jax.jit(jax.grad(chunked, (0, 1)))(inputs, q)
         for a, b in zip(jax.tree.leaves(grads_got), jax.tree.leaves(grads_want)):
             np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)  # 1/α of near-0 α: rounding grows
 
@@ -189,10 +189,11 @@ def test_the_chunked_rule_is_finite_where_a_decay_underflows_to_zero():
         "v": jax.random.normal(keys[3], shape + (3,)),
     }
     q = gated_deltanet.l2_normalised(jax.random.normal(keys[4], shape + (4,))) / 2
-    got = gated_deltanet.chunked_delta_rule(inputs, q, 16)
-    grads = jax.grad(lambda i: jnp.sum(gated_deltanet.chunked_delta_rule(i, q, 16) ** 2))(inputs)
+    got = jax.jit(gated_deltanet.chunked_delta_rule, static_argnums=2)(inputs, q, 16)
+    grads = jax.jit(jax.grad(lambda i: jnp.sum(gated_deltanet.chunked_delta_rule(i, q, 16) ** 2)))(inputs)
     assert all(bool(jnp.all(jnp.isfinite(g))) for g in jax.tree.leaves(grads))
-    np.testing.assert_allclose(got, gated_deltanet.delta_rule(inputs, q, None)[0], atol=1e-5)
+    want = jax.jit(lambda i, q: gated_deltanet.delta_rule(i, q, None)[0])(inputs, q)
+    np.testing.assert_allclose(got, want, atol=1e-5)
 
 
 def test_unit_lower_inverse_inverts():
