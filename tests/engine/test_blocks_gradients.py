@@ -60,11 +60,16 @@ def _whole_state_norms(module, spec, params, inputs, widths, position: int) -> l
         None if s is None else jax.tree.map(lambda a: jnp.zeros(a.shape), s)
         for s in module.state_shapes(spec, batch, steps)
     )
-    losses, vjp, weights = jax.vjp(
-        lambda p: position_losses(module, spec, params, inputs, p), Probes(stream, states), has_aux=True
-    )
-    cotangents = jnp.stack([weights, jax.nn.one_hot(position, losses.shape[0])])
-    (grads,) = jax.vmap(vjp)(cotangents)
+
+    @jax.jit
+    def whole(probes: Probes) -> Probes:  # one executable: eager dispatch of the scans is slow
+        losses, vjp, weights = jax.vjp(
+            lambda p: position_losses(module, spec, params, inputs, p), probes, has_aux=True
+        )
+        cotangents = jnp.stack([weights, jax.nn.one_hot(position, losses.shape[0])])
+        return jax.vmap(vjp)(cotangents)[0]
+
+    grads = whole(Probes(stream, states))
 
     def norms(g):
         g = np.moveaxis(np.asarray(g, np.float64), 2, 0)  # [T, 2, B, ...]
@@ -78,7 +83,8 @@ def test_norm_probes_give_the_whole_gradients_norms(config):
     """‖∂L/∂state_t‖ and ‖∂ℓ_p/∂state_t‖ from the norm probes equal the norms of the whole
     state gradients, for every layer, leaf and step (the rows differ: both cotangents are used)."""
     module, spec, params, inputs, widths = _model(config)
-    out = model_gradients(module, spec, widths, jnp.float32, params, inputs, jnp.int32(4))
+    gradients = jax.jit(model_gradients, static_argnums=(0, 1, 2, 3))
+    out = gradients(module, spec, widths, jnp.float32, params, inputs, jnp.int32(4))
     expected = _whole_state_norms(module, spec, params, inputs, widths, 4)
     assert [s is None for s in out.states] == [s is None for s in expected]
     for ours, whole in zip(out.states, expected):
