@@ -129,7 +129,7 @@ def test_outputs_and_gradients_match_the_reference(case):
         y = module_of(model.model_type, model.spec).forward(model.spec, params, inputs)
         return 0.5 * jnp.sum(y[:, -1] ** 2), y
 
-    (_, y), (g_params, g_x) = jax.value_and_grad(loss, argnums=(0, 1), has_aux=True)(
+    (_, y), (g_params, g_x) = jax.jit(jax.value_and_grad(loss, argnums=(0, 1), has_aux=True))(
         model.params, jnp.asarray(x)
     )
     assert _rel(y, y_ref.detach().numpy()) < TOL

@@ -106,7 +106,7 @@ def test_the_first_row_is_the_input_gradient_of_jax_grad(cell):
         y = module.forward(model.spec, model.params, inputs)
         return 0.5 * jnp.sum(y[:, -1] ** 2)
 
-    value, g = jax.value_and_grad(loss)(jnp.asarray(x))
+    value, g = jax.jit(jax.value_and_grad(loss))(jnp.asarray(x))
     a = analyze_block(cfg)
     assert a.loss == pytest.approx(float(value), rel=1e-5)
     expected = np.sqrt(np.sum(np.asarray(g, np.float64) ** 2, axis=(0, 2)))
