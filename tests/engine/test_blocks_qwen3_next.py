@@ -336,7 +336,7 @@ def test_bfloat16_weights_follow_torch_in_bfloat16():
     spec = parse(model.config.to_dict(), "bf16")
     state = _file_names({k: v.float().numpy() for k, v in model.state_dict().items()})
     params = {k: jnp.asarray(v).astype(jnp.bfloat16) for k, v in state.items()}
-    got = forward(spec, params, jnp.asarray(ids, jnp.int32))
+    got = jax.jit(forward, static_argnums=0)(spec, params, jnp.asarray(ids, jnp.int32))
     assert got.dtype == jnp.float32
     err = _rel(got, want)
     print(f"bfloat16: logits rel {err:.2e}")
