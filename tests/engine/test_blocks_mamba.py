@@ -190,7 +190,7 @@ def test_state_probe_gradient_is_the_finite_difference_and_causal(index, tmp_pat
     with jax.enable_x64():
         params = {k: v.astype(jnp.float64) for k, v in case.params.items()}
         probes = _zero_probes(spec, seq_len, jnp.float64)
-        grads = jax.grad(_loss, argnums=3)(spec, params, ids, probes)
+        grads = jax.jit(jax.grad(_loss, argnums=3), static_argnums=0)(spec, params, ids, probes)
         shape = probes.states[0]["h"].shape
         for layer, entry in ((0, (0, 2, 3, 1)), (spec.n_layers - 1, (1, seq_len - 2, 5, shape[-1] - 1))):
 

@@ -318,7 +318,7 @@ def test_float64_matches_transformers_float64(tmp_path):
     out.loss.backward()
     with jax.enable_x64():
         params = {k: v.astype(jnp.float64) for k, v in case.params.items()}
-        (_, logits), grads = jax.value_and_grad(_loss, argnums=1, has_aux=True)(
+        (_, logits), grads = jax.jit(jax.value_and_grad(_loss, argnums=1, has_aux=True), static_argnums=0)(
             case.spec, params, jnp.asarray(case.ids), None
         )
         logits, grads = np.asarray(logits), {k: np.asarray(v) for k, v in grads.items()}
@@ -377,7 +377,7 @@ def test_input_gate_bias_is_nearly_a_symmetry():
             name: 0.5 * jax.random.normal(key, shape, jnp.float64)
             for key, (name, shape) in zip(keys, tensors(spec).items())
         }
-        grads = jax.grad(lambda p: _loss(spec, p, ids, None)[0])(params)
+        grads = jax.jit(jax.grad(lambda p: _loss(spec, p, ids, None)[0]))(params)
         gate = "backbone.blocks.0.mlstm_layer.igate_preact."
         bias, weight = (float(jnp.linalg.norm(grads[gate + k])) for k in ("bias", "weight"))
     assert bias < 1e-9 * weight

@@ -136,7 +136,7 @@ def test_a_trained_runs_tensors_are_the_model_the_analysis_reads():
         y = vectors.forward(model_spec(cfg, task)[0], tensors, inputs)  # as the training reads it
         return 0.5 * jnp.sum(y[:, -1] ** 2)
 
-    value, g = jax.value_and_grad(loss)(x)
+    value, g = jax.jit(jax.value_and_grad(loss))(x)
     a = analyze_block(cfg, tensors=tensors)
     assert a.loss == pytest.approx(float(value), rel=1e-5)
     expected = np.sqrt(np.sum(np.asarray(g, np.float64) ** 2, axis=(0, 2)))

@@ -199,8 +199,8 @@ def test_a_block_trains_in_its_chunked_form_with_the_step_by_step_numbers(cell, 
         pred = vectors.forward(vspec, p, batch.inputs)[:, -1]
         return task.loss_fn(cfg.seq_len)(pred, batch.targets)
 
-    chunked = jax.value_and_grad(lambda p: task_loss(cfg, task, p, batch.inputs, batch.targets)[0])
-    (loss, grads), (want_loss, want_grads) = chunked(params), jax.value_and_grad(stepwise)(params)
+    chunked = jax.jit(jax.value_and_grad(lambda p: task_loss(cfg, task, p, batch.inputs, batch.targets)[0]))
+    (loss, grads), (want_loss, want_grads) = chunked(params), jax.jit(jax.value_and_grad(stepwise))(params)
     assert float(loss) == pytest.approx(float(want_loss), rel=1e-6)
     for name in want_grads:
         np.testing.assert_allclose(grads[name], want_grads[name], rtol=1e-4, atol=1e-7, err_msg=name)
