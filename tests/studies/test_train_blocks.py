@@ -12,7 +12,7 @@ import pytest
 
 from rnnviz.config import RunConfig
 from rnnviz.dataset import load_dataset
-from rnnviz.engine.blocks import vectors
+from rnnviz.engine.blocks import gated_deltanet, vectors, xlstm
 from rnnviz.studies.tasks.synthetic import get_task
 from rnnviz.studies.training import DATA_TASK, TrainSettings, train, train_many
 from rnnviz.studies.training.blocks import model_spec, task_loss
@@ -175,12 +175,21 @@ def test_block_connectivity_is_torchs_gradient_of_the_log_probability_at_step_ta
     assert reach(got, 7, 0.0) == 6
 
 
-@pytest.mark.parametrize("cell, layer", [("gated_deltanet", "linear_attn"), ("mlstm", "mlstm_layer")])
-def test_a_block_trains_in_its_chunked_form_with_the_step_by_step_numbers(cell, layer):
+@pytest.mark.parametrize(
+    "cell, layer, rule",
+    [
+        ("gated_deltanet", "linear_attn", (gated_deltanet, "chunked_delta_rule")),
+        ("mlstm", "mlstm_layer", (xlstm, "chunked_mlstm")),
+    ],
+)
+def test_a_block_trains_in_its_chunked_form_with_the_step_by_step_numbers(cell, layer, rule, monkeypatch):
     """Training asks for the chunked form (``vectors.forward(chunked=True)``) of the designs
-    that have one (Gated DeltaNet, the mLSTM): the task's loss and its gradient with respect to
-    every tensor equal the step-by-step form's (the analysis's), over T = 70 steps (one chunk of
-    64 and 6 more)."""
+    that have one (Gated DeltaNet, the mLSTM), and runs it (once per layer): the task's loss and
+    its gradient with respect to every tensor equal the step-by-step form's (the analysis's),
+    over T = 70 steps (one chunk of 64 and 6 more)."""
+    module, rule_name = rule
+    original, calls = getattr(module, rule_name), []
+    monkeypatch.setattr(module, rule_name, lambda *a, **k: calls.append(1) or original(*a, **k))
     cfg = RunConfig(
         cell=cell,
         block="reference",
@@ -205,3 +214,4 @@ def test_a_block_trains_in_its_chunked_form_with_the_step_by_step_numbers(cell, 
     for name in want_grads:
         np.testing.assert_allclose(grads[name], want_grads[name], rtol=1e-4, atol=1e-7, err_msg=name)
     assert max(float(np.abs(g).max()) for name, g in grads.items() if layer in name) > 0
+    assert len(calls) == cfg.layers  # traced once per layer, by the training's loss alone
