@@ -84,6 +84,24 @@ def test_the_readme_rows_are_the_recorded_runs():
         assert bits[i] == (f"{np.mean([r['held_out_metric'][-1] for r in text]):.2f}" if text else "—"), name
 
 
+def test_the_readme_block_rows_are_the_recorded_runs():
+    """The README's block rows: each column's design as its reference block, ×2 at 100k ("—"
+    for the designs without one)."""
+    header = next(line for line in README.splitlines() if line.startswith("| | LSTM fb=1 |"))
+    names = [c.strip() for c in header.strip("|").split("|")][1:]
+    cell_of = {"LSTM fb=1": "lstm", "Mamba": "mamba"} | {v: k for k, v in BLOCK_NAMES.items()}
+    groups = _block_learning()
+    digits, bits = _row(README, "block: digits"), _row(README, "block: bits/char")
+    assert len(digits) == len(bits) == len(names)
+    for i, name in enumerate(names):
+        by_data = groups.get((cell_of.get(name), 2, "100k"))
+        if by_data is None:
+            assert name not in cell_of and digits[i] == bits[i] == "—", name
+            continue
+        for column, data in ((digits, "digits pixels"), (bits, "text prose")):
+            assert column[i] == f"{np.mean([r['held_out_metric'][-1] for r in by_data[data]]):.2f}", name
+
+
 def test_the_gradient_tables_are_the_recorded_runs():
     loaded = load_records([RUNS / "cpu-designs.jsonl"])
     gradient = {
