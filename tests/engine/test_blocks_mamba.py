@@ -17,8 +17,8 @@ from transformers import FalconMambaConfig, FalconMambaForCausalLM, MambaConfig,
 
 from rnnviz.checkpoints.families.mamba import FAMILY, MambaSpec, parse, tensors, tied
 from rnnviz.checkpoints.record import CheckpointError
-from rnnviz.engine.blocks import Probes
-from rnnviz.engine.blocks.mamba import forward, state_shapes
+from rnnviz.engine.blocks import Probes, probed
+from rnnviz.engine.blocks.mamba import forward, selective_scan, ssm_step, state_shapes
 
 TOL = 1e-4  # relative, normwise, float32 against torch's float32
 BATCH = 2
@@ -207,6 +207,70 @@ def test_state_probe_gradient_is_the_finite_difference_and_causal(index, tmp_pat
             step = entry[1]
             assert float(changed[:, :step].max()) == 0.0  # the past does not see it
             assert float(changed[entry[0], step].max()) > 0.0  # the readout of its own step does
+
+
+def _scan_by_autodiff(a, inputs, c_t, probe, dtype):
+    """The selective scan as one plain ``lax.scan`` of :func:`ssm_step`, left to JAX's own
+    transpose: the oracle of the hand-written reverse pass."""
+    wide = inputs["delta"].dtype
+    swap = lambda x: jnp.swapaxes(x, 0, 1)  # noqa: E731
+    if probe is None or probe.ndim == 2:  # none, or a norm probe [B, T]
+        probe_t = None if probe is None else swap(probe)
+    else:
+        probe_t = jnp.transpose(probe, (1, 0, 3, 2))
+
+    def step(h, xs):
+        step_inputs, c, p = xs
+        h = ssm_step(a, h, step_inputs)
+        h = h if p is None else probed(h, p)
+        return h, (jnp.sum(h.astype(dtype).astype(wide) * c.astype(wide)[..., None], axis=1), h)
+
+    h0 = jnp.zeros(c_t.shape[:1] + a.shape, wide)
+    _, (readout, hs) = jax.lax.scan(step, h0, (jax.tree.map(swap, inputs), swap(c_t), probe_t))
+    return swap(readout), jnp.transpose(hs, (1, 0, 3, 2))
+
+
+@pytest.mark.parametrize(
+    ("probe", "wide", "dtype", "rtol"),
+    [
+        (None, "float64", "float64", 1e-12),
+        ("state", "float64", "float64", 1e-12),
+        ("norm", "float64", "float64", 1e-12),
+        ("norm", "float32", "bfloat16", 1e-5),
+    ],
+)
+def test_the_scans_reverse_pass_is_jaxs_transpose_of_the_steps(probe, wide, dtype, rtol):
+    """Every input's gradient (A, Δ, B, u, C and the probe) through the readout and the states
+    both, from the hand-written reverse pass and from JAX's transpose of the plain steps; with
+    decays from near 1 to near 0, a probe of each kind, and the bfloat16 readout's casts."""
+    batch, steps, inner, n = 3, 9, 5, 4
+    with jax.enable_x64(wide == "float64"):
+        k = jax.random.split(jax.random.key(3), 7)
+        a = -jnp.exp(2 * jax.random.normal(k[0], (n, inner), wide))
+        inputs = {
+            "delta": jax.nn.softplus(2 * jax.random.normal(k[1], (batch, steps, inner), wide)),
+            "b": jax.random.normal(k[2], (batch, steps, n), wide),
+            "u": jax.random.normal(k[3], (batch, steps, inner), wide),
+        }
+        c_t = jax.random.normal(k[4], (batch, steps, n), dtype)
+        shapes = {None: None, "state": (batch, steps, inner, n), "norm": (batch, steps)}
+        p = None if probe is None else jnp.zeros(shapes[probe], wide)
+        weights = jax.random.normal(k[5], (batch, steps, inner, n), wide)
+
+        def loss(scan, a, inputs, c_t, p):
+            readout, hs = scan(a, inputs, c_t, p, jnp.dtype(dtype))
+            return jnp.sum(jnp.sin(readout)) + jnp.sum(weights * jnp.cos(hs))
+
+        by_hand, by_autodiff = (
+            jax.jit(jax.grad(lambda *x, scan=scan: loss(scan, *x), argnums=(0, 1, 2, 3)))
+            for scan in (selective_scan, _scan_by_autodiff)
+        )
+        got, want = by_hand(a, inputs, c_t, p), by_autodiff(a, inputs, c_t, p)
+        assert jax.tree.structure(got) == jax.tree.structure(want)
+        for g, w in zip(jax.tree.leaves(got), jax.tree.leaves(want)):
+            assert g.dtype == w.dtype
+            g, w = np.asarray(g, np.float64), np.asarray(w, np.float64)
+            assert np.max(np.abs(g - w)) <= rtol * np.max(np.abs(w)), g.shape
 
 
 def test_bfloat16_follows_torch_bfloat16(tmp_path):

@@ -49,6 +49,7 @@ import jax.numpy as jnp
 from rnnviz.checkpoints.families.mamba import MambaInit, tensors, tied
 from rnnviz.engine.blocks import Probes, Trajectory, init, probed, promoted, wide_dtype
 from rnnviz.engine.blocks.backbone import language_model, linear, row
+from rnnviz.engine.norms import robust_norm
 
 if TYPE_CHECKING:
     from rnnviz.checkpoints.families.mamba import MambaSpec
@@ -123,7 +124,8 @@ def selective_scan(
     a: jax.Array, inputs: dict[str, jax.Array], c_t: jax.Array, probe: jax.Array | None, dtype: Any
 ) -> tuple[jax.Array, jax.Array]:
     r"""The SSM over a sequence from h₋₁ = 0, one :func:`ssm_step` at a time (plus the state
-    probe p_t), and its readout C_t · h_t.
+    probe p_t), and its readout C_t · h_t, with a reverse pass written by hand
+    (:func:`_scan_backward`).
 
     Inside the scan the state is held ``[B, N, I]``: the readout's sum over N and the
     broadcasts of Δ and u then run along contiguous memory, which XLA:CPU's loops vectorise; in
@@ -146,17 +148,77 @@ def selective_scan(
         probe_t = None if probe is None else swap(probe).astype(wide)
     else:
         probe_t = jnp.transpose(probe, (1, 0, 3, 2)).astype(wide)
+    steps = jax.tree.map(swap, inputs)
+    readout, hs = _scan(a, steps["delta"], steps["b"], steps["u"], swap(c_t), probe_t, jnp.dtype(dtype))
+    return swap(readout), jnp.transpose(hs, (1, 0, 3, 2))
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(6,))
+def _scan(a, delta, b, u, c, probe, dtype) -> tuple[jax.Array, jax.Array]:
+    """:func:`selective_scan` time-major: Δ, u ``[T, B, I]``, B_t, C_t ``[T, B, N]``, the probe
+    ``[T, B, N, I]``, ``[T, B]`` or None; returns the readout ``[T, B, I]`` and h ``[T, B, N, I]``."""
+    return _scan_forward(a, delta, b, u, c, probe, dtype)[0]
+
+
+def _scan_forward(a, delta, b, u, c, probe, dtype):
+    wide = delta.dtype
 
     def step(h: jax.Array, xs: tuple) -> tuple[jax.Array, tuple[jax.Array, jax.Array]]:
-        step_inputs, c, p = xs
-        h = ssm_step(a, h, step_inputs)
+        d, b_t, u_t, c_t, p = xs
+        h = ssm_step(a, h, {"delta": d, "b": b_t, "u": u_t})
         h = h if p is None else probed(h, p)
-        readout = jnp.sum(h.astype(dtype).astype(wide) * c.astype(wide)[..., None], axis=1)
+        readout = jnp.sum(h.astype(dtype).astype(wide) * c_t.astype(wide)[..., None], axis=1)
         return h, (readout, h)
 
-    h0 = jnp.zeros(c_t.shape[:1] + a.shape, wide)
-    _, (readout, hs) = jax.lax.scan(step, h0, (jax.tree.map(swap, inputs), swap(c_t), probe_t))
-    return swap(readout), jnp.transpose(hs, (1, 0, 3, 2))
+    h0 = jnp.zeros(c.shape[1:2] + a.shape, wide)
+    _, (readout, hs) = jax.lax.scan(step, h0, (delta, b, u, c, probe))
+    return (readout, hs), (a, delta, b, u, c, probe, hs)
+
+
+def _scan_backward(dtype, res: tuple, cotangents: tuple) -> tuple:
+    r"""The reverse pass of :func:`_scan`: one reverse scan carries the state's cotangent
+
+    .. math::
+        G_t = \bar h_t + C_t \bar r_t^\top + \exp(Δ_{t+1} A) ⊙ G_{t+1}
+
+    (\bar r_t the readout's cotangent, \bar h_t the states'), and each step's gradients
+    follow from G_t, h_{t−1} and its inputs: with D_t = G_t ⊙ h_{t−1} ⊙ exp(Δ_t A),
+    ∂Δ_t = Σ_N D_t ⊙ A + u_t ⊙ Σ_N G_t B_t, ∂u_t = Δ_t ⊙ Σ_N G_t B_t,
+    ∂B_t = Σ_I G_t ⊙ Δ_t u_t, ∂C_t = Σ_I h_t \bar r_t, ∂A = Σ_{t,B} D_t ⊙ Δ_t, and a probe
+    receives G_t (a norm probe ‖G_t‖ per example). XLA's transpose of the forward scan computes
+    the same sums; it kept more per step and ran slower (``docs/dev/benchmarks.md``).
+    """
+    a, delta, b, u, c, probe, hs = res
+    d_readout, d_hs = cotangents
+    wide = delta.dtype
+
+    def step(carry: tuple, t: jax.Array) -> tuple[tuple, tuple]:
+        g_next, decay_next, d_a = carry
+        d, b_t, u_t, dr = delta[t], b[t], u[t], d_readout[t]
+        decay = jnp.exp(d[:, None, :] * a[None])
+        # the readout reads h cast to its dtype: the cotangent passes the same casts back
+        from_readout = (c[t].astype(wide)[..., None] * dr[:, None, :]).astype(dtype).astype(wide)
+        g = from_readout + d_hs[t] + decay_next * g_next
+        d_decay = g * jnp.where(t > 0, hs[jnp.maximum(t - 1, 0)], 0.0) * decay
+        g_b = jnp.sum(g * b_t[..., None], axis=1)
+        grads = (
+            jnp.sum(d_decay * a[None], axis=1) + u_t * g_b,  # Δ
+            jnp.sum(g * (d * u_t)[:, None, :], axis=2),  # B
+            d * g_b,  # u
+            jnp.sum(hs[t].astype(dtype).astype(wide) * dr[:, None, :], axis=2),  # C
+            None if probe is None else g if probe.ndim == g.ndim + 1 else robust_norm(g, axis=(1, 2)),
+        )
+        return (g, decay, d_a + jnp.sum(d_decay * d[:, None, :], axis=0)), grads
+
+    zero = jnp.zeros_like(hs[0])
+    steps = jnp.arange(delta.shape[0])
+    (_, _, d_a), (d_delta, d_b, d_u, d_c, d_probe) = jax.lax.scan(
+        step, (zero, zero, jnp.zeros_like(a)), steps, reverse=True
+    )
+    return d_a, d_delta, d_b, d_u, d_c.astype(c.dtype), None if probe is None else d_probe.astype(probe.dtype)
+
+
+_scan.defvjp(_scan_forward, _scan_backward)
 
 
 def _selection(spec: MambaSpec, p: Params, u: jax.Array) -> tuple[jax.Array, jax.Array, jax.Array]:
