@@ -252,6 +252,9 @@ BLOCK_NAMES = {
 #: What one row's training may take: its seeds over the whole run (about 3 × 2000 steps of a
 #: 400k-parameter block on the digits, 8e13 FLOPs); the dashboard keeps its own, smaller budget.
 BLOCK_FLOP_BUDGET = 2e14
+#: What one row's seeds may hold, by the estimate: the table runs alone on its machine, where
+#: the dashboard's budget serves many visitors (the Mamba ×4 at 400 k needs just over 4 GiB).
+BLOCK_MEMORY_BUDGET = 8 * 2**30
 
 
 def block_learning_table(
@@ -337,6 +340,7 @@ def _block_row(cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: st
         settings=TrainSettings(DATA_TASK, steps, learning_rate=1e-3, log_every=min(100, steps)),
         data=ds,
         flop_budget=BLOCK_FLOP_BUDGET,
+        memory_budget=BLOCK_MEMORY_BUDGET,
     )
     count = block_param_count(cfg)
     metric = [float(r.held_out_metric[-1]) for r in runs]

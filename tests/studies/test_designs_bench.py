@@ -116,3 +116,21 @@ def test_the_block_learning_table_records_each_design_at_its_sized_width(tmp_pat
     assert path.read_text().count("\n") == 9
     assert main([*flags, "--types", "lru"]) == 2
     assert "cells with a reference block" in capsys.readouterr().err
+
+
+def test_the_largest_block_row_fits_the_tables_budgets():
+    """Mamba ×4 at 400 k on the digits, the grid's largest row by the memory estimate, is over
+    the dashboard's training budget and within the block table's own."""
+    from rnnviz.bench.learning import BLOCK_FLOP_BUDGET, BLOCK_MEMORY_BUDGET
+    from rnnviz.config import BudgetError
+    from rnnviz.dataset import load_dataset
+    from rnnviz.studies.block_models import sized_config
+    from rnnviz.studies.training import DATA_TASK, TrainSettings
+    from rnnviz.studies.training.loop import check_training
+
+    base = RunConfig(cell="mamba", block="reference", layers=4, input_size=1, seq_len=64, batch_size=64)
+    cfg, data = sized_config(base, "400k"), load_dataset("digits", order="pixels")
+    settings = TrainSettings(DATA_TASK, 2000, learning_rate=1e-3)
+    with pytest.raises(BudgetError, match="over the 4 GiB budget"):
+        check_training(cfg, settings, 3, data, BLOCK_FLOP_BUDGET)
+    check_training(cfg, settings, 3, data, BLOCK_FLOP_BUDGET, BLOCK_MEMORY_BUDGET)

@@ -205,6 +205,7 @@ def check_training(
     n_runs: int = 1,
     data: Dataset | None = None,
     flop_budget: float = TRAIN_FLOP_BUDGET,
+    memory_budget: float = MEMORY_BUDGET_BYTES,
 ) -> tuple[Task, TrainSpec]:
     """The settings checked against the config they train (each setting is checked on its own by
     :class:`TrainSettings`).
@@ -216,6 +217,8 @@ def check_training(
         data: the data set trained on when ``settings.task`` is :data:`DATA_TASK`.
         flop_budget: the most FLOPs all the runs may take (a benchmark's long tables
             raise it; the dashboard keeps :data:`TRAIN_FLOP_BUDGET`).
+        memory_budget: the most bytes all the runs may hold, by the estimate (a benchmark's
+            tables, which run alone, may raise it; the dashboard keeps ``MEMORY_BUDGET_BYTES``).
 
     Returns:
         ``(task, spec)``: the task and the compiled step's static settings.
@@ -242,12 +245,12 @@ def check_training(
     memory = (
         estimate_memory_bytes(cfg) * n_runs * 2
     )  # params, grads and optimiser moments on top of the working set
-    if memory > MEMORY_BUDGET_BYTES:
+    if memory > memory_budget:
         raise BudgetError(
             "batch_size",
             cfg.batch_size,
             f"{n_runs} run(s) need about {memory / 2**30:.1f} GiB, over the "
-            f"{MEMORY_BUDGET_BYTES / 2**30:.0f} GiB budget; use fewer runs, a smaller batch or a shorter T",
+            f"{memory_budget / 2**30:g} GiB budget; use fewer runs, a smaller batch or a shorter T",
         )
     return t, TrainSpec(t.name, settings.lag, settings.optimizer, settings.log_every)
 
@@ -278,7 +281,7 @@ class Trainer:
         settings: the training settings (``over`` may vary their learning rate and clip).
         data: the data set trained on when ``settings.task`` is :data:`DATA_TASK`.
         device: a concrete JAX device, overriding ``cfg.device``.
-        flop_budget: as :func:`check_training`.
+        flop_budget, memory_budget: as :func:`check_training`.
 
     Raises:
         ConfigError: as :func:`train_many`.
@@ -293,6 +296,7 @@ class Trainer:
         data: Dataset | None = None,
         device: jax.Device | None = None,
         flop_budget: float = TRAIN_FLOP_BUDGET,
+        memory_budget: float = MEMORY_BUDGET_BYTES,
     ):
         points = _points_of(over or {})
         self.data_source = None if data is None else (data.name, data.options)
@@ -302,9 +306,10 @@ class Trainer:
             self.runs.append(
                 dataclasses.replace(settings, **{k: v for k, v in p.items() if k in _HYPER_FIELDS})
             )
-        self.task, self.spec = check_training(cfg, settings, len(points), data, flop_budget)
+        budgets = {"flop_budget": flop_budget, "memory_budget": memory_budget}
+        self.task, self.spec = check_training(cfg, settings, len(points), data, **budgets)
         for c in self.cfgs:  # the values may take a config out of the task's reach (one message per field)
-            check_training(c, settings, data=data, flop_budget=flop_budget)
+            check_training(c, settings, data=data, **budgets)
         self.cfg, self.settings, self.steps = cfg, settings, settings.steps
         device = device or resolve_device(cfg)
         static = static_config(cfg)
@@ -507,6 +512,7 @@ def train_many(
     progress: ProgressFn | None = None,
     device: jax.Device | None = None,
     flop_budget: float = TRAIN_FLOP_BUDGET,
+    memory_budget: float = MEMORY_BUDGET_BYTES,
 ) -> list[Training]:
     """Train every combination of ``over`` in one vmapped, compiled call per chunk.
 
@@ -521,7 +527,8 @@ def train_many(
             :func:`train`.
         progress: ``(steps_done, steps, elapsed_s) -> stop?`` called after every chunk;
             returning True stops training there (the records then hold the steps taken).
-        flop_budget: the most FLOPs all the runs may take (:func:`check_training`).
+        flop_budget, memory_budget: the most FLOPs all the runs may take, and bytes they may
+            hold (:func:`check_training`).
 
     Returns:
         One :class:`~rnnviz.base.training.Training` per combination, in
@@ -532,7 +539,8 @@ def train_many(
             more than ``MAX_RUNS`` runs.
     """
     settings, data = _asked(task, steps, learning_rate, optimizer, clip, log_every, lag, settings, data)
-    trainer = Trainer(cfg, over, settings=settings, data=data, device=device, flop_budget=flop_budget)
+    budgets = {"flop_budget": flop_budget, "memory_budget": memory_budget}
+    trainer = Trainer(cfg, over, settings=settings, data=data, device=device, **budgets)
     while not trainer.done:
         done = trainer.advance()
         if progress is not None and progress(done, settings.steps, trainer.run_s) and not trainer.done:
