@@ -203,6 +203,30 @@ def test_unit_lower_inverse_inverts():
     )
 
 
+def test_unit_lower_inverse_has_the_gradient_of_the_inverse():
+    """In float64, the hand-written reverse pass against NumPy's inverse of the strict lower
+    triangle by central differences: M's entries on and above the diagonal are not read, so
+    they get no gradient."""
+    with jax.enable_x64():
+        key = jax.random.split(jax.random.key(1), 2)
+        m = jnp.tril(jax.random.normal(key[0], (2, 8, 8), jnp.float64) / 3, -1) + jnp.eye(8)[None]
+        weights = jax.random.normal(key[1], (2, 8, 8), jnp.float64)
+        grad = np.asarray(jax.grad(lambda m: jnp.sum(weights * gated_deltanet.unit_lower_inverse(m)))(m))
+        assert np.all(np.triu(grad) == 0.0)
+
+        def loss(m: np.ndarray) -> float:
+            full = np.tril(m, -1) + np.eye(8)  # as the inverse reads it
+            return float(np.sum(np.asarray(weights) * np.linalg.inv(full)))
+
+        eps, m0 = 1e-6, np.asarray(m)
+        for b, i, j in [(0, 1, 0), (0, 7, 3), (1, 5, 4), (1, 7, 0)]:
+            up, down = m0.copy(), m0.copy()
+            up[b, i, j] += eps
+            down[b, i, j] -= eps
+            fd = (loss(up) - loss(down)) / (2 * eps)
+            assert abs(grad[b, i, j] - fd) <= 1e-7 * max(1.0, abs(fd)), (b, i, j)
+
+
 def test_state_after_every_step_matches_the_reference_recurrence(case):
     states = case.trajectory.states["S"]
     assert states.shape == case.states.shape
