@@ -275,6 +275,46 @@ def test_the_scans_reverse_pass_is_jaxs_transpose_of_the_steps(probe, wide, dtyp
             assert np.max(np.abs(g - w)) <= rtol * np.max(np.abs(w)), g.shape
 
 
+def test_the_scans_reverse_pass_under_vmap_is_each_alone():
+    """``jax.vmap`` of one VJP over a batch of cotangents (the analysis's two, run one after
+    the other) and of the whole gradient over a batch of problems (training's seeds) give each
+    member's own gradient, state probe included."""
+    batch, steps, inner, n = 2, 6, 3, 4
+    with jax.enable_x64():
+        k = jax.random.split(jax.random.key(5), 6)
+
+        def problem(key):
+            kk = jax.random.split(key, 4)
+            a = -jnp.exp(jax.random.normal(kk[0], (n, inner), jnp.float64))
+            inputs = {
+                "delta": jax.nn.softplus(jax.random.normal(kk[1], (batch, steps, inner), jnp.float64)),
+                "b": jax.random.normal(kk[2], (batch, steps, n), jnp.float64),
+                "u": jax.random.normal(kk[3], (batch, steps, inner), jnp.float64),
+            }
+            return a, inputs, jax.random.normal(kk[0], (batch, steps, n), jnp.float64)
+
+        def readout(a, inputs, c_t, probe):
+            return selective_scan(a, inputs, c_t, probe, jnp.dtype("float64"))[0]
+
+        a, inputs, c_t = problem(k[0])
+        probe = jnp.zeros((batch, steps), jnp.float64)
+        cts = jax.random.normal(k[1], (3, batch, steps, inner), jnp.float64)
+        pull = jax.vjp(readout, a, inputs, c_t, probe)[1]
+        together = jax.jit(jax.vmap(pull))(cts)
+        for i in range(3):
+            alone = jax.jit(pull)(cts[i])
+            for g, w in zip(jax.tree.leaves(together), jax.tree.leaves(alone)):
+                np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-300)
+
+        problems = jax.vmap(problem)(jax.random.split(k[2], 3))
+        grad = jax.grad(lambda *x: jnp.sum(jnp.sin(readout(*x, None))), argnums=(0, 1, 2))
+        together = jax.jit(jax.vmap(grad))(*problems)
+        for i in range(3):
+            alone = jax.jit(grad)(*jax.tree.map(lambda x, i=i: x[i], problems))
+            for g, w in zip(jax.tree.leaves(together), jax.tree.leaves(alone)):
+                np.testing.assert_allclose(g[i], w, rtol=1e-12, atol=1e-300)
+
+
 def test_bfloat16_follows_torch_bfloat16(tmp_path):
     """bfloat16 weights run (no silent promotion under strict dtypes) and the logits agree with
     torch's bfloat16 model to bfloat16's precision: about as far apart as either is from float32,

@@ -188,6 +188,37 @@ def _scan_backward(dtype, res: tuple, cotangents: tuple) -> tuple:
     receives G_t (a norm probe ‖G_t‖ per example). XLA's transpose of the forward scan computes
     the same sums; it kept more per step and ran slower (``docs/dev/benchmarks.md``).
     """
+    return _reverse_for(dtype)(res, cotangents)
+
+
+@functools.cache
+def _reverse_for(dtype: Any) -> Any:
+    """:func:`_reverse` for the readout's ``dtype``, batched its own way: a batch of cotangents
+    through one forward's residuals (the analysis's loss and connectivity, ``jax.vmap`` of one
+    VJP) runs as that many reverse scans one after the other, which XLA:CPU runs faster than
+    their ``jax.vmap`` (``docs/dev/benchmarks.md``); runs vmapped whole (training's seeds) as
+    ``jax.vmap`` makes them."""
+
+    @jax.custom_batching.custom_vmap
+    def reverse(res: tuple, cotangents: tuple) -> tuple:
+        return _reverse(dtype, res, cotangents)
+
+    @reverse.def_vmap
+    def batched(axis_size: int, in_batched: tuple, res: tuple, cotangents: tuple) -> tuple:
+        res_batched, cts_batched = in_batched
+        plain = functools.partial(_reverse, dtype)
+        if any(jax.tree.leaves(res_batched)):
+            axes = jax.tree.map(lambda b: 0 if b else None, in_batched)
+            out = jax.vmap(plain, in_axes=tuple(axes))(res, cotangents)
+        else:  # a cotangent not batched (a zero one) is every member's
+            member = lambda i: jax.tree.map(lambda x, b: x[i] if b else x, cotangents, cts_batched)  # noqa: E731
+            out = jax.tree.map(lambda *xs: jnp.stack(xs), *(plain(res, member(i)) for i in range(axis_size)))
+        return out, jax.tree.map(lambda _: True, out)
+
+    return reverse
+
+
+def _reverse(dtype: Any, res: tuple, cotangents: tuple) -> tuple:
     a, delta, b, u, c, probe, hs = res
     d_readout, d_hs = cotangents
     wide = delta.dtype
