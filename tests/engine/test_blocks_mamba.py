@@ -17,7 +17,7 @@ from transformers import FalconMambaConfig, FalconMambaForCausalLM, MambaConfig,
 
 from rnnviz.checkpoints.families.mamba import FAMILY, MambaSpec, parse, tensors, tied
 from rnnviz.checkpoints.record import CheckpointError
-from rnnviz.engine.blocks import Probes, probed
+from rnnviz.engine.blocks import Probes, mamba, probed
 from rnnviz.engine.blocks.mamba import forward, selective_scan, ssm_step, state_shapes
 
 TOL = 1e-4  # relative, normwise, float32 against torch's float32
@@ -275,10 +275,12 @@ def test_the_scans_reverse_pass_is_jaxs_transpose_of_the_steps(probe, wide, dtyp
             assert np.max(np.abs(g - w)) <= rtol * np.max(np.abs(w)), g.shape
 
 
-def test_the_scans_reverse_pass_under_vmap_is_each_alone():
-    """``jax.vmap`` of one VJP over a batch of cotangents (the analysis's two, run one after
-    the other) and of the whole gradient over a batch of problems (training's seeds) give each
-    member's own gradient, state probe included."""
+@pytest.mark.parametrize("in_turn", [8, 1])
+def test_the_scans_reverse_pass_under_vmap_is_each_alone(in_turn, monkeypatch):
+    """``jax.vmap`` of one VJP over a batch of cotangents (the analysis's two) and of the whole
+    gradient over a batch of problems (training's seeds) give each member's own gradient, state
+    probe included: run one after the other, and vmapped past ``IN_TURN`` members."""
+    monkeypatch.setattr(mamba, "IN_TURN", in_turn)
     batch, steps, inner, n = 2, 6, 3, 4
     with jax.enable_x64():
         k = jax.random.split(jax.random.key(5), 6)

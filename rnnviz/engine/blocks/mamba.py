@@ -191,13 +191,17 @@ def _scan_backward(dtype, res: tuple, cotangents: tuple) -> tuple:
     return _reverse_for(dtype)(res, cotangents)
 
 
+#: The most members of a ``jax.vmap`` whose reverse scans run one after the other, each its own
+#: copy in the program; a wider batch (a sweep's points) is vmapped, which compiles once.
+IN_TURN = 8
+
+
 @functools.cache
 def _reverse_for(dtype: Any) -> Any:
-    """:func:`_reverse` for the readout's ``dtype``, batched its own way: a batch of cotangents
-    through one forward's residuals (the analysis's loss and connectivity, ``jax.vmap`` of one
-    VJP) runs as that many reverse scans one after the other, which XLA:CPU runs faster than
-    their ``jax.vmap`` (``docs/dev/benchmarks.md``); runs vmapped whole (training's seeds) as
-    ``jax.vmap`` makes them."""
+    """:func:`_reverse` for the readout's ``dtype``, batched its own way: a ``jax.vmap`` of up
+    to :data:`IN_TURN` members (the analysis's two cotangents through one VJP, training's
+    seeds) runs as that many reverse scans one after the other, which XLA:CPU runs faster than
+    their ``jax.vmap`` (``docs/dev/benchmarks.md``); a wider one as ``jax.vmap`` makes it."""
 
     @jax.custom_batching.custom_vmap
     def reverse(res: tuple, cotangents: tuple) -> tuple:
@@ -205,14 +209,18 @@ def _reverse_for(dtype: Any) -> Any:
 
     @reverse.def_vmap
     def batched(axis_size: int, in_batched: tuple, res: tuple, cotangents: tuple) -> tuple:
-        res_batched, cts_batched = in_batched
         plain = functools.partial(_reverse, dtype)
-        if any(jax.tree.leaves(res_batched)):
+        if axis_size > IN_TURN:
             axes = jax.tree.map(lambda b: 0 if b else None, in_batched)
             out = jax.vmap(plain, in_axes=tuple(axes))(res, cotangents)
-        else:  # a cotangent not batched (a zero one) is every member's
-            member = lambda i: jax.tree.map(lambda x, b: x[i] if b else x, cotangents, cts_batched)  # noqa: E731
-            out = jax.tree.map(lambda *xs: jnp.stack(xs), *(plain(res, member(i)) for i in range(axis_size)))
+            return out, jax.tree.map(lambda _: True, out)
+        leaves, tree = jax.tree.flatten((res, cotangents))
+        flags = jax.tree.leaves(in_batched)
+
+        def member(i: int) -> tuple:  # a batched leaf's slice, an unbatched leaf as it is
+            return jax.tree.unflatten(tree, [x[i] if f else x for x, f in zip(leaves, flags)])
+
+        out = jax.tree.map(lambda *xs: jnp.stack(xs), *(plain(*member(i)) for i in range(axis_size)))
         return out, jax.tree.map(lambda _: True, out)
 
     return reverse
