@@ -147,9 +147,17 @@ def test_a_block_page_puts_two_designs_side_by_side_and_times_them_on_each_devic
     _choose(page, "cfg_cell", "gru · classic")
     page.wait_for_function("() => location.search.includes('cell=gru')", timeout=TAB_MS, polling=POLL_MS)
     _idle(page)
+    # The chart holds two lines before this pin too (the current GRU beside the pinned Mamba):
+    # wait for the pin's own mark, its second Remove button, and read the lines the wait saw
+    # (a rerun may replace the chart between a wait and a later read).
     page.locator(".st-key-pin button").click()
-    page.wait_for_function(f"() => ({COMPARE_LINES})().length === 2", timeout=TAB_MS, polling=POLL_MS)
-    legend = page.evaluate(COMPARE_LINES)
+    page.wait_for_selector(".st-key-unpin_1 button", timeout=TAB_MS)
+    _idle(page)
+    legend = page.wait_for_function(
+        f"() => {{ const l = ({COMPARE_LINES})(); return l.length === 2 ? l : null; }}",
+        timeout=TAB_MS,
+        polling=POLL_MS,
+    ).json_value()
     assert legend[0].startswith("gru block ×2") and legend[1].startswith("mamba block ×2"), legend
     page.screenshot(path=str(tmp_path / "compare_blocks.png"), full_page=True)
     _open_tab(page, "Devices", "Each way of computing the gradients, on each device", tmp_path)
@@ -197,8 +205,9 @@ def test_eight_concurrent_sessions_each_see_their_own_results(server, browser):
         query = "&".join(f"{k}={v}" for k, v in config_to_params(cfg).items())
         # eight pages at once on 2 cores: the load, not only the chart, may take over 30 s
         await page.goto(f"{server}/?{query}", timeout=TAB_MS)
-        await page.wait_for_function(f"() => ({FIRST_TOTAL})() !== null", timeout=TAB_MS, polling=POLL_MS)
-        y = await page.evaluate(FIRST_TOTAL)
+        # the values the wait saw: a rerun may replace the chart before a second read
+        seen = await page.wait_for_function(FIRST_TOTAL, timeout=TAB_MS, polling=POLL_MS)
+        y = await seen.json_value()
         await page.get_by_role("tab", name="Compare").click()
         await page.locator(".st-key-pin button").first.click()
         await page.wait_for_selector(".st-key-unpin_0", timeout=TAB_MS)
