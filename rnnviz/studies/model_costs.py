@@ -12,8 +12,10 @@ Every way is a row of :data:`WAYS`:
   with ``shared=True``, what :func:`~rnnviz.analyze_model` runs for a stack whose loss reads its
   last position: the loss's per-step norms from one forward and one reverse pass;
 * **analysis, two cotangents** — ``shared=False``: the model loss's and one position's loss's
-  cotangents through one vmapped VJP, what a language model needs (its loss is the mean over
-  positions, so no one position's loss is it).
+  cotangents, through one vmapped VJP or (Mamba, Mamba-2:
+  :data:`~rnnviz.engine.blocks.gradients.OWN_CONNECTIVITY_PASS`) the second in a pass of its
+  own, what a language model needs (its loss is the mean over positions, so no one position's
+  loss is it).
 
 Each executable is compiled once beforehand (its seconds kept apart), run once untimed for the
 values it returns, then timed in rounds, one run of each per round
@@ -143,9 +145,9 @@ def _analysis_loss(out: Any) -> float:
 
 
 def _loss_norms(out: Any) -> list[np.ndarray]:
-    """The model loss's per-step norms (row 0) of every stream row and state leaf."""
+    """The model loss's per-step norms of every stream row and state leaf."""
     leaves = jax.tree.leaves((out.stream, out.states))  # a layer without a state is None: no leaf
-    return [np.asarray(leaf[0], np.float64) for leaf in leaves]
+    return [np.asarray(leaf, np.float64) for leaf in leaves]
 
 
 class Way(NamedTuple):
@@ -180,7 +182,8 @@ WAYS: tuple[Way, ...] = (
     ),
     Way(
         "analysis, two cotangents",
-        "the same norms for the model loss and one position's loss through one vmapped reverse pass "
+        "the same norms, and one position's loss's connectivity: a second cotangent through one "
+        "vmapped reverse pass, or for Mamba and Mamba-2 a pass of its own without the state probes "
         "(what a language model needs, whose loss is the mean over positions)",
         functools.partial(analysis_prepared, shared=False),
         _analysis_loss,

@@ -384,15 +384,15 @@ def _underflows(out: ModelGrads) -> bool:
     """Whether any norm of the float32 pass lies in (0, :data:`TRUSTED_FLOAT32`): a gradient
     that shrinks along a chain of steps passes through there before float32 flushes it to 0,
     while a true zero (a position no loss reads) does not ask for the float64 pass."""
-    leaves = jax.tree.leaves((out.stream, out.states))
+    leaves = jax.tree.leaves((out.stream, out.states, out.connectivity))
     return any(np.any((leaf > 0) & (leaf < TRUSTED_FLOAT32)) for leaf in leaves)
 
 
-def _state_logs(out: ModelGrads, wide: ModelGrads | None, row: int) -> dict[int, dict[str, np.ndarray]]:
-    """``{layer: {leaf: [T]}}`` of the exact log₁₀ state norms, for the loss (row 0) or ℓ_p (row 1)."""
+def _state_logs(out: ModelGrads, wide: ModelGrads | None) -> dict[int, dict[str, np.ndarray]]:
+    """``{layer: {leaf: [T]}}`` of the exact log₁₀ state norms of the loss."""
     return {
         layer: {
-            leaf: _exact_logs(v[row], None if wide is None else wide.states[layer][leaf][row])
+            leaf: _exact_logs(v, None if wide is None else wide.states[layer][leaf])
             for leaf, v in leaves.items()
         }
         for layer, leaves in enumerate(out.states)
@@ -441,13 +441,13 @@ def analyze_model(
         model_type=model.model_type,
         source=model.source,
         loss=float(out.loss),
-        grad_norms=out.stream[0],
-        log10_grad_norms=_exact_logs(out.stream[0], None if wide is None else wide.stream[0]),
-        state_grad_norms={k: {leaf: v[0] for leaf, v in d.items()} for k, d in enumerate(out.states) if d},
-        log10_state_grad_norms=_state_logs(out, wide, 0),
+        grad_norms=out.stream,
+        log10_grad_norms=_exact_logs(out.stream, None if wide is None else wide.stream),
+        state_grad_norms={k: d for k, d in enumerate(out.states) if d},
+        log10_state_grad_norms=_state_logs(out, wide),
         position=position,
-        connectivity=out.stream[1, 0],
-        log10_connectivity=_exact_logs(out.stream[1, 0], None if wide is None else wide.stream[1, 0]),
+        connectivity=out.connectivity,
+        log10_connectivity=_exact_logs(out.connectivity, None if wide is None else wide.connectivity),
         log10_source="float32" if wide is None else "float64 where float32 fell below 2^-100",
         tokens=tokens,
         compile_s=compile_s,

@@ -51,9 +51,10 @@ def _model(config: dict) -> tuple:
     return BLOCKS[config["model_type"]], spec, params, inputs, widths
 
 
-def _whole_state_norms(module, spec, params, inputs, widths, position: int) -> list:
-    """The same two cotangents through probes of the states' own shapes: every ``[2, B, T, ...]``
-    gradient made whole, then its norm per step over the batch and units in float64."""
+def _whole_norms(module, spec, params, inputs, widths, position: int) -> tuple[list, np.ndarray]:
+    """The same two cotangents through probes of the states' own shapes, one vmapped VJP: every
+    ``[2, B, T, ...]`` gradient made whole, then its norm per step over the batch and units in
+    float64; the loss's state norms (row 0) and ℓ_p's over the embeddings (row 1)."""
     batch, steps = inputs.shape[:2]
     stream = tuple(jnp.zeros((batch, steps, w)) for w in widths)
     states = tuple(
@@ -75,17 +76,18 @@ def _whole_state_norms(module, spec, params, inputs, widths, position: int) -> l
         g = np.moveaxis(np.asarray(g, np.float64), 2, 0)  # [T, 2, B, ...]
         return np.sqrt(np.sum(g.reshape(g.shape[0], 2, -1) ** 2, axis=-1)).T
 
-    return [None if s is None else jax.tree.map(norms, s) for s in grads.states]
+    return [None if s is None else jax.tree.map(norms, s) for s in grads.states], norms(grads.stream[0])
 
 
 @pytest.mark.parametrize("config", CONFIGS, ids=lambda c: c["model_type"])
 def test_norm_probes_give_the_whole_gradients_norms(config):
-    """‖∂L/∂state_t‖ and ‖∂ℓ_p/∂state_t‖ from the norm probes equal the norms of the whole
-    state gradients, for every layer, leaf and step (the rows differ: both cotangents are used)."""
+    """‖∂L/∂state_t‖ from the norm probes equals the norm of the whole state gradient, for every
+    layer, leaf and step, and the connectivity ‖∂ℓ_p/∂x_t^{(0)}‖ (a second cotangent, or a pass
+    of its own) is the whole gradient's too."""
     module, spec, params, inputs, widths = _model(config)
     gradients = jax.jit(model_gradients, static_argnums=(0, 1, 2, 3))
     out = gradients(module, spec, widths, jnp.float32, params, inputs, jnp.int32(4))
-    expected = _whole_state_norms(module, spec, params, inputs, widths, 4)
+    expected, stream = _whole_norms(module, spec, params, inputs, widths, 4)
     assert [s is None for s in out.states] == [s is None for s in expected]
     for ours, whole in zip(out.states, expected):
         if whole is None:
@@ -94,9 +96,33 @@ def test_norm_probes_give_the_whole_gradients_norms(config):
         # gets none where |q̂ᵀn| wins the denominator's max), and the two rows differ
         assert np.all(sum(whole.values())[0, :-1] > 0)
         for leaf in whole:
-            assert ours[leaf].shape == whole[leaf].shape == (2, inputs.shape[1])
-            assert not np.allclose(whole[leaf][0], whole[leaf][1]) or not np.any(whole[leaf])
-            np.testing.assert_allclose(np.asarray(ours[leaf]), whole[leaf], rtol=1e-5, atol=1e-30)
+            assert ours[leaf].shape == (inputs.shape[1],)
+            np.testing.assert_allclose(np.asarray(ours[leaf]), whole[leaf][0], rtol=1e-5, atol=1e-30)
+    # ℓ_4 reads steps 0 … 4 only (a language model's position 4 predicts token 5)
+    assert np.all(stream[1, :5] > 0) and not np.any(stream[1, 5:]) and not np.allclose(stream[0], stream[1])
+    np.testing.assert_allclose(np.asarray(out.connectivity), stream[1], rtol=1e-5, atol=1e-30)
+
+
+def test_the_connectivitys_own_pass_is_the_second_cotangent():
+    """Mamba's connectivity by a pass of its own equals the vmapped second cotangent's."""
+    from rnnviz.engine.blocks import gradients as module_gradients
+
+    module, spec, params, inputs, widths = _model(CONFIGS[0])
+    assert module.__name__.rsplit(".", 1)[-1] in module_gradients.OWN_CONNECTIVITY_PASS
+    # a new function each time: jax.jit's cache holds traces by function
+    run = lambda: jax.jit(lambda p, x, i: model_gradients(module, spec, widths, jnp.float32, p, x, i))(  # noqa: E731
+        params, inputs, jnp.int32(7)
+    )
+    own = run()
+    saved = module_gradients.OWN_CONNECTIVITY_PASS
+    module_gradients.OWN_CONNECTIVITY_PASS = frozenset()
+    try:
+        vmapped = run()
+    finally:
+        module_gradients.OWN_CONNECTIVITY_PASS = saved
+    np.testing.assert_allclose(own.connectivity, vmapped.connectivity, rtol=1e-5, atol=1e-30)
+    np.testing.assert_allclose(own.stream, vmapped.stream, rtol=1e-6, atol=1e-30)
+    assert np.all(np.asarray(own.connectivity)[:8] > 0)
 
 
 def test_the_mamba2_analysis_holds_no_layers_states_over_every_step():

@@ -215,6 +215,7 @@ def test_one_reverse_pass_serves_the_loss_and_the_last_positions_connectivity(ce
     np.testing.assert_allclose(one.stream, two.stream, rtol=1e-5)
     for a, b in zip(jax.tree.leaves(one.states), jax.tree.leaves(two.states)):
         np.testing.assert_allclose(a, b, rtol=1e-5)
+    np.testing.assert_allclose(one.connectivity, two.connectivity, rtol=1e-5)
     assert shares_pass(model, 9, 8) and not shares_pass(model, 9, 7)
     a = rnnviz.analyze_model(model, np.asarray(x))
     np.testing.assert_allclose(a.connectivity, a.grad_norms[0], rtol=1e-6)

@@ -75,7 +75,7 @@ def language_model(
     x = add_probe(embedded(params, "backbone.embeddings.weight", inputs), probes, 0)
     trajectories = []
     for layer in range(spec.num_hidden_layers):
-        state_probe = None if probes is None else probes.states[layer]["h"]
+        state_probe = None if probes is None or probes.states[layer] is None else probes.states[layer]["h"]
         x, trajectory = residual_block(spec, layer_params(params, layer), x, state_probe, mixer, norm)
         x = add_probe(x, probes, layer + 1)
         trajectories.append(trajectory)

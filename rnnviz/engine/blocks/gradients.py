@@ -7,9 +7,11 @@ entering each block, and puts a norm probe on each recurrent layer's state after
 respect to those zeros gives ∂L/∂x_t^{(l)} and ‖∂L/∂state_t‖ (per example) for every l and t
 at once: the state's gradient is made whole only one step at a time, inside the reverse pass,
 never as ``[B, T, ...state]`` per layer (Mamba-2's state is ``[24, 64, 128]`` a step, 400 MB
-a layer at T = 512 for each copy). Two cotangents share that reverse pass (``jax.vmap`` of one VJP): the
-weights of the model's loss L = Σ_p w_p ℓ_p, and a one-hot at one position p, whose gradient
-over the embeddings is that prediction's connectivity to the earlier tokens.
+a layer at T = 512 for each copy). That pass pulls the weights of the model's loss
+L = Σ_p w_p ℓ_p. A one-hot at one position p gives that prediction's connectivity to the
+earlier tokens, its gradient over the embeddings: through the same VJP (``jax.vmap`` of two
+cotangents), or, for the families in :data:`OWN_CONNECTIVITY_PASS`, through a pass of its own
+without the state probes; where the loss is ℓ_p itself, the one pass gives both.
 
 The losses, as the reference libraries define them:
 
@@ -31,19 +33,26 @@ from rnnviz.engine.norms import robust_norm
 
 
 class ModelGrads(NamedTuple):
-    """What one reverse pass through a whole model gives.
+    """What the analysis's reverse pass gives.
 
     Attributes:
         loss: ``[]`` the model's loss L.
-        stream: ``[2, L + 1, T]`` ‖∂·/∂x_t^{(l)}‖ over the batch and features, for L (row 0)
-            and for the one position's loss (row 1).
-        states: one entry per layer: ``{leaf: [2, T]}`` ‖∂·/∂state_t‖ per state leaf over the
+        stream: ``[L + 1, T]`` ‖∂L/∂x_t^{(l)}‖ over the batch and features.
+        states: one entry per layer: ``{leaf: [T]}`` ‖∂L/∂state_t‖ per state leaf over the
             batch and the leaf's units, or None for a layer without recurrent state.
+        connectivity: ``[T]`` ‖∂ℓ_p/∂x_t^{(0)}‖, the one position's loss over the embeddings.
     """
 
     loss: jax.Array
     stream: jax.Array
     states: tuple[Any, ...]
+    connectivity: jax.Array
+
+
+#: The block families (their modules' names) whose connectivity takes a pass of its own: a
+#: forward and a reverse pass without the state probes, cheaper for them than a second
+#: cotangent through the probed pass (docs/dev/benchmarks.md, "Whole models of each design").
+OWN_CONNECTIVITY_PASS = frozenset({"mamba", "mamba2"})
 
 
 def zero_probes(
@@ -73,9 +82,21 @@ def position_losses(module: ModuleType, spec: Any, params: Any, inputs: jax.Arra
 
 
 def _norms(tree: Any) -> Any:
-    """Per-step norms ``[2, T]`` of gradients ``[2, B, T, …]`` over the batch and units (of a
-    norm probe's ``[2, B, T]``, the per-example norms: over the batch)."""
-    return jax.tree.map(lambda g: robust_norm(jnp.moveaxis(g, 2, 1), axis=tuple(range(2, g.ndim))), tree)
+    """Per-step norms ``[T]`` of gradients ``[B, T, …]`` over the batch and units (of a norm
+    probe's ``[B, T]``, the per-example norms: over the batch)."""
+    return jax.tree.map(lambda g: robust_norm(jnp.moveaxis(g, 1, 0), axis=tuple(range(1, g.ndim))), tree)
+
+
+def _own_connectivity(module: ModuleType, spec: Any, params: Any, inputs: jax.Array, probes: Probes, p: jax.Array):
+    """∂ℓ_p/∂x^{(0)} ``[B, T, D_0]`` by a forward and a reverse pass of its own, with the stream's
+    probes and none on the states."""
+    unprobed = Probes(probes.stream, tuple(None for _ in probes.states))
+
+    def own_loss(x0: jax.Array) -> jax.Array:
+        losses, _ = position_losses(module, spec, params, inputs, unprobed._replace(stream=(x0, *probes.stream[1:])))
+        return jnp.dot(p, losses)
+
+    return jax.grad(own_loss)(probes.stream[0])
 
 
 def model_gradients(
@@ -110,12 +131,17 @@ def model_gradients(
     probes = zero_probes(module, spec, inputs, widths, dtype)
     losses_of = lambda p: position_losses(module, spec, params, inputs, p)  # noqa: E731
     losses, vjp, weights = jax.vjp(losses_of, probes, has_aux=True)
+    loss = jnp.dot(weights, losses)
     if shared:
         (grads,) = vjp(weights)
-        grads = jax.tree.map(lambda g: g[None], grads)  # the rows' axis, of one
-        twice = lambda tree: jax.tree.map(lambda n: jnp.concatenate([n, n]), tree)  # noqa: E731
-        stream, states = twice(jnp.stack(_norms(grads.stream), axis=1)), twice(_norms(grads.states))
-        return ModelGrads(jnp.dot(weights, losses), stream, states)
-    cotangents = jnp.stack([weights, jax.nn.one_hot(position, losses.shape[0], dtype=weights.dtype)])
-    (grads,) = jax.vmap(vjp)(cotangents)
-    return ModelGrads(jnp.dot(weights, losses), jnp.stack(_norms(grads.stream), axis=1), _norms(grads.states))
+        stream = jnp.stack(_norms(grads.stream))
+        return ModelGrads(loss, stream, _norms(grads.states), stream[0])
+    one_hot = jax.nn.one_hot(position, losses.shape[0], dtype=weights.dtype)
+    if module.__name__.rsplit(".", 1)[-1] in OWN_CONNECTIVITY_PASS:
+        (grads,) = vjp(weights)
+        connectivity = _norms(_own_connectivity(module, spec, params, inputs, probes, one_hot))
+        return ModelGrads(loss, jnp.stack(_norms(grads.stream)), _norms(grads.states), connectivity)
+    (both,) = jax.vmap(vjp)(jnp.stack([weights, one_hot]))
+    grads = jax.tree.map(lambda g: g[0], both)
+    connectivity = _norms(both.stream[0][1])
+    return ModelGrads(loss, jnp.stack(_norms(grads.stream)), _norms(grads.states), connectivity)
