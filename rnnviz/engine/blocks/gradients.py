@@ -87,13 +87,17 @@ def _norms(tree: Any) -> Any:
     return jax.tree.map(lambda g: robust_norm(jnp.moveaxis(g, 1, 0), axis=tuple(range(1, g.ndim))), tree)
 
 
-def _own_connectivity(module: ModuleType, spec: Any, params: Any, inputs: jax.Array, probes: Probes, p: jax.Array):
+def _own_connectivity(
+    module: ModuleType, spec: Any, params: Any, inputs: jax.Array, probes: Probes, p: jax.Array
+):
     """∂ℓ_p/∂x^{(0)} ``[B, T, D_0]`` by a forward and a reverse pass of its own, with the stream's
     probes and none on the states."""
     unprobed = Probes(probes.stream, tuple(None for _ in probes.states))
 
     def own_loss(x0: jax.Array) -> jax.Array:
-        losses, _ = position_losses(module, spec, params, inputs, unprobed._replace(stream=(x0, *probes.stream[1:])))
+        losses, _ = position_losses(
+            module, spec, params, inputs, unprobed._replace(stream=(x0, *probes.stream[1:]))
+        )
         return jnp.dot(p, losses)
 
     return jax.grad(own_loss)(probes.stream[0])

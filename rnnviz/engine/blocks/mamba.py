@@ -199,8 +199,9 @@ IN_TURN = 8
 @functools.cache
 def _reverse_for(dtype: Any) -> Any:
     """:func:`_reverse` for the readout's ``dtype``, batched its own way: a ``jax.vmap`` of up
-    to :data:`IN_TURN` members (training's seeds, two cotangents through one VJP) runs as that many reverse scans one after the other, which XLA:CPU runs faster than
-    their ``jax.vmap`` (``docs/dev/benchmarks.md``); a wider one as ``jax.vmap`` makes it."""
+    to :data:`IN_TURN` members (training's seeds, two cotangents through one VJP) runs as that
+    many reverse scans one after the other, which XLA:CPU runs faster than their ``jax.vmap``
+    (``docs/dev/benchmarks.md``); a wider one as ``jax.vmap`` makes it."""
 
     @jax.custom_batching.custom_vmap
     def reverse(res: tuple, cotangents: tuple) -> tuple:
