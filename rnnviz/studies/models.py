@@ -269,8 +269,8 @@ def tokenize(model: Model, text: str) -> tuple[np.ndarray, list[str]]:
 
 def _shape_key(model: Model, inputs: np.ndarray, shared: bool = False) -> tuple:
     """What the analysis's executable depends on: the family, sizes, the arrays' shapes,
-    dtypes and shardings, never their values; and whether one reverse pass serves both rows
-    (:func:`shares_pass`)."""
+    dtypes and shardings, never their values; and whether one reverse pass serves the loss and
+    the connectivity (:func:`shares_pass`)."""
     params = tuple(sorted((k, v.shape, str(v.dtype), v.sharding) for k, v in model.params.items()))
     wide = "float64" if any(v.dtype == jnp.float64 for v in model.params.values()) else "float32"
     placed = input_sharding(model.params)
@@ -409,7 +409,9 @@ def analyze_model(
     exact: bool = True,
 ) -> ModelAnalysis:
     """Per-step gradient norms through every layer and recurrent state of ``model``, in one
-    compiled forward and reverse pass.
+    compiled forward and reverse pass, and one position's connectivity (the same pass, a
+    second cotangent through it, or a pass of its own:
+    :func:`~rnnviz.engine.blocks.gradients.model_gradients`), in one executable.
 
     Args:
         model: from :func:`load_model`.
