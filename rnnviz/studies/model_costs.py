@@ -12,7 +12,7 @@ Every way is a row of :data:`WAYS`:
   with ``shared=True``, what :func:`~rnnviz.analyze_model` runs for a stack whose loss reads its
   last position: the loss's per-step norms from one forward and one reverse pass;
 * **analysis, two cotangents** — ``shared=False``: the model loss's and one position's loss's
-  cotangents, through one vmapped VJP or (Mamba, Mamba-2:
+  cotangents, through one vmapped VJP or (the Mamba and Mamba-2 language models:
   :data:`~rnnviz.engine.blocks.gradients.OWN_CONNECTIVITY_PASS`) the second in a pass of its
   own, what a language model needs (its loss is the mean over positions, so no one position's
   loss is it).
@@ -183,8 +183,8 @@ WAYS: tuple[Way, ...] = (
     Way(
         "analysis, two cotangents",
         "the same norms, and one position's loss's connectivity: a second cotangent through one "
-        "vmapped reverse pass, or for Mamba and Mamba-2 a pass of its own without the state probes "
-        "(what a language model needs, whose loss is the mean over positions)",
+        "vmapped reverse pass, or for the Mamba and Mamba-2 language models a pass of its own without "
+        "the state probes (what a language model needs, whose loss is the mean over positions)",
         functools.partial(analysis_prepared, shared=False),
         _analysis_loss,
         _loss_norms,
