@@ -89,7 +89,7 @@ def _norms(tree: Any) -> Any:
 
 def _own_connectivity(
     module: ModuleType, spec: Any, params: Any, inputs: jax.Array, probes: Probes, p: jax.Array
-):
+) -> jax.Array:
     """∂ℓ_p/∂x^{(0)} ``[B, T, D_0]`` by a forward and a reverse pass of its own, with the stream's
     probes and none on the states."""
     unprobed = Probes(probes.stream, tuple(None for _ in probes.states))
