@@ -5,7 +5,7 @@ Schema 1 (documented in ``rnnviz/data/README.md``)::
     {"schema": 1, "kind": "bench", "suite": str, "label": str, "config": {RunConfig fields},
      "strategy": "plain_grad" or a registered strategy (accumulate, per_step, split_transpose,
                  parallel, fused, checkpoint),
-     "measure": "grad" | "analyze" | "log_pass",
+     "measure": "grad" | "analyze" | "connectivity" | "log_pass",
      "device_kind": "cpu" | "gpu" | ..., "device_name": str, "backend": str,
      "jax_version": str, "jaxlib_version": str, "flax_version": str, "cpu_count": int,
      "timestamp": ISO-8601 UTC, "compile_s": float, "run_s": float (median),
@@ -65,7 +65,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "flops_per_s": (int, float),
     "ratio_to_plain_grad": (int, float, type(None)),
 }
-MEASURE_VALUES = ("grad", "analyze", "log_pass")
+MEASURE_VALUES = ("grad", "analyze", "connectivity", "log_pass")
 #: Fields a bench or peer record may carry, checked when present: ``device_peak_bytes``, the
 #: device allocator's high-water mark during the measurement above the bytes in use before it
 #: (null where it could not be read), and ``device_peak_note``, how it was read or why not;

@@ -31,8 +31,8 @@ class ModelAnalysis:
         log10_state_grad_norms: their exact log₁₀, alike.
         position: p, the position whose own loss ℓ_p the connectivity reads.
         connectivity: ``[T]`` ‖∂ℓ_p/∂x_s^{(0)}‖: how much position p's prediction depends on each
-            input (0 after p).
-        log10_connectivity: its exact log₁₀.
+            input (0 after p); None where it was left out (``analyze_model(connectivity=False)``).
+        log10_connectivity: its exact log₁₀, or None alike.
         log10_source: ``"float32"``, or the float64 pass's where float32 fell below 2⁻¹⁰⁰.
         tokens: each position's token text, or None.
         compile_s: seconds compiling the analysis (0 when reused).
@@ -47,8 +47,8 @@ class ModelAnalysis:
     state_grad_norms: dict[int, dict[str, np.ndarray]]
     log10_state_grad_norms: dict[int, dict[str, np.ndarray]]
     position: int
-    connectivity: np.ndarray
-    log10_connectivity: np.ndarray
+    connectivity: np.ndarray | None
+    log10_connectivity: np.ndarray | None
     log10_source: str
     tokens: list[str] | None
     compile_s: float
@@ -71,8 +71,13 @@ class ModelAnalysis:
                         ("log10_state_grad_norms", self.log10_state_grad_norms),
                     )
                 },
-                "connectivity": self.connectivity.tolist(),
-                "log10_connectivity": self.log10_connectivity.tolist(),
+                **{
+                    name: None if v is None else v.tolist()
+                    for name, v in (
+                        ("connectivity", self.connectivity),
+                        ("log10_connectivity", self.log10_connectivity),
+                    )
+                },
             }
         )
 

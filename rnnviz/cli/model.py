@@ -46,6 +46,13 @@ def add_model_flags(p: argparse.ArgumentParser) -> None:
         default=None,
         help="the prediction whose connectivity is shown (default: last)",
     )
+    group.add_argument(
+        "--no-connectivity",
+        dest="connectivity",
+        action="store_false",
+        help="leave the connectivity out where it needs a pull of its own (a language model's: its loss is "
+        "the mean over positions), so the analysis is one forward and one reverse pass",
+    )
     add_design_flags(group, several=False)
 
 
@@ -133,7 +140,9 @@ def cmd_analyze_model(args: argparse.Namespace) -> int:
     else:
         model, inputs, tokens, line, record = _design(args)
     try:
-        a = analyze_model(model, inputs, position=args.position, tokens=tokens)
+        a = analyze_model(
+            model, inputs, position=args.position, connectivity=args.connectivity, tokens=tokens
+        )
         j = None if not args.jacobians else model_jacobians(model, inputs, k=args.jacobians)
     except ValueError as err:
         raise ConfigError("inputs", args.model or args.design, str(err)) from None

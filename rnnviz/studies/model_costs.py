@@ -175,7 +175,8 @@ WAYS: tuple[Way, ...] = (
     Way(
         "analysis, one reverse pass",
         "every layer's and state's per-step gradient norms from one forward and one reverse pass "
-        "(for a stack, whose loss is its last position's own, that pass serves the connectivity too)",
+        "(for a stack, whose loss is its last position's own, that pass serves the connectivity too; "
+        "for a language model, what analyze_model runs with connectivity=False)",
         functools.partial(analysis_prepared, shared=True),
         _analysis_loss,
         _loss_norms,

@@ -345,9 +345,9 @@ def _log10(values: np.ndarray) -> np.ndarray:
         return np.log10(np.asarray(values, np.float64))
 
 
-def _run(model: Model, inputs: np.ndarray, position: int) -> tuple[ModelGrads, float, float]:
-    """One compiled pass: its outputs as NumPy, the seconds compiling (0 when reused) and running."""
-    shared = shares_pass(model, inputs.shape[1], position)
+def _run(model: Model, inputs: np.ndarray, position: int, shared: bool) -> tuple[ModelGrads, float, float]:
+    """One compiled pass (one reverse pass where ``shared``): its outputs as NumPy, the seconds
+    compiling (0 when reused) and running."""
     fresh = (model, inputs, shared) not in _executable
     compiled = _executable(model, inputs, shared)
     placed = input_sharding(model.params)
@@ -358,7 +358,7 @@ def _run(model: Model, inputs: np.ndarray, position: int) -> tuple[ModelGrads, f
     return jax.tree.map(lambda v: np.asarray(v, np.float64), out), compiled.compile_s if fresh else 0.0, run_s
 
 
-def _wide_pass(model: Model, inputs: np.ndarray, position: int) -> ModelGrads:
+def _wide_pass(model: Model, inputs: np.ndarray, position: int, shared: bool) -> ModelGrads:
     """The same pass with the weights, probes, loss and norms in float64 (JAX's x64 mode, for
     this call only): norms down to about 1e-300, where float32 flushes below about 1e-38."""
     with jax.enable_x64(True):
@@ -368,7 +368,7 @@ def _wide_pass(model: Model, inputs: np.ndarray, position: int) -> ModelGrads:
         }
         wide = dataclasses.replace(model, params=params)
         wide_inputs = inputs.astype(np.float64) if inputs.dtype.kind == "f" else inputs
-        return _run(wide, wide_inputs, position)[0]
+        return _run(wide, wide_inputs, position, shared)[0]
 
 
 def _exact_logs(narrow: np.ndarray, wide: np.ndarray | None) -> np.ndarray:
@@ -405,6 +405,7 @@ def analyze_model(
     inputs: Any,
     *,
     position: int | None = None,
+    connectivity: bool = True,
     tokens: list[str] | None = None,
     exact: bool = True,
 ) -> ModelAnalysis:
@@ -413,12 +414,18 @@ def analyze_model(
     second cotangent through it, or a pass of its own:
     :func:`~rnnviz.engine.blocks.gradients.model_gradients`), in one executable.
 
+    A stack's loss is its last position's own, so that position's connectivity comes with the
+    loss's pass. A language model's loss is the mean over positions: one position's
+    connectivity is a second pull through the model, which ``connectivity=False`` leaves out.
+
     Args:
         model: from :func:`load_model`.
         inputs: ``<int>[B, T]`` token ids (``[T]`` for one sequence), or for a stack without a
             vocabulary ``<float>[B, T, I]``.
         position: p, the position whose own prediction the connectivity reads (default: the
             last one with a loss, T − 2 for a language model, T − 1 for a stack).
+        connectivity: whether to compute it where it needs a pull of its own (False: the
+            record's ``connectivity`` and ``log10_connectivity`` are None there).
         tokens: each position's text, carried into the record for the charts.
         exact: where a float32 norm falls below :data:`TRUSTED_FLOAT32` (2⁻¹⁰⁰), run the pass
             again in float64 and take its log₁₀ there (the record's ``log10_source`` says so).
@@ -437,8 +444,11 @@ def analyze_model(
     position = steps - 1 if position is None else position
     if not 0 <= position < steps:
         raise ValueError(f"position {position}; allowed: 0 … {steps - 1}")
-    out, compile_s, run_s = _run(model, inputs, position)
-    wide = _wide_pass(model, inputs, position) if exact and _underflows(out) else None
+    shared = shares_pass(model, steps, position)
+    one_pass = shared or not connectivity
+    out, compile_s, run_s = _run(model, inputs, position, one_pass)
+    wide = _wide_pass(model, inputs, position, one_pass) if exact and _underflows(out) else None
+    kept = shared or connectivity
     return ModelAnalysis(
         model_type=model.model_type,
         source=model.source,
@@ -448,8 +458,10 @@ def analyze_model(
         state_grad_norms={k: d for k, d in enumerate(out.states) if d},
         log10_state_grad_norms=_state_logs(out, wide),
         position=position,
-        connectivity=out.connectivity,
-        log10_connectivity=_exact_logs(out.connectivity, None if wide is None else wide.connectivity),
+        connectivity=out.connectivity if kept else None,
+        log10_connectivity=(
+            _exact_logs(out.connectivity, None if wide is None else wide.connectivity) if kept else None
+        ),
         log10_source="float32" if wide is None else "float64 where float32 fell below 2^-100",
         tokens=tokens,
         compile_s=compile_s,

@@ -303,7 +303,7 @@ def test_the_analysis_reads_the_folder(case):
     assert sorted(a.state_grad_norms) == linear
     want = np.sqrt((case.torch["probes"][("S", linear[0])] ** 2).sum(axis=(0, 2, 3, 4)))
     np.testing.assert_allclose(a.state_grad_norms[linear[0]]["S"], want, rtol=1e-4)
-    wide = models._wide_pass(model, models.check_inputs(model, case.ids), a.position)
+    wide = models._wide_pass(model, models.check_inputs(model, case.ids), a.position, False)
     np.testing.assert_allclose(wide.stream, a.grad_norms, rtol=2e-4, atol=1e-30)
 
 

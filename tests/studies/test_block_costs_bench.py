@@ -1,6 +1,7 @@
-"""The whole-model rows of the designs suite (rnnviz.bench.block_costs) at tiny sizes: a valid
-schema-1 record pair per design and depth, their ratio recomputed from their own times, and the
-two timed functions computing the same loss, which is the model's own. No time is asserted."""
+"""The whole-model rows of the designs suite (rnnviz.bench.block_costs) at tiny sizes: valid
+schema-1 records per design and depth (plain, the analysis, and for a language model the
+analysis with the connectivity), their ratios recomputed from their own times, and every timed
+function computing the same loss, which is the model's own. No time is asserted."""
 
 from __future__ import annotations
 
@@ -31,11 +32,21 @@ def measured() -> tuple[list[dict], str]:
     return records, out.getvalue()
 
 
-def test_one_valid_pair_per_design_named_by_its_config(measured, tmp_path):
+def _rows(records: list[dict]) -> list[list[dict]]:
+    """The records grouped by row (design and depth), in order."""
+    rows: dict[str, list[dict]] = {}
+    for rec in records:
+        rows.setdefault(rec["label"], []).append(rec)
+    return list(rows.values())
+
+
+def test_valid_records_per_design_named_by_their_config(measured, tmp_path):
+    """Mamba, a language model, has the connectivity's row too; the stack's pass gives both."""
     records, table = measured
+    ways = (("plain_grad", "grad"), ("accumulate", "analyze"))
     assert [(r["config"]["model_type"], r["strategy"], r["measure"]) for r in records] == [
-        (t, s, m) for t in TWO for s, m in (("plain_grad", "grad"), ("accumulate", "analyze"))
-    ]
+        ("mamba", *w) for w in (*ways, ("accumulate", "connectivity"))
+    ] + [("torch_lstm", *w) for w in ways]
     for rec in records:
         assert validate(rec) is None, validate(rec)
         assert (rec["kind"], rec["suite"], rec["repeats"]) == ("bench", "designs-blocks", 1)
@@ -44,24 +55,28 @@ def test_one_valid_pair_per_design_named_by_its_config(measured, tmp_path):
         assert rec["n_params"] == param_count(config["model_type"], config)
         assert rec["flops"] == 6 * rec["n_params"] * 2 * 16
         assert rec["run_min_s"] <= rec["run_s"] <= rec["run_max_s"]
-    for plain, analysis in zip(records[::2], records[1::2]):
+    lines = table.splitlines()
+    for (plain, *analyses), line in zip(_rows(records), lines[-2:], strict=True):
         assert plain["ratio_to_plain_grad"] == 1.0
-        assert analysis["ratio_to_plain_grad"] == pytest.approx(analysis["run_s"] / plain["run_s"])
-        assert f"{analysis['ratio_to_plain_grad']:.2f}" in table
+        for analysis in analyses:
+            assert analysis["ratio_to_plain_grad"] == pytest.approx(analysis["run_s"] / plain["run_s"])
+            assert f"{analysis['ratio_to_plain_grad']:.2f}" in line
+        assert line.split()[5] == ("—" if len(analyses) == 1 else f"{analyses[1]['ratio_to_plain_grad']:.2f}")
     path = tmp_path / "designs.jsonl"
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
     assert load_records([path]).records == records
 
 
-def test_both_functions_compute_the_models_own_loss(measured):
+def test_every_function_computes_the_models_own_loss(measured):
     records, _ = measured
-    for plain, analysis in zip(records[::2], records[1::2]):
-        assert analysis["loss"] == pytest.approx(plain["loss"], rel=1e-5)
+    for plain, *analyses in _rows(records):
         config = {k: v for k, v in plain["config"].items() if k not in ("batch_size", "seq_len")}
         model = fresh_model(config["model_type"], config, seed=0)
         inputs = bc.block_inputs(model, 2, 16, seed=0)
-        # what analyze_model reports for the same model and inputs
-        assert analyze_model(model, inputs).loss == pytest.approx(analysis["loss"], rel=1e-6)
+        for analysis in analyses:
+            assert analysis["loss"] == pytest.approx(plain["loss"], rel=1e-5)
+            # what analyze_model reports for the same model and inputs
+            assert analyze_model(model, inputs).loss == pytest.approx(analysis["loss"], rel=1e-6)
 
 
 def test_the_plain_loss_is_the_reference_definition():

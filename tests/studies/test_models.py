@@ -69,6 +69,21 @@ def test_the_analysis_equals_torchs_gradients(mamba_folder):
     assert a.grad_norms[2, -1] == 0 and np.all(a.grad_norms[2, :-1] > 0)
 
 
+def test_the_analysis_without_the_connectivity_is_the_same_pass_of_the_loss(mamba_folder):
+    """``connectivity=False``: the loss's norms of the default analysis (to float32 rounding) from
+    the one-pass executable, the connectivity left out and said to be (None in the JSON too)."""
+    model = rnnviz.load_model(mamba_folder[0])
+    ids = np.random.default_rng(2).integers(0, 64, size=(2, T))
+    whole = rnnviz.analyze_model(model, ids, position=4)
+    alone = rnnviz.analyze_model(model, ids, position=4, connectivity=False)
+    assert alone.connectivity is None and alone.log10_connectivity is None
+    assert alone.to_json()["connectivity"] is None and alone.position == 4
+    assert alone.loss == pytest.approx(whole.loss, rel=1e-6)
+    np.testing.assert_allclose(alone.grad_norms, whole.grad_norms, rtol=1e-5)
+    np.testing.assert_allclose(alone.state_grad_norms[1]["h"], whole.state_grad_norms[1]["h"], rtol=1e-5)
+    assert not np.array_equal(whole.connectivity, whole.grad_norms[0])  # ℓ_4's, not L's
+
+
 def test_new_values_reuse_the_executable(mamba_folder):
     model = rnnviz.load_model(mamba_folder[0])
     rng = np.random.default_rng(1)
@@ -100,6 +115,9 @@ def test_a_torch_lstm_stack(tmp_path):
     assert a.loss == pytest.approx(loss.item(), rel=1e-5)
     np.testing.assert_allclose(a.grad_norms[0], xt.grad.double().pow(2).sum(dim=(0, 2)).sqrt(), rtol=1e-4)
     assert sorted(a.state_grad_norms[1]) == ["c", "h"]
+    # the loss is the last step's own: its pass gives the connectivity, which is kept
+    alone = rnnviz.analyze_model(rnnviz.load_model(tmp_path / "lstm.pt"), x, connectivity=False)
+    np.testing.assert_array_equal(alone.connectivity, a.connectivity)
 
 
 def _word_tokenizer(folder) -> list[str]:
@@ -121,6 +139,11 @@ def test_the_cli_reads_text_through_the_tokenizer(mamba_folder, capsys):
     direct = rnnviz.analyze_model(rnnviz.load_model(folder), [[0, 1, 2, 3, 0, 4]])
     np.testing.assert_allclose(out["grad_norms"], direct.grad_norms, rtol=1e-6)
     assert out["loss"] == pytest.approx(direct.loss)
+    np.testing.assert_allclose(out["connectivity"], direct.connectivity, rtol=1e-6)
+    assert main(["analyze", "--model", str(folder), "--tokens", "0,1,2,3,0,4", "--no-connectivity", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["connectivity"] is None
+    np.testing.assert_allclose(out["grad_norms"], direct.grad_norms, rtol=1e-5)
     assert main(["analyze", "--model", str(folder), "--tokens", "0,1,2,3", "--jacobians", "2"]) == 0
     text = capsys.readouterr().out
     assert "after block 2" in text and "step Jacobians (diagonal" in text and "layer 2: mean ln σ1" in text
@@ -231,7 +254,7 @@ def test_every_family_runs_the_float64_pass(config):
     rng = np.random.default_rng(0)
     inputs = rng.integers(0, 16, size=(2, 11)) if spec.vocab_size else rng.normal(size=(2, 11, 3))
     narrow = rnnviz.analyze_model(model, inputs, exact=False)
-    wide = models._wide_pass(model, models.check_inputs(model, inputs), narrow.position)
+    wide = models._wide_pass(model, models.check_inputs(model, inputs), narrow.position, False)
     assert wide.stream.dtype == np.float64
     np.testing.assert_allclose(wide.stream, narrow.grad_norms, rtol=2e-4, atol=1e-30)
     assert wide.loss == pytest.approx(narrow.loss, rel=1e-5)
