@@ -142,28 +142,59 @@ def test_the_cost_table_is_the_recorded_runs():
         assert row[2] == f"`{best['strategy']}` {best['ratio_to_plain_grad']:.2f}×", name
 
 
-def test_the_reference_blocks_cost_table_is_the_recorded_run():
-    """docs/dev/benchmarks.md's reference-block rows: each recorded pair's parameters and
-    ratio, in the recording's order; and every ratio within the 1.5× the analysis is held to."""
+def _block_cost_rows() -> tuple[list[list[dict]], list[list[dict]]]:
+    """The designs-blocks records by row (design and depth), in the recording's order: the
+    reference blocks' rows and the whole models'."""
     loaded = load_records([RUNS / "cpu-designs-blocks.jsonl"])
     assert not loaded.skipped, loaded.skipped
-    pairs = [
-        (p, a)
-        for p, a in zip(loaded.records[0::2], loaded.records[1::2])
-        if p["config"].get("block") == "reference"
-    ]
+    rows: dict[str, list[dict]] = {}
+    for rec in loaded.records:
+        rows.setdefault(rec["label"] + str(rec["config"].get("block")), []).append(rec)
+    reference = [r for r in rows.values() if r[0]["config"].get("block") == "reference"]
+    return reference, [r for r in rows.values() if r[0]["config"].get("block") != "reference"]
+
+
+def test_the_reference_blocks_cost_table_is_the_recorded_run():
+    """docs/dev/benchmarks.md's reference-block rows: each recorded row's parameters and
+    ratio, in the recording's order; and every ratio within the 1.5× the analysis is held to."""
+    recorded, _ = _block_cost_rows()
     doc = (ROOT / "docs" / "dev" / "benchmarks.md").read_text()
     rows = re.findall(
         r"^\| (\w+) \| `(\w+)` \| (\d) \| (\d+) \| ([\d,]+) \| [\d.]+ \| ([\d.]+) \|", doc, re.M
     )
-    assert len(rows) == len(pairs) == 14
-    for (cell, _, layers, width, params, ratio), (plain, analysis) in zip(rows, pairs):
+    assert len(rows) == len(recorded) == 14
+    for (cell, _, layers, width, params, ratio), (plain, analysis) in zip(rows, recorded, strict=True):
         assert (cell, int(layers), int(width)) == tuple(
             plain["config"][k] for k in ("cell", "layers", "hidden_size")
         )
         assert int(params.replace(",", "")) == plain["n_params"]
         assert float(ratio) == pytest.approx(analysis["ratio_to_plain_grad"], abs=0.005)
         assert analysis["ratio_to_plain_grad"] <= 1.5
+
+
+def test_the_whole_models_cost_table_is_the_recorded_run():
+    """The whole models' rows: the analysis of the loss (every layer's and state's per-step
+    norms) within 1.5× plain ``jax.grad`` for every design and depth; the connectivity's
+    column recorded for each language model and — for a stack, whose one pass gives it."""
+    _, recorded = _block_cost_rows()
+    doc = (ROOT / "docs" / "dev" / "benchmarks.md").read_text()
+    rows = re.findall(
+        r"^\| `(\w+)` \| (\d) \| ([\d,]+) \| [\d.]+ \| ([\d.]+) \| ([\d.]+|—) \|", doc, re.M
+    )
+    assert len(rows) == len(recorded) == 14
+    for (design, layers, params, ratio, with_connectivity), (plain, analysis, *more) in zip(
+        rows, recorded, strict=True
+    ):
+        assert (design, int(params.replace(",", ""))) == (plain["config"]["model_type"], plain["n_params"])
+        assert f"L={layers} " in plain["label"]
+        assert (plain["measure"], analysis["measure"]) == ("grad", "analyze")
+        assert float(ratio) == pytest.approx(analysis["ratio_to_plain_grad"], abs=0.005)
+        assert analysis["ratio_to_plain_grad"] <= 1.5
+        if more:
+            assert more[0]["measure"] == "connectivity"
+            assert float(with_connectivity) == pytest.approx(more[0]["ratio_to_plain_grad"], abs=0.005)
+        else:
+            assert with_connectivity == "—" and not plain["config"].get("vocab_size")
 
 
 def _block_learning() -> dict[tuple[str, int, str], dict[str, list[dict]]]:
