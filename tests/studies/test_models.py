@@ -140,7 +140,8 @@ def test_the_cli_reads_text_through_the_tokenizer(mamba_folder, capsys):
     np.testing.assert_allclose(out["grad_norms"], direct.grad_norms, rtol=1e-6)
     assert out["loss"] == pytest.approx(direct.loss)
     np.testing.assert_allclose(out["connectivity"], direct.connectivity, rtol=1e-6)
-    assert main(["analyze", "--model", str(folder), "--tokens", "0,1,2,3,0,4", "--no-connectivity", "--json"]) == 0
+    alone = ["--tokens", "0,1,2,3,0,4", "--no-connectivity", "--json"]
+    assert main(["analyze", "--model", str(folder), *alone]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["connectivity"] is None
     np.testing.assert_allclose(out["grad_norms"], direct.grad_norms, rtol=1e-5)
