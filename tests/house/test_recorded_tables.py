@@ -178,9 +178,7 @@ def test_the_whole_models_cost_table_is_the_recorded_run():
     column recorded for each language model and — for a stack, whose one pass gives it."""
     _, recorded = _block_cost_rows()
     doc = (ROOT / "docs" / "dev" / "benchmarks.md").read_text()
-    rows = re.findall(
-        r"^\| `(\w+)` \| (\d) \| ([\d,]+) \| [\d.]+ \| ([\d.]+) \| ([\d.]+|—) \|", doc, re.M
-    )
+    rows = re.findall(r"^\| `(\w+)` \| (\d) \| ([\d,]+) \| [\d.]+ \| ([\d.]+) \| ([\d.]+|—) \|", doc, re.M)
     assert len(rows) == len(recorded) == 14
     for (design, layers, params, ratio, with_connectivity), (plain, analysis, *more) in zip(
         rows, recorded, strict=True
