@@ -6,6 +6,7 @@ real data (the digits in two orders, the prose text) — printed and returned as
 from __future__ import annotations
 
 import sys
+import time
 from pathlib import Path
 
 import jax
@@ -31,7 +32,7 @@ from rnnviz.engine.environment import run_stamp
 from rnnviz.studies.block_models import block_param_count, sized_config
 from rnnviz.studies.comparisons import label
 from rnnviz.studies.connectivity import connectivity
-from rnnviz.studies.training import DATA_TASK, TrainSettings, train, train_many
+from rnnviz.studies.training import DATA_TASK, Trainer, TrainSettings, train, train_many
 from rnnviz.studies.training.blocks import block_connectivity
 from rnnviz.tables.blocks import BLOCK_DESIGNS
 
@@ -255,6 +256,9 @@ BLOCK_FLOP_BUDGET = 2e14
 #: What one row's seeds may hold, by the estimate: the table runs alone on its machine, where
 #: the dashboard's budget serves many visitors (the Mamba ×4 at 400 k needs just over 4 GiB).
 BLOCK_MEMORY_BUDGET = 8 * 2**30
+#: Seconds of training between two saves of a row's runs (:meth:`~rnnviz.studies.training.Trainer.save`):
+#: a row takes up to hours, and a stopped table loses at most this much of one.
+BLOCK_SAVE_EVERY_S = 300.0
 
 
 def block_learning_table(
@@ -274,8 +278,10 @@ def block_learning_table(
     clip 1, as the bare cells' table (:func:`data_bench`) trains them.
 
     With ``record``, each row's records are appended to that file as soon as the row is done,
-    and a row the file already holds (:func:`recorded_rows`) is skipped: a table of many hours
-    resumes where it stopped. Returns the records of the rows run.
+    and a row the file already holds (:func:`recorded_rows`) is skipped; a row under way saves
+    its runs every :data:`BLOCK_SAVE_EVERY_S` seconds beside it (``<record>.partial/``), and
+    the next call resumes them there: a table of many hours resumes where it stopped, to within
+    minutes. Returns the records of the rows run.
 
     Raises:
         ConfigError: ``record`` holds rows trained for another number of steps (one table, one
@@ -306,7 +312,8 @@ def block_learning_table(
                         cell=cell, block="reference", layers=depth, input_size=ds.input_size,
                         seq_len=ds.seq_len, batch_size=batch,
                     )  # fmt: skip
-                    row = _block_row(sized_config(base, target), ds, name, n, seeds, target, out)
+                    saved = None if not record else _partial(record, cell, depth, target, name)
+                    row = _block_row(sized_config(base, target), ds, name, n, seeds, target, out, saved)
                     if record:
                         append_records(record, row)
                     records += row
@@ -332,9 +339,18 @@ def recorded_rows(path: str, steps: int) -> set[tuple[str, int, str, str]]:
     return {(r["config"]["cell"], r["config"]["layers"], r["target_params"], r["data"]) for r in rows}
 
 
-def _block_row(cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: str, out) -> list[dict]:
-    """One row of :func:`block_learning_table`: ``seeds`` runs of ``cfg`` on ``ds``, printed and recorded."""
-    runs = train_many(
+def _partial(record: str, cell: str, depth: int, target: str, name: str) -> Path:
+    """Where a row of :func:`block_learning_table` under way saves its runs, beside ``record``."""
+    return Path(f"{record}.partial") / f"{cell}-x{depth}-{target}-{name.replace(' ', '-')}.npz"
+
+
+def _block_row(
+    cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: str, out, saved: Path | None = None
+) -> list[dict]:
+    """One row of :func:`block_learning_table`: ``seeds`` runs of ``cfg`` on ``ds``, printed and
+    recorded; with ``saved``, resumed from that file where it holds the runs, and saved there
+    every :data:`BLOCK_SAVE_EVERY_S` seconds until they are done (then removed)."""
+    trainer = Trainer(
         cfg,
         {"seed": list(range(seeds))},
         settings=TrainSettings(DATA_TASK, steps, learning_rate=1e-3, log_every=min(100, steps)),
@@ -342,6 +358,16 @@ def _block_row(cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: st
         flop_budget=BLOCK_FLOP_BUDGET,
         memory_budget=BLOCK_MEMORY_BUDGET,
     )
+    if saved is not None and trainer.resume(saved):
+        print(f"{label(cfg)}: {name} resumed at step {trainer.steps_done} from {saved}", file=out, flush=True)
+    last = time.monotonic()
+    while not trainer.done:
+        trainer.advance()
+        if saved is not None and not trainer.done and time.monotonic() - last >= BLOCK_SAVE_EVERY_S:
+            saved.parent.mkdir(parents=True, exist_ok=True)
+            trainer.save(saved)
+            last = time.monotonic()
+    runs = trainer.records()
     count = block_param_count(cfg)
     metric = [float(r.held_out_metric[-1]) for r in runs]
     extra: list[dict] = [{} for _ in runs]
@@ -360,10 +386,13 @@ def _block_row(cfg: RunConfig, ds, name: str, steps: int, seeds: int, target: st
         file=out,
         flush=True,
     )
-    return [
+    rows = [
         {**data_record(r, name), "suite": "designs-learning", "params": count, "target_params": target, **e}
         for r, e in zip(runs, extra)
     ]
+    if saved is not None:
+        saved.unlink(missing_ok=True)  # the caller records the rows next
+    return rows
 
 
 def block_reach(run, text, sequences: int = REACH_SEQUENCES) -> tuple[float, float]:

@@ -118,6 +118,38 @@ def test_the_block_learning_table_records_each_design_at_its_sized_width(tmp_pat
     assert "cells with a reference block" in capsys.readouterr().err
 
 
+def test_a_block_row_stopped_midway_resumes_from_its_saved_runs(tmp_path, monkeypatch):
+    """A row's runs saved after one chunk of two (as the table saves them while it trains) are
+    resumed by the next call: its records equal a row that ran through, and the file is gone."""
+    import io
+
+    from rnnviz.bench import learning
+    from rnnviz.dataset import load_dataset
+    from rnnviz.studies.training import DATA_TASK, Trainer, TrainSettings
+
+    ds = load_dataset("digits", order="pixels")
+    cfg = RunConfig(
+        cell="gru", block="reference", layers=1, hidden_size=6, input_size=1, seq_len=64, batch_size=64
+    )
+    row = lambda saved=None, out=None: learning._block_row(  # noqa: E731
+        cfg, ds, "digits pixels", 200, 2, "1k", out or io.StringIO(), saved
+    )
+    through = row()
+    saved = tmp_path / "partial" / "row.npz"
+    saved.parent.mkdir()
+    settings = TrainSettings(DATA_TASK, 200, learning_rate=1e-3, log_every=100)
+    first = Trainer(cfg, {"seed": [0, 1]}, settings=settings, data=ds)
+    first.advance()
+    first.save(saved)
+    out = io.StringIO()
+    resumed = row(saved, out)
+    assert "resumed at step 100" in out.getvalue() and not saved.exists()
+    assert len(resumed) == len(through) == 2
+    for a, b in zip(resumed, through, strict=True):
+        for name in ("final_loss", "clip_count", "held_out_steps", "held_out_metric", "steps_run"):
+            assert a[name] == b[name], name
+
+
 def test_the_largest_block_row_fits_the_tables_budgets():
     """Mamba ×4 at 400 k on the digits, the grid's largest row by the memory estimate, is over
     the dashboard's training budget and within the block table's own."""

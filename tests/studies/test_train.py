@@ -286,6 +286,34 @@ def test_trainer_resumes_chunk_by_chunk_and_stops():
     assert rec.stopped and rec.steps_run == 20 and np.array_equal(rec.losses, first.losses)
 
 
+@pytest.mark.parametrize("block", [None, "reference"])
+def test_a_trainer_saved_and_resumed_in_another_trainer_trains_as_one_that_ran_through(tmp_path, block):
+    """Two chunks, saved, then a fresh trainer of the same runs resumes and runs the rest: every
+    logged value and the kept and final weights equal a trainer that was never stopped."""
+    cfg = TINY.replace(cell="gru", block="reference", layers=2) if block else TINY
+    settings = TrainSettings("recall", steps=80, log_every=20)
+    make = lambda: Trainer(cfg, {"seed": [0, 1]}, settings=settings)  # noqa: E731
+    through = make()
+    while not through.done:
+        through.advance()
+    first, path = make(), tmp_path / "runs.npz"
+    assert not first.resume(path)  # nothing saved yet
+    first.advance(), first.advance()
+    first.save(path)
+    second = make()
+    assert second.resume(path) and second.steps_done == 40
+    while not second.done:
+        second.advance()
+    for want, got in zip(through.records(), second.records(), strict=True):
+        logged = ("losses", "metric", "grad_norm", "clipped", "profiles", "recurrent_grad", "weight_steps")
+        for name in logged:
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name), err_msg=name)
+        jax.tree.map(np.testing.assert_array_equal, got.weight_tree, want.weight_tree)
+    other = Trainer(cfg, {"seed": [0, 2]}, settings=settings)
+    with pytest.raises(ConfigError, match="saved by the same runs"):
+        other.resume(path)
+
+
 def _set_training(at, **values):
     for name, value in values.items():
         widget = {"task": at.selectbox, "optimizer": at.selectbox}.get(name, at.number_input)

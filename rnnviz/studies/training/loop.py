@@ -27,11 +27,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import itertools
+import json
 import math
+import os
 import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
@@ -311,7 +314,7 @@ class Trainer:
         for c in self.cfgs:  # the values may take a config out of the task's reach (one message per field)
             check_training(c, settings, data=data, **budgets)
         self.cfg, self.settings, self.steps = cfg, settings, settings.steps
-        device = device or resolve_device(cfg)
+        device = self._device = device or resolve_device(cfg)
         static = static_config(cfg)
         key = (static, self.spec, len(points), device)
         hit = key in train_executables
@@ -367,6 +370,81 @@ class Trainer:
         """Stop before the next chunk: :meth:`advance` runs no more, and the records say ``stopped``
         when steps were left."""
         self.stopped = True
+
+    def _fingerprint(self) -> str:
+        """What a saved state must have been trained with: every run's config and settings, and
+        the data set."""
+        return repr((self.cfgs, self.runs, self.data_source, self.spec))
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the runs' state and everything logged so far to ``path`` (``.npz``), for
+        :meth:`resume` in another process: a table of hours then loses at most what ran since
+        the last save. The file is written beside ``path`` and renamed, so a process killed
+        while writing leaves the last whole one."""
+        outs = self._outs
+        meta = {
+            "fingerprint": self._fingerprint(),
+            "chunks": len(outs),
+            "kept": [i for i, o in enumerate(outs) if o.params is not None],
+            "held": bool(outs) and outs[0].held_out_loss is not None,
+            "run_s": self.run_s,
+        }
+        leaves = jax.tree.leaves((jax.device_get(self._state), outs))
+        path = Path(path)
+        part = path.with_name(path.name + ".part")
+        with part.open("wb") as fh:  # a file object: np.savez would add ".npz" to a name
+            np.savez(
+                fh,
+                meta=np.asarray(json.dumps(meta)),
+                **{f"leaf{i}": np.asarray(v) for i, v in enumerate(leaves)},
+            )
+        os.replace(part, path)
+
+    def resume(self, path: str | os.PathLike) -> bool:
+        """Continue from :meth:`save`'s file of the same runs, where one exists.
+
+        Returns:
+            True when ``path`` held a saved state (now this trainer's), False when there is none.
+
+        Raises:
+            ConfigError: ``path`` was saved by other runs (configs, settings or data), or holds
+                arrays of other shapes.
+        """
+        if not Path(path).exists():
+            return False
+        with np.load(path, allow_pickle=False) as saved:
+            meta = json.loads(str(saved["meta"]))
+            leaves = [saved[f"leaf{i}"] for i in range(len(saved.files) - 1)]
+        allowed = "a state saved by the same runs (configs, settings and data)"
+        if meta["fingerprint"] != self._fingerprint():
+            raise ConfigError("resume", str(path), allowed)
+        held, kept = meta["held"], set(meta["kept"])
+        outs = [
+            ChunkOut(
+                0,
+                0,
+                0,
+                0,
+                Scaled(0, 0),
+                0,
+                *((0, 0) if held else (None, None)),
+                self._state.params if i in kept else None,
+            )
+            for i in range(meta["chunks"])
+        ]
+        template = (self._state, outs)
+        structure = jax.tree.structure(template)
+        state_shapes = [np.shape(v) for v in jax.tree.leaves(self._state)]
+        if structure.num_leaves != len(leaves) or state_shapes != [
+            v.shape for v in leaves[: len(state_shapes)]
+        ]:
+            raise ConfigError("resume", str(path), allowed)
+        state, outs = jax.tree.unflatten(structure, leaves)
+        self._state = jax.device_put(state, self._device)
+        self._outs = list(outs)
+        self.run_s = float(meta["run_s"])
+        self._all_dead = bool(outs) and not bool(np.asarray(state.alive).any())
+        return True
 
     def records(self) -> list[Training]:
         """One :class:`Training` per run, over the steps taken so far."""
