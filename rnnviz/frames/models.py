@@ -105,7 +105,13 @@ def state_frame(a: ModelAnalysis) -> pd.DataFrame:
 
 def token_connectivity_frame(a: ModelAnalysis) -> pd.DataFrame:
     """``t, token, log10``: how much the prediction at position p depends on each input
-    (‖∂ℓ_p/∂x_t^{(0)}‖), up to p."""
+    (‖∂ℓ_p/∂x_t^{(0)}‖), up to p.
+
+    Raises:
+        ValueError: the analysis left the connectivity out (``connectivity=False``).
+    """
+    if a.log10_connectivity is None:
+        raise ValueError("this analysis has no connectivity: run analyze_model with connectivity=True")
     steps = a.position + 1
     logs = np.asarray(a.log10_connectivity[:steps], np.float64)
     return pd.DataFrame(

@@ -82,6 +82,10 @@ def test_the_analysis_without_the_connectivity_is_the_same_pass_of_the_loss(mamb
     np.testing.assert_allclose(alone.grad_norms, whole.grad_norms, rtol=1e-5)
     np.testing.assert_allclose(alone.state_grad_norms[1]["h"], whole.state_grad_norms[1]["h"], rtol=1e-5)
     assert not np.array_equal(whole.connectivity, whole.grad_norms[0])  # ℓ_4's, not L's
+    from rnnviz.frames.models import token_connectivity_frame
+
+    with pytest.raises(ValueError, match="no connectivity: run analyze_model with connectivity=True"):
+        token_connectivity_frame(alone)
 
 
 def test_new_values_reuse_the_executable(mamba_folder):
