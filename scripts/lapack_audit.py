@@ -6,7 +6,7 @@ Every registered cell, batched and unbatched: the analysis (with the log pass), 
 strategy's analysis and gradient, the plain gradient, sweeps of gradients and of λ₁ over
 1, 16 and 256 points, Lyapunov (QR every step and every second step), Jacobians (exact
 and subspace), ``train_many`` over 1 and 16 runs. Each compile goes through
-``timing.compile_lowered``, which raises on an overlapping pair; this script also counts
+``rnnviz.engine.compile.compile_lowered``, which raises on an overlapping pair; this script also counts
 what each executable calls. A measurement script, not a test (several minutes).
 """
 
@@ -15,13 +15,13 @@ from __future__ import annotations
 import collections
 import time
 
-import rnnviz.engine.timing as timing
+import rnnviz.engine.compile as compiling
 from rnnviz.base.hlo import concurrent_lapack, lapack_calls
 
 calls: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 compiled: collections.Counter = collections.Counter()
 pairs: collections.Counter = collections.Counter()
-_check = timing.check_serial_lapack
+_check = compiling.check_serial_lapack
 
 
 def _spy(executable, what: str) -> None:
@@ -36,7 +36,7 @@ def _spy(executable, what: str) -> None:
 
 
 def main() -> None:
-    timing.check_serial_lapack = _spy
+    compiling.check_serial_lapack = _spy  # compile_lowered looks it up in its module
     from rnnviz import RunConfig, analyze, cell_names
     from rnnviz.analysis import baseline_executable
     from rnnviz.engine.prepare import resolve_device, static_config
