@@ -169,6 +169,14 @@ def pow10_ticks(lo: float, hi: float, max_ticks: int = 8) -> tuple[list[float], 
     return [float(v) for v in vals], [f"10{superscript(v)}" for v in vals]
 
 
+def pow10_range(ticks: Sequence[float], pad: float = 0.03) -> list[float]:
+    """A log₁₀ axis range from its outer ticks (:func:`pow10_ticks`), widened by ``pad`` of
+    their span each side: a line lying on an outer tick (σ₁ = 1 exactly) is drawn inside the
+    frame, not on its edge."""
+    margin = pad * max(ticks[-1] - ticks[0], 1.0)
+    return [ticks[0] - margin, ticks[-1] + margin]
+
+
 def empty_figure(title: str, message: str) -> go.Figure:
     """A figure with no traces and ``message`` written in its middle: what empty input draws."""
     fig = new_figure(title, "", "")

@@ -22,6 +22,7 @@ from rnnviz.charts.base import (
     empty_figure,
     new_figure,
     pow10_parts,
+    pow10_range,
     pow10_ticks,
     thin,
     thinned_title,
@@ -88,7 +89,7 @@ def _log_lines(df: pd.DataFrame, series: str, title: str, x_title: str, y_title:
     if finite.size:
         ticks, labels = pow10_ticks(float(finite.min()), float(finite.max()))
         # the range reaches the outer ticks, so a span of less than a decade still shows two
-        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels, range=[ticks[0], ticks[-1]])
+        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels, range=pow10_range(ticks))
     if "token" in df.columns:
         fig.update_xaxes(**_tick_labels(df))
     return fig
@@ -169,7 +170,7 @@ def layer_state_norms(df: pd.DataFrame, title: str = "‖state_t‖ of each recu
     finite = logs[np.isfinite(logs)]
     if finite.size:
         ticks, labels = pow10_ticks(float(finite.min()), float(finite.max()))
-        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels, range=[ticks[0], ticks[-1]])
+        fig.update_yaxes(tickmode="array", tickvals=ticks, ticktext=labels, range=pow10_range(ticks))
     return fig
 
 

@@ -339,6 +339,11 @@ def test_each_recurrent_layers_sigma1_is_one_line_on_a_power_of_ten_axis():
     np.testing.assert_allclose(fig.data[1].y, [-3.0, -2.0, -1.0])
     assert list(fig.data[0].x) == [1, 4, 7]
     assert fig.layout.yaxis.ticktext[0] == "10⁻³" and fig.layout.yaxis.tickvals[-1] >= np.log10(2.0)
+    # σ₁ = 1 at every step (a diagonal step that keeps its state) lies on the tick 10⁰: inside
+    # the frame, not on its edge, where the axis line hides it
+    flat = types.SimpleNamespace(layers=(0,), steps=np.array([1, 2]), singular_values=np.ones((1, 2, 1)))
+    low, high = layer_sigma_lines(layer_sigma_frame(flat)).layout.yaxis.range
+    assert low < 0.0 < high and min(-low, high) >= 0.02
 
 
 def _states(norms: np.ndarray, units: tuple, layers=(0, 2), leaves=("C", "m")):
@@ -368,7 +373,8 @@ def test_each_recurrent_layers_state_norms_are_one_panel_of_lines_per_leaf():
     assert np.isnan(fig.data[1].y[0]) and fig.data[1].y[2] == pytest.approx(np.log10(2.0))
     assert fig.data[0].line.color == fig.data[2].line.color != fig.data[1].line.color
     for axis in (fig.layout.yaxis, fig.layout.yaxis2):  # the same range: the layers compare
-        assert axis.ticktext[0] == "10⁻³" and axis.ticktext[-1] == "10²" and tuple(axis.range) == (-3.0, 2.0)
+        assert axis.ticktext[0] == "10⁻³" and axis.ticktext[-1] == "10²"
+        assert tuple(axis.range) == pytest.approx((-3.15, 2.15))  # the outer ticks and 3 % of the span
     assert fig.layout.xaxis2.title.text == "step t" and list(fig.data[3].x) == [0, 1, 2]
 
 
