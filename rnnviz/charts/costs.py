@@ -22,7 +22,9 @@ def bar_panels(
     text: str | None = None,
 ) -> go.Figure:
     """Side-by-side bar panels: one per ``(column, panel title)``; bars along ``x``,
-    grouped by ``color`` when given, each labelled with its row's ``text`` column when given."""
+    grouped by ``color`` when given, each labelled with its row's ``text`` column when given.
+    A legend only where ``color`` is not ``x``: there the x labels already name each bar (and
+    a legend under narrow panels would cover their slanted labels)."""
     fig = make_subplots(rows=1, cols=len(panels), subplot_titles=[p[1] for p in panels])
     legend = dict(
         orientation="h", yanchor="top", y=-0.12, xanchor="left", x=0
@@ -43,7 +45,7 @@ def bar_panels(
                     y=s[column],
                     name=str(g if g is not None else column),
                     marker_color=OKABE_ITO[g_i % len(OKABE_ITO)],
-                    showlegend=col_i == 1 and g is not None,
+                    showlegend=col_i == 1 and g is not None and color != x,
                     legendgroup=str(g),
                     hovertemplate="%{x}<br>%{y:.4g}<extra>" + str(g or "") + "</extra>",
                     text=None if text is None else s[text].astype(str),

@@ -114,7 +114,12 @@ def test_bar_panels_and_scaling_axes():
     assert [a.text for a in fig.layout.annotations] == ["run", "mem"]
     # the theme's title: at the very top, above room for two legend rows (a wrapped legend)
     assert fig.layout.title.text == "Cost" and fig.layout.title.yanchor == "top" and fig.layout.margin.t == 80
-    assert len(fig.data) == 4 and sum(t.showlegend for t in fig.data) == 2
+    # coloured by the x labels themselves: no legend to repeat them
+    assert len(fig.data) == 4 and sum(t.showlegend for t in fig.data) == 0
+    by_device = charts.bar_panels(
+        df.assign(device=["cpu", "cpu"]), "device", [("run_s", "run")], "Cost", color="strategy"
+    )
+    assert [t.name for t in by_device.data if t.showlegend] == ["accumulate", "per_step"]
     sc = charts.scaling_figure(
         pd.DataFrame(
             {
