@@ -57,6 +57,26 @@ def layer_frame(a: ModelAnalysis) -> pd.DataFrame:
     )
 
 
+def true_zeros(df: pd.DataFrame) -> str | None:
+    """In words, where :func:`layer_frame`'s gradient is exactly 0 (``log10`` −inf), which the
+    heatmap leaves blank: each such row and at how many positions; None where there is none.
+
+    >>> df = pd.DataFrame({"row": ["input", "after block 1"], "log10": [-3.0, -np.inf]})
+    >>> true_zeros(df).split(" (")[1]
+    'after block 1 at 1 of 1 positions).'
+    """
+    zero = np.isneginf(df["log10"].to_numpy(np.float64))
+    if not zero.any():
+        return None
+    steps = df.groupby("row", sort=False).size()
+    counts = df[zero].groupby("row", sort=False).size()
+    where = "; ".join(f"{row} at {n} of {steps[row]} positions" for row, n in counts.items())
+    return (
+        "Blank cells are gradients of exactly 0, not missing values: no path leads from there "
+        f"to the loss ({where})."
+    )
+
+
 def designs_stream_frame(analyses: Sequence[ModelAnalysis], labels: Sequence[str]) -> pd.DataFrame:
     """:func:`layer_frame`'s input row of each analysis (‖∂L/∂x_t^{(0)}‖, what reaches the
     inputs), its ``row`` the design's label: one line per design on

@@ -45,6 +45,11 @@ def test_the_gradients_tab_draws_every_layer_of_the_librarys_analysis():
     reached = np.isfinite(expected)  # the top row reads step T − 1 alone: true zeros, left blank
     np.testing.assert_allclose(z[reached], expected[reached], atol=1e-4)
     assert np.isnan(z[~reached]).all() and (~reached).sum() == 11
+    blank = [c.value for c in at.caption if c.value.startswith("Blank cells")]
+    assert blank == [
+        "Blank cells are gradients of exactly 0, not missing values: no path leads from there "
+        "to the loss (after block 3 at 11 of 12 positions)."
+    ]
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ import streamlit as st
 from rnnviz.base.timing import MIN_PRECISE_REPEATS
 from rnnviz.charts.models import layer_heatmap, layer_lines, state_lines, token_connectivity
 from rnnviz.config import ConfigError
-from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
+from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame, true_zeros
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, describe, jobs, route
 from rnnviz.serve.settings import PART_GAP_S, TIMING_PRECISION
@@ -222,6 +222,8 @@ def model_charts(a: ModelAnalysis, summary: ModelSummary) -> None:
     heatmap = layer_heatmap(layers)
     heatmap.update_layout(height=HEATMAP_HEIGHT)
     st.plotly_chart(heatmap, key="chart_model_heatmap")
+    if (zeros := true_zeros(layers)) is not None:
+        st.caption(zeros)
     compiled = f"compiled in {a.compile_s:.2f} s" if a.compile_s else "compiled already"
     exact = "" if a.log10_source == "float32" else f" · exact log₁₀: {a.log10_source}"
     st.markdown(
