@@ -66,6 +66,13 @@ def layer_heatmap(df: pd.DataFrame, title: str = "‖∂L/∂x_t‖ through ever
     return fig
 
 
+def _isolated(finite: np.ndarray) -> np.ndarray:
+    """The finite points with no finite neighbour: a line draws nothing there, so they get a
+    marker (a stack's top row reaches the loss at its last position alone)."""
+    padded = np.concatenate([[False], finite, [False]])
+    return finite & ~padded[:-2] & ~padded[2:]
+
+
 def _log_lines(df: pd.DataFrame, series: str, title: str, x_title: str, y_title: str) -> go.Figure:
     """One line of log₁₀ values per ``series`` over ``t``, on a 10ⁿ axis."""
     if df.empty:
@@ -75,11 +82,13 @@ def _log_lines(df: pd.DataFrame, series: str, title: str, x_title: str, y_title:
     finite = logs[np.isfinite(logs)]
     for i, (name, s) in enumerate(df.groupby(series, sort=False)):
         values = s["log10"].to_numpy(np.float64)
+        alone = _isolated(np.isfinite(values))
+        points = dict(mode="lines+markers", marker=dict(size=np.where(alone, 7, 0))) if alone.any() else {}
         fig.add_trace(
             go.Scatter(
                 x=s["t"].to_numpy(),
                 y=drawable(values),
-                mode="lines",
+                **{"mode": "lines", **points},
                 name=str(name),
                 line=dict(color=OKABE_ITO[i % len(OKABE_ITO)]),
                 customdata=pow10_parts(values),

@@ -351,6 +351,20 @@ def test_each_recurrent_layers_sigma1_is_one_line_on_a_power_of_ten_axis():
     assert low < 0.0 < high and min(-low, high) >= 0.02
 
 
+def test_a_layer_that_reaches_the_loss_at_one_position_alone_is_drawn_as_a_point():
+    """layer_lines: a series whose finite values have no finite neighbour (a stack's top row,
+    nonzero at its last position alone) gets a marker there, which a line alone would not
+    draw; a series with neighbours keeps its plain line."""
+    from rnnviz.charts.models import layer_lines
+
+    rows = {"input": [-3.0, -2.0, -1.0, 0.0], "after block 1": [-np.inf, -np.inf, -np.inf, 0.5]}
+    df = pd.DataFrame([{"row": r, "t": t, "log10": v} for r, vs in rows.items() for t, v in enumerate(vs)])
+    plain, top = layer_lines(df).data
+    assert plain.mode == "lines" and plain.marker.size is None
+    assert top.mode == "lines+markers" and list(top.marker.size) == [0, 0, 0, 7]
+    assert np.isnan(top.y[:3]).all() and top.y[3] == 0.5
+
+
 def _states(norms: np.ndarray, units: tuple, layers=(0, 2), leaves=("C", "m")):
     from rnnviz.base.models import ModelStates
 
