@@ -83,12 +83,12 @@ def _log_lines(df: pd.DataFrame, series: str, title: str, x_title: str, y_title:
     for i, (name, s) in enumerate(df.groupby(series, sort=False)):
         values = s["log10"].to_numpy(np.float64)
         alone = _isolated(np.isfinite(values))
-        points = dict(mode="lines+markers", marker=dict(size=np.where(alone, 7, 0))) if alone.any() else {}
         fig.add_trace(
             go.Scatter(
                 x=s["t"].to_numpy(),
                 y=drawable(values),
-                **{"mode": "lines", **points},
+                mode="lines+markers" if alone.any() else "lines",
+                marker=dict(size=np.where(alone, 7, 0)) if alone.any() else None,
                 name=str(name),
                 line=dict(color=OKABE_ITO[i % len(OKABE_ITO)]),
                 customdata=pow10_parts(values),
