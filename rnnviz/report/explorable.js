@@ -195,7 +195,8 @@ function main(data) {
     document.getElementById("rnnviz-verdict").textContent = p.verdict;
     document.getElementById("rnnviz-numbers").textContent = p.numbers;
     controls.forEach((c, k) => {
-      document.getElementById("rnnviz-value-" + k).textContent = c.text[state[k]];
+      const value = document.getElementById("rnnviz-value-" + k);
+      if (value) value.textContent = c.text[state[k]];  // a menu shows its own choice
     });
     const root = document.getElementById("rnnviz-app");
     root.dataset.point = String(i);
@@ -234,10 +235,12 @@ function main(data) {
     input.value = String(c.start);
     input.addEventListener("input", () => { state[k] = Number(input.value); draw(); });
     row.appendChild(input);
-    const value = document.createElement("span");
-    value.className = "value";
-    value.id = "rnnviz-value-" + k;
-    row.appendChild(value);
+    if (c.kind !== "menu") {
+      const value = document.createElement("span");
+      value.className = "value";
+      value.id = "rnnviz-value-" + k;
+      row.appendChild(value);
+    }
     box.appendChild(row);
   });
   document.getElementById("rnnviz-fixed").addEventListener("change", draw);

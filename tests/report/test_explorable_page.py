@@ -129,6 +129,7 @@ def test_chromium_offline_every_control_redraws_the_library_values_at_its_point(
         seen.add(shown["point"])
         _matches_the_library(shown, grid)
     assert tab.text_content("#rnnviz-value-2") == "20"
+    assert tab.locator("#rnnviz-value-0").count() == 0  # a menu shows its choice once, itself
     # the fixed axes: unchecking lets each chart fit its own point
     fixed = tab.evaluate("document.getElementById('rnnviz-jacobians').layout.yaxis.range")
     tab.uncheck("#rnnviz-fixed")
