@@ -26,6 +26,7 @@ from rnnviz.cli.inputs import (
     design_layers,
     design_line,
     design_settings,
+    refuse_cells_as_designs,
 )
 from rnnviz.config import FIELD_SPECS, ConfigError
 
@@ -173,6 +174,7 @@ def _design_types(args: argparse.Namespace) -> list[str]:
     Raises:
         ConfigError: either.
     """
+    refuse_cells_as_designs(args.design, several=True)
     types = [t.strip() for t in args.design.split(",") if t.strip()]
     if args.models:
         raise ConfigError("design", args.design, "not with --model (designs drawn fresh, or your models)")
@@ -238,6 +240,8 @@ def _block_configs(args: argparse.Namespace) -> list:
     """
     from rnnviz.studies.block_models import sized_block
 
+    if args.design is not None:
+        refuse_cells_as_designs(args.design, several=True)
     for name in ("design", "models", "data", "weights", "train", "text", "tokens"):
         if getattr(args, name, None) not in (None, []):
             raise ConfigError(

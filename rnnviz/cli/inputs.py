@@ -185,6 +185,27 @@ def add_design_flags(group, *, several: bool) -> None:
     )
 
 
+def refuse_cells_as_designs(design: str, *, several: bool) -> None:
+    """Refuse the two kinds of design mixed up: a registered cell named where ``--design``
+    takes model types.
+
+    Raises:
+        ConfigError: naming the model types, and the flags of the cells' reference blocks.
+    """
+    from rnnviz.studies.sizing import TEMPLATES
+    from rnnviz.tables.cells import cell_names
+
+    names = [t.strip() for t in design.split(",")]
+    if any(t not in TEMPLATES and t in cell_names() for t in names):
+        flag = "--cells" if several else "--cell"
+        raise ConfigError(
+            "design",
+            design,
+            f"--design takes model types ({', '.join(TEMPLATES)}); a cell's design is its reference "
+            f"block: {flag} {design} --block reference",
+        )
+
+
 def design_settings(args: argparse.Namespace) -> RunConfig:
     """The run configuration a design reads (``--seq-len``, ``--seed``, ``--dtype``), after
     refusing ``--layers``/``--params`` without ``--design``, or ``--design`` without them, and
@@ -197,6 +218,7 @@ def design_settings(args: argparse.Namespace) -> RunConfig:
         if args.params is not None:
             raise ConfigError("params", args.params, "only with --design TYPE")
         raise ConfigError("design", None, "a design to draw (--design)")
+    refuse_cells_as_designs(args.design, several=hasattr(args, "cells"))
     for name in ("layers", "params"):
         if getattr(args, name) is None:
             raise ConfigError(

@@ -66,7 +66,24 @@ def test_compare_designs_at_matched_sizes(capsys):
             ["analyze", "--design", "mamba", *TINY, "--model", "x"],
             "design='mamba' is not allowed: not with --model",
         ),
-        (["analyze", "--design", "lstm", *TINY], "design='lstm' is not allowed: one of mamba, falcon_mamba"),
+        (["analyze", "--design", "xlsm", *TINY], "design='xlsm' is not allowed: one of mamba, falcon_mamba"),
+        (  # a cell where a model type goes: its reference block named, flag by flag
+            ["analyze", "--design", "lstm", *TINY],
+            "--design takes model types (mamba, falcon_mamba, mamba2, recurrent_gemma, xlstm, qwen3_next, "
+            "torch_lstm, torch_gru); a cell's design is its reference block: --cell lstm --block reference",
+        ),
+        (
+            ["compare", "--design", "lstm,mamba", *TINY, "--block", "reference"],
+            "a cell's design is its reference block: --cells lstm,mamba --block reference",
+        ),
+        (
+            ["compare", "--design", "mamba,slstm", *TINY],
+            "a cell's design is its reference block: --cells mamba,slstm --block reference",
+        ),
+        (
+            ["compare", "--design", "mamba,xlstm", *TINY, "--block", "reference"],
+            "design='mamba,xlstm' is not allowed: not with --block reference",
+        ),
         (
             ["analyze", "--design", "mamba", "--layers", "4", "--params", "1k"],
             "the nearest are 741 (hidden_size 1)",
