@@ -30,13 +30,31 @@ from rnnviz.charts.base import (
 from rnnviz.charts.costs import bar_panels
 from rnnviz.charts.dynamics import phase_figure
 
+#: The most token labels an x axis prints: a report sets three charts side by side, and Plotly
+#: thins no labels given as an array; the hover names every position's token.
+MOST_TOKEN_LABELS = 12
+
+
+def _tokens_known(df: pd.DataFrame) -> bool:
+    """Whether the positions' labels carry tokens (``t: token``), not the positions alone."""
+    return bool((df["token"] != df["t"].astype(str)).any())
+
 
 def _tick_labels(df: pd.DataFrame) -> dict:
-    """The x axis labelled by the positions' tokens (at most about 40 labels)."""
+    """The x axis labelled by the positions' tokens, at most :data:`MOST_TOKEN_LABELS` of them
+    evenly spaced; without tokens, Plotly's own numeric ticks."""
+    if not _tokens_known(df):
+        return {}
     steps = df.drop_duplicates("t").sort_values("t")
-    every = max(1, len(steps) // 40)
-    shown = steps.iloc[::every]
+    shown = steps.iloc[:: -(-len(steps) // MOST_TOKEN_LABELS)]
     return dict(tickmode="array", tickvals=shown["t"].tolist(), ticktext=shown["token"].tolist())
+
+
+def _where(df: pd.DataFrame) -> dict:
+    """A trace's hover label of each position: its token where known (``t: token``), else ``t``."""
+    if "token" in df.columns and _tokens_known(df):
+        return dict(text=df["token"].to_numpy(), where="%{text}")
+    return dict(where="t=%{x}")
 
 
 def layer_heatmap(df: pd.DataFrame, title: str = "‖∂L/∂x_t‖ through every layer") -> go.Figure:
@@ -83,16 +101,18 @@ def _log_lines(df: pd.DataFrame, series: str, title: str, x_title: str, y_title:
     for i, (name, s) in enumerate(df.groupby(series, sort=False)):
         values = s["log10"].to_numpy(np.float64)
         alone = _isolated(np.isfinite(values))
+        hover = _where(s)
         fig.add_trace(
             go.Scatter(
                 x=s["t"].to_numpy(),
+                text=hover.get("text"),
                 y=drawable(values),
                 mode="lines+markers" if alone.any() else "lines",
                 marker=dict(size=np.where(alone, 7, 0)) if alone.any() else None,
                 name=str(name),
                 line=dict(color=OKABE_ITO[i % len(OKABE_ITO)]),
                 customdata=pow10_parts(values),
-                hovertemplate=f"{name}, t=%{{x}}: " + POW10_HOVER + "<extra></extra>",
+                hovertemplate=f"{name}, {hover['where']}: " + POW10_HOVER + "<extra></extra>",
             )
         )
     if finite.size:
@@ -226,14 +246,17 @@ def token_connectivity(
     finite = logs[np.isfinite(logs)]
     floor = float(finite.min()) - 1 if finite.size else 0.0
     fig = new_figure(title, "token", "‖∂ℓ_p/∂x_t‖ (log scale)")
+    hover = _where(df)
     fig.add_trace(
         go.Bar(
             x=df["t"].to_numpy(),
+            text=hover.get("text"),
+            textposition="none",
             y=np.where(np.isfinite(logs), logs - floor, 0.0),
             base=floor,
             marker_color=OKABE_ITO[0],
             customdata=pow10_parts(logs),
-            hovertemplate="t=%{x}: " + POW10_HOVER + "<extra></extra>",
+            hovertemplate=f"{hover['where']}: " + POW10_HOVER + "<extra></extra>",
             name="connectivity",
         )
     )

@@ -28,7 +28,7 @@ from rnnviz.charts.lines import gradient_figure
 from rnnviz.charts.models import layer_heatmap, layer_lines, state_lines, token_connectivity
 from rnnviz.charts.training import training_figure
 from rnnviz.config import FIELD_SPECS, ConfigError
-from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame
+from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame, true_zeros
 from rnnviz.frames.training import training_frame
 from rnnviz.report.numbers import (
     BLOCK_INPUTS,
@@ -69,11 +69,12 @@ tr.differs td { background: #fff8e1; }
 
 class Figure(NamedTuple):
     """One figure of a report: its ``key`` (the ``id`` of its ``<div>``: ``rnnviz-<key>``),
-    its section heading and the Plotly figure."""
+    its section heading, the Plotly figure and a note printed under it (or None)."""
 
     key: str
     heading: str
     figure: PlotlyFigure
+    note: str | None = None
 
 
 def gradient_frame(c: Comparison) -> pd.DataFrame:
@@ -158,20 +159,27 @@ def report_figures(c: Comparison) -> list[Figure]:
 
 class ModelFigureKind(NamedTuple):
     """One kind of figure drawn for every model: its key (``rnnviz-<key>-<i>``, i the model's
-    place from 1), its section heading, the frame it draws and the chart that draws it, and the
-    title after the model's label."""
+    place from 1), its section heading, the frame it draws and the chart that draws it, the
+    title after the model's label, and what says in words what the chart cannot (from the
+    frame, or None)."""
 
     key: str
     heading: str
     frame: Callable[[ModelAnalysis], pd.DataFrame]
     chart: Callable[..., PlotlyFigure]
     title: str
+    note: Callable[[pd.DataFrame], str | None] = lambda df: None
 
 
 #: The figures of a model comparison, in page order: one section per kind, the models side by side.
 MODEL_FIGURES = (
     ModelFigureKind(
-        "layers", "The gradient through every layer and step", layer_frame, layer_heatmap, "‖∂L/∂x_t‖"
+        "layers",
+        "The gradient through every layer and step",
+        layer_frame,
+        layer_heatmap,
+        "‖∂L/∂x_t‖",
+        true_zeros,
     ),
     ModelFigureKind("layer-lines", "One line per layer", layer_frame, layer_lines, "‖∂L/∂x_t‖ per layer"),
     ModelFigureKind(
@@ -182,7 +190,7 @@ MODEL_FIGURES = (
         "What the last prediction reads",
         token_connectivity_frame,
         token_connectivity,
-        "how much the prediction at p reads each token",
+        "‖∂ℓ_p/∂x_t‖ per token",
     ),
 )
 
@@ -201,15 +209,13 @@ def model_report_figures(c: ModelComparison) -> list[Figure]:
         >>> tuple(f.key for f in model_report_figures(model_comparison([folder], [3, 1, 4, 1])))
         ('layers-1', 'layer-lines-1', 'states-1', 'connectivity-1')
     """
-    return [
-        Figure(
-            f"{kind.key}-{i}",
-            kind.heading,
-            kind.chart(kind.frame(r.analysis), title=f"{r.label}: {kind.title}"),
-        )
-        for kind in MODEL_FIGURES
-        for i, r in enumerate(c.rows, start=1)
-    ]
+    figures = []
+    for kind in MODEL_FIGURES:
+        for i, r in enumerate(c.rows, start=1):
+            df = kind.frame(r.analysis)
+            chart = kind.chart(df, title=f"{r.label}: {kind.title}")
+            figures.append(Figure(f"{kind.key}-{i}", kind.heading, chart, kind.note(df)))
+    return figures
 
 
 def _e(x: object) -> str:
@@ -382,7 +388,11 @@ def _sections(figures: Sequence[Figure]) -> list[str]:
     """One section per heading: its figures in a row (side by side where several share it)."""
     sections = []
     for heading, group in itertools.groupby(figures, key=lambda f: f.heading):
-        divs = [figure_div(f.figure, f"rnnviz-{f.key}", PLOTLY_CONFIG) for f in group]
+        divs = [
+            figure_div(f.figure, f"rnnviz-{f.key}", PLOTLY_CONFIG)
+            + ("" if f.note is None else f'<p class="note">{_e(f.note)}</p>')
+            for f in group
+        ]
         divs = [f'<div class="figure">{div}</div>' for div in divs]
         # The columns are fixed before the first figure draws: plotly sizes a figure to its box
         # once (and again only when the window resizes), so a box must not change as more arrive.

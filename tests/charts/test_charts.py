@@ -365,6 +365,35 @@ def test_a_layer_that_reaches_the_loss_at_one_position_alone_is_drawn_as_a_point
     assert np.isnan(top.y[:3]).all() and top.y[3] == 0.5
 
 
+def test_the_position_axis_names_at_most_twelve_tokens_and_every_hover_names_its_token():
+    """Known tokens label the x axis (a dozen, evenly spaced: Plotly thins no array of labels,
+    and a report sets three charts side by side) and every point's hover; positions alone get
+    Plotly's own numeric ticks (64 labels of a block's vector inputs overlapped)."""
+    from rnnviz.charts.models import layer_heatmap, layer_lines, token_connectivity
+
+    def frame(tokens: bool, steps: int = 64) -> pd.DataFrame:
+        label = (lambda t: f"{t}: w{t}") if tokens else str
+        return pd.DataFrame(
+            [
+                {"row": r, "layer": i, "t": t, "token": label(t), "log10": -t / 10.0}
+                for i, r in enumerate(("input", "after block 1"))
+                for t in range(steps)
+            ]
+        )
+
+    for chart in (layer_heatmap, layer_lines, token_connectivity):
+        axis = chart(frame(True)).layout.xaxis
+        assert axis.tickmode == "array" and len(axis.ticktext) == 11  # every 6th of 64
+        assert list(axis.tickvals[:2]) == [0, 6] and axis.ticktext[1] == "6: w6"
+        assert chart(frame(True, steps=12)).layout.xaxis.ticktext == tuple(f"{t}: w{t}" for t in range(12))
+        assert chart(frame(False)).layout.xaxis.tickmode is None
+    line = layer_lines(frame(True)).data[0]
+    assert line.text[5] == "5: w5" and line.hovertemplate.startswith("input, %{text}: ")
+    assert layer_lines(frame(False)).data[0].hovertemplate.startswith("input, t=%{x}: ")
+    bars = token_connectivity(frame(True)[lambda d: d.layer == 0]).data[0]
+    assert bars.text[63] == "63: w63" and bars.textposition == "none"
+
+
 def _states(norms: np.ndarray, units: tuple, layers=(0, 2), leaves=("C", "m")):
     from rnnviz.base.models import ModelStates
 

@@ -278,6 +278,14 @@ def test_block_comparison_reads_the_inputs_it_is_given():
     default = block_comparison([cfg]).rows[0].analysis.grad_norms
     np.testing.assert_allclose(default, rnnviz.analyze_block(cfg).grad_norms, rtol=1e-6)
     assert not np.allclose(default, c.rows[0].analysis.grad_norms)
+    # the page says in words what the heatmap leaves blank: the top row reaches the loss at T−1 alone
+    notes = {f.key: f.note for f in model_report_figures(c)}
+    zeros = "(after block 1 at 5 of 6 positions)."
+    assert (
+        notes["layers-1"].startswith("Blank cells are gradients of exactly 0") and zeros in notes["layers-1"]
+    )
+    assert notes["layer-lines-1"] is None
+    assert f'<p class="note">{notes["layers-2"]}</p>' in model_report_html(c)
     with pytest.raises(rnnviz.ConfigError, match=r"inputs='2 entries' is not allowed: one per config \(1\)"):
         block_comparison([cfg], inputs=[x, x])
 
