@@ -284,17 +284,33 @@ def device_way_bars(
     return bar_panels(df, "device", panels, title, color="way")
 
 
-def block_phase_figure(matrix: pd.DataFrame, axis: str, log_x: bool = False) -> go.Figure:
+def block_phase_figure(
+    matrix: pd.DataFrame, axis: str, log_x: bool = False, reach: pd.DataFrame | None = None
+) -> go.Figure:
     """The bare cell's phase heatmap (:func:`~rnnviz.charts.dynamics.phase_figure`) over a
     reference block's memory knob × lag (:func:`~rnnviz.frames.models.block_phase_matrix`):
-    log₁₀ of how much of the gradient reaching the last input reaches the input ``lag`` before it.
+    log₁₀ of how much of the gradient reaching the last input reaches the input ``lag`` before it,
+    and the line of how far back 1 % of it arrives.
 
     Args:
         matrix: index ``lag``, columns the knob's values.
         axis: the knob's name and letter, the x axis's title.
         log_x: a scale's values on a log axis.
+        reach: ``value, lag`` (:func:`~rnnviz.frames.models.block_phase_reach`), or None.
     """
     title = "Phase diagram of the block: log₁₀ ‖∂L/∂x_{T−1−lag}‖ / ‖∂L/∂x_{T−1}‖"
     fig = phase_figure(matrix, title=title)
     fig.update_xaxes(title_text=axis, type="log" if log_x else "linear")
+    if reach is not None and not matrix.empty:
+        # the colours span the whole sweep's range; the line shows the structure near 0 too
+        fig.add_trace(
+            go.Scatter(
+                x=reach["value"].to_numpy(),
+                y=reach["lag"].to_numpy(),
+                mode="lines+markers",
+                line=dict(color="#000000", width=2),
+                name="furthest lag where ≥ 1 % arrives",
+                hovertemplate=f"{axis} = %{{x:.4g}}: ≥ 1 % arrives up to lag %{{y}}<extra></extra>",
+            )
+        )
     return fig

@@ -391,3 +391,19 @@ def block_phase_matrix(df: pd.DataFrame) -> pd.DataFrame:
         ratio = logs - logs.loc[0]  # each (value, seed)'s own last step
     ratio = ratio.where(np.isfinite(ratio))
     return ratio.T.groupby(level="value").mean().T.sort_index()
+
+
+def block_phase_reach(matrix: pd.DataFrame, floor: float = -2.0) -> pd.DataFrame:
+    """``value, lag``: for each knob value of :func:`block_phase_matrix`, the furthest lag at
+    which at least 10^floor (1 %) of the gradient reaching the last input still arrives (lag 0
+    always does; a NaN, a norm of 0, arrives nowhere).
+
+    Example:
+        >>> m = pd.DataFrame({0.5: [0.0, -1.0, -3.0, -2.5], 1.0: [0.0, -0.5, -1.0, -1.5]})
+        >>> block_phase_reach(m).to_dict("list")
+        {'value': [0.5, 1.0], 'lag': [1, 3]}
+    """
+    arrives = matrix.to_numpy(np.float64) >= floor
+    lags = matrix.index.to_numpy()
+    furthest = [int(lags[a].max()) if a.any() else 0 for a in arrives.T]
+    return pd.DataFrame({"value": matrix.columns.to_numpy(), "lag": furthest})

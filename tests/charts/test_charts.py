@@ -394,6 +394,29 @@ def test_the_position_axis_names_at_most_twelve_tokens_and_every_hover_names_its
     assert bars.text[63] == "63: w63" and bars.textposition == "none"
 
 
+def test_the_blocks_phase_diagram_draws_how_far_back_one_percent_arrives():
+    """block_phase_reach: per knob value the furthest lag still ≥ 10⁻² (a dip below and back up
+    counts the furthest; a NaN, a norm of 0, arrives nowhere), drawn as one line on the heatmap."""
+    from rnnviz.charts.models import block_phase_figure
+    from rnnviz.frames.models import block_phase_reach
+
+    matrix = pd.DataFrame(
+        {
+            -5.0: [0.0, -1.5, -2.5, -4.0, -6.0],
+            0.0: [0.0, -2.5, -1.9, -3.0, np.nan],
+            5.0: [0.0, -0.1, -0.2, -0.3, -0.4],
+        }
+    )
+    reach = block_phase_reach(matrix)
+    assert reach["lag"].tolist() == [1, 2, 4]
+    assert block_phase_reach(matrix, floor=-0.15)["lag"].tolist() == [0, 0, 1]
+    fig = block_phase_figure(matrix, "shift of the forget-gate bias b", reach=reach)
+    heat, line = fig.data
+    assert heat.type == "heatmap" and line.name == "furthest lag where ≥ 1 % arrives"
+    assert list(line.x) == [-5.0, 0.0, 5.0] and list(line.y) == [1, 2, 4]
+    assert len(block_phase_figure(matrix, "b").data) == 1  # without a reach, the heatmap alone
+
+
 def _states(norms: np.ndarray, units: tuple, layers=(0, 2), leaves=("C", "m")):
     from rnnviz.base.models import ModelStates
 

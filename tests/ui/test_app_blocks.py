@@ -204,6 +204,10 @@ def test_the_phase_tab_draws_the_blocks_knob_by_lag_heatmap_of_the_librarys_swee
     inputs = block_phase(cfg, [0.5, 1.25, 2.0], seeds=[0, 1]).log10_grad_norms[:, :, 0]  # [V, S, T]
     expected = (inputs[:, :, ::-1] - inputs[:, :, -1:]).mean(axis=1).T  # [lag, V]
     np.testing.assert_allclose(z, expected, atol=1e-6)
+    # the line: per gain, the furthest lag whose seed-mean ratio is still ≥ 10⁻² (1 %)
+    (line,) = [t for t in fig["data"] if t.get("name") == "furthest lag where ≥ 1 % arrives"]
+    furthest = [max(lag for lag in range(8) if expected[lag, v] >= -2) for v in range(3)]
+    assert list(decode(line["x"])) == [0.5, 1.25, 2.0] and list(decode(line["y"])) == furthest
     assert fig["layout"]["xaxis"]["title"]["text"] == "gain on the recurrent weights g"
     assert any("weight_hh_l* × g" in c.value and "g = 1: torch's U(±1/√H)" in c.value for c in at.caption)
 

@@ -11,7 +11,7 @@ from rnnviz import charts
 from rnnviz.charts.models import block_phase_figure
 from rnnviz.config import FIELD_SPECS
 from rnnviz.frames.dynamics import phase_frames
-from rnnviz.frames.models import block_phase_frame, block_phase_matrix
+from rnnviz.frames.models import block_phase_frame, block_phase_matrix, block_phase_reach
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, job_key, jobs
 from rnnviz.tables.block_knobs import BLOCK_KNOBS
@@ -154,13 +154,15 @@ def render_block(ctx: BlockContext) -> None:
     p = ctx.get(request)
     df = block_phase_frame(p)
     axis = f"{knob.name} {knob.symbol}"
-    figure = block_phase_figure(block_phase_matrix(df), axis, log_x=knob.spacing == "log")
+    matrix = block_phase_matrix(df)
+    figure = block_phase_figure(matrix, axis, log_x=knob.spacing == "log", reach=block_phase_reach(matrix))
     st.plotly_chart(figure, key="chart_block_phase")
     st.caption(
         f"The {cfg.cell} block's memory knob: the {knob.name} {knob.symbol}, {knob.setting}; the reference's "
         f"default {knob.reference}. Each value draws the block anew with the knob changed (every other "
         "tensor as the reference draws it) and reads how much of the gradient reaching the last input "
-        "x_{T−1} reaches the input lag steps before it, mean over the seeds."
+        "x_{T−1} reaches the input lag steps before it, mean over the seeds; the line, the furthest "
+        "lag at which 1 % of it still arrives."
         + (
             " The knob is the initialisation's: a trained run's weights are not swept."
             if ctx.weights_source
