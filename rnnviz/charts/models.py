@@ -313,4 +313,5 @@ def block_phase_figure(
                 hovertemplate=f"{axis} = %{{x:.4g}}: ≥ 1 % arrives up to lag %{{y}}<extra></extra>",
             )
         )
+        fig.update_layout(showlegend=True)  # Plotly shows no legend for one line beside a heatmap
     return fig

@@ -413,7 +413,7 @@ def test_the_blocks_phase_diagram_draws_how_far_back_one_percent_arrives():
     fig = block_phase_figure(matrix, "shift of the forget-gate bias b", reach=reach)
     heat, line = fig.data
     assert heat.type == "heatmap" and line.name == "furthest lag where ≥ 1 % arrives"
-    assert list(line.x) == [-5.0, 0.0, 5.0] and list(line.y) == [1, 2, 4]
+    assert list(line.x) == [-5.0, 0.0, 5.0] and list(line.y) == [1, 2, 4] and fig.layout.showlegend
     assert len(block_phase_figure(matrix, "b").data) == 1  # without a reach, the heatmap alone
 
 
