@@ -190,6 +190,44 @@ def layer_reach_frame(a: ModelAnalysis, fractions: tuple[float, ...] = REACH_FRA
     )
 
 
+def reach_sentence(a: ModelAnalysis, reaches: pd.DataFrame) -> str:
+    """At the smallest fraction of :func:`layer_reach_frame`, how far back the inputs reach and
+    the highest row whose gradient reaches any step before the last. A loss on the last step
+    reads the rows above it at T − 1 alone (exact zeros before), so they reach 0 by
+    construction: the sentence says so instead of comparing them.
+
+    Example:
+        >>> import types
+        >>> logs = np.array([[-1.3, -0.3, 0.0], [-3.0, -0.7, 0.0], [-np.inf, -np.inf, 0.0]])
+        >>> a = types.SimpleNamespace(log10_grad_norms=logs)
+        >>> import re
+        >>> for part in re.split("(?<=[.:]) ", reach_sentence(a, layer_reach_frame(a, fractions=(0.01,)))):
+        ...     print(part)
+        At 1 %, after block 1 reaches 1 step back and the inputs 2.
+        Above it, after block 2 is read at the last step alone (the loss reads that step only):
+        it reaches 0 steps back by construction.
+    """
+    fraction = reaches["fraction"].min()
+    at = reaches[reaches["fraction"] == fraction].set_index("row")["reach"]
+    logs = np.asarray(a.log10_grad_norms, np.float64)
+    open_rows = [i for i, row in enumerate(logs) if np.isfinite(row[:-1]).any()] or [0]
+    names = row_names(logs.shape[0])
+    row = names[open_rows[-1]]
+    steps = f"{at[row]} step{'' if at[row] == 1 else 's'} back"
+    text = f"At {fraction * 100:g} %, " + (
+        f"the inputs reach {steps}."
+        if row == "input"
+        else f"{row} reaches {steps} and the inputs {at['input']}."
+    )
+    closed = names[open_rows[-1] + 1 :]
+    if closed:
+        text += (
+            f" Above it, {' and '.join(closed)} {'is' if len(closed) == 1 else 'are'} read at the last step "
+            "alone (the loss reads that step only): it reaches 0 steps back by construction."
+        )
+    return text
+
+
 def layer_lyapunov_frame(ly: ModelLyapunov) -> pd.DataFrame:
     """``series, layer, t, value``: each recurrent layer's running estimate of λ₁ (the mean of
     ln r_t from the warm-up to step t), for t after the warm-up.

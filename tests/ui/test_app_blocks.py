@@ -418,6 +418,14 @@ def test_the_memory_tab_draws_how_far_back_each_layers_gradient_reaches():
     assert [t["name"] for t in bars["data"]] == ["≥ 10% of its largest", "≥ 1% of its largest"]
     assert list(bars["data"][1]["x"]) == ["input", "after block 1", "after block 2", "after block 3"]
     assert [int(v) for v in decode(bars["data"][1]["y"])] == [reach(row, 12, 0.01) for row in logs]
+    # the loss reads the last step alone: the top row is not compared, it is said to reach 0 by construction
+    assert np.isneginf(logs[-1, :-1]).all() and np.isfinite(logs[-2, :-1]).any()
+    below = reach(logs[-2], 12, 0.01)
+    steps = f"{below} step{'' if below == 1 else 's'} back"
+    said = f"At 1 %, after block 2 reaches {steps} and the inputs {reach(logs[0], 12, 0.01)}."
+    assert any(
+        said in m.value and "after block 3 is read at the last step alone" in m.value for m in at.markdown
+    )
 
 
 @pytest.mark.slow

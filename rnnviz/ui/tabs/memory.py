@@ -14,7 +14,7 @@ from rnnviz.base.connectivity import Connectivity
 from rnnviz.charts.models import layer_reach_bars
 from rnnviz.config import ConfigError
 from rnnviz.frames.connectivity import connectivity_frame, sequence_gates_frame
-from rnnviz.frames.models import layer_reach_frame
+from rnnviz.frames.models import layer_reach_frame, reach_sentence
 from rnnviz.serve import trained_runs
 from rnnviz.serve.requests import Request, jobs
 from rnnviz.ui.tabs.common import csv_button, prose
@@ -106,13 +106,10 @@ def render_block(ctx: BlockContext) -> None:
     Gradients tab)."""
     reaches = layer_reach_frame(ctx.analysis)
     st.plotly_chart(layer_reach_bars(reaches), key="chart_block_reach")
-    top = reaches[reaches["fraction"] == reaches["fraction"].min()]
-    first, last = top["reach"].iloc[0], top["reach"].iloc[-1]
     st.markdown(
         f"Steps back from the last step over which ‖∂L/∂x_t^(l)‖ stays at least 10 % and 1 % of its "
-        f"largest, for the inputs (row 0) and the stream after each block; T = {ctx.config.seq_len}. At 1 %, "
-        f"the top of the stack reaches {last} steps back and the inputs {first}: what the stack's blocks "
-        "add to (or take from) the memory of the last step."
+        f"largest, for the inputs (row 0) and the stream after each block; T = {ctx.config.seq_len}. "
+        + reach_sentence(ctx.analysis, reaches)
     )
     csv_button(reaches, "rnnviz_block_reach.csv", "csv_block_reach")
 
