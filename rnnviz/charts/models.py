@@ -158,6 +158,9 @@ def _layer_panels(df: pd.DataFrame, line: str, title: str, y_title: str) -> go.F
         vertical_spacing=min(0.08, 0.3 / len(layers)),
         subplot_titles=[f"layer {layer}" for layer in layers],
     )
+    # each panel's name at its right: the legend runs from the left above the first (8 entries
+    # reached the centred name and overlapped it)
+    fig.update_annotations(x=1.0, xanchor="right")
     height = max(LAYOUT["height"], 110 + _PANEL_HEIGHT * len(layers))
     fig.update_layout(**{**LAYOUT, "title": {**LAYOUT["title"], "text": title}, "height": height})
     colours = {name: OKABE_ITO[i % len(OKABE_ITO)] for i, name in enumerate(dict.fromkeys(df[line]))}

@@ -439,6 +439,7 @@ def test_each_recurrent_layers_state_norms_are_one_panel_of_lines_per_leaf():
         ("m", "y2", False),
     ]
     assert [a.text for a in fig.layout.annotations] == ["layer 1", "layer 3"]
+    assert {(a.x, a.xanchor) for a in fig.layout.annotations} == {(1.0, "right")}  # clear of the legend
     np.testing.assert_allclose(fig.data[0].y, [0.0, 1.0, 2.0])
     np.testing.assert_allclose(fig.data[2].y, [-3.0, -2.0, -1.0])
     assert np.isnan(fig.data[1].y[0]) and fig.data[1].y[2] == pytest.approx(np.log10(2.0))
