@@ -88,7 +88,10 @@ def summary_text(a, n_layers: int) -> str:
     for layer, leaves in a.log10_state_grad_norms.items():
         parts = [f"{leaf} " + "  ".join(pow10_text(v[s]) for s in steps) for leaf, v in leaves.items()]
         lines.append(f"  state of layer {layer + 1}: " + "; ".join(parts))
-    lines.append(f"log10 from {a.log10_source}")
+    states = [v for leaves in a.log10_state_grad_norms.values() for v in leaves.values()]
+    zeros = any(np.isneginf(v).any() for v in (a.log10_grad_norms, *states))
+    note = "; 0 is exactly 0: no path leads from there to the loss" if zeros else ""
+    lines.append(f"the magnitudes computed in {a.log10_source}{note}")
     lines.append(f"timing: compile {a.compile_s:.2f} s, run {a.run_s * 1e3:.1f} ms")
     return "\n".join(lines)
 

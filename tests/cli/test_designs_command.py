@@ -38,6 +38,9 @@ def test_analyze_design_prints_its_sizes_first(capsys):
     assert lines[0] == "design torch_gru: hidden_size 54, 2 layers, 29,484 parameters (-1.7% from 30,000)"
     assert json.loads(lines[1].removeprefix("config: "))["input_size"] == 16
     assert lines[2] == "model: torch_gru (fresh torch_gru (seed 0)), 2 layers, T = 12"
+    # the top of the stack reaches the last-step loss at its last step alone: its zeros are said to be exact
+    assert lines[7].startswith("    after block 2: 0  0  ")
+    assert "the magnitudes computed in float32; 0 is exactly 0: no path leads from there to the loss" in lines
 
 
 def test_compare_designs_at_matched_sizes(capsys):
