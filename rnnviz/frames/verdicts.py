@@ -51,8 +51,9 @@ def verdict(a: Analysis) -> Verdict:
     r = l0 - lt
     kind = "vanishing" if r < -2 else "exploding" if r > 2 else "stable"
     move = "shrinks" if r < 0 else "grows"
-    # within a decade, 10⁰ or 10⁻¹ would hide the change: the factor itself, to two digits
-    factor = f"{10**r:.2g}" if abs(r) < 1 else f"10{superscript(round(r))}"
+    # within two decades (a stable gradient) a rounded power, 10⁰ or 10⁻¹, would hide the change:
+    # the factor itself, to two digits
+    factor = f"{10**r:.2g}" if abs(r) < 2 else f"10{superscript(round(r))}"
     text = f"gradient {move} by a factor {factor} over {t_len} steps back: {kind}"
     if factor == "1":
         text = f"gradient keeps its size over {t_len} steps back: {kind}"
