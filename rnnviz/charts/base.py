@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
-from rnnviz.base.formatting import superscript
+from rnnviz.base.formatting import pow10_text, superscript
 
 OKABE_ITO = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000")
 
@@ -167,6 +167,25 @@ def pow10_ticks(lo: float, hi: float, max_ticks: int = 8) -> tuple[list[float], 
     first, last = math.floor(lo / step) * step, math.ceil(hi / step) * step
     vals = list(range(first, last + 1, step))
     return [float(v) for v in vals], [f"10{superscript(v)}" for v in vals]
+
+
+def colorbar_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
+    """Ticks of a log₁₀ colour bar that spans exactly ``[lo, hi]`` (the data's range, so the
+    colours keep their contrast): the powers of ten of :func:`pow10_ticks` inside it, or where
+    fewer than two lie inside (a range within a decade showed no label at all), its ends and
+    middle as ``m×10ⁿ``.
+
+    Example:
+        >>> colorbar_ticks(-3.2, -0.5)[1]
+        ['10⁻³', '10⁻²', '10⁻¹']
+        >>> colorbar_ticks(-1.7, -1.3)[1]
+        ['2.0×10⁻²', '3.2×10⁻²', '5.0×10⁻²']
+    """
+    inside = [(v, t) for v, t in zip(*pow10_ticks(lo, hi), strict=True) if lo <= v <= hi]
+    if len(inside) >= 2:
+        return [v for v, _ in inside], [t for _, t in inside]
+    values = [lo, (lo + hi) / 2, hi] if hi > lo else [lo]
+    return values, [pow10_text(v, digits=2) for v in values]
 
 
 def pow10_range(ticks: Sequence[float], pad: float = 0.03) -> list[float]:

@@ -18,6 +18,7 @@ from rnnviz.charts.base import (
     LAYOUT,
     OKABE_ITO,
     POW10_HOVER,
+    colorbar_ticks,
     drawable,
     empty_figure,
     new_figure,
@@ -68,7 +69,7 @@ def layer_heatmap(df: pd.DataFrame, title: str = "‖∂L/∂x_t‖ through ever
     finite = z[np.isfinite(z)]
     fig = new_figure(title, "position t", "residual stream entering")
     lo, hi = (float(finite.min()), float(finite.max())) if finite.size else (0.0, 1.0)
-    ticks, labels = pow10_ticks(lo, hi)
+    ticks, labels = colorbar_ticks(lo, hi)
     fig.add_trace(
         go.Heatmap(
             x=grid.columns.to_numpy(),

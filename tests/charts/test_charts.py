@@ -394,6 +394,24 @@ def test_the_position_axis_names_at_most_twelve_tokens_and_every_hover_names_its
     assert bars.text[63] == "63: w63" and bars.textposition == "none"
 
 
+def test_a_layer_heatmaps_colour_bar_is_labelled_inside_its_range_even_within_one_decade():
+    """The colours span the data's range; its labels are the powers of ten inside it, or where
+    fewer than two lie inside (a model whose gradients all sat between 10⁻² and 10⁻¹ showed a
+    bar with no label), its ends and middle."""
+    from rnnviz.charts.models import layer_heatmap
+
+    def bar(lo: float, hi: float):
+        logs = np.linspace(lo, hi, 6)
+        df = pd.DataFrame({"row": "input", "layer": 0, "t": range(6), "token": list("012345"), "log10": logs})
+        trace = layer_heatmap(df).data[0]
+        return list(trace.colorbar.tickvals), list(trace.colorbar.ticktext)
+
+    assert bar(-3.2, -0.5) == ([-3.0, -2.0, -1.0], ["10⁻³", "10⁻²", "10⁻¹"])
+    values, labels = bar(-1.7, -1.3)
+    assert values == pytest.approx([-1.7, -1.5, -1.3]) and labels == ["2.0×10⁻²", "3.2×10⁻²", "5.0×10⁻²"]
+    assert bar(-2.0, -1.0)[1] == ["10⁻²", "10⁻¹"]  # powers of ten on the range's ends count
+
+
 def test_the_blocks_phase_diagram_draws_how_far_back_one_percent_arrives():
     """block_phase_reach: per knob value the furthest lag still ≥ 10⁻² (a dip below and back up
     counts the furthest; a NaN, a norm of 0, arrives nowhere), drawn as one line on the heatmap."""
