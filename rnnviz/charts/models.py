@@ -103,6 +103,8 @@ def _log_lines(df: pd.DataFrame, series: str, title: str, x_title: str, y_title:
         values = s["log10"].to_numpy(np.float64)
         alone = _isolated(np.isfinite(values))
         hover = _where(s)
+        # a series of exact zeros draws no line: its legend entry says why it has none
+        zero = " (exactly 0 at every step)" if np.isneginf(values).all() else ""
         fig.add_trace(
             go.Scatter(
                 x=s["t"].to_numpy(),
@@ -110,7 +112,7 @@ def _log_lines(df: pd.DataFrame, series: str, title: str, x_title: str, y_title:
                 y=drawable(values),
                 mode="lines+markers" if alone.any() else "lines",
                 marker=dict(size=np.where(alone, 7, 0)) if alone.any() else None,
-                name=str(name),
+                name=f"{name}{zero}",
                 line=dict(color=OKABE_ITO[i % len(OKABE_ITO)]),
                 customdata=pow10_parts(values),
                 hovertemplate=f"{name}, {hover['where']}: " + POW10_HOVER + "<extra></extra>",

@@ -360,7 +360,7 @@ def test_a_layer_that_reaches_the_loss_at_one_position_alone_is_drawn_as_a_point
     rows = {"input": [-3.0, -2.0, -1.0, 0.0], "after block 1": [-np.inf, -np.inf, -np.inf, 0.5]}
     df = pd.DataFrame([{"row": r, "t": t, "log10": v} for r, vs in rows.items() for t, v in enumerate(vs)])
     plain, top = layer_lines(df).data
-    assert plain.mode == "lines" and plain.marker.size is None
+    assert plain.mode == "lines" and plain.marker.size is None and plain.name == "input"
     assert top.mode == "lines+markers" and list(top.marker.size) == [0, 0, 0, 7]
     assert np.isnan(top.y[:3]).all() and top.y[3] == 0.5
 
@@ -433,6 +433,21 @@ def test_the_blocks_phase_diagram_draws_how_far_back_one_percent_arrives():
     assert heat.type == "heatmap" and line.name == "furthest lag where ≥ 1 % arrives"
     assert list(line.x) == [-5.0, 0.0, 5.0] and list(line.y) == [1, 2, 4] and fig.layout.showlegend
     assert len(block_phase_figure(matrix, "b").data) == 1  # without a reach, the heatmap alone
+
+
+def test_a_state_whose_gradient_is_exactly_0_at_every_step_says_so_in_the_legend():
+    """transformers' xLSTM at a fresh draw: the normaliser n gets no gradient (the max in the
+    denominator takes exp(−m)); its series draws no line, and its legend entry says why."""
+    from rnnviz.charts.models import state_lines
+
+    df = pd.DataFrame(
+        [
+            {"series": s, "t": t, "log10": v}
+            for s, vs in {"layer 1 · C": [0.7, 0.6], "layer 1 · n": [-np.inf] * 2}.items()
+            for t, v in enumerate(vs)
+        ]
+    )
+    assert [t.name for t in state_lines(df).data] == ["layer 1 · C", "layer 1 · n (exactly 0 at every step)"]
 
 
 def _states(norms: np.ndarray, units: tuple, layers=(0, 2), leaves=("C", "m")):

@@ -177,7 +177,9 @@ def test_the_figures_draw_the_records(compared, page):
         np.testing.assert_array_equal(np.asarray(lines[0].y, np.float64), heatmap.z[0])
         states = figures[f"states-{i}"].data
         assert [s.name for s in states] == [
-            f"layer {layer + 1} · {leaf}" for layer, leaves in a.state_grad_norms.items() for leaf in leaves
+            f"layer {layer + 1} · {leaf}" + (" (exactly 0 at every step)" if np.isneginf(v).all() else "")
+            for layer, leaves in a.log10_state_grad_norms.items()
+            for leaf, v in leaves.items()
         ]
         bars = figures[f"connectivity-{i}"].data[0]
         np.testing.assert_array_equal(bars.x, np.arange(a.position + 1))
