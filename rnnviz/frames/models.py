@@ -221,9 +221,11 @@ def reach_sentence(a: ModelAnalysis, reaches: pd.DataFrame) -> str:
     )
     closed = names[open_rows[-1] + 1 :]
     if closed:
+        one = len(closed) == 1
         text += (
-            f" Above it, {' and '.join(closed)} {'is' if len(closed) == 1 else 'are'} read at the last step "
-            "alone (the loss reads that step only): it reaches 0 steps back by construction."
+            f" Above it, {' and '.join(closed)} {'is' if one else 'are'} read at the last step alone (the "
+            f"loss reads that step only): {'it reaches' if one else 'they reach'} 0 steps back by "
+            "construction."
         )
     return text
 

@@ -42,7 +42,8 @@ h1 { font-size: 1.5em; margin-bottom: 0.2em; } .lesson { max-width: 60em; }
 #rnnviz-controls { display: grid; grid-template-columns: repeat(auto-fill, minmax(min(330px, 100%), 1fr));
                    gap: 0.4em 1.5em;
                    margin: 1em 0; padding: 0.8em 1em; background: #f6f8fa; border-radius: 6px; }
-.control { display: grid; grid-template-columns: 10.5em minmax(0, 1fr) 4.5em; align-items: center; gap: 0.6em; }
+.control { display: grid; grid-template-columns: 10.5em minmax(0, 1fr) 4.5em; align-items: center;
+           gap: 0.6em; }
 .control input, .control select { min-width: 0; width: 100%; }
 .control .name { font-weight: 600; } .control .value { font-variant-numeric: tabular-nums; }
 #rnnviz-verdict { font-weight: 600; font-size: 1.1em; margin: 0.6em 0 0.2em; }
