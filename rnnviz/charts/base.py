@@ -176,9 +176,11 @@ def colorbar_ticks(lo: float, hi: float) -> tuple[list[float], list[str]]:
     middle as ``m×10ⁿ``.
 
     Example:
-        >>> colorbar_ticks(-3.2, -0.5)[1]
+        >>> values, labels = colorbar_ticks(-3.2, -0.5)
+        >>> labels
         ['10⁻³', '10⁻²', '10⁻¹']
-        >>> colorbar_ticks(-1.7, -1.3)[1]
+        >>> values, labels = colorbar_ticks(-1.7, -1.3)
+        >>> labels
         ['2.0×10⁻²', '3.2×10⁻²', '5.0×10⁻²']
     """
     inside = [(v, t) for v, t in zip(*pow10_ticks(lo, hi), strict=True) if lo <= v <= hi]
