@@ -223,7 +223,12 @@ def layer_reach_bars(
     df: pd.DataFrame, title: str = "How far back the gradient reaches, layer by layer"
 ) -> go.Figure:
     """Grouped bars of each stream row's reach (:func:`~rnnviz.frames.models.layer_reach_frame`):
-    a group per row, a bar per fraction."""
+    a group per row, a bar per fraction, each labelled with its count of steps.
+
+    A reach of 0 is a bar of no height, so the label says it; the axis counts steps from 0
+    (whole numbers while they are few), so a stack whose rows all reach 0 steps shows a row of
+    zeros, not an empty frame around −1…1.
+    """
     if df.empty:
         return empty_figure(title, "no rows")
     fig = new_figure(title, "the gradient with respect to", "steps back from the last")
@@ -232,12 +237,19 @@ def layer_reach_bars(
             go.Bar(
                 x=part["row"].to_numpy(),
                 y=part["reach"].to_numpy(),
+                text=part["reach"].to_numpy(),
+                textposition="outside",
+                cliponaxis=False,
                 name=f"≥ {fraction:.0%} of its largest",
                 marker_color=OKABE_ITO[i % len(OKABE_ITO)],
                 hovertemplate="%{x}: %{y} steps back<extra></extra>",
             )
         )
+    top = int(df["reach"].max())
     fig.update_layout(barmode="group")
+    fig.update_yaxes(rangemode="nonnegative", tickformat="d")
+    if top < 5:  # Plotly would tick 0.5, 1.5, … or draw −1…1 around bars of no height
+        fig.update_yaxes(range=[0, max(top, 1) * 1.2], dtick=1)
     return fig
 
 

@@ -351,6 +351,27 @@ def test_each_recurrent_layers_sigma1_is_one_line_on_a_power_of_ten_axis():
     assert low < 0.0 < high and min(-low, high) >= 0.02
 
 
+def test_reach_bars_label_each_count_and_count_from_zero():
+    """layer_reach_bars: every bar carries its number of steps (a reach of 0 is a bar of no
+    height, so only the label shows it); the axis starts at 0 with whole-step ticks, also when
+    every row reaches 0 steps (Plotly's own range there is −1…1); a long reach keeps Plotly's
+    ticks."""
+    from rnnviz.charts.models import layer_reach_bars
+
+    def frame(reaches):
+        rows = [("input", 0.1), ("input", 0.01), ("after block 1", 0.1), ("after block 1", 0.01)]
+        return pd.DataFrame([{"row": r, "fraction": f, "reach": n} for (r, f), n in zip(rows, reaches)])
+
+    fig = layer_reach_bars(frame([0, 0, 0, 0]))
+    assert [list(t.text) for t in fig.data] == [[0, 0], [0, 0]]
+    assert all(t.textposition == "outside" for t in fig.data)
+    assert fig.layout.yaxis.range[0] == 0 and fig.layout.yaxis.range[1] >= 1 and fig.layout.yaxis.dtick == 1
+    fig = layer_reach_bars(frame([3, 7, 40, 49]))
+    assert list(fig.data[1].text) == [7, 49] and list(fig.data[1].y) == [7, 49]
+    assert fig.layout.yaxis.range is None and fig.layout.yaxis.dtick is None
+    assert fig.layout.yaxis.rangemode == "nonnegative"
+
+
 def test_a_layer_that_reaches_the_loss_at_one_position_alone_is_drawn_as_a_point():
     """layer_lines: a series whose finite values have no finite neighbour (a stack's top row,
     nonzero at its last position alone) gets a marker there, which a line alone would not
