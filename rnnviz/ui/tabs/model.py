@@ -1,5 +1,5 @@
 """The Your model tab: a team's own checkpoint (a Hugging Face folder of Mamba, Mamba-2,
-FalconMamba, RecurrentGemma or xLSTM, or a PyTorch ``nn.LSTM``/``nn.GRU`` state dict) from the
+FalconMamba, RecurrentGemma, Qwen3-Next or xLSTM, or a PyTorch ``nn.LSTM``/``nn.GRU`` state dict) from the
 data folder, an upload or the built-in demo, and the gradient through every layer and step of
 it on the user's text (:func:`rnnviz.studies.models.analyze_model`). The server only lists,
 judges and writes files (:mod:`rnnviz.serve.model_files`); the workers load the model and
