@@ -132,6 +132,53 @@ function main(data) {
     height: 380,
   });
 
+  // A phone's chart is narrower than a title, and a legend that wraps onto more rows grows up
+  // over the title: Plotly wraps neither. Below NARROW_PX the title is broken at spaces to the
+  // chart's width (an average glyph is about GLYPH of the font size; Plotly's title font is 1.4
+  // times the layout's) and set at the chart's top. Once drawn, what the title still lacks
+  // (Plotly lifts a title of several lines above its anchor) and the room the legend needs
+  // under it are measured and given, and kept for the chart's next draws: the plot keeps its
+  // height.
+  const NARROW_PX = 700, GLYPH = 0.58, GAP_PX = 4;
+  const fixes = {};  // per chart: {pad, top}, the title's padding and the top margin it needed
+  function wrapped(lay, id) {
+    const width = document.getElementById(id).clientWidth;
+    if (!width || width >= NARROW_PX) return lay;
+    const titleSize = 1.4 * ((lay.font && lay.font.size) || 13);
+    const perLine = Math.max(10, Math.floor((width - 30) / (GLYPH * titleSize)));
+    const lines = [];
+    for (const word of lay.title.text.split(" ")) {
+      const last = lines.length - 1;
+      if (last >= 0 && (lines[last] + " " + word).length <= perLine) lines[last] += " " + word;
+      else lines.push(word);
+    }
+    const margin = (lay.margin && lay.margin.t) || 80;
+    const fix = fixes[id] || { pad: GAP_PX, top: margin };
+    lay.title = { ...lay.title, text: lines.join("<br>"), yref: "container", y: 1, yanchor: "top", pad: { t: fix.pad } };
+    lay.height += Math.max(margin, fix.top) - margin;
+    lay.margin = { ...(lay.margin || {}), t: Math.max(margin, fix.top) };
+    return lay;
+  }
+  function cleared(el) {
+    const title = el.querySelector(".gtitle");
+    if (el.clientWidth >= NARROW_PX || !title) return;
+    const box = el.getBoundingClientRect(), t = title.getBoundingClientRect();
+    const lift = Math.max(0, box.top + GAP_PX - t.top);
+    const entries = [...el.querySelectorAll(".legend .traces")].map((n) => n.getBoundingClientRect().top);
+    const overlap = entries.length ? Math.max(0, t.bottom + lift + GAP_PX - Math.min(...entries)) : 0;
+    if (lift < 1 && overlap < 1) return;
+    // from the margin as drawn (a legend above the plot pushes it past the layout's own); autosize
+    // named again, as a relayout that names the height alone fixes the width it has now
+    const drawn = Math.max(el.layout.margin.t, (el._fullLayout._size || {}).t || 0);
+    const fix = { pad: el.layout.title.pad.t + lift, top: drawn + overlap };
+    fixes[el.id] = fix;
+    return Plotly.relayout(el, {
+      "title.pad.t": fix.pad, "margin.t": fix.top, height: el.layout.height + fix.top - el.layout.margin.t, autosize: true,
+    });
+  }
+  const react = (id, traces, lay) =>
+    Plotly.react(id, traces, wrapped(lay, id), page.config).then(cleared);
+
   function logAxis(lay, logs, fixedRange) {
     const keep = fixedRange && document.getElementById("rnnviz-fixed").checked;
     const data = range(logs);
@@ -166,7 +213,7 @@ function main(data) {
       line: { color: "#D55E00", dash: "dot", width: 2 } }];
     g.annotations = [{ xref: "paper", x: 1, xanchor: "right", y: p.floor, yanchor: "bottom", showarrow: false,
       text: p.floor_label, font: { color: "#D55E00", size: 12 } }];
-    Plotly.react("rnnviz-gradients", traces, g, page.config);
+    react("rnnviz-gradients", traces, g);
 
     // 2. the carry in one figure (one redraw): ‖carry_t‖ per component above, the first units
     // of the output component (example 0) below, on a shared t axis
@@ -182,7 +229,7 @@ function main(data) {
     c.xaxis = { ...c.xaxis, anchor: "y2" };  // one t axis, under both
     c.yaxis = { ...c.yaxis, domain: [0.56, 1] };
     c.yaxis2 = { ...(page.theme.yaxis || {}), domain: [0, 0.44], anchor: "x", title: { text: p.unit_label + "_t (example 0)" } };
-    Plotly.react("rnnviz-carry", [...carry, ...units], c, page.config);
+    react("rnnviz-carry", [...carry, ...units], c);
 
     // 3. the step Jacobians' top singular values, and σ = 1
     const sv = p.sv.map((y, k) => ({ ...line(p.steps, y, "σ" + (k + 1), colours[k % colours.length], "solid", 2),
@@ -190,7 +237,7 @@ function main(data) {
     const j = logAxis(layout(page.titles.sv + " — λ₁ = " + p.lambda1_text, "timestep t", "σᵢ(J_t) (log scale)"),
       [...p.sv.flat(), 0], fixed.sv);
     j.shapes = [{ type: "line", xref: "paper", x0: 0, x1: 1, y0: 0, y1: 0, line: { color: "#777777", dash: "dash", width: 1 } }];
-    Plotly.react("rnnviz-jacobians", sv, j, page.config);
+    react("rnnviz-jacobians", sv, j);
 
     document.getElementById("rnnviz-verdict").textContent = p.verdict;
     document.getElementById("rnnviz-numbers").textContent = p.numbers;
@@ -244,6 +291,11 @@ function main(data) {
     box.appendChild(row);
   });
   document.getElementById("rnnviz-fixed").addEventListener("change", draw);
+  let resized = null;  // a phone turned, a window narrowed: the titles wrapped again
+  window.addEventListener("resize", () => {
+    clearTimeout(resized);
+    resized = setTimeout(() => { for (const id of Object.keys(fixes)) delete fixes[id]; draw(); }, 150);
+  });
 
   window.rnnviz = {
     redraws: 0,
