@@ -411,6 +411,12 @@ def add_parser(sub) -> None:
     p.add_argument(
         "--learning-rate", dest="learning_rate", type=finite_nonnegative, default=1e-3, help="default 1e-3"
     )
-    p.add_argument("--report", metavar="PATH.html", help="write the self-contained HTML report here")
+    p.add_argument(
+        "--report",
+        "--out",  # as `rnnviz explorable` names its page
+        dest="report",
+        metavar="PATH.html",
+        help="write the self-contained HTML report here (--out says the same)",
+    )
     p.add_argument("--json", action="store_true", help="print the numbers as JSON (what the report embeds)")
     p.set_defaults(func=cmd_compare)

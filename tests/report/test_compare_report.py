@@ -116,6 +116,17 @@ def test_the_cli_writes_the_report_and_exits_0(compared, tmp_path, capsys):
     assert _numbers(path.read_text(encoding="utf-8"))["designs"] == comparison_json(compared)["designs"]
 
 
+def test_out_names_the_report_as_explorable_names_its_page():
+    from rnnviz.cli.main import build_parser
+
+    parse = build_parser("compare").parse_args
+    assert (
+        parse(["compare", "--out", "a.html"]).report
+        == parse(["compare", "--report", "a.html"]).report
+        == "a.html"
+    )
+
+
 def test_the_cli_refuses_a_bad_cell_in_one_line_with_status_2(tmp_path, capsys):
     path = tmp_path / "never.html"
     assert main(["compare", "--cells", "lstm,nosuchcell", *SHAPE_FLAGS, "--report", str(path)]) == 2
