@@ -30,6 +30,7 @@ from rnnviz.charts.training import training_figure
 from rnnviz.config import FIELD_SPECS, ConfigError
 from rnnviz.frames.models import layer_frame, state_frame, token_connectivity_frame, true_zeros
 from rnnviz.frames.training import training_frame
+from rnnviz.report.explorable import fit_js
 from rnnviz.report.numbers import (
     BLOCK_INPUTS,
     REACH_FRACTION,
@@ -422,6 +423,9 @@ def _page(title: str, version: str | None, body: Sequence[str]) -> str:
             "</head><body>",
             f"<h1>{_e(title)}</h1>",
             *body,
+            # side by side, a figure is a third of the page: its title wrapped, clear of its legend
+            f"<script>{fit_js()}</script>",
+            '<script>window.addEventListener("load", () => rnnvizFitAll());</script>',
             "</body></html>",
         ]
     )
@@ -522,10 +526,11 @@ def _inputs_table(c: ModelComparison) -> str:
 
 
 def _sizes_table(c: ModelComparison) -> str:
-    """Each model's source and every field of its family's sizes; rows that differ marked."""
+    """Each model's source, its type and every field of its family's sizes; rows that differ
+    marked. The type is every model's own (only some families' sizes hold it as a field)."""
     specs = [dataclasses.asdict(r.spec) if dataclasses.is_dataclass(r.spec) else {} for r in c.rows]
-    fields = list(dict.fromkeys(k for spec in specs for k in spec))
-    rows = [["source", *(r.source for r in c.rows)]]
+    fields = [k for k in dict.fromkeys(k for spec in specs for k in spec) if k != "model_type"]
+    rows = [["source", *(r.source for r in c.rows)], ["model_type", *(r.model_type for r in c.rows)]]
     rows += [[name, *("—" if name not in spec else str(spec[name]) for spec in specs)] for name in fields]
     classes = ["differs" if len(set(row[1:])) > 1 else "" for row in rows]
     return _table(["field", *c.labels], rows, classes=classes)

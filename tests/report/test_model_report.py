@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 import torch
 import transformers
-from browser_helpers import plots_offline
+from browser_helpers import CLEAR, plots_offline
 
 import rnnviz
 from rnnviz.charts.embed import plotly_js
@@ -159,6 +159,10 @@ def test_the_page_says_the_models_tokenise_differently_and_shows_the_reaches(com
         cells = [reach_text(r.input_reach, r.loss_end), reach_text(r.connectivity_reach, r.analysis.position)]
         row = re.search(rf"<tr><td>{r.label}</td>(.*?)</tr>", page).group(1)
         assert re.findall(r"<td[^>]*>(.*?)</td>", row)[-3::2] == [c.replace(">", "&gt;") for c in cells]
+    # the sizes table names every model's type (Mamba's sizes hold it as a field, xLSTM's do not)
+    types = re.search(r"<tr[^>]*><td>model_type</td>(.*?)</tr>", page).group(1)
+    shown = re.findall(r"<td[^>]*>(.*?)</td>", types)
+    assert shown == [r.model_type for r in compared.rows] == ["mamba", "xlstm"]
 
 
 def test_the_figures_draw_the_records(compared, page):
@@ -252,12 +256,14 @@ PLOTS = """() => [...document.querySelectorAll('.js-plotly-plot')].map(p => {
 def test_chromium_offline_draws_every_figure_side_by_side(compared, browser, tmp_path):
     path = write_report(compared, tmp_path / "models.html")
     figures = model_report_figures(compared)
-    plots, aborted, errors = plots_offline(
+    plots, clear, aborted, errors = plots_offline(
         browser, path, len(figures), PLOTS, viewport={"width": 1280, "height": 900}
     )
     assert [p["id"] for p in plots] == [f"rnnviz-{f.key}" for f in figures]
     for first, second in zip(plots[::2], plots[1::2]):  # the two models of one kind: one row
         assert first["top"] == second["top"] and first["right"] <= second["left"], (first, second)
+    # a third of the page each: titles wrapped inside, legends under them, nothing spilt
+    assert clear == CLEAR
     assert not aborted, aborted
     assert not errors, errors
 
