@@ -171,9 +171,33 @@ def open_offline(browser, path: Path, **options) -> tuple:
     return context, page, aborted, errors
 
 
-def plots_offline(browser, path: Path, figures: int, per_plot: str, **options) -> tuple[list, list, list]:
+#: Every drawn chart whose title runs past its edges (cut), whose legend lies over its title
+#: (covered), or whose drawing runs out of the box that holds it, over what follows (spills):
+#: what ``rnnviz/report/fit.js`` prevents where Plotly does not.
+TITLES_CLEAR = """() => {
+  const out = {cut: [], covered: [], spills: []};
+  for (const el of document.querySelectorAll('.js-plotly-plot')) {
+    const title = el.querySelector('.gtitle'), svg = el.querySelector('svg.main-svg');
+    if (!title || !svg) continue;
+    const box = el.getBoundingClientRect(), t = title.getBoundingClientRect();
+    if (t.right > box.right + 1 || t.left < box.left - 1) out.cut.push(el.id);
+    const meets = e => t.bottom > e.top && t.top < e.bottom && t.left < e.right && e.left < t.right;
+    if ([...el.querySelectorAll('.legend .traces')].map(n => n.getBoundingClientRect()).some(meets))
+      out.covered.push(el.id);
+    if (svg.getBoundingClientRect().bottom > el.parentElement.getBoundingClientRect().bottom + 1)
+      out.spills.push(el.id);
+  }
+  return out;
+}"""
+CLEAR = {"cut": [], "covered": [], "spills": []}
+
+
+def plots_offline(
+    browser, path: Path, figures: int, per_plot: str, **options
+) -> tuple[list, dict, list, list]:
     """:func:`open_offline`, then ``(what the script ``per_plot`` returns once ``figures``
-    Plotly figures have drawn, the requests it aborted, the console's errors)``."""
+    Plotly figures have drawn and been fitted, :data:`TITLES_CLEAR` then, the requests it
+    aborted, the console's errors)``."""
     context, page, aborted, errors = open_offline(browser, path, **options)
     page.wait_for_function(
         "n => [...document.querySelectorAll('.js-plotly-plot')].filter(p => p.querySelector('svg.main-svg'))"
@@ -181,6 +205,7 @@ def plots_offline(browser, path: Path, figures: int, per_plot: str, **options) -
         arg=figures,
         timeout=60_000,
     )
-    plots = page.evaluate(per_plot)
+    page.wait_for_function("document.body.dataset.fitted === '1'", timeout=30_000)  # fit.js is done
+    plots, clear = page.evaluate(per_plot), page.evaluate(TITLES_CLEAR)
     context.close()
-    return plots, aborted, errors
+    return plots, clear, aborted, errors

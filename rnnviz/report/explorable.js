@@ -132,52 +132,9 @@ function main(data) {
     height: 380,
   });
 
-  // A phone's chart is narrower than a title, and a legend that wraps onto more rows grows up
-  // over the title: Plotly wraps neither. Below NARROW_PX the title is broken at spaces to the
-  // chart's width (an average glyph is about GLYPH of the font size; Plotly's title font is 1.4
-  // times the layout's) and set at the chart's top. Once drawn, what the title still lacks
-  // (Plotly lifts a title of several lines above its anchor) and the room the legend needs
-  // under it are measured and given, and kept for the chart's next draws: the plot keeps its
-  // height.
-  const NARROW_PX = 700, GLYPH = 0.58, GAP_PX = 4;
-  const fixes = {};  // per chart: {pad, top}, the title's padding and the top margin it needed
-  function wrapped(lay, id) {
-    const width = document.getElementById(id).clientWidth;
-    if (!width || width >= NARROW_PX) return lay;
-    const titleSize = 1.4 * ((lay.font && lay.font.size) || 13);
-    const perLine = Math.max(10, Math.floor((width - 30) / (GLYPH * titleSize)));
-    const lines = [];
-    for (const word of lay.title.text.split(" ")) {
-      const last = lines.length - 1;
-      if (last >= 0 && (lines[last] + " " + word).length <= perLine) lines[last] += " " + word;
-      else lines.push(word);
-    }
-    const margin = (lay.margin && lay.margin.t) || 80;
-    const fix = fixes[id] || { pad: GAP_PX, top: margin };
-    lay.title = { ...lay.title, text: lines.join("<br>"), yref: "container", y: 1, yanchor: "top", pad: { t: fix.pad } };
-    lay.height += Math.max(margin, fix.top) - margin;
-    lay.margin = { ...(lay.margin || {}), t: Math.max(margin, fix.top) };
-    return lay;
-  }
-  function cleared(el) {
-    const title = el.querySelector(".gtitle");
-    if (el.clientWidth >= NARROW_PX || !title) return;
-    const box = el.getBoundingClientRect(), t = title.getBoundingClientRect();
-    const lift = Math.max(0, box.top + GAP_PX - t.top);
-    const entries = [...el.querySelectorAll(".legend .traces")].map((n) => n.getBoundingClientRect().top);
-    const overlap = entries.length ? Math.max(0, t.bottom + lift + GAP_PX - Math.min(...entries)) : 0;
-    if (lift < 1 && overlap < 1) return;
-    // from the margin as drawn (a legend above the plot pushes it past the layout's own); autosize
-    // named again, as a relayout that names the height alone fixes the width it has now
-    const drawn = Math.max(el.layout.margin.t, (el._fullLayout._size || {}).t || 0);
-    const fix = { pad: el.layout.title.pad.t + lift, top: drawn + overlap };
-    fixes[el.id] = fix;
-    return Plotly.relayout(el, {
-      "title.pad.t": fix.pad, "margin.t": fix.top, height: el.layout.height + fix.top - el.layout.margin.t, autosize: true,
-    });
-  }
+  // fit.js: a title wrapped to its chart, clear of the legend
   const react = (id, traces, lay) =>
-    Plotly.react(id, traces, wrapped(lay, id), page.config).then(cleared);
+    Plotly.react(id, traces, rnnvizWrap(lay, document.getElementById(id)), page.config).then(rnnvizClear);
 
   function logAxis(lay, logs, fixedRange) {
     const keep = fixedRange && document.getElementById("rnnviz-fixed").checked;
@@ -292,10 +249,7 @@ function main(data) {
   });
   document.getElementById("rnnviz-fixed").addEventListener("change", draw);
   let resized = null;  // a phone turned, a window narrowed: the titles wrapped again
-  window.addEventListener("resize", () => {
-    clearTimeout(resized);
-    resized = setTimeout(() => { for (const id of Object.keys(fixes)) delete fixes[id]; draw(); }, 150);
-  });
+  window.addEventListener("resize", () => { clearTimeout(resized); resized = setTimeout(draw, 150); });
 
   window.rnnviz = {
     redraws: 0,

@@ -88,6 +88,13 @@ def _plotly_gz() -> str:
 
 
 @functools.cache
+def fit_js() -> str:
+    """``fit.js``: each chart's title wrapped to its width and clear of its legend, in the
+    browser (Plotly does neither); shared by these pages and the comparison reports."""
+    return resources.files("rnnviz.report").joinpath("fit.js").read_text(encoding="utf-8")
+
+
+@functools.cache
 def _script() -> str:
     return resources.files("rnnviz.report").joinpath("explorable.js").read_text(encoding="utf-8")
 
@@ -144,6 +151,7 @@ rnnviz: this page only looks them up, and works offline. The other fields: {html
 {body}
 <script type="application/octet-stream" id="rnnviz-plotly-gz">{_plotly_gz()}</script>
 <script type="application/octet-stream" id="rnnviz-data-gz">{payload}</script>
+<script>{fit_js()}</script>
 <script>{_script()}</script>
 </body>
 </html>

@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 import pytest
-from browser_helpers import plots_offline
+from browser_helpers import CLEAR, plots_offline
 
 from rnnviz import ConfigError, RunConfig, analyze, cell_names, lyapunov, train
 from rnnviz.base.readings import decay_fit
@@ -180,8 +180,9 @@ def test_chromium_offline_renders_every_figure_from_the_file(which, request, bro
     c = request.getfixturevalue(which)
     path = write_report(c, tmp_path / f"{which}.html")
     figures = report_figures(c)
-    plots, aborted, errors = plots_offline(browser, path, len(figures), PER_PLOT)
+    plots, clear, aborted, errors = plots_offline(browser, path, len(figures), PER_PLOT)
     assert [p["id"] for p in plots] == [f"rnnviz-{f.key}" for f in figures]
+    assert clear == CLEAR
     assert all(p["svgs"] >= 1 for p in plots)
     assert plots[0]["traces"] == len(c.designs)  # one gradient line per design
     assert not aborted, aborted

@@ -14,7 +14,7 @@ import types
 
 import numpy as np
 import pytest
-from browser_helpers import open_offline
+from browser_helpers import CLEAR, TITLES_CLEAR, open_offline
 
 from rnnviz import RunConfig, analyze, jacobians
 from rnnviz.charts.embed import plotly_js
@@ -93,22 +93,6 @@ READ = """() => ({
 })"""
 
 
-#: The charts whose title runs past the chart's right edge, and those whose legend covers it.
-TITLES_FIT = """() => {
-  const out = {cut: [], covered: []};
-  for (const id of ['rnnviz-gradients', 'rnnviz-carry', 'rnnviz-jacobians']) {
-    const el = document.getElementById(id), box = el.getBoundingClientRect();
-    const title = el.querySelector('.gtitle').getBoundingClientRect();
-    const entries = [...el.querySelectorAll('.legend .traces')].map(n => n.getBoundingClientRect());
-    if (title.right > box.right + 1 || title.left < box.left - 1) out.cut.push(id);
-    const meets = e => title.bottom > e.top && title.top < e.bottom
-      && title.left < e.right && e.left < title.right;
-    if (entries.some(meets)) out.covered.push(id);
-  }
-  return out;
-}"""
-
-
 def _matches_the_library(shown: dict, grid) -> None:
     values = product_of(grid.over)[shown["point"]]
     cfg = BASE.replace(**values)
@@ -152,7 +136,7 @@ def test_chromium_offline_every_control_redraws_the_library_values_at_its_point(
     assert tab.evaluate("document.getElementById('rnnviz-jacobians').layout.yaxis.range") != fixed
     # on a phone's width the page is one column as wide as the screen: nothing scrolls sideways,
     # and each chart's title is wrapped inside it, clear of its legend (Plotly wraps neither)
-    assert tab.evaluate(TITLES_FIT) == {"cut": [], "covered": []}  # at 1366 px as well
+    assert tab.evaluate(TITLES_CLEAR) == CLEAR  # at 1366 px as well
     tab.set_viewport_size({"width": 420, "height": 900})
     tab.wait_for_function("document.documentElement.scrollWidth <= document.documentElement.clientWidth")
     tab.wait_for_function(
@@ -160,7 +144,7 @@ def test_chromium_offline_every_control_redraws_the_library_values_at_its_point(
         " <= document.getElementById('rnnviz-jacobians').getBoundingClientRect().right"
     )
     tab.wait_for_timeout(500)  # the relayout that clears a legend follows the redraw
-    assert tab.evaluate(TITLES_FIT) == {"cut": [], "covered": []}
+    assert tab.evaluate(TITLES_CLEAR) == CLEAR
     assert tab.evaluate("document.querySelectorAll('#rnnviz-jacobians .gtitle tspan.line').length") >= 2
     print(f"redraw in Chromium: {tab.evaluate(READ)['ms']:.0f} ms")  # measured, not asserted
     context.close()
