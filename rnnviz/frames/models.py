@@ -447,3 +447,34 @@ def block_phase_reach(matrix: pd.DataFrame, floor: float = -2.0) -> pd.DataFrame
     lags = matrix.index.to_numpy()
     furthest = [int(lags[a].max()) if a.any() else 0 for a in arrives.T]
     return pd.DataFrame({"value": matrix.columns.to_numpy(), "lag": furthest})
+
+
+def phase_reach_sentence(reach: pd.DataFrame, symbol: str, last_lag: int) -> str:
+    """What :func:`block_phase_reach`'s line says, in words: a line along one edge of the
+    diagram (lag 0 at every value, or the last lag at every value) reads as a frame, not as
+    data.
+
+    Args:
+        reach: :func:`block_phase_reach` of the diagram.
+        symbol: the knob's symbol ("s", "fb").
+        last_lag: the diagram's largest lag, T − 1.
+
+    Example:
+        >>> r = pd.DataFrame({"value": [0.1, 1.0, 10.0], "lag": [0, 0, 0]})
+        >>> phase_reach_sentence(r, "s", 49)
+        'At every s here, less than 1 % of it arrives even one step back.'
+        >>> phase_reach_sentence(r.assign(lag=[49, 49, 49]), "s", 49)
+        'At every s here, at least 1 % of it arrives all 49 steps back.'
+        >>> phase_reach_sentence(r.assign(lag=[30, 12, 0]), "s", 49)
+        'At least 1 % of it arrives 30 steps back at s = 0.1, and 0 at s = 10.'
+    """
+    lags = reach["lag"].to_numpy()
+    if (lags == 0).all():
+        return f"At every {symbol} here, less than 1 % of it arrives even one step back."
+    if (lags == last_lag).all():
+        return f"At every {symbol} here, at least 1 % of it arrives all {last_lag} steps back."
+    far, near = reach.iloc[int(lags.argmax())], reach.iloc[int(lags.argmin())]
+    return (
+        f"At least 1 % of it arrives {int(far['lag'])} steps back at {symbol} = {far['value']:g}, "
+        f"and {int(near['lag'])} at {symbol} = {near['value']:g}."
+    )

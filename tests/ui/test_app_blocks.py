@@ -10,11 +10,13 @@ from __future__ import annotations
 import re
 
 import numpy as np
+import pandas as pd
 import pytest
 from apptest_helpers import decode, figures, run_app
 
 import rnnviz
 from rnnviz import RunConfig, analyze_block
+from rnnviz.frames.models import phase_reach_sentence
 from rnnviz.studies.block_models import block_inputs, block_states
 from rnnviz.studies.block_phase import block_phase
 from rnnviz.studies.model_lyapunov import model_lyapunov
@@ -210,6 +212,9 @@ def test_the_phase_tab_draws_the_blocks_knob_by_lag_heatmap_of_the_librarys_swee
     assert list(decode(line["x"])) == [0.5, 1.25, 2.0] and list(decode(line["y"])) == furthest
     assert fig["layout"]["xaxis"]["title"]["text"] == "gain on the recurrent weights g"
     assert any("weight_hh_l* × g" in c.value and "g = 1: torch's U(±1/√H)" in c.value for c in at.caption)
+    # and the line in words, from the same numbers
+    words = phase_reach_sentence(pd.DataFrame({"value": [0.5, 1.25, 2.0], "lag": furthest}), "g", 7)
+    assert any(c.value.endswith(words) for c in at.caption), words
 
 
 def test_a_blocks_phase_diagram_over_the_budget_waits_for_run_anyway(monkeypatch):

@@ -10,8 +10,8 @@ import streamlit as st
 from rnnviz import charts
 from rnnviz.charts.models import block_phase_figure
 from rnnviz.config import FIELD_SPECS
+from rnnviz.frames import models as block_frames
 from rnnviz.frames.dynamics import phase_frames
-from rnnviz.frames.models import block_phase_frame, block_phase_matrix, block_phase_reach
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, job_key, jobs
 from rnnviz.tables.block_knobs import BLOCK_KNOBS
@@ -152,17 +152,19 @@ def render_block(ctx: BlockContext) -> None:
     if not within_budget(plan, "block_phase"):
         return
     p = ctx.get(request)
-    df = block_phase_frame(p)
+    df = block_frames.block_phase_frame(p)
     axis = f"{knob.name} {knob.symbol}"
-    matrix = block_phase_matrix(df)
-    figure = block_phase_figure(matrix, axis, log_x=knob.spacing == "log", reach=block_phase_reach(matrix))
+    matrix = block_frames.block_phase_matrix(df)
+    reach = block_frames.block_phase_reach(matrix)
+    figure = block_phase_figure(matrix, axis, log_x=knob.spacing == "log", reach=reach)
     st.plotly_chart(figure, key="chart_block_phase")
     st.caption(
         f"The {cfg.cell} block's memory knob: the {knob.name} {knob.symbol}, {knob.setting}; the reference's "
         f"default {knob.reference}. Each value draws the block anew with the knob changed (every other "
         "tensor as the reference draws it) and reads how much of the gradient reaching the last input "
         "x_{T−1} reaches the input lag steps before it, mean over the seeds; the line, the furthest "
-        "lag at which 1 % of it still arrives."
+        "lag at which 1 % of it still arrives. "
+        + block_frames.phase_reach_sentence(reach, knob.symbol, int(matrix.index.max()))
         + (
             " The knob is the initialisation's: a trained run's weights are not swept."
             if ctx.weights_source
