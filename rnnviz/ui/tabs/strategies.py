@@ -194,6 +194,7 @@ def render_block(ctx: BlockContext) -> None:
     verdict = "equal to float rounding" if df["agrees"].all() else f"NOT within float rounding ({ROUNDING:g})"
     st.caption(
         f"Every way's loss against plain jax.grad's, and the model loss's per-step norms of the two analyses "
-        f"(every layer and state, every step): largest relative difference {worst:.2e} — {verdict}."
+        f"(every layer and state, every step where float32 holds them, ≥ 2⁻¹⁰⁰): largest relative difference "
+        f"{worst:.2e} — {verdict}."
     )
     csv_button(df, "rnnviz_block_strategies.csv", "csv_block_strategies")
