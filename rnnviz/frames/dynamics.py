@@ -45,6 +45,31 @@ def phase_frames(sweep_df: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     return matrix, survival
 
 
+def survival_sentence(matrix: pd.DataFrame, survival: pd.DataFrame) -> str:
+    """What :func:`phase_frames`' survival line says when it lies along an edge of the diagram,
+    where it reads as the frame rather than as data; "" when it crosses the range.
+
+    Example:
+        >>> m = pd.DataFrame({0.5: [0.0, -0.1], 2.0: [0.0, 0.1]}, index=pd.Index([0, 1], name="lag"))
+        >>> s = pd.DataFrame({"lag": [0, 1], "gain_mean": [0.5, 0.5]})
+        >>> survival_sentence(m, s)
+        'The lowest gain here already keeps at least 1 % at every lag: the line lies on the left edge.'
+        >>> survival_sentence(m, s.assign(gain_mean=[0.5, np.nan]))
+        'No gain here keeps 1 % beyond lag 0, in any seed: the line stops there.'
+        >>> survival_sentence(m, s.assign(gain_mean=[0.5, 2.0]))
+        ''
+    """
+    lowest = float(matrix.columns.min())
+    beyond = survival[survival["lag"] > 0]["gain_mean"]
+    if beyond.empty:
+        return ""
+    if beyond.isna().all():
+        return "No gain here keeps 1 % beyond lag 0, in any seed: the line stops there."
+    if (beyond == lowest).all():
+        return "The lowest gain here already keeps at least 1 % at every lag: the line lies on the left edge."
+    return ""
+
+
 def singular_values_frame(j) -> pd.DataFrame:
     """``t, series (σ₁ … σ_k), value``: the top singular values of each step Jacobian."""
     steps, k = j.singular_values.shape

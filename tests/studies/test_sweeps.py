@@ -14,7 +14,7 @@ import pytest
 
 from rnnviz import ConfigError, RunConfig, analyze, charts
 from rnnviz.cli.main import main as cli_main
-from rnnviz.frames.dynamics import phase_frames
+from rnnviz.frames.dynamics import phase_frames, survival_sentence
 from rnnviz.studies import sweep as sweep_module
 from rnnviz.studies.sweep import critical_gain, sweep, sweep_executable, sweep_reusing
 
@@ -253,6 +253,12 @@ def test_phase_diagram_axes_boundary_and_survival():
     line = [t for t in fig.data if t.name and t.name.startswith("Pascanu")][0]
     assert list(line.x) == [boundary, boundary]
     assert critical_gain(RunConfig(cell="lstm"), [0]) is None
+    # the line in words where it lies along an edge (k·log₁₀ g against −2): here it crosses
+    assert survival_sentence(matrix, survival) == ""
+    kept = phase_frames(sweep(cfg, {"recurrent_gain": [1.0, 1.25]}))  # ratio ≥ 1 at every lag
+    assert survival_sentence(*kept).startswith("The lowest gain here already keeps at least 1 % at every lag")
+    lost = phase_frames(sweep(cfg, {"recurrent_gain": [0.001, 0.005]}))  # lag 1: 10^-2.3 at most
+    assert survival_sentence(*lost).startswith("No gain here keeps 1 % beyond lag 0")
 
 
 def test_the_survival_line_equals_a_loop_over_seeds_and_lags():

@@ -11,7 +11,7 @@ from rnnviz import charts
 from rnnviz.charts.models import block_phase_figure
 from rnnviz.config import FIELD_SPECS
 from rnnviz.frames import models as block_frames
-from rnnviz.frames.dynamics import phase_frames
+from rnnviz.frames.dynamics import phase_frames, survival_sentence
 from rnnviz.serve import budget
 from rnnviz.serve.requests import Request, job_key, jobs
 from rnnviz.tables.block_knobs import BLOCK_KNOBS
@@ -75,15 +75,19 @@ def render(ctx: TabContext) -> None:
         found.append(found_boundary)
         return df
 
+    drawn: list[pd.DataFrame] = []  # the last part's matrix and survival line
+
     def draw(rows: pd.DataFrame, final: bool) -> None:
-        figure = charts.phase_figure(*phase_frames(rows), found[-1])
+        drawn[:] = phase_frames(rows)
+        figure = charts.phase_figure(*drawn, found[-1])
         st.plotly_chart(figure, key="chart_phase" if final else None)
 
     # in interleaved parts when it takes a while: the whole gain range at once, then finer
     df = interleaved_parts(len(gradients), part_of, draw, "gain")
     # what the picture means, under it: above it, on a 1366×768 projector, it pushed the chart off
     st.markdown(prose(__name__, "intro"))
-    st.caption(f"For the {cfg.cell} cell the gain {cell_spec(cfg.cell).display.gain_meaning()}.")
+    gain = f"For the {cfg.cell} cell the gain {cell_spec(cfg.cell).display.gain_meaning()}."
+    st.caption(f"{gain} {survival_sentence(*drawn)}".strip())
     if found[-1] is not None:
         st.caption(
             f"Dashed: the Pascanu boundary σ₁(W_h)·γ = 1 at g = {found[-1]:.3f}; left of it vanishing is "
