@@ -13,6 +13,16 @@ def superscript(n: int) -> str:
     return str(n).translate(_SUPERSCRIPT)
 
 
+def layers_text(n: int) -> str:
+    """A count of layers in words.
+
+    Example:
+        >>> layers_text(1), layers_text(4)
+        ('1 layer', '4 layers')
+    """
+    return f"{n} layer" if n == 1 else f"{n} layers"
+
+
 def pow10_text(log10_value: float, digits: int = 3) -> str:
     """A magnitude given by its log₁₀ as ``3.47×10⁻²²⁸``: ``0`` for −inf, ``nan``/``inf``
     as such. Works far outside float64's range (the mantissa is computed from the log)."""

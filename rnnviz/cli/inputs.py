@@ -8,6 +8,7 @@ import argparse
 from collections.abc import Sequence
 from typing import Any
 
+from rnnviz.base.formatting import layers_text
 from rnnviz.cli.argtypes import bounded_int, parameter_count
 from rnnviz.config import FIELD_SPECS, ConfigError, RunConfig, coerce
 
@@ -264,6 +265,6 @@ def design_line(model_type: str, config: dict[str, Any], count: int, target: int
     width = TEMPLATES[model_type].width
     layers = config.get("num_hidden_layers", config.get("num_layers"))
     return (
-        f"{model_type}: {width} {config[width]}, {layers} layers, {count:,} parameters "
+        f"{model_type}: {width} {config[width]}, {layers_text(layers)}, {count:,} parameters "
         f"({(count - target) / target:+.1%} from {target:,})"
     )

@@ -10,7 +10,7 @@ import json
 
 import numpy as np
 
-from rnnviz.base.formatting import pow10_text
+from rnnviz.base.formatting import layers_text, pow10_text
 from rnnviz.cli.inputs import add_design_flags, design_inputs, design_layers, design_line, design_settings
 
 
@@ -81,7 +81,7 @@ def summary_text(a, n_layers: int) -> str:
 
     t = a.grad_norms.shape[1]
     steps = (0, t // 2, t - 1)
-    lines = [f"model: {a.model_type} ({a.source}), {n_layers} layers, T = {t}", f"loss = {a.loss:.6g}"]
+    lines = [f"model: {a.model_type} ({a.source}), {layers_text(n_layers)}, T = {t}", f"loss = {a.loss:.6g}"]
     lines.append("‖∂L/∂x_t^(l)‖ at t = " + ", ".join(map(str, steps)) + ":")
     for name, row in zip(row_names(len(a.log10_grad_norms)), a.log10_grad_norms):
         lines.append(f"  {name:>15}: " + "  ".join(pow10_text(row[s]) for s in steps))

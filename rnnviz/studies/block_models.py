@@ -31,6 +31,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from rnnviz.base.formatting import layers_text
 from rnnviz.base.models import ModelAnalysis, ModelStates
 from rnnviz.checkpoints.registry import FAMILIES
 from rnnviz.config import FIELD_SPECS, ConfigError, param_count
@@ -341,7 +342,7 @@ within 5%: its nearest, at H = 3, has 840; another count, or another depth.
         raise ConfigError(
             "params",
             target,
-            f"a count the {cfg.cell} block of {cfg.layers} layers reaches within {TOLERANCE:.0%}: its "
+            f"a count the {cfg.cell} block of {layers_text(cfg.layers)} reaches within {TOLERANCE:.0%}: its "
             f"nearest, at H = {sized.hidden_size}, has {count:,}; another count, or another depth",
         )
     return sized, count

@@ -24,6 +24,7 @@ import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, NamedTuple
 
+from rnnviz.base.formatting import layers_text
 from rnnviz.checkpoints.record import CheckpointError
 from rnnviz.checkpoints.registry import FAMILIES
 from rnnviz.config import ConfigError
@@ -308,7 +309,7 @@ def _impossible(w: _Widths, target: int) -> ConfigError:
     return ConfigError(
         "params",
         target,
-        f"a count a {w.model_type} design of {w.layers} layers reaches within {TOLERANCE:.0%} "
+        f"a count a {w.model_type} design of {layers_text(w.layers)} reaches within {TOLERANCE:.0%} "
         f"(its legal widths: {TEMPLATES[w.model_type].legal}); the nearest are {' and '.join(nearest)}",
     )
 

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 import streamlit as st
 
+from rnnviz.base.formatting import layers_text
 from rnnviz.base.timing import MIN_PRECISE_REPEATS
 from rnnviz.charts.models import layer_heatmap, layer_lines, state_lines, token_connectivity
 from rnnviz.config import ConfigError
@@ -227,7 +228,7 @@ def model_charts(a: ModelAnalysis, summary: ModelSummary) -> None:
     compiled = f"compiled in {a.compile_s:.2f} s" if a.compile_s else "compiled already"
     exact = "" if a.log10_source == "float32" else f" · exact log₁₀: {a.log10_source}"
     st.markdown(
-        f"**{summary.model_type}** · {summary.n_layers} layers · {summary.n_params:,} parameters · "
+        f"**{summary.model_type}** · {layers_text(summary.n_layers)} · {summary.n_params:,} parameters · "
         f"loss **{a.loss:.4g}** · {compiled}, run in {a.run_s * 1e3:.1f} ms{exact} · "
         f"{Path(summary.source).name}"
     )
