@@ -7,6 +7,7 @@ one."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import numpy as np
@@ -81,6 +82,8 @@ def test_the_compare_tab_draws_the_pinned_designs_side_by_side_and_reports_them(
     (fig,) = [f for f in figures(at) if "at the inputs" in str(f["layout"].get("title"))]
     assert [t["name"] for t in fig["data"]] == [describe(c) for c in designs]
     (table,) = [d.value for d in at.dataframe]
+    shown = json.loads(at.dataframe[0].proto.columns)["parameters"]["type_config"]
+    assert shown["format"] == "localized"  # 41,184 in an English browser, as the pins list them
     for trace, cfg, row in zip(fig["data"], designs, table.itertuples()):
         logs = analyze_block(cfg).log10_grad_norms[0]
         np.testing.assert_allclose(np.asarray(decode(trace["y"]), np.float64), logs, atol=1e-4)

@@ -94,7 +94,8 @@ def render_block(ctx: BlockContext) -> None:
     title = "‖∂L/∂x_t‖ at the inputs: the current and the pinned designs"
     st.plotly_chart(layer_lines(designs_stream_frame(analyses, labels), title), key="chart_compare_blocks")
     table = designs_frame(analyses, labels, [s.n_params for s, _ in runs])
-    st.dataframe(table, hide_index=True, key="table_compare_blocks")
+    counts = {"parameters": st.column_config.NumberColumn(format="localized")}  # 41,184, as listed above
+    st.dataframe(table, hide_index=True, key="table_compare_blocks", column_config=counts)
     st.caption(
         "decades: how far ‖∂L/∂x_t‖ at the inputs falls from the last step to the first (log₁₀). Each design "
         "reads its own inputs: the same x for designs that differ only in the cell and the width."
