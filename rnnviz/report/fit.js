@@ -54,12 +54,13 @@
     if (lift < 1 && overlap < 1) return;
     // from the margin as drawn (a legend above the plot pushes it past the layout's own);
     // autosize named again, as a relayout that names the height alone fixes the width it has now
-    const drawn = Math.max(el.layout.margin.t, (el._fullLayout._size || {}).t || 0);
+    const margin = (el.layout.margin || {}).t || 0;
+    const drawn = Math.max(margin, (el._fullLayout._size || {}).t || 0);
     const pad = ((el.layout.title.pad || {}).t || 0) + lift, top = drawn + overlap;
-    const height = el.layout.height + top - el.layout.margin.t;
+    const height = (el.layout.height || el._fullLayout.height) + top - margin;
     el.rnnvizRoom = { width: el.clientWidth, pad, top };
-    for (const box of [el.parentElement, el]) {  // boxes of a fixed height (plotly's own wrapper) grow with it
-      if (box && box.clientHeight && box.clientHeight < height) box.style.height = height + "px";
+    for (const holder of [el.parentElement, el]) {  // boxes of a fixed height (plotly's own wrapper) grow with it
+      if (holder && holder.clientHeight && holder.clientHeight < height) holder.style.height = height + "px";
     }
     return Plotly.relayout(el, { "title.pad.t": pad, "margin.t": top, height, autosize: true })
       .then(() => (tries > 1 ? rnnvizClear(el, tries - 1) : undefined));
@@ -72,8 +73,9 @@
     const fit = () => Promise.all([...document.querySelectorAll(".plotly-graph-div")].map((el) => {
       if (!el._fullLayout || !el.layout.title) return null;
       const l = el.layout;  // as first drawn: each fit starts from it
-      const base = (el.rnnvizBase = el.rnnvizBase || { text: l.title.text, top: l.margin.t, height: l.height });
-      const lay = rnnvizWrap({ ...l, title: { ...l.title, text: base.text }, margin: { ...l.margin, t: base.top },
+      const base = (el.rnnvizBase = el.rnnvizBase ||
+        { text: l.title.text, top: (l.margin || {}).t, height: l.height || el._fullLayout.height });
+      const lay = rnnvizWrap({ ...l, title: { ...l.title, text: base.text }, margin: { ...(l.margin || {}), t: base.top },
         height: base.height }, el);
       return Plotly.relayout(el, { title: lay.title, "margin.t": lay.margin.t, height: lay.height, autosize: true })
         .then(() => rnnvizClear(el));
