@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 import time
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -207,9 +208,13 @@ def max_rel_diff(
         0.0909...
         >>> max_rel_diff([np.array([1.0, 6.2247e-37])], [np.array([1.0, 6.2237e-37])])  # below 2⁻¹⁰⁰
         0.0
+        >>> max_rel_diff([np.array([1.0, np.nan])], [np.array([1.0, 1e-40])])  # a NaN only one has
+        inf
     """
     worst = 0.0
     for a, b in zip(got, want, strict=True):
+        if (np.isnan(a) != np.isnan(b)).any():
+            return math.inf
         scale = np.maximum(np.abs(a), np.abs(b))
         compared = scale >= floor
         worst = max(worst, float(np.max(np.abs(a - b)[compared] / scale[compared], initial=0.0)))
